@@ -1,0 +1,1 @@
+"""cutext.pipelines."""
