@@ -1,0 +1,447 @@
+"""The ``bm25`` pipeline: build a term-major BM25 index, load it, search it.
+
+Index directory layout (every file Parquet or JSON)::
+
+    index.json           N, avgdl, variant, k1, b, delta, tokenizer, backend, version, counts, timings
+    vocab.parquet        term_id: int32, term: string, df: int64, idf: float64, w0: float32
+    documents/*.parquet  doc_id: int64, source_id: string, length: int32, replaced: int32
+    postings/*.parquet   term_id: int32, doc_id: int64, tf: int32, weight: float32
+                         (files in name order are globally sorted by (term_id, doc_id))
+
+Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cutext.kernels.backend import array_module, is_gpu_object, resolve_backend
+from cutext.pipelines._compute import compute_context, input_bytes, materialize
+from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.stages import bm25 as bm25_stage
+from cutext.stages.count import count_partition, counts_meta, document_frequencies, document_lengths
+from cutext.stages.encode import build_vocabulary, encode_partition, encode_terms, encoded_meta, vocabulary_frame
+from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
+from cutext.stages.sort import term_major
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokenize_texts, tokens_meta
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("cutext")
+except Exception:  # pragma: no cover
+    __version__ = "0+unknown"
+
+POSTINGS_PER_FILE = 8_000_000
+
+
+class _Stages:
+    """Progress over the pipeline's stages (tqdm), and their wall-clock timings."""
+
+    def __init__(self, names, progress: bool):
+        self.timings: dict[str, float] = {}
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=len(names), desc="bm25", unit="stage", leave=True)
+
+    def run(self, name, fn, *args, **kwargs):
+        if self.bar is not None:
+            self.bar.set_postfix_str(name)
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timings[name] = time.perf_counter() - t0
+        if self.bar is not None:
+            self.bar.update(1)
+        return out
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _DocumentsPartition:
+    def __init__(self, lengths: np.ndarray):
+        self.lengths = lengths
+
+    def __call__(self, df):
+        ids = df["doc_id"].values
+        xp = array_module(ids)
+        lengths = xp.asarray(self.lengths)[ids].astype(np.int32)
+        out = df[["doc_id", "source_id", "replaced"]].copy()
+        out["length"] = lengths
+        return out[["doc_id", "source_id", "length", "replaced"]]
+
+
+def _drop_dl(df):
+    return df[["term_id", "doc_id", "tf", "weight"]]
+
+
+def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
+                lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
+                format="auto", text_column=None, id_column=None, blocksize=64 << 20,
+                encoding="utf-8", storage_options=None, backend="auto", client=None,
+                scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
+    """Index a corpus for BM25 (paper 004, section 3: extract, ids by scan, sort, count, weight).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats).
+    out : str or os.PathLike
+        Index directory to write; written under a temporary name and renamed when complete.
+    variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
+    k1, b, delta : float
+        BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
+    lowercase, stopwords, stemmer, min_len, max_len
+        Tokenizer settings (:class:`cutext.stages.tokenize.TokenizerConfig`).
+    format, text_column, id_column, blocksize, encoding, storage_options
+        Reader settings.
+    backend : {"auto", "cpu", "gpu"}
+    client : distributed.Client, optional
+        Run on this cluster.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+    n_workers : int, optional
+        Workers of a local cluster (default: one per GPU / core).
+    overwrite : bool
+    progress : bool
+        Show a progress bar over the stages.
+
+    Returns
+    -------
+    RunResult
+        ``path`` = the index directory; ``counts``: n_docs, n_terms, n_postings, n_tokens,
+        n_empty_docs, replaced; ``timings`` in seconds per stage.
+
+    Raises
+    ------
+    FileNotFoundError
+        The input path matches nothing.
+    CorpusError (ValueError)
+        Unreadable input, a missing column, or an empty corpus (message names the file).
+    ValueError
+        Bad BM25 or tokenizer parameters.
+    """
+    delta = bm25_stage.check_params(variant, k1, b, delta)
+    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    be = resolve_backend(backend)
+    gpu = be == "gpu"
+    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
+                                    blocksize=blocksize, encoding=encoding,
+                                    storage_options=storage_options, backend=be)
+    nbytes = input_bytes(pieces, _fs_of(path, storage_options))
+    stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
+    try:
+        with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
+                atomic_directory(out, overwrite=overwrite) as tmp:
+            docs, part_counts = stages.run("read", assign_doc_ids, docs, pieces)
+            n_docs = int(part_counts.sum())
+            if n_docs == 0:
+                raise CorpusError(f"{path}: the corpus holds no document")
+
+            def _tokenize():
+                t = docs.map_partitions(tokenize_partition, tok_cfg, meta=tokens_meta(gpu))
+                return materialize(t, info)
+
+            tokens = stages.run("tokenize", _tokenize)
+
+            def _encode():
+                vocab = build_vocabulary(tokens)
+                enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu),
+                                            meta=encoded_meta(gpu))
+                lengths = document_lengths(tokens, n_docs)
+                return vocab, materialize(enc, info), lengths
+
+            vocab, encoded, lengths = stages.run("encode", _encode)
+            del tokens
+            n_terms = len(vocab)
+
+            def _count():
+                c = materialize(encoded.map_partitions(count_partition, meta=counts_meta(gpu)), info)
+                return c, document_frequencies(c, n_terms)
+
+            counts, df_t = stages.run("sort+count", _count)
+            del encoded
+            n_tokens = int(lengths.sum())
+            if n_tokens == 0:
+                raise CorpusError(f"{path}: no document has a token after tokenization ({n_docs} documents)")
+            avgdl = n_tokens / n_docs
+            idf_t = bm25_stage.idf(df_t, n_docs, variant)
+            w0 = bm25_stage.absent_weight(idf_t, variant, k1, delta)
+            n_postings = int(df_t.sum())
+
+            def _write():
+                weighted = counts.map_partitions(
+                    bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta),
+                    meta=bm25_stage.weights_meta(counts._meta))
+                weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
+                nparts = max(1, -(-n_postings // POSTINGS_PER_FILE))
+                postings = term_major(weighted, df_t, nparts)
+                postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
+                                    name_function=lambda i: f"part.{i:05d}.parquet")
+                documents = docs.map_partitions(_DocumentsPartition(lengths),
+                                                meta=_DocumentsPartition(np.zeros(0, np.int64))(docs._meta))
+                documents.to_parquet(str(tmp / "documents"), write_index=False, write_metadata_file=False,
+                                     name_function=lambda i: f"part.{i:05d}.parquet")
+                replaced = int(docs["replaced"].sum().compute())
+                vt = pa.table({"term_id": pa.array(np.arange(1, n_terms + 1, dtype=np.int32)),
+                               "term": vocab,
+                               "df": pa.array(df_t[1:]),
+                               "idf": pa.array(idf_t[1:]),
+                               "w0": pa.array(w0[1:].astype(np.float32))})
+                pq.write_table(vt, tmp / "vocab.parquet")
+                return replaced
+
+            replaced = stages.run("weight+write", _write)
+            result_counts = {"n_docs": n_docs, "n_terms": n_terms, "n_postings": n_postings,
+                             "n_tokens": n_tokens, "n_empty_docs": int((lengths == 0).sum()),
+                             "replaced": replaced, "input_bytes": nbytes, "partitions": len(pieces)}
+            params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
+                      "tokenizer": tok_cfg.to_dict()}
+            write_json(tmp / "index.json", {
+                "kind": "cutext.bm25", "version": __version__, "N": n_docs, "avgdl": avgdl,
+                "variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": tok_cfg.to_dict(),
+                "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers,
+                "source": str(path), "format": fmt, "counts": result_counts, "timings": stages.timings,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    finally:
+        stages.close()
+    return RunResult("bm25", Path(out).absolute(), info.backend, info.scheduler, info.n_workers,
+                     result_counts, stages.timings, params)
+
+
+def _fs_of(path, storage_options):
+    from fsspec.core import url_to_fs
+
+    p = path[0] if isinstance(path, (list, tuple)) else path
+    return url_to_fs(str(p), **(storage_options or {}))[0]
+
+
+# ----------------------------------------------------------------------------- retrieval
+
+def _as_queries(queries) -> tuple[list[str], list[str]]:
+    if isinstance(queries, str):
+        return ["0"], [queries]
+    if isinstance(queries, pd.DataFrame):
+        qcol = "query" if "query" in queries.columns else "text"
+        if qcol not in queries.columns or "query_id" not in queries.columns:
+            raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
+        return queries["query_id"].astype(str).tolist(), queries[qcol].astype(str).tolist()
+    if isinstance(queries, pd.Series):
+        return [str(i) for i in queries.index], queries.astype(str).tolist()
+    if isinstance(queries, dict):
+        return [str(k) for k in queries], [str(v) for v in queries.values()]
+    qs = [str(q) for q in queries]
+    return [str(i) for i in range(len(qs))], qs
+
+
+def topk_rows(indptr, indices, data, k: int):
+    """Top ``k`` entries of every row of a CSR matrix (segmented sort; numpy or cupy).
+
+    Ties are broken by the smaller column index.
+
+    Returns
+    -------
+    (rows, cols, vals, rank) : arrays, rank is 0-based within the row.
+    """
+    xp = array_module(data)
+    nq = len(indptr) - 1
+    counts = xp.diff(indptr)
+    rows = xp.repeat(xp.arange(nq, dtype=np.int64), counts.astype(np.int64))
+    if len(data) == 0:
+        return rows, indices.astype(np.int64), data, rows
+    keys = xp.stack([indices.astype(np.float64), -data.astype(np.float64), rows.astype(np.float64)])
+    order = xp.lexsort(keys)
+    rows_s = rows[order]
+    rank = xp.arange(len(order), dtype=np.int64) - indptr[rows_s].astype(np.int64)
+    keep = rank < k
+    sel = order[keep]
+    return rows_s[keep], indices[sel].astype(np.int64), data[sel], rank[keep]
+
+
+class BM25Index:
+    """A BM25 index loaded for search.
+
+    The postings form a term-major CSR matrix ``M`` of shape (V + 1, N), float32; a batch of
+    queries is a CSR matrix ``Q`` (n_queries, V + 1) of query term counts; scores are ``Q @ M``
+    (scipy.sparse on the CPU, cupyx.scipy.sparse on the GPU) plus, for bm25l/bm25+, the weight
+    of absent query terms.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    meta : dict        (index.json)
+    vocab : pyarrow.LargeStringArray, shape (V,), sorted
+    df, idf, w0 : numpy arrays, shape (V + 1,), index = term id
+    source_ids : numpy object array, shape (N,)
+    lengths : numpy int32 array, shape (N,)
+    backend : str
+    """
+
+    def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend):
+        self.path, self.meta, self.vocab = Path(path), meta, vocab
+        self.df, self.idf, self.w0 = df, idf, w0
+        self.source_ids, self.lengths = source_ids, lengths
+        self.matrix, self.backend = matrix, backend
+        self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
+        self._has_w0 = bool(np.any(w0 != 0))
+        self._w0_dev = None
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.meta["N"])
+
+    @classmethod
+    def load(cls, path, backend="cpu") -> "BM25Index":
+        """Load an index directory written by :func:`build_index`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        backend : {"cpu", "gpu", "auto"}
+            Where the matrix lives and queries are scored.
+
+        Raises
+        ------
+        FileNotFoundError
+            Not an index directory (no index.json).
+        ValueError
+            The postings disagree with the vocabulary (a corrupt index).
+        """
+        path = Path(path)
+        if not (path / "index.json").is_file():
+            raise FileNotFoundError(f"{path}: not a cutext BM25 index (no index.json)")
+        meta = json.loads((path / "index.json").read_text(encoding="utf-8"))
+        be = resolve_backend(backend)
+        vt = pq.read_table(path / "vocab.parquet")
+        V = vt.num_rows
+        vocab = vt.column("term").combine_chunks().cast(pa.large_string())
+        df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
+        idf_t = np.concatenate([[0.0], vt.column("idf").to_numpy()])
+        w0 = np.concatenate([[0.0], vt.column("w0").to_numpy()]).astype(np.float32)
+        docs = pq.read_table(path / "documents").to_pandas().sort_values("doc_id")
+        N = int(meta["N"])
+        if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
+            raise ValueError(f"{path}: documents table does not hold doc ids 0..{N - 1}")
+        post_files = sorted((path / "postings").glob("*.parquet"))
+        post = pa.concat_tables([pq.read_table(f, columns=["term_id", "doc_id", "weight"]) for f in post_files]) \
+            if post_files else pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
+                                         "weight": pa.array([], pa.float32())})
+        t = post.column("term_id").to_numpy().astype(np.int64)
+        d = post.column("doc_id").to_numpy().astype(np.int64)
+        w = post.column("weight").to_numpy().astype(np.float32)
+        counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
+        if len(counts) != V + 1 or not np.array_equal(counts, df):
+            raise ValueError(f"{path}: postings do not match the vocabulary's df")
+        order_ok = len(t) < 2 or bool(np.all((np.diff(t) > 0) | ((np.diff(t) == 0) & (np.diff(d) > 0))))
+        if not order_ok:  # not term-major on disk: sort (older or foreign writers)
+            o = np.lexsort((d, t))
+            t, d, w = t[o], d[o], w[o]
+        if np.any(w0):
+            w = w - w0[t]  # store w - w0; search adds the w0 of every query term back
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        import scipy.sparse as sp
+
+        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N))
+        if be == "gpu":
+            import cupy
+            import cupyx.scipy.sparse as csp
+
+            M = csp.csr_matrix((cupy.asarray(M.data), cupy.asarray(M.indices.astype(np.int32)),
+                                cupy.asarray(M.indptr.astype(np.int32) if M.nnz < 2**31 else M.indptr)),
+                               shape=M.shape)
+        return cls(path, meta, vocab, df, idf_t, w0, docs["source_id"].to_numpy(dtype=object),
+                   docs["length"].to_numpy(), M, be)
+
+    # -- queries
+    def query_matrix(self, texts):
+        """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped)."""
+        import scipy.sparse as sp
+
+        toks = tokenize_texts(texts, self.tokenizer)
+        lens = np.fromiter((len(x) for x in toks), np.int64, len(toks))
+        flat = [t for q in toks for t in q]
+        ids = encode_terms(flat, self.vocab) if flat else np.zeros(0, np.int64)
+        rows = np.repeat(np.arange(len(toks)), lens)
+        keep = ids != 0
+        Q = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], ids[keep])),
+                          shape=(len(toks), len(self.vocab) + 1))
+        Q.sum_duplicates()
+        return Q
+
+    def _to_device(self, Q):
+        if self.backend != "gpu":
+            return Q
+        import cupy
+        import cupyx.scipy.sparse as csp
+
+        return csp.csr_matrix((cupy.asarray(Q.data), cupy.asarray(Q.indices.astype(np.int32)),
+                               cupy.asarray(Q.indptr.astype(np.int32))), shape=Q.shape)
+
+    def _absent(self, Q):
+        """Per-query constant: sum over query terms of w0 (bm25l / bm25+), shape (n_queries,)."""
+        return np.asarray(Q @ self.w0.astype(np.float64)).ravel()
+
+    def get_scores(self, query: str) -> np.ndarray:
+        """Dense BM25 scores of one query against every document, float32 array (N,), on the host."""
+        Q = self.query_matrix([query])
+        S = self._to_device(Q) @ self.matrix
+        dense = S.toarray()
+        if self.backend == "gpu":
+            dense = dense.get()
+        dense = dense.ravel().astype(np.float64)
+        if self._has_w0:
+            dense += self._absent(Q)[0]
+        return dense.astype(np.float32)
+
+    def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False) -> pd.DataFrame:
+        """Top-``k`` documents for every query.
+
+        Parameters
+        ----------
+        queries : str, list of str, dict {query_id: text}, pandas Series (index = query id) or
+            DataFrame ``(query_id, query)``
+        k : int
+        batch_size : int
+            Queries scored per sparse matrix product.
+        progress : bool
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``query_id: str, doc_id: str`` (the source id), ``rank: int`` (1-based),
+            ``score: float``, ``doc_index: int64``; documents that match no query term are not
+            returned, so a query may have fewer than ``k`` rows.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        qids, texts = _as_queries(queries)
+        frames = []
+        rng = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            rng = tqdm(rng, desc="search", unit="batch")
+        for s in rng:
+            Q = self.query_matrix(texts[s:s + batch_size])
+            S = (self._to_device(Q) @ self.matrix).tocsr()
+            S.sum_duplicates()
+            rows, cols, vals, rank = topk_rows(S.indptr, S.indices, S.data, k)
+            if self.backend == "gpu":
+                rows, cols, vals, rank = (x.get() for x in (rows, cols, vals, rank))
+            vals = vals.astype(np.float64)
+            if self._has_w0:
+                vals = vals + self._absent(Q)[rows]
+            frames.append(pd.DataFrame({"query_id": np.asarray(qids[s:s + batch_size], dtype=object)[rows],
+                                        "doc_id": self.source_ids[cols], "rank": rank + 1, "score": vals,
+                                        "doc_index": cols}))
+        if not frames:
+            return pd.DataFrame(columns=["query_id", "doc_id", "rank", "score", "doc_index"])
+        return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,560 @@
+"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd, any fsspec URL).
+
+A corpus is a dask DataFrame with one row per document::
+
+    doc_id: int64      dense, 0..N-1 in input order (assigned by :func:`assign_doc_ids`)
+    source_id: string  the id the document had in its source (see below)
+    text: string       the document text (UTF-8; undecodable bytes replaced by U+FFFD)
+    replaced: int32    how many undecodable byte sequences were replaced in this document
+
+Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression suffix):
+
+``files``
+    one document per file (a directory or a glob); ``source_id`` is the path relative to the
+    directory (or to the glob's fixed prefix).  Chosen for directories and globs of anything that is
+    not .jsonl/.json/.ndjson/.parquet/.pq/.csv/.tsv.
+``lines``
+    one document per line of each text file (a single ``.txt`` file chooses it); empty lines are
+    empty documents.  ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when
+    several files are read.
+``jsonl``
+    one JSON object per line; ``text_column`` (default ``"text"``, or ``"contents"`` when that is
+    the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
+    ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
+``parquet``, ``csv``
+    a table with a text column and an optional id column, as for ``jsonl``.
+
+Uncompressed ``lines``/``jsonl`` files larger than ``blocksize`` are split at line boundaries into
+several partitions; everything else is one partition per file (``files``: groups of files of about
+``blocksize`` bytes).
+"""
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import posixpath
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
+TABLE_SUFFIXES = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".parquet": "parquet", ".pq": "parquet",
+    ".csv": "csv", ".tsv": "csv",
+}
+ID_CANDIDATES = ("id", "_id", "doc_id", "docid", "docno")
+TEXT_CANDIDATES = ("text", "contents", "content", "body")
+DEFAULT_BLOCKSIZE = 64 << 20
+
+_tls = threading.local()
+
+
+def _count_replace(exc):
+    _tls.replaced = getattr(_tls, "replaced", 0) + 1
+    return ("\ufffd", exc.end)
+
+
+codecs.register_error("cutext_count", _count_replace)
+
+
+def decode_counting(data: bytes, encoding: str = "utf-8") -> tuple[str, int]:
+    """Decode bytes, replacing undecodable sequences by U+FFFD; returns (text, replacements)."""
+    try:
+        return data.decode(encoding), 0
+    except UnicodeDecodeError:
+        _tls.replaced = 0
+        text = data.decode(encoding, errors="cutext_count")
+        return text, _tls.replaced
+
+
+class CorpusError(ValueError):
+    """Bad input: the message names the file (and the line where there is one)."""
+
+
+@dataclass
+class Piece:
+    """One partition's worth of input: a file, or a byte range of one, or a group of files."""
+
+    format: str
+    paths: list
+    labels: list
+    compression: str | None = None
+    start: int = 0
+    end: int | None = None          # byte range [start, end) of an uncompressed file
+    file_index: int = 0             # which input file (for line numbering across blocks)
+    numbered: bool = False          # source ids are row numbers to be filled in by assign_doc_ids
+    options: dict = field(default_factory=dict)
+
+
+def _strip_compression(path: str) -> tuple[str, str | None]:
+    root, ext = posixpath.splitext(path)
+    comp = COMPRESSIONS.get(ext.lower())
+    return (root, comp) if comp else (path, None)
+
+
+def _fs_and_paths(path, storage_options):
+    from fsspec.core import url_to_fs
+
+    if isinstance(path, (list, tuple)):
+        fs, _ = url_to_fs(str(path[0]), **(storage_options or {}))
+        files = []
+        for p in path:
+            files.extend(_fs_and_paths(p, storage_options)[1])
+        return fs, files, None
+    path = os.fspath(path)
+    fs, fspath = url_to_fs(path, **(storage_options or {}))
+    if any(ch in fspath for ch in "*?["):
+        files = sorted(f for f in fs.glob(fspath) if fs.isfile(f))
+        root = fspath.split("*")[0].split("?")[0].split("[")[0]
+        root = root if root.endswith("/") else posixpath.dirname(root)
+        return fs, files, root
+    if fs.isdir(fspath):
+        files = sorted(f for f in fs.find(fspath) if not posixpath.basename(f).startswith("."))
+        return fs, files, fspath
+    if not fs.exists(fspath):
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    return fs, [fspath], None
+
+
+def _label(path: str, root: str | None) -> str:
+    if root:
+        rel = posixpath.relpath(path, root)
+        return rel
+    return posixpath.basename(path)
+
+
+def detect_format(files: list[str], is_collection: bool) -> str:
+    kinds = set()
+    for f in files:
+        base, _ = _strip_compression(f)
+        kinds.add(TABLE_SUFFIXES.get(posixpath.splitext(base)[1].lower(), "text"))
+    if len(kinds) == 1 and "text" not in kinds:
+        return kinds.pop()
+    if is_collection:
+        return "files"
+    return "lines"
+
+
+def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+         encoding="utf-8", storage_options=None):
+    """Expand ``path`` into partition pieces (no file is read, only listed and sized).
+
+    Returns
+    -------
+    (fsspec.AbstractFileSystem, list[Piece], str)
+        the filesystem, the pieces in input order, and the resolved format.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing matches ``path``.
+    ValueError
+        Unknown ``format``.
+    """
+    fs, files, root = _fs_and_paths(path, storage_options)
+    if not files:
+        raise FileNotFoundError(f"{path}: no input files found")
+    is_collection = root is not None or len(files) > 1
+    fmt = detect_format(files, is_collection) if format == "auto" else format
+    if fmt not in ("files", "lines", "jsonl", "parquet", "csv"):
+        raise ValueError(f"unknown format {format!r}; use auto, files, lines, jsonl, parquet or csv")
+    opts = dict(text_column=text_column, id_column=id_column, encoding=encoding)
+    pieces: list[Piece] = []
+    multi = len(files) > 1
+    if fmt == "files":
+        group, size = [], 0
+        for f in files:
+            sz = fs.size(f) or 0
+            group.append(f)
+            size += sz
+            if size >= blocksize or len(group) >= 4096:
+                pieces.append(Piece("files", group, [_label(g, root) for g in group], options=opts))
+                group, size = [], 0
+        if group:
+            pieces.append(Piece("files", group, [_label(g, root) for g in group], options=opts))
+        return fs, pieces, fmt
+    for i, f in enumerate(files):
+        _, comp = _strip_compression(f)
+        label = _label(f, root) if multi else None
+        if fmt in ("lines", "jsonl") and comp is None:
+            size = fs.size(f) or 0
+            nblocks = max(1, -(-size // blocksize))
+            for b in range(nblocks):
+                start = b * blocksize
+                end = None if b == nblocks - 1 else (b + 1) * blocksize
+                pieces.append(Piece(fmt, [f], [label], None, start, end, i, True, opts))
+        else:
+            pieces.append(Piece(fmt, [f], [label], comp, 0, None, i, True, opts))
+    return fs, pieces, fmt
+
+
+# ----------------------------------------------------------------------------- piece readers
+
+def _read_bytes(fs, piece: Piece) -> tuple[bytes, int]:
+    """Bytes of the piece and the byte offset where they start in the (uncompressed) file."""
+    path = piece.paths[0]
+    if piece.compression:
+        with fs.open(path, "rb", compression=piece.compression) as fh:
+            return fh.read(), 0
+    with fs.open(path, "rb") as fh:
+        start = piece.start
+        if start > 0:
+            fh.seek(start - 1)
+            head = fh.read(1)
+            if head != b"\n":  # the line containing `start` belongs to the previous block
+                rest = fh.readline()
+                start += len(rest)
+        fh.seek(start)
+        if piece.end is None:
+            data = fh.read()
+        else:
+            if piece.end <= start:
+                return b"", start
+            data = fh.read(piece.end - start)
+            if data and not data.endswith(b"\n"):
+                data += fh.readline()
+        return data, start
+
+
+def _line_offsets(data: bytes) -> np.ndarray:
+    """int64 offsets (n+1) of the lines in ``data``; a final newline ends the last line."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    ends = nl + 1
+    if len(buf) and (len(nl) == 0 or nl[-1] != len(buf) - 1):
+        ends = np.append(ends, len(buf))
+    return np.concatenate([[0], ends]).astype(np.int64)
+
+
+def _lines_table(data: bytes, piece: Piece, fs, start: int) -> tuple[pa.Array, np.ndarray]:
+    """Lines of ``data`` as a string array (newline stripped) and per-line replacement counts."""
+    offsets = _line_offsets(data)
+    n = len(offsets) - 1
+    if n == 0:
+        return pa.array([], pa.large_string()), np.zeros(0, np.int32)
+    encoding = piece.options.get("encoding", "utf-8")
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        # strip the newline: ends are offsets[1:] minus the '\n' where there is one
+        buf = np.frombuffer(data, dtype=np.uint8)
+        ends = offsets[1:].copy()
+        has_nl = buf[ends - 1] == 10
+        ends[has_nl] -= 1
+        starts = offsets[:-1]
+        # drop the newline bytes; only the last line can lack one
+        lengths = ends - starts
+        keep = np.ones(len(buf), dtype=bool)
+        keep[(offsets[1:] - 1)[has_nl]] = False
+        values = buf[keep]
+        new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off), pa.py_buffer(values))
+        try:
+            arr.validate(full=True)
+            return arr, np.zeros(n, np.int32)
+        except pa.ArrowInvalid:
+            pass
+    texts, counts = [None] * n, np.zeros(n, np.int32)
+    for i in range(n):
+        raw = data[offsets[i]:offsets[i + 1]]
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        texts[i], counts[i] = decode_counting(raw, encoding)
+    return pa.array(texts, pa.large_string()), counts
+
+
+def _first_line_number(fs, piece: Piece, start: int) -> int:
+    """0-based line number of byte ``start`` in the piece's file (only used for error messages)."""
+    if start == 0 or piece.compression:
+        return 0
+    with fs.open(piece.paths[0], "rb") as fh:
+        n, left = 0, start
+        while left > 0:
+            chunk = fh.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            left -= len(chunk)
+    return n
+
+
+def _pick(columns, wanted, candidates, what, path):
+    if wanted is not None:
+        wanted_list = [wanted] if isinstance(wanted, str) else list(wanted)
+        missing = [c for c in wanted_list if c not in columns]
+        if missing:
+            raise CorpusError(f"{path}: missing {what} column(s) {missing}; columns are {list(columns)}")
+        return wanted_list
+    for c in candidates:
+        if c in columns:
+            return [c]
+    return None
+
+
+def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, pa.Array | None]:
+    text_cols = _pick(table.column_names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
+    if text_cols is None:
+        raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
+                          f"columns are {table.column_names}; pass text_column=")
+    parts = []
+    for c in text_cols:
+        col = table.column(c)
+        if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+            col = pc.cast(col, pa.large_string())
+        parts.append(pc.fill_null(col, ""))
+    text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
+    id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
+    ids = None
+    if id_cols is not None:
+        ids = pc.cast(table.column(id_cols[0]), pa.large_string())
+        if ids.null_count:
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} has {ids.null_count} empty ids")
+    return pa.chunked_array(text).combine_chunks().cast(pa.large_string()), (
+        None if ids is None else pa.chunked_array(ids).combine_chunks())
+
+
+def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
+    import pyarrow.json as pj
+
+    path = piece.paths[0]
+    if not data.strip():
+        return pa.table({})
+    try:
+        return pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=max(1 << 20, min(len(data), 1 << 30))))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        first = _first_line_number(fs, piece, start)
+        for i, line in enumerate(data.split(b"\n")):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise CorpusError(f"{path}: line {first + i + 1}: invalid JSON: {e}") from None
+            if not isinstance(obj, dict):
+                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}")
+        # every line parses alone: mixed types across lines; fall back to pandas
+        try:
+            rows = [json.loads(line) for line in data.split(b"\n") if line.strip()]
+            df = pd.DataFrame.from_records(rows)
+            for c in df.columns:
+                if df[c].dtype == object:
+                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+            return pa.Table.from_pandas(df, preserve_index=False)
+        except Exception:
+            raise CorpusError(f"{path}: cannot read JSON Lines: {exc}") from None
+
+
+def read_piece(piece: Piece, fs) -> pd.DataFrame:
+    """Read one piece into a pandas DataFrame ``(source_id, text, replaced)``.
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read or parsed, or lacks the text/id column; the message names the file
+        and the line where there is one.
+    """
+    fmt = piece.format
+    try:
+        if fmt == "files":
+            texts, reps = [], []
+            for p in piece.paths:
+                _, comp = _strip_compression(p)
+                with fs.open(p, "rb", compression=comp) as fh:
+                    raw = fh.read()
+                t, r = decode_counting(raw, piece.options.get("encoding", "utf-8"))
+                texts.append(t)
+                reps.append(r)
+            return _frame(pa.array(piece.labels, pa.large_string()), pa.array(texts, pa.large_string()),
+                          np.asarray(reps, np.int32))
+        path = piece.paths[0]
+        if fmt in ("lines", "jsonl"):
+            data, start = _read_bytes(fs, piece)
+            if fmt == "lines":
+                text, reps = _lines_table(data, piece, fs, start)
+                return _frame(None, text, reps)
+            rep = 0
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                text, rep = decode_counting(data, piece.options.get("encoding", "utf-8"))
+                data = text.encode("utf-8")
+            table = _jsonl_table(data, piece, fs, start)
+            if table.num_rows == 0:
+                return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
+            text, ids = _table_to_docs(table, piece, path)
+            reps = np.zeros(len(text), np.int32)
+            if rep:
+                reps[0] = rep  # attributed to the block's first document
+            return _frame(ids, text, reps)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with fs.open(path, "rb") as fh:
+                table = pq.read_table(fh)
+        elif fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
+            with fs.open(path, "rb", compression=piece.compression) as fh:
+                raw = fh.read()
+            rep = 0
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                t, rep = decode_counting(raw)
+                raw = t.encode("utf-8")
+            try:
+                table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True))
+            except pa.ArrowInvalid as exc:
+                raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
+        else:
+            raise ValueError(fmt)
+        text, ids = _table_to_docs(table, piece, path)
+        reps = np.zeros(len(text), np.int32)
+        if fmt == "csv" and rep and len(reps):
+            reps[0] = rep
+        return _frame(ids, text, reps)
+    except CorpusError:
+        raise
+    except (OSError, pa.ArrowException, EOFError, ValueError) as exc:
+        where = piece.paths[0] if len(piece.paths) == 1 else f"{piece.paths[0]} (+{len(piece.paths) - 1} files)"
+        raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def _frame(ids, text, reps) -> pd.DataFrame:
+    n = len(text)
+    if ids is None:
+        ids = pa.nulls(n, pa.large_string())
+    table = pa.table({"source_id": ids, "text": text, "replaced": pa.array(reps, pa.int32())})
+    return table.to_pandas(types_mapper={pa.large_string(): pd.StringDtype("pyarrow")}.get)
+
+
+def meta_frame() -> pd.DataFrame:
+    return pd.DataFrame({"source_id": pd.Series([], dtype=pd.StringDtype("pyarrow")),
+                         "text": pd.Series([], dtype=pd.StringDtype("pyarrow")),
+                         "replaced": pd.Series([], dtype=np.int32)})
+
+
+class _PieceReader:
+    """Picklable callable for dask.dataframe.from_map."""
+
+    def __init__(self, fs, gpu: bool):
+        self.fs = fs
+        self.gpu = gpu
+
+    def __call__(self, piece: Piece):
+        df = read_piece(piece, self.fs)
+        return to_backend(df, self.gpu)
+
+
+def to_backend(df: pd.DataFrame, gpu: bool):
+    if not gpu:
+        return df
+    import cudf
+
+    return cudf.DataFrame.from_pandas(df)
+
+
+def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+                encoding="utf-8", storage_options=None, backend="cpu"):
+    """Lazily read a corpus into a dask DataFrame ``(source_id, text, replaced)``, one partition a piece.
+
+    Call :func:`assign_doc_ids` on the result to get the dense ``doc_id`` column.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        A file, a directory, a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
+    format : {"auto", "files", "lines", "jsonl", "parquet", "csv"}
+    text_column, id_column : str or list of str, optional
+        Column(s) holding the text (joined by a space) and the source id (table formats).
+    blocksize : int
+        Bytes per partition for splittable inputs.
+    encoding : str
+        Text encoding of the input; undecodable bytes are replaced and counted.
+    backend : {"cpu", "gpu"}
+        Partition type: pandas or cudf.
+
+    Returns
+    -------
+    (dask.dataframe.DataFrame, list[Piece], str)
+        The lazy corpus, its pieces (one per partition) and the resolved format.
+    """
+    import dask.dataframe as dd
+
+    fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+    gpu = backend == "gpu"
+    meta = to_backend(meta_frame(), gpu)
+    ddf = dd.from_map(_PieceReader(fs, gpu), pieces, meta=meta, enforce_metadata=False,
+                      label="read-corpus")
+    return ddf, pieces, fmt
+
+
+class _Numberer:
+    def __init__(self, doc_offsets, row_offsets, pieces):
+        self.doc_offsets = doc_offsets
+        self.row_offsets = row_offsets
+        self.pieces = pieces
+
+    def __call__(self, df, partition_info=None):
+        i = partition_info["number"]
+        n = len(df)
+        xp_mod = type(df).__module__
+        if xp_mod.startswith("cudf"):
+            import cupy as xp
+        else:
+            xp = np
+        df = df.copy()
+        piece = self.pieces[i]
+        if piece.numbered:
+            src = df["source_id"]
+            missing = src.isna()
+            if bool(missing.any()):
+                rows = np.arange(self.row_offsets[i], self.row_offsets[i] + n).astype(str)
+                prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
+                filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
+                if xp is not np:
+                    import cudf
+
+                    filled = cudf.Series(filled)
+                filled.index = src.index
+                df["source_id"] = src.where(~missing, filled)
+        df.insert(0, "doc_id", xp.arange(self.doc_offsets[i], self.doc_offsets[i] + n, dtype=np.int64))
+        return df
+
+
+def assign_doc_ids(ddf, pieces):
+    """Persist the corpus and give every document its dense ``doc_id`` (paper 004 step 2: a scan).
+
+    Source ids missing from the input become row numbers within their file.
+
+    Returns
+    -------
+    (dask.dataframe.DataFrame, numpy.ndarray)
+        The corpus ``(doc_id, source_id, text, replaced)`` and the document count of every partition.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document.
+    """
+    ddf = ddf.persist()
+    counts = np.asarray(ddf.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+    doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    row_offsets = np.zeros(len(pieces), np.int64)
+    seen: dict[int, int] = {}
+    for i, p in enumerate(pieces):
+        if p.numbered:
+            row_offsets[i] = seen.get(p.file_index, 0)
+            seen[p.file_index] = row_offsets[i] + counts[i]
+    meta = ddf._meta.copy()
+    meta.insert(0, "doc_id", np.zeros(0, np.int64) if not type(meta).__module__.startswith("cudf") else meta.index.values.astype("int64"))
+    out = ddf.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=meta,
+                             enforce_metadata=False, align_dataframes=False)
+    return out, counts

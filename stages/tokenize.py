@@ -1,0 +1,268 @@
+"""Tokenize stage: ``(doc_id, text)`` partitions -> long table ``(doc_id, token)``.
+
+Rules (the same on both backends, applied in this order)
+-------------------------------------------------------
+1. **Lowercase** (``lowercase=True``): Unicode simple lowercasing of every character
+   (pyarrow ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU).
+2. **Split**: a token is a maximal run of *word characters*: Unicode letters (general category
+   L*), numbers (N*) and the underscore ``_``.  Every other character (space, punctuation,
+   symbols, marks, control characters) separates tokens.  CPU: pyarrow (RE2)
+   ``split_pattern_regex`` on ``[^\\p{L}\\p{N}_]+``; GPU: cudf ``str.replace`` of ``\\W+`` by a
+   space, then nvtext ``tokenize``.
+3. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
+   dropped (measured before stemming).
+4. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
+   stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses).
+5. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
+   original algorithm, as in Lucene's PorterStemFilter; ``"english"`` is Snowball English).
+   Stemming, stopwords and the length filter are applied to the *unique* tokens of a partition
+   (factorize, map the uniques on the host, gather back), so on the GPU only the vocabulary is
+   stemmed, never every token.
+
+Documents that yield no token stay in the corpus with length 0 (they appear in no row here).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cutext.kernels.backend import array_module, is_gpu_object
+
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
+LUCENE_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with".split())
+
+STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
+CPU_SPLIT_PATTERN = r"[^\p{L}\p{N}_]+"
+GPU_SPLIT_PATTERN = r"\W+"
+
+
+def resolve_stopwords(stopwords) -> frozenset:
+    """Stopword set from a name (``"lucene"``, ``"none"``), a file path (one word per line) or words."""
+    if stopwords is None:
+        return frozenset()
+    if isinstance(stopwords, str):
+        if stopwords in STOPWORD_SETS:
+            return STOPWORD_SETS[stopwords]
+        p = Path(stopwords)
+        if p.is_file():
+            return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
+        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'none', a file path or a list of words")
+    return frozenset(str(w).lower() for w in stopwords)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Tokenizer settings (recorded in every index's JSON).
+
+    Parameters
+    ----------
+    lowercase : bool
+    stopwords : frozenset of str
+    stemmer : str or None
+        A PyStemmer algorithm name (``"porter"``, ``"english"``, ``"german"`` ...) or None.
+    min_len, max_len : int, int or None
+        Token length bounds in code points, before stemming.
+    """
+
+    lowercase: bool = True
+    stopwords: frozenset = field(default_factory=frozenset)
+    stemmer: str | None = None
+    min_len: int = 1
+    max_len: int | None = None
+
+    @classmethod
+    def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
+        """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
+        if stemmer is not None:
+            import Stemmer
+
+            if stemmer not in Stemmer.algorithms():
+                raise ValueError(f"unknown stemmer {stemmer!r}; PyStemmer has {sorted(Stemmer.algorithms())}")
+        if min_len < 1 or (max_len is not None and max_len < min_len):
+            raise ValueError(f"bad token length bounds min_len={min_len}, max_len={max_len}")
+        return cls(bool(lowercase), resolve_stopwords(stopwords), stemmer, int(min_len),
+                   None if max_len is None else int(max_len))
+
+    def to_dict(self) -> dict:
+        return {"lowercase": self.lowercase, "stopwords": sorted(self.stopwords), "stemmer": self.stemmer,
+                "min_len": self.min_len, "max_len": self.max_len,
+                "split": "maximal runs of Unicode letters (L*), numbers (N*) and '_'"}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TokenizerConfig":
+        return cls(d.get("lowercase", True), frozenset(d.get("stopwords", ())), d.get("stemmer"),
+                   d.get("min_len", 1), d.get("max_len"))
+
+    @property
+    def needs_term_map(self) -> bool:
+        return bool(self.stopwords) or self.stemmer is not None or self.min_len > 1 or self.max_len is not None
+
+
+_stemmers = threading.local()
+
+
+def _stemmer(name):
+    cache = getattr(_stemmers, "cache", None)
+    if cache is None:
+        cache = _stemmers.cache = {}
+    if name not in cache:
+        import Stemmer
+
+        cache[name] = Stemmer.Stemmer(name)
+    return cache[name]
+
+
+def map_terms(terms: list[str], cfg: TokenizerConfig) -> list[str | None]:
+    """Apply length filter, stopwords and stemming to unique raw tokens (None = dropped)."""
+    out: list[str | None] = []
+    keep_idx, keep = [], []
+    lo, hi, stop = cfg.min_len, cfg.max_len, cfg.stopwords
+    for i, t in enumerate(terms):
+        n = len(t)
+        if n < lo or (hi is not None and n > hi) or t in stop:
+            out.append(None)
+        else:
+            out.append(t)
+            keep_idx.append(i)
+            keep.append(t)
+    if cfg.stemmer is not None and keep:
+        stems = _stemmer(cfg.stemmer).stemWords(keep)
+        for i, s in zip(keep_idx, stems):
+            out[i] = s
+    return out
+
+
+# ----------------------------------------------------------------------------- split
+
+def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(text, type=pa.large_string()) if not isinstance(text, pa.Array) else text
+    arr = pc.fill_null(arr, "")
+    if lowercase:
+        arr = pc.utf8_lower(arr)
+    lists = pc.split_pattern_regex(arr, CPU_SPLIT_PATTERN)
+    parent = pc.list_parent_indices(lists).to_numpy()
+    flat = pc.list_flatten(lists)
+    nonempty = pc.greater(pc.binary_length(flat), 0)
+    flat = pc.filter(flat, nonempty)
+    parent = parent[nonempty.to_numpy(zero_copy_only=False)]
+    tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow")) if len(flat) else pd.Series([], dtype=pd.StringDtype("pyarrow"))
+    return tokens, doc_id[parent]
+
+
+def _split_gpu(text, doc_id, lowercase: bool):
+    import cupy
+
+    s = text.fillna("")
+    if lowercase:
+        s = s.str.lower()
+    s = s.str.replace(GPU_SPLIT_PATTERN, " ", regex=True)
+    counts = s.str.token_count().values.astype(np.int64)
+    tokens = s.str.tokenize()
+    tokens = tokens.reset_index(drop=True)
+    ids = cupy.repeat(doc_id, counts)
+    return tokens, ids
+
+
+def split_tokens(text, doc_id, lowercase=True):
+    """Steps 1-2 of the rules: lowercase and split.
+
+    Parameters
+    ----------
+    text : pandas.Series or cudf.Series of str, shape (n_docs,)
+    doc_id : numpy or cupy int64 array, shape (n_docs,)
+
+    Returns
+    -------
+    (Series of str, int64 array)
+        Tokens in document order, shape (n_tokens,), and the doc_id of each.
+    """
+    if is_gpu_object(text):
+        return _split_gpu(text, doc_id, lowercase)
+    return _split_cpu(text, np.asarray(doc_id), lowercase)
+
+
+def _host_strings(uniq) -> list[str]:
+    if is_gpu_object(uniq):
+        return uniq.to_arrow().to_pylist()
+    return list(np.asarray(uniq, dtype=object))
+
+
+def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
+    """Steps 3-5 on the unique tokens of a partition, gathered back to every token."""
+    if not cfg.needs_term_map or len(tokens) == 0:
+        return tokens, doc_ids
+    xp = array_module(doc_ids)
+    codes, uniq = tokens.factorize()
+    mapped = map_terms(_host_strings(uniq), cfg)
+    kept = [m for m in mapped if m is not None]
+    final, inverse = np.unique(np.asarray(kept, dtype=object), return_inverse=True) if kept else (np.array([], dtype=object), np.array([], dtype=np.int64))
+    lut = np.full(len(mapped), -1, dtype=np.int64)
+    lut[np.fromiter((m is not None for m in mapped), bool, len(mapped))] = inverse
+    codes = xp.asarray(codes)
+    new_codes = xp.asarray(lut)[codes]
+    keep = new_codes >= 0
+    new_codes = new_codes[keep]
+    if is_gpu_object(tokens):
+        import cudf
+
+        cats = cudf.Series(list(final), dtype="str")
+    else:
+        cats = pd.Series(list(final), dtype=pd.StringDtype("pyarrow"))
+    out = cats.take(new_codes).reset_index(drop=True)
+    return out, doc_ids[keep]
+
+
+def tokenize_partition(df, cfg: TokenizerConfig):
+    """Tokenize one partition.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame or cudf.DataFrame
+        Columns ``doc_id: int64`` and ``text: str``.
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    DataFrame of the same library, columns ``doc_id: int64, token: str``, one row per token, in
+    document order.
+    """
+    from cutext.kernels.backend import values
+
+    tokens, ids = split_tokens(df["text"], values(df["doc_id"]), cfg.lowercase)
+    tokens, ids = apply_term_map(tokens, ids, cfg)
+    if is_gpu_object(df):
+        import cudf
+
+        return cudf.DataFrame({"doc_id": ids.astype(np.int64), "token": tokens})
+    return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
+
+
+def tokens_meta(gpu: bool):
+    meta = pd.DataFrame({"doc_id": pd.Series([], dtype=np.int64),
+                         "token": pd.Series([], dtype=pd.StringDtype("pyarrow"))})
+    if gpu:
+        import cudf
+
+        return cudf.DataFrame.from_pandas(meta)
+    return meta
+
+
+def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:
+    """Tokenize a list of strings on the CPU (queries, tests); returns one token list per text."""
+    s = pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))
+    ids = np.arange(len(s), dtype=np.int64)
+    tokens, doc = split_tokens(s, ids, cfg.lowercase)
+    tokens, doc = apply_term_map(tokens, doc, cfg)
+    out: list[list[str]] = [[] for _ in range(len(s))]
+    for d, t in zip(np.asarray(doc).tolist(), tokens.tolist()):
+        out[d].append(t)
+    return out
