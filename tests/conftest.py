@@ -1,0 +1,42 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+
+def _gpu_ok() -> bool:
+    try:
+        from cutext.kernels.backend import resolve_backend
+
+        return resolve_backend("auto") == "gpu"
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _gpu_ok():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device with cudf/cupy visible")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The repository's bundled data (CACM, SciFact)."""
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """The shared data folder (../shared/data or $CUTEXT_DATA); tests needing it skip without it."""
+    from cutext.pipelines.datasets import default_data_dir
+
+    d = default_data_dir()
+    if d is None:
+        pytest.skip("shared data folder not found (set CUTEXT_DATA)")
+    return d

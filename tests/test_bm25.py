@@ -1,0 +1,253 @@
+"""BM25 pipeline on the CPU backend: scores against bm25s / rank_bm25, effectiveness, invariances."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cutext import pipelines
+from cutext.pipelines import bm25 as bm25_pipe
+from cutext.stages.count import count_partition, run_lengths
+from cutext.stages.sort import term_divisions
+from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+
+from helpers import cacm_topics, qrels_dict, read_index, run_dict, scifact_topics, assert_same_index
+
+ANALYSIS = dict(stopwords="lucene", stemmer="porter")
+# our variant -> the bm25s method with the same formula (bm25s "robertson" uses the RSJ idf)
+BM25S_METHOD = {"lucene": "lucene", "robertson": "atire", "atire": "atire", "bm25l": "bm25l", "bm25+": "bm25+"}
+
+
+def _corpus(data_dir, name):
+    if name == "cacm":
+        return data_dir / "cacm" / "cacm.json", {}, cacm_topics(data_dir)
+    return data_dir / "scifact" / "corpus.jsonl.gz", {"text_column": ["title", "text"]}, scifact_topics(data_dir)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, data_dir):
+    cache = {}
+
+    def get(name, variant="lucene", k1=0.9, b=0.4, **kw):
+        key = (name, variant, k1, b, tuple(sorted(kw.items())))
+        if key not in cache:
+            path, read_kw, topics = _corpus(data_dir, name)
+            out = tmp_path_factory.mktemp(f"{name}-{variant.replace('+', 'p')}")
+            r = pipelines.run("bm25", path, out=out / "index", variant=variant, k1=k1, b=b,
+                              progress=False, **ANALYSIS, **read_kw, **kw)
+            cache[key] = (r, pipelines.BM25Index.load(r.path), topics)
+        return cache[key]
+
+    return get
+
+
+def _doc_tokens(index):
+    """Tokens of every document of an index, re-tokenized from the bundled corpus in doc order."""
+    from cutext.pipelines.datasets import load_jsonl
+
+    src = index.meta["source"]
+    if src.endswith("cacm.json"):
+        df = load_jsonl(src, ("contents",), "id")
+    else:
+        df = load_jsonl(src, ("title", "text"), "_id")
+    df = df.set_index("source_id").loc[list(index.source_ids)]
+    return tokenize_texts(df["text"].tolist(), index.tokenizer)
+
+
+@pytest.mark.parametrize("corpus", ["cacm", "scifact"])
+@pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_scores_equal_bm25s(built, corpus, variant):
+    import bm25s
+
+    r, index, topics = built(corpus, variant, k1=1.2, b=0.75)
+    toks = _doc_tokens(index)
+    assert sum(map(len, toks)) == r.counts["n_tokens"]
+    ret = bm25s.BM25(method=BM25S_METHOD[variant], k1=1.2, b=0.75,
+                     delta=index.meta["delta"] if variant in ("bm25l", "bm25+") else 0.5)
+    ret.index(toks, show_progress=False)
+    vocab = set(ret.vocab_dict)
+    checked = 0
+    for qid, q in list(topics.items())[:40]:
+        qt = [t for t in tokenize_texts([q], index.tokenizer)[0] if t in vocab]
+        if not qt:
+            continue
+        ours = index.get_scores(q).astype(np.float64)
+        theirs = np.asarray(ret.get_scores(qt), dtype=np.float64)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6 * np.abs(theirs).max(),
+                                   err_msg=f"{corpus} {variant} query {qid}")
+        checked += 1
+    assert checked >= 30
+
+
+# rank_bm25's BM25L multiplies its term score by tf once more, which is not Lv & Zhai's BM25L (nor
+# bm25s's), so only BM25Plus shares our formula there; BM25Okapi's idf floor differs from all ours.
+@pytest.mark.parametrize("variant,cls", [("bm25+", "BM25Plus")])
+def test_scores_equal_rank_bm25(tmp_path, data_dir, variant, cls):
+    import rank_bm25
+    from cutext.pipelines.datasets import load_jsonl, write_jsonl
+
+    docs = load_jsonl(data_dir / "cacm" / "cacm.json").iloc[:400]
+    src = write_jsonl(docs, tmp_path / "c.jsonl", text_field="contents")
+    r = pipelines.run("bm25", src, out=tmp_path / "idx", variant=variant, k1=1.5, b=0.75, progress=False)
+    index = pipelines.BM25Index.load(r.path)
+    toks = tokenize_texts(docs["text"].tolist(), index.tokenizer)
+    delta = index.meta["delta"]
+    peer = getattr(rank_bm25, cls)(toks, k1=1.5, b=0.75, delta=delta)
+    for q in ["computer program algorithm", "matrix inversion numerical", "compiler syntax"]:
+        qt = tokenize_texts([q], index.tokenizer)[0]
+        np.testing.assert_allclose(index.get_scores(q), peer.get_scores(qt), rtol=1e-5)
+
+
+def _evaluate(index, topics, qrels_path, metrics):
+    from cutext.pipelines.evaluate import evaluate
+
+    run = index.search(topics, k=1000)
+    qrels = pd.DataFrame([(q, d, r) for q, dd in qrels_dict(qrels_path).items() for d, r in dd.items()],
+                         columns=["query_id", "doc_id", "relevance"])
+    return evaluate(run[["query_id", "doc_id", "score"]], qrels, metrics=metrics)
+
+
+def test_cacm_effectiveness_matches_anserini(built, data_dir):
+    _, index, topics = built("cacm", "lucene", k1=0.9, b=0.4)
+    m = _evaluate(index, topics, data_dir / "cacm" / "qrels.cacm.txt", ("map", "P@30"))
+    assert abs(m["map"] - 0.3123) <= 0.01, m
+    assert abs(m["P@30"] - 0.1942) <= 0.01, m
+
+
+def test_scifact_effectiveness_matches_anserini(built, data_dir):
+    _, index, topics = built("scifact", "lucene", k1=0.9, b=0.4)
+    m = _evaluate(index, topics, data_dir / "scifact" / "qrels.test.txt", ("ndcg@10",))
+    assert abs(m["ndcg@10"] - 0.6789) <= 0.01, m
+
+
+def test_search_is_topk_of_dense_scores(built):
+    _, index, topics = built("cacm", "lucene", k1=0.9, b=0.4)
+    qs = dict(list(topics.items())[:10])
+    run = index.search(qs, k=7)
+    for qid, q in qs.items():
+        s = index.get_scores(q)
+        order = np.lexsort((np.arange(len(s)), -s))
+        want = [i for i in order[:7] if s[i] > 0]
+        got = run[run.query_id == qid].sort_values("rank")
+        assert got["doc_index"].tolist() == want
+        np.testing.assert_allclose(got["score"].to_numpy(), s[want], rtol=1e-6)
+        assert got["rank"].tolist() == list(range(1, len(want) + 1))
+
+
+def test_search_edge_cases(built):
+    _, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
+    assert len(index.search(["zzzqqqxxunknownterm"], k=5)) == 0
+    assert len(index.search(["the of and"], k=5)) == 0  # stopwords only
+    with pytest.raises(ValueError):
+        index.search(["x"], k=0)
+    run = index.search(pd.DataFrame({"query_id": ["a", "b"], "query": ["parallel", "sorting"]}), k=3)
+    assert set(run.query_id) == {"a", "b"}
+
+
+def test_index_json_and_layout(built):
+    r, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
+    meta = json.loads((r.path / "index.json").read_text())
+    for key in ("N", "avgdl", "variant", "k1", "b", "tokenizer", "backend", "version", "counts", "timings"):
+        assert key in meta
+    assert meta["N"] == 3204 == r.counts["n_docs"]
+    assert meta["backend"] == r.backend == "cpu"
+    assert meta["tokenizer"]["stemmer"] == "porter"
+    ix = read_index(r.path)
+    assert ix["postings"]["tf"].sum() == r.counts["n_tokens"] == ix["docs"]["length"].sum()
+    np.testing.assert_allclose(meta["avgdl"], ix["docs"]["length"].mean())
+    # term-major order on disk
+    p = ix["postings"]
+    key = p["term_id"].to_numpy().astype(np.int64) * (meta["N"] + 1) + p["doc_id"].to_numpy()
+    assert np.all(np.diff(key) > 0)
+    # vocabulary: sorted terms, ids 1..V, df = postings per term
+    v = ix["vocab"]
+    assert v["term"].tolist() == sorted(v["term"].tolist(), key=lambda t: t.encode())
+    np.testing.assert_array_equal(v["term_id"], np.arange(1, len(v) + 1))
+    np.testing.assert_array_equal(np.bincount(p["term_id"], minlength=len(v) + 1)[1:], v["df"])
+
+
+def test_partitioning_does_not_change_the_index(tmp_path, data_dir, monkeypatch):
+    """Many input partitions, several postings files, threads or sync: the same index."""
+    src = data_dir / "cacm" / "cacm.json"
+    ref = pipelines.run("bm25", src, out=tmp_path / "one", progress=False, **ANALYSIS)
+    monkeypatch.setattr(bm25_pipe, "POSTINGS_PER_FILE", 20_000)
+    many = pipelines.run("bm25", src, out=tmp_path / "many", blocksize=200_000, scheduler="threads",
+                         progress=False, **ANALYSIS)
+    assert many.counts["partitions"] > 5
+    assert len(list((many.path / "postings").glob("*.parquet"))) > 3
+    assert_same_index(read_index(ref.path), read_index(many.path))
+
+
+@pytest.mark.slow
+def test_local_cluster_gives_the_same_index(tmp_path, data_dir):
+    src = data_dir / "cacm" / "cacm.json"
+    ref = pipelines.run("bm25", src, out=tmp_path / "one", progress=False)
+    clu = pipelines.run("bm25", src, out=tmp_path / "clu", blocksize=500_000, scheduler="cluster",
+                        n_workers=2, progress=False)
+    assert clu.scheduler == "cluster" and clu.n_workers == 2
+    assert_same_index(read_index(ref.path), read_index(clu.path))
+
+
+def test_bad_parameters(tmp_path, data_dir):
+    src = data_dir / "cacm" / "cacm.json"
+    for kw in ({"variant": "bm99"}, {"k1": -1}, {"b": 1.5}, {"stemmer": "klingon"}, {"min_len": 0}):
+        with pytest.raises(ValueError):
+            pipelines.run("bm25", src, out=tmp_path / "x", progress=False, **kw)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="unknown pipeline"):
+        pipelines.run("nope", src)
+
+
+# ----------------------------------------------------------------------------- stages
+
+def test_tokenizer_rules():
+    cfg = TokenizerConfig.make()
+    got = tokenize_texts(["Hello, World! foo_bar 3.14 ÜBER-straße  naïve\tx²", "", "--"], cfg)
+    assert got[0] == ["hello", "world", "foo_bar", "3", "14", "über", "straße", "naïve", "x²"]
+    assert got[1] == [] and got[2] == []
+    cfg = TokenizerConfig.make(stopwords="lucene", stemmer="porter", min_len=2, max_len=9)
+    assert tokenize_texts(["The computers are running a x verylongtoken"], cfg)[0] == ["comput", "run"]
+    cfg = TokenizerConfig.make(lowercase=False)
+    assert tokenize_texts(["Mixed Case"], cfg)[0] == ["Mixed", "Case"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40)), min_size=0, max_size=300))
+def test_count_partition_matches_groupby(pairs):
+    df = pd.DataFrame(pairs, columns=["doc_id", "term_id"]).astype({"doc_id": np.int64, "term_id": np.int32})
+    got = count_partition(df)
+    if not len(df):
+        assert len(got) == 0
+        return
+    want = df.groupby(["term_id", "doc_id"]).size().rename("tf").reset_index()
+    np.testing.assert_array_equal(got["term_id"], want["term_id"])
+    np.testing.assert_array_equal(got["doc_id"], want["doc_id"])
+    np.testing.assert_array_equal(got["tf"], want["tf"])
+    dl = df.groupby("doc_id").size()
+    np.testing.assert_array_equal(got["dl"], dl.loc[got["doc_id"]].to_numpy())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=200))
+def test_run_lengths(keys):
+    k = np.sort(np.asarray(keys, dtype=np.int64))
+    u, c = run_lengths(k)
+    wu, wc = np.unique(k, return_counts=True)
+    np.testing.assert_array_equal(u, wu)
+    np.testing.assert_array_equal(c, wc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=2, max_size=60), st.integers(1, 12))
+def test_term_divisions(df_list, nparts):
+    df = np.asarray([0] + df_list, dtype=np.int64)
+    cuts = term_divisions(df, nparts)
+    assert all(a < b for a, b in zip(cuts, cuts[1:])) or len(set(cuts)) == 1
+    nz = np.flatnonzero(df)
+    if len(nz):
+        assert cuts[0] == nz[0] and cuts[-1] == nz[-1]
+        assert len(cuts) - 1 <= nparts
