@@ -1,0 +1,127 @@
+"""GPU path == CPU path on the same input (run on the lent GPU machine; skipped without a device)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cutext import pipelines
+from cutext.kernels.backend import device_count
+from cutext.pipelines import datasets
+from cutext.stages.count import count_partition
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+
+from helpers import assert_same_index, cacm_topics, read_index
+
+pytestmark = pytest.mark.gpu
+
+ANALYSIS = dict(stopwords="lucene", stemmer="porter")
+
+
+def _both(texts):
+    import cudf
+
+    pdf = pd.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64),
+                        "text": pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))})
+    return pdf, cudf.DataFrame.from_pandas(pdf)
+
+
+def _corpus_names():
+    d = datasets.default_data_dir()
+    return sorted(datasets.shared_corpora(d)) if d else []
+
+
+@pytest.mark.parametrize("name", _corpus_names() or ["none"])
+@pytest.mark.parametrize("analysis", ["plain", "lucene+porter"])
+def test_tokens_gpu_equal_cpu_on_every_corpus(name, analysis):
+    """Tokenizer rules give the same tokens with cudf/nvtext as with pyarrow, corpus by corpus."""
+    d = datasets.default_data_dir()
+    if d is None or name == "none":
+        pytest.skip("shared data not available")
+    docs = datasets.shared_corpora(d)[name]()
+    cfg = TokenizerConfig.make() if analysis == "plain" else TokenizerConfig.make(**ANALYSIS)
+    pdf, gdf = _both(docs["text"])
+    cpu = tokenize_partition(pdf, cfg)
+    gpu = tokenize_partition(gdf, cfg).to_pandas()
+    assert len(cpu) > 0
+    if len(cpu) != len(gpu) or not np.array_equal(cpu["doc_id"].to_numpy(), gpu["doc_id"].to_numpy()) \
+            or cpu["token"].astype(str).tolist() != gpu["token"].astype(str).tolist():
+        c = cpu.groupby("doc_id")["token"].apply(list)
+        g = gpu.groupby("doc_id")["token"].apply(list)
+        for doc in c.index.union(g.index):
+            a = c.get(doc, [])
+            b = g.get(doc, [])
+            if list(a) != list(b):
+                diff = [(x, y) for x, y in zip(a, b) if x != y][:5]
+                pytest.fail(f"{name}: document {docs['source_id'][doc]} differs: cpu {len(a)} tokens, "
+                            f"gpu {len(b)} tokens; first differences {diff}")
+        pytest.fail(f"{name}: token streams differ")
+
+
+def test_count_partition_gpu_equals_cpu():
+    import cudf
+
+    rng = np.random.default_rng(7)
+    df = pd.DataFrame({"doc_id": np.sort(rng.integers(1000, 3000, 200_000)).astype(np.int64),
+                       "term_id": rng.zipf(1.3, 200_000).clip(1, 50_000).astype(np.int32)})
+    a = count_partition(df)
+    b = count_partition(cudf.DataFrame.from_pandas(df)).to_pandas()
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+
+
+def _build(src, out, **kw):
+    return pipelines.run("bm25", src, out=out, progress=False, **kw)
+
+
+def test_cacm_index_gpu_equals_cpu(tmp_path, data_dir):
+    src = data_dir / "cacm" / "cacm.json"
+    cpu = _build(src, tmp_path / "cpu", backend="cpu", **ANALYSIS)
+    gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", **ANALYSIS)
+    assert gpu.backend == "gpu" and cpu.backend == "cpu"
+    assert_same_index(read_index(cpu.path), read_index(gpu.path))
+
+
+@pytest.fixture(scope="module")
+def news_dir(tmp_path_factory):
+    d = datasets.default_data_dir()
+    if d is None or not (d / "corpora" / "20news-bydate.tar.gz").exists():
+        pytest.skip("20 Newsgroups not available")
+    docs = datasets.load_20newsgroups(d / "corpora" / "20news-bydate.tar.gz")
+    return datasets.write_files(docs, tmp_path_factory.mktemp("20news") / "posts")
+
+
+@pytest.fixture(scope="module")
+def news_cpu(news_dir, tmp_path_factory):
+    r = _build(news_dir, tmp_path_factory.mktemp("n") / "cpu", backend="cpu", blocksize=4 << 20, **ANALYSIS)
+    return r, read_index(r.path)
+
+
+def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
+    gpu = _build(news_dir, tmp_path / "gpu", backend="gpu", scheduler="sync", blocksize=4 << 20, **ANALYSIS)
+    assert gpu.counts == news_cpu[0].counts
+    assert_same_index(news_cpu[1], read_index(gpu.path))
+
+
+def test_20news_index_on_two_gpus_equals_cpu(news_dir, news_cpu, tmp_path):
+    if device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    with LocalCUDACluster(n_workers=2) as cluster, Client(cluster) as client:
+        gpu = _build(news_dir, tmp_path / "gpu2", backend="gpu", client=client, blocksize=4 << 20, **ANALYSIS)
+    assert gpu.n_workers == 2 and gpu.scheduler == "client"
+    assert gpu.counts["partitions"] >= 4
+    assert_same_index(news_cpu[1], read_index(gpu.path))
+
+
+def test_search_gpu_equals_cpu(tmp_path, data_dir):
+    r = _build(data_dir / "cacm" / "cacm.json", tmp_path / "idx", backend="cpu", k1=0.9, b=0.4, **ANALYSIS)
+    topics = cacm_topics(data_dir)
+    cpu = pipelines.BM25Index.load(r.path, backend="cpu").search(topics, k=100)
+    gpu = pipelines.BM25Index.load(r.path, backend="gpu").search(topics, k=100)
+    assert len(cpu) == len(gpu) > 0
+    m = cpu.merge(gpu, on=["query_id", "doc_id"], suffixes=("_c", "_g"))
+    # the same documents at the same ranks, except where float32 sums tie-break differently
+    assert len(m) >= 0.999 * len(cpu)
+    np.testing.assert_allclose(m["score_c"], m["score_g"], rtol=1e-5)
