@@ -1,4 +1,4 @@
-"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd, any fsspec URL).
+"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL).
 
 A corpus is a dask DataFrame with one row per document::
 
@@ -14,15 +14,29 @@ Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression 
     directory (or to the glob's fixed prefix).  Chosen for directories and globs of anything that is
     not .jsonl/.json/.ndjson/.parquet/.pq/.csv/.tsv.
 ``lines``
-    one document per line of each text file (a single ``.txt`` file chooses it); empty lines are
-    empty documents.  ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when
-    several files are read.
+    one document per line of each text file (a single ``.txt`` file chooses it); a line ends at
+    ``\n`` or ``\r\n`` (the terminator is not part of the text), a last line without one is a
+    line, and empty lines are empty documents (a file of zero bytes holds no line).
+    ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when several files are read.
 ``jsonl``
     one JSON object per line; ``text_column`` (default ``"text"``, or ``"contents"`` when that is
     the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
     ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
 ``parquet``, ``csv``
     a table with a text column and an optional id column, as for ``jsonl``.
+
+Columns are taken as written: JSON strings and the CSV text/id columns stay strings (no date or
+number inference: an id ``"007"`` or ``"2020-01-01"`` is kept verbatim); numbers become their
+decimal string.  A UTF-8 byte order mark at the start of a file is dropped.  Source ids missing
+from a table become the row number within its file.  ``encoding`` must be ASCII-compatible
+(lines are split at the byte ``\n``).
+
+A directory is read recursively; hidden entries (a path component starting with ``.``) and the
+dataset marker files ``_SUCCESS``, ``_metadata``, ``_common_metadata`` are skipped.
+
+Errors are :class:`CorpusError` (a ``ValueError``) whose message starts with the file's path
+and, for JSON Lines, names the 1-based line in the file; a corpus with no document at all (only
+empty files) is an error of :func:`assign_doc_ids`.
 
 Uncompressed ``lines``/``jsonl`` files larger than ``blocksize`` are split at line boundaries into
 several partitions; everything else is one partition per file (``files``: groups of files of about
@@ -43,7 +57,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd",
+                ".xz": "xz", ".lzma": "xz"}
 TABLE_SUFFIXES = {
     ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
     ".parquet": "parquet", ".pq": "parquet",
@@ -52,6 +67,8 @@ TABLE_SUFFIXES = {
 ID_CANDIDATES = ("id", "_id", "doc_id", "docid", "docno")
 TEXT_CANDIDATES = ("text", "contents", "content", "body")
 DEFAULT_BLOCKSIZE = 64 << 20
+IGNORED_NAMES = {"_SUCCESS", "_metadata", "_common_metadata"}   # Spark / dask dataset markers
+BOM = codecs.BOM_UTF8
 
 _tls = threading.local()
 
@@ -62,6 +79,10 @@ def _count_replace(exc):
 
 
 codecs.register_error("cutext_count", _count_replace)
+
+
+def _is_utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8")
 
 
 def decode_counting(data: bytes, encoding: str = "utf-8") -> tuple[str, int]:
@@ -103,6 +124,8 @@ def _fs_and_paths(path, storage_options):
     from fsspec.core import url_to_fs
 
     if isinstance(path, (list, tuple)):
+        if not path:
+            raise FileNotFoundError("no input path given (empty list)")
         fs, _ = url_to_fs(str(path[0]), **(storage_options or {}))
         files = []
         for p in path:
@@ -116,11 +139,17 @@ def _fs_and_paths(path, storage_options):
         root = root if root.endswith("/") else posixpath.dirname(root)
         return fs, files, root
     if fs.isdir(fspath):
-        files = sorted(f for f in fs.find(fspath) if not posixpath.basename(f).startswith("."))
+        files = sorted(f for f in fs.find(fspath) if not _ignored(posixpath.relpath(f, fspath)))
         return fs, files, fspath
     if not fs.exists(fspath):
         raise FileNotFoundError(f"{path}: no such file or directory")
     return fs, [fspath], None
+
+
+def _ignored(relpath: str) -> bool:
+    """Directory entries that are not part of a corpus: hidden paths, dataset marker files."""
+    parts = relpath.split("/")
+    return any(p.startswith(".") for p in parts) or parts[-1] in IGNORED_NAMES
 
 
 def _label(path: str, root: str | None) -> str:
@@ -233,24 +262,37 @@ def _line_offsets(data: bytes) -> np.ndarray:
     return np.concatenate([[0], ends]).astype(np.int64)
 
 
+def _strip_bom(data: bytes, start: int, encoding: str) -> bytes:
+    """Drop a UTF-8 byte order mark at the start of a file (it is not part of the first document)."""
+    if start == 0 and _is_utf8(encoding) and data.startswith(BOM):
+        return data[len(BOM):]
+    return data
+
+
 def _lines_table(data: bytes, piece: Piece, fs, start: int) -> tuple[pa.Array, np.ndarray]:
-    """Lines of ``data`` as a string array (newline stripped) and per-line replacement counts."""
+    """Lines of ``data`` as a string array and per-line replacement counts.
+
+    The line terminator (``\n`` or ``\r\n``) is not part of the line.
+    """
     offsets = _line_offsets(data)
     n = len(offsets) - 1
     if n == 0:
         return pa.array([], pa.large_string()), np.zeros(0, np.int32)
     encoding = piece.options.get("encoding", "utf-8")
-    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
-        # strip the newline: ends are offsets[1:] minus the '\n' where there is one
+    if _is_utf8(encoding):
+        # strip the terminator: ends are offsets[1:] minus the '\n' (and a '\r' before it)
         buf = np.frombuffer(data, dtype=np.uint8)
-        ends = offsets[1:].copy()
-        has_nl = buf[ends - 1] == 10
-        ends[has_nl] -= 1
         starts = offsets[:-1]
-        # drop the newline bytes; only the last line can lack one
+        ends = offsets[1:].copy()
+        has_nl = buf[ends - 1] == 10          # only the last line can lack one
+        ends[has_nl] -= 1
+        has_cr = has_nl & (ends > starts)
+        has_cr[has_cr] = buf[ends[has_cr] - 1] == 13
+        ends[has_cr] -= 1
         lengths = ends - starts
         keep = np.ones(len(buf), dtype=bool)
         keep[(offsets[1:] - 1)[has_nl]] = False
+        keep[ends[has_cr]] = False
         values = buf[keep]
         new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off), pa.py_buffer(values))
@@ -263,7 +305,7 @@ def _lines_table(data: bytes, piece: Piece, fs, start: int) -> tuple[pa.Array, n
     for i in range(n):
         raw = data[offsets[i]:offsets[i + 1]]
         if raw.endswith(b"\n"):
-            raw = raw[:-1]
+            raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
         texts[i], counts[i] = decode_counting(raw, encoding)
     return pa.array(texts, pa.large_string()), counts
 
@@ -318,14 +360,31 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, 
         None if ids is None else pa.chunked_array(ids).combine_chunks())
 
 
-def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
+def _read_json(data: bytes) -> pa.Table:
+    """pyarrow's JSON Lines reader, keeping JSON strings as strings.
+
+    Arrow infers ``timestamp`` for strings that look like dates (an id ``"2020-01-01"`` would
+    come back as ``"2020-01-01 00:00:00"``); such columns are read again as strings.
+    """
     import pyarrow.json as pj
 
+    ro = pj.ReadOptions(block_size=max(1 << 20, min(len(data), 1 << 30)))
+    table = pj.read_json(io.BytesIO(data), read_options=ro)
+    temporal = [f.name for f in table.schema
+                if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_time(f.type)]
+    if temporal:
+        schema = pa.schema([(c, pa.large_string()) for c in temporal])
+        table = pj.read_json(io.BytesIO(data), read_options=ro, parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="infer"))
+    return table
+
+
+def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
     path = piece.paths[0]
     if not data.strip():
         return pa.table({})
     try:
-        return pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=max(1 << 20, min(len(data), 1 << 30))))
+        return _read_json(data)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         first = _first_line_number(fs, piece, start)
         for i, line in enumerate(data.split(b"\n")):
@@ -366,64 +425,117 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
                 _, comp = _strip_compression(p)
                 with fs.open(p, "rb", compression=comp) as fh:
                     raw = fh.read()
-                t, r = decode_counting(raw, piece.options.get("encoding", "utf-8"))
+                encoding = piece.options.get("encoding", "utf-8")
+                t, r = decode_counting(_strip_bom(raw, 0, encoding), encoding)
                 texts.append(t)
                 reps.append(r)
             return _frame(pa.array(piece.labels, pa.large_string()), pa.array(texts, pa.large_string()),
                           np.asarray(reps, np.int32))
         path = piece.paths[0]
+        encoding = piece.options.get("encoding", "utf-8")
         if fmt in ("lines", "jsonl"):
             data, start = _read_bytes(fs, piece)
+            data = _strip_bom(data, start, encoding)
             if fmt == "lines":
                 text, reps = _lines_table(data, piece, fs, start)
                 return _frame(None, text, reps)
-            rep = 0
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError:
-                text, rep = decode_counting(data, piece.options.get("encoding", "utf-8"))
-                data = text.encode("utf-8")
+            record_reps = None
+            if not _is_utf8(encoding) or not _valid_utf8(data):
+                # decode line by line (a '\n' byte never sits inside a UTF-8 sequence), so
+                # that the replacements are counted per record; blank lines hold no record
+                decoded = [decode_counting(line, encoding) for line in data.split(b"\n")]
+                data = "\n".join(t for t, _ in decoded).encode("utf-8")
+                record_reps = [r for t, r in decoded if t.strip(" \t\r")]
             table = _jsonl_table(data, piece, fs, start)
             if table.num_rows == 0:
                 return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
             text, ids = _table_to_docs(table, piece, path)
             reps = np.zeros(len(text), np.int32)
-            if rep:
-                reps[0] = rep  # attributed to the block's first document
+            if record_reps is not None:
+                if len(record_reps) == len(reps):
+                    reps[:] = record_reps
+                else:  # cannot happen with pyarrow's reader; keep the total exact anyway
+                    reps[0] = sum(record_reps)
             return _frame(ids, text, reps)
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            with fs.open(path, "rb") as fh:
-                table = pq.read_table(fh)
-        elif fmt == "csv":
-            import pyarrow.csv as pcsv
-
-            delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
             with fs.open(path, "rb", compression=piece.compression) as fh:
-                raw = fh.read()
-            rep = 0
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                t, rep = decode_counting(raw)
-                raw = t.encode("utf-8")
-            try:
-                table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True))
-            except pa.ArrowInvalid as exc:
-                raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
-        else:
+                table = pq.read_table(fh)
+            text, ids = _table_to_docs(table, piece, path)
+            return _frame(ids, text, np.zeros(len(text), np.int32))
+        if fmt != "csv":
             raise ValueError(fmt)
-        text, ids = _table_to_docs(table, piece, path)
-        reps = np.zeros(len(text), np.int32)
-        if fmt == "csv" and rep and len(reps):
-            reps[0] = rep
+        text, ids, reps = _read_csv(fs, piece, path, encoding)
         return _frame(ids, text, reps)
     except CorpusError:
         raise
-    except (OSError, pa.ArrowException, EOFError, ValueError) as exc:
+    except _read_errors() as exc:
         where = piece.paths[0] if len(piece.paths) == 1 else f"{piece.paths[0]} (+{len(piece.paths) - 1} files)"
         raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _read_csv(fs, piece: Piece, path: str, encoding: str):
+    """(text, ids, replaced per row) of a CSV/TSV piece.
+
+    The text and id columns are read as strings (no type inference: id ``007`` stays ``"007"``).
+    Undecodable bytes are replaced before parsing; each row is charged the U+FFFD it holds
+    (any left over, e.g. in the header, go to the first row so that the total stays exact).
+    """
+    import pyarrow.csv as pcsv
+
+    delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
+    with fs.open(path, "rb", compression=piece.compression) as fh:
+        raw = fh.read()
+    total = 0
+    had_fffd = False
+    if not _is_utf8(encoding) or not _valid_utf8(raw):
+        had_fffd = "\ufffd".encode() in raw
+        t, total = decode_counting(raw, encoding)
+        raw = t.encode("utf-8")
+    names = list(TEXT_CANDIDATES) + list(ID_CANDIDATES)
+    for key in ("text_column", "id_column"):
+        v = piece.options.get(key)
+        if v is not None:
+            names.extend([v] if isinstance(v, str) else v)
+    convert = pcsv.ConvertOptions(column_types={c: pa.large_string() for c in names})
+    try:
+        table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
+                              convert_options=convert)
+    except pa.ArrowInvalid as exc:
+        raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
+    text, ids = _table_to_docs(table, piece, path)
+    reps = np.zeros(len(text), np.int64)
+    if total and len(reps):
+        if not had_fffd:
+            for col in table.columns:
+                if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                    reps += pc.fill_null(pc.count_substring(col, "\ufffd"), 0).to_numpy()
+        reps[0] += total - min(int(reps.sum()), total)
+    return text, ids, reps.astype(np.int32)
+
+
+def _read_errors() -> tuple:
+    """Exception types that mean "this input cannot be read" (corrupt, truncated, not the format)."""
+    import lzma
+    import zlib
+
+    errors = [OSError, EOFError, ValueError, pa.ArrowException, lzma.LZMAError, zlib.error]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
 
 
 def _frame(ids, text, reps) -> pd.DataFrame:
@@ -455,9 +567,9 @@ class _PieceReader:
 def to_backend(df: pd.DataFrame, gpu: bool):
     if not gpu:
         return df
-    import cudf
+    from cutext.kernels.backend import to_cudf
 
-    return cudf.DataFrame.from_pandas(df)
+    return to_cudf(df)
 
 
 def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
@@ -520,9 +632,9 @@ class _Numberer:
                 prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
                 filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
                 if xp is not np:
-                    import cudf
+                    from cutext.kernels.backend import to_cudf
 
-                    filled = cudf.Series(filled)
+                    filled = to_cudf(filled)
                 filled.index = src.index
                 df["source_id"] = src.where(~missing, filled)
         df.insert(0, "doc_id", xp.arange(self.doc_offsets[i], self.doc_offsets[i] + n, dtype=np.int64))
@@ -546,6 +658,10 @@ def assign_doc_ids(ddf, pieces):
     """
     ddf = ddf.persist()
     counts = np.asarray(ddf.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+    if counts.sum() == 0:
+        paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
+        where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
+        raise CorpusError(f"{where}: the corpus holds no document")
     doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     row_offsets = np.zeros(len(pieces), np.int64)
     seen: dict[int, int] = {}
