@@ -158,3 +158,22 @@ def values(series):
 def gpu_modules_loaded() -> bool:
     """True when this process has imported cudf or cupy (used by tests of the CPU path)."""
     return any(m in sys.modules for m in ("cudf", "cupy"))
+
+
+def to_cudf(obj):
+    """pandas DataFrame/Series or pyarrow Array -> cudf (whichever constructor this cudf has)."""
+    import cudf
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(obj, (pa.Array, pa.ChunkedArray)):
+        from_arrow = getattr(cudf.Series, "from_arrow", None)
+        if from_arrow is not None:
+            return from_arrow(obj)
+        return cudf.Series(obj)
+    fn = getattr(cudf, "from_pandas", None)
+    if fn is not None:
+        return fn(obj)
+    if isinstance(obj, pd.DataFrame):
+        return cudf.DataFrame(obj)
+    return cudf.Series(obj)

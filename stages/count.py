@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cutext.kernels.backend import array_module, is_gpu_object, values
+from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, values
 from cutext.stages.sort import sort_pairs
 
 
@@ -73,7 +73,7 @@ def counts_meta(gpu: bool):
     if gpu:
         import cudf
 
-        return cudf.DataFrame.from_pandas(meta)
+        return to_cudf(meta)
     return meta
 
 

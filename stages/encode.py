@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.kernels.backend import array_module, is_gpu_object, values
+from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, values
 
 UNKNOWN_TERM_ID = 0
 
@@ -50,7 +50,7 @@ def vocabulary_frame(vocab: pa.Array, gpu: bool):
     if gpu:
         import cudf
 
-        return cudf.DataFrame({"token": cudf.Series.from_arrow(vocab), "term_id": ids})
+        return cudf.DataFrame({"token": to_cudf(vocab), "term_id": ids})
     return pd.DataFrame({"token": pd.Series(vocab, dtype=pd.StringDtype("pyarrow")), "term_id": ids})
 
 
@@ -93,7 +93,7 @@ def encoded_meta(gpu: bool):
     if gpu:
         import cudf
 
-        return cudf.DataFrame.from_pandas(meta)
+        return to_cudf(meta)
     return meta
 
 

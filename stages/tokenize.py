@@ -7,8 +7,8 @@ Rules (the same on both backends, applied in this order)
 2. **Split**: a token is a maximal run of *word characters*: Unicode letters (general category
    L*), numbers (N*) and the underscore ``_``.  Every other character (space, punctuation,
    symbols, marks, control characters) separates tokens.  CPU: pyarrow (RE2)
-   ``split_pattern_regex`` on ``[^\\p{L}\\p{N}_]+``; GPU: cudf ``str.replace`` of ``\\W+`` by a
-   space, then nvtext ``tokenize``.
+   ``split_pattern_regex`` on ``[^\\p{L}\\p{N}_]+``; GPU: cudf ``str.replace`` of ``\\W+`` and of
+   ``"\\n"`` (which libcudf's ``\\W`` leaves alone) by a space, then nvtext ``tokenize``.
 3. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
    dropped (measured before stemming).
 4. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cutext.kernels.backend import array_module, is_gpu_object
+from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -164,9 +164,11 @@ def _split_gpu(text, doc_id, lowercase: bool):
     s = text.fillna("")
     if lowercase:
         s = s.str.lower()
-    s = s.str.replace(GPU_SPLIT_PATTERN, " ", regex=True)
-    counts = s.str.token_count().values.astype(np.int64)
-    tokens = s.str.tokenize()
+    # libcudf's \W does not match "\n" (its line-break semantics), so newlines are replaced
+    # separately; nvtext then splits on the single delimiter " " (empty tokens are skipped).
+    s = s.str.replace(GPU_SPLIT_PATTERN, " ", regex=True).str.replace("\n", " ", regex=False)
+    counts = s.str.token_count(" ").values.astype(np.int64)
+    tokens = s.str.tokenize(" ")
     tokens = tokens.reset_index(drop=True)
     ids = cupy.repeat(doc_id, counts)
     return tokens, ids
@@ -212,9 +214,9 @@ def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
     keep = new_codes >= 0
     new_codes = new_codes[keep]
     if is_gpu_object(tokens):
-        import cudf
+        import pyarrow as pa
 
-        cats = cudf.Series(list(final), dtype="str")
+        cats = to_cudf(pa.array(list(final), type=pa.string()))
     else:
         cats = pd.Series(list(final), dtype=pd.StringDtype("pyarrow"))
     out = cats.take(new_codes).reset_index(drop=True)
@@ -252,7 +254,7 @@ def tokens_meta(gpu: bool):
     if gpu:
         import cudf
 
-        return cudf.DataFrame.from_pandas(meta)
+        return to_cudf(meta)
     return meta
 
 

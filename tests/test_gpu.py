@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cutext import pipelines
-from cutext.kernels.backend import device_count
+from cutext.kernels.backend import device_count, to_cudf
 from cutext.pipelines import datasets
 from cutext.stages.count import count_partition
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
@@ -23,7 +23,7 @@ def _both(texts):
 
     pdf = pd.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64),
                         "text": pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))})
-    return pdf, cudf.DataFrame.from_pandas(pdf)
+    return pdf, to_cudf(pdf)
 
 
 def _corpus_names():
@@ -65,7 +65,7 @@ def test_count_partition_gpu_equals_cpu():
     df = pd.DataFrame({"doc_id": np.sort(rng.integers(1000, 3000, 200_000)).astype(np.int64),
                        "term_id": rng.zipf(1.3, 200_000).clip(1, 50_000).astype(np.int32)})
     a = count_partition(df)
-    b = count_partition(cudf.DataFrame.from_pandas(df)).to_pandas()
+    b = count_partition(to_cudf(df)).to_pandas()
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
 
 
