@@ -4,10 +4,10 @@ Rules (the same on both backends, applied in this order)
 -------------------------------------------------------
 1. **Lowercase** (``lowercase=True``): Unicode simple lowercasing of every character
    (pyarrow ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU).
-2. **Split**: a token is a maximal run of *word characters*: Unicode letters (general category
-   L*), numbers (N*) and the underscore ``_``.  Every other character (space, punctuation,
-   symbols, marks, control characters) separates tokens.  CPU: pyarrow (RE2)
-   ``split_pattern_regex`` on ``[^\\p{L}\\p{N}_]+``; GPU: cudf ``str.replace`` of ``\\W+`` and of
+2. **Split**: a token is a maximal run of *word characters*: code points ``c`` with
+   ``chr(c).isalnum()`` (Unicode letters and numbers) and the underscore ``_``.  Every other
+   character (space, punctuation, symbols, marks, control characters) separates tokens.  CPU: the
+   numba kernel :func:`cutext.kernels.tokenize.split_utf8` over the UTF-8 bytes; GPU: cudf ``str.replace`` of ``\\W+`` and of
    ``"\\n"`` (which libcudf's ``\\W`` leaves alone) by a space, then nvtext ``tokenize``.
 3. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
    dropped (measured before stemming).
@@ -38,7 +38,6 @@ LUCENE_STOPWORDS = frozenset(
     "there these they this to was will with".split())
 
 STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
-CPU_SPLIT_PATTERN = r"[^\p{L}\p{N}_]+"
 GPU_SPLIT_PATTERN = r"\W+"
 
 
@@ -144,17 +143,20 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = pa.array(text, type=pa.large_string()) if not isinstance(text, pa.Array) else text
-    arr = pc.fill_null(arr, "")
+    from cutext.kernels.tokenize import split_utf8
+
+    arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = pc.fill_null(arr.cast(pa.large_string()), "")
     if lowercase:
         arr = pc.utf8_lower(arr)
-    lists = pc.split_pattern_regex(arr, CPU_SPLIT_PATTERN)
-    parent = pc.list_parent_indices(lists).to_numpy()
-    flat = pc.list_flatten(lists)
-    nonempty = pc.greater(pc.binary_length(flat), 0)
-    flat = pc.filter(flat, nonempty)
-    parent = parent[nonempty.to_numpy(zero_copy_only=False)]
-    tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow")) if len(flat) else pd.Series([], dtype=pd.StringDtype("pyarrow"))
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    tok_off, tok_bytes, parent = split_utf8(data, offsets)
+    flat = pa.LargeStringArray.from_buffers(len(parent), pa.py_buffer(tok_off), pa.py_buffer(tok_bytes))
+    tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow"))
     return tokens, doc_id[parent]
 
 
@@ -206,9 +208,18 @@ def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
     codes, uniq = tokens.factorize()
     mapped = map_terms(_host_strings(uniq), cfg)
     kept = [m for m in mapped if m is not None]
-    final, inverse = np.unique(np.asarray(kept, dtype=object), return_inverse=True) if kept else (np.array([], dtype=object), np.array([], dtype=np.int64))
+    keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
     lut = np.full(len(mapped), -1, dtype=np.int64)
-    lut[np.fromiter((m is not None for m in mapped), bool, len(mapped))] = inverse
+    if cfg.stemmer is None:  # survivors are still unique: no second factorize
+        final = kept
+        lut[keep_mask] = np.arange(len(kept))
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        enc = pc.dictionary_encode(pa.array(kept, type=pa.large_string()))
+        final = enc.dictionary.to_pylist()
+        lut[keep_mask] = enc.indices.to_numpy()
     codes = xp.asarray(codes)
     new_codes = xp.asarray(lut)[codes]
     keep = new_codes >= 0
