@@ -21,12 +21,11 @@ class ComputeInfo:
 
 def input_bytes(pieces, fs) -> int:
     total = 0
-    for p in pieces:
-        for path in p.paths:
-            try:
-                total += fs.size(path) or 0
-            except Exception:
-                pass
+    for path in dict.fromkeys(path for p in pieces for path in p.paths):  # a split file once
+        try:
+            total += fs.size(path) or 0
+        except Exception:
+            pass
     return total
 
 

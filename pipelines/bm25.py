@@ -242,28 +242,55 @@ def _as_queries(queries) -> tuple[list[str], list[str]]:
     return [str(i) for i in range(len(qs))], qs
 
 
-def topk_rows(indptr, indices, data, k: int):
-    """Top ``k`` entries of every row of a CSR matrix (segmented sort; numpy or cupy).
+def _sortable_u32(x):
+    """float32 -> uint32 whose unsigned order is the float order (numpy or cupy)."""
+    xp = array_module(x)
+    u = x.astype(np.float32).view(np.uint32).astype(np.int64)
+    return xp.where(u & 0x80000000, 0xFFFFFFFF - u, u | 0x80000000)
 
-    Ties are broken by the smaller column index.
+
+def topk_rows(indptr, indices, data, k: int):
+    """Top ``k`` entries of every row of a CSR matrix whose rows have sorted column indices.
+
+    Ties are broken by the smaller column index.  CPU: a partition per row, then a sort of the
+    candidates only.  GPU: one stable radix sort of ``row << 32 | descending score`` keys.
 
     Returns
     -------
-    (rows, cols, vals, rank) : arrays, rank is 0-based within the row.
+    (rows, cols, vals, rank) : arrays of the input's module, rank 0-based within the row.
     """
     xp = array_module(data)
     nq = len(indptr) - 1
-    counts = xp.diff(indptr)
-    rows = xp.repeat(xp.arange(nq, dtype=np.int64), counts.astype(np.int64))
-    if len(data) == 0:
-        return rows, indices.astype(np.int64), data, rows
-    keys = xp.stack([indices.astype(np.float64), -data.astype(np.float64), rows.astype(np.float64)])
-    order = xp.lexsort(keys)
-    rows_s = rows[order]
-    rank = xp.arange(len(order), dtype=np.int64) - indptr[rows_s].astype(np.int64)
-    keep = rank < k
-    sel = order[keep]
-    return rows_s[keep], indices[sel].astype(np.int64), data[sel], rank[keep]
+    if xp is not np:
+        counts = xp.diff(indptr).astype(np.int64)
+        rows = xp.repeat(xp.arange(nq, dtype=np.int64), counts)
+        key = (rows << 32) | (0xFFFFFFFF - _sortable_u32(data))
+        order = xp.argsort(key, kind="stable")
+        rank = xp.arange(len(order), dtype=np.int64) - indptr[rows[order]].astype(np.int64)
+        sel = order[rank < k]
+        return rows[sel], indices[sel].astype(np.int64), data[sel], rank[rank < k]
+    out_rows, out_cols, out_vals, out_rank = [], [], [], []
+    indptr = np.asarray(indptr)
+    for r in range(nq):
+        s, e = int(indptr[r]), int(indptr[r + 1])
+        if s == e:
+            continue
+        v = data[s:e]
+        c = indices[s:e]
+        if e - s > k:
+            kth = np.partition(v, e - s - k)[e - s - k]
+            cand = np.flatnonzero(v >= kth)
+            v, c = v[cand], c[cand]
+        o = np.lexsort((c, -v))[:k]
+        out_rows.append(np.full(len(o), r, np.int64))
+        out_cols.append(c[o].astype(np.int64))
+        out_vals.append(v[o])
+        out_rank.append(np.arange(len(o), dtype=np.int64))
+    if not out_rows:
+        z = np.zeros(0, np.int64)
+        return z, z, data[:0], z
+    return (np.concatenate(out_rows), np.concatenate(out_cols), np.concatenate(out_vals),
+            np.concatenate(out_rank))
 
 
 class BM25Index:
@@ -432,7 +459,8 @@ class BM25Index:
         for s in rng:
             Q = self.query_matrix(texts[s:s + batch_size])
             S = (self._to_device(Q) @ self.matrix).tocsr()
-            S.sum_duplicates()
+            if not S.has_canonical_format:
+                S.sum_duplicates()
             rows, cols, vals, rank = topk_rows(S.indptr, S.indices, S.data, k)
             if self.backend == "gpu":
                 rows, cols, vals, rank = (x.get() for x in (rows, cols, vals, rank))

@@ -251,3 +251,19 @@ def test_term_divisions(df_list, nparts):
     if len(nz):
         assert cuts[0] == nz[0] and cuts[-1] == nz[-1]
         assert len(cuts) - 1 <= nparts
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 1000])
+def test_topk_rows_matches_full_sort(k):
+    import scipy.sparse as sp
+
+    from cutext.pipelines.bm25 import topk_rows
+
+    M = sp.random(200, 3000, density=0.05, format="csr", random_state=k, dtype=np.float32)
+    M.data = np.round(M.data * 5).astype(np.float32)  # many ties
+    rows, cols, _, rank = topk_rows(M.indptr, M.indices, M.data, k)
+    for q in range(M.shape[0]):
+        s, e = M.indptr[q], M.indptr[q + 1]
+        want = M.indices[s:e][np.lexsort((M.indices[s:e], -M.data[s:e]))[:k]]
+        np.testing.assert_array_equal(cols[rows == q], want)
+        np.testing.assert_array_equal(rank[rows == q], np.arange(len(want)))
