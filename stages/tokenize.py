@@ -2,8 +2,9 @@
 
 Rules (the same on both backends, applied in this order)
 -------------------------------------------------------
-1. **Lowercase** (``lowercase=True``): Unicode simple lowercasing of every character
-   (pyarrow ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU).
+1. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
+   ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU), then final sigma ``ς`` folded
+   into ``σ``.
 2. **Split**: a token is a maximal run of *word characters*: code points ``c`` with
    ``chr(c).isalnum()`` (Unicode letters and numbers) and the underscore ``_``.  Every other
    character (space, punctuation, symbols, marks, control characters) separates tokens.  CPU: the
@@ -37,6 +38,9 @@ LUCENE_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then "
     "there these they this to was will with".split())
 
+# Lowercasing folds final sigma into sigma (as Lucene's GreekLowerCaseFilter does): libcudf and
+# Arrow disagree on when "Σ" lowercases to "ς", so the fold also makes both backends agree.
+FINAL_SIGMA, SIGMA = "\u03c2", "\u03c3"
 STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
 GPU_SPLIT_PATTERN = r"\W+"
 
@@ -150,7 +154,7 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
         arr = arr.combine_chunks()
     arr = pc.fill_null(arr.cast(pa.large_string()), "")
     if lowercase:
-        arr = pc.utf8_lower(arr)
+        arr = pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA)
     bufs = arr.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
@@ -165,7 +169,7 @@ def _split_gpu(text, doc_id, lowercase: bool):
 
     s = text.fillna("")
     if lowercase:
-        s = s.str.lower()
+        s = s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
     # libcudf's \W does not match "\n" (its line-break semantics), so newlines are replaced
     # separately; nvtext then splits on the single delimiter " " (empty tokens are skipped).
     s = s.str.replace(GPU_SPLIT_PATTERN, " ", regex=True).str.replace("\n", " ", regex=False)

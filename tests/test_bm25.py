@@ -209,6 +209,7 @@ def test_tokenizer_rules():
     got = tokenize_texts(["Hello, World! foo_bar 3.14 ÜBER-straße  naïve\tx²", "", "--"], cfg)
     assert got[0] == ["hello", "world", "foo_bar", "3", "14", "über", "straße", "naïve", "x²"]
     assert got[1] == [] and got[2] == []
+    assert tokenize_texts(["3Σ ΟΔΟΣ οδός"], cfg)[0] == ["3σ", "οδοσ", "οδόσ"]  # final sigma folded
     cfg = TokenizerConfig.make(stopwords="lucene", stemmer="porter", min_len=2, max_len=9)
     assert tokenize_texts(["The computers are running a x verylongtoken"], cfg)[0] == ["comput", "run"]
     cfg = TokenizerConfig.make(lowercase=False)
