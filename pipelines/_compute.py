@@ -34,8 +34,9 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
                     n_workers: int | None = None):
     """Configure dask for one pipeline run and yield a :class:`ComputeInfo`.
 
-    ``client`` (a ``distributed.Client``) wins.  Otherwise ``scheduler="auto"`` uses the
-    synchronous scheduler for inputs under 256 MiB and a local cluster above that: a
+    ``client`` (a ``distributed.Client``) wins.  Otherwise ``scheduler="auto"`` stays in-process
+    for inputs under 256 MiB (threads on the CPU, synchronous on the GPU) and uses a local cluster
+    above that: a
     ``LocalCUDACluster`` (one worker per GPU) on the GPU backend, a ``LocalCluster`` (one
     process per core) on the CPU backend.
     """
@@ -49,7 +50,10 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
             yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
         return
     if scheduler == "auto":
-        scheduler = "sync" if nbytes < SMALL_INPUT_BYTES else "cluster"
+        # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
+        # GIL), one stream of work on the GPU
+        small = "sync" if backend == "gpu" else "threads"
+        scheduler = small if nbytes < SMALL_INPUT_BYTES else "cluster"
     if scheduler in ("sync", "threads"):
         cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
         nw = 1 if scheduler == "sync" else (os.cpu_count() or 1)

@@ -154,7 +154,7 @@ def test_index_json_and_layout(built):
     for key in ("N", "avgdl", "variant", "k1", "b", "tokenizer", "backend", "version", "counts", "timings"):
         assert key in meta
     assert meta["N"] == 3204 == r.counts["n_docs"]
-    assert meta["backend"] == r.backend == "cpu"
+    assert meta["backend"] == r.backend == "cpu" and meta["scheduler"] == r.scheduler == "threads"
     assert meta["tokenizer"]["stemmer"] == "porter"
     ix = read_index(r.path)
     assert ix["postings"]["tf"].sum() == r.counts["n_tokens"] == ix["docs"]["length"].sum()
