@@ -597,63 +597,47 @@ def _parse_metric(name: str) -> tuple[str, int | None, str]:
         "(trec_eval spellings 'P_k', 'ndcg_cut_k', 'recall_k' are accepted too)")
 
 
-def _coerce_run(run: Any) -> pd.DataFrame:
-    """Return a run as a DataFrame ``query_id: str, doc_id: str, score: float64``."""
-    if isinstance(run, Mapping):
-        _check_nested(run, "run", "score")
-        rows = [(str(q), str(d), s) for q, docs in run.items() for d, s in docs.items()]
-        df = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"])
-    elif isinstance(run, pd.DataFrame):
-        missing = {"query_id", "doc_id", "score"} - set(run.columns)
+def _coerce(obj: Any, what: str, value: str) -> pd.DataFrame:
+    """A run (``value="score"``) or qrels (``value="relevance"``) as a DataFrame
+    ``query_id: str, doc_id: str, <value>: float64``, checked for missing ids, NaN values and
+    duplicate (query, doc) pairs."""
+    cols = ["query_id", "doc_id", value]
+    if isinstance(obj, Mapping):
+        _check_nested(obj, what, value)
+        rows = [(str(q), str(d), v) for q, docs in obj.items() for d, v in docs.items()]
+        df = pd.DataFrame(rows, columns=cols)
+    elif isinstance(obj, pd.DataFrame):
+        missing = set(cols) - set(obj.columns)
         if missing:
-            raise ValueError(f"run is missing column(s) {sorted(missing)}; "
-                             f"it has {list(run.columns)}")
-        df = run[["query_id", "doc_id", "score"]]
+            raise ValueError(f"{what} is missing column(s) {sorted(missing)}; "
+                             f"it has {list(obj.columns)}")
+        df = obj[cols]
     else:
-        raise ValueError("run must be a pandas DataFrame (query_id, doc_id, score) or a "
-                         f"dict {{qid: {{docid: score}}}}, got {type(run).__name__}")
+        raise ValueError(f"{what} must be a pandas DataFrame ({', '.join(cols)}) or a "
+                         f"dict {{qid: {{docid: {value}}}}}, got {type(obj).__name__}")
     try:
-        score = pd.to_numeric(df["score"]).astype(np.float64)
+        vals = pd.to_numeric(df[value]).astype(np.float64)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"run scores must be numeric ({exc})") from None
-    _check_ids(df, "run")
+        raise ValueError(f"{what} {value} must be numeric ({exc})") from None
+    _check_ids(df, what)
     df = pd.DataFrame({"query_id": df["query_id"].astype(str).to_numpy(),
                        "doc_id": df["doc_id"].astype(str).to_numpy(),
-                       "score": score.to_numpy()})
-    if df["score"].isna().any():
-        bad = df[df["score"].isna()].iloc[0]
-        raise ValueError(f"run has a NaN score (query {bad.query_id!r}, doc {bad.doc_id!r})")
-    _reject_duplicates(df, "run")
+                       value: vals.to_numpy()})
+    if df[value].isna().any():
+        bad = df[df[value].isna()].iloc[0]
+        raise ValueError(f"{what} has a NaN {value} (query {bad.query_id!r}, doc {bad.doc_id!r})")
+    _reject_duplicates(df, what)
     return df
+
+
+def _coerce_run(run: Any) -> pd.DataFrame:
+    """Return a run as a DataFrame ``query_id: str, doc_id: str, score: float64``."""
+    return _coerce(run, "run", "score")
 
 
 def _coerce_qrels(qrels: Any) -> pd.DataFrame:
     """Return qrels as a DataFrame ``query_id: str, doc_id: str, relevance: float64``."""
-    if isinstance(qrels, Mapping):
-        _check_nested(qrels, "qrels", "relevance")
-        rows = [(str(q), str(d), r) for q, docs in qrels.items() for d, r in docs.items()]
-        df = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
-    elif isinstance(qrels, pd.DataFrame):
-        missing = {"query_id", "doc_id", "relevance"} - set(qrels.columns)
-        if missing:
-            raise ValueError(f"qrels is missing column(s) {sorted(missing)}; "
-                             f"it has {list(qrels.columns)}")
-        df = qrels[["query_id", "doc_id", "relevance"]]
-    else:
-        raise ValueError("qrels must be a pandas DataFrame (query_id, doc_id, relevance) or "
-                         f"a dict {{qid: {{docid: relevance}}}}, got {type(qrels).__name__}")
-    try:
-        rel = pd.to_numeric(df["relevance"]).astype(np.float64)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"qrels relevance must be numeric ({exc})") from None
-    if rel.isna().any():
-        raise ValueError("qrels relevance has missing (NaN) values")
-    _check_ids(df, "qrels")
-    df = pd.DataFrame({"query_id": df["query_id"].astype(str).to_numpy(),
-                       "doc_id": df["doc_id"].astype(str).to_numpy(),
-                       "relevance": rel.to_numpy()})
-    _reject_duplicates(df, "qrels")
-    return df
+    return _coerce(qrels, "qrels", "relevance")
 
 
 def _check_nested(obj: Mapping, what: str, value: str) -> None:
