@@ -12,7 +12,6 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from functools import lru_cache
 
 import numpy as np
@@ -126,38 +125,11 @@ def array_module(obj):
     return np
 
 
-def frame_module(obj):
-    """pandas or cudf, taken from the data."""
-    if is_gpu_object(obj):
-        import cudf
-
-        return cudf
-    import pandas
-
-    return pandas
-
-
-def to_numpy(arr) -> np.ndarray:
-    """Host copy of a numpy/cupy array or a pandas/cudf Series."""
-    if hasattr(arr, "to_numpy") and not isinstance(arr, np.ndarray):
-        if is_gpu_object(arr):
-            return arr.to_numpy()
-        return arr.to_numpy()
-    if is_gpu_object(arr):
-        return arr.get()
-    return np.asarray(arr)
-
-
 def values(series):
     """The array behind a pandas/cudf Series: numpy for pandas, cupy for cudf (no host copy)."""
     if is_gpu_object(series):
         return series.values  # cupy
     return series.to_numpy()
-
-
-def gpu_modules_loaded() -> bool:
-    """True when this process has imported cudf or cupy (used by tests of the CPU path)."""
-    return any(m in sys.modules for m in ("cudf", "cupy"))
 
 
 def to_cudf(obj):

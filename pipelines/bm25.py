@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cutext.kernels.backend import array_module, is_gpu_object, resolve_backend
+from cutext.kernels.backend import array_module, resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
 from cutext.pipelines._result import RunResult, atomic_directory, write_json
 from cutext.stages import bm25 as bm25_stage
@@ -152,22 +152,22 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
             tokens = stages.run("tokenize", _tokenize)
 
-            def _encode():
+            def _encode(tokens):
                 vocab = build_vocabulary(tokens)
                 enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu),
                                             meta=encoded_meta(gpu))
                 lengths = document_lengths(tokens, n_docs)
                 return vocab, materialize(enc, info), lengths
 
-            vocab, encoded, lengths = stages.run("encode", _encode)
+            vocab, encoded, lengths = stages.run("encode", _encode, tokens)
             del tokens
             n_terms = len(vocab)
 
-            def _count():
+            def _count(encoded):
                 c = materialize(encoded.map_partitions(count_partition, meta=counts_meta(gpu)), info)
                 return c, document_frequencies(c, n_terms)
 
-            counts, df_t = stages.run("sort+count", _count)
+            counts, df_t = stages.run("sort+count", _count, encoded)
             del encoded
             n_tokens = int(lengths.sum())
             if n_tokens == 0:

@@ -71,8 +71,6 @@ def counts_meta(gpu: bool):
     meta = pd.DataFrame({"term_id": pd.Series([], dtype=np.int32), "doc_id": pd.Series([], dtype=np.int64),
                          "tf": pd.Series([], dtype=np.int32), "dl": pd.Series([], dtype=np.int32)})
     if gpu:
-        import cudf
-
         return to_cudf(meta)
     return meta
 

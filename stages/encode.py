@@ -91,8 +91,6 @@ def encode_partition(df, vocab_frame):
 def encoded_meta(gpu: bool):
     meta = pd.DataFrame({"doc_id": pd.Series([], dtype=np.int64), "term_id": pd.Series([], dtype=np.int32)})
     if gpu:
-        import cudf
-
         return to_cudf(meta)
     return meta
 

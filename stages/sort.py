@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutext.kernels.backend import array_module, values
+from cutext.kernels.backend import array_module
 
 
 def pair_keys(term_id, doc_id):
@@ -26,7 +26,6 @@ def pair_keys(term_id, doc_id):
     -------
     (keys, doc_min, span) : (int64 array (n,), int, int)
     """
-    xp = array_module(term_id)
     d = doc_id.astype(np.int64)
     doc_min = int(d.min())
     span = int(d.max()) - doc_min + 1

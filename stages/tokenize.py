@@ -267,8 +267,6 @@ def tokens_meta(gpu: bool):
     meta = pd.DataFrame({"doc_id": pd.Series([], dtype=np.int64),
                          "token": pd.Series([], dtype=pd.StringDtype("pyarrow"))})
     if gpu:
-        import cudf
-
         return to_cudf(meta)
     return meta
 

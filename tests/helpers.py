@@ -43,13 +43,6 @@ def qrels_dict(path: Path) -> dict:
     return out
 
 
-def run_dict(run_df) -> dict:
-    out: dict = {}
-    for q, d, s in zip(run_df["query_id"], run_df["doc_id"], run_df["score"]):
-        out.setdefault(str(q), {})[str(d)] = float(s)
-    return out
-
-
 def assert_same_index(a: dict, b: dict, rtol=1e-6):
     """Same vocabulary (terms, ids, df), documents (ids, lengths) and postings (tf, weights)."""
     pd.testing.assert_frame_equal(a["vocab"][["term_id", "term", "df"]].astype({"term": str}),

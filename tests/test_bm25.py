@@ -15,7 +15,7 @@ from cutext.stages.count import count_partition, run_lengths
 from cutext.stages.sort import term_divisions
 from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
 
-from helpers import cacm_topics, qrels_dict, read_index, run_dict, scifact_topics, assert_same_index
+from helpers import cacm_topics, qrels_dict, read_index, scifact_topics, assert_same_index
 
 ANALYSIS = dict(stopwords="lucene", stemmer="porter")
 # our variant -> the bm25s method with the same formula (bm25s "robertson" uses the RSJ idf)

@@ -19,8 +19,6 @@ ANALYSIS = dict(stopwords="lucene", stemmer="porter")
 
 
 def _both(texts):
-    import cudf
-
     pdf = pd.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64),
                         "text": pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))})
     return pdf, to_cudf(pdf)
@@ -59,8 +57,6 @@ def test_tokens_gpu_equal_cpu_on_every_corpus(name, analysis):
 
 
 def test_count_partition_gpu_equals_cpu():
-    import cudf
-
     rng = np.random.default_rng(7)
     df = pd.DataFrame({"doc_id": np.sort(rng.integers(1000, 3000, 200_000)).astype(np.int64),
                        "term_id": rng.zipf(1.3, 200_000).clip(1, 50_000).astype(np.int32)})

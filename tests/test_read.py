@@ -16,7 +16,6 @@ from pathlib import Path
 
 import dask
 import fsspec
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
