@@ -7,12 +7,42 @@
 """
 from __future__ import annotations
 
+import importlib
+
 from cutext.pipelines._result import RunResult
 from cutext.pipelines.bm25 import BM25Index, build_index
 
-PIPELINES = {"bm25": build_index}
+# name -> "module:function"; each function is called as f(path, out, **params) and returns a
+# RunResult. Modules are imported on first use, so one pipeline's optional dependencies never
+# load for another.
+PIPELINES = {
+    "bm25": "cutext.pipelines.bm25:build_index",
+    "ngram": "cutext.pipelines.ngram:score_corpus",
+    "cluster": "cutext.pipelines.cluster:cluster_corpus",
+    "lda": "cutext.pipelines.lda:train",
+}
 
-__all__ = ["run", "RunResult", "BM25Index", "build_index", "PIPELINES"]
+__all__ = ["run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function"]
+
+
+def pipeline_function(name: str):
+    """The function behind a pipeline name (imports its module).
+
+    Raises
+    ------
+    ValueError
+        Unknown pipeline name, or a pipeline whose module is not in this installation.
+    """
+    if name not in PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; available: {sorted(PIPELINES)}")
+    module, func = PIPELINES[name].split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ValueError(f"pipeline {name!r} is not implemented in this version of cutext") from None
+    return getattr(mod, func)
 
 
 def run(name: str, path, **params) -> RunResult:
@@ -21,7 +51,7 @@ def run(name: str, path, **params) -> RunResult:
     Parameters
     ----------
     name : str
-        One of ``PIPELINES`` (``"bm25"``).
+        One of ``PIPELINES``: ``"bm25"``, ``"ngram"``, ``"cluster"``, ``"lda"``.
     path : str, os.PathLike or list
         The input corpus (file, directory, glob or fsspec URL).
     **params
@@ -38,7 +68,6 @@ def run(name: str, path, **params) -> RunResult:
     ValueError
         Unknown pipeline name.
     """
-    if name not in PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; available: {sorted(PIPELINES)}")
-    out = params.pop("out", f"{name}-index")
-    return PIPELINES[name](path, out, **params)
+    func = pipeline_function(name)
+    out = params.pop("out", f"{name}-index" if name == "bm25" else f"{name}-out")
+    return func(path, out, **params)

@@ -86,6 +86,25 @@ def read_queries(path, topic_field="title"):
     return pd.DataFrame({"query_id": [str(i + 1) for i in range(len(lines))], "query": lines})
 
 
+# Pipelines other than bm25 bring their own subcommands: a module here that defines
+# ``add_cli(subparsers)`` (which registers its parsers with ``set_defaults(cli_main=f)``, f(args) -> int).
+_CLI_MODULES = ("ngram", "cluster", "lda")
+
+
+def _plugin_modules():
+    import importlib
+
+    mods = []
+    for name in _CLI_MODULES:
+        full = f"cutext.pipelines.{name}"
+        try:
+            mods.append(importlib.import_module(full))
+        except ModuleNotFoundError as exc:
+            if exc.name != full:
+                raise
+    return mods
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cutext.pipelines",
                                  description="cutext: GPU/CPU text-analytics pipelines")
@@ -93,8 +112,13 @@ def main(argv=None) -> int:
     _add_bm25(sub)
     _add_search(sub)
     _add_evaluate(sub)
+    for mod in _plugin_modules():
+        if hasattr(mod, "add_cli"):
+            mod.add_cli(sub)
     args = ap.parse_args(argv)
     try:
+        if getattr(args, "cli_main", None) is not None:
+            return int(args.cli_main(args) or 0)
         if args.command == "bm25":
             from cutext import pipelines
 
