@@ -24,12 +24,11 @@ cupy -> CUDA; the trie must live on the same side):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import numba
 import numpy as np
-
 from cutext.kernels.backend import is_gpu_object
 
 MAX_ORDER = 16
@@ -82,7 +81,7 @@ class Trie:
         d["bytes_per_ngram"] = d["total"] / max(1, self.n_ngrams)
         return d
 
-    def to_device(self) -> "Trie":
+    def to_device(self) -> Trie:
         """A copy of the trie on the current CUDA device (one host-to-device copy per array)."""
         import cupy
 
@@ -203,7 +202,7 @@ def _fill_cpu(keys, prob, bo, child, V, n, ctx, out):
 
 # ----------------------------------------------------------------------------- CUDA bodies
 
-@lru_cache(maxsize=None)
+@cache
 def _module():
     import cupy
 

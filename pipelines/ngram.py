@@ -38,19 +38,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
 from cutext.kernels import trie as trie_kernels
 from cutext.kernels.backend import is_gpu_object, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.pipelines.bm25 import __version__
 from cutext.stages.arpa import ArpaModel, read_arpa
 from cutext.stages.read import CorpusError
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
 
@@ -59,12 +52,12 @@ def _resolve_model_backend(backend: str) -> str:
     if backend == "auto":
         try:
             return resolve_backend("auto")
-        except Exception:
+        except (ImportError, RuntimeError, OSError):
             return "cpu"
     if backend == "gpu":
-        from cutext.kernels.backend import device_count
-
         import importlib.util
+
+        from cutext.kernels.backend import device_count
 
         if importlib.util.find_spec("cupy") is None or device_count() == 0:
             raise RuntimeError("backend='gpu' needs cupy and a visible CUDA device")
@@ -182,7 +175,7 @@ class NGramModel:
         self._vocab_index = None
 
     @classmethod
-    def load(cls, path, backend: str = "auto") -> "NGramModel":
+    def load(cls, path, backend: str = "auto") -> NGramModel:
         """Read an ARPA file (plain, gzip, bz2, xz) and build the trie.
 
         Parameters
@@ -539,7 +532,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     n_docs = 0
     rows_seen: dict[int, int] = {}
     t_read = t_score = 0.0
-    totals = dict(n_sentences=0, n_tokens=0, n_oov=0)
+    totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
     sum_log10 = 0.0
     try:
         with atomic_directory(out, overwrite=overwrite) as tmp:

@@ -339,7 +339,7 @@ class _Parser:
         vocab = pa.concat_arrays(s.words) if s.words else pa.array([], pa.large_string())
         if len(pc.unique(vocab)) != len(vocab):
             codes = pc.dictionary_encode(vocab).indices.to_numpy(zero_copy_only=False)
-            _, first_idx, counts = np.unique(codes, return_index=True, return_counts=True)
+            _, first_idx = np.unique(codes, return_index=True)
             seen = np.zeros(len(codes), bool)
             seen[first_idx] = True
             dup = int(np.flatnonzero(~seen)[0])
