@@ -229,13 +229,18 @@ class NGramModel:
         ids : int32 (n_words,)
         offsets : int64 (n_sent + 1,)
         """
-        arr = _as_string_array(sentences)
+        arr = pc.ascii_trim_whitespace(_as_string_array(sentences))
+        if arr.null_count:
+            arr = arr.fill_null("")
         split = pc.ascii_split_whitespace(arr)
-        if split.null_count:
-            split = split.fill_null(pa.scalar([], split.type))
-        offsets = split.offsets.to_numpy().astype(np.int64)
-        offsets = offsets - offsets[0]
+        lens = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
+        blank = pc.equal(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False)
         words = split.flatten()
+        if blank.any():  # a blank string splits into one empty word: drop it
+            words = words.filter(pa.array(~np.repeat(blank, lens)))
+            lens[blank] = 0
+        offsets = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
         return self.word_ids(words), offsets
 
     # ------------------------------------------------------------------ scoring
@@ -297,7 +302,7 @@ class NGramModel:
     def _contexts(self, contexts, bos: bool):
         arr = _as_string_array(contexts)
         if bos:
-            arr = pc.binary_join_element_wise(pa.scalar("<s>", pa.large_string()), arr, " ")
+            arr = pc.binary_join_element_wise(pa.scalar("<s>", pa.large_string()), arr, pa.scalar(" ", pa.large_string()))
         return self.encode(arr)
 
     def _order(self, order):
@@ -542,15 +547,14 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                 tb = time.perf_counter()
                 t_read += tb - ta
                 nd = len(df)
-                src = pa.array(df["source_id"].astype(object).tolist(), pa.large_string()) if nd else \
-                    pa.array([], pa.large_string())
+                src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
                 if piece.numbered and src.null_count:
                     r0 = rows_seen.get(piece.file_index, 0)
                     prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
                     rows = [f"{prefix}{r}" for r in range(r0, r0 + nd)]
                     src = pc.if_else(src.is_null(), pa.array(rows, pa.large_string()), src)
                 rows_seen[piece.file_index] = rows_seen.get(piece.file_index, 0) + nd
-                texts = pa.array(df["text"].astype(object).tolist(), pa.large_string())
+                texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
                 sents, doc_of = _sentences_of(texts, sentence)
                 sc = lm.score(sents, bos=bos, eos=eos)
                 logp = np.bincount(doc_of, weights=sc.log10_prob, minlength=nd).astype(np.float64)
