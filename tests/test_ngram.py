@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel
@@ -480,9 +479,8 @@ def test_cli_stdin_line_by_line(arpa, monkeypatch, capsys):
         lp, nt, oov, ppl = line.split("\t")
         assert float(lp) == pytest.approx(km.score(s), abs=TOL)
         assert int(nt) == len(s.split()) + 1
+        assert int(oov) == sum(o for _, _, o in km.full_scores(s))
         assert float(ppl) == pytest.approx(km.perplexity(s), rel=1e-4)
-    assert [int(x.split("\t")[2]) for x in out] == [sum(o for _, _, o in km.full_scores(s))
-                                                    for s in text.split("\n")[:4]]
 
 
 def test_cli_corpus(arpa, tmp_path, capsys):
