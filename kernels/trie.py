@@ -93,7 +93,11 @@ class Trie:
 
 @numba.njit(cache=True, nogil=True)
 def _find(keys, lo, hi, w):
-    """Entry index of key w in the sorted run keys[lo:hi] (implicit 31-key B-tree), or -1."""
+    """Entry index of key w in the sorted run keys[lo:hi] (implicit 31-key B-tree), or -1.
+
+    The same nodes as the warp search of trie.cu; inside a node the 31 keys are bisected instead of
+    compared in parallel (the entry found is the same).
+    """
     m = hi - lo
     if m <= 0:
         return -1
@@ -102,20 +106,21 @@ def _find(keys, lo, hi, w):
         S *= 32
     base = np.int64(lo)
     while True:
-        c = 0
-        for j in range(31):
-            p = base + (j + 1) * S - 1
-            if p >= hi:
-                break
-            k = keys[p]
-            if k == w:
-                return p
-            if k > w:
-                break
-            c += 1
+        nk = (hi - base) // S  # keys of this node: base + (j + 1) * S - 1 < hi
+        nk = min(nk, 31)
+        a = 0
+        b = nk
+        while a < b:  # first j whose key >= w
+            mid = (a + b) >> 1
+            if keys[base + (mid + 1) * S - 1] < w:
+                a = mid + 1
+            else:
+                b = mid
+        if a < nk and keys[base + (a + 1) * S - 1] == w:
+            return base + (a + 1) * S - 1
         if S == 1:
             return -1
-        base += c * S
+        base += a * S
         S //= 32
 
 
@@ -123,37 +128,41 @@ def _find(keys, lo, hi, w):
 def _score_cpu(keys, prob, bo, child, order, ids, offsets, bos_id, eos_id, use_bos, use_eos,
                out_offsets, tok_prob, tok_len, sent_total):
     n_sent = len(offsets) - 1
-    for s in numba.prange(n_sent):
-        ctx = np.full(MAX_ORDER, -1, np.int64)
-        e = np.full(MAX_ORDER, -1, np.int64)
-        if use_bos and order > 1:
-            ctx[0] = bos_id
-        a = offsets[s]
-        b = offsets[s + 1]
-        o = out_offsets[s]
-        ntok = (b - a) + (1 if use_eos else 0)
-        total = 0.0
-        for t in range(ntok):
-            w = ids[a + t] if t < b - a else eos_id
-            e[0] = w
-            for k in range(1, order):
-                c = ctx[k - 1]
-                e[k] = _find(keys, child[c], child[c + 1], w) if c >= 0 else -1
-            j = 1
-            for k in range(2, order + 1):
-                if e[k - 1] >= 0:
-                    j = k
-            p = prob[e[j - 1]]
-            for k in range(j, order):
-                c = ctx[k - 1]
-                if c >= 0:
-                    p = p + bo[c]
-            for k in range(1, order):
-                ctx[k - 1] = e[k - 1]
-            tok_prob[o + t] = p
-            tok_len[o + t] = j
-            total += np.float64(p)
-        sent_total[s] = total
+    n_chunks = min(n_sent, 256)
+    for ch in numba.prange(n_chunks):
+        ctx = np.empty(MAX_ORDER, np.int64)
+        e = np.empty(MAX_ORDER, np.int64)
+        for s in range(ch * n_sent // n_chunks, (ch + 1) * n_sent // n_chunks):
+            for k in range(MAX_ORDER):
+                ctx[k] = -1
+            if use_bos and order > 1:
+                ctx[0] = bos_id
+            a = offsets[s]
+            b = offsets[s + 1]
+            o = out_offsets[s]
+            ntok = (b - a) + (1 if use_eos else 0)
+            total = 0.0
+            for t in range(ntok):
+                w = ids[a + t] if t < b - a else eos_id
+                e[0] = w
+                for k in range(1, order):
+                    c = ctx[k - 1]
+                    e[k] = _find(keys, child[c], child[c + 1], w) if c >= 0 else -1
+                j = 1
+                for k in range(2, order + 1):
+                    if e[k - 1] >= 0:
+                        j = k
+                p = prob[e[j - 1]]
+                for k in range(j, order):
+                    c = ctx[k - 1]
+                    if c >= 0:
+                        p = p + bo[c]
+                for k in range(1, order):
+                    ctx[k - 1] = e[k - 1]
+                tok_prob[o + t] = p
+                tok_len[o + t] = j
+                total += np.float64(p)
+            sent_total[s] = total
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
