@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from test_notebooks import _execute, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,7 +12,7 @@ NOTEBOOK = ROOT / "notebooks" / "ngram_scoring.ipynb"
 
 
 def _value(text: str, label: str) -> float:
-    m = re.findall(rf"^{re.escape(label)} = (-?[0-9]+\.[0-9]+)\s*$", text, flags=re.M)
+    m = re.findall(rf"^{re.escape(label)} = (-?[0-9]+\.[0-9]+)\s*$", text, flags=re.MULTILINE)
     assert len(m) == 1, f"expected one line '{label} = <value>' in the notebook output"
     return float(m[0])
 
@@ -39,7 +38,7 @@ def test_ngram_scoring_notebook(kernel, tmp_path, monkeypatch, shared_data):  # 
     assert _value(text, "max abs diff vs KenLM (sentences)") <= 1e-4
     assert _value(text, "perplexity") == pytest.approx(520.1736, abs=1e-3)
     assert _value(text, "pipeline perplexity") == pytest.approx(520.1736, abs=1e-3)
-    sums = re.findall(r"^order (\d): distribution sums: min = ([0-9.]+) max = ([0-9.]+)$", text, flags=re.M)
+    sums = re.findall(r"^order (\d): distribution sums: min = ([0-9.]+) max = ([0-9.]+)$", text, flags=re.MULTILINE)
     assert [int(o) for o, _, _ in sums] == [1, 2, 3]
     for _, lo, hi in sums:
         assert abs(float(lo) - 1) <= 1e-4 and abs(float(hi) - 1) <= 1e-4
