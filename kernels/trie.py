@@ -320,6 +320,8 @@ def suffix_entries(trie: Trie, ids, offsets, max_len: int):
     _check(trie, gpu)
     n_rows = len(offsets) - 1
     max_len = int(max_len)
+    if not 0 <= max_len <= trie.order:
+        raise ValueError(f"max_len must be in 0..{trie.order}, got {max_len}")
     if gpu:
         import cupy
 

@@ -245,7 +245,15 @@ class NGramModel:
 
     # ------------------------------------------------------------------ scoring
     def score_ids(self, ids, offsets, bos: bool = True, eos: bool = True):
-        """Score id sequences on the model's backend; see :func:`cutext.kernels.trie.score_tokens`."""
+        """Score id sequences on the model's backend; see :func:`cutext.kernels.trie.score_tokens`.
+
+        Raises
+        ------
+        ValueError
+            ``eos`` with a model that has no ``</s>``.
+        """
+        if eos and self.eos_id < 0:
+            raise ValueError(f"{self.path}: the model has no </s>; score with eos=False")
         if self.backend == "gpu" and not is_gpu_object(ids):
             import cupy
 
