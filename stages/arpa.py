@@ -124,7 +124,11 @@ def open_binary(path):
 
 
 def _line_blocks(fh, name: str, block_bytes: int):
-    """Yield ``(first_line_number, lines)``: the decoded lines of the file, a block at a time."""
+    """Yield ``(first_line_number, lines)``: the file's lines (each with its newline), a block at a time.
+
+    ``lines`` is a pyarrow LargeStringArray built directly on the block's bytes (offsets at the
+    newlines), so no Python string is made per line; the block is checked to be UTF-8.
+    """
     carry = b""
     lineno = 1
     while True:
@@ -137,20 +141,29 @@ def _line_blocks(fh, name: str, block_bytes: int):
             carry = data
             continue
         carry = data[cut + 1:]
-        chunk = data[:cut]
-        lines = _decode(chunk, name, lineno).split("\n")
+        lines = _as_lines(data[: cut + 1], name, lineno)
         yield lineno, lines
         lineno += len(lines)
     if carry:
-        yield lineno, _decode(carry, name, lineno).split("\n")
+        yield lineno, _as_lines(carry, name, lineno)
 
 
-def _decode(chunk: bytes, name: str, lineno: int) -> str:
+def _as_lines(chunk: bytes, name: str, lineno: int) -> pa.Array:
+    nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
+    ends = nl + 1 if len(nl) and nl[-1] == len(chunk) - 1 else np.append(nl + 1, len(chunk))
+    offsets = np.zeros(len(ends) + 1, np.int64)
+    offsets[1:] = ends
+    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(chunk))
     try:
-        return chunk.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = lineno + chunk[: exc.start].count(b"\n")
-        raise ArpaError(f"{name}:{line}: bytes that are not UTF-8 ({exc.reason})") from None
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = lineno + chunk[: exc.start].count(b"\n")
+            raise ArpaError(f"{name}:{line}: bytes that are not UTF-8 ({exc.reason})") from None
+        raise
+    return arr
 
 
 class _Section:
@@ -183,7 +196,7 @@ class _Parser:
         raise ArpaError(f"{self.name}:{line}: {msg}")
 
     # ------------------------------------------------------------------ header
-    def feed(self, first: int, lines: list[str]) -> bool:
+    def feed(self, first: int, lines: pa.Array) -> bool:
         """Consume one block of lines; return False once ``\\end\\`` was seen."""
         i = 0
         n_lines = len(lines)
@@ -192,15 +205,18 @@ class _Parser:
             if self.state == "end":
                 return False
             if self.state == "preamble":
-                while i < n_lines and lines[i].strip() != "\\data\\":
-                    i += 1
-                if i < n_lines:
-                    self.preamble_lines = first + i - 1
-                    self.state = "counts"
-                    i += 1
+                hit = pc.equal(pc.ascii_trim_whitespace(lines.slice(i)), "\\data\\").to_numpy(zero_copy_only=False)
+                where = np.flatnonzero(hit)
+                if len(where) == 0:
+                    i = n_lines
+                    continue
+                i += int(where[0])
+                self.preamble_lines = first + i - 1
+                self.state = "counts"
+                i += 1
                 continue
             if self.state == "counts":
-                line = lines[i].strip()
+                line = lines[i].as_py().strip()
                 lineno = first + i
                 i += 1
                 if not line:
@@ -252,8 +268,8 @@ class _Parser:
         self.current = None
 
     # ------------------------------------------------------------------ n-gram lines
-    def _section_block(self, first: int, lines: list[str], i: int) -> int:
-        arr = pa.array(lines[i:], type=pa.large_string())
+    def _section_block(self, first: int, lines: pa.Array, i: int) -> int:
+        arr = lines.slice(i)
         trimmed = pc.ascii_trim_whitespace(arr)
         is_header = pc.starts_with(trimmed, "\\").to_numpy(zero_copy_only=False)
         hdr = np.flatnonzero(is_header)
