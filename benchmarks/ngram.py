@@ -244,6 +244,11 @@ def main(argv=None):
         name = env["gpus"][0] if env.get("gpus") else "GPU"
         add(row="score", system=f"cutext GPU kernel ({name})", queries=nq, seconds=round(t, 5),
             queries_per_s=round(nq / t), detail="vs gLM 65 M/s (Titan X); target >= 650 M/s (H200)")
+        ssents, sq = replicate(sentences, args.cpu_queries)
+        gpu.score(ssents[:10])
+        t, _ = median_time(lambda: gpu.score(ssents), args.repeats)
+        add(row="score", system=f"cutext GPU end to end (strings, {name})", queries=sq, seconds=round(t, 4),
+            queries_per_s=round(sq / t), detail="host split + id lookup, copies both ways")
         check = gpu_score()[0][: int(base_off[-1]) + len(sentences)].get()
         ref = tk.score_tokens(cpu.trie, base_ids, base_off, bos_id=cpu.bos_id, eos_id=cpu.eos_id)[0]
         add(row="check", system="GPU == CPU on the held-out tokens", equal=bool(np.array_equal(check, ref)))
