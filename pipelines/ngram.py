@@ -497,9 +497,9 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     out : str or os.PathLike
         Output directory (appears only when complete).
     model : str, os.PathLike or NGramModel
-        An ARPA file or a loaded model.
+        An ARPA file or a loaded model (whose backend is then used).
     backend : {"auto", "cpu", "gpu"}
-        Where the trie is queried (reading and word splitting run on the host).
+        Where the trie is queried when ``model`` is a path (reading and word splitting run on the host).
     sentence : {"line", "document"}
         ``"line"``: every non-blank line of a document is a sentence; ``"document"``: one sentence.
     bos, eos : bool
