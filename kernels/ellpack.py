@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numba
 import numpy as np
-
 from cutext.kernels.backend import is_gpu_object
 from cutext.kernels.cluster_ref import dot_merge
 

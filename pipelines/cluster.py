@@ -29,7 +29,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
 from cutext.pipelines._result import RunResult, atomic_directory, write_json
@@ -166,7 +165,8 @@ def _order_column(pieces, fmt, column, n_docs, storage_options):
 def stream_order(keys) -> np.ndarray:
     """Stream positions from sort keys: ``order[p]`` = doc_id at position p (stable, missing keys last)."""
     s = pd.Series(keys).reset_index(drop=True)
-    if s.dtype == object:
+    if s.dtype == object or isinstance(s.dtype, pd.StringDtype):
+        s = s.astype(object).where(s.astype(str).str.strip() != "", None)
         parsed = pd.to_datetime(s, errors="coerce", format="mixed")
         if parsed.notna().sum() == s.notna().sum() and s.notna().any():
             s = parsed

@@ -77,7 +77,8 @@ def load_reuters21578(path, with_body_only: bool = False) -> pd.DataFrame:
                 if with_body_only and not text:
                     continue
                 topics = " ".join(re.findall(r"<D>(.*?)</D>", _tag(body, "TOPICS")))
-                date = _tag(body, "DATE").strip()
+                dm = re.match(r"\s*(\d{1,2}-[A-Za-z]{3}-\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)", _tag(body, "DATE"))
+                date = dm.group(1) if dm else ""
                 rows.append((newid, (title + "\n" + text).strip(), topics, date))
     return pd.DataFrame(rows, columns=["source_id", "text", "topics", "date"])
 

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
 from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
@@ -541,7 +540,7 @@ class StreamClusterer:
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> Path:
         """Write the state (clusters Parquet, vocabulary Parquet, JSON) to a directory, atomically."""
-        from cutext.pipelines._result import atomic_directory, write_json
+        from cutext.pipelines._result import atomic_directory
 
         with atomic_directory(path) as tmp:
             self.write_state(tmp)
