@@ -134,6 +134,19 @@ def merge_update(c_idx, c_w, c_len, c_norm, d_idx, d_w, d_len, d_norm, K, out_id
 
 
 @numba.njit(cache=True, nogil=True)
+def _dots_all(c_idx, c_w, c_len, n, d_idx, d_w, L, sims):
+    for c in range(n):
+        sims[c] = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx, d_w, L)
+
+
+@numba.njit(cache=True, nogil=True)
+def _dots_list(cand, m, c_idx, c_w, c_len, d_idx, d_w, L, sims):
+    for q in range(m):
+        c = cand[q]
+        sims[q] = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx, d_w, L)
+
+
+@numba.njit(cache=True, nogil=True)
 def _add_posting(t, c, head, nxt, pc, n_pool):
     pc[n_pool] = c
     nxt[n_pool] = head[t]
@@ -192,7 +205,7 @@ def apply_decision(j, best, best_c, threshold, K, d_idx, d_w, d_len, d_norm,
 @numba.njit(cache=True, nogil=True)
 def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
                        c_idx, c_w, c_len, c_norm, c_size, n_clusters,
-                       head, nxt, pc, n_pool, stamp, stamp0, brute,
+                       head, nxt, pc, plen, n_pool, stamp, stamp0, brute,
                        out_cluster, out_sim, out_new):
     """Algorithm 1 over a block of documents, in order (the CPU reference).
 
@@ -205,7 +218,8 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
     K : int
         ``top_k``.
     c_* : cluster state (capacity >= n_clusters + n)
-    head, nxt, pc, n_pool : inverted index (pool capacity >= n_pool + n * K; head covers every term id)
+    head, nxt, pc, plen, n_pool : inverted index (pool capacity >= n_pool + n * K; head and plen, the
+        entries per term, cover every term id)
     stamp (cap,) int64, stamp0 : candidate dedup stamps (stamp0 larger than any stamp in use)
     brute : bool
         Compare with every cluster instead of the candidates of the inverted index.
@@ -221,6 +235,9 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
     tmp_w = np.empty(2 * K, np.float64)
     order = np.empty(2 * K, np.int64)
     old_idx = np.empty(K, np.int32)
+    cap = c_idx.shape[0]
+    sims = np.empty(cap, np.float64)
+    cand = np.empty(cap, np.int64)
     n = d_len.shape[0]
     for j in range(n):
         L = d_len[j]
@@ -232,24 +249,36 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
         best = -1.0
         best_c = -1
         st = stamp0 + j
-        if brute:
+        walk = 0
+        if not brute:
+            for t in range(L):
+                walk += plen[d_idx[j, t]]
+        if brute or walk >= n_clusters:
+            # every cluster (brute force, or when the posting lists are longer than the cluster list)
+            _dots_all(c_idx, c_w, c_len, n_clusters, d_idx[j], d_w[j], L, sims)
             for c in range(n_clusters):
-                s = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx[j], d_w[j], L)
-                if s > best or (s == best and c < best_c):
+                s = sims[c]
+                if s > best:
                     best = s
                     best_c = c
         else:
+            m = 0
             for t in range(L):
                 e = head[d_idx[j, t]]
                 while e != -1:
                     c = pc[e]
                     if stamp[c] != st:
                         stamp[c] = st
-                        s = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx[j], d_w[j], L)
-                        if s > best or (s == best and c < best_c):
-                            best = s
-                            best_c = c
+                        cand[m] = c
+                        m += 1
                     e = nxt[e]
+            _dots_list(cand, m, c_idx, c_w, c_len, d_idx[j], d_w[j], L, sims)
+            for q in range(m):
+                s = sims[q]
+                c = cand[q]
+                if s > best or (s == best and c < best_c):
+                    best = s
+                    best_c = c
         joined = best_c >= 0 and best > threshold
         old_len = 0
         if joined:
@@ -264,16 +293,18 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
                 t = c_idx[c, p]
                 if not joined or not _contains(old_idx, old_len, t):
                     n_pool = _add_posting(t, c, head, nxt, pc, n_pool)
+                    plen[t] += 1
     return n_clusters, n_pool
 
 
 @numba.njit(cache=True, nogil=True)
-def build_postings(c_idx, c_len, n_clusters, head, nxt, pc):
+def build_postings(c_idx, c_len, n_clusters, head, nxt, pc, plen):
     """Inverted index of the current cluster vectors (after loading a saved state); returns n_pool."""
     n_pool = 0
     for c in range(n_clusters):
         for p in range(c_len[c]):
             n_pool = _add_posting(c_idx[c, p], c, head, nxt, pc, n_pool)
+            plen[c_idx[c, p]] += 1
     return n_pool
 
 

@@ -120,6 +120,7 @@ class ReferenceEngine:
         self.state = state
         self.brute = brute
         self.head = np.full(1024, -1, np.int64)
+        self.plen = np.zeros(1024, np.int64)
         self.nxt = np.zeros(0, np.int64)
         self.pc = np.zeros(0, np.int32)
         self.n_pool = 0
@@ -128,13 +129,17 @@ class ReferenceEngine:
         if state.n and not brute:
             self._ensure_terms(int(state.idx[:state.n].max()) + 1)
             self._ensure_pool(int(state.length[:state.n].sum()))
-            self.n_pool = ref.build_postings(state.idx, state.length, state.n, self.head, self.nxt, self.pc)
+            self.n_pool = ref.build_postings(state.idx, state.length, state.n, self.head, self.nxt, self.pc,
+                                             self.plen)
 
     def _ensure_terms(self, v1):
         if v1 > len(self.head):
             h = np.full(max(v1, 2 * len(self.head)), -1, np.int64)
             h[:len(self.head)] = self.head
             self.head = h
+            p = np.zeros(len(h), np.int64)
+            p[:len(self.plen)] = self.plen
+            self.plen = p
 
     def _ensure_pool(self, need):
         if need > len(self.nxt):
@@ -160,7 +165,7 @@ class ReferenceEngine:
         st.n, self.n_pool = ref.cluster_sequential(
             tv.idx, tv.w, tv.length, tv.norm, float(threshold), st.K,
             st.idx, st.w, st.length, st.norm, st.size, st.n,
-            self.head, self.nxt, self.pc, self.n_pool, self.stamp, self.stamp_next, self.brute,
+            self.head, self.nxt, self.pc, self.plen, self.n_pool, self.stamp, self.stamp_next, self.brute,
             res.cluster, res.sim, res.new)
         self.stamp_next += n
         return res
