@@ -17,7 +17,9 @@
 
 extern "C" {
 
-__device__ __forceinline__ double ct_dot(const int* __restrict__ idx, const double* __restrict__ w,
+// idx / w are not __restrict__: ct_block_max writes the update row before its thread reads it, and
+// the read-only (non-coherent) cache must not serve those loads.
+__device__ __forceinline__ double ct_dot(const int* idx, const double* w,
                                          long long stride, long long row, int K,
                                          const int* dterm, const double* dw, int dlen) {
     double acc = 0.0;
