@@ -10,22 +10,24 @@ tests (tests/test_gpu_cluster.py) then check the real thing.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from cutext.kernels import ellpack
 from cutext.pipelines import datasets
-from cutext.stages.streamcluster import StreamVectorizer
+from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
 
 HERE = Path(__file__).resolve().parent
 K = 35
 
 
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory):
+def emu_lib(tmp_path_factory):
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ not found")
@@ -38,7 +40,24 @@ def emu(tmp_path_factory):
         if "c++20" in r.stderr or "barrier" in r.stderr:
             pytest.skip(f"g++ without C++20 <barrier>: {r.stderr[:200]}")
         pytest.fail(f"the kernel source does not compile as C++:\n{r.stderr}")
-    return ctypes.CDLL(str(lib))
+    return lib
+
+
+@pytest.fixture(scope="module")
+def emu(emu_lib):
+    return ctypes.CDLL(str(emu_lib))
+
+
+@pytest.fixture
+def fake_cupy(emu_lib, monkeypatch):
+    """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C."""
+    spec = importlib.util.spec_from_file_location("fake_cupy", HERE / "cuda_emu" / "fake_cupy.py")
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    mod = fake.make(emu_lib)
+    monkeypatch.setitem(sys.modules, "cupy", mod)
+    monkeypatch.setattr(ellpack, "_modules", {})
+    return mod
 
 
 def _p(a):
@@ -120,3 +139,32 @@ def test_emulated_kernels_with_no_rows_in_a_block_tail(emu, vectors):
         np.testing.assert_array_equal(obest, best)
         assert best[0, 1] == 0.0 and abs(best[0, 0] - 1.0) < 1e-12  # document 0 is row 0
         assert best[1].tolist() == [0.0, 0.0]  # no term: similarity 0 everywhere, lowest row
+
+
+def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors, monkeypatch):
+    """The GPU engine's host code (update buffer, micro-batches, scatters, capacity doubling, row
+    partitions over two devices) driving the emulated kernels gives the CPU reference's assignments.
+
+    Blocks of 32 threads (instead of 256) keep the emulation fast and make the capacity double early."""
+    monkeypatch.setattr(ellpack, "BLOCK", 32)
+    tv = vectors.take(slice(0, 120))
+    cpu = StreamClusterer(0.6, K)
+    want = cpu.partial_fit(tv)
+    assert cpu.n_clusters > 64
+    for batch, devices in ((1, None), (8, None), (4, [0, 1])):
+        sc = StreamClusterer(0.6, K, backend="gpu", batch_size=batch, devices=devices)
+        got = sc.partial_fit(tv)
+        for col in ("cluster_id", "new_cluster", "similarity"):
+            np.testing.assert_array_equal(got[col].to_numpy(), want[col].to_numpy(), err_msg=f"{col} {batch}")
+        mats = sc.engine.matrix()
+        S = len(mats)
+        for s, (ei, ew, stride, n_rows) in enumerate(mats):
+            assert isinstance(ei, np.ndarray) and not isinstance(ei, fake_cupy.ndarray)
+            g = np.arange(s, sc.n_clusters, S)
+            assert n_rows == len(g) and stride >= n_rows
+            np.testing.assert_array_equal(ei.reshape(K, stride)[:, :n_rows].T, cpu.state.idx[g])
+            np.testing.assert_array_equal(ew.reshape(K, stride)[:, :n_rows].T, cpu.state.w[g])
+        if S == 1:
+            assert mats[0][2] >= 128  # capacity doubled twice on the "device" (from 32 rows)
+    names = {n for n, _ in fake_cupy.launches}
+    assert {"ct_block_max", "ct_argmax", "ct_scatter"} <= names

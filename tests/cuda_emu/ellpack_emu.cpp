@@ -28,6 +28,25 @@ static void launch(dim3_ grid, dim3_ block, const std::function<void()>& f) {
         }
 }
 extern "C" {
+// one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments
+void launch_ct_block_max(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, long long stride, int n_rows,
+                         int K, const int* dterm, const double* dw, const int* dlen, int upd_row, const int* ui,
+                         const double* uw, double* out_sim, int* out_id) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_block_max(idx, w, stride, n_rows, K, dterm, dw, dlen, upd_row, ui, uw, out_sim, out_id); });
+}
+void launch_ct_argmax(unsigned gx, unsigned gy, unsigned bx, const double* in_sim, const int* in_id, int n_blocks,
+                      double* best) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_argmax(in_sim, in_id, n_blocks, best); });
+}
+void launch_ct_scores(unsigned gx, unsigned gy, unsigned bx, const int* idx, const double* w, long long stride,
+                      int n_rows, int K, const int* dterm, const double* dw, const int* dlen, double* out) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_scores(idx, w, stride, n_rows, K, dterm, dw, dlen, out); });
+}
+void launch_ct_scatter(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, long long stride, int K,
+                       int n_upd, const long long* rows, const int* ri, const double* rw) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_scatter(idx, w, stride, K, n_upd, rows, ri, rw); });
+}
 void emu_block_max(int* idx, double* w, long long stride, int n_rows, int K, const int* dterm, const double* dw,
                    const int* dlen, int B, int upd_row, const int* ui, const double* uw, double* out_sim, int* out_id,
                    double* best) {
