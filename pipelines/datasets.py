@@ -61,8 +61,9 @@ def load_reuters21578(path, with_body_only: bool = False) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame ``(source_id, text, topics)``: 21,578 stories; ``text`` is title and body joined by a
-    newline; ``source_id`` is NEWID; ``topics`` a space-joined label list.
+    DataFrame ``(source_id, text, topics, date)``: 21,578 stories; ``text`` is title and body joined
+    by a newline; ``source_id`` is NEWID; ``topics`` a space-joined label list; ``date`` the DATE
+    field as written (``"26-FEB-1987 15:01:01.79"``).
     """
     rows = []
     with tarfile.open(path, "r:*") as tar:
@@ -76,8 +77,10 @@ def load_reuters21578(path, with_body_only: bool = False) -> pd.DataFrame:
                 if with_body_only and not text:
                     continue
                 topics = " ".join(re.findall(r"<D>(.*?)</D>", _tag(body, "TOPICS")))
-                rows.append((newid, (title + "\n" + text).strip(), topics))
-    return pd.DataFrame(rows, columns=["source_id", "text", "topics"])
+                dm = re.match(r"\s*(\d{1,2}-[A-Za-z]{3}-\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)", _tag(body, "DATE"))
+                date = dm.group(1) if dm else ""
+                rows.append((newid, (title + "\n" + text).strip(), topics, date))
+    return pd.DataFrame(rows, columns=["source_id", "text", "topics", "date"])
 
 
 def load_nltk_zip(path, lines: bool | None = None) -> pd.DataFrame:

@@ -1,0 +1,412 @@
+"""The ``cluster`` pipeline: online document-stream clustering (paper 002, Szasz and Samet).
+
+``cluster_corpus(path, out, threshold=0.6, top_k=35, order_by=None)`` reads a corpus, tokenizes,
+dictionary-encodes and counts it with the shared stages (dask, pandas or cudf partitions), builds
+TF-ICF / TF-IDF top-k term vectors (:mod:`cutext.stages.termvec`), and clusters the documents one
+after the other in stream order with :class:`cutext.stages.streamcluster.StreamClusterer`: the
+numba reference of Algorithm 1 on the CPU, the ELLPACK kernels of Algorithm 3 on the GPU (the
+assignments are identical).
+
+Output directory (every file Parquet or JSON)::
+
+    cluster.json        parameters, backend, counts, timings
+    assignments.parquet doc_id: int64, source_id: string, position: int64 (stream order),
+                        cluster_id: int64 (-1: document without a weighted term),
+                        similarity: float64 (largest similarity with an earlier cluster),
+                        new_cluster: bool
+    clusters.parquet    cluster_id: int64, size: int64, first_doc_id: int64,
+                        terms: list<string>, weights: list<float64> (top terms by weight)
+    state/              StreamClusterer state (clusters, vocabulary, df): resume a live feed with
+                        ``StreamClusterer.load(out / "state")``
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from cutext.kernels.backend import resolve_backend
+from cutext.pipelines._compute import compute_context, input_bytes, materialize
+from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.stages.count import count_partition, counts_meta
+from cutext.stages.encode import build_vocabulary, encode_partition, encoded_meta, vocabulary_frame
+from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
+from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.termvec import WEIGHTINGS, term_vectors
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokens_meta
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("cutext")
+except Exception:  # pragma: no cover
+    __version__ = "0+unknown"
+
+CHUNK = 4096  # documents per progress step
+
+__all__ = ["cluster_corpus", "StreamClusterer", "corpus_counts", "nmi", "purity", "add_cli"]
+
+
+class _Stages:
+    def __init__(self, progress: bool):
+        self.timings: dict[str, float] = {}
+        self.progress = progress
+
+    def run(self, name, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timings[name] = time.perf_counter() - t0
+        return out
+
+
+def _host(x):
+    return x.to_pandas() if type(x).__module__.startswith("cudf") else x
+
+
+def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
+                  id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, client=None,
+                  scheduler="auto", n_workers=None, timings=None):
+    """Read, tokenize, encode and count a corpus with the shared stages; results on the host.
+
+    Returns
+    -------
+    dict
+        ``docs``: DataFrame ``(doc_id, source_id)``; ``vocab``: pyarrow string array (term id
+        ``i + 1`` is ``vocab[i]``); ``doc_id``, ``term_id``, ``tf``: int64 arrays, one entry per
+        distinct (document, term); ``n_docs``; ``format``; ``pieces``; ``info`` (scheduler).
+
+    Raises
+    ------
+    FileNotFoundError, CorpusError
+    """
+    from fsspec.core import url_to_fs
+
+    timings = {} if timings is None else timings
+    gpu = backend == "gpu"
+    t0 = time.perf_counter()
+    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
+                                    blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                                    backend=backend)
+    p0 = path[0] if isinstance(path, (list, tuple)) else path
+    nbytes = input_bytes(pieces, url_to_fs(str(p0), **(storage_options or {}))[0])
+    with compute_context(backend, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info:
+        docs, part_counts = assign_doc_ids(docs, pieces)
+        n_docs = int(part_counts.sum())
+        ids = _host(docs[["doc_id", "source_id"]].compute()).sort_values("doc_id", ignore_index=True)
+        timings["read"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tokens = materialize(docs.map_partitions(tokenize_partition, tok_cfg, meta=tokens_meta(gpu)), info)
+        timings["tokenize"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        vocab = build_vocabulary(tokens)
+        enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu), meta=encoded_meta(gpu))
+        counts = _host(enc.map_partitions(count_partition, meta=counts_meta(gpu)).compute())
+        timings["encode+count"] = time.perf_counter() - t0
+    return {"docs": ids, "vocab": vocab, "doc_id": counts["doc_id"].to_numpy(np.int64),
+            "term_id": counts["term_id"].to_numpy(np.int64), "tf": counts["tf"].to_numpy(np.int64),
+            "n_docs": n_docs, "format": fmt, "pieces": pieces, "info": info}
+
+
+def _reference_df(idf_from, vocab: pa.Array, tok_cfg, backend, **read_kw):
+    """(df over our vocabulary (V + 1,), N) from a BM25 index directory or a reference corpus."""
+    p = Path(str(idf_from))
+    if p.is_dir() and (p / "index.json").is_file() and (p / "vocab.parquet").is_file():
+        import json
+
+        meta = json.loads((p / "index.json").read_text(encoding="utf-8"))
+        vt = pq.read_table(p / "vocab.parquet", columns=["term", "df"])
+        ref_terms, ref_df, n_ref = vt.column("term").combine_chunks(), vt.column("df").to_numpy(), int(meta["N"])
+    else:
+        rc = corpus_counts(idf_from, tok_cfg, backend, **read_kw)
+        ref_terms = rc["vocab"]
+        ref_df = np.bincount(rc["term_id"], minlength=len(ref_terms) + 1)[1:]
+        n_ref = rc["n_docs"]
+    pos = pc.index_in(vocab.cast(pa.large_string()), value_set=ref_terms.cast(pa.large_string()))
+    pos = pc.fill_null(pos, -1).to_numpy().astype(np.int64)
+    df = np.zeros(len(vocab) + 1, np.int64)
+    df[1:][pos >= 0] = np.asarray(ref_df, np.int64)[pos[pos >= 0]]
+    return df, n_ref
+
+
+def _order_column(pieces, fmt, column, n_docs, storage_options):
+    """The values of a column of the input (jsonl / parquet / csv) in doc_id order."""
+    import fsspec
+
+    if fmt not in ("jsonl", "parquet", "csv"):
+        raise ValueError(f"order_by={column!r}: a column can only order table inputs (jsonl, parquet, csv), "
+                         f"this input is {fmt!r}; use None, 'doc_id', 'source_id' or an array")
+    paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
+    parts = []
+    for path in paths:
+        with fsspec.open(path, "rb", compression="infer", **(storage_options or {})) as fh:
+            if fmt == "parquet":
+                t = pq.read_table(fh)
+            elif fmt == "jsonl":
+                import pyarrow.json as pj
+
+                t = pj.read_json(fh)
+            else:
+                import pyarrow.csv as pcsv
+
+                t = pcsv.read_csv(fh)
+        if column not in t.column_names:
+            raise CorpusError(f"{path}: order_by column {column!r} not found; columns are {t.column_names}")
+        parts.append(t.column(column).to_pandas())
+    s = pd.concat(parts, ignore_index=True)
+    if len(s) != n_docs:
+        raise CorpusError(f"order_by column {column!r} has {len(s)} values for {n_docs} documents")
+    return s
+
+
+def stream_order(keys) -> np.ndarray:
+    """Stream positions from sort keys: ``order[p]`` = doc_id at position p (stable, missing keys last)."""
+    s = pd.Series(keys).reset_index(drop=True)
+    if s.dtype == object or isinstance(s.dtype, pd.StringDtype):
+        s = s.astype(object).where(s.astype(str).str.strip() != "", None)
+        parsed = pd.to_datetime(s, errors="coerce", format="mixed")
+        if parsed.notna().sum() == s.notna().sum() and s.notna().any():
+            s = parsed
+    return np.asarray(s.sort_values(kind="mergesort", na_position="last").index, dtype=np.int64)
+
+
+def _default_batch(backend, method):
+    return 32 if backend == "gpu" else 1
+
+
+def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_from=None, weighting="tficf",
+                   lowercase=True, stopwords="lucene", stemmer=None, min_len=2, max_len=None,
+                   format="auto", text_column=None, id_column=None, blocksize=64 << 20, encoding="utf-8",
+                   storage_options=None, backend="auto", method=None, batch_size=None, devices=None,
+                   client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
+                   progress=True) -> RunResult:
+    """Cluster a corpus as a document stream (paper 002, Algorithm 1; GPU: Algorithms 2-3).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        Corpus (formats of :func:`cutext.stages.read.read_corpus`).
+    out : str or os.PathLike
+        Output directory, written under a temporary name and renamed when complete.
+    threshold : float
+        ``T`` in [0, 1]: a document joins its most similar cluster when the cosine similarity
+        is ``> T`` (paper: 0.1 to 0.9; 0.6 in its throughput runs).
+    top_k : int
+        Terms kept per document and per cluster (paper: 35 to 60).
+    order_by : None, str or array-like
+        Stream order: None or ``"doc_id"`` = input order; ``"source_id"``; the name of a column
+        of a jsonl / parquet / csv input (dates are parsed); or one key per document (doc_id
+        order).  Stable: ties keep input order.
+    idf_from : None, "stream", or path
+        IDF reference: None = the corpus itself; ``"stream"`` = the documents seen so far;
+        a path = a BM25 index directory (``pipelines.run("bm25", ...)``) or another corpus.
+    weighting : {"tficf", "tfidf"}
+        See :mod:`cutext.stages.termvec` (natural logarithms).
+    lowercase, stopwords, stemmer, min_len, max_len
+        Tokenizer (default: lowercase, Lucene's 33 stopwords, tokens of 2+ code points).
+    backend : {"auto", "cpu", "gpu"}
+    method : {"reference", "brute", "ellpack"}, optional
+        Clustering engine (default: reference on the CPU, ellpack on the GPU).
+    batch_size : int, optional
+        Micro-batch of the ELLPACK engine (default 32 on the GPU, 1 on the CPU); exact for any size.
+    devices : list of int, optional
+        GPUs holding row partitions of the cluster matrix (paper section 6).
+    n_top_terms : int
+        Terms per cluster written to clusters.parquet.
+    progress : bool
+        A tqdm bar over the documents while clustering.
+
+    Returns
+    -------
+    RunResult
+        ``counts``: n_docs, n_clusters, n_empty_docs, n_terms, n_singletons; ``timings`` (s):
+        read, tokenize, encode+count, vectors, cluster, write; ``params``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Input path matches nothing.
+    CorpusError (ValueError)
+        Unreadable or empty corpus, a missing order_by column.
+    ValueError
+        Bad parameters.
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    be = resolve_backend(backend)
+    method = method or ("ellpack" if be == "gpu" else "reference")
+    batch_size = batch_size or _default_batch(be, method)
+    read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
+                   encoding=encoding, storage_options=storage_options)
+    timings: dict[str, float] = {}
+    cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
+                       timings=timings, **read_kw)
+    n_docs, vocab = cc["n_docs"], cc["vocab"]
+    if n_docs == 0:
+        raise CorpusError(f"{path}: the corpus holds no document")
+
+    t0 = time.perf_counter()
+    if order_by is None or (isinstance(order_by, str) and order_by == "doc_id"):
+        order = np.arange(n_docs, dtype=np.int64)
+    elif isinstance(order_by, str) and order_by == "source_id":
+        order = stream_order(cc["docs"]["source_id"].astype(str))
+    elif isinstance(order_by, str):
+        order = stream_order(_order_column(cc["pieces"], cc["format"], order_by, n_docs, storage_options))
+    else:
+        keys = np.asarray(order_by)
+        if len(keys) != n_docs:
+            raise ValueError(f"order_by has {len(keys)} keys for {n_docs} documents")
+        order = stream_order(keys)
+    position = np.empty(n_docs, np.int64)
+    position[order] = np.arange(n_docs)
+    V = len(vocab)
+    doc_pos = position[cc["doc_id"]]
+    if idf_from is None:
+        df = np.bincount(cc["term_id"], minlength=V + 1).astype(np.int64)
+        tv = term_vectors(doc_pos, cc["term_id"], cc["tf"], n_docs, top_k, weighting=weighting, df=df, n_ref=n_docs)
+        vec = StreamVectorizer(top_k, weighting, "fixed", tok_cfg, terms=vocab.to_pylist(), df=df, n_ref=n_docs)
+        idf_desc = "corpus"
+    elif isinstance(idf_from, str) and idf_from == "stream":
+        tv = term_vectors(doc_pos, cc["term_id"], cc["tf"], n_docs, top_k, weighting=weighting, stream=True)
+        df = np.bincount(cc["term_id"], minlength=V + 1).astype(np.int64)
+        vec = StreamVectorizer(top_k, weighting, "stream", tok_cfg, terms=vocab.to_pylist(), df=df, n_ref=n_docs)
+        idf_desc = "stream"
+    else:
+        df, n_ref = _reference_df(idf_from, vocab, tok_cfg, be, **read_kw)
+        tv = term_vectors(doc_pos, cc["term_id"], cc["tf"], n_docs, top_k, weighting=weighting, df=df, n_ref=n_ref)
+        vec = StreamVectorizer(top_k, weighting, "fixed", tok_cfg, terms=vocab.to_pylist(), df=df, n_ref=n_ref)
+        idf_desc = str(idf_from)
+    timings["vectors"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    sc = StreamClusterer(threshold, top_k, backend=be, method=method, batch_size=batch_size, devices=devices,
+                         vectorizer=vec)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_docs, desc="cluster", unit="doc")
+    parts = []
+    for a in range(0, n_docs, CHUNK):
+        parts.append(sc.partial_fit(tv.take(slice(a, min(a + CHUNK, n_docs)))))
+        if bar is not None:
+            bar.update(min(CHUNK, n_docs - a))
+            bar.set_postfix_str(f"{sc.n_clusters} clusters")
+    if bar is not None:
+        bar.close()
+    assign = pd.concat(parts, ignore_index=True)
+    timings["cluster"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    assign.insert(0, "doc_id", order)
+    assign.insert(1, "source_id", cc["docs"]["source_id"].astype(str).to_numpy()[order])
+    cl = sc.clusters(terms=vec.terms, n_terms=n_top_terms)
+    first = assign.loc[assign["new_cluster"], ["cluster_id", "doc_id"]].set_index("cluster_id")["doc_id"]
+    cl.insert(2, "first_doc_id", first.reindex(cl["cluster_id"]).to_numpy(np.int64))
+    cl = cl.drop(columns=["norm"])
+    counts = {"n_docs": n_docs, "n_clusters": sc.n_clusters, "n_empty_docs": int((tv.length == 0).sum()),
+              "n_terms": V, "n_singletons": int((cl["size"] == 1).sum())}
+    params = {"threshold": float(threshold), "top_k": int(top_k), "order_by": order_by if isinstance(order_by, str)
+              or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
+              "batch_size": int(batch_size), "devices": devices, "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
+        pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
+        (tmp / "state").mkdir()
+        sc.write_state(tmp / "state")
+        timings["write"] = time.perf_counter() - t0
+        info = cc["info"]
+        write_json(tmp / "cluster.json", {
+            "kind": "cutext.cluster", "version": __version__, "backend": be, "scheduler": info.scheduler,
+            "n_workers": info.n_workers, "source": str(path), "params": params, "counts": counts,
+            "timings": timings, "kernel_restarts": getattr(sc.engine, "restarts", 0),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return RunResult("cluster", Path(out).absolute(), be, info.scheduler, info.n_workers, counts, timings, params)
+
+
+# ----------------------------------------------------------------------------- quality
+
+def _contingency(labels, clusters):
+    lab = pd.factorize(pd.Series(labels))[0]
+    clu = pd.factorize(pd.Series(clusters))[0]
+    n_l, n_c = lab.max() + 1, clu.max() + 1
+    return np.bincount(lab * n_c + clu, minlength=n_l * n_c).reshape(n_l, n_c).astype(np.float64)
+
+
+def nmi(labels, clusters) -> float:
+    """Normalized mutual information ``I(L; C) / sqrt(H(L) H(C))`` (natural logarithms; 1 = identical).
+
+    Parameters
+    ----------
+    labels, clusters : array-like (n,)
+        Class labels and cluster ids of the same documents.
+    """
+    m = _contingency(labels, clusters)
+    n = m.sum()
+    pl = m.sum(1) / n
+    pcl = m.sum(0) / n
+    nz = m > 0
+    pij = m[nz] / n
+    mi = float(np.sum(pij * np.log(pij / np.outer(pl, pcl)[nz])))
+    hl = float(-np.sum(pl[pl > 0] * np.log(pl[pl > 0])))
+    hc = float(-np.sum(pcl[pcl > 0] * np.log(pcl[pcl > 0])))
+    if hl == 0.0 or hc == 0.0:
+        return 1.0 if hl == hc else 0.0
+    return mi / np.sqrt(hl * hc)
+
+
+def purity(labels, clusters) -> float:
+    """Purity: the fraction of documents whose cluster's majority label is their own label."""
+    m = _contingency(labels, clusters)
+    return float(m.max(axis=0).sum() / m.sum())
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def add_cli(sub) -> None:
+    """Register ``cluster`` with the ``python -m cutext.pipelines`` command line."""
+    p = sub.add_parser("cluster", help="online document-stream clustering (paper 002)",
+                       description="Cluster a corpus as a document stream; writes assignments and clusters "
+                                   "(Parquet + JSON) and a state to resume from.")
+    p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--threshold", type=float, default=0.6, help="join when cosine similarity > T (default 0.6)")
+    p.add_argument("--top-k", type=int, default=35, help="terms per document and cluster (default 35)")
+    p.add_argument("--order-by", default=None, help="doc_id (default), source_id, or a column of a table input")
+    p.add_argument("--idf-from", default=None, help="'stream', a BM25 index directory or a reference corpus "
+                                                    "(default: the corpus itself)")
+    p.add_argument("--weighting", default="tficf", choices=list(WEIGHTINGS))
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    p.add_argument("--method", default=None, choices=["reference", "brute", "ellpack"])
+    p.add_argument("--batch-size", type=int, default=None, help="ELLPACK micro-batch (default 32 GPU, 1 CPU)")
+    p.add_argument("--devices", default=None, help="comma-separated GPU ids for row partitions")
+    p.add_argument("--stopwords", default="lucene", help="'lucene', 'none' or a file with one word per line")
+    p.add_argument("--stemmer", default=None, help="Snowball algorithm (porter, english, ...)")
+    p.add_argument("--min-len", type=int, default=2, help="drop tokens shorter than this (default 2)")
+    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
+    p.add_argument("--text-column", action="append", default=None)
+    p.add_argument("--id-column", default=None)
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_cli_main)
+
+
+def _cli_main(args) -> int:
+    import json
+
+    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
+    path = args.path[0] if len(args.path) == 1 else args.path
+    devices = [int(x) for x in args.devices.split(",")] if args.devices else None
+    r = cluster_corpus(path, args.out, threshold=args.threshold, top_k=args.top_k, order_by=args.order_by,
+                       idf_from=args.idf_from, weighting=args.weighting, backend=args.backend, method=args.method,
+                       batch_size=args.batch_size, devices=devices, stopwords=args.stopwords, stemmer=args.stemmer,
+                       min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
+                       progress=not args.no_progress)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0

@@ -1,0 +1,68 @@
+// Runs the CUDA C of kernels/ellpack.cu on the CPU: one std::thread per CUDA thread, blocks one after another.
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <functional>
+struct dim3_ { unsigned x, y, z; };
+static thread_local dim3_ threadIdx;
+static dim3_ blockIdx, blockDim, gridDim;
+static std::barrier<>* g_bar = nullptr;
+static void __syncthreads() { g_bar->arrive_and_wait(); }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __restrict__ __restrict
+#include KERNEL_SOURCE
+static void launch(dim3_ grid, dim3_ block, const std::function<void()>& f) {
+    gridDim = grid; blockDim = block;
+    for (unsigned by = 0; by < grid.y; ++by)
+        for (unsigned bx = 0; bx < grid.x; ++bx) {
+            blockIdx = {bx, by, 0};
+            std::barrier<> bar(block.x);
+            g_bar = &bar;
+            std::vector<std::thread> ts;
+            for (unsigned t = 0; t < block.x; ++t)
+                ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; f(); });
+            for (auto& th : ts) th.join();
+        }
+}
+extern "C" {
+// one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments
+void launch_ct_block_max(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, long long stride, int n_rows,
+                         int K, const int* dterm, const double* dw, const int* dlen, int upd_row, const int* ui,
+                         const double* uw, double* out_sim, int* out_id) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_block_max(idx, w, stride, n_rows, K, dterm, dw, dlen, upd_row, ui, uw, out_sim, out_id); });
+}
+void launch_ct_argmax(unsigned gx, unsigned gy, unsigned bx, const double* in_sim, const int* in_id, int n_blocks,
+                      double* best) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_argmax(in_sim, in_id, n_blocks, best); });
+}
+void launch_ct_scores(unsigned gx, unsigned gy, unsigned bx, const int* idx, const double* w, long long stride,
+                      int n_rows, int K, const int* dterm, const double* dw, const int* dlen, double* out) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_scores(idx, w, stride, n_rows, K, dterm, dw, dlen, out); });
+}
+void launch_ct_scatter(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, long long stride, int K,
+                       int n_upd, const long long* rows, const int* ri, const double* rw) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_scatter(idx, w, stride, K, n_upd, rows, ri, rw); });
+}
+void emu_block_max(int* idx, double* w, long long stride, int n_rows, int K, const int* dterm, const double* dw,
+                   const int* dlen, int B, int upd_row, const int* ui, const double* uw, double* out_sim, int* out_id,
+                   double* best) {
+    int nb = (n_rows + 255) / 256;
+    launch({(unsigned)nb, (unsigned)B, 1}, {256, 1, 1}, [&] {
+        ct_block_max(idx, w, stride, n_rows, K, dterm, dw, dlen, upd_row, ui, uw, out_sim, out_id); });
+    launch({(unsigned)B, 1, 1}, {256, 1, 1}, [&] { ct_argmax(out_sim, out_id, nb, best); });
+}
+void emu_scores(const int* idx, const double* w, long long stride, int n_rows, int K, const int* dterm,
+                const double* dw, const int* dlen, int B, double* out) {
+    launch({(unsigned)((n_rows + 255) / 256), (unsigned)B, 1}, {256, 1, 1}, [&] {
+        ct_scores(idx, w, stride, n_rows, K, dterm, dw, dlen, out); });
+}
+void emu_scatter(int* idx, double* w, long long stride, int K, int n_upd, const long long* rows, const int* ri,
+                 const double* rw) {
+    long long n = (long long)n_upd * K;
+    launch({(unsigned)((n + 255) / 256), 1, 1}, {256, 1, 1}, [&] { ct_scatter(idx, w, stride, K, n_upd, rows, ri, rw); });
+}
+}

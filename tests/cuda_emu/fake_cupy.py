@@ -1,0 +1,113 @@
+"""A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of ``kernels/ellpack.cu`` on the CPU.
+
+Only what cutext's ELLPACK path uses: ``ndarray`` (a numpy subclass whose module is ``cupy``, so
+``is_gpu_object`` sees a device array), ``asarray``, ``ascontiguousarray``, ``empty``, ``zeros``,
+``full``, ``.get()``, ``cuda.Device`` (ids and a context manager; several "devices" share the host)
+and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of
+``ellpack_emu.cpp`` through ctypes.  Used by tests/test_cluster_cuda_emulated.py to run the GPU
+engine (update buffer, micro-batches, capacity doubling, row partitions) without a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import types
+
+import numpy as np
+
+
+class ndarray(np.ndarray):
+    def get(self):
+        return np.array(self, copy=True)
+
+
+ndarray.__module__ = "cupy"
+
+
+def _dev(a):
+    return np.asarray(a).view(ndarray)
+
+
+def asarray(a, dtype=None):
+    return _dev(np.array(np.asarray(a), dtype=dtype, copy=True))
+
+
+def ascontiguousarray(a, dtype=None):
+    if isinstance(a, ndarray) and a.flags.c_contiguous and (dtype is None or a.dtype == np.dtype(dtype)):
+        return a
+    return _dev(np.ascontiguousarray(np.asarray(a), dtype=dtype))
+
+
+def empty(shape, dtype=float):
+    return _dev(np.empty(shape, dtype))
+
+
+def zeros(shape, dtype=float):
+    return _dev(np.zeros(shape, dtype))
+
+
+def full(shape, fill, dtype=None):
+    return _dev(np.full(shape, fill, dtype))
+
+
+class _Device:
+    current = 0
+
+    def __init__(self, device=None):
+        self.id = _Device.current if device is None else int(device)
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(_Device.current)
+        _Device.current = self.id
+        return self
+
+    def __exit__(self, *exc):
+        _Device.current = self._prev.pop()
+
+    def synchronize(self):
+        pass
+
+
+def make(lib_path):
+    """The fake cupy module, its kernels running in the compiled emulator library ``lib_path``."""
+    lib = ctypes.CDLL(str(lib_path))
+    mod = types.ModuleType("cupy")
+    mod.ndarray = ndarray
+    mod.asarray = asarray
+    mod.ascontiguousarray = ascontiguousarray
+    mod.empty = empty
+    mod.zeros = zeros
+    mod.full = full
+    mod.cuda = types.SimpleNamespace(Device=_Device)
+    launches = []
+
+    def _arg(a):
+        if isinstance(a, np.ndarray):
+            assert isinstance(a, ndarray), "a host array was passed to a kernel"
+            assert a.flags.c_contiguous
+            return a.ctypes.data_as(ctypes.c_void_p)
+        if isinstance(a, np.int64):
+            return ctypes.c_longlong(int(a))
+        if isinstance(a, np.int32):
+            return ctypes.c_int(int(a))
+        raise TypeError(f"kernel argument of type {type(a).__name__}: pass numpy scalars of the C type")
+
+    class RawModule:
+        def __init__(self, code, options=()):
+            assert "--fmad=false" in options
+            self.code = code
+
+        def get_function(self, name):
+            fn = getattr(lib, f"launch_{name}")
+
+            def launch(grid, block, args):
+                grid = tuple(grid) + (1,) * (2 - len(grid))
+                launches.append((name, grid))
+                if grid[0] == 0 or grid[1] == 0:
+                    raise ValueError(f"{name}: empty grid {grid}")
+                fn(ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block[0]), *[_arg(a) for a in args])
+            return launch
+
+    mod.RawModule = RawModule
+    mod.launches = launches
+    return mod

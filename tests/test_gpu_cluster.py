@@ -1,0 +1,144 @@
+"""Stream clustering on the GPU == the CPU reference, bit for bit (run on the lent GPU machine)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from cutext import pipelines
+from cutext.kernels import ellpack
+from cutext.kernels.backend import device_count
+from cutext.pipelines import datasets
+from cutext.stages.streamcluster import StreamClusterer
+from cutext.stages.termvec import term_vectors
+
+pytestmark = pytest.mark.gpu
+
+K = 35
+
+
+def _corpus(name):
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    if name == "20news":
+        return datasets.load_20newsgroups(d / "corpora" / "20news-bydate.tar.gz")
+    return datasets.load_reuters21578(d / "corpora" / "reuters21578.tar.gz")
+
+
+_VECTORS: dict = {}
+
+
+def _vectors(name):
+    """Corpus-IDF TF-ICF top-35 vectors of every document, in the loader's order (CPU stages)."""
+    if name not in _VECTORS:
+        from cutext.pipelines.cluster import corpus_counts
+        from cutext.stages.tokenize import TokenizerConfig
+
+        docs = _corpus(name)
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory() as tmp:
+            p = datasets.write_jsonl(docs, Path(tmp) / f"{name}.jsonl")
+            cc = corpus_counts(str(p), TokenizerConfig.make(stopwords="lucene", min_len=2), "cpu")
+        df = np.bincount(cc["term_id"], minlength=len(cc["vocab"]) + 1)
+        _VECTORS[name] = term_vectors(cc["doc_id"], cc["term_id"], cc["tf"], cc["n_docs"], K, df=df,
+                                      n_ref=cc["n_docs"])
+    return _VECTORS[name]
+
+
+def _assert_same(a, b, what):
+    for col in ("cluster_id", "new_cluster", "similarity"):
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        if not np.array_equal(x, y):
+            i = int(np.flatnonzero(x != y)[0])
+            pytest.fail(f"{what}: {col} differs first at stream position {i}: cpu {x[i]!r} gpu {y[i]!r}")
+
+
+@pytest.mark.parametrize("name", ["20news", "reuters21578"])
+@pytest.mark.parametrize("threshold", [0.3, 0.6])
+def test_gpu_assignments_equal_cpu_reference_full_corpus(name, threshold):
+    tv = _vectors(name)
+    cpu = StreamClusterer(threshold, K, backend="cpu")
+    a_cpu = cpu.partial_fit(tv)
+    for batch in (1, 32):
+        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch)
+        a_gpu = gpu.partial_fit(tv)
+        _assert_same(a_cpu, a_gpu, f"{name} T={threshold} batch={batch}")
+        assert gpu.n_clusters == cpu.n_clusters
+        n = cpu.n_clusters
+        np.testing.assert_array_equal(gpu.state.idx[:n], cpu.state.idx[:n])
+        np.testing.assert_array_equal(gpu.state.w[:n], cpu.state.w[:n])
+        # the device matrix holds exactly the host rows (update buffer and scatters all applied)
+        (ei, ew, stride, n_rows), = gpu.engine.matrix()
+        assert n_rows == n and stride >= n and stride > ellpack.BLOCK  # capacity doubled on the device
+        np.testing.assert_array_equal(ei.reshape(K, stride)[:, :n].T, cpu.state.idx[:n])
+        np.testing.assert_array_equal(ew.reshape(K, stride)[:, :n].T, cpu.state.w[:n])
+
+
+def test_ellpack_kernels_equal_twin():
+    import cupy
+
+    tv = _vectors("reuters21578")
+    n_rows = 5000
+    ei, ew = ellpack.to_ellpack(tv.idx, tv.w, n_rows, K)
+    stride = len(ei) // K
+    gi, gw = cupy.asarray(ei), cupy.asarray(ew)
+    docs = tv.take(slice(n_rows, n_rows + 64))
+    dg = [cupy.asarray(x) for x in (docs.idx, docs.w, docs.length)]
+    s_cpu = ellpack.ellpack_scores(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length)
+    s_gpu = ellpack.ellpack_scores(gi, gw, stride, n_rows, K, *dg).get()
+    np.testing.assert_array_equal(s_cpu, s_gpu)
+    b_cpu, (bs_cpu, bi_cpu) = ellpack.ellpack_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length,
+                                                   return_blocks=True)
+    b_gpu, (bs_gpu, bi_gpu) = ellpack.ellpack_best(gi, gw, stride, n_rows, K, *dg, return_blocks=True)
+    np.testing.assert_array_equal(b_cpu, b_gpu.get())
+    np.testing.assert_array_equal(bs_cpu, bs_gpu.get())
+    np.testing.assert_array_equal(bi_cpu, bi_gpu.get())
+    # ties to the lowest row: copies of row 7 at rows 4000 and 4999
+    rows = np.array([4000, 4999])
+    ellpack.ellpack_scatter(ei, ew, stride, K, rows, tv.idx[[7, 7]], tv.w[[7, 7]])
+    ellpack.ellpack_scatter(gi, gw, stride, K, cupy.asarray(rows), cupy.asarray(tv.idx[[7, 7]]),
+                            cupy.asarray(tv.w[[7, 7]]))
+    np.testing.assert_array_equal(ei, gi.get())
+    np.testing.assert_array_equal(ew, gw.get())
+    d = tv.take(slice(7, 8))
+    bg = ellpack.ellpack_best(gi, gw, stride, n_rows, K, cupy.asarray(d.idx), cupy.asarray(d.w),
+                              cupy.asarray(d.length)).get()
+    assert bg[0, 1] == 7.0
+    # update buffer (Alg. 3): the kernel writes the row, then scores
+    u = 123
+    args = (tv.idx[9000:9001], tv.w[9000:9001], tv.length[9000:9001])
+    b1 = ellpack.ellpack_best(ei, ew, stride, n_rows, K, *args, upd_row=u, upd_idx=tv.idx[9000], upd_w=tv.w[9000])
+    b2 = ellpack.ellpack_best(gi, gw, stride, n_rows, K, *[cupy.asarray(x) for x in args], upd_row=u,
+                              upd_idx=cupy.asarray(tv.idx[9000]), upd_w=cupy.asarray(tv.w[9000])).get()
+    np.testing.assert_array_equal(b1, b2)
+    assert b2[0, 1] == u
+    np.testing.assert_array_equal(ei, gi.get())
+    np.testing.assert_array_equal(ew, gw.get())
+    # capacity doubling keeps every row
+    g2i, g2w = ellpack.grow(gi, gw, K, stride, 4 * stride)
+    s2 = ellpack.ellpack_scores(g2i, g2w, 4 * stride, n_rows, K, *dg).get()
+    s1 = ellpack.ellpack_scores(gi, gw, stride, n_rows, K, *dg).get()
+    np.testing.assert_array_equal(s1, s2)
+
+
+def test_pipeline_gpu_equals_cpu(tmp_path):
+    """The whole pipeline (GPU tokenizer, encoder, counts; ELLPACK clustering) on 4,000 Reuters stories."""
+    docs = _corpus("reuters21578").iloc[:4000]
+    p = datasets.write_jsonl(docs.assign(id=docs["source_id"]), tmp_path / "reuters.jsonl")
+    out = {}
+    for be in ("cpu", "gpu"):
+        r = pipelines.run("cluster", str(p), out=tmp_path / be, threshold=0.6, top_k=K, backend=be, progress=False)
+        assert r.backend == be
+        out[be] = pd.read_parquet(tmp_path / be / "assignments.parquet")
+    pd.testing.assert_frame_equal(out["cpu"], out["gpu"])
+
+
+@pytest.mark.skipif(device_count() < 2, reason="needs 2 GPUs")
+def test_rows_partitioned_across_gpus_equal_cpu():
+    tv = _vectors("20news")
+    cpu = StreamClusterer(0.6, K, backend="cpu").partial_fit(tv)
+    for batch in (1, 32):
+        multi = StreamClusterer(0.6, K, backend="gpu", devices=list(range(device_count())), batch_size=batch)
+        _assert_same(cpu, multi.partial_fit(tv), f"{device_count()} GPUs batch={batch}")
