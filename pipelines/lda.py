@@ -45,6 +45,11 @@ SAMPLERS = ("auto", "sparse", "three_branch", "dense")
 DENSE_MAX_K = 256
 PANEL_WORDS = 8
 
+
+def panel_words(K: int) -> int:
+    """Words per column panel of the dense sampler: at most 8, and K x words int32 within 48 KiB of shared memory."""
+    return max(1, min(PANEL_WORDS, 12288 // int(K)))
+
 try:
     from importlib.metadata import version as _version
 
@@ -117,13 +122,13 @@ class GibbsState:
         xp = self.xp
         if sampler == "dense":
             if self._panels is None:
-                ptr, w0 = lda_kernels.word_panels(self.ch.word, PANEL_WORDS)
+                ptr, w0 = lda_kernels.word_panels(self.ch.word, panel_words(self.K))
                 self._panels = (xp.asarray(ptr), xp.asarray(w0))
             z_new = lda_kernels.sample_dense(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
                                              self.d_cnt, self.d_nnz, self.W, self.nk, self._panels,
                                              alpha=self.alpha, beta=self.beta, vbeta=self.vbeta, seed=self.seed,
                                              iteration=iteration, exclude=exclude, fixed_w=self.fixed,
-                                             panel_words=PANEL_WORDS)
+                                             panel_words=panel_words(self.K))
             skipped = 0.0
         else:
             z_new, flags = lda_kernels.sample(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
