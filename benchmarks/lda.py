@@ -94,7 +94,7 @@ def env():
     try:
         import subprocess
 
-        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout.strip()
+        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False).stdout.strip()
     except Exception:  # noqa: BLE001
         info["gpus"] = None
     return info
@@ -196,7 +196,6 @@ def quality(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
-
     from cutext.pipelines.lda import GibbsState
     from cutext.stages.lda_chunk import BagOfWords, build_chunks
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from cutext import pipelines
 from cutext.kernels import lda as K_
 from cutext.pipelines.lda import GibbsState, LDAModel, panel_words
@@ -97,7 +96,7 @@ def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):
         seen.append(it)
 
     for smp in ("three_branch", "dense"):
-        rc = pipelines.run("lda", str(src), out=tmp_path / f"cpu-{smp}", K=32, iterations=8, sampler=smp,
+        pipelines.run("lda", str(src), out=tmp_path / f"cpu-{smp}", K=32, iterations=8, sampler=smp,
                            backend="cpu", progress=False)
         rg = pipelines.run("lda", str(src), out=tmp_path / f"gpu-{smp}", K=32, iterations=8, sampler=smp,
                            backend="gpu", progress=False, callback=check)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from test_notebooks import NOTEBOOKS, _execute, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 
 LDA_NB = NOTEBOOKS / "lda_topics.ipynb"
@@ -27,11 +25,11 @@ def test_lda_topics_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noq
     assert "backend: cpu" in text
     for name in ("params.json", "topic_word.parquet", "doc_topic.parquet", "llpt.parquet", "vocab.parquet"):
         assert name in text
-    ll = {m[0]: float(m[1]) for m in re.findall(r"^LLPT (\w+) = (-[0-9]+\.[0-9]+)\s*$", text, flags=re.M)}
+    ll = {m[0]: float(m[1]) for m in re.findall(r"^LLPT (\w+) = (-[0-9]+\.[0-9]+)\s*$", text, flags=re.MULTILINE)}
     assert set(ll) == {"sparse", "three_branch"}
     assert abs(ll["sparse"] - ll["three_branch"]) < 0.02 * abs(ll["sparse"])
     assert -12.0 < ll["sparse"] < -9.0  # bits per token on a 4,258-word vocabulary (log2 4258 = 12.06)
-    skipped = float(re.search(r"^skipped at the last iteration = ([0-9.]+)", text, flags=re.M).group(1))
+    skipped = float(re.search(r"^skipped at the last iteration = ([0-9.]+)", text, flags=re.MULTILINE).group(1))
     assert skipped > 0.1
     png = tmp_path / "reuters-llpt.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
