@@ -18,7 +18,8 @@ quality (``--quality``)
 gpu (``--gpu``)
     NIPS replicated to >= ``--gpu-tokens`` (100 M) tokens (whole documents copied; each replica a new
     document), K in ``--gpu-ks`` (128, 1000, 32768): tokens/s per iteration for each sampler on one
-    GPU, device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
+    GPU (``--gpu-devices 1 2``: also the three-branch sampler sharded over 2 GPUs, W summed after every
+    iteration), device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
     estimate of paper 000 Table I for the same corpus.
 
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
@@ -196,7 +197,7 @@ def quality(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
-    from cutext.pipelines.lda import GibbsState
+    from cutext.pipelines.lda import GibbsState, ShardedGibbs
     from cutext.stages.lda_chunk import BagOfWords, build_chunks
 
     bow = load("nips", ddir)
@@ -207,42 +208,51 @@ def gpu_section(args, ddir, rows):
                      [f"{r}:{n}" for r in range(reps) for n in bow.doc_names], f"nips x{reps}")
     log(f"NIPS x {reps}: {big.n_docs} documents, {big.n_tokens:,} tokens")
     pool = cupy.get_default_memory_pool()
-    for K in args.gpu_ks:
-        ch = build_chunks(big, K)
+    configs = [(K, smp, 1) for K in args.gpu_ks for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])]
+    configs += [(K, "three_branch", n) for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
+    chunks = {}
+    for K, smp, ndev in configs:
+        key = (K, ndev)
+        if key not in chunks:
+            chunks.clear()
+            chunks[key] = build_chunks(big, K, ndev)
+        ch = chunks[key]
         est = ch.memory_estimate()
-        samplers = ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])
-        for smp in samplers:
-            pool.free_all_blocks()
-            log(f"gpu K={K} {smp}")
-            try:
+        pool.free_all_blocks()
+        log(f"gpu K={K} {smp} devices={ndev}")
+        try:
+            if ndev > 1:
+                st = ShardedGibbs(ch, K, 50.0 / K, 0.01, seed=0, devices=list(range(ndev)))
+            else:
                 st = GibbsState(ch, K, 50.0 / K, 0.01, seed=0, gpu=True)
+            st.sync()
+            setup_bytes = pool.used_bytes()
+            times, skipped = [], []
+            for it in range(1, args.gpu_warmup + args.gpu_iterations + 1):
                 st.sync()
-                setup_bytes = pool.used_bytes()
-                times, skipped = [], []
-                for it in range(1, args.gpu_warmup + args.gpu_iterations + 1):
-                    st.sync()
-                    t = time.perf_counter()
-                    s = st.step(it, smp)
-                    st.sync()
-                    if it > args.gpu_warmup:
-                        times.append(time.perf_counter() - t)
-                        skipped.append(s["skipped"])
-                peak = pool.total_bytes()
                 t = time.perf_counter()
-                ll = st.llpt()
-                t_ll = time.perf_counter() - t
-                med = statistics.median(times)
-                rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": f"cutext-gpu-{smp}",
-                             "tokens": ch.n_tokens, "s_per_iter": med, "Mtok_per_s": ch.n_tokens / med / 1e6,
-                             "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
-                             "device_bytes_setup": int(setup_bytes), "device_bytes_pool_peak": int(peak),
-                             "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
-                             "iterations": args.gpu_iterations, "warmup": args.gpu_warmup})
-                del st
-            except Exception as exc:  # noqa: BLE001
-                rows.append({"section": "gpu", "K": K, "system": f"cutext-gpu-{smp}", "error": repr(exc)[:300]})
-                log(f"error: {exc!r}")
-            pool.free_all_blocks()
+                s = st.step(it, smp)
+                st.sync()
+                if it > args.gpu_warmup:
+                    times.append(time.perf_counter() - t)
+                    skipped.append(s["skipped"])
+            peak = pool.total_bytes()
+            t = time.perf_counter()
+            ll = st.llpt()
+            t_ll = time.perf_counter() - t
+            med = statistics.median(times)
+            rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": f"cutext-gpu{ndev}-{smp}",
+                         "devices": ndev,
+                         "tokens": ch.n_tokens, "s_per_iter": med, "Mtok_per_s": ch.n_tokens / med / 1e6,
+                         "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
+                         "device_bytes_setup": int(setup_bytes), "device_bytes_pool_peak": int(peak),
+                         "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
+                         "iterations": args.gpu_iterations, "warmup": args.gpu_warmup})
+            del st
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"section": "gpu", "K": K, "system": f"cutext-gpu{ndev}-{smp}", "error": repr(exc)[:300]})
+            log(f"error: {exc!r}")
+        pool.free_all_blocks()
 
 
 def print_table(rows):
@@ -290,6 +300,8 @@ def main(argv=None):
     ap.add_argument("--gpu-ks", nargs="+", type=int, default=[128, 1000, 32768])
     ap.add_argument("--gpu-iterations", type=int, default=5)
     ap.add_argument("--gpu-warmup", type=int, default=2)
+    ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
+                    help="device counts to run (e.g. 1 2 on nvidia-h200-x2: scaling rows for K <= 1000)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     ddir = data_dir(args.data)

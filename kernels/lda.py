@@ -29,7 +29,7 @@ on both sides (CUDA compiled with ``--fmad=false``).
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numba
@@ -49,15 +49,22 @@ THREADS = 256
 # ----------------------------------------------------------------------------- CUDA module
 
 @lru_cache(maxsize=1)
-def _module():
+def _source() -> str:
+    return resources.files("cutext.kernels").joinpath("lda.cu").read_text(encoding="utf-8")
+
+
+@cache
+def _module(device_id: int):
+    """The compiled module for one device (built lazily, once per device)."""
     import cupy
 
-    src = resources.files("cutext.kernels").joinpath("lda.cu").read_text(encoding="utf-8")
-    return cupy.RawModule(code=src, options=("--std=c++17", "--fmad=false"))
+    return cupy.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"))
 
 
 def _kernel(name):
-    return _module().get_function(name)
+    import cupy
+
+    return _module(cupy.cuda.Device().id).get_function(name)
 
 
 def _grid(n):

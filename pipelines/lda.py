@@ -82,80 +82,131 @@ class GibbsState:
     W_fixed : int32 (V, K), optional
         A trained model's W (inference: only D is resampled).
     vbeta : float, optional
-        ``V * beta`` of the model (default ``ch.V * beta``).
+        ``V * beta`` of the model (default ``V * beta``).
+    V : int, optional
+        Vocabulary size (default ``ch.V``).
+    device : int, optional
+        CUDA device of this state (default: the current one).
+    shard : bool
+        Part of a :class:`ShardedGibbs`: the rebuild keeps this shard's W in ``W_local`` and the
+        caller installs the summed W with :meth:`set_global_w`.
     """
 
     def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, gpu: bool = False,
-                 W_fixed=None, vbeta=None):
+                 W_fixed=None, vbeta=None, V=None, device=None, shard=False):
         if gpu:
             import cupy as xp
         else:
             xp = np
-        self.xp, self.gpu = xp, gpu
+        self.xp, self.gpu, self.device, self.shard = xp, gpu, device, shard
         self.ch, self.K, self.alpha, self.beta, self.seed = ch, int(K), float(alpha), float(beta), int(seed)
-        self.V = ch.V if W_fixed is None else int(W_fixed.shape[0])
+        self.V = int(V) if V is not None else (ch.V if W_fixed is None else int(W_fixed.shape[0]))
         self.vbeta = float(vbeta) if vbeta is not None else self.V * self.beta
-        self.word = xp.asarray(ch.word)
-        self.doc = xp.asarray(ch.doc)
-        self.keys = xp.asarray(ch.keys)
-        self.doc_ptr = xp.asarray(ch.doc_ptr)
-        self.doc_tok = xp.asarray(ch.doc_tok)
         self.fixed = W_fixed is not None
-        if self.fixed:
-            self.W = xp.asarray(W_fixed, dtype=np.int32)
-            self.nk = self.W.sum(axis=0, dtype=np.int64)
-            self.tables = lda_kernels.prepare_words(self.W, self.nk, self.beta, self.vbeta)
         self._panels = None
-        self.z = lda_kernels.init_topics(self.seed, self.keys, self.K)
-        self.rebuild()
+        self._pending = None
+        with self.ctx():
+            self.word = xp.asarray(ch.word)
+            self.doc = xp.asarray(ch.doc)
+            self.keys = xp.asarray(ch.keys)
+            self.doc_ptr = xp.asarray(ch.doc_ptr)
+            self.doc_tok = xp.asarray(ch.doc_tok)
+            if self.fixed:
+                self.W = xp.asarray(W_fixed, dtype=np.int32)
+                self.nk = self.W.sum(axis=0, dtype=np.int64)
+                self.tables = lda_kernels.prepare_words(self.W, self.nk, self.beta, self.vbeta)
+            self.z = lda_kernels.init_topics(self.seed, self.keys, self.K)
+            self.rebuild()
+
+    def ctx(self):
+        """Context manager selecting this state's device (a no-op on the CPU)."""
+        import contextlib
+
+        if self.gpu and self.device is not None:
+            import cupy
+
+            return cupy.cuda.Device(self.device)
+        return contextlib.nullcontext()
 
     def rebuild(self):
         """W, n_k, D and the per-word tables from the current topics (paper 000 section IV-C)."""
-        W, nk, self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_counts(
-            self.word, self.doc, self.z, self.doc_ptr, self.doc_tok, self.V, self.K)
-        if not self.fixed:
-            self.W, self.nk = W, nk
+        with self.ctx():
+            W, _nk, self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_counts(
+                self.word, self.doc, self.z, self.doc_ptr, self.doc_tok, self.V, self.K)
+            if self.shard:
+                self.W_local = W
+            elif not self.fixed:
+                self.set_global_w(W)
+
+    def set_global_w(self, W):
+        """Install the (summed) word-topic counts and rebuild the per-word tables."""
+        with self.ctx():
+            self.W = W
+            self.nk = W.sum(axis=0, dtype=np.int64)
             self.tables = lda_kernels.prepare_words(self.W, self.nk, self.beta, self.vbeta)
 
-    def step(self, iteration: int, sampler: str, exclude: bool = True) -> dict:
-        """One Gibbs pass over every token, then the count rebuild.  Returns per-pass statistics."""
-        xp = self.xp
-        if sampler == "dense":
-            if self._panels is None:
-                ptr, w0 = lda_kernels.word_panels(self.ch.word, panel_words(self.K))
-                self._panels = (xp.asarray(ptr), xp.asarray(w0))
-            z_new = lda_kernels.sample_dense(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
-                                             self.d_cnt, self.d_nnz, self.W, self.nk, self._panels,
-                                             alpha=self.alpha, beta=self.beta, vbeta=self.vbeta, seed=self.seed,
-                                             iteration=iteration, exclude=exclude, fixed_w=self.fixed,
-                                             panel_words=panel_words(self.K))
-            skipped = 0.0
-        else:
-            z_new, flags = lda_kernels.sample(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
-                                              self.d_cnt, self.d_nnz, self.W, self.nk, self.tables,
-                                              alpha=self.alpha, beta=self.beta, vbeta=self.vbeta, seed=self.seed,
-                                              iteration=iteration, three=sampler == "three_branch",
-                                              exclude=exclude, fixed_w=self.fixed)
-            n = max(1, int(flags.shape[0]))
-            skipped = float((flags == lda_kernels.FLAG_SKIP).sum()) / n
-        changed = float((z_new != self.z).sum()) / max(1, int(self.z.shape[0]))
-        self.z = z_new
-        self.rebuild()
+    def sample_pass(self, iteration: int, sampler: str, exclude: bool = True):
+        """Draw new topics for every token (kept pending until :meth:`commit`)."""
+        with self.ctx():
+            xp = self.xp
+            if sampler == "dense":
+                if self._panels is None:
+                    ptr, w0 = lda_kernels.word_panels(self.ch.word, panel_words(self.K))
+                    self._panels = (xp.asarray(ptr), xp.asarray(w0))
+                z_new = lda_kernels.sample_dense(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
+                                                 self.d_cnt, self.d_nnz, self.W, self.nk, self._panels,
+                                                 alpha=self.alpha, beta=self.beta, vbeta=self.vbeta, seed=self.seed,
+                                                 iteration=iteration, exclude=exclude, fixed_w=self.fixed,
+                                                 panel_words=panel_words(self.K))
+                skipped = 0
+            else:
+                z_new, flags = lda_kernels.sample(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
+                                                  self.d_cnt, self.d_nnz, self.W, self.nk, self.tables,
+                                                  alpha=self.alpha, beta=self.beta, vbeta=self.vbeta,
+                                                  seed=self.seed, iteration=iteration,
+                                                  three=sampler == "three_branch", exclude=exclude,
+                                                  fixed_w=self.fixed)
+                skipped = int((flags == lda_kernels.FLAG_SKIP).sum())
+            changed = int((z_new != self.z).sum())
+        self._pending = z_new
         return {"skipped": skipped, "changed": changed}
+
+    def commit(self):
+        """Adopt the pending topics and rebuild the counts."""
+        self.z, self._pending = self._pending, None
+        self.rebuild()
+
+    def step(self, iteration: int, sampler: str, exclude: bool = True) -> dict:
+        """One Gibbs pass over every token, then the count rebuild.  Returns fractions skipped / changed."""
+        c = self.sample_pass(iteration, sampler, exclude)
+        self.commit()
+        n = max(1, int(self.word.shape[0]))
+        return {"skipped": c["skipped"] / n, "changed": c["changed"] / n}
+
+    def llpt_sum(self) -> float:
+        """Sum over tokens of the log2 terms of paper 000 Eq. 5."""
+        if self.word.shape[0] == 0:
+            return 0.0
+        with self.ctx():
+            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                      self.d_nnz, self.tables, alpha=self.alpha)
+            return float(terms.sum())
 
     def llpt(self) -> float:
         """Paper 000 Eq. 5 (log2, bits per token) of the current counts."""
         if self.word.shape[0] == 0:
             return float("nan")
-        terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
-                                                  self.d_nnz, self.tables, alpha=self.alpha)
-        return float(terms.mean())
+        with self.ctx():
+            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                      self.d_nnz, self.tables, alpha=self.alpha)
+            return float(terms.mean())
 
     def sync(self):
         if self.gpu:
             import cupy
 
-            cupy.cuda.Device().synchronize()
+            with self.ctx():
+                cupy.cuda.Device().synchronize()
 
     def host(self, a) -> np.ndarray:
         return a.get() if self.gpu else a
@@ -173,22 +224,142 @@ class GibbsState:
 
     def check_invariants(self):
         """sum W = sum D = N tokens, no negative counts (raises AssertionError)."""
-        xp = self.xp
         n = int(self.word.shape[0])
-        if not self.fixed:
-            assert int(self.W.sum(dtype=np.int64)) == n, "sum W != N"
-            assert int(xp.min(self.W)) >= 0, "negative W"
-            assert int(self.nk.sum()) == n, "sum n_k != N"
-        nnz = self.d_nnz.astype(np.int64)
-        cnt_total = int(self.doc_topic_table()["count"].sum())
-        assert cnt_total == n, "sum D != N"
-        assert int(xp.min(self.d_cnt[: n])) >= 0 if n else True, "negative D"
-        assert bool((nnz <= (self.doc_ptr[1:] - self.doc_ptr[:-1])).all()), "D row longer than its document"
+        with self.ctx():
+            if not self.fixed and not self.shard:
+                W = self.host(self.W)
+                assert int(W.sum(dtype=np.int64)) == n, "sum W != N"
+                assert int(W.min()) >= 0, "negative W"
+                assert int(self.host(self.nk).sum()) == n, "sum n_k != N"
+            dt = self.doc_topic_table()
+            assert int(dt["count"].sum()) == n, "sum D != N"
+            assert int(dt["count"].min()) > 0 if n else True, "non-positive D entry"
+            lengths = np.diff(self.ch.doc_ptr)
+            assert (dt.groupby("doc_id")["count"].sum().reindex(range(len(lengths)), fill_value=0).to_numpy()
+                    == lengths).all(), "D row sums != document lengths"
+
+
+def _sub_chunks(ch: Chunks, c0: int, c1: int) -> Chunks:
+    """Chunks ``[c0, c1)`` of ``ch`` as a stand-alone chunk list (local document ids and positions)."""
+    t0, t1 = int(ch.chunk_ptr[c0]), int(ch.chunk_ptr[c1])
+    d0, d1 = int(ch.chunk_docs[c0]), int(ch.chunk_docs[c1])
+    p0, p1 = int(ch.doc_ptr[d0]), int(ch.doc_ptr[d1])
+    return Chunks(ch.word[t0:t1], ch.doc[t0:t1] - d0, ch.keys[t0:t1], ch.doc_ptr[d0:d1 + 1] - p0,
+                  ch.doc_tok[p0:p1] - t0, ch.chunk_ptr[c0:c1 + 1] - t0, ch.chunk_docs[c0:c1 + 1] - d0,
+                  ch.chunk_split[c0:c1] - t0, ch.vocab, ch.word_count, ch.old_id, ch.n_dense, ch.K)
+
+
+class ShardedGibbs:
+    """One chain over several shards (GPUs): each samples its chunks against a local copy of W; the
+    shards' W are summed after every iteration and the sum installed on every shard (paper 000 V-B).
+
+    Because every token draws against the previous pass's counts with a counter-based RNG keyed by
+    its global position, the chain equals the single-shard chain draw for draw.
+
+    Parameters
+    ----------
+    ch : Chunks
+        At least ``len(devices)`` chunks; shard ``i`` takes a contiguous group of chunks.
+    devices : list
+        CUDA device ids (GPU) or ``None`` entries (CPU shards, used to test the reduction).
+    """
+
+    def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, devices=(None,)):
+        n = len(devices)
+        if len(ch.chunk_ptr) - 1 < n:
+            raise ValueError(f"{len(ch.chunk_ptr) - 1} chunks for {n} shards")
+        C = len(ch.chunk_ptr) - 1
+        bounds = np.linspace(0, C, n + 1).round().astype(int)
+        self.ch, self.K, self.devices = ch, K, list(devices)
+        self.gpu = devices[0] is not None
+        self.parts = [GibbsState(_sub_chunks(ch, int(bounds[i]), int(bounds[i + 1])), K, alpha, beta, seed=seed,
+                                 gpu=self.gpu, V=ch.V, device=devices[i], shard=True) for i in range(n)]
+        self.doc_offsets = [int(ch.chunk_docs[b]) for b in bounds[:-1]]
+        self._allreduce()
+
+    def _allreduce(self):
+        """W = sum of the shards' W, installed on every shard."""
+        parts = self.parts
+        if not self.gpu:
+            W = parts[0].W_local.copy()
+            for p in parts[1:]:
+                W += p.W_local
+            for p in parts:
+                p.set_global_w(W)
+            return
+        import cupy
+
+        with parts[0].ctx():
+            acc = parts[0].W_local.copy()
+            for p in parts[1:]:
+                tmp = cupy.empty_like(acc)
+                tmp.data.copy_from_device(p.W_local.data, acc.nbytes)  # peer copy (cudaMemcpyDefault, UVA)
+                acc += tmp
+            cupy.cuda.Device().synchronize()
+        parts[0].set_global_w(acc)
+        for p in parts[1:]:
+            with p.ctx():
+                Wp = cupy.empty_like(p.W_local)
+                Wp.data.copy_from_device(acc.data, acc.nbytes)
+                cupy.cuda.Device().synchronize()
+            p.set_global_w(Wp)
+
+    def step(self, iteration: int, sampler: str, exclude: bool = True) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(p):
+            c = p.sample_pass(iteration, sampler, exclude)
+            p.commit()
+            p.sync()
+            return c
+
+        if self.gpu and len(self.parts) > 1:
+            with ThreadPoolExecutor(len(self.parts)) as ex:
+                cs = list(ex.map(one, self.parts))
+        else:
+            cs = [one(p) for p in self.parts]
+        self._allreduce()
+        n = max(1, self.ch.n_tokens)
+        return {"skipped": sum(c["skipped"] for c in cs) / n, "changed": sum(c["changed"] for c in cs) / n}
+
+    @property
+    def W(self):
+        return self.parts[0].W
+
+    @property
+    def nk(self):
+        return self.parts[0].nk
+
+    def host(self, a) -> np.ndarray:
+        return self.parts[0].host(a)
+
+    def sync(self):
+        for p in self.parts:
+            p.sync()
+
+    def llpt(self) -> float:
+        return sum(p.llpt_sum() for p in self.parts) / max(1, self.ch.n_tokens)
+
+    def doc_topic_table(self) -> pd.DataFrame:
+        tabs = []
+        for p, off in zip(self.parts, self.doc_offsets):
+            t = p.doc_topic_table()
+            t["doc_id"] += off
+            tabs.append(t)
+        return pd.concat(tabs, ignore_index=True)
+
+    def check_invariants(self):
+        n = self.ch.n_tokens
+        W = self.host(self.W)
+        assert int(W.sum(dtype=np.int64)) == n and int(W.min()) >= 0, "sum W != N or negative W"
+        for p in self.parts:
+            p.check_invariants()
+            np.testing.assert_array_equal(p.host(p.W), W)  # every shard holds the same summed W
 
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
-          stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, overwrite=True,
+          stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
           progress=True, callback=None, **read_kw) -> RunResult:
     """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
 
@@ -222,7 +393,12 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     vocab : path, optional
         Vocabulary file for UCI / LDA-C input.
     n_chunks : int, optional
-        Chunks of the token list (default 1; the sampling result does not depend on it).
+        Chunks of the token list (default ``n_devices``; the sampling result does not depend on it).
+    n_devices : int
+        GPUs to spread the chunks over (devices 0 .. n-1; each samples its chunks against a local W,
+        the W are summed after every iteration, paper 000 section V-B).  On the CPU backend, n > 1
+        runs the same sharded chain in-process (used to test the reduction).  The result equals the
+        one-device result draw for draw.
     llpt_every : int
         Compute the LLPT every this many iterations (and always after the last); 0 = only at the end.
     stopwords, stemmer, lowercase, min_len, max_len
@@ -267,10 +443,22 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, **read_kw)
     timings["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ch = build_chunks(bow, K, int(n_chunks or 1))
+    n_devices = int(n_devices)
+    if n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    if gpu and n_devices > 1:
+        from cutext.kernels.backend import device_count
+
+        if device_count() < n_devices:
+            raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
+    ch = build_chunks(bow, K, max(int(n_chunks or 1), n_devices))
     timings["chunk"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu)
+    if n_devices > 1:
+        devices = list(range(n_devices)) if gpu else [None] * n_devices
+        state = ShardedGibbs(ch, K, alpha, beta, seed=seed, devices=devices)
+    else:
+        state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu)
     state.sync()
     timings["init"] = time.perf_counter() - t0
     rows = [{"iteration": 0, "llpt": state.llpt(), "seconds": 0.0, "skipped": 0.0, "changed": 1.0}]
@@ -335,10 +523,10 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         timings["write"] = time.perf_counter() - t0
         write_json(tmp / "params.json", {
             "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
-            "n_tokens": ch.n_tokens, "backend": be, "source": str(path), "counts": counts, "timings": timings,
+            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts, "timings": timings,
             "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
             "memory_bytes": ch.memory_estimate(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return RunResult("lda", Path(out).absolute(), be, "in-process", 1, counts, timings, params)
+    return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
 
 
 class LDAModel:
@@ -532,4 +720,4 @@ def _cli_main(args) -> int:
     return 0
 
 
-__all__ = ["SAMPLERS", "GibbsState", "LDAInputError", "LDAModel", "resolve_sampler", "train"]
+__all__ = ["SAMPLERS", "GibbsState", "LDAInputError", "LDAModel", "ShardedGibbs", "resolve_sampler", "train"]

@@ -112,3 +112,24 @@ def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):
     m = LDAModel.load(tmp_path / "cpu-three_branch")
     docs = [["pope", "church", "vatican"], ["oil", "price", "market", "oil"]]
     np.testing.assert_array_equal(m.transform(docs, backend="gpu"), m.transform(docs, backend="cpu"))
+
+
+def test_two_gpus_equal_one_cpu(shared_data, tmp_path):
+    """Paper 000 V-B: chunks on 2 GPUs, W summed after every iteration = the CPU chain draw for draw."""
+    from cutext.kernels.backend import device_count
+
+    if device_count() < 2:
+        pytest.skip("needs 2 GPUs (nvidia-h200-x2)")
+    src = shared_data / "bow" / "uci" / "docword.kos.txt.gz"
+
+    def check(it, state):
+        state.check_invariants()
+
+    rc = pipelines.run("lda", str(src), out=tmp_path / "cpu", K=64, iterations=4, sampler="three_branch",
+                       backend="cpu", progress=False)
+    rg = pipelines.run("lda", str(src), out=tmp_path / "gpu2", K=64, iterations=4, sampler="three_branch",
+                       backend="gpu", n_devices=2, progress=False, callback=check)
+    assert rg.n_workers == 2
+    for f in ("topic_word.parquet", "doc_topic.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cpu" / f), pd.read_parquet(tmp_path / "gpu2" / f))
+    assert rg.params["llpt"] == pytest.approx(rc.params["llpt"], rel=1e-12)

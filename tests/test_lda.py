@@ -378,3 +378,26 @@ def test_gzip_uci_subset_trains(kos_path, tmp_path):
     assert r.params["alpha"] == 5.0 and r.params["sampler"] == "dense" and r.params["format"] == "uci"
     assert r.counts["n_tokens"] == int(sub.count.sum())
     assert "bush" in LDAModel.load(tmp_path / "kos").vocab
+
+
+def test_sharded_chain_equals_single_chain(reuters_path, tmp_path):
+    """Paper 000 V-B on CPU shards: local W per shard, summed after every iteration = the one-shard chain."""
+    seen = []
+
+    def check(it, state):
+        state.check_invariants()
+        seen.append(it)
+
+    outs = {}
+    for n in (1, 3):
+        for smp in ("three_branch", "dense"):
+            r = pipelines.run("lda", str(reuters_path), out=tmp_path / f"{smp}{n}", K=10, iterations=4, sampler=smp,
+                              n_devices=n, progress=False, callback=check if n == 3 else None)
+            assert r.n_workers == n
+            outs[smp, n] = r
+    assert seen == list(range(5)) * 2
+    for smp in ("three_branch", "dense"):
+        for f in ("topic_word.parquet", "doc_topic.parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{smp}1" / f),
+                                          pd.read_parquet(tmp_path / f"{smp}3" / f))
+        assert outs[smp, 1].params["llpt"] == pytest.approx(outs[smp, 3].params["llpt"], rel=1e-12)
