@@ -543,13 +543,15 @@ def _dense_cpu(panel_ptr, panel_word0, word, doc, keys, z, doc_ptr, d_topic, d_c
 
 
 @numba.njit(cache=True)
-def _panels(w, panel_words, starts, word0):
+def _panels(w, panel_words, max_tokens, starts, word0):
     n = w.shape[0]
     P = 0
     w0 = 0
+    start = 0
     for i in range(n):
-        if i == 0 or w[i] < w[i - 1] or w[i] >= w0 + panel_words:
+        if i == 0 or w[i] < w[i - 1] or w[i] >= w0 + panel_words or i - start >= max_tokens:
             w0 = w[i]
+            start = i
             starts[P] = i
             word0[P] = w0
             P += 1
@@ -557,11 +559,13 @@ def _panels(w, panel_words, starts, word0):
     return P
 
 
-def word_panels(word, panel_words: int):
+def word_panels(word, panel_words: int, max_tokens: int = 4096):
     """Column panels of the dense sampler: token ranges whose words lie in ``panel_words`` consecutive ids.
 
     ``word`` is sorted by word id inside each chunk; a panel starts where the word id leaves
-    ``[word0, word0 + panel_words)`` or decreases (a new chunk).
+    ``[word0, word0 + panel_words)``, decreases (a new chunk), or the panel already holds
+    ``max_tokens`` tokens: a frequent word is split over several thread blocks (paper 000 section V-A,
+    large-word dissection), which is possible because W is read-only during a pass.
 
     Returns
     -------
@@ -570,7 +574,7 @@ def word_panels(word, panel_words: int):
     w = np.ascontiguousarray(np.asarray(word), dtype=np.int32)
     starts = np.empty(w.shape[0] + 1, dtype=np.int64)
     word0 = np.empty(w.shape[0], dtype=np.int32)
-    P = _panels(w, panel_words, starts, word0)
+    P = _panels(w, int(panel_words), int(max_tokens), starts, word0)
     return starts[: P + 1].copy(), word0[:P].copy()
 
 

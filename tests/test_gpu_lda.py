@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from cutext import pipelines
 from cutext.kernels import lda as K_
-from cutext.pipelines.lda import GibbsState, LDAModel, panel_words
+from cutext.pipelines.lda import GibbsState, LDAModel
 from cutext.stages.lda_chunk import build_chunks, read_ldac, read_uci
 
 pytestmark = pytest.mark.gpu
@@ -76,15 +76,6 @@ def test_sampler_draw_for_draw(kos, sampler, exclude, K):
     assert gpu.llpt() == pytest.approx(cpu.llpt(), rel=1e-12)
     if sampler == "three_branch":
         assert sc["skipped"] > 0
-
-
-def test_dense_panels_cover_tokens(kos):
-    ch = build_chunks(kos, 128, n_chunks=3)
-    ptr, w0 = K_.word_panels(ch.word, panel_words(128))
-    for p in range(len(w0)):
-        w = ch.word[ptr[p]:ptr[p + 1]]
-        assert (w >= w0[p]).all() and (w < w0[p] + panel_words(128)).all()
-    assert ptr[-1] == ch.n_tokens
 
 
 def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):

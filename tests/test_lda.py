@@ -401,3 +401,15 @@ def test_sharded_chain_equals_single_chain(reuters_path, tmp_path):
             pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{smp}1" / f),
                                           pd.read_parquet(tmp_path / f"{smp}3" / f))
         assert outs[smp, 1].params["llpt"] == pytest.approx(outs[smp, 3].params["llpt"], rel=1e-12)
+
+
+def test_dense_sampler_panels_split_large_words(reuters):
+    ch = build_chunks(reuters, 16, n_chunks=2)
+    ptr, w0 = K_.word_panels(ch.word, 8, max_tokens=500)
+    assert ptr[0] == 0 and ptr[-1] == ch.n_tokens and (np.diff(ptr) > 0).all()
+    assert np.diff(ptr).max() <= 500
+    for p in range(len(w0)):
+        w = ch.word[ptr[p]:ptr[p + 1]]
+        assert (w >= w0[p]).all() and (w < w0[p] + 8).all()
+    top = ch.word_count[0]  # the most frequent word is dissected over several panels (chunks)
+    assert (w0 == 0).sum() >= top // 500
