@@ -304,13 +304,13 @@ def test_model_directory_and_model(reuters_path, tmp_path):
 def test_three_branch_curve_matches_two_branch(reuters_path, tmp_path):
     curves = {}
     for smp, seed in [("sparse", 0), ("sparse", 1), ("three_branch", 0), ("dense", 0)]:
-        pipelines.run("lda", str(reuters_path), out=tmp_path / f"{smp}{seed}", K=20, iterations=40, alpha=0.1,
+        pipelines.run("lda", str(reuters_path), out=tmp_path / f"{smp}{seed}", K=20, iterations=30, alpha=0.1,
                       beta=0.1, sampler=smp, seed=seed, progress=False)
         curves[smp, seed] = LDAModel.load(tmp_path / f"{smp}{seed}").llpt["llpt"].to_numpy()
     two0, two1 = curves["sparse", 0], curves["sparse", 1]
-    noise = np.abs(two0[20:] - two1[20:]).max()
+    noise = np.abs(two0[15:] - two1[15:]).max()
     for key in (("three_branch", 0), ("dense", 0)):
-        diff = np.abs(curves[key][20:] - two0[20:]).max()
+        diff = np.abs(curves[key][15:] - two0[15:]).max()
         assert diff < max(3 * noise, 0.01 * abs(two0[-1])), (key, diff, noise)
 
 
@@ -354,7 +354,7 @@ def test_tomotopy_llpt_on_reuters(reuters):
         n += len(w)
     theirs = tot / n
     assert n == 84010
-    assert abs(ours - theirs) / abs(theirs) < 0.015, (ours, theirs)
+    assert abs(ours - theirs) / abs(theirs) < 0.01, (ours, theirs)  # measured: -9.877 vs -9.909 (0.3 %)
 
 
 def test_bow_from_tokens_drops_unknown_words():
