@@ -1,0 +1,327 @@
+#!/usr/bin/env python
+"""LDA training: cutext's Gibbs samplers (CPU twins and GPU kernels) against tomotopy.
+
+Sections
+--------
+speed (default)
+    Tokens per second per iteration on KOS and NIPS (UCI bag of words) for K in ``--ks``: cutext CPU
+    (numba twins: ``sparse``, ``three_branch``, ``dense`` for K <= 256) and tomotopy ``LDAModel.train``
+    with ``workers = os.cpu_count()`` on the same machine.  An iteration = one sampling pass over every
+    token plus the count rebuild (no likelihood).  Median over ``--iterations`` timed iterations after
+    ``--warmup`` untimed ones (cutext: numba compilation excluded).
+quality (``--quality``)
+    KOS and NIPS, K=128, alpha=beta=0.1, ``--quality-iterations`` (200): paper 000 Eq. 5 (LLPT, log2,
+    bits per token) computed from each system's own counts every 10 iterations: cutext from its W and
+    D, tomotopy from ``get_topic_word_dist`` and ``doc.get_topic_dist`` (both (count + prior) /
+    (total + prior mass)), alpha fixed on both sides (tomotopy ``optim_interval = 0``).  Also
+    tomotopy's own ``ll_per_word`` (ln of the joint likelihood; a different quantity, for reference).
+gpu (``--gpu``)
+    NIPS replicated to >= ``--gpu-tokens`` (100 M) tokens (whole documents copied; each replica a new
+    document), K in ``--gpu-ks`` (128, 1000, 32768): tokens/s per iteration for each sampler on one
+    GPU (``--gpu-devices 1 2``: also the three-branch sampler sharded over 2 GPUs, W summed after every
+    iteration), device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
+    estimate of paper 000 Table I for the same corpus.
+
+Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+T0 = time.monotonic()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def log(msg):
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", flush=True)
+
+
+def data_dir(arg):
+    if arg:
+        return Path(arg)
+    from cutext.pipelines.datasets import default_data_dir
+
+    d = default_data_dir()
+    if d is None:
+        sys.exit("shared data folder not found (--data or $CUTEXT_DATA)")
+    return Path(d)
+
+
+def load(name, ddir):
+    from cutext.stages.lda_chunk import read_uci
+
+    return read_uci(ddir / "bow" / "uci" / f"docword.{name}.txt.gz")
+
+
+def tomotopy_model(bow, K, alpha, beta, seed=1):
+    import tomotopy as tp
+
+    mdl = tp.LDAModel(k=K, alpha=alpha, eta=beta, seed=seed)
+    mdl.optim_interval = 0
+    for d in range(bow.n_docs):
+        a, b = bow.doc_ptr[d], bow.doc_ptr[d + 1]
+        words = [bow.vocab[w] for w, c in zip(bow.word[a:b], bow.count[a:b]) for _ in range(int(c))]
+        if words:
+            mdl.add_doc(words)
+    return mdl
+
+
+def tomotopy_eq5(mdl, K):
+    phi = np.array([mdl.get_topic_word_dist(k) for k in range(K)])
+    tot = n = 0
+    for doc in mdl.docs:
+        w = np.asarray(doc.words)
+        tot += float(np.log2(np.asarray(doc.get_topic_dist()) @ phi[:, w]).sum())
+        n += len(w)
+    return tot / n
+
+
+def env():
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
+    for m in ("numpy", "numba", "tomotopy", "cupy"):
+        try:
+            info[m] = __import__(m).__version__
+        except Exception:  # noqa: BLE001
+            info[m] = None
+    try:
+        import subprocess
+
+        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False).stdout.strip()
+    except Exception:  # noqa: BLE001
+        info["gpus"] = None
+    return info
+
+
+# ----------------------------------------------------------------------------- sections
+
+def time_ours(bow, K, sampler, warmup, iterations, gpu, alpha, beta):
+    from cutext.pipelines.lda import GibbsState
+    from cutext.stages.lda_chunk import build_chunks
+
+    ch = build_chunks(bow, K)
+    st = GibbsState(ch, K, alpha, beta, seed=0, gpu=gpu)
+    times, skipped = [], []
+    for it in range(1, warmup + iterations + 1):
+        st.sync()
+        t = time.perf_counter()
+        s = st.step(it, sampler)
+        st.sync()
+        if it > warmup:
+            times.append(time.perf_counter() - t)
+            skipped.append(s["skipped"])
+    return ch.n_tokens, times, skipped, st
+
+
+def speed(args, ddir, rows):
+    for name in args.corpora:
+        bow = load(name, ddir)
+        for K in args.ks:
+            alpha = 50.0 / K
+            for smp in ("sparse", "three_branch", "dense"):
+                if smp == "dense" and K > 256:
+                    continue
+                log(f"cutext cpu {name} K={K} {smp}")
+                n, times, skipped, _ = time_ours(bow, K, smp, args.warmup, args.iterations, False, alpha, 0.01)
+                med = statistics.median(times)
+                rows.append({"section": "speed", "corpus": name, "K": K, "system": f"cutext-cpu-{smp}",
+                             "tokens": n, "s_per_iter": med, "Mtok_per_s": n / med / 1e6,
+                             "skipped_last": skipped[-1], "iterations": args.iterations, "warmup": args.warmup})
+            try:
+                mdl = tomotopy_model(bow, K, alpha, 0.01)
+            except ImportError:
+                log("tomotopy not importable: skipped")
+                continue
+            log(f"tomotopy {name} K={K}")
+            mdl.train(args.warmup, workers=os.cpu_count())
+            times = []
+            for _ in range(args.iterations):
+                t = time.perf_counter()
+                mdl.train(1, workers=os.cpu_count())
+                times.append(time.perf_counter() - t)
+            med = statistics.median(times)
+            n = bow.n_tokens
+            rows.append({"section": "speed", "corpus": name, "K": K, "system": f"tomotopy-{os.cpu_count()}w",
+                         "tokens": n, "s_per_iter": med, "Mtok_per_s": n / med / 1e6, "iterations": args.iterations,
+                         "warmup": args.warmup})
+
+
+def quality(args, ddir, rows):
+    from cutext.pipelines.lda import GibbsState
+    from cutext.stages.lda_chunk import build_chunks
+
+    K, alpha, beta, T = 128, 0.1, 0.1, args.quality_iterations
+    for name in args.corpora:
+        bow = load(name, ddir)
+        curves = {}
+        for smp in args.quality_samplers:
+            log(f"quality cutext {name} {smp} ({'gpu' if args.gpu else 'cpu'})")
+            ch = build_chunks(bow, K)
+            st = GibbsState(ch, K, alpha, beta, seed=0, gpu=args.gpu)
+            c = {}
+            for it in range(1, T + 1):
+                s = st.step(it, smp)
+                if it % 10 == 0:
+                    c[it] = (st.llpt(), s["skipped"])
+            curves[smp] = c
+        try:
+            mdl = tomotopy_model(bow, K, alpha, beta)
+            tc = {}
+            for it in range(10, T + 1, 10):
+                mdl.train(10, workers=os.cpu_count())
+                tc[it] = (tomotopy_eq5(mdl, K), float(mdl.ll_per_word))
+            log(f"quality tomotopy {name} done")
+        except ImportError:
+            tc = None
+            log("tomotopy not importable: no peer")
+        for it in range(10, T + 1, 10):
+            row = {"section": "quality", "corpus": name, "K": K, "alpha": alpha, "beta": beta, "iteration": it}
+            for smp, c in curves.items():
+                row[f"llpt_{smp}"] = c[it][0]
+                row[f"skipped_{smp}"] = c[it][1]
+            if tc:
+                row["llpt_tomotopy"] = tc[it][0]
+                row["tomotopy_ll_per_word_ln"] = tc[it][1]
+                for smp in curves:
+                    row[f"reldiff_{smp}"] = (row[f"llpt_{smp}"] - tc[it][0]) / abs(tc[it][0])
+            rows.append(row)
+
+
+def gpu_section(args, ddir, rows):
+    import cupy
+    from cutext.pipelines.lda import GibbsState, ShardedGibbs
+    from cutext.stages.lda_chunk import BagOfWords, build_chunks
+
+    bow = load("nips", ddir)
+    reps = int(np.ceil(args.gpu_tokens / bow.n_tokens))
+    lengths = np.diff(bow.doc_ptr)
+    big = BagOfWords(np.concatenate([[0], np.cumsum(np.tile(lengths, reps))]).astype(np.int64),
+                     np.tile(bow.word, reps), np.tile(bow.count, reps), bow.vocab,
+                     [f"{r}:{n}" for r in range(reps) for n in bow.doc_names], f"nips x{reps}")
+    log(f"NIPS x {reps}: {big.n_docs} documents, {big.n_tokens:,} tokens")
+    pool = cupy.get_default_memory_pool()
+    configs = [(K, smp, 1) for K in args.gpu_ks for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])]
+    configs += [(K, "three_branch", n) for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
+    chunks = {}
+    for K, smp, ndev in configs:
+        key = (K, ndev)
+        if key not in chunks:
+            chunks.clear()
+            chunks[key] = build_chunks(big, K, ndev)
+        ch = chunks[key]
+        est = ch.memory_estimate()
+        pool.free_all_blocks()
+        log(f"gpu K={K} {smp} devices={ndev}")
+        try:
+            if ndev > 1:
+                st = ShardedGibbs(ch, K, 50.0 / K, 0.01, seed=0, devices=list(range(ndev)))
+            else:
+                st = GibbsState(ch, K, 50.0 / K, 0.01, seed=0, gpu=True)
+            st.sync()
+            setup_bytes = pool.used_bytes()
+            times, skipped = [], []
+            for it in range(1, args.gpu_warmup + args.gpu_iterations + 1):
+                st.sync()
+                t = time.perf_counter()
+                s = st.step(it, smp)
+                st.sync()
+                if it > args.gpu_warmup:
+                    times.append(time.perf_counter() - t)
+                    skipped.append(s["skipped"])
+            peak = pool.total_bytes()
+            t = time.perf_counter()
+            ll = st.llpt()
+            t_ll = time.perf_counter() - t
+            med = statistics.median(times)
+            rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": f"cutext-gpu{ndev}-{smp}",
+                         "devices": ndev,
+                         "tokens": ch.n_tokens, "s_per_iter": med, "Mtok_per_s": ch.n_tokens / med / 1e6,
+                         "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
+                         "device_bytes_setup": int(setup_bytes), "device_bytes_pool_peak": int(peak),
+                         "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
+                         "iterations": args.gpu_iterations, "warmup": args.gpu_warmup})
+            del st
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"section": "gpu", "K": K, "system": f"cutext-gpu{ndev}-{smp}", "error": repr(exc)[:300]})
+            log(f"error: {exc!r}")
+        pool.free_all_blocks()
+
+
+def print_table(rows):
+    for sec in ("speed", "gpu"):
+        rs = [r for r in rows if r.get("section") == sec]
+        if not rs:
+            continue
+        print(f"\n{sec}: tokens per second per iteration (median)")
+        print(f"{'corpus':<12} {'K':>6} {'system':<26} {'tokens':>12} {'s/iter':>9} {'Mtok/s':>9} {'skipped':>8} "
+              f"{'dev MB':>8}")
+        for r in rs:
+            if "error" in r:
+                print(f"{'':<12} {r['K']:>6} {r['system']:<26} ERROR {r['error'][:60]}")
+                continue
+            dev = r.get("device_bytes_pool_peak")
+            print(f"{r['corpus'][:12]:<12} {r['K']:>6} {r['system']:<26} {r['tokens']:>12,} {r['s_per_iter']:>9.4f} "
+                  f"{r['Mtok_per_s']:>9.2f} {r.get('skipped_last', float('nan')):>8.3f} "
+                  f"{(dev / 1e6 if dev else float('nan')):>8.0f}")
+    rs = [r for r in rows if r.get("section") == "quality"]
+    if rs:
+        smps = [k[5:] for k in rs[0] if k.startswith("llpt_") and k != "llpt_tomotopy"]
+        print("\nquality: LLPT (paper 000 Eq. 5, bits/token) from each system's counts, K=128, alpha=beta=0.1")
+        print(f"{'corpus':<6} {'iter':>5} " + " ".join(f"{s:>13}" for s in smps) + f" {'tomotopy':>10} "
+              + " ".join(f"{'rel ' + s[:8]:>13}" for s in smps))
+        for r in rs:
+            if r["iteration"] % 50 and r["iteration"] not in (10, 20):
+                continue
+            tp = r.get("llpt_tomotopy", float("nan"))
+            print(f"{r['corpus']:<6} {r['iteration']:>5} " + " ".join(f"{r['llpt_' + s]:>13.4f}" for s in smps)
+                  + f" {tp:>10.4f} " + " ".join(f"{r.get('reldiff_' + s, float('nan')):>+13.4%}" for s in smps))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="shared data folder (default ../shared/data or $CUTEXT_DATA)")
+    ap.add_argument("--corpora", nargs="+", default=["kos", "nips"])
+    ap.add_argument("--ks", nargs="+", type=int, default=[128, 1000])
+    ap.add_argument("--iterations", type=int, default=5, help="timed iterations (speed)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed iterations first (speed)")
+    ap.add_argument("--quality", action="store_true", help="run the quality section instead of speed")
+    ap.add_argument("--quality-iterations", type=int, default=200)
+    ap.add_argument("--quality-samplers", nargs="+", default=["sparse", "three_branch", "dense"])
+    ap.add_argument("--gpu", action="store_true", help="gpu section (with --quality: cutext on the GPU)")
+    ap.add_argument("--gpu-tokens", type=float, default=100e6)
+    ap.add_argument("--gpu-ks", nargs="+", type=int, default=[128, 1000, 32768])
+    ap.add_argument("--gpu-iterations", type=int, default=5)
+    ap.add_argument("--gpu-warmup", type=int, default=2)
+    ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
+                    help="device counts to run (e.g. 1 2 on nvidia-h200-x2: scaling rows for K <= 1000)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    ddir = data_dir(args.data)
+    info = env()
+    log(json.dumps(info))
+    rows: list = []
+    section = "quality" if args.quality else ("gpu" if args.gpu else "speed")
+    if args.quality:
+        quality(args, ddir, rows)
+    elif args.gpu:
+        gpu_section(args, ddir, rows)
+    else:
+        speed(args, ddir, rows)
+    print_table(rows)
+    out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / \
+        f"lda-{section}-{time.strftime('%Y-%m-%d')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"env": info, "args": vars(args), "rows": rows}, indent=2, default=str) + "\n")
+    log(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

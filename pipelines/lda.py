@@ -1,0 +1,723 @@
+"""The ``lda`` pipeline: train LDA by GPU Gibbs sampling (papers 000 EZLDA and 001), load, infer.
+
+Model directory (every file Parquet or JSON; written under a temporary name, renamed when complete)::
+
+    params.json          K, alpha, beta, iterations, sampler, seed, V, n_docs, n_tokens, backend,
+                         final LLPT, counts, timings, input format and source, tokenizer
+    vocab.parquet        word_id: int32 (frequency rank), term: string, count: int64 (tokens),
+                         input_id: int64 (the word's id in the input)
+    topic_word.parquet   word_id: int32, topic: int32, count: int32 (the nonzeros of W)
+    doc_topic.parquet    doc_id: int64, topic: int32, count: int32, theta: float64 (the nonzeros of D;
+                         theta = (count + alpha) / (length + K alpha), a topic absent from a document
+                         has theta = alpha / (length + K alpha))
+    documents.parquet    doc_id: int64, name: string, length: int64
+    llpt.parquet         iteration: int32, llpt: float64 (paper 000 Eq. 5, log2, bits per token, of the
+                         counts after the iteration; iteration 0 = the random initialisation),
+                         seconds: float64 (sampling + count rebuild of that iteration),
+                         skipped: float64 (three-branch: fraction of tokens skipped by the S_est test),
+                         changed: float64 (fraction of tokens whose topic changed)
+
+``LDAModel.load(dir)`` reads it back: ``top_words``, ``transform`` (inference with W fixed),
+``log_likelihood`` / ``perplexity`` on held-out documents (paper 001 Eq. 3-4).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from cutext.kernels import lda as lda_kernels
+from cutext.kernels.backend import resolve_backend
+from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.stages.lda_chunk import (
+    BagOfWords,
+    Chunks,
+    LDAInputError,
+    bow_from_tokens,
+    build_chunks,
+    read_bow,
+)
+
+SAMPLERS = ("auto", "sparse", "three_branch", "dense")
+DENSE_MAX_K = 256
+PANEL_WORDS = 8
+
+
+def panel_words(K: int) -> int:
+    """Words per column panel of the dense sampler: at most 8, and K x words int32 within 48 KiB of shared memory."""
+    return max(1, min(PANEL_WORDS, 12288 // int(K)))
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("cutext")
+except Exception:  # noqa: BLE001  # pragma: no cover
+    __version__ = "0+unknown"
+
+
+def resolve_sampler(sampler: str, K: int) -> str:
+    """``"auto"``: the dense sampler of paper 001 for K <= 256, else EZLDA's three-branch sampler."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    if sampler == "auto":
+        return "dense" if K <= DENSE_MAX_K else "three_branch"
+    if sampler == "dense" and K > 4096:
+        raise ValueError(f"the dense sampler stages K counts per word in shared memory; K={K} is too large")
+    return sampler
+
+
+class GibbsState:
+    """Token list and counts of one LDA chain on one backend (numpy or cupy).
+
+    Parameters
+    ----------
+    ch : Chunks
+    K : int
+    alpha, beta : float
+    seed : int
+    gpu : bool
+    W_fixed : int32 (V, K), optional
+        A trained model's W (inference: only D is resampled).
+    vbeta : float, optional
+        ``V * beta`` of the model (default ``V * beta``).
+    V : int, optional
+        Vocabulary size (default ``ch.V``).
+    device : int, optional
+        CUDA device of this state (default: the current one).
+    shard : bool
+        Part of a :class:`ShardedGibbs`: the rebuild keeps this shard's W in ``W_local`` and the
+        caller installs the summed W with :meth:`set_global_w`.
+    """
+
+    def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, gpu: bool = False,
+                 W_fixed=None, vbeta=None, V=None, device=None, shard=False):
+        if gpu:
+            import cupy as xp
+        else:
+            xp = np
+        self.xp, self.gpu, self.device, self.shard = xp, gpu, device, shard
+        self.ch, self.K, self.alpha, self.beta, self.seed = ch, int(K), float(alpha), float(beta), int(seed)
+        self.V = int(V) if V is not None else (ch.V if W_fixed is None else int(W_fixed.shape[0]))
+        self.vbeta = float(vbeta) if vbeta is not None else self.V * self.beta
+        self.fixed = W_fixed is not None
+        self._panels = None
+        self._pending = None
+        with self.ctx():
+            self.word = xp.asarray(ch.word)
+            self.doc = xp.asarray(ch.doc)
+            self.keys = xp.asarray(ch.keys)
+            self.doc_ptr = xp.asarray(ch.doc_ptr)
+            self.doc_tok = xp.asarray(ch.doc_tok)
+            if self.fixed:
+                self.W = xp.asarray(W_fixed, dtype=np.int32)
+                self.nk = self.W.sum(axis=0, dtype=np.int64)
+                self.tables = lda_kernels.prepare_words(self.W, self.nk, self.beta, self.vbeta)
+            self.z = lda_kernels.init_topics(self.seed, self.keys, self.K)
+            self.rebuild()
+
+    def ctx(self):
+        """Context manager selecting this state's device (a no-op on the CPU)."""
+        import contextlib
+
+        if self.gpu and self.device is not None:
+            import cupy
+
+            return cupy.cuda.Device(self.device)
+        return contextlib.nullcontext()
+
+    def rebuild(self):
+        """W, n_k, D and the per-word tables from the current topics (paper 000 section IV-C)."""
+        with self.ctx():
+            W, _nk, self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_counts(
+                self.word, self.doc, self.z, self.doc_ptr, self.doc_tok, self.V, self.K)
+            if self.shard:
+                self.W_local = W
+            elif not self.fixed:
+                self.set_global_w(W)
+
+    def set_global_w(self, W):
+        """Install the (summed) word-topic counts and rebuild the per-word tables."""
+        with self.ctx():
+            self.W = W
+            self.nk = W.sum(axis=0, dtype=np.int64)
+            self.tables = lda_kernels.prepare_words(self.W, self.nk, self.beta, self.vbeta)
+
+    def sample_pass(self, iteration: int, sampler: str, exclude: bool = True):
+        """Draw new topics for every token (kept pending until :meth:`commit`)."""
+        with self.ctx():
+            xp = self.xp
+            if sampler == "dense":
+                if self._panels is None:
+                    ptr, w0 = lda_kernels.word_panels(self.ch.word, panel_words(self.K))
+                    self._panels = (xp.asarray(ptr), xp.asarray(w0))
+                z_new = lda_kernels.sample_dense(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
+                                                 self.d_cnt, self.d_nnz, self.W, self.nk, self._panels,
+                                                 alpha=self.alpha, beta=self.beta, vbeta=self.vbeta, seed=self.seed,
+                                                 iteration=iteration, exclude=exclude, fixed_w=self.fixed,
+                                                 panel_words=panel_words(self.K))
+                skipped = 0
+            else:
+                z_new, flags = lda_kernels.sample(self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic,
+                                                  self.d_cnt, self.d_nnz, self.W, self.nk, self.tables,
+                                                  alpha=self.alpha, beta=self.beta, vbeta=self.vbeta,
+                                                  seed=self.seed, iteration=iteration,
+                                                  three=sampler == "three_branch", exclude=exclude,
+                                                  fixed_w=self.fixed)
+                skipped = int((flags == lda_kernels.FLAG_SKIP).sum())
+            changed = int((z_new != self.z).sum())
+        self._pending = z_new
+        return {"skipped": skipped, "changed": changed}
+
+    def commit(self):
+        """Adopt the pending topics and rebuild the counts."""
+        self.z, self._pending = self._pending, None
+        self.rebuild()
+
+    def step(self, iteration: int, sampler: str, exclude: bool = True) -> dict:
+        """One Gibbs pass over every token, then the count rebuild.  Returns fractions skipped / changed."""
+        c = self.sample_pass(iteration, sampler, exclude)
+        self.commit()
+        n = max(1, int(self.word.shape[0]))
+        return {"skipped": c["skipped"] / n, "changed": c["changed"] / n}
+
+    def llpt_sum(self) -> float:
+        """Sum over tokens of the log2 terms of paper 000 Eq. 5."""
+        if self.word.shape[0] == 0:
+            return 0.0
+        with self.ctx():
+            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                      self.d_nnz, self.tables, alpha=self.alpha)
+            return float(terms.sum())
+
+    def llpt(self) -> float:
+        """Paper 000 Eq. 5 (log2, bits per token) of the current counts."""
+        if self.word.shape[0] == 0:
+            return float("nan")
+        with self.ctx():
+            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                      self.d_nnz, self.tables, alpha=self.alpha)
+            return float(terms.mean())
+
+    def sync(self):
+        if self.gpu:
+            import cupy
+
+            with self.ctx():
+                cupy.cuda.Device().synchronize()
+
+    def host(self, a) -> np.ndarray:
+        return a.get() if self.gpu else a
+
+    def doc_topic_table(self) -> pd.DataFrame:
+        """Nonzeros of D as ``(doc_id, topic, count)`` (host)."""
+        ptr = self.ch.doc_ptr
+        nnz = self.host(self.d_nnz).astype(np.int64)
+        d = np.repeat(np.arange(len(nnz), dtype=np.int64), nnz)
+        starts = np.repeat(ptr[:-1], nnz)
+        offs = np.arange(int(nnz.sum()), dtype=np.int64) - np.repeat(np.cumsum(nnz) - nnz, nnz)
+        pos = starts + offs
+        return pd.DataFrame({"doc_id": d, "topic": self.host(self.d_topic)[pos].astype(np.int32),
+                             "count": self.host(self.d_cnt)[pos].astype(np.int32)})
+
+    def check_invariants(self):
+        """sum W = sum D = N tokens, no negative counts (raises AssertionError)."""
+        n = int(self.word.shape[0])
+        with self.ctx():
+            if not self.fixed and not self.shard:
+                W = self.host(self.W)
+                assert int(W.sum(dtype=np.int64)) == n, "sum W != N"
+                assert int(W.min()) >= 0, "negative W"
+                assert int(self.host(self.nk).sum()) == n, "sum n_k != N"
+            dt = self.doc_topic_table()
+            assert int(dt["count"].sum()) == n, "sum D != N"
+            assert int(dt["count"].min()) > 0 if n else True, "non-positive D entry"
+            lengths = np.diff(self.ch.doc_ptr)
+            assert (dt.groupby("doc_id")["count"].sum().reindex(range(len(lengths)), fill_value=0).to_numpy()
+                    == lengths).all(), "D row sums != document lengths"
+
+
+def _sub_chunks(ch: Chunks, c0: int, c1: int) -> Chunks:
+    """Chunks ``[c0, c1)`` of ``ch`` as a stand-alone chunk list (local document ids and positions)."""
+    t0, t1 = int(ch.chunk_ptr[c0]), int(ch.chunk_ptr[c1])
+    d0, d1 = int(ch.chunk_docs[c0]), int(ch.chunk_docs[c1])
+    p0, p1 = int(ch.doc_ptr[d0]), int(ch.doc_ptr[d1])
+    return Chunks(ch.word[t0:t1], ch.doc[t0:t1] - d0, ch.keys[t0:t1], ch.doc_ptr[d0:d1 + 1] - p0,
+                  ch.doc_tok[p0:p1] - t0, ch.chunk_ptr[c0:c1 + 1] - t0, ch.chunk_docs[c0:c1 + 1] - d0,
+                  ch.chunk_split[c0:c1] - t0, ch.vocab, ch.word_count, ch.old_id, ch.n_dense, ch.K)
+
+
+class ShardedGibbs:
+    """One chain over several shards (GPUs): each samples its chunks against a local copy of W; the
+    shards' W are summed after every iteration and the sum installed on every shard (paper 000 V-B).
+
+    Because every token draws against the previous pass's counts with a counter-based RNG keyed by
+    its global position, the chain equals the single-shard chain draw for draw.
+
+    Parameters
+    ----------
+    ch : Chunks
+        At least ``len(devices)`` chunks; shard ``i`` takes a contiguous group of chunks.
+    devices : list
+        CUDA device ids (GPU) or ``None`` entries (CPU shards, used to test the reduction).
+    """
+
+    def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, devices=(None,)):
+        n = len(devices)
+        if len(ch.chunk_ptr) - 1 < n:
+            raise ValueError(f"{len(ch.chunk_ptr) - 1} chunks for {n} shards")
+        C = len(ch.chunk_ptr) - 1
+        bounds = np.linspace(0, C, n + 1).round().astype(int)
+        self.ch, self.K, self.devices = ch, K, list(devices)
+        self.gpu = devices[0] is not None
+        self.parts = [GibbsState(_sub_chunks(ch, int(bounds[i]), int(bounds[i + 1])), K, alpha, beta, seed=seed,
+                                 gpu=self.gpu, V=ch.V, device=devices[i], shard=True) for i in range(n)]
+        self.doc_offsets = [int(ch.chunk_docs[b]) for b in bounds[:-1]]
+        self._allreduce()
+
+    def _allreduce(self):
+        """W = sum of the shards' W, installed on every shard."""
+        parts = self.parts
+        if not self.gpu:
+            W = parts[0].W_local.copy()
+            for p in parts[1:]:
+                W += p.W_local
+            for p in parts:
+                p.set_global_w(W)
+            return
+        import cupy
+
+        with parts[0].ctx():
+            acc = parts[0].W_local.copy()
+            for p in parts[1:]:
+                tmp = cupy.empty_like(acc)
+                tmp.data.copy_from_device(p.W_local.data, acc.nbytes)  # peer copy (cudaMemcpyDefault, UVA)
+                acc += tmp
+            cupy.cuda.Device().synchronize()
+        parts[0].set_global_w(acc)
+        for p in parts[1:]:
+            with p.ctx():
+                Wp = cupy.empty_like(p.W_local)
+                Wp.data.copy_from_device(acc.data, acc.nbytes)
+                cupy.cuda.Device().synchronize()
+            p.set_global_w(Wp)
+
+    def step(self, iteration: int, sampler: str, exclude: bool = True) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(p):
+            c = p.sample_pass(iteration, sampler, exclude)
+            p.commit()
+            p.sync()
+            return c
+
+        if self.gpu and len(self.parts) > 1:
+            with ThreadPoolExecutor(len(self.parts)) as ex:
+                cs = list(ex.map(one, self.parts))
+        else:
+            cs = [one(p) for p in self.parts]
+        self._allreduce()
+        n = max(1, self.ch.n_tokens)
+        return {"skipped": sum(c["skipped"] for c in cs) / n, "changed": sum(c["changed"] for c in cs) / n}
+
+    @property
+    def W(self):
+        return self.parts[0].W
+
+    @property
+    def nk(self):
+        return self.parts[0].nk
+
+    def host(self, a) -> np.ndarray:
+        return self.parts[0].host(a)
+
+    def sync(self):
+        for p in self.parts:
+            p.sync()
+
+    def llpt(self) -> float:
+        return sum(p.llpt_sum() for p in self.parts) / max(1, self.ch.n_tokens)
+
+    def doc_topic_table(self) -> pd.DataFrame:
+        tabs = []
+        for p, off in zip(self.parts, self.doc_offsets):
+            t = p.doc_topic_table()
+            t["doc_id"] += off
+            tabs.append(t)
+        return pd.concat(tabs, ignore_index=True)
+
+    def check_invariants(self):
+        n = self.ch.n_tokens
+        W = self.host(self.W)
+        assert int(W.sum(dtype=np.int64)) == n and int(W.min()) >= 0, "sum W != N or negative W"
+        for p in self.parts:
+            p.check_invariants()
+            np.testing.assert_array_equal(p.host(p.W), W)  # every shard holds the same summed W
+
+
+def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
+          exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
+          stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
+          progress=True, callback=None, **read_kw) -> RunResult:
+    """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        A UCI ``docword.*.txt[.gz]`` (vocabulary ``vocab.*.txt`` next to it), an LDA-C file, or any
+        corpus the readers take (tokenized and encoded by the stages).
+    out : str or os.PathLike
+        Model directory to write (atomically).
+    K : int
+        Topics, >= 2.
+    iterations : int
+        Gibbs passes over every token, >= 0.
+    alpha : float, optional
+        Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B).
+    beta : float
+        Symmetric topic-word prior (default 0.01).
+    sampler : {"auto", "sparse", "three_branch", "dense"}
+        ``sparse``: paper 000's two-branch sparsity-aware sampler (Eq. 3-4); ``three_branch``: Eq. 6-10
+        with g = 2; ``dense``: paper 001's sampler (DNT precomputed, W panels in shared memory),
+        for K <= 4096; ``auto`` = dense for K <= 256, else three_branch.
+    seed : int
+        Seed of the counter-based generator; a run is reproducible bit for bit, on CPU and GPU.
+    exclude_self : bool
+        Take a token out of its own counts when sampling it (collapsed Gibbs, paper 001 Eq. 1).
+        False samples paper 000 Eq. 1 as printed (counts include the token).
+    backend : {"auto", "cpu", "gpu"}
+    format : str
+        ``"auto"``, ``"uci"``, ``"ldac"`` or a reader format for text corpora.
+    vocab : path, optional
+        Vocabulary file for UCI / LDA-C input.
+    n_chunks : int, optional
+        Chunks of the token list (default ``n_devices``; the sampling result does not depend on it).
+    n_devices : int
+        GPUs to spread the chunks over (devices 0 .. n-1; each samples its chunks against a local W,
+        the W are summed after every iteration, paper 000 section V-B).  On the CPU backend, n > 1
+        runs the same sharded chain in-process (used to test the reduction).  The result equals the
+        one-device result draw for draw.
+    llpt_every : int
+        Compute the LLPT every this many iterations (and always after the last); 0 = only at the end.
+    stopwords, stemmer, lowercase, min_len, max_len
+        Tokenizer settings for text corpora.
+    overwrite : bool
+    progress : bool
+        A tqdm bar over the iterations showing the LLPT.
+    callback : callable, optional
+        ``callback(iteration, state)`` after every iteration (the tests check invariants there).
+
+    Returns
+    -------
+    RunResult
+        ``counts``: n_docs, n_empty_docs, n_words, n_tokens, n_dense_words, K; ``timings`` (s): read,
+        chunk, init, sample (all iterations), llpt, write; ``params`` include the final LLPT and the
+        mean tokens per second of sampling.
+
+    Raises
+    ------
+    ValueError
+        K < 2, iterations < 0, alpha or beta <= 0, unknown sampler; ``LDAInputError`` (a ValueError)
+        for malformed input, a corpus without tokens or with a single distinct word.
+    FileNotFoundError
+    """
+    K = int(K)
+    if K < 2:
+        raise ValueError(f"K must be >= 2 topics, got {K}")
+    if iterations < 0:
+        raise ValueError(f"iterations must be >= 0, got {iterations}")
+    alpha = 50.0 / K if alpha is None else float(alpha)
+    beta = float(beta)
+    if not alpha > 0 or not beta > 0:
+        raise ValueError(f"alpha and beta must be > 0, got alpha={alpha}, beta={beta}")
+    sampler = resolve_sampler(sampler, K)
+    be = resolve_backend(backend)
+    gpu = be == "gpu"
+    from cutext.stages.tokenize import TokenizerConfig
+
+    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    timings: dict = {}
+    t0 = time.perf_counter()
+    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, **read_kw)
+    timings["read"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n_devices = int(n_devices)
+    if n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    if gpu and n_devices > 1:
+        from cutext.kernels.backend import device_count
+
+        if device_count() < n_devices:
+            raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
+    ch = build_chunks(bow, K, max(int(n_chunks or 1), n_devices))
+    timings["chunk"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if n_devices > 1:
+        devices = list(range(n_devices)) if gpu else [None] * n_devices
+        state = ShardedGibbs(ch, K, alpha, beta, seed=seed, devices=devices)
+    else:
+        state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu)
+    state.sync()
+    timings["init"] = time.perf_counter() - t0
+    rows = [{"iteration": 0, "llpt": state.llpt(), "seconds": 0.0, "skipped": 0.0, "changed": 1.0}]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=iterations, desc=f"lda K={K}", unit="it")
+    t_sample = t_ll = 0.0
+    try:
+        if callback is not None:
+            callback(0, state)
+        for it in range(1, iterations + 1):
+            t1 = time.perf_counter()
+            stats = state.step(it, sampler, exclude=exclude_self)
+            state.sync()
+            dt = time.perf_counter() - t1
+            t_sample += dt
+            ll = float("nan")
+            if it == iterations or (llpt_every and it % llpt_every == 0):
+                t2 = time.perf_counter()
+                ll = state.llpt()
+                t_ll += time.perf_counter() - t2
+            rows.append({"iteration": it, "llpt": ll, "seconds": dt, **stats})
+            if callback is not None:
+                callback(it, state)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"LLPT {ll:.4f}" if not np.isnan(ll) else f"{ch.n_tokens / dt / 1e6:.1f} Mtok/s")
+    finally:
+        if bar is not None:
+            bar.close()
+    timings["sample"] = t_sample
+    timings["llpt"] = t_ll
+    t0 = time.perf_counter()
+    llpt_df = pd.DataFrame(rows).astype({"iteration": np.int32})
+    final = float(llpt_df["llpt"].iloc[-1])
+    n_empty = int((np.diff(ch.doc_ptr) == 0).sum())
+    counts = {"n_docs": ch.n_docs, "n_empty_docs": n_empty, "n_words": ch.V, "n_tokens": ch.n_tokens,
+              "n_dense_words": ch.n_dense, "K": K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
+    tps = ch.n_tokens * iterations / t_sample if t_sample > 0 else float("nan")
+    params = {"K": K, "iterations": int(iterations), "alpha": alpha, "beta": beta, "sampler": sampler,
+              "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
+              "tokens_per_s": tps}
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        W = state.host(state.W)
+        wv, wk = np.nonzero(W)
+        pq.write_table(pa.table({"word_id": wv.astype(np.int32), "topic": wk.astype(np.int32),
+                                 "count": W[wv, wk].astype(np.int32)}), tmp / "topic_word.parquet")
+        pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
+                                 "term": pa.array(ch.vocab, type=pa.string()),
+                                 "count": ch.word_count.astype(np.int64), "input_id": ch.old_id.astype(np.int64)}),
+                       tmp / "vocab.parquet")
+        dtab = state.doc_topic_table()
+        lengths = np.diff(ch.doc_ptr)
+        dtab["theta"] = (dtab["count"].to_numpy(np.float64) + alpha) / (lengths[dtab["doc_id"].to_numpy()] + K * alpha)
+        pq.write_table(pa.Table.from_pandas(dtab, preserve_index=False), tmp / "doc_topic.parquet")
+        pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64),
+                                 "name": pa.array([str(x) for x in bow.doc_names], type=pa.string()),
+                                 "length": lengths.astype(np.int64)}), tmp / "documents.parquet")
+        pq.write_table(pa.Table.from_pandas(llpt_df, preserve_index=False), tmp / "llpt.parquet")
+        timings["write"] = time.perf_counter() - t0
+        write_json(tmp / "params.json", {
+            "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
+            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts, "timings": timings,
+            "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
+            "memory_bytes": ch.memory_estimate(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
+
+
+class LDAModel:
+    """A trained LDA model (see the module docstring for the directory layout).
+
+    Attributes
+    ----------
+    params : dict
+    vocab : list of str, length V (word id = frequency rank)
+    W : int32 (V, K) word-topic counts
+    nk : int64 (K,)
+    llpt : pandas.DataFrame (iteration, llpt, seconds, skipped, changed)
+    """
+
+    def __init__(self, path, params, vocab, W, llpt, documents, doc_topic):
+        self.path = Path(path)
+        self.params = params
+        self.vocab = vocab
+        self.W = W
+        self.nk = W.sum(axis=0, dtype=np.int64)
+        self.llpt = llpt
+        self.documents = documents
+        self.doc_topic = doc_topic
+        self.K = int(params["K"])
+        self.alpha = float(params["alpha"])
+        self.beta = float(params["beta"])
+        self._index = {w: i for i, w in enumerate(vocab)}
+
+    @classmethod
+    def load(cls, path) -> LDAModel:
+        """Read a model directory written by :func:`train`.
+
+        Raises
+        ------
+        FileNotFoundError
+            Missing directory or file.
+        ValueError
+            Not an LDA model directory.
+        """
+        import json
+
+        path = Path(path)
+        params = json.loads((path / "params.json").read_text(encoding="utf-8"))
+        if params.get("kind") != "cutext.lda":
+            raise ValueError(f"{path}: not a cutext LDA model (kind={params.get('kind')!r})")
+        voc = pq.read_table(path / "vocab.parquet").to_pandas().sort_values("word_id")
+        V, K = len(voc), int(params["K"])
+        tw = pq.read_table(path / "topic_word.parquet").to_pandas()
+        W = np.zeros((V, K), dtype=np.int32)
+        W[tw["word_id"].to_numpy(), tw["topic"].to_numpy()] = tw["count"].to_numpy()
+        llpt = pq.read_table(path / "llpt.parquet").to_pandas()
+        docs = pq.read_table(path / "documents.parquet").to_pandas()
+        dt = pq.read_table(path / "doc_topic.parquet").to_pandas()
+        return cls(path, params, voc["term"].astype(str).tolist(), W, llpt, docs, dt)
+
+    @property
+    def phi(self) -> np.ndarray:
+        """float64 (K, V): (W[v][k] + beta) / (n_k + V beta)."""
+        return ((self.W + self.beta) / (self.nk + len(self.vocab) * self.beta)).T
+
+    def theta(self) -> np.ndarray:
+        """float64 (n_docs, K) training document-topic distributions (D + alpha) / (L + K alpha)."""
+        n = len(self.documents)
+        lengths = self.documents["length"].to_numpy(np.float64)
+        th = np.zeros((n, self.K))
+        th[self.doc_topic["doc_id"].to_numpy(), self.doc_topic["topic"].to_numpy()] = self.doc_topic["count"]
+        return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
+
+    def top_words(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` most probable words of every topic: ``(topic, rank, term, prob)``, rank 0 first."""
+        phi = self.phi
+        n = min(n, phi.shape[1])
+        idx = np.argsort(-phi, axis=1, kind="stable")[:, :n]
+        K = phi.shape[0]
+        return pd.DataFrame({"topic": np.repeat(np.arange(K), n), "rank": np.tile(np.arange(n), K),
+                             "term": [self.vocab[i] for i in idx.ravel()],
+                             "prob": np.take_along_axis(phi, idx, axis=1).ravel()})
+
+    def _bow(self, docs) -> BagOfWords:
+        if isinstance(docs, BagOfWords):
+            lists = []
+            for d in range(docs.n_docs):
+                a, b = docs.doc_ptr[d], docs.doc_ptr[d + 1]
+                lists.append([docs.vocab[w] for w, c in zip(docs.word[a:b], docs.count[a:b]) for _ in range(int(c))])
+            docs = lists
+        docs = list(docs)
+        if docs and isinstance(docs[0], str):
+            from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+
+            cfg = self.params.get("tokenizer") or {}
+            tc = TokenizerConfig.make(cfg.get("lowercase", True), cfg.get("stopwords"), cfg.get("stemmer"),
+                                      cfg.get("min_len", 1), cfg.get("max_len"))
+            docs = tokenize_texts(docs, tc)
+        return bow_from_tokens(docs, self.vocab)
+
+    def _fold_in(self, docs, iterations, seed, backend, sampler):
+        bow = self._bow(docs)
+        be = resolve_backend(backend)
+        if bow.n_tokens == 0:
+            return None, bow
+        ch = build_chunks(bow, self.K, 1, relabel=False)
+        state = GibbsState(ch, self.K, self.alpha, self.beta, seed=seed, gpu=be == "gpu", W_fixed=self.W,
+                           vbeta=len(self.vocab) * self.beta)
+        smp = "sparse" if sampler == "auto" else sampler
+        for it in range(1, iterations + 1):
+            state.step(it, smp, exclude=True)
+        return state, bow
+
+    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu", sampler: str = "auto"):
+        """Topic distributions of new documents, W fixed (Gibbs sampling of their topics only).
+
+        Parameters
+        ----------
+        docs : list of str (tokenized as in training), list of token lists, or BagOfWords
+            Words not in the model's vocabulary are ignored.
+        iterations : int
+            Gibbs passes.
+        seed : int
+        backend : {"cpu", "gpu", "auto"}
+        sampler : {"auto", "sparse", "three_branch", "dense"}
+
+        Returns
+        -------
+        float64 (n_docs, K): (D + alpha) / (L + K alpha) after the last pass (rows sum to 1).
+        """
+        state, bow = self._fold_in(docs, iterations, seed, backend, sampler)
+        n = bow.n_docs
+        th = np.zeros((n, self.K))
+        lengths = bow.doc_lengths.astype(np.float64)
+        if state is not None:
+            dt = state.doc_topic_table()
+            th[dt["doc_id"].to_numpy(), dt["topic"].to_numpy()] = dt["count"].to_numpy()
+        return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
+
+    def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
+        """Held-out per-word log-likelihood (natural log), paper 001 Eq. 3-4.
+
+        ``(1 / W_test) sum_tokens ln sum_k phi[k][v] theta[j][k]`` with phi from the model and theta
+        from :meth:`transform` of the same documents (fold-in with W fixed).
+
+        Raises
+        ------
+        ValueError
+            None of the documents' words is in the vocabulary.
+        """
+        state, _ = self._fold_in(docs, iterations, seed, backend, "auto")
+        if state is None:
+            raise ValueError("no token of these documents is in the model's vocabulary")
+        terms = state.host(lda_kernels.log2_likelihood_terms(state.word, state.doc, state.doc_ptr, state.d_topic,
+                                                             state.d_cnt, state.d_nnz, state.tables, alpha=self.alpha))
+        return float(terms.mean() * np.log(2.0))
+
+    def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
+        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4)."""
+        return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def add_cli(sub):
+    p = sub.add_parser("lda", help="train an LDA topic model (GPU Gibbs sampling)",
+                       description="Train LDA by collapsed Gibbs sampling (EZLDA / paper 001 samplers). Input: a "
+                                   "UCI docword file, an LDA-C file, or any text corpus the readers take.")
+    p.add_argument("path", help="docword.*.txt[.gz], *.ldac, or a corpus (file, directory, glob)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("-K", "--topics", type=int, default=100, help="number of topics (default 100)")
+    p.add_argument("--iterations", type=int, default=100, help="Gibbs passes (default 100)")
+    p.add_argument("--alpha", type=float, default=None, help="document-topic prior (default 50/K)")
+    p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
+    p.add_argument("--sampler", default="auto", choices=list(SAMPLERS), help="default: dense for K<=256")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    p.add_argument("--format", default="auto", help="auto, uci, ldac, or a corpus format (lines, jsonl, ...)")
+    p.add_argument("--vocab", default=None, help="vocabulary file for UCI / LDA-C input")
+    p.add_argument("--stopwords", default=None, help="for text corpora: 'lucene' or a file")
+    p.add_argument("--top", type=int, default=0, help="print this many top words per topic")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(cli_main=_cli_main)
+
+
+def _cli_main(args) -> int:
+    r = train(args.path, args.out, K=args.topics, iterations=args.iterations, alpha=args.alpha, beta=args.beta,
+              sampler=args.sampler, seed=args.seed, backend=args.backend, format=args.format, vocab=args.vocab,
+              stopwords=args.stopwords, progress=not args.no_progress)
+    print(str(r))
+    print(f"  LLPT (paper 000 Eq. 5, bits/token) = {r.params['llpt']:.4f}")
+    if args.top:
+        tw = LDAModel.load(r.path).top_words(args.top)
+        for k, g in tw.groupby("topic"):
+            print(f"  topic {k}: " + " ".join(g["term"]))
+    return 0
+
+
+__all__ = ["SAMPLERS", "GibbsState", "LDAInputError", "LDAModel", "ShardedGibbs", "resolve_sampler", "train"]

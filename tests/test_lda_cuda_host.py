@@ -1,0 +1,129 @@
+"""kernels/lda.cu, compiled for the host and run thread by thread, equals the numba twins draw for draw.
+
+No GPU is needed: tests/cuda_host_harness.cpp defines the CUDA keywords away, runs every thread of a
+launch in turn (``-ffp-contract=off``, the counterpart of ``--fmad=false``) and exposes one C function
+per kernel.  This checks the CUDA source's logic and arithmetic against the CPU twins on a real corpus;
+tests/test_gpu_lda.py checks the real kernels on a device.  Skipped without a C++ compiler.
+"""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cutext.kernels import lda as K_
+from cutext.pipelines.lda import GibbsState, panel_words
+from cutext.stages.lda_chunk import build_chunks, read_ldac
+
+HERE = Path(__file__).resolve().parent
+CU = Path(K_.__file__).with_name("lda.cu")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    so = tmp_path_factory.mktemp("cuda-host") / "lda_host.so"
+    cmd = [cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
+           f'-DLDA_CU="{CU}"', str(HERE / "cuda_host_harness.cpp"), "-o", str(so)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(so))
+
+
+def _c(a):
+    if isinstance(a, np.ndarray):
+        assert a.flags.c_contiguous
+        return ctypes.c_void_p(a.ctypes.data)
+    if isinstance(a, np.uint64):
+        return ctypes.c_ulonglong(int(a))
+    if isinstance(a, np.int64):
+        return ctypes.c_longlong(int(a))
+    if isinstance(a, (np.int32, int)):
+        return ctypes.c_int(int(a))
+    if isinstance(a, (np.float64, float)):
+        return ctypes.c_double(float(a))
+    raise TypeError(type(a))
+
+
+def call(lib, name, *args):
+    getattr(lib, name)(*[_c(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def reuters(shared_data):
+    return read_ldac(shared_data / "bow" / "lda_reuters" / "reuters.ldac")
+
+
+def test_rng_init_rebuild_prepare(lib, reuters):
+    K = 50
+    ch = build_chunks(reuters, K, n_chunks=2)
+    n = np.int64(ch.n_tokens)
+    u = np.empty(ch.n_tokens)
+    call(lib, "h_uniform", np.uint64(2**63 + 9), np.uint64(77), ch.keys, n, u)
+    np.testing.assert_array_equal(u, K_.uniform(2**63 + 9, 77, ch.keys))
+    z = np.empty(ch.n_tokens, np.int32)
+    call(lib, "h_init", np.uint64(3), ch.keys, n, np.int32(K), z)
+    np.testing.assert_array_equal(z, K_.init_topics(3, ch.keys, K))
+    W, nk, dt, dc, dn = K_.rebuild_counts(ch.word, ch.doc, z, ch.doc_ptr, ch.doc_tok, ch.V, K)
+    Wh = np.zeros((ch.V, K), np.int32)
+    call(lib, "h_rebuild_w", ch.word, z, n, np.int32(K), Wh)
+    np.testing.assert_array_equal(Wh, W)
+    keys = np.sort((ch.doc.astype(np.int64) * K + z)[ch.doc_tok])
+    th, ch_, nh = np.zeros(ch.n_tokens, np.int32), np.zeros(ch.n_tokens, np.int32), np.zeros(ch.n_docs, np.int32)
+    call(lib, "h_rebuild_d", ch.doc_ptr, keys, np.int32(ch.n_docs), np.int32(K), th, ch_, nh)
+    np.testing.assert_array_equal(th, dt)
+    np.testing.assert_array_equal(ch_, dc)
+    np.testing.assert_array_equal(nh, dn)
+    tb = K_.prepare_words(W, nk, 0.01, ch.V * 0.01)
+    out = {"what": np.empty((ch.V, K), np.float32), "qcum": np.empty((ch.V, K), np.float32),
+           "qtot": np.empty(ch.V), "top": np.empty((ch.V, 2), np.int32), "topv": np.empty((ch.V, 3), np.float32)}
+    call(lib, "h_prepare", W, nk, np.int32(ch.V), np.int32(K), 0.01, ch.V * 0.01, out["what"], out["qcum"],
+         out["qtot"], out["top"], out["topv"])
+    for k in tb:
+        np.testing.assert_array_equal(out[k], tb[k], err_msg=k)
+
+
+@pytest.mark.parametrize("sampler,exclude,K", [("sparse", True, 40), ("sparse", False, 40),
+                                               ("three_branch", True, 40), ("three_branch", False, 300),
+                                               ("dense", True, 40), ("dense", False, 64)])
+def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K):
+    ch = build_chunks(reuters, K, n_chunks=2)
+    st = GibbsState(ch, K, 0.1, 0.05, seed=11)
+    n = np.int64(ch.n_tokens)
+    for it in range(1, 5):
+        if sampler == "dense":
+            pw = panel_words(K)
+            ptr, w0 = K_.word_panels(ch.word, pw, max_tokens=700)
+            dnt_twin = np.empty((ch.n_docs, K), np.float32)
+            K_._dnt_cpu(st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.nk, K, st.alpha, st.vbeta, dnt_twin)
+            dnt = np.empty((ch.n_docs, K), np.float32)
+            call(lib, "h_dnt", st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.nk, np.int32(ch.n_docs), np.int32(K),
+                 st.alpha, st.vbeta, dnt)
+            np.testing.assert_array_equal(dnt, dnt_twin)
+            Wp = np.zeros((int(w0.max()) + pw, K), np.int32)
+            Wp[: ch.V] = st.W
+            zh = np.empty(ch.n_tokens, np.int32)
+            call(lib, "h_dense", np.int32(len(w0)), ptr, w0, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic,
+                 st.d_cnt, st.d_nnz, Wp, st.nk, dnt, np.int32(K), np.int32(pw), st.alpha, st.beta, st.vbeta, 1.0,
+                 np.uint64(st.seed), np.uint64(it), np.int32(exclude), zh)
+        else:
+            zh = np.empty(ch.n_tokens, np.int32)
+            fh = np.zeros(ch.n_tokens, np.int8)
+            tb = st.tables
+            call(lib, "h_sample", n, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz,
+                 st.W, st.nk, tb["what"], tb["qcum"], tb["qtot"], tb["top"], tb["topv"], np.int32(K), st.alpha,
+                 st.beta, st.vbeta, 1.0, np.uint64(st.seed), np.uint64(it), np.int32(sampler == "three_branch"),
+                 np.int32(exclude), zh, fh)
+        c = st.sample_pass(it, sampler, exclude)
+        np.testing.assert_array_equal(zh, st._pending, err_msg=f"iteration {it}")
+        if sampler != "dense":
+            assert int((fh == K_.FLAG_SKIP).sum()) == c["skipped"]
+        st.commit()
+    terms = np.empty(ch.n_tokens)
+    call(lib, "h_llpt", n, st.word, st.doc, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.tables["what"],
+         st.tables["qtot"], np.int32(K), st.alpha, terms)
+    np.testing.assert_allclose(terms.mean(), st.llpt(), rtol=1e-12)
