@@ -118,6 +118,8 @@ def main(argv=None):
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU and KenLM rows")
     ap.add_argument("--gpu-queries", type=float, default=1e8)
     ap.add_argument("--gpu-contexts", type=int, default=20000)
+    ap.add_argument("--build-binary", default=None,
+                    help="KenLM's build_binary executable: adds the sizes of its probing and trie binary files")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="write the rows and environment here")
     args = ap.parse_args(argv)
@@ -151,6 +153,8 @@ def main(argv=None):
     mem = cpu.memory()
     add(row="memory", system="cutext trie", bytes=mem["total"], bytes_per_ngram=round(mem["bytes_per_ngram"], 2),
         detail=f"+ vocabulary strings {mem['vocab_bytes']} B ({mem['vocab_bytes'] / n_ngrams:.2f} B/n-gram)")
+    both = mem["total"] + mem["vocab_bytes"]
+    add(row="memory", system="cutext trie + vocabulary strings", bytes=both, bytes_per_ngram=round(both / n_ngrams, 2))
     if kenlm is not None and not args.no_cpu:
         t0 = time.perf_counter()
         km = kenlm.Model(str(model_path))
@@ -158,6 +162,27 @@ def main(argv=None):
         rss = kenlm_memory(model_path)
         if rss:
             add(row="memory", system="KenLM probing (RSS growth)", bytes=rss, bytes_per_ngram=round(rss / n_ngrams, 2))
+
+    if args.build_binary:
+        import gzip
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            arpa = Path(tmp) / "model.arpa"
+            with gzip.open(model_path) if model_path.suffix == ".gz" else open(model_path, "rb") as src, \
+                    open(arpa, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            for kind in ("probing", "trie"):
+                out = Path(tmp) / f"model.{kind}.bin"
+                r = subprocess.run([args.build_binary, kind, str(arpa), str(out)], capture_output=True, text=True,
+                                   check=False)
+                if r.returncode == 0:
+                    size = out.stat().st_size
+                    add(row="memory", system=f"KenLM {kind} binary file (incl. vocabulary)", bytes=size,
+                        bytes_per_ngram=round(size / n_ngrams, 2))
+                else:
+                    log(f"build_binary {kind} failed: {r.stderr[-300:]}")
 
     if not args.no_cpu:
         sents, nq = replicate(sentences, args.cpu_queries)

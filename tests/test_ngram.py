@@ -214,6 +214,7 @@ def test_btree_search_equals_binary_search():
         probes = np.concatenate([keys[rng.integers(0, m, 64)], rng.integers(0, 200001, 64)]).astype(np.int32)
         for w in probes:
             got = trie_kernels._find(pad, 2, 2 + m, w)
+            assert trie_kernels._bisect(pad, 2, 2 + m, w) == got
             i = np.searchsorted(keys, w)
             want = 2 + i if i < m and keys[i] == w else -1
             assert got == want, (m, w)
