@@ -408,7 +408,9 @@ class NGramModel:
             cols, vals = cols[keep], vals[keep]
             indptr = indptr - xp.arange(C + 1, dtype=np.int64)
         if not log10:
-            vals = xp.power(xp.float32(10.0), vals)
+            # 10**x in float64, then rounded to float32: CUDA's powf and numpy's float32 power differ
+            # in the last bit; the float64 results round to the same float32 (GPU == CPU, tested).
+            vals = xp.power(10.0, vals.astype(np.float64)).astype(np.float32)
         if xp is np:
             import scipy.sparse as sp
 

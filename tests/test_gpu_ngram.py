@@ -145,6 +145,9 @@ def test_gpu_distributions_equal_cpu(abc_pair, heldout, order):
     np.testing.assert_array_equal(sg.indptr.get(), sc.indptr)
     np.testing.assert_array_equal(sg.indices.get(), sc.indices)
     np.testing.assert_array_equal(sg.data.get(), sc.data)
+    lc = cpu.next_word_distribution(ctx, order=order, bos=True, sparse=True, log10=True)
+    lg = gpu.next_word_distribution(ctx, order=order, bos=True, sparse=True, log10=True)
+    np.testing.assert_array_equal(lg.data.get(), lc.data)
 
 
 def test_gpu_distribution_entries_equal_scores(abc_pair, heldout):
