@@ -27,6 +27,7 @@ Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<sectio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -212,11 +213,10 @@ def gpu_section(args, ddir, rows):
     configs += [(K, "three_branch", n) for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
     chunks = {}
     for K, smp, ndev in configs:
-        key = (K, ndev)
-        if key not in chunks:
+        if ndev not in chunks:  # the token order does not depend on K: build once per device count
             chunks.clear()
-            chunks[key] = build_chunks(big, K, ndev)
-        ch = chunks[key]
+            chunks[ndev] = build_chunks(big, K, ndev)
+        ch = dataclasses.replace(chunks[ndev], K=K, n_dense=int((chunks[ndev].word_count > K).sum()))
         est = ch.memory_estimate()
         pool.free_all_blocks()
         log(f"gpu K={K} {smp} devices={ndev}")
