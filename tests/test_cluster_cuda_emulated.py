@@ -57,6 +57,7 @@ def fake_cupy(emu_lib, monkeypatch):
     mod = fake.make(emu_lib)
     monkeypatch.setitem(sys.modules, "cupy", mod)
     monkeypatch.setattr(ellpack, "_modules", {})
+    monkeypatch.setattr(ellpack, "_functions", {})
     return mod
 
 
