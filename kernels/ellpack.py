@@ -31,6 +31,7 @@ from cutext.kernels.cluster_ref import dot_merge
 
 BLOCK = 256
 MAX_K = 512
+MULTI_DOCS, MULTI_MAX_K = 8, 64  # ct_block_max_multi: documents per block, largest K
 _COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 _lock = threading.Lock()
 _modules: dict = {}
@@ -242,14 +243,21 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
     else:
         import cupy
 
+        docs = (cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
+                cupy.ascontiguousarray(d_len, np.int32))
+        if B > 1 and upd_row < 0 and K <= MULTI_MAX_K:
+            # micro-batch: each row is read once per MULTI_DOCS documents (same sums as ct_block_max)
+            _fn("ct_block_max_multi")(
+                (n_blocks, -(-B // MULTI_DOCS)), (BLOCK,),
+                (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K), *docs, np.int32(B), bsim, bid))
+            _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
+            return (best, (bsim, bid)) if return_blocks else best
         if upd_row < 0:
             upd_idx = cupy.empty(1, np.int32)
             upd_w = cupy.empty(1, np.float64)
         _fn("ct_block_max")(
             (n_blocks, B), (BLOCK,),
-            (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K),
-             cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
-             cupy.ascontiguousarray(d_len, np.int32),
+            (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K), *docs,
              np.int32(upd_row), upd_idx, upd_w, bsim, bid))
         _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
     return (best, (bsim, bid)) if return_blocks else best
