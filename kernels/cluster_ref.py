@@ -139,6 +139,17 @@ def _dots_all(c_idx, c_w, c_len, n, d_idx, d_w, L, sims):
         sims[c] = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx, d_w, L)
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _dots_all_parallel(c_idx, c_w, c_len, n, d_idx, d_w, L, sims):
+    for c in numba.prange(n):
+        sims[c] = dot_merge(c_idx[c], c_w[c], c_len[c], d_idx, d_w, L)
+
+
+# clusters above which one document's similarities are computed on all cores (below, the thread
+# start-up costs more than it saves)
+PARALLEL_MIN_CLUSTERS = 8192
+
+
 @numba.njit(cache=True, nogil=True)
 def _dots_list(cand, m, c_idx, c_w, c_len, d_idx, d_w, L, sims):
     for q in range(m):
@@ -255,7 +266,10 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
                 walk += plen[d_idx[j, t]]
         if brute or walk >= n_clusters:
             # every cluster (brute force, or when the posting lists are longer than the cluster list)
-            _dots_all(c_idx, c_w, c_len, n_clusters, d_idx[j], d_w[j], L, sims)
+            if n_clusters >= PARALLEL_MIN_CLUSTERS:
+                _dots_all_parallel(c_idx, c_w, c_len, n_clusters, d_idx[j], d_w[j], L, sims)
+            else:
+                _dots_all(c_idx, c_w, c_len, n_clusters, d_idx[j], d_w[j], L, sims)
             for c in range(n_clusters):
                 s = sims[c]
                 if s > best:

@@ -98,6 +98,88 @@ __global__ void ct_block_max(int* idx, double* w, long long stride, int n_rows, 
     }
 }
 
+// Several documents per block (micro-batches): each thread loads every entry of its row once and
+// merges it against CT_DOCS documents, so the matrix is read once per CT_DOCS documents.  The sums
+// are those of ct_dot (per document, the same additions in the same order).  K <= CT_MULTI_K.
+#define CT_DOCS 8
+#define CT_MULTI_K 64
+__global__ void ct_block_max_multi(const int* idx, const double* w, long long stride, int n_rows, int K,
+                                   const int* __restrict__ dterm, const double* __restrict__ dweight,
+                                   const int* __restrict__ dlen, int n_docs, double* out_sim, int* out_id) {
+    __shared__ int s_term[CT_DOCS * CT_MULTI_K];
+    __shared__ double s_dw[CT_DOCS * CT_MULTI_K];
+    __shared__ int s_len[CT_DOCS];
+    __shared__ double s_sim[CT_DOCS * CT_BLOCK];
+    __shared__ int s_id[CT_DOCS * CT_BLOCK];
+    const int tid = threadIdx.x;
+    const int d0 = blockIdx.y * CT_DOCS;
+    int nd = n_docs - d0;
+    if (nd > CT_DOCS) nd = CT_DOCS;
+    if (tid < CT_DOCS) s_len[tid] = (tid < nd) ? dlen[d0 + tid] : 0;
+    for (int i = tid; i < nd * K; i += blockDim.x) {
+        int d = i / K;
+        int t = i - d * K;
+        s_term[d * CT_MULTI_K + t] = dterm[(long long)(d0 + d) * K + t];
+        s_dw[d * CT_MULTI_K + t] = dweight[(long long)(d0 + d) * K + t];
+    }
+    __syncthreads();
+    const long long row = (long long)blockIdx.x * blockDim.x + tid;
+    double acc[CT_DOCS];
+    int v[CT_DOCS];
+    int live = 0;
+#pragma unroll
+    for (int d = 0; d < CT_DOCS; ++d) {
+        acc[d] = 0.0;
+        v[d] = 0;
+        if (d < nd && s_len[d] > 0) ++live;
+    }
+    if (row < n_rows) {
+        for (int n = 0; n < K && live > 0; ++n) {
+            long long p = (long long)n * stride + row;
+            int col = idx[p];
+            if (col < 0) break;
+            double wv = w[p];
+#pragma unroll
+            for (int d = 0; d < CT_DOCS; ++d) {
+                if (d >= nd) continue;
+                const int L = s_len[d];
+                if (v[d] == L) continue;
+                const int* tt = s_term + d * CT_MULTI_K;
+                while (v[d] < L && tt[v[d]] < col) ++v[d];
+                if (v[d] == L) { --live; continue; }
+                if (tt[v[d]] == col) {
+                    double prod = wv * s_dw[d * CT_MULTI_K + v[d]];
+                    acc[d] = acc[d] + prod;
+                    ++v[d];
+                    if (v[d] == L) --live;
+                }
+            }
+        }
+    }
+    for (int d = 0; d < CT_DOCS; ++d) {
+        s_sim[d * CT_BLOCK + tid] = (row < n_rows) ? acc[d] : -1.0;
+        s_id[d * CT_BLOCK + tid] = (row < n_rows) ? (int)row : CT_NO_ID;
+    }
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            for (int d = 0; d < CT_DOCS; ++d) {
+                double o = s_sim[d * CT_BLOCK + tid + s];
+                int oi = s_id[d * CT_BLOCK + tid + s];
+                if (ct_better(o, oi, s_sim[d * CT_BLOCK + tid], s_id[d * CT_BLOCK + tid])) {
+                    s_sim[d * CT_BLOCK + tid] = o;
+                    s_id[d * CT_BLOCK + tid] = oi;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (tid < nd) {
+        out_sim[(long long)(d0 + tid) * gridDim.x + blockIdx.x] = s_sim[tid * CT_BLOCK];
+        out_id[(long long)(d0 + tid) * gridDim.x + blockIdx.x] = s_id[tid * CT_BLOCK];
+    }
+}
+
 // Global argmax over the block maxima: one block per document.  best: (n_docs, 2) float64 =
 // (similarity, row id), row id -1 when there is no row.
 __global__ void ct_argmax(const double* __restrict__ in_sim, const int* __restrict__ in_id, int n_blocks,

@@ -31,9 +31,11 @@ from cutext.kernels.cluster_ref import dot_merge
 
 BLOCK = 256
 MAX_K = 512
+MULTI_DOCS, MULTI_MAX_K = 8, 64  # ct_block_max_multi: documents per block, largest K
 _COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 _lock = threading.Lock()
 _modules: dict = {}
+_functions: dict = {}
 
 
 def _module():
@@ -48,6 +50,17 @@ def _module():
             mod = cupy.RawModule(code=src, options=_COMPILE_OPTIONS)
             _modules[dev] = mod
     return mod
+
+
+def _fn(name: str):
+    """A kernel of ``ellpack.cu`` on the current device (function handles cached per device)."""
+    import cupy
+
+    key = (cupy.cuda.Device().id, name)
+    f = _functions.get(key)
+    if f is None:
+        f = _functions[key] = _module().get_function(name)
+    return f
 
 
 def padded_capacity(n_rows: int) -> int:
@@ -230,17 +243,23 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
     else:
         import cupy
 
-        mod = _module()
+        docs = (cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
+                cupy.ascontiguousarray(d_len, np.int32))
+        if B > 1 and upd_row < 0 and K <= MULTI_MAX_K:
+            # micro-batch: each row is read once per MULTI_DOCS documents (same sums as ct_block_max)
+            _fn("ct_block_max_multi")(
+                (n_blocks, -(-B // MULTI_DOCS)), (BLOCK,),
+                (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K), *docs, np.int32(B), bsim, bid))
+            _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
+            return (best, (bsim, bid)) if return_blocks else best
         if upd_row < 0:
             upd_idx = cupy.empty(1, np.int32)
             upd_w = cupy.empty(1, np.float64)
-        mod.get_function("ct_block_max")(
+        _fn("ct_block_max")(
             (n_blocks, B), (BLOCK,),
-            (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K),
-             cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
-             cupy.ascontiguousarray(d_len, np.int32),
+            (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K), *docs,
              np.int32(upd_row), upd_idx, upd_w, bsim, bid))
-        mod.get_function("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
+        _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
     return (best, (bsim, bid)) if return_blocks else best
 
 
@@ -257,7 +276,7 @@ def ellpack_scores(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
     else:
         import cupy
 
-        _module().get_function("ct_scores")(
+        _fn("ct_scores")(
             (-(-n_rows // BLOCK), B), (BLOCK,),
             (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K),
              cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
@@ -288,7 +307,7 @@ def ellpack_scatter(ell_idx, ell_w, stride: int, K: int, rows, r_idx, r_w) -> No
     import cupy
 
     n = U * K
-    _module().get_function("ct_scatter")(
+    _fn("ct_scatter")(
         (-(-n // BLOCK),), (BLOCK,),
         (ell_idx, ell_w, np.int64(stride), np.int32(K), np.int32(U),
          cupy.ascontiguousarray(rows, np.int64), cupy.ascontiguousarray(r_idx, np.int32),

@@ -362,7 +362,8 @@ class StreamVectorizer:
     """Texts -> term vectors for a live feed, with a growing vocabulary.
 
     Term ids continue a vocabulary (for example the sorted vocabulary of a pipeline run); new
-    terms get the next ids in order of first appearance.  ``idf="stream"`` counts document
+    terms get the next ids in order of first appearance.  Default tokenizer: the pipeline's (lowercase,
+    Lucene's stopwords, tokens of 2+ code points).  ``idf="stream"`` counts document
     frequencies over every document seen (:func:`cutext.stages.termvec.term_vectors` with
     ``stream=True``); ``idf="fixed"`` keeps the reference ``df`` / ``n_ref`` (terms it lacks get no
     weight).
@@ -379,7 +380,7 @@ class StreamVectorizer:
         self.top_k = int(top_k)
         self.weighting = weighting
         self.idf = idf
-        self.tokenizer = tokenizer if tokenizer is not None else TokenizerConfig.make(stopwords="lucene")
+        self.tokenizer = tokenizer if tokenizer is not None else TokenizerConfig.make(stopwords="lucene", min_len=2)
         self.terms: list[str] = list(terms) if terms is not None else []
         self.ids = {t: i + 1 for i, t in enumerate(self.terms)}
         self.df = np.zeros(len(self.terms) + 1, np.int64) if df is None else np.asarray(df, np.int64).copy()

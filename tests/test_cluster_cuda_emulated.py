@@ -57,6 +57,7 @@ def fake_cupy(emu_lib, monkeypatch):
     mod = fake.make(emu_lib)
     monkeypatch.setitem(sys.modules, "cupy", mod)
     monkeypatch.setattr(ellpack, "_modules", {})
+    monkeypatch.setattr(ellpack, "_functions", {})
     return mod
 
 
@@ -99,6 +100,18 @@ def test_emulated_kernels_equal_twin(emu, vectors):
     np.testing.assert_array_equal(oid, bid)
     np.testing.assert_array_equal(obest, best)
     assert best[0, 1] == 5.0
+    # several documents per block (micro-batches): 6 documents (one partial group) and 11 (two groups)
+    for sel in (np.r_[5, 1000:1005], np.r_[5, 0:3, 1000:1007]):
+        docs = tv.take(sel)
+        Bm = len(docs)
+        best, (bsim, bid) = ellpack.ellpack_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length,
+                                                 return_blocks=True)
+        osim, oid = np.zeros((Bm, nb)), np.zeros((Bm, nb), np.int32)
+        emu.launch_ct_block_max_multi(ctypes.c_uint(nb), ctypes.c_uint(-(-Bm // ellpack.MULTI_DOCS)),
+                                      ctypes.c_uint(256), _p(ci), _p(cw), ctypes.c_longlong(stride), n_rows, K,
+                                      _p(docs.idx), _p(docs.w), _p(docs.length), Bm, _p(osim), _p(oid))
+        np.testing.assert_array_equal(osim, bsim)
+        np.testing.assert_array_equal(oid, bid)
     # the update buffer (one document): the row is written, then scored
     d = tv.take(slice(1300, 1301))
     upd_i, upd_w = np.ascontiguousarray(tv.idx[1300]), np.ascontiguousarray(tv.w[1300])
@@ -167,4 +180,4 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
         if S == 1:
             assert mats[0][2] >= 128  # capacity doubled twice on the "device" (from 32 rows)
     names = {n for n, _ in fake_cupy.launches}
-    assert {"ct_block_max", "ct_argmax", "ct_scatter"} <= names
+    assert {"ct_block_max", "ct_block_max_multi", "ct_argmax", "ct_scatter"} <= names

@@ -35,6 +35,12 @@ void launch_ct_block_max(unsigned gx, unsigned gy, unsigned bx, int* idx, double
     launch({gx, gy, 1}, {bx, 1, 1}, [&] {
         ct_block_max(idx, w, stride, n_rows, K, dterm, dw, dlen, upd_row, ui, uw, out_sim, out_id); });
 }
+void launch_ct_block_max_multi(unsigned gx, unsigned gy, unsigned bx, const int* idx, const double* w,
+                               long long stride, int n_rows, int K, const int* dterm, const double* dw,
+                               const int* dlen, int n_docs, double* out_sim, int* out_id) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_block_max_multi(idx, w, stride, n_rows, K, dterm, dw, dlen, n_docs, out_sim, out_id); });
+}
 void launch_ct_argmax(unsigned gx, unsigned gy, unsigned bx, const double* in_sim, const int* in_id, int n_blocks,
                       double* best) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_argmax(in_sim, in_id, n_blocks, best); });
