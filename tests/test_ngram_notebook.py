@@ -5,24 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-from test_notebooks import _execute, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
+from test_notebooks import _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "ngram_scoring.ipynb"
 
 
-def _value(text: str, label: str) -> float:
-    m = re.findall(rf"^{re.escape(label)} = (-?[0-9]+\.[0-9]+)\s*$", text, flags=re.MULTILINE)
-    assert len(m) == 1, f"expected one line '{label} = <value>' in the notebook output"
-    return float(m[0])
-
-
-def test_committed_ngram_notebook_has_no_outputs():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
 
 
 def test_ngram_scoring_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noqa: F811
@@ -34,10 +22,10 @@ def test_ngram_scoring_notebook(kernel, tmp_path, monkeypatch, shared_data):  # 
     assert not [o for o in outs if o.output_type == "error"]
     assert f"working folder:  {work}" in text
     # KenLM's scores shipped with the data, and the data README's perplexity
-    assert _value(text, "max abs diff vs KenLM (tokens)") <= 1e-4
-    assert _value(text, "max abs diff vs KenLM (sentences)") <= 1e-4
-    assert _value(text, "perplexity") == pytest.approx(520.1736, abs=1e-3)
-    assert _value(text, "pipeline perplexity") == pytest.approx(520.1736, abs=1e-3)
+    assert _metric(text, "max abs diff vs KenLM (tokens)") <= 1e-4
+    assert _metric(text, "max abs diff vs KenLM (sentences)") <= 1e-4
+    assert _metric(text, "perplexity") == pytest.approx(520.1736, abs=1e-3)
+    assert _metric(text, "pipeline perplexity") == pytest.approx(520.1736, abs=1e-3)
     sums = re.findall(r"^order (\d): distribution sums: min = ([0-9.]+) max = ([0-9.]+)$", text, flags=re.MULTILINE)
     assert [int(o) for o, _, _ in sums] == [1, 2, 3]
     for _, lo, hi in sums:

@@ -70,13 +70,15 @@ def _outputs(nb) -> tuple[str, list[dict]]:
 
 
 def _metric(text: str, label: str) -> float:
-    m = re.findall(rf"^{re.escape(label)} = ([0-9]+\.[0-9]+)\s*$", text, flags=re.M)
+    """The number printed on the one line ``label = <number>`` of a notebook's output."""
+    m = re.findall(rf"^{re.escape(label)} = (-?[0-9]+(?:\.[0-9]+)?)\s*$", text, flags=re.M)
     assert len(m) == 1, f"expected one line '{label} = <value>' in the notebook output"
     return float(m[0])
 
 
-def test_committed_notebook_has_no_outputs():
-    nb = nbformat.read(DATALAKE, as_version=4)
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_committed_notebook_has_no_outputs(path):
+    nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
