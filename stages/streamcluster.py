@@ -33,6 +33,13 @@ METHODS = ("reference", "brute", "ellpack")
 STATE_VERSION = 1
 
 
+def _grown(a: np.ndarray, rows: int, fill) -> np.ndarray:
+    """A copy of ``a`` with ``rows`` rows (same dtype and trailing shape), new rows set to ``fill``."""
+    out = np.full((rows,) + a.shape[1:], fill, a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
 class ClusterState:
     """Host copy of every cluster: row-major top-k vectors, magnitudes and sizes.
 
@@ -64,10 +71,7 @@ class ClusterState:
         while cap < n_rows:
             cap *= 2
         for name, fill in (("idx", -1), ("w", 0.0), ("length", 0), ("norm", 0.0), ("size", 0)):
-            old = getattr(self, name)
-            new = np.full((cap,) + old.shape[1:], fill, old.dtype)
-            new[:old.shape[0]] = old
-            setattr(self, name, new)
+            setattr(self, name, _grown(getattr(self, name), cap, fill))
 
     def to_table(self) -> pa.Table:
         n = self.n
@@ -134,21 +138,15 @@ class ReferenceEngine:
 
     def _ensure_terms(self, v1):
         if v1 > len(self.head):
-            h = np.full(max(v1, 2 * len(self.head)), -1, np.int64)
-            h[:len(self.head)] = self.head
-            self.head = h
-            p = np.zeros(len(h), np.int64)
-            p[:len(self.plen)] = self.plen
-            self.plen = p
+            size = max(v1, 2 * len(self.head))
+            self.head = _grown(self.head, size, -1)
+            self.plen = _grown(self.plen, size, 0)
 
     def _ensure_pool(self, need):
         if need > len(self.nxt):
             cap = max(need, 2 * len(self.nxt), 4096)
-            for name, dt in (("nxt", np.int64), ("pc", np.int32)):
-                old = getattr(self, name)
-                new = np.zeros(cap, dt)
-                new[:len(old)] = old
-                setattr(self, name, new)
+            self.nxt = _grown(self.nxt, cap, 0)
+            self.pc = _grown(self.pc, cap, 0)
 
     def run(self, tv: TermVectors, threshold: float) -> _Result:
         st = self.state
@@ -156,9 +154,7 @@ class ReferenceEngine:
         res = _Result(n)
         st.ensure(st.n + n)
         if len(self.stamp) < st.capacity:
-            s = np.full(st.capacity, -1, np.int64)
-            s[:len(self.stamp)] = self.stamp
-            self.stamp = s
+            self.stamp = _grown(self.stamp, st.capacity, -1)
         if n:
             self._ensure_terms(int(tv.idx.max()) + 1)
         self._ensure_pool(self.n_pool + int(tv.length.sum()))
@@ -323,9 +319,7 @@ class EllpackEngine:
         res = _Result(n)
         st.ensure(st.n + n)
         if len(self.mark) < st.capacity:
-            m = np.full(st.capacity, -1, np.int64)
-            m[:len(self.mark)] = self.mark
-            self.mark = m
+            self.mark = _grown(self.mark, st.capacity, -1)
         touched = np.empty(self.batch_size, np.int64)
         j = 0
         while j < n:
