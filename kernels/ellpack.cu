@@ -43,6 +43,23 @@ __device__ __forceinline__ bool ct_better(double s, int i, double bs, int bi) {
     return s > bs || (s == bs && i < bi);
 }
 
+// Tree reduction of (s_sim[t], s_id[t]), t < blockDim.x, into slot 0 by ct_better. Every thread of
+// the block calls it after writing its own slot (it begins with the barrier that publishes them).
+__device__ __forceinline__ void ct_block_reduce(double* s_sim, int* s_id, int tid) {
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            double o = s_sim[tid + s];
+            int oi = s_id[tid + s];
+            if (ct_better(o, oi, s_sim[tid], s_id[tid])) {
+                s_sim[tid] = o;
+                s_id[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+}
+
 // One thread per cluster row, one grid row (blockIdx.y) per document of the batch.
 // upd_row >= 0: the row in the update buffer (upd_idx, upd_w; K entries) is written into the
 // matrix by its thread before that thread computes its dot product (Alg. 3 lines 10-19); only
@@ -80,18 +97,7 @@ __global__ void ct_block_max(int* idx, double* w, long long stride, int n_rows, 
     }
     s_sim[tid] = sim;
     s_id[tid] = id;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) {
-            double o = s_sim[tid + s];
-            int oi = s_id[tid + s];
-            if (ct_better(o, oi, s_sim[tid], s_id[tid])) {
-                s_sim[tid] = o;
-                s_id[tid] = oi;
-            }
-        }
-        __syncthreads();
-    }
+    ct_block_reduce(s_sim, s_id, tid);
     if (tid == 0) {
         out_sim[(long long)b * gridDim.x + blockIdx.x] = s_sim[0];
         out_id[(long long)b * gridDim.x + blockIdx.x] = s_id[0];
@@ -200,18 +206,7 @@ __global__ void ct_argmax(const double* __restrict__ in_sim, const int* __restri
     }
     s_sim[tid] = sim;
     s_id[tid] = id;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) {
-            double o = s_sim[tid + s];
-            int oi = s_id[tid + s];
-            if (ct_better(o, oi, s_sim[tid], s_id[tid])) {
-                s_sim[tid] = o;
-                s_id[tid] = oi;
-            }
-        }
-        __syncthreads();
-    }
+    ct_block_reduce(s_sim, s_id, tid);
     if (tid == 0) {
         best[2 * b] = s_sim[0];
         best[2 * b + 1] = (s_id[0] == CT_NO_ID) ? -1.0 : (double)s_id[0];
