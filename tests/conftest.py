@@ -39,3 +39,12 @@ def shared_data():
     if d is None:
         pytest.skip("shared data folder not found (set CUTEXT_DATA)")
     return d
+
+
+@pytest.fixture(scope="session")
+def arpa(shared_data):
+    """The ARPA models of the shared data (``arpa/``); tests needing them skip without it."""
+    d = shared_data / "arpa"
+    if not d.is_dir():
+        pytest.skip("no arpa/ in the shared data")
+    return d

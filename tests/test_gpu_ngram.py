@@ -19,14 +19,6 @@ TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def arpa(shared_data):
-    d = shared_data / "arpa"
-    if not d.is_dir():
-        pytest.skip("no arpa/ in the shared data")
-    return d
-
-
-@pytest.fixture(scope="module")
 def abc_pair(arpa):
     path = arpa / "lmplz" / "abc.o3.arpa.gz"
     return NGramModel.load(path, backend="cpu"), NGramModel.load(path, backend="gpu")

@@ -28,14 +28,6 @@ TOL = 1e-4
 
 
 @pytest.fixture(scope="session")
-def arpa(shared_data):
-    d = shared_data / "arpa"
-    if not d.is_dir():
-        pytest.skip("no arpa/ in the shared data")
-    return d
-
-
-@pytest.fixture(scope="session")
 def abc(arpa):
     return NGramModel.load(arpa / "lmplz" / "abc.o3.arpa.gz", backend="cpu")
 
