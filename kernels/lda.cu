@@ -74,6 +74,42 @@ extern "C" __global__ void lda_rebuild_d(const long long* doc_ptr, const long lo
     d_nnz[d] = nnz;
 }
 
+// The same D rows from a per-document histogram in shared memory (K + blockDim.x ints), one block per
+// document: token topics (gathered through the inverted index doc_tok) counted with shared atomics,
+// then the nonzero bins written in topic order (each thread a contiguous range of bins, offsets from
+// a scan by thread 0).  Equal to lda_rebuild_d's rows: topics ascending, counts > 0.
+extern "C" __global__ void lda_rebuild_d_hist(const long long* doc_ptr, const long long* doc_tok, const int* z,
+                                              int n_docs, int K, int* d_topic, int* d_cnt, int* d_nnz) {
+    extern __shared__ int sW[];
+    int* hist = sW;
+    int* part = sW + K;
+    const int d = blockIdx.x;
+    if (d >= n_docs) return;
+    const long long b = doc_ptr[d], e = doc_ptr[d + 1];
+    for (int k = threadIdx.x; k < K; k += blockDim.x) hist[k] = 0;
+    __syncthreads();
+    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) atomicAdd(&hist[z[doc_tok[i]]], 1);
+    __syncthreads();
+    const int per = (K + blockDim.x - 1) / blockDim.x;
+    const int k0 = threadIdx.x * per;
+    const int k1 = k0 + per < K ? k0 + per : K;
+    int c = 0;
+    for (int k = k0; k < k1; k++) c += hist[k] != 0;
+    part[threadIdx.x] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int acc = 0;
+        for (int i = 0; i < (int)blockDim.x; i++) { int x = part[i]; part[i] = acc; acc += x; }
+        d_nnz[d] = acc;
+    }
+    __syncthreads();
+    int o = part[threadIdx.x];
+    for (int k = k0; k < k1; k++) {
+        int h = hist[k];
+        if (h) { d_topic[b + o] = k; d_cnt[b + o] = h; o++; }
+    }
+}
+
 // Per word: What[v][k] = (W[v][k] + beta) / (n_k + V beta) rounded to float (Eq. 1 part 2),
 // running sums qcum (float, rounded from a double accumulator) and qtot (double), and the top-3
 // topics of What[v] (first index wins ties) for three-branch sampling (Eq. 7).
@@ -105,111 +141,167 @@ extern "C" __global__ void lda_prepare_words(const int* W, const long long* nk, 
     topv[3 * v + 2] = k3 >= 0 ? t3 : 0.0f;
 }
 
+// Position of topic k in the sorted D row [base, base+nnz), or -1 (binary search)
+__device__ __forceinline__ int lda_pos(const int* d_topic, long long base, int nnz, int k) {
+    int lo = 0, hi = nnz;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (d_topic[base + mid] < k) lo = mid + 1; else hi = mid;
+    }
+    return (lo < nnz && d_topic[base + lo] == k) ? lo : -1;
+}
+
+#define LDA_FULL 0xffffffffu
+
 // One Gibbs draw per token against the counts of the previous pass (paper 000 Eq. 3-4 and, with
-// three != 0, Eq. 6-10 with g = 2).  With exclude != 0 the token's own assignment is taken out of
-// its counts (collapsed Gibbs, paper 001 Eq. 1): D[d][z]-1 always, and W[v][z]-w_self,
-// n_z-w_self (w_self = 1 while training, 0 for inference with W fixed).
+// three != 0, Eq. 6-10 with g = 2), one WARP per token.  With exclude != 0 the token's own
+// assignment is taken out of its counts (collapsed Gibbs, paper 001 Eq. 1): D[d][z]-1 always, and
+// W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0 for inference with W fixed).
+//
+// S' = sum over the nonzeros j of D[d] (topics other than K1 and the own topic zs) of
+// cnt_j * What[v][topic_j], defined lane-major: lane l sums the entries j = l, l+32, ... in order
+// (float64), skipping K1; the own topic's entry value is then subtracted from its lane's sum; an
+// inclusive Kogge-Stone scan of the 32 lane sums gives S' (lane 31) and the lane offsets.  The S
+// branch picks the first lane whose inclusive sum exceeds the target and has a positive lane sum
+// (else the last lane with a positive sum) and rescans that lane's entries from its exclusive offset
+// (falling through to the lane's last entry).  The lane sums skip only K1, which depends on the word
+// alone, so consecutive tokens of the same (word, document) share them (tokens are sorted by word
+// and document inside a chunk).  The numba twin kernels/lda.py::_sample_cpu performs the same
+// float operations in the same order, so draws are equal token for token.
+// Launch: blocks of 256 threads (8 warps); warp w samples tokens [w * per_warp, (w+1) * per_warp).
 // flags: 0 = S or Q branch, 1 = max-topic branch after building S', 2 = skipped (decided by the
 // S_est bound before S' is built), 3 = own-topic branch.
 extern "C" __global__ void lda_sample(
-        long long n, const int* word, const int* doc, const long long* keys, const int* z,
+        long long n, int per_warp, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
         const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
         double w_self, u64 seed, u64 it, int three, int exclude, int* z_out, signed char* flags) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    int v = word[t];
-    int d = doc[t];
-    int zo = z[t];
-    long long row = (long long)v * K;
-    long long base = doc_ptr[d];
-    int L = (int)(doc_ptr[d + 1] - base);
-    int nnz = d_nnz[d];
-    double u = lda_uniform(seed, it, (u64)keys[t]);
-
-    int K1 = -1;
-    double a1d = 0.0;
-    double M = 0.0;
-    int b1 = 0;
-    if (three) {
-        K1 = top[2 * v];
-        a1d = (double)topv[3 * v];
-        b1 = lda_find(d_topic, d_cnt, base, nnz, K1);
-        if (exclude && zo == K1) {
-            double wadj = ((double)W[row + K1] - w_self + beta) / ((double)nk[K1] - w_self + vbeta);
-            M = ((double)b1 - 1.0 + alpha) * wadj;
-        } else {
-            M = ((double)b1 + alpha) * a1d;
+    const int lane = threadIdx.x & 31;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    long long t0 = warp * per_warp;
+    if (t0 >= n) return;
+    long long t1 = t0 + per_warp;
+    if (t1 > n) t1 = n;
+    int pv = -1, pd = -1;
+    double A = 0.0;  // this lane's sum of cnt_j * What[v][topic_j], j = lane (mod 32), topic != K1
+    for (long long t = t0; t < t1; t++) {
+        const int v = word[t];
+        const int d = doc[t];
+        const int zo = z[t];
+        const long long row = (long long)v * K;
+        const long long base = doc_ptr[d];
+        const int L = (int)(doc_ptr[d + 1] - base);
+        const int nnz = d_nnz[d];
+        const double u = lda_uniform(seed, it, (u64)keys[t]);
+        int K1 = -1, K2 = -1;
+        if (three) { K1 = top[2 * v]; K2 = top[2 * v + 1]; }
+        const int zs = (exclude && zo != K1) ? zo : -1;
+        // three searches of the D row at once: lane 0 -> K1, lane 1 -> K2, lane 2 -> own topic
+        int want = lane == 0 ? K1 : (lane == 1 ? K2 : (lane == 2 ? zs : -1));
+        int pos = want >= 0 ? lda_pos(d_topic, base, nnz, want) : -1;
+        const int p1 = __shfl_sync(LDA_FULL, pos, 0);
+        const int p2 = __shfl_sync(LDA_FULL, pos, 1);
+        const int pz = __shfl_sync(LDA_FULL, pos, 2);
+        double a1d = 0.0;
+        double M = 0.0;
+        if (three) {
+            const int b1 = p1 >= 0 ? d_cnt[base + p1] : 0;
+            a1d = (double)topv[3 * v];
+            if (exclude && zo == K1) {
+                double wadj = ((double)W[row + K1] - w_self + beta) / ((double)nk[K1] - w_self + vbeta);
+                M = ((double)b1 - 1.0 + alpha) * wadj;
+            } else {
+                M = ((double)b1 + alpha) * a1d;
+            }
+            // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
+            const int b2 = p2 >= 0 ? d_cnt[base + p2] : 0;
+            double a2d = (double)topv[3 * v + 1];
+            double a3d = (double)topv[3 * v + 2];
+            double rest = (double)(L - b1 - b2);
+            double sest = a2d * (double)b2 + a3d * rest;
+            double qb = alpha * (qtot[v] - a1d);
+            double tt = M + sest;
+            tt = tt + qb;
+            if (u * tt < M) {
+                if (lane == 0) { z_out[t] = K1; flags[t] = 2; }
+                continue;
+            }
         }
-        // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
-        int K2 = top[2 * v + 1];
-        int b2 = K2 >= 0 ? lda_find(d_topic, d_cnt, base, nnz, K2) : 0;
-        double a2d = (double)topv[3 * v + 1];
-        double a3d = (double)topv[3 * v + 2];
-        double rest = (double)(L - b1 - b2);
-        double sest = a2d * (double)b2 + a3d * rest;
-        double qb = alpha * (qtot[v] - a1d);
-        double tt = M + sest;
-        tt = tt + qb;
-        if (u * tt < M) {
-            z_out[t] = K1;
-            flags[t] = 2;
-            return;
+        double zw = 0.0, wzs = 0.0, szs = 0.0;
+        if (zs >= 0) {
+            const int dz = pz >= 0 ? d_cnt[base + pz] : 0;
+            double wadj = ((double)W[row + zs] - w_self + beta) / ((double)nk[zs] - w_self + vbeta);
+            zw = ((double)dz - 1.0 + alpha) * wadj;
+            wzs = (double)what[row + zs];
+            szs = (double)dz * wzs;
+        }
+        if (v != pv || d != pd) {
+            A = 0.0;
+            for (int j = lane; j < nnz; j += 32) {
+                const int k = d_topic[base + j];
+                if (k == K1) continue;
+                A = A + (double)d_cnt[base + j] * (double)what[row + k];
+            }
+            pv = v;
+            pd = d;
+        }
+        double a = A;
+        if (pz >= 0 && (pz & 31) == lane) a = a - szs;
+        double incl = a;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            double y = __shfl_up_sync(LDA_FULL, incl, off);
+            if (lane >= off) incl = y + incl;
+        }
+        const double s = __shfl_sync(LDA_FULL, incl, 31);
+        double excl = __shfl_up_sync(LDA_FULL, incl, 1);
+        if (lane == 0) excl = 0.0;
+        double q = qtot[v];
+        if (K1 >= 0) q = q - a1d;
+        if (zs >= 0) q = q - wzs;
+        double Q = alpha * q;
+        double tot = M + zw;
+        tot = tot + s;
+        tot = tot + Q;
+        double x = u * tot;
+        if (x < M) { if (lane == 0) { z_out[t] = K1; flags[t] = 1; } continue; }
+        x = x - M;
+        if (x < zw) { if (lane == 0) { z_out[t] = zs; flags[t] = 3; } continue; }
+        x = x - zw;
+        if (lane == 0) flags[t] = 0;
+        if (x < s) {
+            unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
+            int Ls;
+            if (m) Ls = __ffs(m) - 1;
+            else Ls = 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
+            if (lane == Ls) {
+                double acc = excl;
+                int last = -1;
+                for (int j = lane; j < nnz; j += 32) {
+                    const int k = d_topic[base + j];
+                    if (k == K1 || k == zs) continue;
+                    acc = acc + (double)d_cnt[base + j] * (double)what[row + k];
+                    last = k;
+                    if (acc > x) break;
+                }
+                z_out[t] = last;
+            }
+            continue;
+        }
+        if (lane == 0) {
+            double y = x - s;
+            int lo = 0, hi = K - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) >> 1;
+                double c = (double)qcum[row + mid];
+                if (K1 >= 0 && mid >= K1) c = c - a1d;
+                if (zs >= 0 && mid >= zs) c = c - wzs;
+                if (alpha * c > y) hi = mid; else lo = mid + 1;
+            }
+            z_out[t] = lo;
         }
     }
-    int zs = -1;
-    double zw = 0.0;
-    double wzs = 0.0;
-    if (exclude && zo != K1) {
-        zs = zo;
-        int dz = lda_find(d_topic, d_cnt, base, nnz, zs);
-        double wadj = ((double)W[row + zs] - w_self + beta) / ((double)nk[zs] - w_self + vbeta);
-        zw = ((double)dz - 1.0 + alpha) * wadj;
-        wzs = (double)what[row + zs];
-    }
-    double s = 0.0;
-    for (int j = 0; j < nnz; j++) {
-        int k = d_topic[base + j];
-        if (k == K1 || k == zs) continue;
-        s = s + (double)d_cnt[base + j] * (double)what[row + k];
-    }
-    double q = qtot[v];
-    if (K1 >= 0) q = q - a1d;
-    if (zs >= 0) q = q - wzs;
-    double Q = alpha * q;
-    double tot = M + zw;
-    tot = tot + s;
-    tot = tot + Q;
-    double x = u * tot;
-    if (x < M) { z_out[t] = K1; flags[t] = 1; return; }
-    x = x - M;
-    if (x < zw) { z_out[t] = zs; flags[t] = 3; return; }
-    x = x - zw;
-    flags[t] = 0;
-    if (x < s) {
-        double acc = 0.0;
-        int last = -1;
-        for (int j = 0; j < nnz; j++) {
-            int k = d_topic[base + j];
-            if (k == K1 || k == zs) continue;
-            acc = acc + (double)d_cnt[base + j] * (double)what[row + k];
-            last = k;
-            if (acc > x) break;
-        }
-        z_out[t] = last;
-        return;
-    }
-    double y = x - s;
-    int lo = 0, hi = K - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        double c = (double)qcum[row + mid];
-        if (K1 >= 0 && mid >= K1) c = c - a1d;
-        if (zs >= 0 && mid >= zs) c = c - wzs;
-        if (alpha * c > y) hi = mid; else lo = mid + 1;
-    }
-    z_out[t] = lo;
 }
 
 // Paper 001 (Alg. 2, 4) dense sampler for small K: DNT[d][k] = (D[d][k] - own + alpha) / (n_k - own + V beta)

@@ -44,6 +44,8 @@ _TWO_M53 = 1.1102230246251565404236316680908203125e-16
 
 FLAG_SQ, FLAG_MAX, FLAG_SKIP, FLAG_OWN = 0, 1, 2, 3
 THREADS = 256
+TOKENS_PER_WARP = 16   # lda_sample: consecutive tokens per warp (results do not depend on it)
+HIST_BYTES = 48 * 1024  # lda_rebuild_d_hist: K + THREADS int32 bins must fit this shared memory
 
 
 # ----------------------------------------------------------------------------- CUDA module
@@ -200,6 +202,10 @@ def _rebuild_d_cpu(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz):
 def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
     """Rebuild W and D from the token list (paper 000 section IV-C).
 
+    On the GPU, W is rebuilt with integer atomics; D with one block per document counting its topics
+    in a shared-memory histogram when ``K`` bins fit (``lda_rebuild_d_hist``), else by sorting
+    ``doc * K + z`` keys and run-length encoding them (``lda_rebuild_d``).  Both give the same rows.
+
     Returns
     -------
     (W int32 (V, K), nk int64 (K,), d_topic int32 (N,), d_cnt int32 (N,), d_nnz int32 (D,)) of the
@@ -213,13 +219,19 @@ def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
         W = cupy.zeros((V, K), dtype=np.int32)
         g, b = _grid(n)
         _kernel("lda_rebuild_w")(g, b, (word, z, np.int64(n), np.int32(K), W))
-        keys = doc.astype(np.int64) * K + z.astype(np.int64)
-        keys = cupy.sort(keys[doc_tok])
         d_topic = cupy.zeros(n, dtype=np.int32)
         d_cnt = cupy.zeros(n, dtype=np.int32)
         d_nnz = cupy.zeros(n_docs, dtype=np.int32)
-        g, b = _grid(n_docs)
-        _kernel("lda_rebuild_d")(g, b, (doc_ptr, keys, np.int32(n_docs), np.int32(K), d_topic, d_cnt, d_nnz))
+        if (K + THREADS) * 4 <= HIST_BYTES:
+            if n_docs:
+                _kernel("lda_rebuild_d_hist")((n_docs,), (THREADS,), (doc_ptr, doc_tok, z, np.int32(n_docs),
+                                                                      np.int32(K), d_topic, d_cnt, d_nnz),
+                                              shared_mem=(K + THREADS) * 4)
+        else:
+            keys = doc.astype(np.int64) * K + z.astype(np.int64)
+            keys = cupy.sort(keys[doc_tok])
+            g, b = _grid(n_docs)
+            _kernel("lda_rebuild_d")(g, b, (doc_ptr, keys, np.int32(n_docs), np.int32(K), d_topic, d_cnt, d_nnz))
         nk = W.sum(axis=0, dtype=np.int64)
         return W, nk, d_topic, d_cnt, d_nnz
     W = np.zeros((V, K), dtype=np.int32)
@@ -328,111 +340,163 @@ def _find(d_topic, d_cnt, base, nnz, k):
     return 0
 
 
+@numba.njit(inline="always", cache=True)
+def _pos(d_topic, base, nnz, k):
+    lo = 0
+    hi = nnz
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if d_topic[base + mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < nnz and d_topic[base + lo] == k:
+        return lo
+    return -1
+
+
+@numba.njit(cache=True)
+def _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
+                K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl):
+    """One token of ``lda_sample`` (the warp's 32 lanes as arrays ``lane`` (sums) and ``incl`` (scan))."""
+    v = word[t]
+    d = doc[t]
+    zo = z[t]
+    base = doc_ptr[d]
+    L = np.int64(doc_ptr[d + 1] - base)
+    nnz = d_nnz[d]
+    u = _uniform1(s_, it_, np.uint64(keys[t]))
+    K1 = -1
+    K2 = -1
+    if three:
+        K1 = top[v, 0]
+        K2 = top[v, 1]
+    zs = zo if (exclude and zo != K1) else -1
+    p1 = _pos(d_topic, base, nnz, K1) if K1 >= 0 else -1
+    p2 = _pos(d_topic, base, nnz, K2) if K2 >= 0 else -1
+    pz = _pos(d_topic, base, nnz, zs) if zs >= 0 else -1
+    a1d = 0.0
+    M = 0.0
+    if three:
+        b1 = d_cnt[base + p1] if p1 >= 0 else 0
+        a1d = np.float64(topv[v, 0])
+        if exclude and zo == K1:
+            wadj = (np.float64(W[v, K1]) - w_self + beta) / (np.float64(nk[K1]) - w_self + vbeta)
+            M = (np.float64(b1) - 1.0 + alpha) * wadj
+        else:
+            M = (np.float64(b1) + alpha) * a1d
+        b2 = d_cnt[base + p2] if p2 >= 0 else 0
+        a2d = np.float64(topv[v, 1])
+        a3d = np.float64(topv[v, 2])
+        rest = np.float64(L - b1 - b2)
+        sest = a2d * np.float64(b2) + a3d * rest
+        qb = alpha * (qtot[v] - a1d)
+        tt = M + sest
+        tt = tt + qb
+        if u * tt < M:
+            z_out[t] = K1
+            flags[t] = 2
+            return
+    zw = 0.0
+    wzs = 0.0
+    szs = 0.0
+    if zs >= 0:
+        dz = d_cnt[base + pz] if pz >= 0 else 0
+        wadj = (np.float64(W[v, zs]) - w_self + beta) / (np.float64(nk[zs]) - w_self + vbeta)
+        zw = (np.float64(dz) - 1.0 + alpha) * wadj
+        wzs = np.float64(what[v, zs])
+        szs = np.float64(dz) * wzs
+    for ln in range(32):
+        lane[ln] = 0.0
+    for j in range(nnz):
+        k = d_topic[base + j]
+        if k == K1:
+            continue
+        lane[j & 31] = lane[j & 31] + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
+    if pz >= 0:
+        lane[pz & 31] = lane[pz & 31] - szs
+    for ln in range(32):
+        incl[ln] = lane[ln]
+    off = 1
+    while off < 32:  # Kogge-Stone: incl[ln] = incl_old[ln - off] + incl_old[ln], high lanes first
+        for ln in range(31, off - 1, -1):
+            incl[ln] = incl[ln - off] + incl[ln]
+        off <<= 1
+    s = incl[31]
+    q = qtot[v]
+    if K1 >= 0:
+        q = q - a1d
+    if zs >= 0:
+        q = q - wzs
+    Q = alpha * q
+    tot = M + zw
+    tot = tot + s
+    tot = tot + Q
+    x = u * tot
+    if x < M:
+        z_out[t] = K1
+        flags[t] = 1
+        return
+    x = x - M
+    if x < zw:
+        z_out[t] = zs
+        flags[t] = 3
+        return
+    x = x - zw
+    flags[t] = 0
+    if x < s:
+        Ls = -1
+        for ln in range(32):
+            if incl[ln] > x and lane[ln] > 0.0:
+                Ls = ln
+                break
+        if Ls < 0:
+            for ln in range(31, -1, -1):
+                if lane[ln] > 0.0:
+                    Ls = ln
+                    break
+        acc = incl[Ls - 1] if Ls > 0 else 0.0
+        last = -1
+        for j in range(Ls, nnz, 32):
+            k = d_topic[base + j]
+            if k == K1 or k == zs:
+                continue
+            acc = acc + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
+            last = k
+            if acc > x:
+                break
+        z_out[t] = last
+        return
+    y = x - s
+    lo = 0
+    hi = K - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        c = np.float64(qcum[v, mid])
+        if K1 >= 0 and mid >= K1:
+            c = c - a1d
+        if zs >= 0 and mid >= zs:
+            c = c - wzs
+        if alpha * c > y:
+            hi = mid
+        else:
+            lo = mid + 1
+    z_out[t] = lo
+
+
 @numba.njit(cache=True, parallel=True)
 def _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
                 K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
-    for t in numba.prange(word.shape[0]):
-        v = word[t]
-        d = doc[t]
-        zo = z[t]
-        base = doc_ptr[d]
-        L = np.int64(doc_ptr[d + 1] - base)
-        nnz = d_nnz[d]
-        u = _uniform1(s_, it_, np.uint64(keys[t]))
-        K1 = -1
-        a1d = 0.0
-        M = 0.0
-        done = False
-        if three:
-            K1 = top[v, 0]
-            a1d = np.float64(topv[v, 0])
-            b1 = _find(d_topic, d_cnt, base, nnz, K1)
-            if exclude and zo == K1:
-                wadj = (np.float64(W[v, K1]) - w_self + beta) / (np.float64(nk[K1]) - w_self + vbeta)
-                M = (np.float64(b1) - 1.0 + alpha) * wadj
-            else:
-                M = (np.float64(b1) + alpha) * a1d
-            K2 = top[v, 1]
-            b2 = _find(d_topic, d_cnt, base, nnz, K2) if K2 >= 0 else 0
-            a2d = np.float64(topv[v, 1])
-            a3d = np.float64(topv[v, 2])
-            rest = np.float64(L - b1 - b2)
-            sest = a2d * np.float64(b2) + a3d * rest
-            qb = alpha * (qtot[v] - a1d)
-            tt = M + sest
-            tt = tt + qb
-            if u * tt < M:
-                z_out[t] = K1
-                flags[t] = 2
-                done = True
-        if done:
-            continue
-        zs = -1
-        zw = 0.0
-        wzs = 0.0
-        if exclude and zo != K1:
-            zs = zo
-            dz = _find(d_topic, d_cnt, base, nnz, zs)
-            wadj = (np.float64(W[v, zs]) - w_self + beta) / (np.float64(nk[zs]) - w_self + vbeta)
-            zw = (np.float64(dz) - 1.0 + alpha) * wadj
-            wzs = np.float64(what[v, zs])
-        s = 0.0
-        for j in range(nnz):
-            k = d_topic[base + j]
-            if k == K1 or k == zs:
-                continue
-            s = s + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-        q = qtot[v]
-        if K1 >= 0:
-            q = q - a1d
-        if zs >= 0:
-            q = q - wzs
-        Q = alpha * q
-        tot = M + zw
-        tot = tot + s
-        tot = tot + Q
-        x = u * tot
-        if x < M:
-            z_out[t] = K1
-            flags[t] = 1
-            continue
-        x = x - M
-        if x < zw:
-            z_out[t] = zs
-            flags[t] = 3
-            continue
-        x = x - zw
-        flags[t] = 0
-        if x < s:
-            acc = 0.0
-            last = -1
-            for j in range(nnz):
-                k = d_topic[base + j]
-                if k == K1 or k == zs:
-                    continue
-                acc = acc + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-                last = k
-                if acc > x:
-                    break
-            z_out[t] = last
-            continue
-        y = x - s
-        lo = 0
-        hi = K - 1
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            c = np.float64(qcum[v, mid])
-            if K1 >= 0 and mid >= K1:
-                c = c - a1d
-            if zs >= 0 and mid >= zs:
-                c = c - wzs
-            if alpha * c > y:
-                hi = mid
-            else:
-                lo = mid + 1
-        z_out[t] = lo
+    n = word.shape[0]
+    step = 4096
+    for b in numba.prange((n + step - 1) // step):
+        lane = np.empty(32, dtype=np.float64)
+        incl = np.empty(32, dtype=np.float64)
+        for t in range(b * step, min(n, (b + 1) * step)):
+            _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
+                        K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl)
 
 
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,
@@ -481,8 +545,10 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
 
         z_out = cupy.empty(n, dtype=np.int32)
         flags = cupy.zeros(n, dtype=np.int8)
-        g, b = _grid(n)
-        _kernel("lda_sample")(g, b, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk,
+        n_warps = (n + TOKENS_PER_WARP - 1) // TOKENS_PER_WARP
+        g, b = _grid(n_warps * 32)
+        _kernel("lda_sample")(g, b, (np.int64(n), np.int32(TOKENS_PER_WARP), word, doc, keys, z, doc_ptr, d_topic,
+                                     d_cnt, d_nnz, W, nk,
                                      tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"])
                               + args_tail + (np.uint64(seed), np.uint64(iteration), np.int32(bool(three)),
                                              np.int32(bool(exclude)), z_out, flags))

@@ -1,9 +1,16 @@
 // Host emulation of kernels/lda.cu for tests/test_lda_cuda_host.py: every CUDA thread of a launch is run
 // in turn on the CPU (blocks of one thread for the dense kernel, whose shared-memory staging then
 // needs no barrier).  Compiled with -ffp-contract=off, the counterpart of nvcc's --fmad=false.
+// The warp-cooperative sampler lda_sample runs as 32 std::threads (one per lane) that meet at a
+// barrier in every shuffle and ballot (compiled as C++20 for std::barrier).
+#include <barrier>
 #include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
 struct dim3_ { unsigned x, y, z; };
-static dim3_ blockIdx, threadIdx, blockDim;
+static thread_local dim3_ blockIdx, threadIdx;
+static dim3_ blockDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -12,7 +19,52 @@ static inline int atomicAdd(int* a, int v) { int o = *a; *a += v; return o; }
 static inline void __syncthreads() {}
 int sW[1 << 16];  // the dynamic shared memory of the one-thread blocks (panel_words * K ints)
 using std::log2;
+
+// ---- warp intrinsics: every lane writes its value, all meet, every lane reads, all meet again
+static std::barrier<>* g_warp = nullptr;
+static unsigned long long g_slot[32];
+template <class T> static T __shfl_sync(unsigned, T v, int src) {
+    unsigned long long b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    g_slot[threadIdx.x & 31] = b;
+    g_warp->arrive_and_wait();
+    unsigned long long r = g_slot[src & 31];
+    g_warp->arrive_and_wait();
+    T out;
+    std::memcpy(&out, &r, sizeof(T));
+    return out;
+}
+template <class T> static T __shfl_up_sync(unsigned m, T v, unsigned off) {
+    int lane = threadIdx.x & 31;
+    return __shfl_sync(m, v, lane >= (int)off ? lane - (int)off : lane);  // low lanes keep their own value
+}
+static unsigned __ballot_sync(unsigned, int pred) {
+    g_slot[threadIdx.x & 31] = pred ? 1ULL : 0ULL;
+    g_warp->arrive_and_wait();
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) m |= (g_slot[l] ? 1u : 0u) << l;
+    g_warp->arrive_and_wait();
+    return m;
+}
+static inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
+static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+
 #include LDA_CU  // -DLDA_CU='"path/to/kernels/lda.cu"'
+
+// run fn(lane) on 32 threads that form one warp, block after block (blockDim.x = 32)
+template <class F> static void warps(long long n_warps, F fn) {
+    std::barrier<> bar(32);
+    g_warp = &bar;
+    blockDim.x = 32;
+    std::vector<std::thread> th;
+    for (int lane = 0; lane < 32; lane++)
+        th.emplace_back([&, lane] {
+            threadIdx.x = (unsigned)lane;
+            for (long long w = 0; w < n_warps; w++) { blockIdx.x = (unsigned)w; fn(); }
+        });
+    for (auto& x : th) x.join();
+    g_warp = nullptr;
+}
 
 static void grid1(long long n, long long t) { blockDim.x = 256; blockIdx.x = (unsigned)(t / 256); threadIdx.x = (unsigned)(t % 256); (void)n; }
 
@@ -27,16 +79,15 @@ void h_prepare(const int* W, const long long* nk, int V, int K, double beta, dou
                double* qtot, int* top, float* topv) {
     for (long long t = 0; t < V; t++) { grid1(V, t); lda_prepare_words(W, nk, V, K, beta, vbeta, what, qcum, qtot, top, topv); }
 }
-void h_sample(long long n, const int* word, const int* doc, const long long* keys, const int* z, const long long* doc_ptr,
+void h_sample(long long n, int per_warp, const int* word, const int* doc, const long long* keys, const int* z, const long long* doc_ptr,
               const int* d_topic, const int* d_cnt, const int* d_nnz, const int* W, const long long* nk,
               const float* what, const float* qcum, const double* qtot, const int* top, const float* topv, int K,
               double alpha, double beta, double vbeta, double w_self, u64 seed, u64 it, int three, int exclude,
               int* z_out, signed char* flags) {
-    for (long long t = 0; t < n; t++) {
-        grid1(n, t);
-        lda_sample(n, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv, K,
-                   alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags);
-    }
+    warps((n + per_warp - 1) / per_warp, [&] {
+        lda_sample(n, per_warp, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top,
+                   topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags);
+    });
 }
 void h_dnt(const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz, const long long* nk,
            int n_docs, int K, double alpha, double vbeta, float* dnt) {
@@ -60,6 +111,11 @@ void h_llpt(long long n, const int* word, const int* doc, const long long* doc_p
 }
 void h_rebuild_w(const int* word, const int* z, long long n, int K, int* W) {
     for (long long t = 0; t < n; t++) { grid1(n, t); lda_rebuild_w(word, z, n, K, W); }
+}
+void h_rebuild_d_hist(const long long* doc_ptr, const long long* doc_tok, const int* z, int n_docs, int K,
+                      int* d_topic, int* d_cnt, int* d_nnz) {
+    blockDim.x = 1; threadIdx.x = 0;
+    for (int d = 0; d < n_docs; d++) { blockIdx.x = (unsigned)d; lda_rebuild_d_hist(doc_ptr, doc_tok, z, n_docs, K, d_topic, d_cnt, d_nnz); }
 }
 void h_rebuild_d(const long long* doc_ptr, const long long* keys, int n_docs, int K, int* d_topic, int* d_cnt, int* d_nnz) {
     for (long long t = 0; t < n_docs; t++) { grid1(n_docs, t); lda_rebuild_d(doc_ptr, keys, n_docs, K, d_topic, d_cnt, d_nnz); }

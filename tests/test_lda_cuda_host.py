@@ -28,8 +28,8 @@ def lib(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler")
     so = tmp_path_factory.mktemp("cuda-host") / "lda_host.so"
-    cmd = [cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
-           f'-DLDA_CU="{CU}"', str(HERE / "cuda_host_harness.cpp"), "-o", str(so)]
+    cmd = [cxx, "-std=c++20", "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
+           f'-DLDA_CU="{CU}"', str(HERE / "cuda_host_harness.cpp"), "-o", str(so), "-lpthread"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(so))
 
@@ -78,6 +78,11 @@ def test_rng_init_rebuild_prepare(lib, reuters):
     np.testing.assert_array_equal(th, dt)
     np.testing.assert_array_equal(ch_, dc)
     np.testing.assert_array_equal(nh, dn)
+    th, ch_, nh = np.zeros(ch.n_tokens, np.int32), np.zeros(ch.n_tokens, np.int32), np.zeros(ch.n_docs, np.int32)
+    call(lib, "h_rebuild_d_hist", ch.doc_ptr, ch.doc_tok, z, np.int32(ch.n_docs), np.int32(K), th, ch_, nh)
+    np.testing.assert_array_equal(nh, dn)
+    np.testing.assert_array_equal(th, dt)  # padding past d_nnz is zero on both sides
+    np.testing.assert_array_equal(ch_, dc)
     tb = K_.prepare_words(W, nk, 0.01, ch.V * 0.01)
     out = {"what": np.empty((ch.V, K), np.float32), "qcum": np.empty((ch.V, K), np.float32),
            "qtot": np.empty(ch.V), "top": np.empty((ch.V, 2), np.int32), "topv": np.empty((ch.V, 3), np.float32)}
@@ -87,10 +92,15 @@ def test_rng_init_rebuild_prepare(lib, reuters):
         np.testing.assert_array_equal(out[k], tb[k], err_msg=k)
 
 
-@pytest.mark.parametrize("sampler,exclude,K", [("sparse", True, 40), ("sparse", False, 40),
-                                               ("three_branch", True, 40), ("three_branch", False, 300),
-                                               ("dense", True, 40), ("dense", False, 64)])
-def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K):
+WINDOW = 300
+
+
+@pytest.mark.parametrize("sampler,exclude,K,per_warp", [("sparse", True, 40, 16), ("sparse", False, 40, 1),
+                                                        ("three_branch", True, 40, 5), ("three_branch", False, 300, 16),
+                                                        ("dense", True, 40, 0), ("dense", False, 64, 0)])
+def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K, per_warp):
+    """per_warp: tokens per warp of lda_sample; the lane sums shared by a (word, document) run must not
+    depend on where the warps' ranges cut the runs."""
     ch = build_chunks(reuters, K, n_chunks=2)
     st = GibbsState(ch, K, 0.1, 0.05, seed=11)
     n = np.int64(ch.n_tokens)
@@ -111,17 +121,29 @@ def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K):
                  st.d_cnt, st.d_nnz, Wp, st.nk, dnt, np.int32(K), np.int32(pw), st.alpha, st.beta, st.vbeta, 1.0,
                  np.uint64(st.seed), np.uint64(it), np.int32(exclude), zh)
         else:
-            zh = np.empty(ch.n_tokens, np.int32)
-            fh = np.zeros(ch.n_tokens, np.int8)
+            # the emulated warp (32 threads meeting at a barrier in every shuffle) costs about a millisecond
+            # per token on 2 cores: emulate windows at the start, middle and end of the chunk order
+            zh = st.z.copy()
+            fh = np.full(ch.n_tokens, -1, np.int8)
             tb = st.tables
-            call(lib, "h_sample", n, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz,
-                 st.W, st.nk, tb["what"], tb["qcum"], tb["qtot"], tb["top"], tb["topv"], np.int32(K), st.alpha,
-                 st.beta, st.vbeta, 1.0, np.uint64(st.seed), np.uint64(it), np.int32(sampler == "three_branch"),
-                 np.int32(exclude), zh, fh)
-        c = st.sample_pass(it, sampler, exclude)
-        np.testing.assert_array_equal(zh, st._pending, err_msg=f"iteration {it}")
-        if sampler != "dense":
-            assert int((fh == K_.FLAG_SKIP).sum()) == c["skipped"]
+            for a in (0, ch.n_tokens // 2 - 97, ch.n_tokens - WINDOW):
+                w = slice(a, a + WINDOW)
+                call(lib, "h_sample", np.int64(WINDOW), np.int32(per_warp), st.word[w], st.doc[w], st.keys[w],
+                     st.z[w], st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W, st.nk, tb["what"], tb["qcum"],
+                     tb["qtot"], tb["top"], tb["topv"], np.int32(K), st.alpha, st.beta, st.vbeta, 1.0,
+                     np.uint64(st.seed), np.uint64(it), np.int32(sampler == "three_branch"), np.int32(exclude),
+                     zh[w], fh[w])
+        st.sample_pass(it, sampler, exclude)
+        if sampler == "dense":
+            np.testing.assert_array_equal(zh, st._pending, err_msg=f"iteration {it}")
+        else:
+            _, flags = K_.sample(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W,
+                                 st.nk, st.tables, alpha=st.alpha, beta=st.beta, vbeta=st.vbeta, seed=st.seed,
+                                 iteration=it, three=sampler == "three_branch", exclude=exclude)
+            done = fh >= 0
+            assert done.sum() == 3 * WINDOW
+            np.testing.assert_array_equal(zh[done], st._pending[done], err_msg=f"iteration {it}")
+            np.testing.assert_array_equal(fh[done], flags[done], err_msg=f"iteration {it}")
         st.commit()
     terms = np.empty(ch.n_tokens)
     call(lib, "h_llpt", n, st.word, st.doc, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.tables["what"],
