@@ -141,68 +141,132 @@ extern "C" __global__ void lda_prepare_words(const int* W, const long long* nk, 
     topv[3 * v + 2] = k3 >= 0 ? t3 : 0.0f;
 }
 
-// Position of topic k in the sorted D row [base, base+nnz), or -1 (binary search)
-__device__ __forceinline__ int lda_pos(const int* d_topic, long long base, int nnz, int k) {
-    int lo = 0, hi = nnz;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (d_topic[base + mid] < k) lo = mid + 1; else hi = mid;
-    }
-    return (lo < nnz && d_topic[base + lo] == k) ? lo : -1;
-}
-
 #define LDA_FULL 0xffffffffu
 
+// Positions of three topics (t[i] < 0: none) in the sorted D row [base, base+nnz), searched by the
+// whole warp at once: 32 pivots a step (one load per lane per topic, a ballot picks the segment), then
+// the last segment of <= 32 entries compared lane by lane.  -1 where absent.  Warp-uniform result.
+__device__ __forceinline__ void lda_warp_pos3(const int* d_topic, long long base, int nnz, const int t[3],
+                                              int lane, int out[3]) {
+    int lo[3], len[3];
+#pragma unroll
+    for (int i = 0; i < 3; i++) { lo[i] = 0; len[i] = t[i] >= 0 ? nnz : 0; out[i] = -1; }
+    int mx = nnz;
+    while (mx > 32) {
+        int piv[3];
+        int stride[3];
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            stride[i] = (len[i] + 31) >> 5;
+            int idx = lo[i] + lane * stride[i];
+            piv[i] = (len[i] > 32 && idx < lo[i] + len[i]) ? d_topic[base + idx] : 0x7fffffff;
+        }
+        mx = 0;
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            unsigned m = __ballot_sync(LDA_FULL, piv[i] <= t[i]);
+            if (len[i] > 32) {
+                if (!m) { len[i] = 0; }
+                else {
+                    int h = 31 - __clz(m);
+                    int nlo = lo[i] + h * stride[i];
+                    int end = lo[i] + len[i];
+                    lo[i] = nlo;
+                    len[i] = (nlo + stride[i] < end ? nlo + stride[i] : end) - nlo;
+                }
+            }
+            mx = len[i] > mx ? len[i] : mx;
+        }
+    }
+    int e[3];
+#pragma unroll
+    for (int i = 0; i < 3; i++) e[i] = lane < len[i] ? d_topic[base + lo[i] + lane] : -1;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        unsigned m = __ballot_sync(LDA_FULL, len[i] > 0 && e[i] == t[i]);
+        out[i] = m ? lo[i] + __ffs(m) - 1 : -1;
+    }
+}
+
+// inclusive Kogge-Stone scan over the 32 lanes (lane l receives old[l - off] + old[l] for off = 1..16)
+__device__ __forceinline__ double lda_warp_scan(double x, int lane) {
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        double y = __shfl_up_sync(LDA_FULL, x, off);
+        if (lane >= off) x = y + x;
+    }
+    return x;
+}
+
 // One Gibbs draw per token against the counts of the previous pass (paper 000 Eq. 3-4 and, with
-// three != 0, Eq. 6-10 with g = 2), one WARP per token.  With exclude != 0 the token's own
-// assignment is taken out of its counts (collapsed Gibbs, paper 001 Eq. 1): D[d][z]-1 always, and
-// W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0 for inference with W fixed).
+// three != 0, Eq. 6-10 with g = 2); one WARP samples 32 consecutive tokens, one after another.  With
+// exclude != 0 the token's own assignment is taken out of its counts (collapsed Gibbs, paper 001
+// Eq. 1): D[d][z]-1 always, and W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0 for
+// inference with W fixed).
 //
 // S' = sum over the nonzeros j of D[d] (topics other than K1 and the own topic zs) of
 // cnt_j * What[v][topic_j], defined lane-major: lane l sums the entries j = l, l+32, ... in order
-// (float64), skipping K1; the own topic's entry value is then subtracted from its lane's sum; an
+// (float64), K1 adding 0; the own topic's entry value is then subtracted from its lane's sum; an
 // inclusive Kogge-Stone scan of the 32 lane sums gives S' (lane 31) and the lane offsets.  The S
-// branch picks the first lane whose inclusive sum exceeds the target and has a positive lane sum
-// (else the last lane with a positive sum) and rescans that lane's entries from its exclusive offset
-// (falling through to the lane's last entry).  The lane sums skip only K1, which depends on the word
-// alone, so consecutive tokens of the same (word, document) share them (tokens are sorted by word
-// and document inside a chunk).  The numba twin kernels/lda.py::_sample_cpu performs the same
+// branch takes the first lane Ls whose inclusive sum exceeds the target and whose own sum is positive
+// (else the last lane with a positive sum), then walks that lane's entries in rounds of 32: values
+// (0 for K1 and zs) are scanned across the warp (Kogge-Stone), added to a carry that starts at the
+// lane's exclusive offset, and the first entry with a positive value whose carry + prefix exceeds the
+// target is drawn (else the last positive entry of the lane).  The lane sums depend on the word and
+// the document only, so consecutive tokens of the same (word, document) share them (tokens are sorted
+// by word and document inside a chunk).  The numba twin kernels/lda.py::_sample_one performs the same
 // float operations in the same order, so draws are equal token for token.
-// Launch: blocks of 256 threads (8 warps); warp w samples tokens [w * per_warp, (w+1) * per_warp).
+// Launch: blocks of 256 threads (8 warps); warp w samples tokens [32 w, 32 w + 32); lane i holds token
+// 32 w + i (its data, its uniform number, its result), so loads and stores of token arrays coalesce.
 // flags: 0 = S or Q branch, 1 = max-topic branch after building S', 2 = skipped (decided by the
 // S_est bound before S' is built), 3 = own-topic branch.
 extern "C" __global__ void lda_sample(
-        long long n, int per_warp, const int* word, const int* doc, const long long* keys, const int* z,
+        long long n, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
         const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
         double w_self, u64 seed, u64 it, int three, int exclude, int* z_out, signed char* flags) {
     const int lane = threadIdx.x & 31;
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    long long t0 = warp * per_warp;
+    const long long t0 = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5;
     if (t0 >= n) return;
-    long long t1 = t0 + per_warp;
-    if (t1 > n) t1 = n;
+    const int cnt = n - t0 < 32 ? (int)(n - t0) : 32;
+    // lane i loads token t0 + i
+    int my_v = 0, my_d = 0, my_z = 0, my_nnz = 0, my_L = 0, my_k1 = -1, my_k2 = -1;
+    long long my_base = 0;
+    double my_u = 0.0;
+    if (lane < cnt) {
+        long long t = t0 + lane;
+        my_v = word[t];
+        my_d = doc[t];
+        my_z = z[t];
+        my_u = lda_uniform(seed, it, (u64)keys[t]);
+        my_base = doc_ptr[my_d];
+        my_L = (int)(doc_ptr[my_d + 1] - my_base);
+        my_nnz = d_nnz[my_d];
+        if (three) { my_k1 = top[2 * my_v]; my_k2 = top[2 * my_v + 1]; }
+    }
+    int res_z = 0;
+    signed char res_f = 0;
     int pv = -1, pd = -1;
     double A = 0.0;  // this lane's sum of cnt_j * What[v][topic_j], j = lane (mod 32), topic != K1
-    for (long long t = t0; t < t1; t++) {
-        const int v = word[t];
-        const int d = doc[t];
-        const int zo = z[t];
+    for (int i = 0; i < cnt; i++) {
+        const int v = __shfl_sync(LDA_FULL, my_v, i);
+        const int d = __shfl_sync(LDA_FULL, my_d, i);
+        const int zo = __shfl_sync(LDA_FULL, my_z, i);
+        const long long base = __shfl_sync(LDA_FULL, my_base, i);
+        const int L = __shfl_sync(LDA_FULL, my_L, i);
+        const int nnz = __shfl_sync(LDA_FULL, my_nnz, i);
+        const double u = __shfl_sync(LDA_FULL, my_u, i);
+        const int K1 = __shfl_sync(LDA_FULL, my_k1, i);
+        const int K2 = __shfl_sync(LDA_FULL, my_k2, i);
         const long long row = (long long)v * K;
-        const long long base = doc_ptr[d];
-        const int L = (int)(doc_ptr[d + 1] - base);
-        const int nnz = d_nnz[d];
-        const double u = lda_uniform(seed, it, (u64)keys[t]);
-        int K1 = -1, K2 = -1;
-        if (three) { K1 = top[2 * v]; K2 = top[2 * v + 1]; }
         const int zs = (exclude && zo != K1) ? zo : -1;
-        // three searches of the D row at once: lane 0 -> K1, lane 1 -> K2, lane 2 -> own topic
-        int want = lane == 0 ? K1 : (lane == 1 ? K2 : (lane == 2 ? zs : -1));
-        int pos = want >= 0 ? lda_pos(d_topic, base, nnz, want) : -1;
-        const int p1 = __shfl_sync(LDA_FULL, pos, 0);
-        const int p2 = __shfl_sync(LDA_FULL, pos, 1);
-        const int pz = __shfl_sync(LDA_FULL, pos, 2);
+        int want[3] = {K1, K2, zs};
+        int pos[3];
+        lda_warp_pos3(d_topic, base, nnz, want, lane, pos);
+        const int p1 = pos[0], p2 = pos[1], pz = pos[2];
+        int pick = -1;
+        signed char flag = 0;
         double a1d = 0.0;
         double M = 0.0;
         if (three) {
@@ -223,84 +287,97 @@ extern "C" __global__ void lda_sample(
             double qb = alpha * (qtot[v] - a1d);
             double tt = M + sest;
             tt = tt + qb;
-            if (u * tt < M) {
-                if (lane == 0) { z_out[t] = K1; flags[t] = 2; }
-                continue;
+            if (u * tt < M) { pick = K1; flag = 2; }
+        }
+        if (pick < 0) {
+            double zw = 0.0, wzs = 0.0, szs = 0.0;
+            if (zs >= 0) {
+                const int dz = pz >= 0 ? d_cnt[base + pz] : 0;
+                double wadj = ((double)W[row + zs] - w_self + beta) / ((double)nk[zs] - w_self + vbeta);
+                zw = ((double)dz - 1.0 + alpha) * wadj;
+                wzs = (double)what[row + zs];
+                szs = (double)dz * wzs;
             }
-        }
-        double zw = 0.0, wzs = 0.0, szs = 0.0;
-        if (zs >= 0) {
-            const int dz = pz >= 0 ? d_cnt[base + pz] : 0;
-            double wadj = ((double)W[row + zs] - w_self + beta) / ((double)nk[zs] - w_self + vbeta);
-            zw = ((double)dz - 1.0 + alpha) * wadj;
-            wzs = (double)what[row + zs];
-            szs = (double)dz * wzs;
-        }
-        if (v != pv || d != pd) {
-            A = 0.0;
-            for (int j = lane; j < nnz; j += 32) {
-                const int k = d_topic[base + j];
-                if (k == K1) continue;
-                A = A + (double)d_cnt[base + j] * (double)what[row + k];
-            }
-            pv = v;
-            pd = d;
-        }
-        double a = A;
-        if (pz >= 0 && (pz & 31) == lane) a = a - szs;
-        double incl = a;
+            if (v != pv || d != pd) {
+                A = 0.0;
+                for (int j = lane; j < nnz; j += 128) {
+                    int k[4], c[4];
 #pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            double y = __shfl_up_sync(LDA_FULL, incl, off);
-            if (lane >= off) incl = y + incl;
-        }
-        const double s = __shfl_sync(LDA_FULL, incl, 31);
-        double excl = __shfl_up_sync(LDA_FULL, incl, 1);
-        if (lane == 0) excl = 0.0;
-        double q = qtot[v];
-        if (K1 >= 0) q = q - a1d;
-        if (zs >= 0) q = q - wzs;
-        double Q = alpha * q;
-        double tot = M + zw;
-        tot = tot + s;
-        tot = tot + Q;
-        double x = u * tot;
-        if (x < M) { if (lane == 0) { z_out[t] = K1; flags[t] = 1; } continue; }
-        x = x - M;
-        if (x < zw) { if (lane == 0) { z_out[t] = zs; flags[t] = 3; } continue; }
-        x = x - zw;
-        if (lane == 0) flags[t] = 0;
-        if (x < s) {
-            unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
-            int Ls;
-            if (m) Ls = __ffs(m) - 1;
-            else Ls = 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
-            if (lane == Ls) {
-                double acc = excl;
-                int last = -1;
-                for (int j = lane; j < nnz; j += 32) {
-                    const int k = d_topic[base + j];
-                    if (k == K1 || k == zs) continue;
-                    acc = acc + (double)d_cnt[base + j] * (double)what[row + k];
-                    last = k;
-                    if (acc > x) break;
+                    for (int r = 0; r < 4; r++) {
+                        const int jj = j + 32 * r;
+                        k[r] = jj < nnz ? d_topic[base + jj] : K1;
+                        c[r] = jj < nnz ? d_cnt[base + jj] : 0;
+                    }
+                    double w4[4];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) w4[r] = (k[r] == K1) ? 0.0 : (double)what[row + k[r]];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) A = A + (double)c[r] * w4[r];
                 }
-                z_out[t] = last;
+                pv = v;
+                pd = d;
             }
-            continue;
-        }
-        if (lane == 0) {
-            double y = x - s;
-            int lo = 0, hi = K - 1;
-            while (lo < hi) {
-                int mid = (lo + hi) >> 1;
-                double c = (double)qcum[row + mid];
-                if (K1 >= 0 && mid >= K1) c = c - a1d;
-                if (zs >= 0 && mid >= zs) c = c - wzs;
-                if (alpha * c > y) hi = mid; else lo = mid + 1;
+            double a = A;
+            if (pz >= 0 && (pz & 31) == lane) a = a - szs;
+            const double incl = lda_warp_scan(a, lane);
+            const double s = __shfl_sync(LDA_FULL, incl, 31);
+            double excl = __shfl_up_sync(LDA_FULL, incl, 1);
+            double q = qtot[v];
+            if (K1 >= 0) q = q - a1d;
+            if (zs >= 0) q = q - wzs;
+            double Q = alpha * q;
+            double tot = M + zw;
+            tot = tot + s;
+            tot = tot + Q;
+            double x = u * tot;
+            if (x < M) { pick = K1; flag = 1; }
+            else {
+                x = x - M;
+                if (x < zw) { pick = zs; flag = 3; }
+                else {
+                    x = x - zw;
+                    if (x < s) {
+                        unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
+                        const int Ls = m ? __ffs(m) - 1 : 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
+                        double carry = __shfl_sync(LDA_FULL, excl, Ls);
+                        if (Ls == 0) carry = 0.0;
+                        int last = -1;
+                        for (int j0 = Ls; j0 < nnz && pick < 0; j0 += 32 * 32) {
+                            const int j = j0 + 32 * lane;
+                            int k = -1;
+                            double val = 0.0;
+                            if (j < nnz) {
+                                k = d_topic[base + j];
+                                if (k != K1 && k != zs) val = (double)d_cnt[base + j] * (double)what[row + k];
+                            }
+                            const double P = lda_warp_scan(val, lane);
+                            const unsigned hit = __ballot_sync(LDA_FULL, val > 0.0 && carry + P > x);
+                            if (hit) pick = __shfl_sync(LDA_FULL, k, __ffs(hit) - 1);
+                            const unsigned pos_m = __ballot_sync(LDA_FULL, val > 0.0);
+                            if (pos_m) last = __shfl_sync(LDA_FULL, k, 31 - __clz(pos_m));
+                            carry = carry + __shfl_sync(LDA_FULL, P, 31);
+                        }
+                        if (pick < 0) pick = last;
+                    } else {
+                        double y = x - s;
+                        int lo = 0, hi = K - 1;
+                        while (lo < hi) {
+                            int mid = (lo + hi) >> 1;
+                            double c = (double)qcum[row + mid];
+                            if (K1 >= 0 && mid >= K1) c = c - a1d;
+                            if (zs >= 0 && mid >= zs) c = c - wzs;
+                            if (alpha * c > y) hi = mid; else lo = mid + 1;
+                        }
+                        pick = lo;
+                    }
+                }
             }
-            z_out[t] = lo;
         }
+        if (lane == i) { res_z = pick; res_f = flag; }
+    }
+    if (lane < cnt) {
+        z_out[t0 + lane] = res_z;
+        flags[t0 + lane] = res_f;
     }
 }
 

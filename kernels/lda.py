@@ -44,7 +44,6 @@ _TWO_M53 = 1.1102230246251565404236316680908203125e-16
 
 FLAG_SQ, FLAG_MAX, FLAG_SKIP, FLAG_OWN = 0, 1, 2, 3
 THREADS = 256
-TOKENS_PER_WARP = 16   # lda_sample: consecutive tokens per warp (results do not depend on it)
 HIST_BYTES = 48 * 1024  # lda_rebuild_d_hist: K + THREADS int32 bins must fit this shared memory
 
 
@@ -355,10 +354,21 @@ def _pos(d_topic, base, nnz, k):
     return -1
 
 
+@numba.njit(inline="always", cache=True)
+def _scan32(x):
+    """In place: the inclusive Kogge-Stone scan of ``lda_warp_scan`` (x[l] = old[l - off] + old[l])."""
+    off = 1
+    while off < 32:
+        for ln in range(31, off - 1, -1):  # high lanes first, so x[ln - off] is still the old value
+            x[ln] = x[ln - off] + x[ln]
+        off <<= 1
+
+
 @numba.njit(cache=True)
 def _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl):
-    """One token of ``lda_sample`` (the warp's 32 lanes as arrays ``lane`` (sums) and ``incl`` (scan))."""
+                K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl, rk, rv, rp):
+    """One token of ``lda_sample``; the warp's 32 lanes are the scratch arrays: ``lane`` (lane sums),
+    ``incl`` (their scan), ``rk``, ``rv``, ``rp`` (topics, values and scan of one round of the S walk)."""
     v = word[t]
     d = doc[t]
     zo = z[t]
@@ -417,11 +427,7 @@ def _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, wh
         lane[pz & 31] = lane[pz & 31] - szs
     for ln in range(32):
         incl[ln] = lane[ln]
-    off = 1
-    while off < 32:  # Kogge-Stone: incl[ln] = incl_old[ln - off] + incl_old[ln], high lanes first
-        for ln in range(31, off - 1, -1):
-            incl[ln] = incl[ln - off] + incl[ln]
-        off <<= 1
+    _scan32(incl)
     s = incl[31]
     q = qtot[v]
     if K1 >= 0:
@@ -455,17 +461,35 @@ def _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, wh
                 if lane[ln] > 0.0:
                     Ls = ln
                     break
-        acc = incl[Ls - 1] if Ls > 0 else 0.0
+        # walk lane Ls's entries j = Ls + 32 i in rounds of 32 (i = the CUDA lane), a warp scan per round
+        carry = incl[Ls - 1] if Ls > 0 else 0.0
         last = -1
-        for j in range(Ls, nnz, 32):
-            k = d_topic[base + j]
-            if k == K1 or k == zs:
-                continue
-            acc = acc + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-            last = k
-            if acc > x:
-                break
-        z_out[t] = last
+        pick = -1
+        j0 = Ls
+        while j0 < nnz and pick < 0:
+            for ln in range(32):
+                j = j0 + 32 * ln
+                val = 0.0
+                k = -1
+                if j < nnz:
+                    k = d_topic[base + j]
+                    if k != K1 and k != zs:
+                        val = np.float64(d_cnt[base + j]) * np.float64(what[v, k])
+                rk[ln] = k
+                rv[ln] = val
+                rp[ln] = val
+            _scan32(rp)
+            for ln in range(32):
+                if rv[ln] > 0.0 and carry + rp[ln] > x:
+                    pick = rk[ln]
+                    break
+            for ln in range(31, -1, -1):
+                if rv[ln] > 0.0:
+                    last = rk[ln]
+                    break
+            carry = carry + rp[31]
+            j0 += 32 * 32
+        z_out[t] = pick if pick >= 0 else last
         return
     y = x - s
     lo = 0
@@ -494,9 +518,12 @@ def _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what,
     for b in numba.prange((n + step - 1) // step):
         lane = np.empty(32, dtype=np.float64)
         incl = np.empty(32, dtype=np.float64)
+        rk = np.empty(32, dtype=np.int32)
+        rv = np.empty(32, dtype=np.float64)
+        rp = np.empty(32, dtype=np.float64)
         for t in range(b * step, min(n, (b + 1) * step)):
             _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                        K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl)
+                        K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl, rk, rv, rp)
 
 
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,
@@ -545,10 +572,8 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
 
         z_out = cupy.empty(n, dtype=np.int32)
         flags = cupy.zeros(n, dtype=np.int8)
-        n_warps = (n + TOKENS_PER_WARP - 1) // TOKENS_PER_WARP
-        g, b = _grid(n_warps * 32)
-        _kernel("lda_sample")(g, b, (np.int64(n), np.int32(TOKENS_PER_WARP), word, doc, keys, z, doc_ptr, d_topic,
-                                     d_cnt, d_nnz, W, nk,
+        g, b = _grid((n + 31) // 32 * 32)  # a warp per 32 consecutive tokens
+        _kernel("lda_sample")(g, b, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk,
                                      tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"])
                               + args_tail + (np.uint64(seed), np.uint64(iteration), np.int32(bool(three)),
                                              np.int32(bool(exclude)), z_out, flags))

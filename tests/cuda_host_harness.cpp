@@ -79,13 +79,13 @@ void h_prepare(const int* W, const long long* nk, int V, int K, double beta, dou
                double* qtot, int* top, float* topv) {
     for (long long t = 0; t < V; t++) { grid1(V, t); lda_prepare_words(W, nk, V, K, beta, vbeta, what, qcum, qtot, top, topv); }
 }
-void h_sample(long long n, int per_warp, const int* word, const int* doc, const long long* keys, const int* z, const long long* doc_ptr,
+void h_sample(long long n, const int* word, const int* doc, const long long* keys, const int* z, const long long* doc_ptr,
               const int* d_topic, const int* d_cnt, const int* d_nnz, const int* W, const long long* nk,
               const float* what, const float* qcum, const double* qtot, const int* top, const float* topv, int K,
               double alpha, double beta, double vbeta, double w_self, u64 seed, u64 it, int three, int exclude,
               int* z_out, signed char* flags) {
-    warps((n + per_warp - 1) / per_warp, [&] {
-        lda_sample(n, per_warp, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top,
+    warps((n + 31) / 32, [&] {
+        lda_sample(n, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top,
                    topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags);
     });
 }

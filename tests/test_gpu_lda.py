@@ -42,8 +42,9 @@ def test_uniform_and_init_equal():
     np.testing.assert_array_equal(_h(K_.init_topics(9, _g(keys), 1000)), K_.init_topics(9, keys, 1000))
 
 
-@pytest.mark.parametrize("K", [16, 128, 1000])
+@pytest.mark.parametrize("K", [16, 128, 1000, 12100])
 def test_rebuild_and_prepare_equal(reuters, K):
+    """K = 12100: D is rebuilt by the sort path (the histogram of K bins would not fit in 48 KiB)."""
     ch = build_chunks(reuters, K, n_chunks=3)
     z = K_.init_topics(1, ch.keys, K)
     cpu = K_.rebuild_counts(ch.word, ch.doc, z, ch.doc_ptr, ch.doc_tok, ch.V, K)
@@ -76,6 +77,22 @@ def test_sampler_draw_for_draw(kos, sampler, exclude, K):
     assert gpu.llpt() == pytest.approx(cpu.llpt(), rel=1e-12)
     if sampler == "three_branch":
         assert sc["skipped"] > 0
+
+
+@pytest.mark.parametrize("sampler", ["sparse", "three_branch"])
+def test_sampler_draw_for_draw_long_rows(shared_data, sampler):
+    """All of NIPS at K = 4096: D rows of more than 1,024 nonzeros (several steps of the warp search and
+    several rounds of the S walk); every GPU draw equals the CPU twin's."""
+    nips = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
+    ch = build_chunks(nips, 4096)
+    cpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2)
+    gpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2, gpu=True)
+    assert int(cpu.d_nnz.max()) > 1024
+    for it in range(1, 3):
+        sc = cpu.step(it, sampler)
+        sg = gpu.step(it, sampler)
+        np.testing.assert_array_equal(cpu.z, _h(gpu.z), err_msg=f"iteration {it}")
+        assert sc == sg
 
 
 def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):

@@ -95,16 +95,38 @@ def test_rng_init_rebuild_prepare(lib, reuters):
 WINDOW = 300
 
 
-@pytest.mark.parametrize("sampler,exclude,K,per_warp", [("sparse", True, 40, 16), ("sparse", False, 40, 1),
-                                                        ("three_branch", True, 40, 5), ("three_branch", False, 300, 16),
-                                                        ("dense", True, 40, 0), ("dense", False, 64, 0)])
-def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K, per_warp):
-    """per_warp: tokens per warp of lda_sample; the lane sums shared by a (word, document) run must not
-    depend on where the warps' ranges cut the runs."""
-    ch = build_chunks(reuters, K, n_chunks=2)
+@pytest.fixture(scope="module")
+def nips_long(shared_data):
+    """The 40 longest NIPS documents (UCI bag of words; 2,900 to 6,300 tokens each)."""
+    from cutext.stages.lda_chunk import BagOfWords, read_uci
+
+    bow = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
+    keep = np.sort(np.argsort(-bow.doc_lengths, kind="stable")[:40])
+    sl = [slice(bow.doc_ptr[d], bow.doc_ptr[d + 1]) for d in keep]
+    ptr = np.concatenate([[0], np.cumsum([s.stop - s.start for s in sl])]).astype(np.int64)
+    return BagOfWords(ptr, np.concatenate([bow.word[s] for s in sl]), np.concatenate([bow.count[s] for s in sl]),
+                      bow.vocab, [bow.doc_names[d] for d in keep], "nips-longest-40")
+
+
+@pytest.mark.parametrize("sampler,exclude,K,shift", [("sparse", True, 40, 0), ("sparse", False, 40, 7),
+                                                     ("three_branch", True, 40, 19), ("three_branch", False, 300, 0),
+                                                     ("dense", True, 40, 0), ("dense", False, 64, 0),
+                                                     ("nips-sparse", True, 4096, 5), ("nips-three_branch", True, 4096, 0)])
+def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift):
+    """shift moves the emulated windows, so the warps of 32 tokens cut (word, document) runs at other places.
+    The NIPS cases have D rows of more than 1,024 nonzeros: several pivot steps in the warp search and
+    several rounds in the walk of the S branch."""
+    if sampler.startswith("nips-"):
+        sampler = sampler[5:]
+        corpus = request.getfixturevalue("nips_long")
+    else:
+        corpus = request.getfixturevalue("reuters")
+    ch = build_chunks(corpus, K, n_chunks=2)
     st = GibbsState(ch, K, 0.1, 0.05, seed=11)
     n = np.int64(ch.n_tokens)
-    for it in range(1, 5):
+    if K > 1000:
+        assert int(st.d_nnz.max()) > 1024
+    for it in range(1, 5 if K <= 1000 else 3):
         if sampler == "dense":
             pw = panel_words(K)
             ptr, w0 = K_.word_panels(ch.word, pw, max_tokens=700)
@@ -126,9 +148,9 @@ def test_sampling_kernels_draw_for_draw(lib, reuters, sampler, exclude, K, per_w
             zh = st.z.copy()
             fh = np.full(ch.n_tokens, -1, np.int8)
             tb = st.tables
-            for a in (0, ch.n_tokens // 2 - 97, ch.n_tokens - WINDOW):
+            for a in (shift, ch.n_tokens // 2 - 97 + shift, ch.n_tokens - WINDOW - shift):
                 w = slice(a, a + WINDOW)
-                call(lib, "h_sample", np.int64(WINDOW), np.int32(per_warp), st.word[w], st.doc[w], st.keys[w],
+                call(lib, "h_sample", np.int64(WINDOW), st.word[w], st.doc[w], st.keys[w],
                      st.z[w], st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W, st.nk, tb["what"], tb["qcum"],
                      tb["qtot"], tb["top"], tb["topv"], np.int32(K), st.alpha, st.beta, st.vbeta, 1.0,
                      np.uint64(st.seed), np.uint64(it), np.int32(sampler == "three_branch"), np.int32(exclude),
