@@ -156,7 +156,8 @@ def test_emulated_kernels_with_no_rows_in_a_block_tail(emu, vectors):
 
 def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors, monkeypatch):
     """The GPU engine's host code (update buffer, micro-batches, scatters, capacity doubling, row
-    partitions over two devices) driving the emulated kernels gives the CPU reference's assignments.
+    partitions over two devices; the candidate pass with its device index) driving the emulated kernels
+    gives the CPU reference's assignments.
 
     Blocks of 32 threads (instead of 256) keep the emulation fast and make the capacity double early."""
     monkeypatch.setattr(ellpack, "BLOCK", 32)
@@ -164,9 +165,18 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
     cpu = StreamClusterer(0.6, K)
     want = cpu.partial_fit(tv)
     assert cpu.n_clusters > 64
-    for batch, devices in ((1, None), (8, None), (4, [0, 1])):
-        sc = StreamClusterer(0.6, K, backend="gpu", batch_size=batch, devices=devices)
+    for batch, devices, candidates in ((1, None, False), (8, None, False), (4, [0, 1], False),
+                                       (1, None, True), (8, None, True), (1, [0, 1], True), (4, [0, 1], True)):
+        sc = StreamClusterer(0.6, K, backend="gpu", batch_size=batch, devices=devices, candidates=candidates)
         got = sc.partial_fit(tv)
+        assert (sc.engine.candidate_batches > 0) == candidates
+        if candidates:
+            for sh in sc.engine.shards:  # the device index == the host mirror, on the "device"
+                sh.index.sync()
+                assert isinstance(sh.index.d_pool, fake_cupy.ndarray) and sh.index.partial_uploads > 0
+                np.testing.assert_array_equal(sh.index.d_pool.get(), sh.index.pool)
+                np.testing.assert_array_equal(sh.index.d_len.get(), sh.index.t_len)
+                np.testing.assert_array_equal(sh.index.d_off.get(), sh.index.t_off)
         for col in ("cluster_id", "new_cluster", "similarity"):
             np.testing.assert_array_equal(got[col].to_numpy(), want[col].to_numpy(), err_msg=f"{col} {batch}")
         mats = sc.engine.matrix()
@@ -180,7 +190,8 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
         if S == 1:
             assert mats[0][2] >= 128  # capacity doubled twice on the "device" (from 32 rows)
     names = {n for n, _ in fake_cupy.launches}
-    assert {"ct_block_max", "ct_block_max_multi", "ct_argmax", "ct_scatter"} <= names
+    assert {"ct_block_max", "ct_block_max_multi", "ct_argmax", "ct_scatter", "ct_cand_gather", "ct_cand_block_max",
+            "ct_index_update"} <= names
 
 
 # ----------------------------------------------------------------------------- candidate pass
