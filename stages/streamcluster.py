@@ -423,8 +423,12 @@ class EllpackEngine:
         return res
 
     def sync(self) -> None:
-        """Push every pending row to the device(s)."""
+        """Push every pending row and every pending index change to the device(s)."""
         self._flush()
+        if self.indexed:
+            for sh in self.shards:
+                with sh._on():
+                    sh.index.sync()
 
     def matrix(self) -> tuple:
         """Host copies ``[(ell_idx, ell_w, stride, n_rows), ...]`` of every shard (tests)."""

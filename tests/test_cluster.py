@@ -193,7 +193,6 @@ def _index_holds_every_cluster_term(engine):
     engine.sync()
     for s, sh in enumerate(engine.shards):
         ix = sh.index
-        ix.sync()
         np.testing.assert_array_equal(ix.d_pool, ix.pool)
         np.testing.assert_array_equal(ix.d_off[:len(ix.t_off)], ix.t_off)
         np.testing.assert_array_equal(ix.d_len[:len(ix.t_len)], ix.t_len)

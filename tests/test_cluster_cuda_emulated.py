@@ -171,8 +171,8 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
         got = sc.partial_fit(tv)
         assert (sc.engine.candidate_batches > 0) == candidates
         if candidates:
+            sc.engine.sync()
             for sh in sc.engine.shards:  # the device index == the host mirror, on the "device"
-                sh.index.sync()
                 assert isinstance(sh.index.d_pool, fake_cupy.ndarray) and sh.index.partial_uploads > 0
                 np.testing.assert_array_equal(sh.index.d_pool.get(), sh.index.pool)
                 np.testing.assert_array_equal(sh.index.d_len.get(), sh.index.t_len)
