@@ -62,9 +62,10 @@ def test_gpu_assignments_equal_cpu_reference_full_corpus(name, threshold):
     cpu = StreamClusterer(threshold, K, backend="cpu")
     a_cpu = cpu.partial_fit(tv)
     for batch in (1, 32):
-        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch)
+        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch, candidates=False)  # every row
         a_gpu = gpu.partial_fit(tv)
         _assert_same(a_cpu, a_gpu, f"{name} T={threshold} batch={batch}")
+        assert gpu.engine.candidate_batches == 0
         assert gpu.n_clusters == cpu.n_clusters
         n = cpu.n_clusters
         np.testing.assert_array_equal(gpu.state.idx[:n], cpu.state.idx[:n])
@@ -141,7 +142,8 @@ def test_rows_partitioned_across_gpus_equal_cpu():
     tv = _vectors("20news")
     cpu = StreamClusterer(0.6, K, backend="cpu").partial_fit(tv)
     for batch in (1, 32):
-        multi = StreamClusterer(0.6, K, backend="gpu", devices=list(range(device_count())), batch_size=batch)
+        multi = StreamClusterer(0.6, K, backend="gpu", devices=list(range(device_count())), batch_size=batch,
+                                candidates=False)
         _assert_same(cpu, multi.partial_fit(tv), f"{device_count()} GPUs batch={batch}")
 
 
