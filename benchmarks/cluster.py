@@ -13,14 +13,17 @@ latency (paper Fig. 3)
     the next ``--latency-docs`` documents of another shuffle are clustered one after the other (T =
     ``--threshold``); latency = wall time / documents (the paper's measure: time N documents, divide).
     Systems: cutext CPU reference (Alg. 1 with the inverted index, numba; up to ``--cpu-max-clusters``),
-    the ELLPACK CPU twin (up to ``--twin-max-clusters``), cutext GPU (ELLPACK kernels, ``--batch-sizes``:
-    1 = one kernel per document with the update buffer, >1 = exact micro-batches), and river's TextClust
+    the ELLPACK CPU twin (every row; up to ``--twin-max-clusters``), cutext GPU for each of ``--passes``
+    (``all-rows``: the ELLPACK kernels score every cluster, the paper's design; ``candidates``: only the
+    clusters that share a term, through the inverted index on the device) and each of ``--batch-sizes``
+    (1 = one pass per document with the update buffer, >1 = exact micro-batches), and river's TextClust
     (PyPI; pure Python) fed the same tokens, timed in windows as its micro-clusters grow (radius = 1 - T,
-    no fading, no merging).
+    no fading, no merging).  ``postings/doc``: mean posting entries of a timed document's terms at the
+    start (what the candidate pass walks; the clusters it scores are at most that many).
 throughput
     A stream of ``--stream-docs`` documents (replicated, shuffled), from zero clusters, T = ``--threshold``;
-    documents/s and the final number of clusters.  GPU rows with ``--gpu``; the CPU reference on
-    ``--cpu-stream-docs`` documents.
+    documents/s and the final number of clusters.  GPU rows (each of ``--passes`` and ``--batch-sizes``)
+    with ``--gpu``; the CPU reference on ``--cpu-stream-docs`` documents.
 quality
     NMI and purity against the 20 Newsgroups labels (all posts, one fixed shuffle) for ``--thresholds``.
 
@@ -53,6 +56,14 @@ def _int_list(s):
 
 def _float_list(s):
     return [float(x) for x in s.split(",") if x]
+
+
+def _pass_list(s):
+    out = [x for x in s.split(",") if x]
+    bad = [x for x in out if x not in ("all-rows", "candidates")]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"passes are all-rows and candidates, got {s!r}")
+    return out
 
 
 # ----------------------------------------------------------------------------- data
@@ -109,22 +120,25 @@ def latency_rows(args, tv, texts, cfg, gpu_ok):
     K = args.top_k
     rows = []
     n_pool = len(tv)
-    systems = [("cutext cpu reference", "cpu", "reference", 1, args.cpu_max_clusters, args.cpu_latency_docs),
-               ("cutext cpu ellpack twin", "cpu", "ellpack", 1, args.twin_max_clusters, args.cpu_latency_docs)]
+    systems = [("cutext cpu reference", "cpu", "reference", 1, False, args.cpu_max_clusters, args.cpu_latency_docs),
+               ("cutext cpu ellpack twin", "cpu", "ellpack", 1, False, args.twin_max_clusters,
+                args.cpu_latency_docs)]
     if gpu_ok:
-        systems += [(f"cutext gpu ellpack batch={b}", "gpu", "ellpack", b, max(args.clusters), args.latency_docs)
-                    for b in args.batch_sizes]
+        systems += gpu_systems(args, max(args.clusters), args.latency_docs)
     for M in args.clusters:
         base = replicated(n_pool, M, seed=1)
         timed = replicated(n_pool, args.latency_docs, seed=2)
-        for name, backend, method, batch, max_m, n_docs in systems:
+        for name, backend, method, batch, cand, max_m, n_docs in systems:
             if M > max_m:
                 continue
             docs = tv.take(timed[:n_docs])
-            times, clusters_after, restarts = [], None, 0
+            times, clusters_after, restarts, walk = [], None, 0, None
             for _ in range(args.repeats):
                 st = state_of(tv, base, K)
-                sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch, _state=st)
+                sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch,
+                                     candidates=cand, _state=st)
+                if cand is True and walk is None:
+                    walk = float(sum(sh.index.walk(docs.idx, docs.length) for sh in sc.engine.shards).mean())
                 if backend == "gpu":
                     import cupy
 
@@ -143,7 +157,7 @@ def latency_rows(args, tv, texts, cfg, gpu_ok):
                 restarts = getattr(sc.engine, "restarts", 0)
             row = {"section": "latency", "system": name, "clusters": M, "docs_timed": len(docs_t),
                    "ms_per_doc": 1e3 * statistics.median(times), "clusters_after": clusters_after,
-                   "restarts": restarts, "repeats": args.repeats}
+                   "restarts": restarts, "repeats": args.repeats, "postings_per_doc": walk}
             log(f"latency {name} M={M:,}: {row['ms_per_doc']:.3f} ms/doc")
             rows.append(row)
     rows += river_rows(args, tv, texts, cfg)
@@ -181,23 +195,32 @@ def river_rows(args, tv, texts, cfg):
     return rows
 
 
+def gpu_systems(args, max_m, n_docs):
+    """(name, backend, method, batch, candidates, largest M, documents) of the GPU rows."""
+    out = []
+    for p in args.passes:
+        for b in args.batch_sizes:
+            out.append((f"cutext gpu {p} batch={b}", "gpu", "ellpack", b, p == "candidates", max_m, n_docs))
+    return out
+
+
 def throughput_rows(args, tv, gpu_ok):
     from cutext.stages.streamcluster import StreamClusterer
 
     K = args.top_k
     rows = []
-    systems = [("cutext cpu reference", "cpu", "reference", 1, args.cpu_stream_docs)]
+    systems = [("cutext cpu reference", "cpu", "reference", 1, False, 0, args.cpu_stream_docs)]
     if gpu_ok:
-        systems += [(f"cutext gpu ellpack batch={b}", "gpu", "ellpack", b, args.stream_docs) for b in args.batch_sizes]
-    for name, backend, method, batch, n in systems:
+        systems += gpu_systems(args, 0, args.stream_docs)
+    for name, backend, method, batch, cand, _, n in systems:
         if n <= 0:
             continue
         docs = tv.take(replicated(len(tv), n, seed=3))
         times, sc = [], None
         for _ in range(args.throughput_repeats):
-            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch)
+            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
             sc.partial_fit(docs.take(slice(0, 2)))  # warm-up: compile / load kernels
-            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch)
+            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
             t = time.perf_counter()
             for a in range(0, n, 65536):
                 sc.partial_fit(docs.take(slice(a, min(a + 65536, n))))
@@ -242,20 +265,22 @@ def print_tables(rows):
     if lat:
         print("\nLatency per document against the number of clusters (paper 002 Fig. 3), T={}, top_k={}".format(
             ENV["threshold"], ENV["top_k"]))
-        print(f"{'system':34s} {'clusters':>10s} {'ms/doc':>10s} {'docs timed':>10s} {'clusters after':>15s}")
+        print(f"{'system':38s} {'clusters':>10s} {'ms/doc':>10s} {'docs timed':>10s} {'clusters after':>15s} "
+              f"{'postings/doc':>12s}")
         for r in lat:
-            print(f"{r['system']:34s} {r['clusters']:>10,d} {r['ms_per_doc']:>10.4f} {r['docs_timed']:>10,d} "
-                  f"{r['clusters_after']:>15,d}")
+            pw = r.get("postings_per_doc")
+            print(f"{r['system']:38s} {r['clusters']:>10,d} {r['ms_per_doc']:>10.4f} {r['docs_timed']:>10,d} "
+                  f"{r['clusters_after']:>15,d} {'' if pw is None else f'{pw:,.0f}':>12s}")
     for r in rows:
         if "error" in r:
             print(f"{r['system']}: {r['error']}")
     thr = [r for r in rows if r["section"] == "throughput"]
     if thr:
         print("\nThroughput over a stream from zero clusters (real documents replicated, each replica shuffled)")
-        print(f"{'system':34s} {'docs':>10s} {'seconds':>10s} {'docs/s':>10s} {'ms/doc':>8s} {'clusters':>10s} "
+        print(f"{'system':38s} {'docs':>10s} {'seconds':>10s} {'docs/s':>10s} {'ms/doc':>8s} {'clusters':>10s} "
               f"{'restarts':>9s}")
         for r in thr:
-            print(f"{r['system']:34s} {r['docs']:>10,d} {r['seconds']:>10.2f} {r['docs_per_s']:>10,.0f} "
+            print(f"{r['system']:38s} {r['docs']:>10,d} {r['seconds']:>10.2f} {r['docs_per_s']:>10,.0f} "
                   f"{r['ms_per_doc']:>8.4f} {r['clusters_after']:>10,d} {r['restarts']:>9,d}")
     q = [r for r in rows if r["section"] == "quality"]
     if q:
@@ -285,6 +310,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-max-clusters", type=int, default=100_000, help="largest M for the CPU reference")
     ap.add_argument("--twin-max-clusters", type=int, default=10_000, help="largest M for the ELLPACK CPU twin")
     ap.add_argument("--batch-sizes", type=_int_list, default=[1, 32], help="GPU micro-batch sizes (default 1,32)")
+    ap.add_argument("--passes", type=_pass_list, default=["all-rows", "candidates"],
+                    help="GPU scoring passes: all-rows (every cluster), candidates (clusters sharing a term, "
+                         "through the device inverted index); default all-rows,candidates")
     ap.add_argument("--stream-docs", type=int, default=1_000_000, help="GPU throughput stream (default 1,000,000)")
     ap.add_argument("--cpu-stream-docs", type=int, default=20_000, help="CPU throughput stream (default 20,000)")
     ap.add_argument("--throughput-repeats", type=int, default=1, help="runs per throughput row (default 1)")

@@ -325,7 +325,7 @@ def build_postings(c_idx, c_len, n_clusters, head, nxt, pc, plen):
 @numba.njit(cache=True, nogil=True)
 def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshold, K,
                   c_idx, c_w, c_len, c_norm, c_size, n_clusters,
-                  mark, batch_stamp, touched, out_cluster, out_sim, out_new):
+                  mark, batch_stamp, touched, out_cluster, out_sim, out_new, post_term, post_cluster):
     """Exact sequential resolution of a micro-batch scored against the batch-start clusters.
 
     Documents ``j0 .. j1-1`` were scored (``best_sim``, ``best_id``: the largest similarity and its
@@ -339,17 +339,23 @@ def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshol
     ----------
     mark (cap,) int64 : ``mark[c] == batch_stamp`` when cluster ``c`` is touched in this batch
     touched (j1 - j0,) int64 : out, the touched cluster ids in first-touch order
+    post_term ((j1 - j0) * K,) int32, post_cluster ((j1 - j0) * K,) int64 : out, the entries the inverted
+        index gains, as :func:`cluster_sequential` adds them (every term of a new cluster, the terms that
+        enter a joined one); nothing is recorded when the arrays are shorter than ``(j1 - j0) * K``.
 
     Returns
     -------
-    (j_stop, n_clusters, n_touched)
-        ``j_stop`` is the first document not resolved (``j1`` when all are).
+    (j_stop, n_clusters, n_touched, n_post)
+        ``j_stop`` is the first document not resolved (``j1`` when all are); ``n_post`` entries recorded.
     """
     new_idx = np.empty(K, np.int32)
     new_w = np.empty(K, np.float64)
     tmp_idx = np.empty(2 * K, np.int32)
     tmp_w = np.empty(2 * K, np.float64)
     order = np.empty(2 * K, np.int64)
+    old_idx = np.empty(K, np.int32)
+    record = post_term.shape[0] >= (j1 - j0) * K and post_cluster.shape[0] >= (j1 - j0) * K
+    n_post = 0
     n_touched = 0
     for j in range(j0, j1):
         L = d_len[j]
@@ -360,7 +366,7 @@ def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshol
             continue
         bc = best_id[j - j0]
         if bc >= 0 and mark[bc] == batch_stamp:
-            return j, n_clusters, n_touched
+            return j, n_clusters, n_touched, n_post
         best = -1.0
         best_c = -1
         if bc >= 0:
@@ -372,11 +378,24 @@ def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshol
             if s > best or (s == best and c < best_c):
                 best = s
                 best_c = c
+        joined = best_c >= 0 and best > threshold
+        old_len = 0
+        if record and joined:
+            old_len = c_len[best_c]
+            for p in range(old_len):
+                old_idx[p] = c_idx[best_c, p]
         c, n_clusters = apply_decision(j, best, best_c, threshold, K, d_idx, d_w, d_len, d_norm,
                                        c_idx, c_w, c_len, c_norm, c_size, n_clusters,
                                        out_cluster, out_sim, out_new, new_idx, new_w, tmp_idx, tmp_w, order)
+        if record:
+            for p in range(c_len[c]):
+                t = c_idx[c, p]
+                if not joined or not _contains(old_idx, old_len, t):
+                    post_term[n_post] = t
+                    post_cluster[n_post] = c
+                    n_post += 1
         if mark[c] != batch_stamp:
             mark[c] = batch_stamp
             touched[n_touched] = c
             n_touched += 1
-    return j1, n_clusters, n_touched
+    return j1, n_clusters, n_touched, n_post

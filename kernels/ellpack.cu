@@ -246,4 +246,120 @@ __global__ void ct_scatter(int* idx, double* w, long long stride, int K, int n_u
     w[(long long)n * stride + r] = r_w[i];
 }
 
+// ------------------------------------------------------------------ candidate pass (inverted index)
+// The device inverted index of one row partition: the posting list of term t (the rows that gained t)
+// is the segment pool[t_off[t] .. t_off[t] + t_len[t]) of one int32 pool; terms >= n_terms have none.
+// Entries are appended by the host and never removed (a stale entry only adds a candidate, whose exact
+// similarity is computed).  seen: (n_docs, seen_words) uint32 bitmaps (bit r of a document: row r is
+// already a candidate), all zero between passes: ct_cand_block_max clears the bits it reads.
+
+// Candidate rows of every document (blockIdx.y): the union of its terms' posting lists, each row once,
+// appended to cand[cand_off[b] ..] in no particular order (cand_n[b] counts them; zero on entry).
+// Grid-stride over the document's posting entries.  upd_row >= 0: block (0, 0) first writes the update
+// buffer into the matrix (Alg. 3); the scoring kernel, launched after this one, sees the row.
+__global__ void ct_cand_gather(const int* __restrict__ dterm, const int* __restrict__ dlen, int K,
+                               const long long* __restrict__ t_off, const int* __restrict__ t_len, long long n_terms,
+                               const int* __restrict__ pool, unsigned int* seen, long long seen_words,
+                               const long long* __restrict__ cand_off, int* cand, int* cand_n,
+                               int* idx, double* w, long long stride,
+                               int upd_row, const int* __restrict__ upd_idx, const double* __restrict__ upd_w) {
+    __shared__ long long s_pre[CT_MAX_K + 1];
+    __shared__ long long s_off[CT_MAX_K];
+    const int b = blockIdx.y;
+    const int tid = threadIdx.x;
+    const int L = dlen[b];
+    if (upd_row >= 0 && b == 0 && blockIdx.x == 0) {
+        for (int n = tid; n < K; n += blockDim.x) {
+            idx[(long long)n * stride + upd_row] = upd_idx[n];
+            w[(long long)n * stride + upd_row] = upd_w[n];
+        }
+    }
+    for (int t = tid; t < L; t += blockDim.x) {
+        const int term = dterm[(long long)b * K + t];
+        const bool has = term >= 0 && (long long)term < n_terms;
+        s_off[t] = has ? t_off[term] : 0;
+        s_pre[t + 1] = has ? (long long)t_len[term] : 0;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        s_pre[0] = 0;
+        for (int t = 0; t < L; ++t) s_pre[t + 1] += s_pre[t];
+    }
+    __syncthreads();
+    const long long total = s_pre[L];
+    unsigned int* my_seen = seen + (long long)b * seen_words;
+    for (long long i = (long long)blockIdx.x * blockDim.x + tid; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int lo = 0, hi = L;  // the term slot: the largest t with s_pre[t] <= i
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) >> 1;
+            if (s_pre[mid] <= i) lo = mid; else hi = mid;
+        }
+        const int row = pool[s_off[lo] + (i - s_pre[lo])];
+        const unsigned int bit = 1u << (row & 31);
+        const unsigned int old = atomicOr(my_seen + (row >> 5), bit);
+        if (!(old & bit)) {
+            const int k = atomicAdd(cand_n + b, 1);
+            cand[cand_off[b] + k] = row;
+        }
+    }
+}
+
+// Similarity of every candidate row (ct_dot, the same sums as the all-rows kernels) and the block-local
+// max, ties to the lowest row; blockIdx.y = document, grid-stride over its cand_n[b] candidates.
+// out_sim / out_id: (n_docs, gridDim.x), (-1, CT_NO_ID) for a block without candidates; ct_argmax
+// then gives the best (similarity, row) per document, (-1, -1) when it has no candidate.
+// Clears the seen bit of every candidate it reads.
+__global__ void ct_cand_block_max(const int* idx, const double* w, long long stride, int K,
+                                  const int* __restrict__ dterm, const double* __restrict__ dweight,
+                                  const int* __restrict__ dlen, const int* __restrict__ cand,
+                                  const long long* __restrict__ cand_off, const int* __restrict__ cand_n,
+                                  unsigned int* seen, long long seen_words, double* out_sim, int* out_id) {
+    __shared__ int s_term[CT_MAX_K];
+    __shared__ double s_dw[CT_MAX_K];
+    __shared__ double s_sim[CT_BLOCK];
+    __shared__ int s_id[CT_BLOCK];
+    const int b = blockIdx.y;
+    const int tid = threadIdx.x;
+    const int L = dlen[b];
+    for (int t = tid; t < L; t += blockDim.x) {
+        s_term[t] = dterm[(long long)b * K + t];
+        s_dw[t] = dweight[(long long)b * K + t];
+    }
+    __syncthreads();
+    const int n = cand_n[b];
+    const int* my_cand = cand + cand_off[b];
+    unsigned int* my_seen = seen + (long long)b * seen_words;
+    double sim = -1.0;
+    int id = CT_NO_ID;
+    for (long long k = (long long)blockIdx.x * blockDim.x + tid; k < n; k += (long long)gridDim.x * blockDim.x) {
+        const int row = my_cand[k];
+        const double s = ct_dot(idx, w, stride, row, K, s_term, s_dw, L);
+        if (ct_better(s, row, sim, id)) {
+            sim = s;
+            id = row;
+        }
+        atomicAnd(my_seen + (row >> 5), ~(1u << (row & 31)));
+    }
+    s_sim[tid] = sim;
+    s_id[tid] = id;
+    ct_block_reduce(s_sim, s_id, tid);
+    if (tid == 0) {
+        out_sim[(long long)b * gridDim.x + blockIdx.x] = s_sim[0];
+        out_id[(long long)b * gridDim.x + blockIdx.x] = s_id[0];
+    }
+}
+
+// Apply the host's index changes: pool[pos[i]] = val[i] (i < n_pos), and the headers of the changed
+// terms, t_off[terms[i]] = term_off[i], t_len[terms[i]] = term_len[i] (i < n_t).
+__global__ void ct_index_update(int* pool, int n_pos, const long long* __restrict__ pos, const int* __restrict__ val,
+                                long long* t_off, int* t_len, int n_t, const int* __restrict__ terms,
+                                const long long* __restrict__ term_off, const int* __restrict__ term_len) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_pos) pool[pos[i]] = val[i];
+    if (i < n_t) {
+        t_off[terms[i]] = term_off[i];
+        t_len[terms[i]] = term_len[i];
+    }
+}
+
 }  // extern "C"

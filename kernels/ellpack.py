@@ -18,6 +18,12 @@ id, so they return identical values.
   writing one updated row from the update buffer (Alg. 3 lines 10-19).
 * :func:`ellpack_scores` -- every similarity, (n_docs, n_rows) (tests, diagnostics).
 * :func:`ellpack_scatter` -- write changed rows (the micro-batch update).
+* :class:`PostingIndex` and :func:`candidate_best` -- the candidate pass: a device inverted index
+  term -> rows (one segment per term in a pool, capacity doubling; the host mirror decides every
+  change and uploads only the changes), and the best row of each document among the rows that share
+  one of its terms (gather + dedup, then the same ``ct_dot`` on the candidates only).  The result
+  equals :func:`ellpack_best`'s whenever a document shares a term with some row (weights are
+  positive, so every other row scores exactly 0); with no candidate it is ``(-1, -1)``.
 """
 from __future__ import annotations
 
@@ -314,5 +320,392 @@ def ellpack_scatter(ell_idx, ell_w, stride: int, K: int, rows, r_idx, r_w) -> No
          cupy.ascontiguousarray(r_w, np.float64)))
 
 
+# ----------------------------------------------------------------------------- candidate pass
+
+SEGMENT_MIN = 4  # first capacity of a term's posting segment (then doubling)
+GATHER_MAX_BLOCKS = 1024  # grid-stride beyond this many blocks per document
+SCORE_MAX_BLOCKS = 4096
+
+
+@numba.njit(cache=True, nogil=True)
+def _index_append(terms, rows, i0, off, ln, cap, pool, top, r_start, r_count, n_r, dirty, n_dirty, seg_min):
+    """Append ``rows[i]`` to the posting list of ``terms[i]`` for i >= i0 (host mirror).
+
+    A full segment moves to the pool's end with twice the capacity (the old one becomes garbage).
+    Records the changed pool ranges (r_start, r_count) and the changed terms (dirty).  Stops early,
+    returning the first entry not appended, when the pool is full (the caller grows it and goes on).
+    """
+    n = terms.shape[0]
+    for i in range(i0, n):
+        t = terms[i]
+        if ln[t] == cap[t]:
+            new_cap = max(seg_min, 2 * cap[t])
+            if top + new_cap > pool.shape[0]:
+                return i, top, n_r, n_dirty
+            o = off[t]
+            for e in range(ln[t]):
+                pool[top + e] = pool[o + e]
+            off[t] = top
+            cap[t] = new_cap
+            top += new_cap
+            pool[off[t] + ln[t]] = rows[i]
+            ln[t] += 1
+            r_start[n_r] = off[t]
+            r_count[n_r] = ln[t]
+        else:
+            p = off[t] + ln[t]
+            pool[p] = rows[i]
+            ln[t] += 1
+            r_start[n_r] = p
+            r_count[n_r] = 1
+        n_r += 1
+        dirty[n_dirty] = t
+        n_dirty += 1
+    return n, top, n_r, n_dirty
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(d_idx, d_len, ln, out):
+    """Posting entries of each document's terms (terms outside the mirror have none)."""
+    V = ln.shape[0]
+    for b in range(d_len.shape[0]):
+        s = 0
+        for t in range(d_len[b]):
+            term = d_idx[b, t]
+            if 0 <= term < V:
+                s += ln[term]
+        out[b] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def _twin_index_update(pool, pos, val, t_off, t_len, terms, term_off, term_len):
+    for i in range(pos.shape[0]):
+        pool[pos[i]] = val[i]
+    for i in range(terms.shape[0]):
+        t_off[terms[i]] = term_off[i]
+        t_len[terms[i]] = term_len[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _twin_cand_gather(d_idx, d_len, t_off, t_len, pool, seen, cand_off, cand, cand_n):
+    n_terms = t_off.shape[0]
+    for b in range(d_len.shape[0]):
+        for t in range(d_len[b]):
+            term = d_idx[b, t]
+            if term < 0 or term >= n_terms:
+                continue
+            o = t_off[term]
+            for e in range(t_len[term]):
+                row = pool[o + e]
+                bit = np.uint32(1) << np.uint32(row & 31)
+                word = seen[b, row >> 5]
+                if (word & bit) == 0:
+                    seen[b, row >> 5] = word | bit
+                    cand[cand_off[b] + cand_n[b]] = row
+                    cand_n[b] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _twin_cand_block_max(ell_idx, ell_w, stride, K, d_idx, d_w, d_len, cand, cand_off, cand_n, seen, block,
+                         out_sim, out_id):
+    """ct_cand_block_max: candidate k of a document is read by block (k // block) % n_blocks."""
+    n_blocks = out_sim.shape[1]
+    for b in range(d_len.shape[0]):
+        for k in range(n_blocks):
+            out_sim[b, k] = -1.0
+            out_id[b, k] = 0x7FFFFFFF
+        for q in range(cand_n[b]):
+            row = cand[cand_off[b] + q]
+            s = _row_dot(ell_idx, ell_w, stride, row, K, d_idx[b], d_w[b], d_len[b])
+            k = (q // block) % n_blocks
+            if s > out_sim[b, k] or (s == out_sim[b, k] and row < out_id[b, k]):
+                out_sim[b, k] = s
+                out_id[b, k] = row
+            seen[b, row >> 5] &= ~(np.uint32(1) << np.uint32(row & 31))
+
+
+def index_update(pool, t_off, t_len, pos, val, terms, term_off, term_len) -> None:
+    """Apply index changes in place: ``pool[pos] = val``, ``t_off[terms] = term_off``, ``t_len[terms] = term_len``.
+
+    Parameters
+    ----------
+    pool : int32 (P,), t_off : int64 (V,), t_len : int32 (V,)
+        The device index (numpy: the twin; cupy: the ``ct_index_update`` kernel).
+    pos : int64 (n,), val : int32 (n,)
+        Pool positions and their rows.
+    terms : int32 (m,), term_off : int64 (m,), term_len : int32 (m,)
+        Changed terms and their new segment offset and length.  Same module as ``pool``.
+    """
+    n, m = len(pos), len(terms)
+    if n == 0 and m == 0:
+        return
+    if _xp(pool) is np:
+        _twin_index_update(pool, np.asarray(pos, np.int64), np.asarray(val, np.int32), t_off, t_len,
+                           np.asarray(terms, np.int32), np.asarray(term_off, np.int64), np.asarray(term_len, np.int32))
+        return
+    import cupy
+
+    _fn("ct_index_update")(
+        (-(-max(n, m) // BLOCK),), (BLOCK,),
+        (pool, np.int32(n), cupy.ascontiguousarray(pos, np.int64), cupy.ascontiguousarray(val, np.int32),
+         t_off, t_len, np.int32(m), cupy.ascontiguousarray(terms, np.int32),
+         cupy.ascontiguousarray(term_off, np.int64), cupy.ascontiguousarray(term_len, np.int32)))
+
+
+class PostingIndex:
+    """Inverted index term -> rows of one row partition: a host mirror that decides, a device copy that serves.
+
+    Layout (host and device alike): the posting list of term ``t`` is the segment
+    ``pool[t_off[t] : t_off[t] + t_len[t]]`` of one int32 pool of row ids; a term's segment has room for
+    ``t_cap[t]`` entries (host only; first :data:`SEGMENT_MIN`, then doubling: a full segment is copied to
+    the end of the pool with twice the room and the old one is left as garbage, so appends are amortized
+    O(1) and the garbage stays below the live room).  The pool and the term arrays double too.
+    Entries are appended (:meth:`append`) and never removed.
+
+    :meth:`sync` brings the device copy up to date: the pool positions written and the headers of the
+    terms changed since the last sync (one ``ct_index_update`` launch), or the whole index after the host
+    arrays grew (or when the pending changes exceed half the pool).  With ``xp=numpy`` the "device" copy
+    is a separate set of numpy arrays (the CPU twin runs the same bookkeeping).
+
+    Parameters
+    ----------
+    xp : module
+        numpy or cupy (arrays of the device copy; create it under the right ``cupy.cuda.Device``).
+
+    Attributes
+    ----------
+    t_off : int64 (V,), t_len : int32 (V,), t_cap : int32 (V,), pool : int32 (P,), top : int
+        Host mirror (``top``: pool entries in use, garbage included).
+    d_off, d_len, d_pool : arrays of ``xp``
+        The device copy (valid after :meth:`sync`).
+    n_entries : int
+        Posting entries (``t_len.sum()``).
+    full_uploads, partial_uploads : int
+        Syncs that copied everything / only the changes.
+    """
+
+    def __init__(self, xp=np, n_terms: int = 1024, pool_capacity: int = 1 << 14):
+        self.xp = xp
+        self.t_off = np.zeros(max(1, n_terms), np.int64)
+        self.t_len = np.zeros(max(1, n_terms), np.int32)
+        self.t_cap = np.zeros(max(1, n_terms), np.int32)
+        self.pool = np.full(max(SEGMENT_MIN, pool_capacity), -1, np.int32)
+        self.top = 0
+        self.n_entries = 0
+        self.d_off = self.d_len = self.d_pool = None
+        self._full = True
+        self._ranges: list = []
+        self._dirty: list = []
+        self._n_pending = 0
+        self.full_uploads = 0
+        self.partial_uploads = 0
+        self._seen = None
+
+    def _grow_terms(self, V):
+        cap = len(self.t_off)
+        if V <= cap:
+            return
+        while cap < V:
+            cap *= 2
+        for name in ("t_off", "t_len", "t_cap"):
+            a = getattr(self, name)
+            b = np.zeros(cap, a.dtype)
+            b[:len(a)] = a
+            setattr(self, name, b)
+
+    def append(self, terms, rows) -> None:
+        """Add ``rows[i]`` to the posting list of ``terms[i]`` (host mirror; the device gets it at :meth:`sync`).
+
+        Parameters
+        ----------
+        terms : int array (n,)
+            Term ids (>= 0).
+        rows : int array (n,)
+            Row ids of this partition.
+
+        Raises
+        ------
+        ValueError
+            A negative term id or row id.
+        """
+        terms = np.ascontiguousarray(terms, np.int32)
+        rows = np.ascontiguousarray(rows, np.int32)
+        n = len(terms)
+        if n == 0:
+            return
+        if terms.min() < 0 or rows.min() < 0:
+            raise ValueError("PostingIndex.append: term and row ids must be >= 0")
+        self._grow_terms(int(terms.max()) + 1)
+        r_start = np.empty(n, np.int64)
+        r_count = np.empty(n, np.int64)
+        dirty = np.empty(n, np.int32)
+        i, n_r, n_d = 0, 0, 0
+        while True:
+            i, self.top, n_r, n_d = _index_append(terms, rows, i, self.t_off, self.t_len, self.t_cap, self.pool,
+                                                  self.top, r_start, r_count, n_r, dirty, n_d, SEGMENT_MIN)
+            if i == n:
+                break
+            new = np.full(2 * len(self.pool), -1, np.int32)  # pool full: double it and go on
+            new[:self.top] = self.pool[:self.top]
+            self.pool = new
+            self._full = True
+        self.n_entries += n
+        if not self._full:
+            self._ranges.append((r_start[:n_r], r_count[:n_r]))
+            self._dirty.append(dirty[:n_d])
+            self._n_pending += int(r_count[:n_r].sum())
+            if self._n_pending > max(self.top // 2, 1 << 16):
+                self._full = True
+        if self._full:
+            self._ranges, self._dirty, self._n_pending = [], [], 0
+
+    def walk(self, d_idx, d_len) -> np.ndarray:
+        """Posting entries of each document's terms: int64 (B,) (host arrays in, host array out)."""
+        out = np.empty(len(d_len), np.int64)
+        _walk(np.ascontiguousarray(d_idx, np.int32), np.ascontiguousarray(d_len, np.int32), self.t_len, out)
+        return out
+
+    def sync(self) -> None:
+        """Upload the pending changes (or everything, after growth) to the device copy."""
+        xp = self.xp
+        if (self._full or self.d_pool is None or len(self.d_pool) != len(self.pool)
+                or len(self.d_off) != len(self.t_off)):
+            self.d_off = xp.array(self.t_off)
+            self.d_len = xp.array(self.t_len)
+            self.d_pool = xp.array(self.pool)
+            self._full = False
+            self._ranges, self._dirty, self._n_pending = [], [], 0
+            self.full_uploads += 1
+            return
+        if not self._ranges:
+            return
+        starts = np.concatenate([r[0] for r in self._ranges])
+        counts = np.concatenate([r[1] for r in self._ranges])
+        pos = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+        terms = np.unique(np.concatenate(self._dirty))
+        self._ranges, self._dirty, self._n_pending = [], [], 0
+        index_update(self.d_pool, self.d_off, self.d_len, xp.asarray(pos), xp.asarray(self.pool[pos]),
+                     xp.asarray(terms), xp.asarray(self.t_off[terms]), xp.asarray(self.t_len[terms]))
+        self.partial_uploads += 1
+
+    def seen(self, n_docs: int, stride: int):
+        """The zeroed dedup bitmaps, (>= n_docs, stride / 32) uint32 of ``xp`` (reallocated when too small)."""
+        words = -(-stride // 32)
+        s = self._seen
+        if s is None or s.shape[0] < n_docs or s.shape[1] < words:
+            rows = max(n_docs, 0 if s is None else s.shape[0])
+            self._seen = self.xp.zeros((rows, words), np.uint32)
+        return self._seen
+
+    def lists(self) -> dict:
+        """Host mirror as ``{term: row ids in append order}`` (tests, diagnostics)."""
+        return {int(t): self.pool[self.t_off[t]:self.t_off[t] + self.t_len[t]].copy()
+                for t in np.flatnonzero(self.t_len)}
+
+
+def candidate_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d_len, index: PostingIndex,
+                   walk=None, upd_row: int = -1, upd_idx=None, upd_w=None, return_candidates: bool = False):
+    """Best row of every document among the rows that share a term with it (the candidate pass).
+
+    Beyond paper 002: ``ct_cand_gather`` collects the union of the document's posting lists (each row
+    once, through a per-document bitmap), ``ct_cand_block_max`` computes ``ct_dot`` for those rows
+    only, with the block-local max, and ``ct_argmax`` (the kernel of :func:`ellpack_best`) gives the best
+    (similarity, row), ties to the lowest row.  The similarities are those of the all-rows pass bit for
+    bit; every row that is not a candidate shares no term and scores exactly 0, so the best equals
+    :func:`ellpack_best`'s whenever it is > 0.
+
+    Parameters
+    ----------
+    ell_idx, ell_w, stride, n_rows, K, d_idx, d_w, d_len
+        As in :func:`ellpack_best` (numpy: the CPU twin; cupy: the CUDA kernels).
+    index : PostingIndex
+        The row partition's inverted index (synced here); same module as the matrix.
+    walk : int64 array (B,), optional
+        Posting entries per document (``index.walk`` on the host arrays); computed when omitted.
+    upd_row, upd_idx, upd_w
+        The update buffer (one document only): ``ct_cand_gather`` writes the row before the scoring.
+    return_candidates : bool
+        Also return each document's candidate rows (host arrays, sorted).
+
+    Returns
+    -------
+    best : float64 array (B, 2), same module
+        ``(similarity, row)``; ``(-1, -1)`` for a document without a candidate (no shared term, no
+        term at all) and when ``n_rows == 0``.
+    candidates : list of int32 arrays, when ``return_candidates``
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, ``K`` out of range, an index of another module, an update with ``B != 1`` or an
+        update row outside the rows.
+    """
+    _check_docs(d_idx, d_w, d_len, K)
+    if not 1 <= K <= MAX_K:
+        raise ValueError(f"top_k must be in [1, {MAX_K}], got {K}")
+    B = d_idx.shape[0]
+    if upd_row >= 0 and (B != 1 or upd_row >= n_rows):
+        raise ValueError(f"the update buffer needs one document and a row < n_rows (B={B}, row={upd_row})")
+    xp = _xp(ell_idx)
+    if index.xp is not xp:
+        raise ValueError(f"the index lives in {index.xp.__name__}, the matrix in {xp.__name__}")
+    best = xp.empty((B, 2), dtype=np.float64)
+    if n_rows == 0 or B == 0:
+        best[:, 0] = -1.0
+        best[:, 1] = -1.0
+        return (best, [np.zeros(0, np.int32)] * B) if return_candidates else best
+    index.sync()
+    if walk is None:
+        h_idx = d_idx.get() if hasattr(d_idx, "get") else d_idx
+        h_len = d_len.get() if hasattr(d_len, "get") else d_len
+        walk = index.walk(h_idx, h_len)
+    walk = np.asarray(walk, np.int64)
+    caps = np.minimum(walk, n_rows)
+    cand_off = np.zeros(B, np.int64)
+    cand_off[1:] = np.cumsum(caps)[:-1]
+    n_cand = max(1, int(caps.sum()))
+    gx_gather = int(min(max(1, -(-int(walk.max()) // BLOCK)), GATHER_MAX_BLOCKS))
+    gx_score = int(min(max(1, -(-int(caps.max()) // BLOCK)), SCORE_MAX_BLOCKS))
+    seen = index.seen(B, stride)
+    cand = xp.empty(n_cand, np.int32)
+    cand_n = xp.zeros(B, np.int32)
+    bsim = xp.empty((B, gx_score), np.float64)
+    bid = xp.empty((B, gx_score), np.int32)
+    if xp is np:
+        if upd_row >= 0:
+            _twin_update(ell_idx, ell_w, stride, K, upd_row, np.ascontiguousarray(upd_idx, np.int32),
+                         np.ascontiguousarray(upd_w, np.float64))
+        _twin_cand_gather(d_idx, d_len, index.d_off, index.d_len, index.d_pool, seen, cand_off, cand, cand_n)
+        if return_candidates:
+            found = [np.sort(cand[cand_off[b]:cand_off[b] + cand_n[b]]) for b in range(B)]
+        _twin_cand_block_max(ell_idx, ell_w, stride, K, d_idx, d_w, d_len, cand, cand_off, cand_n, seen, BLOCK,
+                             bsim, bid)
+        _twin_argmax(bsim, bid, best)
+    else:
+        import cupy
+
+        d_idx = cupy.ascontiguousarray(d_idx, np.int32)
+        d_w = cupy.ascontiguousarray(d_w, np.float64)
+        d_len = cupy.ascontiguousarray(d_len, np.int32)
+        g_off = cupy.asarray(cand_off)
+        if upd_row < 0:
+            upd_idx = cupy.empty(1, np.int32)
+            upd_w = cupy.empty(1, np.float64)
+        _fn("ct_cand_gather")(
+            (gx_gather, B), (BLOCK,),
+            (d_idx, d_len, np.int32(K), index.d_off, index.d_len, np.int64(len(index.d_off)), index.d_pool,
+             seen, np.int64(seen.shape[1]), g_off, cand, cand_n, ell_idx, ell_w, np.int64(stride),
+             np.int32(upd_row), upd_idx, upd_w))
+        if return_candidates:
+            h_cand, h_n = cand.get(), cand_n.get()
+            found = [np.sort(h_cand[cand_off[b]:cand_off[b] + h_n[b]]) for b in range(B)]
+        _fn("ct_cand_block_max")(
+            (gx_score, B), (BLOCK,),
+            (ell_idx, ell_w, np.int64(stride), np.int32(K), d_idx, d_w, d_len, cand, g_off, cand_n,
+             seen, np.int64(seen.shape[1]), bsim, bid))
+        _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(gx_score), best))
+    return (best, found) if return_candidates else best
+
+
 __all__ = ["BLOCK", "MAX_K", "ellpack_best", "ellpack_scores", "ellpack_scatter", "grow", "empty_matrix",
-           "to_ellpack", "padded_capacity", "dot_merge"]
+           "to_ellpack", "padded_capacity", "dot_merge", "PostingIndex", "candidate_best", "index_update"]

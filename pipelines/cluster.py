@@ -181,7 +181,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                    lowercase=True, stopwords="lucene", stemmer=None, min_len=2, max_len=None,
                    format="auto", text_column=None, id_column=None, blocksize=64 << 20, encoding="utf-8",
                    storage_options=None, backend="auto", method=None, batch_size=None, devices=None,
-                   client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
+                   candidates="auto", client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
                    progress=True) -> RunResult:
     """Cluster a corpus as a document stream (paper 002, Algorithm 1; GPU: Algorithms 2-3).
 
@@ -214,6 +214,11 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         Micro-batch of the ELLPACK engine (default 32 on the GPU, 1 on the CPU); exact for any size.
     devices : list of int, optional
         GPUs holding row partitions of the cluster matrix (paper section 6).
+    candidates : {"auto", True, False}
+        ELLPACK engine: score only the clusters that share a term with the document (an inverted
+        index on the device), every cluster (False), or choose per batch ("auto", the default: the
+        candidate pass from 8,192 clusters on when the documents' posting lists hold fewer than
+        1/8 as many entries as there are clusters).  Same assignments either way.
     n_top_terms : int
         Terms per cluster written to clusters.parquet.
     progress : bool
@@ -286,7 +291,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
 
     t0 = time.perf_counter()
     sc = StreamClusterer(threshold, top_k, backend=be, method=method, batch_size=batch_size, devices=devices,
-                         vectorizer=vec)
+                         candidates=candidates, vectorizer=vec)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -314,7 +319,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
               "n_terms": V, "n_singletons": int((cl["size"] == 1).sum())}
     params = {"threshold": float(threshold), "top_k": int(top_k), "order_by": order_by if isinstance(order_by, str)
               or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
-              "batch_size": int(batch_size), "devices": devices, "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
+              "batch_size": int(batch_size), "devices": devices, "candidates": candidates, "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
     with atomic_directory(out, overwrite=overwrite) as tmp:
         pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
         pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
@@ -326,6 +331,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
             "kind": "cutext.cluster", "version": __version__, "backend": be, "scheduler": info.scheduler,
             "n_workers": info.n_workers, "source": str(path), "params": params, "counts": counts,
             "timings": timings, "kernel_restarts": getattr(sc.engine, "restarts", 0),
+            "candidate_batches": getattr(sc.engine, "candidate_batches", 0),
+            "all_rows_batches": getattr(sc.engine, "all_rows_batches", 0),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return RunResult("cluster", Path(out).absolute(), be, info.scheduler, info.n_workers, counts, timings, params)
 
@@ -386,6 +393,9 @@ def add_cli(sub) -> None:
     p.add_argument("--method", default=None, choices=["reference", "brute", "ellpack"])
     p.add_argument("--batch-size", type=int, default=None, help="ELLPACK micro-batch (default 32 GPU, 1 CPU)")
     p.add_argument("--devices", default=None, help="comma-separated GPU ids for row partitions")
+    p.add_argument("--candidates", default="auto", choices=["auto", "on", "off"],
+                   help="ELLPACK: score only clusters sharing a term (on), every cluster (off), or choose per "
+                        "batch (auto, default); same results")
     p.add_argument("--stopwords", default="lucene", help="'lucene', 'none' or a file with one word per line")
     p.add_argument("--stemmer", default=None, help="Snowball algorithm (porter, english, ...)")
     p.add_argument("--min-len", type=int, default=2, help="drop tokens shorter than this (default 2)")
@@ -403,9 +413,10 @@ def _cli_main(args) -> int:
     text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
     path = args.path[0] if len(args.path) == 1 else args.path
     devices = [int(x) for x in args.devices.split(",")] if args.devices else None
+    candidates = {"auto": "auto", "on": True, "off": False}[args.candidates]
     r = cluster_corpus(path, args.out, threshold=args.threshold, top_k=args.top_k, order_by=args.order_by,
                        idf_from=args.idf_from, weighting=args.weighting, backend=args.backend, method=args.method,
-                       batch_size=args.batch_size, devices=devices, stopwords=args.stopwords, stemmer=args.stemmer,
+                       batch_size=args.batch_size, devices=devices, candidates=candidates, stopwords=args.stopwords, stemmer=args.stemmer,
                        min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
                        progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))

@@ -14,6 +14,9 @@ Engines (all give identical assignments; see :mod:`cutext.kernels.cluster_ref` f
   sequential semantics exactly (:func:`cutext.kernels.cluster_ref.resolve_batch`).  Rows can be
   partitioned across several GPUs (``devices=[0, 1, ...]``; cluster ``g`` lives on device
   ``g % n`` as row ``g // n``) with a global max on the host (paper section 6).
+  Beyond the paper, ``candidates=`` scores only the rows that share a term with the document,
+  through an inverted index kept on the device (:class:`cutext.kernels.ellpack.PostingIndex`,
+  :func:`cutext.kernels.ellpack.candidate_best`); same assignments and similarities.
 """
 from __future__ import annotations
 
@@ -30,7 +33,13 @@ from cutext.kernels import ellpack
 from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 
 METHODS = ("reference", "brute", "ellpack")
+CANDIDATES = ("auto", True, False)
 STATE_VERSION = 1
+# candidates="auto": the candidate pass when there are at least AUTO_MIN_CLUSTERS clusters and the
+# batch's documents have, on average, fewer than n_clusters / AUTO_WALK_FACTOR posting entries (see
+# docs/decisions.md; a first guess, measured by benchmarks/cluster.py)
+AUTO_MIN_CLUSTERS = 8192
+AUTO_WALK_FACTOR = 8
 
 
 def _grown(a: np.ndarray, rows: int, fill) -> np.ndarray:
@@ -170,7 +179,7 @@ class ReferenceEngine:
 class _Shard:
     """One row partition of the ELLPACK matrix on one device (or host memory for the CPU twin)."""
 
-    def __init__(self, K, xp, device=None):
+    def __init__(self, K, xp, device=None, index=False):
         self.K = K
         self.xp = xp
         self.device = device
@@ -178,6 +187,7 @@ class _Shard:
         self.stride = ellpack.BLOCK
         with self._on():
             self.idx, self.w = ellpack.empty_matrix(K, self.stride, xp)
+        self.index = ellpack.PostingIndex(xp) if index else None
 
     def _on(self):
         if self.device is None:
@@ -214,13 +224,36 @@ class EllpackEngine:
         Row partitions of the CPU twin (to exercise the multi-GPU logic on the CPU).
     batch_size : int
         Documents scored together (1: one kernel per document with the fused update buffer).
+    candidates : {"auto", True, False}
+        Score only the rows that share a term with the document (the candidate pass through an
+        inverted index on each device), every row (False, the paper's design), or choose per batch
+        ("auto": the candidate pass when there are at least :data:`AUTO_MIN_CLUSTERS` clusters and the
+        documents' posting lists hold on average fewer than ``n_clusters / AUTO_WALK_FACTOR`` entries).
+        The assignments and similarities are the same.
+
+    Attributes
+    ----------
+    restarts : int
+        Micro-batches cut short (a batch-start best cluster changed within the batch).
+    kernel_calls : int
+        Scoring passes, summed over the row partitions.
+    candidate_batches, all_rows_batches : int
+        Batches scored with the candidate pass / over every row.
+
+    Raises
+    ------
+    ValueError
+        ``candidates`` not one of "auto", True, False.
     """
 
     def __init__(self, state: ClusterState, gpu: bool = False, devices=None, n_shards: int = 1,
-                 batch_size: int = 1):
+                 batch_size: int = 1, candidates="auto"):
+        if not any(candidates is c or (isinstance(c, str) and candidates == c) for c in CANDIDATES):
+            raise ValueError(f"candidates must be 'auto', True or False, got {candidates!r}")
         self.state = state
         self.gpu = gpu
         self.batch_size = max(1, int(batch_size))
+        self.candidates = candidates
         if gpu:
             import cupy
 
@@ -230,15 +263,38 @@ class EllpackEngine:
             xp = np
             devs = [None] * max(1, int(n_shards))
         self.xp = xp
-        self.shards = [_Shard(state.K, xp, d) for d in devs]
+        self.shards = [_Shard(state.K, xp, d, index=candidates is not False) for d in devs]
         self.pending: list[int] = []
         self.mark = np.full(state.capacity, -1, np.int64)
         self.batch_stamp = 0
         self.restarts = 0
         self.kernel_calls = 0
+        self.candidate_batches = 0
+        self.all_rows_batches = 0
         if state.n:
             self.pending = list(range(state.n))
             self._flush()
+            # the inverted index of a loaded state: every term of every cluster
+            n = state.n
+            L = state.length[:n].astype(np.int64)
+            mask = np.arange(state.K)[None, :] < L[:, None]
+            self._add_postings(state.idx[:n][mask], np.repeat(np.arange(n, dtype=np.int64), L))
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the shards keep an inverted index (``candidates`` is not False)."""
+        return self.candidates is not False
+
+    def _add_postings(self, terms, clusters):
+        """Append index entries (term, global cluster) to the shards' host mirrors (uploaded before scoring)."""
+        if not self.indexed or len(terms) == 0:
+            return
+        S = len(self.shards)
+        clusters = np.asarray(clusters, np.int64)
+        terms = np.asarray(terms, np.int32)
+        for s, sh in enumerate(self.shards):
+            sel = clusters % S == s if S > 1 else slice(None)
+            sh.index.append(terms[sel], clusters[sel] // S)
 
     # global cluster g <-> (shard g % S, row g // S)
     def _rows_of(self, s):
@@ -268,11 +324,35 @@ class EllpackEngine:
                                         xp.asarray(st.idx[sel]), xp.asarray(st.w[sel]))
         self.pending = []
 
+    def _walks(self, tv: TermVectors, j0: int, j1: int):
+        """Posting entries per document (B,) of each shard, or None without an index."""
+        if not self.indexed:
+            return None
+        d_idx, d_len = tv.idx[j0:j1], tv.length[j0:j1]
+        return [sh.index.walk(d_idx, d_len) for sh in self.shards]
+
+    def use_candidates(self, walks, n_docs: int) -> bool:
+        """The pass for a batch: ``candidates`` if True/False, else the "auto" rule on the posting entries."""
+        if self.candidates is True or self.candidates is False:
+            return self.candidates
+        n = self.state.n
+        return n >= AUTO_MIN_CLUSTERS and AUTO_WALK_FACTOR * int(sum(w.sum() for w in walks)) < n_docs * n
+
     def _score(self, tv: TermVectors, j0: int, j1: int):
-        """Batch-start best (similarity, global cluster id) of documents j0..j1-1 over all shards."""
+        """Batch-start best (similarity, global cluster id) of documents j0..j1-1 over all shards.
+
+        Candidate pass: (-1, -1) for a document that shares no term with any cluster (the all-rows
+        pass: similarity 0 and the lowest cluster id); both resolve to the same assignment.
+        """
         st = self.state
         S = len(self.shards)
         B = j1 - j0
+        walks = self._walks(tv, j0, j1)
+        cand = walks is not None and self.use_candidates(walks, B)
+        if cand:
+            self.candidate_batches += 1
+        else:
+            self.all_rows_batches += 1
         fused = B == 1 and len(self.pending) == 1
         if fused:
             self._sync_rows()
@@ -289,12 +369,14 @@ class EllpackEngine:
                 d_idx = xp.asarray(tv.idx[j0:j1])
                 d_w = xp.asarray(tv.w[j0:j1])
                 d_len = xp.asarray(tv.length[j0:j1])
+                upd = {}
                 if fused and g % S == s:
-                    best = ellpack.ellpack_best(sh.idx, sh.w, sh.stride, sh.n_rows, st.K, d_idx, d_w, d_len,
-                                                upd_row=g // S, upd_idx=xp.asarray(st.idx[g]),
-                                                upd_w=xp.asarray(st.w[g]))
+                    upd = {"upd_row": g // S, "upd_idx": xp.asarray(st.idx[g]), "upd_w": xp.asarray(st.w[g])}
+                if cand:
+                    best = ellpack.candidate_best(sh.idx, sh.w, sh.stride, sh.n_rows, st.K, d_idx, d_w, d_len,
+                                                  sh.index, walk=walks[s], **upd)
                 else:
-                    best = ellpack.ellpack_best(sh.idx, sh.w, sh.stride, sh.n_rows, st.K, d_idx, d_w, d_len)
+                    best = ellpack.ellpack_best(sh.idx, sh.w, sh.stride, sh.n_rows, st.K, d_idx, d_w, d_len, **upd)
                 self.kernel_calls += 1
                 outs.append(best)
         if fused:
@@ -321,24 +403,32 @@ class EllpackEngine:
         if len(self.mark) < st.capacity:
             self.mark = _grown(self.mark, st.capacity, -1)
         touched = np.empty(self.batch_size, np.int64)
+        post_n = self.batch_size * st.K if self.indexed else 0
+        post_term = np.empty(post_n, np.int32)
+        post_cluster = np.empty(post_n, np.int64)
         j = 0
         while j < n:
             j1 = min(j + self.batch_size, n)
             best_sim, best_id = self._score(tv, j, j1)
             self.batch_stamp += 1
-            j_stop, st.n, n_t = ref.resolve_batch(
+            j_stop, st.n, n_t, n_post = ref.resolve_batch(
                 tv.idx, tv.w, tv.length, tv.norm, j, j1, best_sim, best_id, float(threshold), st.K,
                 st.idx, st.w, st.length, st.norm, st.size, st.n,
-                self.mark, self.batch_stamp, touched, res.cluster, res.sim, res.new)
+                self.mark, self.batch_stamp, touched, res.cluster, res.sim, res.new, post_term, post_cluster)
             if j_stop < j1:
                 self.restarts += 1
             self.pending = [int(c) for c in touched[:n_t]]
+            self._add_postings(post_term[:n_post], post_cluster[:n_post])
             j = j_stop
         return res
 
     def sync(self) -> None:
-        """Push every pending row to the device(s)."""
+        """Push every pending row and every pending index change to the device(s)."""
         self._flush()
+        if self.indexed:
+            for sh in self.shards:
+                with sh._on():
+                    sh.index.sync()
 
     def matrix(self) -> tuple:
         """Host copies ``[(ell_idx, ell_w, stride, n_rows), ...]`` of every shard (tests)."""
@@ -439,6 +529,11 @@ class StreamClusterer:
         GPUs for the row partitions (``backend="gpu"``).
     n_shards : int
         Row partitions of the ELLPACK CPU twin.
+    candidates : {"auto", True, False}
+        ELLPACK engine: score only the clusters that share a term with the document (the candidate
+        pass through an inverted index on the device), every cluster (False), or choose per batch
+        ("auto"; see :class:`EllpackEngine`).  Same results.  The reference engine decides per
+        document itself (Alg. 1); the brute engine compares every cluster.
     vectorizer : StreamVectorizer, optional
         Used when :meth:`partial_fit` receives texts (default: a new one, IDF from the stream).
 
@@ -450,7 +545,8 @@ class StreamClusterer:
     """
 
     def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "cpu", method=None,
-                 batch_size: int = 1, devices=None, n_shards: int = 1, vectorizer=None, _state=None):
+                 batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
+                 _state=None):
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
         if not 1 <= int(top_k) <= ellpack.MAX_K:
@@ -462,6 +558,8 @@ class StreamClusterer:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if backend == "gpu" and method != "ellpack":
             raise ValueError("backend='gpu' runs method='ellpack'")
+        if not any(candidates is c or (isinstance(c, str) and candidates == c) for c in CANDIDATES):
+            raise ValueError(f"candidates must be 'auto', True or False, got {candidates!r}")
         self.threshold = float(threshold)
         self.top_k = int(top_k)
         self.backend = backend
@@ -469,13 +567,14 @@ class StreamClusterer:
         self.batch_size = int(batch_size)
         self.devices = list(devices) if devices else None
         self.n_shards = int(n_shards)
+        self.candidates = candidates
         self.vectorizer = vectorizer
         self.state = _state if _state is not None else ClusterState(self.top_k)
         self.n_docs = 0
         self.seconds = 0.0
         if method == "ellpack":
             self.engine = EllpackEngine(self.state, gpu=backend == "gpu", devices=self.devices,
-                                        n_shards=self.n_shards, batch_size=self.batch_size)
+                                        n_shards=self.n_shards, batch_size=self.batch_size, candidates=candidates)
         else:
             self.engine = ReferenceEngine(self.state, brute=method == "brute")
 
@@ -561,8 +660,10 @@ class StreamClusterer:
 
     @classmethod
     def load(cls, path, *, backend: str = "cpu", method=None, batch_size: int = 1, devices=None,
-             n_shards: int = 1, threshold=None) -> "StreamClusterer":
+             n_shards: int = 1, candidates="auto", threshold=None) -> "StreamClusterer":
         """Resume from :meth:`save` (or a pipeline's ``state/`` folder); runs on the backend given here.
+
+        The ELLPACK engine rebuilds its matrix and its inverted index from the saved clusters.
 
         Raises
         ------
@@ -589,6 +690,7 @@ class StreamClusterer:
             vec = StreamVectorizer(K, v["weighting"], v["idf"], TokenizerConfig.from_dict(v["tokenizer"]),
                                    terms=terms, df=df, n_ref=v["n_ref"])
         sc = cls(meta["threshold"] if threshold is None else threshold, K, backend=backend, method=method,
-                 batch_size=batch_size, devices=devices, n_shards=n_shards, vectorizer=vec, _state=state)
+                 batch_size=batch_size, devices=devices, n_shards=n_shards, candidates=candidates, vectorizer=vec,
+                 _state=state)
         sc.n_docs = int(meta["n_docs"])
         return sc

@@ -163,18 +163,135 @@ def test_ellpack_twin_equals_reference(news_tv, threshold, shards):
         assert s2.n_clusters > 2 * ellpack.BLOCK and s2.engine.shards[0].stride >= 2 * ellpack.BLOCK
 
 
-@pytest.mark.parametrize("batch", [7, 64])
-def test_micro_batch_equals_sequential(news, batch):
+@pytest.mark.parametrize("batch,candidates", [(7, False), (64, False), (7, True), (64, True)])
+def test_micro_batch_equals_sequential(news, batch, candidates):
     # bursty order (grouped by newsgroup): documents of a batch often pick the same cluster,
     # which exercises the recompute-touched-clusters and the restart paths
     texts = news.sort_values(["group", "source_id"])["text"].tolist()[:600]
     tv = StreamVectorizer(K).transform(texts)
     s1, a1 = _run(tv, 0.3)
-    s2, a2 = _run(tv, 0.3, method="ellpack", batch_size=batch)
+    s2, a2 = _run(tv, 0.3, method="ellpack", batch_size=batch, candidates=candidates)
     _same(a1, a2)
     _same_state(s1.state, s2.state)
     assert s2.engine.restarts > 0
     assert s2.engine.kernel_calls < len(tv)
+    assert (s2.engine.candidate_batches > 0) == candidates and (s2.engine.all_rows_batches > 0) != candidates
+
+
+# ----------------------------------------------------------------------------- the candidate pass
+
+@pytest.fixture(scope="module")
+def reuters_tv(shared_data):
+    docs = datasets.load_reuters21578(shared_data / "corpora" / "reuters21578.tar.gz").iloc[:900]
+    return StreamVectorizer(K).transform(docs["text"].tolist())
+
+
+def _index_holds_every_cluster_term(engine):
+    """Every (term, cluster) of the current rows has an entry on the cluster's shard; device copy == mirror."""
+    st = engine.state
+    S = len(engine.shards)
+    engine.sync()
+    for s, sh in enumerate(engine.shards):
+        ix = sh.index
+        np.testing.assert_array_equal(ix.d_pool, ix.pool)
+        np.testing.assert_array_equal(ix.d_off[:len(ix.t_off)], ix.t_off)
+        np.testing.assert_array_equal(ix.d_len[:len(ix.t_len)], ix.t_len)
+        lists = ix.lists()
+        n_stale = 0
+        for t, rows in lists.items():
+            assert (rows >= 0).all() and (rows < sh.n_rows).all()
+            for r in rows:
+                n_stale += not ref_contains(st, r * S + s, t)
+        for g in range(s, st.n, S):
+            for t in st.idx[g, :st.length[g]]:
+                assert g // S in lists[int(t)], (g, t)
+    return n_stale
+
+
+def ref_contains(st, c, t):
+    return t in st.idx[c, :st.length[c]]
+
+
+@pytest.mark.parametrize("corpus,threshold,shards,batch", [
+    ("news", 0.3, 1, 1), ("news", 0.6, 3, 1), ("reuters", 0.3, 3, 1), ("reuters", 0.6, 1, 1),
+    ("news", 0.3, 3, 16), ("reuters", 0.6, 1, 16)])
+def test_candidate_pass_equals_reference_and_all_rows(news_tv, reuters_tv, corpus, threshold, shards, batch):
+    """The candidate pass of the ELLPACK twin == every row of the twin == the CPU reference, bit for bit."""
+    tv = (news_tv if corpus == "news" else reuters_tv).take(slice(0, 700))
+    s1, a1 = _run(tv, threshold)
+    s2, a2 = _run(tv, threshold, method="ellpack", n_shards=shards, batch_size=batch, candidates=True)
+    s3, a3 = _run(tv, threshold, method="ellpack", n_shards=shards, batch_size=batch, candidates=False)
+    _same(a1, a2)
+    _same(a1, a3)
+    _same_state(s1.state, s2.state)
+    e = s2.engine
+    assert e.candidate_batches > 0 and e.all_rows_batches == 0
+    assert s3.engine.candidate_batches == 0 and not s3.engine.indexed
+    # the device matrix == the host rows; the index holds every term of every cluster, plus stale entries
+    for s, (ei, ew, stride, n_rows) in enumerate(e.matrix()):
+        g = np.arange(s, s2.n_clusters, shards)
+        np.testing.assert_array_equal(ei.reshape(K, stride)[:, :n_rows].T, s2.state.idx[g])
+    n_stale = _index_holds_every_cluster_term(e)
+    assert n_stale > 0 or threshold == 0.6
+    # the same entries as the reference's inverted index (Alg. 1): per term, the same clusters
+    ref_plen = s1.engine.plen
+    total = np.zeros(len(ref_plen), np.int64)
+    for sh in e.shards:
+        n = min(len(sh.index.t_len), len(total))
+        total[:n] += sh.index.t_len[:n]
+    np.testing.assert_array_equal(total, ref_plen[:len(total)])
+    assert sum(sh.index.partial_uploads for sh in e.shards) > 0  # only the changes, most of the time
+
+
+def test_candidate_pass_auto_switches_and_stays_exact(news_tv, monkeypatch):
+    """"auto" mixes both passes within one stream (the index is kept while the all-rows pass runs)."""
+    from cutext.stages import streamcluster
+
+    monkeypatch.setattr(streamcluster, "AUTO_MIN_CLUSTERS", 300)
+    monkeypatch.setattr(streamcluster, "AUTO_WALK_FACTOR", 1)
+    tv = news_tv.take(slice(0, 900))
+    _, a1 = _run(tv, 0.3)
+    for batch in (1, 8):
+        s2, a2 = _run(tv, 0.3, method="ellpack", batch_size=batch, n_shards=2)
+        _same(a1, a2)
+        e = s2.engine
+        assert e.candidate_batches > 0 and e.all_rows_batches > 0
+        _index_holds_every_cluster_term(e)
+    with pytest.raises(ValueError, match="candidates"):
+        StreamClusterer(0.3, K, method="ellpack", candidates="yes")
+
+
+def test_candidate_kernel_twin(news_tv):
+    """candidate_best: candidates = rows sharing a term (+ stale entries), best = ellpack_best's when > 0."""
+    tv = news_tv
+    n_rows = 500
+    ei, ew = ellpack.to_ellpack(tv.idx, tv.w, n_rows, K)
+    stride = len(ei) // K
+    ix = ellpack.PostingIndex(np, n_terms=4, pool_capacity=4)
+    for r in range(n_rows):
+        ix.append(tv.idx[r, :tv.length[r]], np.full(tv.length[r], r))
+    docs = tv.take(np.r_[3, 600:620])
+    scores = ellpack.ellpack_scores(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length)
+    full = ellpack.ellpack_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length)
+    best, cands = ellpack.candidate_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length, ix,
+                                         return_candidates=True)
+    for b in range(len(docs)):
+        np.testing.assert_array_equal(cands[b], np.flatnonzero(scores[b] > 0))  # no stale entry here
+        if full[b, 0] > 0:
+            np.testing.assert_array_equal(best[b], full[b])
+        else:
+            assert best[b].tolist() == [-1.0, -1.0]
+    assert best[0, 1] == 3.0
+    walk = ix.walk(docs.idx, docs.length)
+    assert (walk >= [len(c) for c in cands]).all() and walk.sum() > len(docs)
+    np.testing.assert_array_equal(ellpack.candidate_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length,
+                                                         ix, walk=walk), best)
+    assert not ix.seen(len(docs), stride).any()
+    with pytest.raises(ValueError, match="update buffer"):
+        ellpack.candidate_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length, ix, upd_row=1,
+                               upd_idx=tv.idx[0], upd_w=tv.w[0])
+    with pytest.raises(ValueError, match=">= 0"):
+        ix.append(np.array([-1]), np.array([0]))
 
 
 def test_kernel_twin_blocks_and_scores(news_tv):
@@ -210,20 +327,25 @@ def test_kernel_twin_blocks_and_scores(news_tv):
 
 # ----------------------------------------------------------------------------- live feed
 
-@pytest.mark.parametrize("resume_method", ["reference", "ellpack"])
-def test_save_and_resume_equals_one_run(news, tmp_path, resume_method):
+@pytest.mark.parametrize("resume_method,candidates", [("reference", "auto"), ("ellpack", False), ("ellpack", True)])
+def test_save_and_resume_equals_one_run(news, tmp_path, resume_method, candidates):
     texts = news["text"].tolist()[:900]
     one = StreamClusterer(0.3, K)
     whole = pd.concat([one.partial_fit(texts[a:a + 250]) for a in range(0, 900, 250)], ignore_index=True)
     first = StreamClusterer(0.3, K)
     part1 = first.partial_fit(texts[:400])
     first.save(tmp_path / "state")
-    again = StreamClusterer.load(tmp_path / "state", method=resume_method, batch_size=16)
+    again = StreamClusterer.load(tmp_path / "state", method=resume_method, batch_size=16, candidates=candidates)
     assert again.n_docs == 400 and again.n_clusters == first.n_clusters
+    if candidates is True:  # the index was rebuilt from the saved clusters
+        assert again.engine.shards[0].index.n_entries == int(again.state.length[:again.n_clusters].sum())
     part2 = again.partial_fit(pd.DataFrame({"text": texts[400:]}))
     _same(whole, pd.concat([part1, part2], ignore_index=True))
     assert part2["position"].tolist() == list(range(400, 900))
     _same_state(one.state, again.state)
+    if candidates is True:
+        assert again.engine.candidate_batches > 0
+        _index_holds_every_cluster_term(again.engine)
     assert one.vectorizer.terms == again.vectorizer.terms
     np.testing.assert_array_equal(one.vectorizer.df, again.vectorizer.df)
 
@@ -310,6 +432,12 @@ def test_pipeline_writes_assignments_clusters_and_state(reuters_jsonl, tmp_path)
                        backend="cpu", method="ellpack", batch_size=16, progress=False)
     pd.testing.assert_frame_equal(a, pd.read_parquet(tmp_path / "out2" / "assignments.parquet"))
     assert r2.params["method"] == "ellpack"
+    # ... and with the candidate pass
+    r3 = pipelines.run("cluster", str(path), out=tmp_path / "out3", threshold=0.3, top_k=K, order_by="date",
+                       backend="cpu", method="ellpack", candidates=True, progress=False)
+    pd.testing.assert_frame_equal(a, pd.read_parquet(tmp_path / "out3" / "assignments.parquet"))
+    meta3 = json.loads((tmp_path / "out3" / "cluster.json").read_text())
+    assert r3.params["candidates"] is True and meta3["candidate_batches"] == len(docs) and meta3["all_rows_batches"] == 0
     # the state resumes a live feed
     sc = StreamClusterer.load(out / "state")
     assert sc.n_docs == len(docs) and sc.n_clusters == len(cl)
@@ -344,6 +472,13 @@ def test_cli(reuters_jsonl, tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["pipeline"] == "cluster" and out["counts"]["n_docs"] == len(docs)
+    rc = main(["cluster", str(path), "--out", str(tmp_path / "cli2"), "--threshold", "0.4", "--backend", "cpu",
+               "--method", "ellpack", "--batch-size", "8", "--candidates", "on", "--no-progress", "--json"])
+    assert rc == 0
+    out2 = json.loads(capsys.readouterr().out)
+    assert out2["params"]["candidates"] is True and out2["counts"] == out["counts"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cli" / "assignments.parquet"),
+                                  pd.read_parquet(tmp_path / "cli2" / "assignments.parquet"))
 
 
 def test_stream_order_parses_dates_and_is_stable():

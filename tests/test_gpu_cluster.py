@@ -62,9 +62,10 @@ def test_gpu_assignments_equal_cpu_reference_full_corpus(name, threshold):
     cpu = StreamClusterer(threshold, K, backend="cpu")
     a_cpu = cpu.partial_fit(tv)
     for batch in (1, 32):
-        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch)
+        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch, candidates=False)  # every row
         a_gpu = gpu.partial_fit(tv)
         _assert_same(a_cpu, a_gpu, f"{name} T={threshold} batch={batch}")
+        assert gpu.engine.candidate_batches == 0
         assert gpu.n_clusters == cpu.n_clusters
         n = cpu.n_clusters
         np.testing.assert_array_equal(gpu.state.idx[:n], cpu.state.idx[:n])
@@ -141,5 +142,111 @@ def test_rows_partitioned_across_gpus_equal_cpu():
     tv = _vectors("20news")
     cpu = StreamClusterer(0.6, K, backend="cpu").partial_fit(tv)
     for batch in (1, 32):
-        multi = StreamClusterer(0.6, K, backend="gpu", devices=list(range(device_count())), batch_size=batch)
+        multi = StreamClusterer(0.6, K, backend="gpu", devices=list(range(device_count())), batch_size=batch,
+                                candidates=False)
         _assert_same(cpu, multi.partial_fit(tv), f"{device_count()} GPUs batch={batch}")
+
+
+# ----------------------------------------------------------------------------- the candidate pass
+
+def _index_equals_mirror(engine):
+    engine.sync()
+    for sh in engine.shards:
+        ix = sh.index
+        np.testing.assert_array_equal(ix.d_pool.get(), ix.pool)
+        np.testing.assert_array_equal(ix.d_off.get(), ix.t_off)
+        np.testing.assert_array_equal(ix.d_len.get(), ix.t_len)
+        assert ix.partial_uploads > 0 and not ix.seen(1, sh.stride).any()  # bitmaps cleared after every pass
+
+
+@pytest.mark.parametrize("name", ["20news", "reuters21578"])
+@pytest.mark.parametrize("threshold", [0.3, 0.6])
+def test_gpu_candidate_pass_equals_cpu_reference_full_corpus(name, threshold):
+    """The candidate pass (device inverted index) on every document of the corpus == the CPU reference."""
+    tv = _vectors(name)
+    cpu = StreamClusterer(threshold, K, backend="cpu")
+    a_cpu = cpu.partial_fit(tv)
+    n = cpu.n_clusters
+    for batch in (1, 32):
+        gpu = StreamClusterer(threshold, K, backend="gpu", batch_size=batch, candidates=True)
+        a_gpu = gpu.partial_fit(tv)
+        _assert_same(a_cpu, a_gpu, f"candidates {name} T={threshold} batch={batch}")
+        e = gpu.engine
+        assert e.candidate_batches > 0 and e.all_rows_batches == 0
+        assert gpu.n_clusters == n
+        np.testing.assert_array_equal(gpu.state.idx[:n], cpu.state.idx[:n])
+        np.testing.assert_array_equal(gpu.state.w[:n], cpu.state.w[:n])
+        (ei, ew, stride, n_rows), = e.matrix()
+        assert n_rows == n
+        np.testing.assert_array_equal(ei.reshape(K, stride)[:, :n].T, cpu.state.idx[:n])
+        np.testing.assert_array_equal(ew.reshape(K, stride)[:, :n].T, cpu.state.w[:n])
+        _index_equals_mirror(e)
+        assert e.shards[0].index.n_entries == int(cpu.engine.plen.sum())  # the reference's entries
+
+
+def test_candidate_kernels_equal_twin():
+    import cupy
+
+    tv = _vectors("reuters21578")
+    n_rows = 5000
+    ei, ew = ellpack.to_ellpack(tv.idx, tv.w, n_rows, K)
+    stride = len(ei) // K
+    # rows 0..4999 indexed; rows 100..199 then overwritten by documents 9000..9099 (stale entries stay);
+    # row 4999 = a copy of row 7 (a tie)
+    new = np.r_[9000:9100, 7]
+    rows = np.r_[100:200, 4999]
+    ellpack.ellpack_scatter(ei, ew, stride, K, rows, tv.idx[new], tv.w[new])
+    ix_c, ix_g = ellpack.PostingIndex(np), ellpack.PostingIndex(cupy)
+    for ix in (ix_c, ix_g):
+        for r in range(n_rows):
+            ix.append(tv.idx[r, :tv.length[r]], np.full(tv.length[r], r))
+        ix.sync()
+        for r, j in zip(rows, new):
+            ix.append(tv.idx[j, :tv.length[j]], np.full(tv.length[j], r))
+    gi, gw = cupy.asarray(ei), cupy.asarray(ew)
+    docs = tv.take(np.r_[7, 5000:5063])
+    docs.length[1] = 0  # an empty document
+    docs.idx[1] = -1
+    docs.w[1] = 0
+    dg = [cupy.asarray(x) for x in (docs.idx, docs.w, docs.length)]
+    b_cpu, c_cpu = ellpack.candidate_best(ei, ew, stride, n_rows, K, docs.idx, docs.w, docs.length, ix_c,
+                                          return_candidates=True)
+    b_gpu, c_gpu = ellpack.candidate_best(gi, gw, stride, n_rows, K, *dg, ix_g, return_candidates=True)
+    np.testing.assert_array_equal(b_cpu, b_gpu.get())
+    for a, b in zip(c_cpu, c_gpu):
+        np.testing.assert_array_equal(a, b)
+    assert ix_g.partial_uploads == 1 and ix_g.full_uploads >= 1
+    np.testing.assert_array_equal(ix_g.d_pool.get(), ix_c.d_pool)
+    full = ellpack.ellpack_best(gi, gw, stride, n_rows, K, *dg).get()
+    pos = full[:, 0] > 0
+    np.testing.assert_array_equal(b_gpu.get()[pos], full[pos])
+    assert (b_gpu.get()[~pos] == -1).all() and not pos[1]
+    assert b_cpu[0, 1] <= 7.0  # never the copy at row 4999
+    assert not ix_g.seen(len(docs), stride).any()
+    # update buffer: written by ct_cand_gather, scored by ct_cand_block_max
+    d = tv.take(slice(9500, 9501))
+    for ix in (ix_c, ix_g):
+        ix.append(tv.idx[9500, :tv.length[9500]], np.full(tv.length[9500], 321))
+    b1 = ellpack.candidate_best(ei, ew, stride, n_rows, K, d.idx, d.w, d.length, ix_c, upd_row=321,
+                                upd_idx=tv.idx[9500], upd_w=tv.w[9500])
+    b2 = ellpack.candidate_best(gi, gw, stride, n_rows, K, *[cupy.asarray(x) for x in (d.idx, d.w, d.length)], ix_g,
+                                upd_row=321, upd_idx=cupy.asarray(tv.idx[9500]), upd_w=cupy.asarray(tv.w[9500])).get()
+    np.testing.assert_array_equal(b1, b2)
+    assert b2[0, 1] <= 321.0 and b2[0, 0] >= 1.0 - 1e-12
+    np.testing.assert_array_equal(ei, gi.get())
+    np.testing.assert_array_equal(ew, gw.get())
+
+
+@pytest.mark.skipif(device_count() < 2, reason="needs 2 GPUs")
+def test_candidate_pass_rows_partitioned_across_gpus_equal_cpu():
+    tv = _vectors("20news")
+    devices = list(range(min(2, device_count())))
+    for threshold in (0.3, 0.6):
+        cpu = StreamClusterer(threshold, K, backend="cpu").partial_fit(tv)
+        for batch in (1, 32):
+            multi = StreamClusterer(threshold, K, backend="gpu", devices=devices, batch_size=batch, candidates=True)
+            _assert_same(cpu, multi.partial_fit(tv), f"candidates T={threshold} {len(devices)} GPUs batch={batch}")
+            assert multi.engine.candidate_batches > 0
+            for sh, dev in zip(multi.engine.shards, devices):
+                assert sh.index.d_pool.device.id == dev
+            _index_equals_mirror(multi.engine)

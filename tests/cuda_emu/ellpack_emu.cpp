@@ -13,6 +13,10 @@ static void __syncthreads() { g_bar->arrive_and_wait(); }
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__ __restrict
+// device atomics: blocks run one after another, so only the threads of one block race
+static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned int atomicOr(unsigned int* p, unsigned int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static unsigned int atomicAnd(unsigned int* p, unsigned int v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
 #include KERNEL_SOURCE
 static void launch(dim3_ grid, dim3_ block, const std::function<void()>& f) {
     gridDim = grid; blockDim = block;
@@ -52,6 +56,28 @@ void launch_ct_scores(unsigned gx, unsigned gy, unsigned bx, const int* idx, con
 void launch_ct_scatter(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, long long stride, int K,
                        int n_upd, const long long* rows, const int* ri, const double* rw) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_scatter(idx, w, stride, K, n_upd, rows, ri, rw); });
+}
+void launch_ct_cand_gather(unsigned gx, unsigned gy, unsigned bx, const int* dterm, const int* dlen, int K,
+                           const long long* t_off, const int* t_len, long long n_terms, const int* pool,
+                           unsigned int* seen, long long seen_words, const long long* cand_off, int* cand, int* cand_n,
+                           int* idx, double* w, long long stride, int upd_row, const int* ui, const double* uw) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_cand_gather(dterm, dlen, K, t_off, t_len, n_terms, pool, seen, seen_words, cand_off, cand, cand_n, idx, w,
+                       stride, upd_row, ui, uw); });
+}
+void launch_ct_cand_block_max(unsigned gx, unsigned gy, unsigned bx, const int* idx, const double* w, long long stride,
+                              int K, const int* dterm, const double* dw, const int* dlen, const int* cand,
+                              const long long* cand_off, const int* cand_n, unsigned int* seen, long long seen_words,
+                              double* out_sim, int* out_id) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_cand_block_max(idx, w, stride, K, dterm, dw, dlen, cand, cand_off, cand_n, seen, seen_words, out_sim,
+                          out_id); });
+}
+void launch_ct_index_update(unsigned gx, unsigned gy, unsigned bx, int* pool, int n_pos, const long long* pos,
+                            const int* val, long long* t_off, int* t_len, int n_t, const int* terms,
+                            const long long* term_off, const int* term_len) {
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_index_update(pool, n_pos, pos, val, t_off, t_len, n_t, terms, term_off, term_len); });
 }
 void emu_block_max(int* idx, double* w, long long stride, int n_rows, int K, const int* dterm, const double* dw,
                    const int* dlen, int B, int upd_row, const int* ui, const double* uw, double* out_sim, int* out_id,

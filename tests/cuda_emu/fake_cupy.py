@@ -1,7 +1,7 @@
 """A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of ``kernels/ellpack.cu`` on the CPU.
 
 Only what cutext's ELLPACK path uses: ``ndarray`` (a numpy subclass whose module is ``cupy``, so
-``is_gpu_object`` sees a device array), ``asarray``, ``ascontiguousarray``, ``empty``, ``zeros``,
+``is_gpu_object`` sees a device array), ``asarray``, ``array``, ``ascontiguousarray``, ``empty``, ``zeros``,
 ``full``, ``.get()``, ``cuda.Device`` (ids and a context manager; several "devices" share the host)
 and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of
 ``ellpack_emu.cpp`` through ctypes.  Used by tests/test_cluster_cuda_emulated.py to run the GPU
@@ -28,6 +28,10 @@ def _dev(a):
 
 
 def asarray(a, dtype=None):
+    return _dev(np.array(np.asarray(a), dtype=dtype, copy=True))
+
+
+def array(a, dtype=None):
     return _dev(np.array(np.asarray(a), dtype=dtype, copy=True))
 
 
@@ -74,6 +78,7 @@ def make(lib_path):
     mod = types.ModuleType("cupy")
     mod.ndarray = ndarray
     mod.asarray = asarray
+    mod.array = array
     mod.ascontiguousarray = ascontiguousarray
     mod.empty = empty
     mod.zeros = zeros
