@@ -69,6 +69,9 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--old-cu", default=None)
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="compile-time variants of lda_sample to time on the same state, e.g. "
+                         "'LDA_SAMPLE_MINB=0,LDA_UNROLL=2' (draws are checked against the default build)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -83,6 +86,11 @@ def main(argv=None):
     if args.old_cu:
         old = cupy.RawModule(code=Path(args.old_cu).read_text(), options=("--std=c++17", "--fmad=false"))
         old = old.get_function("lda_sample")
+    variants = {}
+    for spec in args.variants:
+        defs = tuple(f"-D{d.strip()}" for d in spec.split(",") if d.strip())
+        mod = cupy.RawModule(code=K_._source(), options=("--std=c++17", "--fmad=false") + defs)
+        variants[spec] = mod.get_function("lda_sample")
     rows = []
     ch0 = None
     for K in args.ks:
@@ -117,6 +125,19 @@ def main(argv=None):
                             np.float64(st.alpha), np.float64(st.beta), np.float64(st.vbeta), np.float64(1.0),
                             np.uint64(st.seed), np.uint64(it), np.int32(smp == "three_branch"), np.int32(1), zo, fo)))
                         del zo, fo
+                    for spec, fn in variants.items():
+                        zv = cupy.empty(n, np.int32)
+                        fv = cupy.zeros(n, np.int8)
+                        tb = st.tables
+                        g = ((n + 31) // 32 * 32 // 256 + 1,)
+                        tm(spec, lambda: fn(g, (256,), (
+                            np.int64(n), st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz,
+                            st.W, st.nk, tb["what"], tb["qcum"], tb["qtot"], tb["top"], tb["topv"], np.int32(K),
+                            np.float64(st.alpha), np.float64(st.beta), np.float64(st.vbeta), np.float64(1.0),
+                            np.uint64(st.seed), np.uint64(it), np.int32(smp == "three_branch"), np.int32(1), zv, fv)))
+                        if not (bool((zv == z_new).all()) and bool((fv == flags).all())):
+                            sys.exit(f"variant {spec} draws differ from the default build (K={K}, iteration {it})")
+                        del zv, fv
                     st._pending = z_new
                     st.z = z_new
                 # count rebuild, by phase
@@ -156,6 +177,11 @@ def main(argv=None):
             cupy.get_default_memory_pool().free_all_blocks()
 
     cols = ["sample", "old sample", "count", "W", "D", "D sort", "tables"]
+    if variants:
+        print("\nlda_sample variants (ms, median):")
+        for r in rows:
+            print(f"  K={r['K']:>6} {r['sampler']:<13} default {r['ms']['sample']:8.2f}  "
+                  + "  ".join(f"{spec}: {r['ms'][spec]:8.2f}" for spec in variants))
     print(f"\nms per iteration (median of {args.iterations}), {big.source}, {big.n_tokens:,} tokens")
     print(f"{'K':>6} {'sampler':<13} " + " ".join(f"{c:>10}" for c in cols)
           + f" {'iter ms':>9} {'Mtok/s':>8} {'old Mtok/s':>10} {'nnz/tok':>8}")

@@ -143,27 +143,28 @@ extern "C" __global__ void lda_prepare_words(const int* W, const long long* nk, 
 
 #define LDA_FULL 0xffffffffu
 
-// Positions of three topics (t[i] < 0: none) in the sorted D row [base, base+nnz), searched by the
+// Positions of NT topics (t[i] < 0: none) in the sorted D row [base, base+nnz), searched by the
 // whole warp at once: 32 pivots a step (one load per lane per topic, a ballot picks the segment), then
 // the last segment of <= 32 entries compared lane by lane.  -1 where absent.  Warp-uniform result.
-__device__ __forceinline__ void lda_warp_pos3(const int* d_topic, long long base, int nnz, const int t[3],
-                                              int lane, int out[3]) {
-    int lo[3], len[3];
+template <int NT>
+__device__ __forceinline__ void lda_warp_pos(const int* d_topic, long long base, int nnz, const int* t,
+                                             int lane, int* out) {
+    int lo[NT], len[NT];
 #pragma unroll
-    for (int i = 0; i < 3; i++) { lo[i] = 0; len[i] = t[i] >= 0 ? nnz : 0; out[i] = -1; }
+    for (int i = 0; i < NT; i++) { lo[i] = 0; len[i] = t[i] >= 0 ? nnz : 0; out[i] = -1; }
     int mx = nnz;
     while (mx > 32) {
-        int piv[3];
-        int stride[3];
+        int piv[NT];
+        int stride[NT];
 #pragma unroll
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < NT; i++) {
             stride[i] = (len[i] + 31) >> 5;
             int idx = lo[i] + lane * stride[i];
             piv[i] = (len[i] > 32 && idx < lo[i] + len[i]) ? d_topic[base + idx] : 0x7fffffff;
         }
         mx = 0;
 #pragma unroll
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < NT; i++) {
             unsigned m = __ballot_sync(LDA_FULL, piv[i] <= t[i]);
             if (len[i] > 32) {
                 if (!m) { len[i] = 0; }
@@ -178,11 +179,11 @@ __device__ __forceinline__ void lda_warp_pos3(const int* d_topic, long long base
             mx = len[i] > mx ? len[i] : mx;
         }
     }
-    int e[3];
+    int e[NT];
 #pragma unroll
-    for (int i = 0; i < 3; i++) e[i] = lane < len[i] ? d_topic[base + lo[i] + lane] : -1;
+    for (int i = 0; i < NT; i++) e[i] = lane < len[i] ? d_topic[base + lo[i] + lane] : -1;
 #pragma unroll
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NT; i++) {
         unsigned m = __ballot_sync(LDA_FULL, len[i] > 0 && e[i] == t[i]);
         out[i] = m ? lo[i] + __ffs(m) - 1 : -1;
     }
@@ -220,7 +221,13 @@ __device__ __forceinline__ double lda_warp_scan(double x, int lane) {
 // 32 w + i (its data, its uniform number, its result), so loads and stores of token arrays coalesce.
 // flags: 0 = S or Q branch, 1 = max-topic branch after building S', 2 = skipped (decided by the
 // S_est bound before S' is built), 3 = own-topic branch.
-extern "C" __global__ void lda_sample(
+#ifndef LDA_SAMPLE_MINB
+#define LDA_SAMPLE_MINB 4  // blocks of 256 resident per SM: caps registers at 64 (measured: 8 bytes of spill)
+#endif
+#ifndef LDA_UNROLL
+#define LDA_UNROLL 4       // D-row entries per lane loaded together in the lane sums
+#endif
+extern "C" __global__ void __launch_bounds__(256, LDA_SAMPLE_MINB) lda_sample(
         long long n, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
@@ -261,10 +268,17 @@ extern "C" __global__ void lda_sample(
         const int K2 = __shfl_sync(LDA_FULL, my_k2, i);
         const long long row = (long long)v * K;
         const int zs = (exclude && zo != K1) ? zo : -1;
-        int want[3] = {K1, K2, zs};
-        int pos[3];
-        lda_warp_pos3(d_topic, base, nnz, want, lane, pos);
-        const int p1 = pos[0], p2 = pos[1], pz = pos[2];
+        int p1 = -1, p2 = -1, pz = -1;
+        if (three) {  // K1, K2 and the own topic, searched together
+            int want[3] = {K1, K2, zs};
+            int pos[3];
+            lda_warp_pos<3>(d_topic, base, nnz, want, lane, pos);
+            p1 = pos[0];
+            p2 = pos[1];
+            pz = pos[2];
+        } else if (zs >= 0) {
+            lda_warp_pos<1>(d_topic, base, nnz, &zs, lane, &pz);
+        }
         int pick = -1;
         signed char flag = 0;
         double a1d = 0.0;
@@ -300,19 +314,19 @@ extern "C" __global__ void lda_sample(
             }
             if (v != pv || d != pd) {
                 A = 0.0;
-                for (int j = lane; j < nnz; j += 128) {
-                    int k[4], c[4];
+                for (int j = lane; j < nnz; j += 32 * LDA_UNROLL) {
+                    int k[LDA_UNROLL], c[LDA_UNROLL];
 #pragma unroll
-                    for (int r = 0; r < 4; r++) {
+                    for (int r = 0; r < LDA_UNROLL; r++) {
                         const int jj = j + 32 * r;
                         k[r] = jj < nnz ? d_topic[base + jj] : K1;
                         c[r] = jj < nnz ? d_cnt[base + jj] : 0;
                     }
-                    double w4[4];
+                    double w4[LDA_UNROLL];
 #pragma unroll
-                    for (int r = 0; r < 4; r++) w4[r] = (k[r] == K1) ? 0.0 : (double)what[row + k[r]];
+                    for (int r = 0; r < LDA_UNROLL; r++) w4[r] = (k[r] == K1) ? 0.0 : (double)what[row + k[r]];
 #pragma unroll
-                    for (int r = 0; r < 4; r++) A = A + (double)c[r] * w4[r];
+                    for (int r = 0; r < LDA_UNROLL; r++) A = A + (double)c[r] * w4[r];
                 }
                 pv = v;
                 pd = d;

@@ -15,6 +15,7 @@ static dim3_ blockDim;
 #define __device__
 #define __forceinline__ inline
 #define __shared__
+#define __launch_bounds__(...)
 static inline int atomicAdd(int* a, int v) { int o = *a; *a += v; return o; }
 static inline void __syncthreads() {}
 int sW[1 << 16];  // the dynamic shared memory of the one-thread blocks (panel_words * K ints)
