@@ -20,7 +20,9 @@ gpu (``--gpu``)
     document), K in ``--gpu-ks`` (128, 1000, 32768): tokens/s per iteration for each sampler on one
     GPU (``--gpu-devices 1 2``: also the three-branch sampler sharded over 2 GPUs, W summed after every
     iteration), device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
-    estimate of paper 000 Table I for the same corpus.
+    estimate of paper 000 Table I for the same corpus.  The timed iterations are 3-7 from a random start,
+    where D rows are densest (the slowest iterations); ``--gpu-late N`` also times iterations N+1..N+5
+    of the same chain, when D has become sparse.
 
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
 """
@@ -241,13 +243,28 @@ def gpu_section(args, ddir, rows):
             ll = st.llpt()
             t_ll = time.perf_counter() - t
             med = statistics.median(times)
+            late = {}
+            if args.gpu_late:
+                # the same chain continued to iteration --gpu-late, then --gpu-iterations more timed
+                it0 = args.gpu_warmup + args.gpu_iterations
+                late_times = []
+                for it in range(it0 + 1, args.gpu_late + args.gpu_iterations + 1):
+                    st.sync()
+                    t = time.perf_counter()
+                    st.step(it, smp)
+                    st.sync()
+                    if it > args.gpu_late:
+                        late_times.append(time.perf_counter() - t)
+                lm = statistics.median(late_times)
+                late = {"late_from_iteration": args.gpu_late + 1, "late_s_per_iter": lm,
+                        "late_Mtok_per_s": ch.n_tokens / lm / 1e6, "late_llpt": st.llpt()}
             rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": f"cutext-gpu{ndev}-{smp}",
                          "devices": ndev,
                          "tokens": ch.n_tokens, "s_per_iter": med, "Mtok_per_s": ch.n_tokens / med / 1e6,
                          "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
                          "device_bytes_setup": int(setup_bytes), "device_bytes_pool_peak": int(peak),
                          "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
-                         "iterations": args.gpu_iterations, "warmup": args.gpu_warmup})
+                         "iterations": args.gpu_iterations, "warmup": args.gpu_warmup, **late})
             del st
         except Exception as exc:  # noqa: BLE001
             rows.append({"section": "gpu", "K": K, "system": f"cutext-gpu{ndev}-{smp}", "error": repr(exc)[:300]})
@@ -262,7 +279,7 @@ def print_table(rows):
             continue
         print(f"\n{sec}: tokens per second per iteration (median)")
         print(f"{'corpus':<12} {'K':>6} {'system':<26} {'tokens':>12} {'s/iter':>9} {'Mtok/s':>9} {'skipped':>8} "
-              f"{'dev MB':>8}")
+              f"{'dev MB':>8} {'late Mtok/s':>12}")
         for r in rs:
             if "error" in r:
                 print(f"{'':<12} {r['K']:>6} {r['system']:<26} ERROR {r['error'][:60]}")
@@ -270,7 +287,7 @@ def print_table(rows):
             dev = r.get("device_bytes_pool_peak")
             print(f"{r['corpus'][:12]:<12} {r['K']:>6} {r['system']:<26} {r['tokens']:>12,} {r['s_per_iter']:>9.4f} "
                   f"{r['Mtok_per_s']:>9.2f} {r.get('skipped_last', float('nan')):>8.3f} "
-                  f"{(dev / 1e6 if dev else float('nan')):>8.0f}")
+                  f"{(dev / 1e6 if dev else float('nan')):>8.0f} {r.get('late_Mtok_per_s', float('nan')):>12.2f}")
     rs = [r for r in rows if r.get("section") == "quality"]
     if rs:
         smps = [k[5:] for k in rs[0] if k.startswith("llpt_") and k != "llpt_tomotopy"]
@@ -300,6 +317,9 @@ def main(argv=None):
     ap.add_argument("--gpu-ks", nargs="+", type=int, default=[128, 1000, 32768])
     ap.add_argument("--gpu-iterations", type=int, default=5)
     ap.add_argument("--gpu-warmup", type=int, default=2)
+    ap.add_argument("--gpu-late", type=int, default=0,
+                    help="also continue each chain to this iteration and time --gpu-iterations more "
+                         "(D is sparser later in training; 0 = off)")
     ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
                     help="device counts to run (e.g. 1 2 on nvidia-h200-x2: scaling rows for K <= 1000)")
     ap.add_argument("--json", default=None)
