@@ -217,8 +217,9 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     candidates : {"auto", True, False}
         ELLPACK engine: score only the clusters that share a term with the document (an inverted
         index on the device), every cluster (False), or choose per batch ("auto", the default: the
-        candidate pass from 8,192 clusters on when the documents' posting lists hold fewer than
-        1/8 as many entries as there are clusters).  Same assignments either way.
+        candidate pass for micro-batches from 65,536 clusters on when the documents' posting lists
+        hold fewer than 1/4 as many entries as there are clusters; measured, see docs/decisions.md).
+        Same assignments either way.
     n_top_terms : int
         Terms per cluster written to clusters.parquet.
     progress : bool

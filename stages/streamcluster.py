@@ -35,11 +35,14 @@ from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_d
 METHODS = ("reference", "brute", "ellpack")
 CANDIDATES = ("auto", True, False)
 STATE_VERSION = 1
-# candidates="auto": the candidate pass when there are at least AUTO_MIN_CLUSTERS clusters and the
-# batch's documents have, on average, fewer than n_clusters / AUTO_WALK_FACTOR posting entries (see
-# docs/decisions.md; a first guess, measured by benchmarks/cluster.py)
-AUTO_MIN_CLUSTERS = 8192
-AUTO_WALK_FACTOR = 8
+# candidates="auto": the candidate pass for micro-batches (more than one document) when there are at
+# least AUTO_MIN_CLUSTERS clusters and the batch's documents have, on average, fewer than
+# n_clusters / AUTO_WALK_FACTOR posting entries.  Measured on one H200 (benchmarks/cluster.py, T=0.6,
+# 20 Newsgroups + Reuters, whose documents walk about 22 % of the clusters): batch 32 at 100 k / 1 M
+# clusters 0.024 / 0.085 ms per document against 0.031 / 0.131 for every row; batch 32 at 10 k and
+# batch 1 at any size were not faster (see docs/decisions.md).
+AUTO_MIN_CLUSTERS = 65536
+AUTO_WALK_FACTOR = 4
 
 
 def _grown(a: np.ndarray, rows: int, fill) -> np.ndarray:
@@ -227,8 +230,9 @@ class EllpackEngine:
     candidates : {"auto", True, False}
         Score only the rows that share a term with the document (the candidate pass through an
         inverted index on each device), every row (False, the paper's design), or choose per batch
-        ("auto": the candidate pass when there are at least :data:`AUTO_MIN_CLUSTERS` clusters and the
-        documents' posting lists hold on average fewer than ``n_clusters / AUTO_WALK_FACTOR`` entries).
+        ("auto": the candidate pass for batches of more than one document when there are at least
+        :data:`AUTO_MIN_CLUSTERS` clusters and the documents' posting lists hold on average fewer than
+        ``n_clusters / AUTO_WALK_FACTOR`` entries; measured thresholds, see docs/decisions.md).
         The assignments and similarities are the same.
 
     Attributes
@@ -336,7 +340,8 @@ class EllpackEngine:
         if self.candidates is True or self.candidates is False:
             return self.candidates
         n = self.state.n
-        return n >= AUTO_MIN_CLUSTERS and AUTO_WALK_FACTOR * int(sum(w.sum() for w in walks)) < n_docs * n
+        return (n_docs > 1 and n >= AUTO_MIN_CLUSTERS
+                and AUTO_WALK_FACTOR * int(sum(w.sum() for w in walks)) < n_docs * n)
 
     def _score(self, tv: TermVectors, j0: int, j1: int):
         """Batch-start best (similarity, global cluster id) of documents j0..j1-1 over all shards.
