@@ -722,7 +722,8 @@ def sample_dense(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, pane
     _dnt_cpu(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, float(alpha), float(vbeta), dnt)
     z_out = np.empty(n, dtype=np.int32)
     _dense_cpu(np.asarray(panel_ptr), np.asarray(panel_word0), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz,
-               W, nk, dnt, K, float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration), bool(exclude), z_out)
+               W, nk, dnt, K, float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration),
+               bool(exclude), z_out)
     return z_out
 
 

@@ -111,7 +111,8 @@ def nips_long(shared_data):
 @pytest.mark.parametrize("sampler,exclude,K,shift", [("sparse", True, 40, 0), ("sparse", False, 40, 7),
                                                      ("three_branch", True, 40, 19), ("three_branch", False, 300, 0),
                                                      ("dense", True, 40, 0), ("dense", False, 64, 0),
-                                                     ("nips-sparse", True, 4096, 5), ("nips-three_branch", True, 4096, 0)])
+                                                     ("nips-sparse", True, 4096, 5),
+                                                     ("nips-three_branch", True, 4096, 0)])
 def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift):
     """shift moves the emulated windows, so the warps of 32 tokens cut (word, document) runs at other places.
     The NIPS cases have D rows of more than 1,024 nonzeros: several pivot steps in the warp search and
