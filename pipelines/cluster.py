@@ -320,7 +320,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
               "n_terms": V, "n_singletons": int((cl["size"] == 1).sum())}
     params = {"threshold": float(threshold), "top_k": int(top_k), "order_by": order_by if isinstance(order_by, str)
               or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
-              "batch_size": int(batch_size), "devices": devices, "candidates": candidates, "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
+              "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
+              "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
     with atomic_directory(out, overwrite=overwrite) as tmp:
         pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
         pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
@@ -417,7 +418,8 @@ def _cli_main(args) -> int:
     candidates = {"auto": "auto", "on": True, "off": False}[args.candidates]
     r = cluster_corpus(path, args.out, threshold=args.threshold, top_k=args.top_k, order_by=args.order_by,
                        idf_from=args.idf_from, weighting=args.weighting, backend=args.backend, method=args.method,
-                       batch_size=args.batch_size, devices=devices, candidates=candidates, stopwords=args.stopwords, stemmer=args.stemmer,
+                       batch_size=args.batch_size, devices=devices, candidates=candidates,
+                       stopwords=args.stopwords, stemmer=args.stemmer,
                        min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
                        progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))

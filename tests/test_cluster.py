@@ -439,7 +439,8 @@ def test_pipeline_writes_assignments_clusters_and_state(reuters_jsonl, tmp_path)
                        backend="cpu", method="ellpack", candidates=True, progress=False)
     pd.testing.assert_frame_equal(a, pd.read_parquet(tmp_path / "out3" / "assignments.parquet"))
     meta3 = json.loads((tmp_path / "out3" / "cluster.json").read_text())
-    assert r3.params["candidates"] is True and meta3["candidate_batches"] == len(docs) and meta3["all_rows_batches"] == 0
+    assert r3.params["candidates"] is True
+    assert meta3["candidate_batches"] == len(docs) and meta3["all_rows_batches"] == 0
     # the state resumes a live feed
     sc = StreamClusterer.load(out / "state")
     assert sc.n_docs == len(docs) and sc.n_clusters == len(cl)
