@@ -958,6 +958,19 @@ def hybrid_tables(nk, vbeta: float, doc_ptr, d_topic, d_cnt, d_nnz) -> dict:
     return {"inv": inv, "rcum": rcum, "ydoc": ydoc}
 
 
+@numba.njit(inline="always", cache=True)
+def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
+    """``lda_dcount``: D[d][k] by binary search, or by a forward merge from ``p``; returns (count, p)."""
+    if not merge:
+        return _find(d_topic, d_cnt, base, nnz, k), p
+    q = p
+    while q < nnz and d_topic[base + q] < k:
+        q += 1
+    if q < nnz and d_topic[base + q] == k:
+        return d_cnt[base + q], q
+    return 0, q
+
+
 @numba.njit(cache=True)
 def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
                 nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags):
@@ -981,12 +994,14 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
         zw = (np.float64(dz) - 1.0 + alpha) * wadj
         iz = inv[zs]
         yown = np.float64(dz) * iz
+    merge = 8 * wn >= nnz
     X = 0.0
+    mp = 0
     for j in range(wn):
         k = w_topic[wb + j]
         if k == zs:
             continue
-        dk = _find(d_topic, d_cnt, base, nnz, k)
+        dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
         X = X + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
     Y = beta * (ydoc[d] - yown)
     R = (alpha * beta) * (rcum[K - 1] - iz)
@@ -1003,11 +1018,12 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
     last = -1
     if x < X:
         acc = 0.0
+        mp = 0
         for j in range(wn):
             k = w_topic[wb + j]
             if k == zs:
                 continue
-            dk = _find(d_topic, d_cnt, base, nnz, k)
+            dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
             acc = acc + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
             last = k
             if acc > x:
