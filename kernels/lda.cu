@@ -477,3 +477,205 @@ extern "C" __global__ void lda_llpt_terms(long long n, const int* word, const in
     double p = (s + alpha * qtot[v]) / ((double)L + (double)K * alpha);
     out[t] = log2(p);
 }
+
+// ----------------------------------------------------------------------------- hybrid dense/sparse W
+// Paper 000 section IV-B: words with more than K tokens (ids 0 .. n_dense-1 after the frequency
+// relabelling) keep dense rows W_dense (n_dense x K int32, with their What / qcum rows); every other
+// word v keeps a sparse row s = v - n_dense in padded CSR: w_topic / w_cnt at w_ptr[s] (capacity = the
+// word's token count <= K, so the offsets never change), w_nnz[s] entries, topics ascending.  Sparse rows
+// are rebuilt like D rows (lda_rebuild_d over keys s * K + z sorted in word-major order).
+
+// W_dense[v][k] += 1 for the tokens of dense words (integer atomics); other tokens are skipped
+extern "C" __global__ void lda_rebuild_w_dense(const int* word, const int* z, long long n, int K, int n_dense,
+                                               int* W) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int v = word[i];
+    if (v < n_dense) atomicAdd(&W[(long long)v * K + z[i]], 1);
+}
+
+// inv[k] = 1 / (n_k + V beta) and its running sums rcum[k] = inv[0] + ... + inv[k], accumulated in
+// float64 from k = 0 upwards (one thread: the order is sequential by definition)
+extern "C" __global__ void lda_hybrid_topics(const long long* nk, int K, double vbeta, double* inv, double* rcum) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double acc = 0.0;
+    for (int k = 0; k < K; k++) {
+        const double x = 1.0 / ((double)nk[k] + vbeta);
+        inv[k] = x;
+        acc = acc + x;
+        rcum[k] = acc;
+    }
+}
+
+// ydoc[d] = sum over the nonzeros j of D[d], in order, of cnt_j * inv[topic_j] (float64, sequential)
+extern "C" __global__ void lda_hybrid_doc_y(const long long* doc_ptr, const int* d_topic, const int* d_cnt,
+                                            const int* d_nnz, int n_docs, const double* inv, double* ydoc) {
+    int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= n_docs) return;
+    const long long base = doc_ptr[d];
+    const int nnz = d_nnz[d];
+    double acc = 0.0;
+    for (int j = 0; j < nnz; j++) acc = acc + (double)d_cnt[base + j] * inv[d_topic[base + j]];
+    ydoc[d] = acc;
+}
+
+// D[d][k] for ascending topics k along a walk of a W row: a binary search of the D row (merge == 0) or
+// a forward merge from *p (merge != 0; cheaper when the W row is not much shorter than the D row).  Both
+// return the same count, so the choice changes no float operation.
+__device__ __forceinline__ int lda_dcount(const int* d_topic, const int* d_cnt, long long base, int nnz, int k,
+                                          int merge, int* p) {
+    if (!merge) return lda_find(d_topic, d_cnt, base, nnz, k);
+    int q = *p;
+    while (q < nnz && d_topic[base + q] < k) q++;
+    *p = q;
+    return (q < nnz && d_topic[base + q] == k) ? d_cnt[base + q] : 0;
+}
+
+// One Gibbs draw for every token of a SPARSE word (v >= n_dense; other threads return at once), one
+// thread per token.  p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) inv[k] with the token's own topic zs
+// taken out of its counts (exclude != 0; D-1, W-1, n-1 as lda_sample's own-topic branch).  Buckets over
+// k != zs, searched in this order after the own topic (SparseLDA split, exact: they sum to the
+// conditional):
+//   own  zw = (D[d][zs] - 1 + alpha) (W[v][zs] - 1 + beta) / (n_zs - 1 + V beta)        flag 3
+//   X  = sum over W[v]'s nonzeros j (in order, k_j != zs) of (D[d][k_j] + alpha) * (c_j * inv[k_j])
+//        (D[d][k_j] by lda_dcount: binary search, or a merge when 8 nnz(W[v]) >= nnz(D[d])) flag 4
+//   Y  = beta * (ydoc[d] - D[d][zs] * inv[zs])                                           flag 5
+//   R  = (alpha * beta) * (rcum[K-1] - inv[zs])                                          flag 6
+// total = ((zw + X) + Y) + R, x = u * total.  X is searched by re-running its sum in the same order (the
+// first entry whose running sum exceeds x, else the last one); Y by walking D[d] (k != zs) with the
+// running sum acc of cnt * inv[k], first entry with beta * acc > x (else the last); R by a binary search
+// of rcum with inv[zs] subtracted from the entries at or past zs.  The numba twin is
+// kernels/lda.py::_hybrid_one.
+extern "C" __global__ void lda_sample_hybrid(
+        long long n, const int* word, const int* doc, const long long* keys, const int* z,
+        const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
+        int n_dense, const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz,
+        const long long* nk, const double* inv, const double* rcum, const double* ydoc,
+        int K, double alpha, double beta, double vbeta, u64 seed, u64 it, int exclude,
+        int* z_out, signed char* flags) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const int v = word[t];
+    if (v < n_dense) return;
+    const int d = doc[t];
+    const int zs = exclude ? z[t] : -1;
+    const long long base = doc_ptr[d];
+    const int nnz = d_nnz[d];
+    const int s = v - n_dense;
+    const long long wb = w_ptr[s];
+    const int wn = w_nnz[s];
+    const double u = lda_uniform(seed, it, (u64)keys[t]);
+    double zw = 0.0, iz = 0.0, yown = 0.0;
+    if (zs >= 0) {
+        const int dz = lda_find(d_topic, d_cnt, base, nnz, zs);
+        const int wz = lda_find(w_topic, w_cnt, wb, wn, zs);
+        const double wadj = ((double)wz - 1.0 + beta) / ((double)nk[zs] - 1.0 + vbeta);
+        zw = ((double)dz - 1.0 + alpha) * wadj;
+        iz = inv[zs];
+        yown = (double)dz * iz;
+    }
+    const int merge = 8 * wn >= nnz;
+    double X = 0.0;
+    int mp = 0;
+    for (int j = 0; j < wn; j++) {
+        const int k = w_topic[wb + j];
+        if (k == zs) continue;
+        const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
+        X = X + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+    }
+    const double Y = beta * (ydoc[d] - yown);
+    const double R = (alpha * beta) * (rcum[K - 1] - iz);
+    double tot = zw + X;
+    tot = tot + Y;
+    tot = tot + R;
+    double x = u * tot;
+    int pick = -1;
+    signed char flag;
+    if (x < zw) { pick = zs; flag = 3; }
+    else {
+        x = x - zw;
+        if (x < X) {
+            flag = 4;
+            double acc = 0.0;
+            int last = -1;
+            mp = 0;
+            for (int j = 0; j < wn; j++) {
+                const int k = w_topic[wb + j];
+                if (k == zs) continue;
+                const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
+                acc = acc + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+                last = k;
+                if (acc > x) { pick = k; break; }
+            }
+            if (pick < 0) pick = last;
+        } else {
+            x = x - X;
+            if (x < Y) {
+                flag = 5;
+                double acc = 0.0;
+                int last = -1;
+                for (int j = 0; j < nnz; j++) {
+                    const int k = d_topic[base + j];
+                    if (k == zs) continue;
+                    acc = acc + (double)d_cnt[base + j] * inv[k];
+                    last = k;
+                    if (beta * acc > x) { pick = k; break; }
+                }
+                if (pick < 0) pick = last;
+            } else {
+                flag = 6;
+                const double y = x - Y;
+                const double ab = alpha * beta;
+                int lo = 0, hi = K - 1;
+                while (lo < hi) {
+                    const int mid = (lo + hi) >> 1;
+                    double c = rcum[mid];
+                    if (zs >= 0 && mid >= zs) c = c - iz;
+                    if (ab * c > y) hi = mid; else lo = mid + 1;
+                }
+                pick = lo;
+            }
+        }
+    }
+    z_out[t] = pick;
+    flags[t] = flag;
+}
+
+// log2 of Eq. 5's inner sum for every token of the hybrid state: dense words as lda_llpt_terms (float32
+// What rows); a sparse word v from its sparse row: phi_k = (W[v][k] + beta) inv[k] in float64,
+// S = sum over D[d]'s nonzeros j (in order) of cnt_j * ((W[v][k_j] + beta) * inv[k_j]),
+// Q = (sum over W[v]'s nonzeros (in order) of c * inv[k]) + beta * rcum[K-1],
+// p = (S + alpha Q) / (L_d + K alpha).
+extern "C" __global__ void lda_llpt_hybrid(long long n, const int* word, const int* doc, const long long* doc_ptr,
+                                           const int* d_topic, const int* d_cnt, const int* d_nnz, int n_dense,
+                                           const float* what, const double* qtot, const long long* w_ptr,
+                                           const int* w_topic, const int* w_cnt, const int* w_nnz,
+                                           const double* inv, const double* rcum, int K, double alpha,
+                                           double beta, double* out) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const int v = word[t];
+    const int d = doc[t];
+    const long long base = doc_ptr[d];
+    const int L = (int)(doc_ptr[d + 1] - base);
+    const int nnz = d_nnz[d];
+    double s = 0.0, q;
+    if (v < n_dense) {
+        const long long row = (long long)v * K;
+        for (int j = 0; j < nnz; j++) s = s + (double)d_cnt[base + j] * (double)what[row + d_topic[base + j]];
+        q = qtot[v];
+    } else {
+        const long long wb = w_ptr[v - n_dense];
+        const int wn = w_nnz[v - n_dense];
+        for (int j = 0; j < nnz; j++) {
+            const int k = d_topic[base + j];
+            const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
+            s = s + (double)d_cnt[base + j] * (((double)wk + beta) * inv[k]);
+        }
+        q = 0.0;
+        for (int j = 0; j < wn; j++) q = q + (double)w_cnt[wb + j] * inv[w_topic[wb + j]];
+        q = q + beta * rcum[K - 1];
+    }
+    const double p = (s + alpha * q) / ((double)L + (double)K * alpha);
+    out[t] = log2(p);
+}

@@ -211,13 +211,37 @@ def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
     input's backend; D in the padded CSR described in the module docstring.
     """
     n = word.shape[0]
-    n_docs = doc_ptr.shape[0] - 1
     if is_gpu_object(word):
         import cupy
 
         W = cupy.zeros((V, K), dtype=np.int32)
         g, b = _grid(n)
         _kernel("lda_rebuild_w")(g, b, (word, z, np.int64(n), np.int32(K), W))
+        d_topic, d_cnt, d_nnz = rebuild_d(doc, z, doc_ptr, doc_tok, K)
+        nk = W.sum(axis=0, dtype=np.int64)
+        return W, nk, d_topic, d_cnt, d_nnz
+    W = np.zeros((V, K), dtype=np.int32)
+    _rebuild_w_cpu(word, z, W)
+    d_topic, d_cnt, d_nnz = rebuild_d(doc, z, doc_ptr, doc_tok, K)
+    nk = W.sum(axis=0, dtype=np.int64)
+    return W, nk, d_topic, d_cnt, d_nnz
+
+
+def rebuild_d(doc, z, doc_ptr, doc_tok, K: int):
+    """D in padded CSR from the token topics (the D part of :func:`rebuild_counts`).
+
+    Also rebuilds the sparse W rows of the hybrid layout: pass the word-major ``w_ptr`` / ``word_tok``
+    as ``doc_ptr`` / ``doc_tok`` and ``word - n_dense`` as ``doc``.
+
+    Returns
+    -------
+    (d_topic int32 (N,), d_cnt int32 (N,), d_nnz int32 (D,)) of the input's backend.
+    """
+    n = doc_tok.shape[0]
+    n_docs = doc_ptr.shape[0] - 1
+    if is_gpu_object(doc_tok):
+        import cupy
+
         d_topic = cupy.zeros(n, dtype=np.int32)
         d_cnt = cupy.zeros(n, dtype=np.int32)
         d_nnz = cupy.zeros(n_docs, dtype=np.int32)
@@ -231,16 +255,12 @@ def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
             keys = cupy.sort(keys[doc_tok])
             g, b = _grid(n_docs)
             _kernel("lda_rebuild_d")(g, b, (doc_ptr, keys, np.int32(n_docs), np.int32(K), d_topic, d_cnt, d_nnz))
-        nk = W.sum(axis=0, dtype=np.int64)
-        return W, nk, d_topic, d_cnt, d_nnz
-    W = np.zeros((V, K), dtype=np.int32)
-    _rebuild_w_cpu(word, z, W)
+        return d_topic, d_cnt, d_nnz
     d_topic = np.zeros(n, dtype=np.int32)
     d_cnt = np.zeros(n, dtype=np.int32)
     d_nnz = np.zeros(n_docs, dtype=np.int32)
     _rebuild_d_cpu(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz)
-    nk = W.sum(axis=0, dtype=np.int64)
-    return W, nk, d_topic, d_cnt, d_nnz
+    return d_topic, d_cnt, d_nnz
 
 
 # ----------------------------------------------------------------------------- per-word tables
@@ -765,4 +785,426 @@ def log2_likelihood_terms(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables, *, 
         return out
     out = np.empty(n, dtype=np.float64)
     _llpt_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables["what"], tables["qtot"], K, float(alpha), out)
+    return out
+
+
+# ----------------------------------------------------------------------------- hybrid dense/sparse W
+
+FLAG_X, FLAG_Y, FLAG_R = 4, 5, 6
+
+
+class HybridW:
+    """Word-topic counts in paper 000's hybrid layout (section IV-B, Table I), on one backend.
+
+    Words are relabelled by frequency, so the words with more than K tokens are ``0 .. n_dense - 1``.
+
+    ===============  ==================  ==========================================================
+    ``W_dense``      int32 (n_dense, K)  dense rows of the frequent words
+    ``w_ptr``        int64 (V_s + 1,)    row offsets of the sparse words ``s = v - n_dense``;
+                                         capacity of row s = the word's token count (<= K)
+    ``w_topic``      int32 (N_s,)        topics of row s at ``w_ptr[s]``, ascending, ``w_nnz[s]`` of
+    ``w_cnt``        int32 (N_s,)        them, counts > 0 (entries past ``w_nnz[s]`` are padding)
+    ``w_nnz``        int32 (V_s,)
+    ``word_tok``     int64 (N_s,)        word-major token index: positions of row s's tokens at
+                                         ``w_ptr[s] .. w_ptr[s+1]`` (the rebuild gathers through it)
+    ===============  ==================  ==========================================================
+
+    ``N_s`` = tokens of sparse words, ``V_s = V - n_dense``.
+    """
+
+    def __init__(self, n_dense, K, W_dense, w_ptr, w_topic, w_cnt, w_nnz, word_tok):
+        self.n_dense, self.K = int(n_dense), int(K)
+        self.W_dense, self.w_ptr, self.w_topic, self.w_cnt, self.w_nnz = W_dense, w_ptr, w_topic, w_cnt, w_nnz
+        self.word_tok = word_tok
+
+    def nbytes(self) -> dict:
+        """Bytes of the layout: ``dense`` (W_dense), ``sparse`` (w_ptr, w_topic, w_cnt, w_nnz), ``index``
+        (word_tok, a per-token array like the document inverted index) and ``w`` = dense + sparse."""
+        dense = int(self.W_dense.nbytes)
+        sparse = int(self.w_ptr.nbytes + self.w_topic.nbytes + self.w_cnt.nbytes + self.w_nnz.nbytes)
+        return {"dense": dense, "sparse": sparse, "index": int(self.word_tok.nbytes), "w": dense + sparse}
+
+    def to_dense(self):
+        """int32 (V, K) host array (tests, small V only)."""
+        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
+        V = self.n_dense + int(self.w_ptr.shape[0]) - 1
+        W = np.zeros((V, self.K), dtype=np.int32)
+        W[: self.n_dense] = h(self.W_dense)
+        t = self.table()
+        W[t[0], t[1]] = t[2]
+        return W
+
+    def table(self):
+        """Nonzeros ``(word int32, topic int32, count int32)`` as host arrays, word-major, topics ascending
+        (the order of ``np.nonzero`` on the dense matrix)."""
+        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
+        Wd = h(self.W_dense)
+        dv, dk = np.nonzero(Wd)
+        dc = Wd[dv, dk]
+        ptr, nnz = h(self.w_ptr), h(self.w_nnz).astype(np.int64)
+        rows = np.repeat(np.arange(nnz.shape[0], dtype=np.int64), nnz)
+        offs = np.arange(int(nnz.sum()), dtype=np.int64) - np.repeat(np.cumsum(nnz) - nnz, nnz)
+        pos = np.repeat(ptr[:-1], nnz) + offs
+        sv = (rows + self.n_dense).astype(np.int32)
+        return (np.concatenate([dv.astype(np.int32), sv]),
+                np.concatenate([dk.astype(np.int32), h(self.w_topic)[pos].astype(np.int32)]),
+                np.concatenate([dc.astype(np.int32), h(self.w_cnt)[pos].astype(np.int32)]))
+
+
+def hybrid_index(word, word_count, n_dense: int):
+    """Row offsets and the word-major token index of the sparse words (host, once per corpus).
+
+    Parameters
+    ----------
+    word : int32 (N,)
+        Token words in chunk order (numpy).
+    word_count : int64 (V,)
+        Tokens per word.
+    n_dense : int
+
+    Returns
+    -------
+    (w_ptr int64 (V - n_dense + 1,), word_tok int64 (N_s,)), numpy arrays.
+    """
+    word = np.asarray(word)
+    w_ptr = np.zeros(len(word_count) - n_dense + 1, dtype=np.int64)
+    np.cumsum(np.asarray(word_count[n_dense:], dtype=np.int64), out=w_ptr[1:])
+    order = np.argsort(word, kind="stable")
+    word_tok = order[np.asarray(word_count[:n_dense], dtype=np.int64).sum():].astype(np.int64)
+    return w_ptr, word_tok
+
+
+@numba.njit(cache=True)
+def _rebuild_w_dense_cpu(word, z, n_dense, W):
+    for i in range(word.shape[0]):
+        v = word[i]
+        if v < n_dense:
+            W[v, z[i]] += 1
+
+
+def rebuild_hybrid(word, z, w_ptr, word_tok, n_dense: int, K: int) -> HybridW:
+    """Rebuild the hybrid W from the token topics (paper 000 section IV-C).
+
+    Dense rows by integer atomics over the tokens of dense words (``lda_rebuild_w_dense``); sparse rows
+    as D rows are (:func:`rebuild_d` over the word-major index: a shared-memory histogram per word when
+    K bins fit, else a sort of ``(v - n_dense) * K + z`` keys and a run-length kernel).
+
+    Returns
+    -------
+    HybridW of the input's backend.
+    """
+    n = word.shape[0]
+    if is_gpu_object(word):
+        import cupy
+
+        Wd = cupy.zeros((n_dense, K), dtype=np.int32)
+        if n_dense:
+            g, b = _grid(n)
+            _kernel("lda_rebuild_w_dense")(g, b, (word, z, np.int64(n), np.int32(K), np.int32(n_dense), Wd))
+        row = word - np.int32(n_dense)
+    else:
+        Wd = np.zeros((n_dense, K), dtype=np.int32)
+        _rebuild_w_dense_cpu(word, z, n_dense, Wd)
+        row = None  # the CPU rebuild does not read it
+    w_topic, w_cnt, w_nnz = rebuild_d(row, z, w_ptr, word_tok, K)
+    return HybridW(n_dense, K, Wd, w_ptr, w_topic, w_cnt, w_nnz, word_tok)
+
+
+@numba.njit(cache=True)
+def _hybrid_topics_cpu(nk, vbeta, inv, rcum):
+    acc = 0.0
+    for k in range(nk.shape[0]):
+        x = 1.0 / (np.float64(nk[k]) + vbeta)
+        inv[k] = x
+        acc = acc + x
+        rcum[k] = acc
+
+
+@numba.njit(cache=True, parallel=True)
+def _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc):
+    for d in numba.prange(doc_ptr.shape[0] - 1):
+        base = doc_ptr[d]
+        acc = 0.0
+        for j in range(d_nnz[d]):
+            acc = acc + np.float64(d_cnt[base + j]) * inv[d_topic[base + j]]
+        ydoc[d] = acc
+
+
+def hybrid_tables(nk, vbeta: float, doc_ptr, d_topic, d_cnt, d_nnz) -> dict:
+    """Per-pass tables of the sparse-word sampler.
+
+    Returns
+    -------
+    dict of float64 arrays of the input's backend: ``inv`` (K,) = 1 / (n_k + V beta); ``rcum`` (K,)
+    running sums of ``inv`` (sequential from k = 0); ``ydoc`` (D,) = sum over the nonzeros of D[d] (in
+    order) of ``D[d][k] inv[k]`` (sequential).
+    """
+    K = nk.shape[0]
+    n_docs = doc_ptr.shape[0] - 1
+    if is_gpu_object(nk):
+        import cupy
+
+        inv = cupy.empty(K, dtype=np.float64)
+        rcum = cupy.empty(K, dtype=np.float64)
+        ydoc = cupy.empty(n_docs, dtype=np.float64)
+        _kernel("lda_hybrid_topics")((1,), (1,), (nk, np.int32(K), np.float64(vbeta), inv, rcum))
+        g, b = _grid(n_docs)
+        _kernel("lda_hybrid_doc_y")(g, b, (doc_ptr, d_topic, d_cnt, d_nnz, np.int32(n_docs), inv, ydoc))
+        return {"inv": inv, "rcum": rcum, "ydoc": ydoc}
+    inv = np.empty(K, dtype=np.float64)
+    rcum = np.empty(K, dtype=np.float64)
+    ydoc = np.empty(n_docs, dtype=np.float64)
+    _hybrid_topics_cpu(nk, float(vbeta), inv, rcum)
+    _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc)
+    return {"inv": inv, "rcum": rcum, "ydoc": ydoc}
+
+
+@numba.njit(inline="always", cache=True)
+def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
+    """``lda_dcount``: D[d][k] by binary search, or by a forward merge from ``p``; returns (count, p)."""
+    if not merge:
+        return _find(d_topic, d_cnt, base, nnz, k), p
+    q = p
+    while q < nnz and d_topic[base + q] < k:
+        q += 1
+    if q < nnz and d_topic[base + q] == k:
+        return d_cnt[base + q], q
+    return 0, q
+
+
+@numba.njit(cache=True)
+def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
+                nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags):
+    """One token of ``lda_sample_hybrid`` (a sparse word), the same float operations in the same order."""
+    v = word[t]
+    d = doc[t]
+    zs = z[t] if exclude else -1
+    base = doc_ptr[d]
+    nnz = d_nnz[d]
+    s = v - n_dense
+    wb = w_ptr[s]
+    wn = w_nnz[s]
+    u = _uniform1(s_, it_, np.uint64(keys[t]))
+    zw = 0.0
+    iz = 0.0
+    yown = 0.0
+    if zs >= 0:
+        dz = _find(d_topic, d_cnt, base, nnz, zs)
+        wz = _find(w_topic, w_cnt, wb, wn, zs)
+        wadj = (np.float64(wz) - 1.0 + beta) / (np.float64(nk[zs]) - 1.0 + vbeta)
+        zw = (np.float64(dz) - 1.0 + alpha) * wadj
+        iz = inv[zs]
+        yown = np.float64(dz) * iz
+    merge = 8 * wn >= nnz
+    X = 0.0
+    mp = 0
+    for j in range(wn):
+        k = w_topic[wb + j]
+        if k == zs:
+            continue
+        dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
+        X = X + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
+    Y = beta * (ydoc[d] - yown)
+    R = (alpha * beta) * (rcum[K - 1] - iz)
+    tot = zw + X
+    tot = tot + Y
+    tot = tot + R
+    x = u * tot
+    if x < zw:
+        z_out[t] = zs
+        flags[t] = 3
+        return
+    x = x - zw
+    pick = -1
+    last = -1
+    if x < X:
+        acc = 0.0
+        mp = 0
+        for j in range(wn):
+            k = w_topic[wb + j]
+            if k == zs:
+                continue
+            dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
+            acc = acc + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
+            last = k
+            if acc > x:
+                pick = k
+                break
+        z_out[t] = pick if pick >= 0 else last
+        flags[t] = 4
+        return
+    x = x - X
+    if x < Y:
+        acc = 0.0
+        for j in range(nnz):
+            k = d_topic[base + j]
+            if k == zs:
+                continue
+            acc = acc + np.float64(d_cnt[base + j]) * inv[k]
+            last = k
+            if beta * acc > x:
+                pick = k
+                break
+        z_out[t] = pick if pick >= 0 else last
+        flags[t] = 5
+        return
+    y = x - Y
+    ab = alpha * beta
+    lo = 0
+    hi = K - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        c = rcum[mid]
+        if zs >= 0 and mid >= zs:
+            c = c - iz
+        if ab * c > y:
+            hi = mid
+        else:
+            lo = mid + 1
+    z_out[t] = lo
+    flags[t] = 6
+
+
+@numba.njit(cache=True, parallel=True)
+def _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
+                nk, inv, rcum, ydoc, K, alpha, beta, vbeta, seed, it, exclude, z_out, flags):
+    s_ = np.uint64(seed)
+    it_ = np.uint64(it)
+    n = word.shape[0]
+    step = 4096
+    for b in numba.prange((n + step - 1) // step):
+        for t in range(b * step, min(n, (b + 1) * step)):
+            if word[t] >= n_dense:
+                _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt,
+                            w_nnz, nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags)
+
+
+def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, nk, tables, htables,
+                  dense_ranges, *, alpha: float, beta: float, vbeta: float, seed: int, iteration: int,
+                  exclude: bool = True):
+    """One Gibbs pass over every token with W in the hybrid layout (paper 000 section IV-B).
+
+    Tokens of dense words (``v < n_dense``; in every chunk the token range ``dense_ranges[c]``) are drawn
+    by :func:`sample`'s two-branch sampler (``lda_sample``) against the dense rows.  Tokens of sparse
+    words draw from the same conditional ``p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) / (n_k + V beta)``
+    (own topic taken out when ``exclude``, paper 001 Eq. 1) split into SparseLDA buckets searched in the
+    order own topic, X (W[v]'s nonzeros with their D counts), Y (D[d]'s nonzeros times beta inv_k),
+    R (alpha beta sum_k inv_k); ``lda_sample_hybrid`` in ``lda.cu`` defines every float operation.
+
+    Parameters
+    ----------
+    word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz
+        The token list and D (module docstring).
+    hw : HybridW
+    nk : int64 (K,)
+    tables : dict
+        :func:`prepare_words` of ``hw.W_dense`` (its rows: the dense words).
+    htables : dict
+        :func:`hybrid_tables`.
+    dense_ranges : list of (int, int)
+        Token ranges of dense words (``(chunk_ptr[c], chunk_split[c])``).
+
+    Returns
+    -------
+    (z_new int32 (N,), flags int8 (N,)); flags 0 / 3 for dense-word tokens as :func:`sample`, and for
+    sparse-word tokens 3 = own topic, 4 = X, 5 = Y, 6 = R.
+    """
+    n = word.shape[0]
+    K = hw.K
+    nd = hw.n_dense
+    w_self = 1.0
+    if is_gpu_object(word):
+        import cupy
+
+        z_out = cupy.empty(n, dtype=np.int32)
+        flags = cupy.zeros(n, dtype=np.int8)
+        for a, b in dense_ranges:
+            m = b - a
+            if m <= 0:
+                continue
+            g, bl = _grid((m + 31) // 32 * 32)
+            _kernel("lda_sample")(g, bl, (np.int64(m), word[a:b], doc[a:b], keys[a:b], z[a:b], doc_ptr, d_topic,
+                                          d_cnt, d_nnz, hw.W_dense, nk, tables["what"], tables["qcum"],
+                                          tables["qtot"], tables["top"], tables["topv"], np.int32(K),
+                                          np.float64(alpha), np.float64(beta), np.float64(vbeta),
+                                          np.float64(w_self), np.uint64(seed), np.uint64(iteration), np.int32(0),
+                                          np.int32(bool(exclude)), z_out[a:b], flags[a:b]))
+        g, bl = _grid(n)
+        _kernel("lda_sample_hybrid")(g, bl, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz,
+                                             np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, nk,
+                                             htables["inv"], htables["rcum"], htables["ydoc"], np.int32(K),
+                                             np.float64(alpha), np.float64(beta), np.float64(vbeta),
+                                             np.uint64(seed), np.uint64(iteration), np.int32(bool(exclude)),
+                                             z_out, flags))
+        return z_out, flags
+    z_out = np.empty(n, dtype=np.int32)
+    flags = np.zeros(n, dtype=np.int8)
+    for a, b in dense_ranges:
+        if b > a:
+            _sample_cpu(word[a:b], doc[a:b], keys[a:b], z[a:b], doc_ptr, d_topic, d_cnt, d_nnz, hw.W_dense, nk,
+                        tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"], K,
+                        float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration),
+                        False, bool(exclude), z_out[a:b], flags[a:b])
+    _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, nd, hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz,
+                nk, htables["inv"], htables["rcum"], htables["ydoc"], K, float(alpha), float(beta), float(vbeta),
+                np.uint64(seed), np.uint64(iteration), bool(exclude), z_out, flags)
+    return z_out, flags
+
+
+@numba.njit(cache=True, parallel=True)
+def _llpt_hybrid_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, what, qtot, w_ptr, w_topic, w_cnt, w_nnz,
+                     inv, rcum, K, alpha, beta, out):
+    for t in numba.prange(word.shape[0]):
+        v = word[t]
+        d = doc[t]
+        base = doc_ptr[d]
+        L = doc_ptr[d + 1] - base
+        nnz = d_nnz[d]
+        s = 0.0
+        if v < n_dense:
+            for j in range(nnz):
+                s = s + np.float64(d_cnt[base + j]) * np.float64(what[v, d_topic[base + j]])
+            q = qtot[v]
+        else:
+            wb = w_ptr[v - n_dense]
+            wn = w_nnz[v - n_dense]
+            for j in range(nnz):
+                k = d_topic[base + j]
+                wk = _find(w_topic, w_cnt, wb, wn, k)
+                s = s + np.float64(d_cnt[base + j]) * ((np.float64(wk) + beta) * inv[k])
+            q = 0.0
+            for j in range(wn):
+                q = q + np.float64(w_cnt[wb + j]) * inv[w_topic[wb + j]]
+            q = q + beta * rcum[K - 1]
+        p = (s + alpha * q) / (np.float64(L) + np.float64(K) * alpha)
+        out[t] = np.log2(p)
+
+
+def log2_likelihood_terms_hybrid(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, tables, htables, *,
+                                 alpha: float, beta: float):
+    """Per-token log2 terms of paper 000 Eq. 5 for the hybrid layout (``lda_llpt_hybrid``).
+
+    Dense words as :func:`log2_likelihood_terms` (float32 What rows); sparse words with
+    ``phi[k][v] = (W[v][k] + beta) inv[k]`` in float64 from the sparse row.
+
+    Returns
+    -------
+    float64 (N,) of the input's backend, log base 2.
+    """
+    n = word.shape[0]
+    K = hw.K
+    if is_gpu_object(word):
+        import cupy
+
+        out = cupy.empty(n, dtype=np.float64)
+        g, b = _grid(n)
+        _kernel("lda_llpt_hybrid")(g, b, (np.int64(n), word, doc, doc_ptr, d_topic, d_cnt, d_nnz,
+                                          np.int32(hw.n_dense), tables["what"], tables["qtot"], hw.w_ptr,
+                                          hw.w_topic, hw.w_cnt, hw.w_nnz, htables["inv"], htables["rcum"],
+                                          np.int32(K), np.float64(alpha), np.float64(beta), out))
+        return out
+    out = np.empty(n, dtype=np.float64)
+    _llpt_hybrid_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, hw.n_dense, tables["what"], tables["qtot"], hw.w_ptr,
+                     hw.w_topic, hw.w_cnt, hw.w_nnz, htables["inv"], htables["rcum"], K, float(alpha), float(beta),
+                     out)
     return out

@@ -41,7 +41,7 @@ from cutext.stages.lda_chunk import (
     read_bow,
 )
 
-SAMPLERS = ("auto", "sparse", "three_branch", "dense")
+SAMPLERS = ("auto", "sparse", "three_branch", "dense", "hybrid")
 DENSE_MAX_K = 256
 PANEL_WORDS = 8
 
@@ -90,10 +90,15 @@ class GibbsState:
     shard : bool
         Part of a :class:`ShardedGibbs`: the rebuild keeps this shard's W in ``W_local`` and the
         caller installs the summed W with :meth:`set_global_w`.
+    w_layout : {"dense", "hybrid"}
+        ``"dense"``: ``W`` int32 (V, K) with float32 (V, K) tables.  ``"hybrid"`` (paper 000 section IV-B):
+        dense rows only for the ``ch.n_dense`` words with more than K tokens, sparse rows (topic, count)
+        for the others (``self.hw``, a :class:`cutext.kernels.lda.HybridW`; ``self.W`` is None); sample
+        with ``sampler="hybrid"``.  Not with ``W_fixed`` or ``shard``.
     """
 
     def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, gpu: bool = False,
-                 W_fixed=None, vbeta=None, V=None, device=None, shard=False):
+                 W_fixed=None, vbeta=None, V=None, device=None, shard=False, w_layout="dense"):
         if gpu:
             import cupy as xp
         else:
@@ -103,9 +108,21 @@ class GibbsState:
         self.V = int(V) if V is not None else (ch.V if W_fixed is None else int(W_fixed.shape[0]))
         self.vbeta = float(vbeta) if vbeta is not None else self.V * self.beta
         self.fixed = W_fixed is not None
+        if w_layout not in ("dense", "hybrid"):
+            raise ValueError(f"w_layout must be 'dense' or 'hybrid', got {w_layout!r}")
+        if w_layout == "hybrid" and (self.fixed or shard):
+            raise ValueError("the hybrid W layout is for single-device training (no W_fixed, no shards)")
+        self.hybrid = w_layout == "hybrid"
+        self.W = self.hw = self.htables = None
         self._panels = None
         self._pending = None
         with self.ctx():
+            if self.hybrid:
+                if ch.K != self.K:
+                    raise ValueError(f"chunks were built for K={ch.K}, the state has K={self.K}")
+                w_ptr, word_tok = lda_kernels.hybrid_index(ch.word, ch.word_count, ch.n_dense)
+                self._w_ptr, self._word_tok = xp.asarray(w_ptr), xp.asarray(word_tok)
+                self._dense_ranges = [(int(a), int(b)) for a, b in zip(ch.chunk_ptr[:-1], ch.chunk_split)]
             self.word = xp.asarray(ch.word)
             self.doc = xp.asarray(ch.doc)
             self.keys = xp.asarray(ch.keys)
@@ -131,6 +148,16 @@ class GibbsState:
     def rebuild(self):
         """W, n_k, D and the per-word tables from the current topics (paper 000 section IV-C)."""
         with self.ctx():
+            if self.hybrid:
+                self.hw = lda_kernels.rebuild_hybrid(self.word, self.z, self._w_ptr, self._word_tok, self.ch.n_dense,
+                                                     self.K)
+                self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_d(self.doc, self.z, self.doc_ptr,
+                                                                             self.doc_tok, self.K)
+                self.nk = self.xp.bincount(self.z, minlength=self.K).astype(np.int64)
+                self.tables = lda_kernels.prepare_words(self.hw.W_dense, self.nk, self.beta, self.vbeta)
+                self.htables = lda_kernels.hybrid_tables(self.nk, self.vbeta, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                         self.d_nnz)
+                return
             W, _nk, self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_counts(
                 self.word, self.doc, self.z, self.doc_ptr, self.doc_tok, self.V, self.K)
             if self.shard:
@@ -147,9 +174,19 @@ class GibbsState:
 
     def sample_pass(self, iteration: int, sampler: str, exclude: bool = True):
         """Draw new topics for every token (kept pending until :meth:`commit`)."""
+        if (sampler == "hybrid") != self.hybrid:
+            raise ValueError(f"sampler {sampler!r} on a state with the {'hybrid' if self.hybrid else 'dense'} "
+                             "W layout (sampler='hybrid' needs w_layout='hybrid' and the reverse)")
         with self.ctx():
             xp = self.xp
-            if sampler == "dense":
+            if sampler == "hybrid":
+                z_new, flags = lda_kernels.sample_hybrid(
+                    self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic, self.d_cnt, self.d_nnz,
+                    self.hw, self.nk, self.tables, self.htables, self._dense_ranges, alpha=self.alpha,
+                    beta=self.beta, vbeta=self.vbeta, seed=self.seed, iteration=iteration, exclude=exclude)
+                self._flags = flags
+                skipped = 0
+            elif sampler == "dense":
                 if self._panels is None:
                     ptr, w0 = lda_kernels.word_panels(self.ch.word, panel_words(self.K))
                     self._panels = (xp.asarray(ptr), xp.asarray(w0))
@@ -183,23 +220,64 @@ class GibbsState:
         n = max(1, int(self.word.shape[0]))
         return {"skipped": c["skipped"] / n, "changed": c["changed"] / n}
 
+    def _llpt_terms(self):
+        if self.hybrid:
+            return lda_kernels.log2_likelihood_terms_hybrid(self.word, self.doc, self.doc_ptr, self.d_topic,
+                                                            self.d_cnt, self.d_nnz, self.hw, self.tables,
+                                                            self.htables, alpha=self.alpha, beta=self.beta)
+        return lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
+                                                 self.d_nnz, self.tables, alpha=self.alpha)
+
     def llpt_sum(self) -> float:
         """Sum over tokens of the log2 terms of paper 000 Eq. 5."""
         if self.word.shape[0] == 0:
             return 0.0
         with self.ctx():
-            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
-                                                      self.d_nnz, self.tables, alpha=self.alpha)
-            return float(terms.sum())
+            return float(self._llpt_terms().sum())
 
     def llpt(self) -> float:
-        """Paper 000 Eq. 5 (log2, bits per token) of the current counts."""
+        """Paper 000 Eq. 5 (log2, bits per token) of the current counts (hybrid: sparse words' phi in float64
+        from their sparse rows, dense words' from the float32 What rows)."""
         if self.word.shape[0] == 0:
             return float("nan")
         with self.ctx():
-            terms = lda_kernels.log2_likelihood_terms(self.word, self.doc, self.doc_ptr, self.d_topic, self.d_cnt,
-                                                      self.d_nnz, self.tables, alpha=self.alpha)
-            return float(terms.mean())
+            return float(self._llpt_terms().mean())
+
+    def dense_w(self) -> np.ndarray:
+        """W as int32 (V, K) on the host (for the hybrid layout: assembled from its rows; small V only)."""
+        if self.hybrid:
+            return self.hw.to_dense()
+        return self.host(self.W)
+
+    def topic_word_table(self):
+        """Nonzeros of W as host arrays ``(word_id int32, topic int32, count int32)``, word-major, topics
+        ascending (the rows of ``topic_word.parquet``), for either layout."""
+        if self.hybrid:
+            return self.hw.table()
+        W = self.host(self.W)
+        wv, wk = np.nonzero(W)
+        return wv.astype(np.int32), wk.astype(np.int32), W[wv, wk].astype(np.int32)
+
+    def nbytes(self) -> dict:
+        """Device (or host) bytes of the state: ``W`` (the word-topic counts: V x K int32, or the hybrid
+        dense rows + sparse rows), ``tables`` (per-word float32 What / qcum rows and the other per-pass
+        tables), ``D`` (padded CSR), ``tokens`` (token arrays and inverted indexes), ``total``."""
+        def b(*arrays):
+            return int(sum(int(a.nbytes) for a in arrays if a is not None))
+
+        tabs = b(*self.tables.values()) if getattr(self, "tables", None) else 0
+        if self.hybrid:
+            hb = self.hw.nbytes()
+            w = hb["w"]
+            tabs += b(*self.htables.values())
+            idx = hb["index"]
+        else:
+            w = b(self.W)
+            idx = 0
+        out = {"W": w, "tables": tabs, "D": b(self.d_topic, self.d_cnt, self.d_nnz, self.doc_ptr),
+               "tokens": b(self.word, self.doc, self.keys, self.z, self.doc_tok) + idx + b(self.nk)}
+        out["total"] = sum(out.values())
+        return out
 
     def sync(self):
         if self.gpu:
@@ -226,7 +304,19 @@ class GibbsState:
         """sum W = sum D = N tokens, no negative counts (raises AssertionError)."""
         n = int(self.word.shape[0])
         with self.ctx():
-            if not self.fixed and not self.shard:
+            if self.hybrid:
+                hw = self.hw
+                Wd = self.host(hw.W_dense)
+                wv, wk, wc = hw.table()  # dense rows' nonzeros, then the sparse rows
+                assert int(wc.sum(dtype=np.int64)) == n, "sum W != N"
+                assert (Wd.size == 0 or int(Wd.min()) >= 0) and (wc.size == 0 or int(wc.min()) > 0), "negative W"
+                nk = np.bincount(wk, weights=wc, minlength=self.K).astype(np.int64)
+                np.testing.assert_array_equal(nk, self.host(self.nk), err_msg="n_k != column sums of W")
+                rows = np.bincount(wv, weights=wc, minlength=self.ch.V)[hw.n_dense:]
+                np.testing.assert_array_equal(rows, self.ch.word_count[hw.n_dense:], err_msg="sparse row sums")
+                nz = self.host(hw.w_nnz)
+                assert (nz <= np.minimum(np.diff(self.host(hw.w_ptr)), self.K)).all(), "row over capacity"
+            elif not self.fixed and not self.shard:
                 W = self.host(self.W)
                 assert int(W.sum(dtype=np.int64)) == n, "sum W != N"
                 assert int(W.min()) >= 0, "negative W"
@@ -326,6 +416,17 @@ class ShardedGibbs:
     def W(self):
         return self.parts[0].W
 
+    def topic_word_table(self):
+        return self.parts[0].topic_word_table()
+
+    def nbytes(self) -> dict:
+        """Bytes of every shard's state (:meth:`GibbsState.nbytes`), summed."""
+        out: dict = {}
+        for p in self.parts:
+            for k, v in p.nbytes().items():
+                out[k] = out.get(k, 0) + v
+        return out
+
     @property
     def nk(self):
         return self.parts[0].nk
@@ -378,10 +479,13 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B).
     beta : float
         Symmetric topic-word prior (default 0.01).
-    sampler : {"auto", "sparse", "three_branch", "dense"}
+    sampler : {"auto", "sparse", "three_branch", "dense", "hybrid"}
         ``sparse``: paper 000's two-branch sparsity-aware sampler (Eq. 3-4); ``three_branch``: Eq. 6-10
         with g = 2; ``dense``: paper 001's sampler (DNT precomputed, W panels in shared memory),
-        for K <= 4096; ``auto`` = dense for K <= 256, else three_branch.
+        for K <= 4096; ``hybrid``: the conditional of ``sparse`` with W in paper 000's hybrid layout
+        (section IV-B: dense rows only for words with more than K tokens, sparse (topic, count) rows for
+        the others; SparseLDA buckets for their tokens), for large K on one device (not with
+        ``n_devices > 1``); ``auto`` = dense for K <= 256, else three_branch.
     seed : int
         Seed of the counter-based generator; a run is reproducible bit for bit, on CPU and GPU.
     exclude_self : bool
@@ -446,6 +550,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     n_devices = int(n_devices)
     if n_devices < 1:
         raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    if sampler == "hybrid" and n_devices > 1:
+        raise ValueError("sampler='hybrid' runs on one device; the sharded chain (n_devices > 1) keeps W dense")
     if gpu and n_devices > 1:
         from cutext.kernels.backend import device_count
 
@@ -458,7 +564,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         devices = list(range(n_devices)) if gpu else [None] * n_devices
         state = ShardedGibbs(ch, K, alpha, beta, seed=seed, devices=devices)
     else:
-        state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu)
+        state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu,
+                           w_layout="hybrid" if sampler == "hybrid" else "dense")
     state.sync()
     timings["init"] = time.perf_counter() - t0
     rows = [{"iteration": 0, "llpt": state.llpt(), "seconds": 0.0, "skipped": 0.0, "changed": 1.0}]
@@ -504,10 +611,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
               "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
               "tokens_per_s": tps}
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        W = state.host(state.W)
-        wv, wk = np.nonzero(W)
-        pq.write_table(pa.table({"word_id": wv.astype(np.int32), "topic": wk.astype(np.int32),
-                                 "count": W[wv, wk].astype(np.int32)}), tmp / "topic_word.parquet")
+        wv, wk, wc = state.topic_word_table()
+        pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
         pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
                                  "term": pa.array(ch.vocab, type=pa.string()),
                                  "count": ch.word_count.astype(np.int64), "input_id": ch.old_id.astype(np.int64)}),
@@ -525,7 +630,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
             "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts, "timings": timings,
             "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-            "memory_bytes": ch.memory_estimate(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
 
 
@@ -630,7 +735,7 @@ class LDAModel:
         ch = build_chunks(bow, self.K, 1, relabel=False)
         state = GibbsState(ch, self.K, self.alpha, self.beta, seed=seed, gpu=be == "gpu", W_fixed=self.W,
                            vbeta=len(self.vocab) * self.beta)
-        smp = "sparse" if sampler == "auto" else sampler
+        smp = "sparse" if sampler in ("auto", "hybrid") else sampler  # W fixed is dense: hybrid = sparse
         for it in range(1, iterations + 1):
             state.step(it, smp, exclude=True)
         return state, bow

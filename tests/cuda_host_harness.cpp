@@ -122,3 +122,40 @@ void h_rebuild_d(const long long* doc_ptr, const long long* keys, int n_docs, in
     for (long long t = 0; t < n_docs; t++) { grid1(n_docs, t); lda_rebuild_d(doc_ptr, keys, n_docs, K, d_topic, d_cnt, d_nnz); }
 }
 }
+
+// ---- hybrid dense/sparse W (thread-per-token and thread-per-row kernels: a plain loop over the threads)
+extern "C" {
+void h_rebuild_w_dense(const int* word, const int* z, long long n, int K, int n_dense, int* W) {
+    for (long long t = 0; t < n; t++) { grid1(n, t); lda_rebuild_w_dense(word, z, n, K, n_dense, W); }
+}
+void h_hybrid_topics(const long long* nk, int K, double vbeta, double* inv, double* rcum) {
+    grid1(1, 0);
+    lda_hybrid_topics(nk, K, vbeta, inv, rcum);
+}
+void h_hybrid_doc_y(const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz, int n_docs,
+                    const double* inv, double* ydoc) {
+    for (long long t = 0; t < n_docs; t++) { grid1(n_docs, t); lda_hybrid_doc_y(doc_ptr, d_topic, d_cnt, d_nnz, n_docs, inv, ydoc); }
+}
+void h_sample_hybrid(long long n, const int* word, const int* doc, const long long* keys, const int* z,
+                     const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz, int n_dense,
+                     const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz,
+                     const long long* nk, const double* inv, const double* rcum, const double* ydoc, int K,
+                     double alpha, double beta, double vbeta, u64 seed, u64 it, int exclude, int* z_out,
+                     signed char* flags) {
+    for (long long t = 0; t < n; t++) {
+        grid1(n, t);
+        lda_sample_hybrid(n, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
+                          nk, inv, rcum, ydoc, K, alpha, beta, vbeta, seed, it, exclude, z_out, flags);
+    }
+}
+void h_llpt_hybrid(long long n, const int* word, const int* doc, const long long* doc_ptr, const int* d_topic,
+                   const int* d_cnt, const int* d_nnz, int n_dense, const float* what, const double* qtot,
+                   const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz, const double* inv,
+                   const double* rcum, int K, double alpha, double beta, double* out) {
+    for (long long t = 0; t < n; t++) {
+        grid1(n, t);
+        lda_llpt_hybrid(n, word, doc, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, what, qtot, w_ptr, w_topic, w_cnt, w_nnz,
+                        inv, rcum, K, alpha, beta, out);
+    }
+}
+}

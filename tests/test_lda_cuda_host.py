@@ -172,3 +172,66 @@ def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift
     call(lib, "h_llpt", n, st.word, st.doc, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.tables["what"],
          st.tables["qtot"], np.int32(K), st.alpha, terms)
     np.testing.assert_allclose(terms.mean(), st.llpt(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("corpus,K,exclude", [("reuters", 40, True), ("reuters", 24, False), ("nips_long", 4096, True)])
+def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude):
+    """The hybrid-W kernels (rebuild of the dense and sparse rows, per-pass tables, the thread-per-token
+    sparse-word sampler over every token, a window of the dense-word tokens through lda_sample with the
+    dense rows, Eq. 5) equal the numba twins along a chain.  NIPS at K = 4096: D rows of > 1,024 nonzeros and
+    no dense word (n_dense = 0: every token takes the sparse-word path)."""
+    bow = request.getfixturevalue(corpus)
+    ch = build_chunks(bow, K, n_chunks=2)
+    st = GibbsState(ch, K, 0.1, 0.05, seed=11, w_layout="hybrid")
+    n = np.int64(ch.n_tokens)
+    nd = ch.n_dense
+    sparse = ch.word >= nd
+    assert sparse.sum() > 0 and (nd > 0) == (corpus == "reuters")
+    if K > 1000:
+        assert int(st.d_nnz.max()) > 1024
+    for it in range(1, 4 if K < 1000 else 3):
+        hw, ht = st.hw, st.htables
+        Wd = np.zeros((nd, K), np.int32)
+        call(lib, "h_rebuild_w_dense", st.word, st.z, n, np.int32(K), np.int32(nd), Wd)
+        np.testing.assert_array_equal(Wd, hw.W_dense)
+        Vs = hw.w_nnz.shape[0]
+        keys = np.sort(((st.word.astype(np.int64) - nd) * K + st.z)[hw.word_tok])
+        wt, wc, wn = np.zeros(len(keys), np.int32), np.zeros(len(keys), np.int32), np.zeros(Vs, np.int32)
+        call(lib, "h_rebuild_d", hw.w_ptr, keys, np.int32(Vs), np.int32(K), wt, wc, wn)
+        np.testing.assert_array_equal(wn, hw.w_nnz)
+        np.testing.assert_array_equal(wt, hw.w_topic)
+        np.testing.assert_array_equal(wc, hw.w_cnt)
+        inv, rcum, ydoc = np.empty(K), np.empty(K), np.empty(ch.n_docs)
+        call(lib, "h_hybrid_topics", st.nk, np.int32(K), st.vbeta, inv, rcum)
+        call(lib, "h_hybrid_doc_y", st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, np.int32(ch.n_docs), inv, ydoc)
+        for name, a in (("inv", inv), ("rcum", rcum), ("ydoc", ydoc)):
+            np.testing.assert_array_equal(a, ht[name], err_msg=name)
+        zh = np.full(ch.n_tokens, -1, np.int32)
+        fh = np.full(ch.n_tokens, -1, np.int8)
+        call(lib, "h_sample_hybrid", n, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz,
+             np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, st.nk, inv, rcum, ydoc, np.int32(K), st.alpha,
+             st.beta, st.vbeta, np.uint64(st.seed), np.uint64(it), np.int32(exclude), zh, fh)
+        assert (zh[~sparse] == -1).all()  # threads of dense-word tokens return at once
+        a, b = st._dense_ranges[0]
+        w = slice(a, min(b, a + WINDOW))
+        m = w.stop - w.start
+        tb = st.tables
+        call(lib, "h_sample", np.int64(m), st.word[w], st.doc[w], st.keys[w], st.z[w], st.doc_ptr, st.d_topic,
+             st.d_cnt, st.d_nnz, hw.W_dense, st.nk, tb["what"], tb["qcum"], tb["qtot"], tb["top"], tb["topv"],
+             np.int32(K), st.alpha, st.beta, st.vbeta, 1.0, np.uint64(st.seed), np.uint64(it), np.int32(0),
+             np.int32(exclude), zh[w], fh[w])
+        st.sample_pass(it, "hybrid", exclude)
+        np.testing.assert_array_equal(zh[sparse], st._pending[sparse], err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(fh[sparse], st._flags[sparse], err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(zh[w], st._pending[w], err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(fh[w], st._flags[w], err_msg=f"iteration {it}")
+        fl = np.bincount(st._flags[sparse], minlength=7)
+        assert (fl[[4, 5, 6]] > 0).all() and (fl[3] > 0) == exclude, fl
+        st.commit()
+        st.check_invariants()
+    hw, ht, tb = st.hw, st.htables, st.tables
+    terms = np.empty(ch.n_tokens)
+    call(lib, "h_llpt_hybrid", n, st.word, st.doc, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, np.int32(nd),
+         tb["what"], tb["qtot"], hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, ht["inv"], ht["rcum"], np.int32(K),
+         st.alpha, st.beta, terms)
+    np.testing.assert_allclose(terms.mean(), st.llpt(), rtol=1e-12)
