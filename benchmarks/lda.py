@@ -20,9 +20,10 @@ gpu (``--gpu``)
     document), K in ``--gpu-ks`` (128, 1000, 32768): tokens/s per iteration for each sampler on one
     GPU (``--gpu-devices 1 2``: also the three-branch sampler sharded over 2 GPUs, W summed after every
     iteration), device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
-    estimate of paper 000 Table I for the same corpus.  The timed iterations are 3-7 from a random start,
-    where D rows are densest (the slowest iterations); ``--gpu-late N`` also times iterations N+1..N+5
-    of the same chain, when D has become sparse.
+    estimate of paper 000 Table I for the same corpus; ``sampler="hybrid"`` (sparse W rows) for K in
+    ``--gpu-hybrid-ks``, with the state's own bytes (``GibbsState.nbytes``).  The timed iterations are
+    3-7 from a random start, where D rows are densest (the slowest iterations); ``--gpu-late N`` also
+    times iterations N+1..N+5 of the same chain, when D has become sparse.
 
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
 """
@@ -211,7 +212,8 @@ def gpu_section(args, ddir, rows):
                      [f"{r}:{n}" for r in range(reps) for n in bow.doc_names], f"nips x{reps}")
     log(f"NIPS x {reps}: {big.n_docs} documents, {big.n_tokens:,} tokens")
     pool = cupy.get_default_memory_pool()
-    configs = [(K, smp, 1) for K in args.gpu_ks for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])]
+    configs = [(K, smp, 1) for K in args.gpu_ks for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])
+               + (["hybrid"] if K in args.gpu_hybrid_ks else [])]
     configs += [(K, "three_branch", n) for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
     chunks = {}
     for K, smp, ndev in configs:
@@ -226,7 +228,8 @@ def gpu_section(args, ddir, rows):
             if ndev > 1:
                 st = ShardedGibbs(ch, K, 50.0 / K, 0.01, seed=0, devices=list(range(ndev)))
             else:
-                st = GibbsState(ch, K, 50.0 / K, 0.01, seed=0, gpu=True)
+                st = GibbsState(ch, K, 50.0 / K, 0.01, seed=0, gpu=True,
+                                w_layout="hybrid" if smp == "hybrid" else "dense")
             st.sync()
             setup_bytes = pool.used_bytes()
             times, skipped = [], []
@@ -264,6 +267,7 @@ def gpu_section(args, ddir, rows):
                          "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
                          "device_bytes_setup": int(setup_bytes), "device_bytes_pool_peak": int(peak),
                          "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
+                         "state_bytes": st.nbytes(),
                          "iterations": args.gpu_iterations, "warmup": args.gpu_warmup, **late})
             del st
         except Exception as exc:  # noqa: BLE001
@@ -279,15 +283,18 @@ def print_table(rows):
             continue
         print(f"\n{sec}: tokens per second per iteration (median)")
         print(f"{'corpus':<12} {'K':>6} {'system':<26} {'tokens':>12} {'s/iter':>9} {'Mtok/s':>9} {'skipped':>8} "
-              f"{'dev MB':>8} {'late Mtok/s':>12}")
+              f"{'dev MB':>8} {'late Mtok/s':>12} {'W+tab MB':>9}")
         for r in rs:
             if "error" in r:
                 print(f"{'':<12} {r['K']:>6} {r['system']:<26} ERROR {r['error'][:60]}")
                 continue
             dev = r.get("device_bytes_pool_peak")
+            sb = r.get("state_bytes")
+            wt = sb["W"] + sb["tables"] if sb else float("nan")
             print(f"{r['corpus'][:12]:<12} {r['K']:>6} {r['system']:<26} {r['tokens']:>12,} {r['s_per_iter']:>9.4f} "
                   f"{r['Mtok_per_s']:>9.2f} {r.get('skipped_last', float('nan')):>8.3f} "
-                  f"{(dev / 1e6 if dev else float('nan')):>8.0f} {r.get('late_Mtok_per_s', float('nan')):>12.2f}")
+                  f"{(dev / 1e6 if dev else float('nan')):>8.0f} {r.get('late_Mtok_per_s', float('nan')):>12.2f} "
+                  f"{wt / 1e6:>9.0f}")
     rs = [r for r in rows if r.get("section") == "quality"]
     if rs:
         smps = [k[5:] for k in rs[0] if k.startswith("llpt_") and k != "llpt_tomotopy"]
@@ -317,6 +324,8 @@ def main(argv=None):
     ap.add_argument("--gpu-ks", nargs="+", type=int, default=[128, 1000, 32768])
     ap.add_argument("--gpu-iterations", type=int, default=5)
     ap.add_argument("--gpu-warmup", type=int, default=2)
+    ap.add_argument("--gpu-hybrid-ks", nargs="*", type=int, default=[1000, 32768],
+                    help="K values of --gpu-ks that also run sampler='hybrid' (sparse W rows)")
     ap.add_argument("--gpu-late", type=int, default=0,
                     help="also continue each chain to this iteration and time --gpu-iterations more "
                          "(D is sparser later in training; 0 = off)")
