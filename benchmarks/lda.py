@@ -220,7 +220,11 @@ def gpu_section(args, ddir, rows):
         if ndev not in chunks:  # the token order does not depend on K: build once per device count
             chunks.clear()
             chunks[ndev] = build_chunks(big, K, ndev)
-        ch = dataclasses.replace(chunks[ndev], K=K, n_dense=int((chunks[ndev].word_count > K).sum()))
+        base = chunks[ndev]
+        n_dense = int((base.word_count > K).sum())
+        split = np.array([a + np.searchsorted(base.word[a:b], n_dense, side="left")
+                          for a, b in zip(base.chunk_ptr[:-1], base.chunk_ptr[1:])], dtype=np.int64)
+        ch = dataclasses.replace(base, K=K, n_dense=n_dense, chunk_split=split)
         est = ch.memory_estimate()
         pool.free_all_blocks()
         log(f"gpu K={K} {smp} devices={ndev}")

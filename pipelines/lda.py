@@ -122,7 +122,10 @@ class GibbsState:
                     raise ValueError(f"chunks were built for K={ch.K}, the state has K={self.K}")
                 w_ptr, word_tok = lda_kernels.hybrid_index(ch.word, ch.word_count, ch.n_dense)
                 self._w_ptr, self._word_tok = xp.asarray(w_ptr), xp.asarray(word_tok)
-                self._dense_ranges = [(int(a), int(b)) for a, b in zip(ch.chunk_ptr[:-1], ch.chunk_split)]
+                # tokens of dense words: the head of every chunk (sorted by word), found from the words
+                # themselves rather than trusting chunk_split to match n_dense
+                self._dense_ranges = [(int(a), int(a) + int(np.searchsorted(ch.word[a:b], ch.n_dense, side="left")))
+                                      for a, b in zip(ch.chunk_ptr[:-1], ch.chunk_ptr[1:])]
             self.word = xp.asarray(ch.word)
             self.doc = xp.asarray(ch.doc)
             self.keys = xp.asarray(ch.keys)

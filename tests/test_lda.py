@@ -513,3 +513,27 @@ def test_hybrid_memory_kos_k4096(kos_path):
     assert nb["tables"] < 0.2 * 2 * dense_w  # What and qcum only for the dense words
     assert nb["W"] == st.hw.nbytes()["w"] == ch.n_dense * K * 4 + (ch.n_tokens - int(ch.word_count[:ch.n_dense].sum())
                                                                     ) * 8 + (ch.V - ch.n_dense) * 12 + 8
+
+
+def test_hybrid_dense_ranges_come_from_the_words(reuters):
+    """Chunks built for another K (a stale ``chunk_split``, as a benchmark that reuses the token order makes
+    them) give the same hybrid chain as chunks built for this K: the dense-token ranges are found from the
+    words, not from ``chunk_split``."""
+    import dataclasses
+
+    K = 40
+    fresh = build_chunks(reuters, K, n_chunks=2)
+    other = build_chunks(reuters, 12, n_chunks=2)
+    stale = dataclasses.replace(other, K=K, n_dense=fresh.n_dense)
+    assert fresh.n_dense > 0 and not np.array_equal(stale.chunk_split, fresh.chunk_split)
+    a = GibbsState(fresh, K, 0.1, 0.05, seed=5, w_layout="hybrid")
+    b = GibbsState(stale, K, 0.1, 0.05, seed=5, w_layout="hybrid")
+    assert b._dense_ranges == a._dense_ranges
+    for (lo, hi), c0, c1 in zip(b._dense_ranges, stale.chunk_ptr[:-1], stale.chunk_ptr[1:]):
+        assert (stale.word[lo:hi] < stale.n_dense).all() and (stale.word[hi:c1] >= stale.n_dense).all()
+        assert lo == c0
+    for it in range(1, 4):
+        a.step(it, "hybrid")
+        b.step(it, "hybrid")
+        np.testing.assert_array_equal(a.z, b.z, err_msg=f"iteration {it}")
+    b.check_invariants()
