@@ -375,162 +375,36 @@ def _pos(d_topic, base, nnz, k):
 
 
 @numba.njit(inline="always", cache=True)
-def _scan32(x):
-    """In place: the inclusive Kogge-Stone scan of ``lda_warp_scan`` (x[l] = old[l - off] + old[l])."""
-    off = 1
-    while off < 32:
-        for ln in range(31, off - 1, -1):  # high lanes first, so x[ln - off] is still the old value
-            x[ln] = x[ln - off] + x[ln]
-        off <<= 1
+def _ks_step(src, dst, off, m):
+    for ln in range(min(off, m)):
+        dst[ln] = src[ln]
+    for ln in range(off, m):
+        dst[ln] = src[ln - off] + src[ln]
 
 
-@numba.njit(cache=True)
-def _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl, rk, rv, rp):
-    """One token of ``lda_sample``; the warp's 32 lanes are the scratch arrays: ``lane`` (lane sums),
-    ``incl`` (their scan), ``rk``, ``rv``, ``rp`` (topics, values and scan of one round of the S walk)."""
-    v = word[t]
-    d = doc[t]
-    zo = z[t]
-    base = doc_ptr[d]
-    L = np.int64(doc_ptr[d + 1] - base)
-    nnz = d_nnz[d]
-    u = _uniform1(s_, it_, np.uint64(keys[t]))
-    K1 = -1
-    K2 = -1
-    if three:
-        K1 = top[v, 0]
-        K2 = top[v, 1]
-    zs = zo if (exclude and zo != K1) else -1
-    p1 = _pos(d_topic, base, nnz, K1) if K1 >= 0 else -1
-    p2 = _pos(d_topic, base, nnz, K2) if K2 >= 0 else -1
-    pz = _pos(d_topic, base, nnz, zs) if zs >= 0 else -1
-    a1d = 0.0
-    M = 0.0
-    if three:
-        b1 = d_cnt[base + p1] if p1 >= 0 else 0
-        a1d = np.float64(topv[v, 0])
-        if exclude and zo == K1:
-            wadj = (np.float64(W[v, K1]) - w_self + beta) / (np.float64(nk[K1]) - w_self + vbeta)
-            M = (np.float64(b1) - 1.0 + alpha) * wadj
-        else:
-            M = (np.float64(b1) + alpha) * a1d
-        b2 = d_cnt[base + p2] if p2 >= 0 else 0
-        a2d = np.float64(topv[v, 1])
-        a3d = np.float64(topv[v, 2])
-        rest = np.float64(L - b1 - b2)
-        sest = a2d * np.float64(b2) + a3d * rest
-        qb = alpha * (qtot[v] - a1d)
-        tt = M + sest
-        tt = tt + qb
-        if u * tt < M:
-            z_out[t] = K1
-            flags[t] = 2
-            return
-    zw = 0.0
-    wzs = 0.0
-    szs = 0.0
-    if zs >= 0:
-        dz = d_cnt[base + pz] if pz >= 0 else 0
-        wadj = (np.float64(W[v, zs]) - w_self + beta) / (np.float64(nk[zs]) - w_self + vbeta)
-        zw = (np.float64(dz) - 1.0 + alpha) * wadj
-        wzs = np.float64(what[v, zs])
-        szs = np.float64(dz) * wzs
-    for ln in range(32):
-        lane[ln] = 0.0
-    for j in range(nnz):
-        k = d_topic[base + j]
-        if k == K1:
-            continue
-        lane[j & 31] = lane[j & 31] + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-    if pz >= 0:
-        lane[pz & 31] = lane[pz & 31] - szs
-    for ln in range(32):
-        incl[ln] = lane[ln]
-    _scan32(incl)
-    s = incl[31]
-    q = qtot[v]
-    if K1 >= 0:
-        q = q - a1d
-    if zs >= 0:
-        q = q - wzs
-    Q = alpha * q
-    tot = M + zw
-    tot = tot + s
-    tot = tot + Q
-    x = u * tot
-    if x < M:
-        z_out[t] = K1
-        flags[t] = 1
-        return
-    x = x - M
-    if x < zw:
-        z_out[t] = zs
-        flags[t] = 3
-        return
-    x = x - zw
-    flags[t] = 0
-    if x < s:
-        Ls = -1
-        for ln in range(32):
-            if incl[ln] > x and lane[ln] > 0.0:
-                Ls = ln
-                break
-        if Ls < 0:
-            for ln in range(31, -1, -1):
-                if lane[ln] > 0.0:
-                    Ls = ln
-                    break
-        # walk lane Ls's entries j = Ls + 32 i in rounds of 32 (i = the CUDA lane), a warp scan per round
-        carry = incl[Ls - 1] if Ls > 0 else 0.0
-        last = -1
-        pick = -1
-        j0 = Ls
-        while j0 < nnz and pick < 0:
-            for ln in range(32):
-                j = j0 + 32 * ln
-                val = 0.0
-                k = -1
-                if j < nnz:
-                    k = d_topic[base + j]
-                    if k != K1 and k != zs:
-                        val = np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-                rk[ln] = k
-                rv[ln] = val
-                rp[ln] = val
-            _scan32(rp)
-            for ln in range(32):
-                if rv[ln] > 0.0 and carry + rp[ln] > x:
-                    pick = rk[ln]
-                    break
-            for ln in range(31, -1, -1):
-                if rv[ln] > 0.0:
-                    last = rk[ln]
-                    break
-            carry = carry + rp[31]
-            j0 += 32 * 32
-        z_out[t] = pick if pick >= 0 else last
-        return
-    y = x - s
-    lo = 0
-    hi = K - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        c = np.float64(qcum[v, mid])
-        if K1 >= 0 and mid >= K1:
-            c = c - a1d
-        if zs >= 0 and mid >= zs:
-            c = c - wzs
-        if alpha * c > y:
-            hi = mid
-        else:
-            lo = mid + 1
-    z_out[t] = lo
+@numba.njit(inline="always", cache=True)
+def _scan_prefix(x, tmp, m):
+    """In place on x[:m]: the inclusive Kogge-Stone scan of ``lda_warp_scan`` (lane l receives
+    old[l - off] + old[l] for off = 1, 2, 4, 8, 16), restricted to the first m lanes (lane l's result
+    depends on lanes <= l only).  Ping-pong between x and tmp, so that every step vectorizes."""
+    _ks_step(x, tmp, 1, m)
+    _ks_step(tmp, x, 2, m)
+    _ks_step(x, tmp, 4, m)
+    _ks_step(tmp, x, 8, m)
+    _ks_step(x, tmp, 16, m)
+    for ln in range(m):
+        x[ln] = tmp[ln]
 
 
 @numba.njit(cache=True, parallel=True)
 def _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
                 K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
+    """The twin of ``lda_sample``: every token as one warp of the kernel would sample it.  The warp's 32
+    lanes are the scratch arrays ``incl`` (the lane sums' scan), ``rk``, ``rv``, ``rp`` (topics, values
+    and scan of one round of the S walk), ``lane`` and ``rv2`` (scan buffers); ``lsum`` holds the lane
+    sums (K1 excluded) of the (word, document) ``(pv, pd)`` of an earlier token, reused when a token has
+    the same pair, as the kernel does.  (One loop body, not a function per token: numba's call of a
+    function with twenty array arguments cost more than the sampling.)"""
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     n = word.shape[0]
@@ -541,9 +415,156 @@ def _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what,
         rk = np.empty(32, dtype=np.int32)
         rv = np.empty(32, dtype=np.float64)
         rp = np.empty(32, dtype=np.float64)
+        lsum = np.empty(32, dtype=np.float64)
+        rv2 = np.empty(32, dtype=np.float64)
+        pv = -1
+        pd = -1
         for t in range(b * step, min(n, (b + 1) * step)):
-            _sample_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                        K, alpha, beta, vbeta, w_self, s_, it_, three, exclude, z_out, flags, lane, incl, rk, rv, rp)
+            v = word[t]
+            d = doc[t]
+            zo = z[t]
+            base = doc_ptr[d]
+            L = np.int64(doc_ptr[d + 1] - base)
+            nnz = d_nnz[d]
+            u = _uniform1(s_, it_, np.uint64(keys[t]))
+            K1 = -1
+            K2 = -1
+            if three:
+                K1 = top[v, 0]
+                K2 = top[v, 1]
+            zs = zo if (exclude and zo != K1) else -1
+            p1 = _pos(d_topic, base, nnz, K1) if K1 >= 0 else -1
+            p2 = _pos(d_topic, base, nnz, K2) if K2 >= 0 else -1
+            pz = _pos(d_topic, base, nnz, zs) if zs >= 0 else -1
+            a1d = 0.0
+            M = 0.0
+            if three:
+                b1 = d_cnt[base + p1] if p1 >= 0 else 0
+                a1d = np.float64(topv[v, 0])
+                if exclude and zo == K1:
+                    wadj = (np.float64(W[v, K1]) - w_self + beta) / (np.float64(nk[K1]) - w_self + vbeta)
+                    M = (np.float64(b1) - 1.0 + alpha) * wadj
+                else:
+                    M = (np.float64(b1) + alpha) * a1d
+                b2 = d_cnt[base + p2] if p2 >= 0 else 0
+                a2d = np.float64(topv[v, 1])
+                a3d = np.float64(topv[v, 2])
+                rest = np.float64(L - b1 - b2)
+                sest = a2d * np.float64(b2) + a3d * rest
+                qb = alpha * (qtot[v] - a1d)
+                tt = M + sest
+                tt = tt + qb
+                if u * tt < M:
+                    z_out[t] = K1
+                    flags[t] = 2
+                    continue
+            zw = 0.0
+            wzs = 0.0
+            szs = 0.0
+            if zs >= 0:
+                dz = d_cnt[base + pz] if pz >= 0 else 0
+                wadj = (np.float64(W[v, zs]) - w_self + beta) / (np.float64(nk[zs]) - w_self + vbeta)
+                zw = (np.float64(dz) - 1.0 + alpha) * wadj
+                wzs = np.float64(what[v, zs])
+                szs = np.float64(dz) * wzs
+            if v != pv or d != pd:
+                for ln in range(32):
+                    lsum[ln] = 0.0
+                for j in range(nnz):
+                    k = d_topic[base + j]
+                    if k == K1:
+                        continue
+                    lsum[j & 31] = lsum[j & 31] + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
+                pv = v
+                pd = d
+            lz = pz & 31 if pz >= 0 else -1
+            for ln in range(32):
+                incl[ln] = lsum[ln]
+            if lz >= 0:
+                incl[lz] = incl[lz] - szs
+            ladj = incl[lz] if lz >= 0 else 0.0  # the own topic's lane sum after the subtraction
+            _scan_prefix(incl, lane, 32)
+            s = incl[31]
+            q = qtot[v]
+            if K1 >= 0:
+                q = q - a1d
+            if zs >= 0:
+                q = q - wzs
+            Q = alpha * q
+            tot = M + zw
+            tot = tot + s
+            tot = tot + Q
+            x = u * tot
+            if x < M:
+                z_out[t] = K1
+                flags[t] = 1
+                continue
+            x = x - M
+            if x < zw:
+                z_out[t] = zs
+                flags[t] = 3
+                continue
+            x = x - zw
+            flags[t] = 0
+            if x < s:
+                Ls = -1
+                for ln in range(32):
+                    a = ladj if ln == lz else lsum[ln]
+                    if incl[ln] > x and a > 0.0:
+                        Ls = ln
+                        break
+                if Ls < 0:
+                    for ln in range(31, -1, -1):
+                        a = ladj if ln == lz else lsum[ln]
+                        if a > 0.0:
+                            Ls = ln
+                            break
+                # walk lane Ls's entries j = Ls + 32 i in rounds of 32 (i = the CUDA lane), a warp scan per round
+                carry = incl[Ls - 1] if Ls > 0 else 0.0
+                last = -1
+                pick = -1
+                j0 = Ls
+                while j0 < nnz and pick < 0:
+                    # the round holds m entries; a Kogge-Stone prefix at position i depends on positions <= i only,
+                    # and a round of fewer than 32 entries is the last one, so its scan stops at m
+                    m = min(32, (nnz - j0 + 31) // 32)
+                    for ln in range(m):
+                        j = j0 + 32 * ln
+                        val = 0.0
+                        k = d_topic[base + j]
+                        if k != K1 and k != zs:
+                            val = np.float64(d_cnt[base + j]) * np.float64(what[v, k])
+                        rk[ln] = k
+                        rv[ln] = val
+                        rp[ln] = val
+                    _scan_prefix(rp, rv2, m)
+                    for ln in range(m):
+                        if rv[ln] > 0.0 and carry + rp[ln] > x:
+                            pick = rk[ln]
+                            break
+                    for ln in range(m - 1, -1, -1):
+                        if rv[ln] > 0.0:
+                            last = rk[ln]
+                            break
+                    carry = carry + rp[31]
+                    j0 += 32 * 32
+                z_out[t] = pick if pick >= 0 else last
+                continue
+            y = x - s
+            lo = 0
+            hi = K - 1
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                c = np.float64(qcum[v, mid])
+                if K1 >= 0 and mid >= K1:
+                    c = c - a1d
+                if zs >= 0 and mid >= zs:
+                    c = c - wzs
+                if alpha * c > y:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            z_out[t] = lo
 
 
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,
