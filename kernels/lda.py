@@ -993,7 +993,7 @@ def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
     return 0, q
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always", cache=True)  # inlined: a numba call per token with these arrays costs more than it
 def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
                 nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags):
     """One token of ``lda_sample_hybrid`` (a sparse word), the same float operations in the same order."""
