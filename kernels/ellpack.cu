@@ -39,6 +39,17 @@ __device__ __forceinline__ double ct_dot(const int* idx, const double* w,
     return acc;
 }
 
+// Document b of the batch (its L terms and weights, rows of K in dterm / dweight) into the block's
+// shared memory, then a barrier.
+__device__ __forceinline__ void ct_stage_doc(const int* __restrict__ dterm, const double* __restrict__ dweight,
+                                             int b, int K, int L, int* s_term, double* s_dw) {
+    for (int t = threadIdx.x; t < L; t += blockDim.x) {
+        s_term[t] = dterm[(long long)b * K + t];
+        s_dw[t] = dweight[(long long)b * K + t];
+    }
+    __syncthreads();
+}
+
 __device__ __forceinline__ bool ct_better(double s, int i, double bs, int bi) {
     return s > bs || (s == bs && i < bi);
 }
@@ -77,11 +88,7 @@ __global__ void ct_block_max(int* idx, double* w, long long stride, int n_rows, 
     const int b = blockIdx.y;
     const int tid = threadIdx.x;
     const int L = dlen[b];
-    for (int t = tid; t < L; t += blockDim.x) {
-        s_term[t] = dterm[(long long)b * K + t];
-        s_dw[t] = dweight[(long long)b * K + t];
-    }
-    __syncthreads();
+    ct_stage_doc(dterm, dweight, b, K, L, s_term, s_dw);
     const long long row = (long long)blockIdx.x * blockDim.x + tid;
     double sim = -1.0;
     int id = CT_NO_ID;
@@ -222,11 +229,7 @@ __global__ void ct_scores(const int* __restrict__ idx, const double* __restrict_
     const int b = blockIdx.y;
     const int tid = threadIdx.x;
     const int L = dlen[b];
-    for (int t = tid; t < L; t += blockDim.x) {
-        s_term[t] = dterm[(long long)b * K + t];
-        s_dw[t] = dweight[(long long)b * K + t];
-    }
-    __syncthreads();
+    ct_stage_doc(dterm, dweight, b, K, L, s_term, s_dw);
     const long long row = (long long)blockIdx.x * blockDim.x + tid;
     if (row < n_rows) {
         out[(long long)b * n_rows + row] = ct_dot(idx, w, stride, row, K, s_term, s_dw, L);
@@ -321,11 +324,7 @@ __global__ void ct_cand_block_max(const int* idx, const double* w, long long str
     const int b = blockIdx.y;
     const int tid = threadIdx.x;
     const int L = dlen[b];
-    for (int t = tid; t < L; t += blockDim.x) {
-        s_term[t] = dterm[(long long)b * K + t];
-        s_dw[t] = dweight[(long long)b * K + t];
-    }
-    __syncthreads();
+    ct_stage_doc(dterm, dweight, b, K, L, s_term, s_dw);
     const int n = cand_n[b];
     const int* my_cand = cand + cand_off[b];
     unsigned int* my_seen = seen + (long long)b * seen_words;

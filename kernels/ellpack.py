@@ -185,6 +185,17 @@ def _check_docs(d_idx, d_w, d_len, K):
 
 # ----------------------------------------------------------------------------- public
 
+def _check_batch(d_idx, d_w, d_len, K: int, n_rows: int, upd_row: int) -> int:
+    """The checks of a scoring call (documents, top_k, update buffer); returns the batch size B."""
+    _check_docs(d_idx, d_w, d_len, K)
+    if not 1 <= K <= MAX_K:
+        raise ValueError(f"top_k must be in [1, {MAX_K}], got {K}")
+    B = d_idx.shape[0]
+    if upd_row >= 0 and (B != 1 or upd_row >= n_rows):
+        raise ValueError(f"the update buffer needs one document and a row < n_rows (B={B}, row={upd_row})")
+    return B
+
+
 def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d_len,
                  upd_row: int = -1, upd_idx=None, upd_w=None, return_blocks: bool = False):
     """Best cluster of every document: largest similarity over all rows, ties to the lowest row id.
@@ -224,12 +235,7 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
     ValueError
         Bad shapes, ``K`` out of range, an update with ``B != 1`` or an update row outside the rows.
     """
-    _check_docs(d_idx, d_w, d_len, K)
-    if not 1 <= K <= MAX_K:
-        raise ValueError(f"top_k must be in [1, {MAX_K}], got {K}")
-    B = d_idx.shape[0]
-    if upd_row >= 0 and (B != 1 or upd_row >= n_rows):
-        raise ValueError(f"the update buffer needs one document and a row < n_rows (B={B}, row={upd_row})")
+    B = _check_batch(d_idx, d_w, d_len, K, n_rows, upd_row)
     xp = _xp(ell_idx)
     n_blocks = -(-n_rows // BLOCK)
     best = xp.empty((B, 2), dtype=np.float64)
@@ -640,12 +646,7 @@ def candidate_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
         Bad shapes, ``K`` out of range, an index of another module, an update with ``B != 1`` or an
         update row outside the rows.
     """
-    _check_docs(d_idx, d_w, d_len, K)
-    if not 1 <= K <= MAX_K:
-        raise ValueError(f"top_k must be in [1, {MAX_K}], got {K}")
-    B = d_idx.shape[0]
-    if upd_row >= 0 and (B != 1 or upd_row >= n_rows):
-        raise ValueError(f"the update buffer needs one document and a row < n_rows (B={B}, row={upd_row})")
+    B = _check_batch(d_idx, d_w, d_len, K, n_rows, upd_row)
     xp = _xp(ell_idx)
     if index.xp is not xp:
         raise ValueError(f"the index lives in {index.xp.__name__}, the matrix in {xp.__name__}")

@@ -345,22 +345,8 @@ def prepare_words(W, nk, beta: float, vbeta: float):
 # ----------------------------------------------------------------------------- sampling
 
 @numba.njit(inline="always", cache=True)
-def _find(d_topic, d_cnt, base, nnz, k):
-    lo = 0
-    hi = nnz
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if d_topic[base + mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < nnz and d_topic[base + lo] == k:
-        return d_cnt[base + lo]
-    return 0
-
-
-@numba.njit(inline="always", cache=True)
 def _pos(d_topic, base, nnz, k):
+    """Position of topic k in the sorted row d_topic[base : base + nnz], or -1 (binary search)."""
     lo = 0
     hi = nnz
     while lo < hi:
@@ -372,6 +358,13 @@ def _pos(d_topic, base, nnz, k):
     if lo < nnz and d_topic[base + lo] == k:
         return lo
     return -1
+
+
+@numba.njit(inline="always", cache=True)
+def _find(d_topic, d_cnt, base, nnz, k):
+    """Count of topic k in the row (0 when absent)."""
+    p = _pos(d_topic, base, nnz, k)
+    return d_cnt[base + p] if p >= 0 else 0
 
 
 @numba.njit(inline="always", cache=True)
