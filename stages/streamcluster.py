@@ -258,6 +258,8 @@ class EllpackEngine:
         self.gpu = gpu
         self.batch_size = max(1, int(batch_size))
         self.candidates = candidates
+        # "auto" never takes the candidate pass for one document, so batch 1 keeps no index
+        self._indexed = candidates is True or (candidates is not False and self.batch_size > 1)
         if gpu:
             import cupy
 
@@ -267,7 +269,7 @@ class EllpackEngine:
             xp = np
             devs = [None] * max(1, int(n_shards))
         self.xp = xp
-        self.shards = [_Shard(state.K, xp, d, index=candidates is not False) for d in devs]
+        self.shards = [_Shard(state.K, xp, d, index=self._indexed) for d in devs]
         self.pending: list[int] = []
         self.mark = np.full(state.capacity, -1, np.int64)
         self.batch_stamp = 0
@@ -286,8 +288,8 @@ class EllpackEngine:
 
     @property
     def indexed(self) -> bool:
-        """Whether the shards keep an inverted index (``candidates`` is not False)."""
-        return self.candidates is not False
+        """Whether the shards keep an inverted index (``candidates=True``, or "auto" with batches > 1)."""
+        return self._indexed
 
     def _add_postings(self, terms, clusters):
         """Append index entries (term, global cluster) to the shards' host mirrors (uploaded before scoring)."""
