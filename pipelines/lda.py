@@ -631,9 +631,10 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         timings["write"] = time.perf_counter() - t0
         write_json(tmp / "params.json", {
             "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
-            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts, "timings": timings,
-            "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts,
+            "timings": timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
+            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
 
 
