@@ -519,6 +519,19 @@ extern "C" __global__ void lda_hybrid_doc_y(const long long* doc_ptr, const int*
     ydoc[d] = acc;
 }
 
+// zsum[s] = sum over the nonzeros j of sparse row s, in row order, of c_j * inv[topic_j] (float64, sequential;
+// one thread per sparse word): the word side of SparseLDA's doc-side split (Z_v = alpha (zsum[s] - own term))
+extern "C" __global__ void lda_hybrid_word_z(const long long* w_ptr, const int* w_topic, const int* w_cnt,
+                                             const int* w_nnz, int n_sparse, const double* inv, double* zsum) {
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_sparse) return;
+    const long long wb = w_ptr[s];
+    const int wn = w_nnz[s];
+    double acc = 0.0;
+    for (int j = 0; j < wn; j++) acc = acc + (double)w_cnt[wb + j] * inv[w_topic[wb + j]];
+    zsum[s] = acc;
+}
+
 // D[d][k] for ascending topics k along a walk of a W row: a binary search of the D row (merge == 0) or
 // a forward merge from *p (merge != 0; cheaper when the W row is not much shorter than the D row).  Both
 // return the same count, so the choice changes no float operation.
@@ -535,23 +548,32 @@ __device__ __forceinline__ int lda_dcount(const int* d_topic, const int* d_cnt, 
 // thread per token.  p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) inv[k] with the token's own topic zs
 // taken out of its counts (exclude != 0; D-1, W-1, n-1 as lda_sample's own-topic branch).  Buckets over
 // k != zs, searched in this order after the own topic (SparseLDA split, exact: they sum to the
-// conditional):
+// conditional up to rounding):
 //   own  zw = (D[d][zs] - 1 + alpha) (W[v][zs] - 1 + beta) / (n_zs - 1 + V beta)        flag 3
+// then, word side (nnz(W[v]) <= doc_c * nnz(D[d])):
 //   X  = sum over W[v]'s nonzeros j (in order, k_j != zs) of (D[d][k_j] + alpha) * (c_j * inv[k_j])
 //        (D[d][k_j] by lda_dcount: binary search, or a merge when 8 nnz(W[v]) >= nnz(D[d])) flag 4
+//   Zv = 0
+// or doc side (nnz(W[v]) > doc_c * nnz(D[d]): a long W row, a short D row):
+//   X  = S_d = sum over D[d]'s nonzeros j (in order, k_j != zs, W[v][k_j] > 0) of
+//        cnt_j * (W[v][k_j] * inv[k_j])  (W[v][k_j] by binary search of the sparse row)   flag 7
+//   Zv = alpha * (zsum[s] - W[v][zs] inv[zs])  (lda_hybrid_word_z; 0 own term when zs < 0) flag 8
+// and in both cases
 //   Y  = beta * (ydoc[d] - D[d][zs] * inv[zs])                                           flag 5
 //   R  = (alpha * beta) * (rcum[K-1] - inv[zs])                                          flag 6
-// total = ((zw + X) + Y) + R, x = u * total.  X is searched by re-running its sum in the same order (the
-// first entry whose running sum exceeds x, else the last one); Y by walking D[d] (k != zs) with the
-// running sum acc of cnt * inv[k], first entry with beta * acc > x (else the last); R by a binary search
-// of rcum with inv[zs] subtracted from the entries at or past zs.  The numba twin is
+// total = (((zw + X) + Zv) + Y) + R, x = u * total (the word side adds Zv = 0.0: exact, so its draws are
+// those of the word-side-only sampler).  X is searched by re-running its sum in the same order (the first
+// entry whose running sum exceeds x, else the last one); Zv by walking W[v] (k != zs) with the running sum
+// acc of c * inv[k], first entry with alpha * acc > x (else the last); Y by walking D[d] (k != zs) with
+// the running sum acc of cnt * inv[k], first entry with beta * acc > x (else the last); R by a binary
+// search of rcum with inv[zs] subtracted from the entries at or past zs.  The numba twin is
 // kernels/lda.py::_hybrid_one.
 extern "C" __global__ void lda_sample_hybrid(
         long long n, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         int n_dense, const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz,
-        const long long* nk, const double* inv, const double* rcum, const double* ydoc,
-        int K, double alpha, double beta, double vbeta, u64 seed, u64 it, int exclude,
+        const long long* nk, const double* inv, const double* rcum, const double* ydoc, const double* zsum,
+        int K, double alpha, double beta, double vbeta, u64 seed, u64 it, int exclude, int doc_c,
         int* z_out, signed char* flags) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
@@ -565,7 +587,7 @@ extern "C" __global__ void lda_sample_hybrid(
     const long long wb = w_ptr[s];
     const int wn = w_nnz[s];
     const double u = lda_uniform(seed, it, (u64)keys[t]);
-    double zw = 0.0, iz = 0.0, yown = 0.0;
+    double zw = 0.0, iz = 0.0, yown = 0.0, zown = 0.0;
     if (zs >= 0) {
         const int dz = lda_find(d_topic, d_cnt, base, nnz, zs);
         const int wz = lda_find(w_topic, w_cnt, wb, wn, zs);
@@ -573,19 +595,33 @@ extern "C" __global__ void lda_sample_hybrid(
         zw = ((double)dz - 1.0 + alpha) * wadj;
         iz = inv[zs];
         yown = (double)dz * iz;
+        zown = (double)wz * iz;
     }
+    const int docside = (long long)wn > (long long)doc_c * (long long)nnz;
     const int merge = 8 * wn >= nnz;
-    double X = 0.0;
+    double X = 0.0, Zv = 0.0;
     int mp = 0;
-    for (int j = 0; j < wn; j++) {
-        const int k = w_topic[wb + j];
-        if (k == zs) continue;
-        const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
-        X = X + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+    if (docside) {
+        for (int j = 0; j < nnz; j++) {
+            const int k = d_topic[base + j];
+            if (k == zs) continue;
+            const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
+            if (wk == 0) continue;
+            X = X + (double)d_cnt[base + j] * ((double)wk * inv[k]);
+        }
+        Zv = alpha * (zsum[s] - zown);
+    } else {
+        for (int j = 0; j < wn; j++) {
+            const int k = w_topic[wb + j];
+            if (k == zs) continue;
+            const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
+            X = X + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+        }
     }
     const double Y = beta * (ydoc[d] - yown);
     const double R = (alpha * beta) * (rcum[K - 1] - iz);
     double tot = zw + X;
+    tot = tot + Zv;
     tot = tot + Y;
     tot = tot + R;
     double x = u * tot;
@@ -595,45 +631,73 @@ extern "C" __global__ void lda_sample_hybrid(
     else {
         x = x - zw;
         if (x < X) {
-            flag = 4;
             double acc = 0.0;
             int last = -1;
-            mp = 0;
-            for (int j = 0; j < wn; j++) {
-                const int k = w_topic[wb + j];
-                if (k == zs) continue;
-                const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
-                acc = acc + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
-                last = k;
-                if (acc > x) { pick = k; break; }
+            if (docside) {
+                flag = 7;
+                for (int j = 0; j < nnz; j++) {
+                    const int k = d_topic[base + j];
+                    if (k == zs) continue;
+                    const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
+                    if (wk == 0) continue;
+                    acc = acc + (double)d_cnt[base + j] * ((double)wk * inv[k]);
+                    last = k;
+                    if (acc > x) { pick = k; break; }
+                }
+            } else {
+                flag = 4;
+                mp = 0;
+                for (int j = 0; j < wn; j++) {
+                    const int k = w_topic[wb + j];
+                    if (k == zs) continue;
+                    const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
+                    acc = acc + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+                    last = k;
+                    if (acc > x) { pick = k; break; }
+                }
             }
             if (pick < 0) pick = last;
         } else {
             x = x - X;
-            if (x < Y) {
-                flag = 5;
+            if (x < Zv) {
+                flag = 8;
                 double acc = 0.0;
                 int last = -1;
-                for (int j = 0; j < nnz; j++) {
-                    const int k = d_topic[base + j];
+                for (int j = 0; j < wn; j++) {
+                    const int k = w_topic[wb + j];
                     if (k == zs) continue;
-                    acc = acc + (double)d_cnt[base + j] * inv[k];
+                    acc = acc + (double)w_cnt[wb + j] * inv[k];
                     last = k;
-                    if (beta * acc > x) { pick = k; break; }
+                    if (alpha * acc > x) { pick = k; break; }
                 }
                 if (pick < 0) pick = last;
             } else {
-                flag = 6;
-                const double y = x - Y;
-                const double ab = alpha * beta;
-                int lo = 0, hi = K - 1;
-                while (lo < hi) {
-                    const int mid = (lo + hi) >> 1;
-                    double c = rcum[mid];
-                    if (zs >= 0 && mid >= zs) c = c - iz;
-                    if (ab * c > y) hi = mid; else lo = mid + 1;
+                x = x - Zv;
+                if (x < Y) {
+                    flag = 5;
+                    double acc = 0.0;
+                    int last = -1;
+                    for (int j = 0; j < nnz; j++) {
+                        const int k = d_topic[base + j];
+                        if (k == zs) continue;
+                        acc = acc + (double)d_cnt[base + j] * inv[k];
+                        last = k;
+                        if (beta * acc > x) { pick = k; break; }
+                    }
+                    if (pick < 0) pick = last;
+                } else {
+                    flag = 6;
+                    const double y = x - Y;
+                    const double ab = alpha * beta;
+                    int lo = 0, hi = K - 1;
+                    while (lo < hi) {
+                        const int mid = (lo + hi) >> 1;
+                        double c = rcum[mid];
+                        if (zs >= 0 && mid >= zs) c = c - iz;
+                        if (ab * c > y) hi = mid; else lo = mid + 1;
+                    }
+                    pick = lo;
                 }
-                pick = lo;
             }
         }
     }

@@ -804,7 +804,8 @@ def log2_likelihood_terms(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables, *, 
 
 # ----------------------------------------------------------------------------- hybrid dense/sparse W
 
-FLAG_X, FLAG_Y, FLAG_R = 4, 5, 6
+FLAG_X, FLAG_Y, FLAG_R, FLAG_S, FLAG_Z = 4, 5, 6, 7, 8
+HYBRID_DOC_C = 4  # a sparse-word token takes the doc-side split when nnz(W[v]) > HYBRID_DOC_C * nnz(D[d])
 
 
 class HybridW:
@@ -944,33 +945,52 @@ def _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc):
         ydoc[d] = acc
 
 
-def hybrid_tables(nk, vbeta: float, doc_ptr, d_topic, d_cnt, d_nnz) -> dict:
+@numba.njit(cache=True, parallel=True)
+def _word_z_cpu(w_ptr, w_topic, w_cnt, w_nnz, inv, zsum):
+    for s in numba.prange(w_nnz.shape[0]):
+        wb = w_ptr[s]
+        acc = 0.0
+        for j in range(w_nnz[s]):
+            acc = acc + np.float64(w_cnt[wb + j]) * inv[w_topic[wb + j]]
+        zsum[s] = acc
+
+
+def hybrid_tables(nk, vbeta: float, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW) -> dict:
     """Per-pass tables of the sparse-word sampler.
 
     Returns
     -------
     dict of float64 arrays of the input's backend: ``inv`` (K,) = 1 / (n_k + V beta); ``rcum`` (K,)
     running sums of ``inv`` (sequential from k = 0); ``ydoc`` (D,) = sum over the nonzeros of D[d] (in
-    order) of ``D[d][k] inv[k]`` (sequential).
+    order) of ``D[d][k] inv[k]`` (sequential); ``zsum`` (V_s,) = sum over the nonzeros of the sparse row s
+    of ``hw`` (in order) of ``W[v][k] inv[k]`` (sequential; the doc-side split's Z_v).
     """
     K = nk.shape[0]
     n_docs = doc_ptr.shape[0] - 1
+    n_sparse = hw.w_nnz.shape[0]
     if is_gpu_object(nk):
         import cupy
 
         inv = cupy.empty(K, dtype=np.float64)
         rcum = cupy.empty(K, dtype=np.float64)
         ydoc = cupy.empty(n_docs, dtype=np.float64)
+        zsum = cupy.empty(n_sparse, dtype=np.float64)
         _kernel("lda_hybrid_topics")((1,), (1,), (nk, np.int32(K), np.float64(vbeta), inv, rcum))
         g, b = _grid(n_docs)
         _kernel("lda_hybrid_doc_y")(g, b, (doc_ptr, d_topic, d_cnt, d_nnz, np.int32(n_docs), inv, ydoc))
-        return {"inv": inv, "rcum": rcum, "ydoc": ydoc}
+        if n_sparse:
+            g, b = _grid(n_sparse)
+            _kernel("lda_hybrid_word_z")(g, b, (hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, np.int32(n_sparse), inv,
+                                                zsum))
+        return {"inv": inv, "rcum": rcum, "ydoc": ydoc, "zsum": zsum}
     inv = np.empty(K, dtype=np.float64)
     rcum = np.empty(K, dtype=np.float64)
     ydoc = np.empty(n_docs, dtype=np.float64)
+    zsum = np.empty(n_sparse, dtype=np.float64)
     _hybrid_topics_cpu(nk, float(vbeta), inv, rcum)
     _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc)
-    return {"inv": inv, "rcum": rcum, "ydoc": ydoc}
+    _word_z_cpu(hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, inv, zsum)
+    return {"inv": inv, "rcum": rcum, "ydoc": ydoc, "zsum": zsum}
 
 
 @numba.njit(inline="always", cache=True)
@@ -988,7 +1008,7 @@ def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
 
 @numba.njit(inline="always", cache=True)  # inlined: a numba call per token with these arrays costs more than it
 def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags):
+                nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, s_, it_, exclude, doc_c, z_out, flags):
     """One token of ``lda_sample_hybrid`` (a sparse word), the same float operations in the same order."""
     v = word[t]
     d = doc[t]
@@ -1002,6 +1022,7 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
     zw = 0.0
     iz = 0.0
     yown = 0.0
+    zown = 0.0
     if zs >= 0:
         dz = _find(d_topic, d_cnt, base, nnz, zs)
         wz = _find(w_topic, w_cnt, wb, wn, zs)
@@ -1009,18 +1030,33 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
         zw = (np.float64(dz) - 1.0 + alpha) * wadj
         iz = inv[zs]
         yown = np.float64(dz) * iz
+        zown = np.float64(wz) * iz
+    docside = np.int64(wn) > np.int64(doc_c) * np.int64(nnz)
     merge = 8 * wn >= nnz
     X = 0.0
+    Zv = 0.0
     mp = 0
-    for j in range(wn):
-        k = w_topic[wb + j]
-        if k == zs:
-            continue
-        dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
-        X = X + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
+    if docside:
+        for j in range(nnz):
+            k = d_topic[base + j]
+            if k == zs:
+                continue
+            wk = _find(w_topic, w_cnt, wb, wn, k)
+            if wk == 0:
+                continue
+            X = X + np.float64(d_cnt[base + j]) * (np.float64(wk) * inv[k])
+        Zv = alpha * (zsum[s] - zown)
+    else:
+        for j in range(wn):
+            k = w_topic[wb + j]
+            if k == zs:
+                continue
+            dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
+            X = X + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
     Y = beta * (ydoc[d] - yown)
     R = (alpha * beta) * (rcum[K - 1] - iz)
     tot = zw + X
+    tot = tot + Zv
     tot = tot + Y
     tot = tot + R
     x = u * tot
@@ -1033,6 +1069,22 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
     last = -1
     if x < X:
         acc = 0.0
+        if docside:
+            for j in range(nnz):
+                k = d_topic[base + j]
+                if k == zs:
+                    continue
+                wk = _find(w_topic, w_cnt, wb, wn, k)
+                if wk == 0:
+                    continue
+                acc = acc + np.float64(d_cnt[base + j]) * (np.float64(wk) * inv[k])
+                last = k
+                if acc > x:
+                    pick = k
+                    break
+            z_out[t] = pick if pick >= 0 else last
+            flags[t] = 7
+            return
         mp = 0
         for j in range(wn):
             k = w_topic[wb + j]
@@ -1048,6 +1100,21 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
         flags[t] = 4
         return
     x = x - X
+    if x < Zv:
+        acc = 0.0
+        for j in range(wn):
+            k = w_topic[wb + j]
+            if k == zs:
+                continue
+            acc = acc + np.float64(w_cnt[wb + j]) * inv[k]
+            last = k
+            if alpha * acc > x:
+                pick = k
+                break
+        z_out[t] = pick if pick >= 0 else last
+        flags[t] = 8
+        return
+    x = x - Zv
     if x < Y:
         acc = 0.0
         for j in range(nnz):
@@ -1081,7 +1148,7 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
 
 @numba.njit(cache=True, parallel=True)
 def _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                nk, inv, rcum, ydoc, K, alpha, beta, vbeta, seed, it, exclude, z_out, flags):
+                nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, seed, it, exclude, doc_c, z_out, flags):
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     n = word.shape[0]
@@ -1090,12 +1157,13 @@ def _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_p
         for t in range(b * step, min(n, (b + 1) * step)):
             if word[t] >= n_dense:
                 _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt,
-                            w_nnz, nk, inv, rcum, ydoc, K, alpha, beta, vbeta, s_, it_, exclude, z_out, flags)
+                            w_nnz, nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, s_, it_, exclude, doc_c,
+                            z_out, flags)
 
 
 def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, nk, tables, htables,
                   dense_ranges, *, alpha: float, beta: float, vbeta: float, seed: int, iteration: int,
-                  exclude: bool = True):
+                  exclude: bool = True, doc_c: int = HYBRID_DOC_C):
     """One Gibbs pass over every token with W in the hybrid layout (paper 000 section IV-B).
 
     Tokens of dense words (``v < n_dense``; in every chunk the token range ``dense_ranges[c]``) are drawn
@@ -1103,7 +1171,10 @@ def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: Hybrid
     words draw from the same conditional ``p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) / (n_k + V beta)``
     (own topic taken out when ``exclude``, paper 001 Eq. 1) split into SparseLDA buckets searched in the
     order own topic, X (W[v]'s nonzeros with their D counts), Y (D[d]'s nonzeros times beta inv_k),
-    R (alpha beta sum_k inv_k); ``lda_sample_hybrid`` in ``lda.cu`` defines every float operation.
+    R (alpha beta sum_k inv_k).  A token whose W row is long (``nnz(W[v]) > doc_c * nnz(D[d])``) splits X
+    on the doc side instead: S (D[d]'s nonzeros times W[v][k] inv_k, W[v][k] by binary search) and
+    Z (alpha sum over W[v]'s nonzeros of W[v][k] inv_k, from the per-word table ``zsum``), searched after
+    the own topic and before Y.  ``lda_sample_hybrid`` in ``lda.cu`` defines every float operation.
 
     Parameters
     ----------
@@ -1115,13 +1186,15 @@ def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: Hybrid
         :func:`prepare_words` of ``hw.W_dense`` (its rows: the dense words).
     htables : dict
         :func:`hybrid_tables`.
+    doc_c : int
+        The doc-side rule's constant (tests lower it to make the doc side fire often).
     dense_ranges : list of (int, int)
         Token ranges of dense words (``(chunk_ptr[c], chunk_split[c])``).
 
     Returns
     -------
     (z_new int32 (N,), flags int8 (N,)); flags 0 / 3 for dense-word tokens as :func:`sample`, and for
-    sparse-word tokens 3 = own topic, 4 = X, 5 = Y, 6 = R.
+    sparse-word tokens 3 = own topic, 4 = X, 5 = Y, 6 = R, 7 = S (doc side), 8 = Z (doc side).
     """
     n = word.shape[0]
     K = hw.K
@@ -1146,10 +1219,10 @@ def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: Hybrid
         g, bl = _grid(n)
         _kernel("lda_sample_hybrid")(g, bl, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz,
                                              np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, nk,
-                                             htables["inv"], htables["rcum"], htables["ydoc"], np.int32(K),
-                                             np.float64(alpha), np.float64(beta), np.float64(vbeta),
+                                             htables["inv"], htables["rcum"], htables["ydoc"], htables["zsum"],
+                                             np.int32(K), np.float64(alpha), np.float64(beta), np.float64(vbeta),
                                              np.uint64(seed), np.uint64(iteration), np.int32(bool(exclude)),
-                                             z_out, flags))
+                                             np.int32(doc_c), z_out, flags))
         return z_out, flags
     z_out = np.empty(n, dtype=np.int32)
     flags = np.zeros(n, dtype=np.int8)
@@ -1160,8 +1233,8 @@ def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: Hybrid
                         float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration),
                         False, bool(exclude), z_out[a:b], flags[a:b])
     _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, nd, hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz,
-                nk, htables["inv"], htables["rcum"], htables["ydoc"], K, float(alpha), float(beta), float(vbeta),
-                np.uint64(seed), np.uint64(iteration), bool(exclude), z_out, flags)
+                nk, htables["inv"], htables["rcum"], htables["ydoc"], htables["zsum"], K, float(alpha), float(beta),
+                float(vbeta), np.uint64(seed), np.uint64(iteration), bool(exclude), int(doc_c), z_out, flags)
     return z_out, flags
 
 

@@ -113,6 +113,7 @@ class GibbsState:
         if w_layout == "hybrid" and (self.fixed or shard):
             raise ValueError("the hybrid W layout is for single-device training (no W_fixed, no shards)")
         self.hybrid = w_layout == "hybrid"
+        self.doc_c = lda_kernels.HYBRID_DOC_C  # the hybrid sampler's doc-side rule (tests lower it)
         self.W = self.hw = self.htables = None
         self._panels = None
         self._pending = None
@@ -159,7 +160,7 @@ class GibbsState:
                 self.nk = self.xp.bincount(self.z, minlength=self.K).astype(np.int64)
                 self.tables = lda_kernels.prepare_words(self.hw.W_dense, self.nk, self.beta, self.vbeta)
                 self.htables = lda_kernels.hybrid_tables(self.nk, self.vbeta, self.doc_ptr, self.d_topic, self.d_cnt,
-                                                         self.d_nnz)
+                                                         self.d_nnz, self.hw)
                 return
             W, _nk, self.d_topic, self.d_cnt, self.d_nnz = lda_kernels.rebuild_counts(
                 self.word, self.doc, self.z, self.doc_ptr, self.doc_tok, self.V, self.K)
@@ -186,7 +187,8 @@ class GibbsState:
                 z_new, flags = lda_kernels.sample_hybrid(
                     self.word, self.doc, self.keys, self.z, self.doc_ptr, self.d_topic, self.d_cnt, self.d_nnz,
                     self.hw, self.nk, self.tables, self.htables, self._dense_ranges, alpha=self.alpha,
-                    beta=self.beta, vbeta=self.vbeta, seed=self.seed, iteration=iteration, exclude=exclude)
+                    beta=self.beta, vbeta=self.vbeta, seed=self.seed, iteration=iteration, exclude=exclude,
+                    doc_c=self.doc_c)
                 self._flags = flags
                 skipped = 0
             elif sampler == "dense":

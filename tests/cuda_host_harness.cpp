@@ -136,16 +136,23 @@ void h_hybrid_doc_y(const long long* doc_ptr, const int* d_topic, const int* d_c
                     const double* inv, double* ydoc) {
     for (long long t = 0; t < n_docs; t++) { grid1(n_docs, t); lda_hybrid_doc_y(doc_ptr, d_topic, d_cnt, d_nnz, n_docs, inv, ydoc); }
 }
+void h_hybrid_word_z(const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz, int n_sparse,
+                     const double* inv, double* zsum) {
+    for (long long t = 0; t < n_sparse; t++) {
+        grid1(n_sparse, t);
+        lda_hybrid_word_z(w_ptr, w_topic, w_cnt, w_nnz, n_sparse, inv, zsum);
+    }
+}
 void h_sample_hybrid(long long n, const int* word, const int* doc, const long long* keys, const int* z,
                      const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz, int n_dense,
                      const long long* w_ptr, const int* w_topic, const int* w_cnt, const int* w_nnz,
-                     const long long* nk, const double* inv, const double* rcum, const double* ydoc, int K,
-                     double alpha, double beta, double vbeta, u64 seed, u64 it, int exclude, int* z_out,
-                     signed char* flags) {
+                     const long long* nk, const double* inv, const double* rcum, const double* ydoc,
+                     const double* zsum, int K, double alpha, double beta, double vbeta, u64 seed, u64 it,
+                     int exclude, int doc_c, int* z_out, signed char* flags) {
     for (long long t = 0; t < n; t++) {
         grid1(n, t);
         lda_sample_hybrid(n, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                          nk, inv, rcum, ydoc, K, alpha, beta, vbeta, seed, it, exclude, z_out, flags);
+                          nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, seed, it, exclude, doc_c, z_out, flags);
     }
 }
 void h_llpt_hybrid(long long n, const int* word, const int* doc, const long long* doc_ptr, const int* d_topic,

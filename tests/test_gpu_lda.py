@@ -152,7 +152,7 @@ def _hybrid_equal(cpu, gpu):
     np.testing.assert_array_equal(cpu.hw.w_nnz, _h(gpu.hw.w_nnz))
     np.testing.assert_array_equal(cpu.nk, _h(gpu.nk))
     np.testing.assert_array_equal(cpu.d_cnt, _h(gpu.d_cnt))
-    for name in ("inv", "rcum", "ydoc"):
+    for name in ("inv", "rcum", "ydoc", "zsum"):
         np.testing.assert_array_equal(cpu.htables[name], _h(gpu.htables[name]), err_msg=name)
     for name in cpu.tables:
         np.testing.assert_array_equal(cpu.tables[name], _h(gpu.tables[name]), err_msg=name)
@@ -179,8 +179,8 @@ def test_hybrid_draw_for_draw(shared_data, corpus, K, iters):
         gpu.commit()
         _hybrid_equal(cpu, gpu)
         gpu.check_invariants()
-    fl = np.bincount(cpu._flags[ch.word >= ch.n_dense], minlength=7)
-    assert (fl[3:] > 0).all(), fl
+    fl = np.bincount(cpu._flags[ch.word >= ch.n_dense], minlength=9)
+    assert (fl[3:7] > 0).all(), fl
     assert gpu.llpt() == pytest.approx(cpu.llpt(), rel=1e-12)
 
 

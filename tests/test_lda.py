@@ -200,13 +200,15 @@ def _brute_force_p(state: GibbsState, exclude: bool) -> np.ndarray:
 
 @pytest.mark.parametrize("sampler,exclude", [("sparse", True), ("sparse", False), ("three_branch", True),
                                              ("three_branch", False), ("dense", True), ("hybrid", True),
-                                             ("hybrid", False)])
+                                             ("hybrid", False), ("hybrid-doc", True), ("hybrid-doc", False)])
 def test_samplers_draw_from_the_gibbs_conditional(reuters, sampler, exclude):
     """Many draws with the state fixed: pooled and per-token frequencies match p(k) of Eq. 1.
     The hybrid state has dense rows for the words with more than K = 8 tokens and sparse rows for the
-    others; every bucket of the sparse-word sampler (own, X, Y, R) is drawn."""
+    others; every bucket of the sparse-word sampler (own, X, Y, R) is drawn.  "hybrid-doc" sets the
+    doc-side constant to 0, so every sparse-word token takes the doc-side split (own, S, Z, Y, R)."""
     ch = build_chunks(_subset(reuters, 12), 8, n_chunks=2)
-    hyb = sampler == "hybrid"
+    doc_side = sampler == "hybrid-doc"
+    hyb = sampler.startswith("hybrid")
     st = GibbsState(ch, 8, alpha=0.5, beta=0.05, seed=3, w_layout="hybrid" if hyb else "dense")
     for it in range(1, 6):  # move away from the uniform start so that three-branch skips tokens
         st.step(it, "hybrid" if hyb else "sparse")
@@ -215,14 +217,15 @@ def test_samplers_draw_from_the_gibbs_conditional(reuters, sampler, exclude):
     counts = np.zeros_like(p)
     rows = np.arange(ch.n_tokens)
     skipped = 0.0
-    branches = np.zeros(7)
+    branches = np.zeros(9)
     panels = [np.asarray(a) for a in K_.word_panels(ch.word, 8)]
     for it in range(100, 100 + R):
         if hyb:
             z, fl = K_.sample_hybrid(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.hw,
                                      st.nk, st.tables, st.htables, st._dense_ranges, alpha=st.alpha, beta=st.beta,
-                                     vbeta=st.vbeta, seed=1, iteration=it, exclude=exclude)
-            branches += np.bincount(fl[ch.word >= ch.n_dense], minlength=7)
+                                     vbeta=st.vbeta, seed=1, iteration=it, exclude=exclude,
+                                     doc_c=0 if doc_side else K_.HYBRID_DOC_C)
+            branches += np.bincount(fl[ch.word >= ch.n_dense], minlength=9)
         elif sampler == "dense":
             z = K_.sample_dense(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W,
                                 st.nk, panels, alpha=st.alpha, beta=st.beta, vbeta=st.vbeta, seed=1, iteration=it,
@@ -244,8 +247,9 @@ def test_samplers_draw_from_the_gibbs_conditional(reuters, sampler, exclude):
         assert skipped / R > 0.05  # the S_est test does skip tokens
     if hyb:
         assert 0 < ch.n_dense < ch.V // 4
-        assert (branches[[4, 5, 6]] > 0).all() and (branches[3] > 0) == exclude, branches
-        assert branches[:3].sum() == 0
+        side = [7, 8] if doc_side else [4]
+        assert (branches[side + [5, 6]] > 0).all() and (branches[3] > 0) == exclude, branches
+        assert branches[:3].sum() == 0 and branches[[4] if doc_side else [7, 8]].sum() == 0, branches
 
 
 def test_invariants_after_every_iteration_and_reproducibility(reuters_path, tmp_path):

@@ -174,19 +174,35 @@ def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift
     np.testing.assert_allclose(terms.mean(), st.llpt(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("corpus,K,exclude", [("reuters", 40, True), ("reuters", 24, False), ("nips_long", 4096, True)])
-def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude):
+@pytest.fixture(scope="module")
+def kos_part(shared_data):
+    """The first 1,200 KOS documents (UCI bag of words; short documents, words of up to K tokens)."""
+    from cutext.stages.lda_chunk import BagOfWords, read_uci
+
+    bow = read_uci(shared_data / "bow" / "uci" / "docword.kos.txt.gz")
+    e = int(bow.doc_ptr[1200])
+    return BagOfWords(bow.doc_ptr[:1201].copy(), bow.word[:e], bow.count[:e], bow.vocab, bow.doc_names[:1200],
+                      "kos-first-1200")
+
+
+@pytest.mark.parametrize("corpus,K,exclude,doc_c", [("reuters", 40, True, 4), ("reuters", 24, False, 4),
+                                                    ("reuters", 24, False, 0), ("nips_long", 4096, True, 4),
+                                                    ("kos_part", 1000, True, 4)])
+def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude, doc_c):
     """The hybrid-W kernels (rebuild of the dense and sparse rows, per-pass tables, the thread-per-token
     sparse-word sampler over every token, a window of the dense-word tokens through lda_sample with the
     dense rows, Eq. 5) equal the numba twins along a chain.  NIPS at K = 4096: D rows of > 1,024 nonzeros and
-    no dense word (n_dense = 0: every token takes the sparse-word path)."""
+    no dense word (n_dense = 0: every token takes the sparse-word path), the word side only.  KOS at
+    K = 1000: short documents and long W rows, so the doc-side rule nnz(W[v]) > 4 nnz(D[d]) picks either side;
+    doc_c = 0: every sparse-word token takes the doc side."""
     bow = request.getfixturevalue(corpus)
     ch = build_chunks(bow, K, n_chunks=2)
     st = GibbsState(ch, K, 0.1, 0.05, seed=11, w_layout="hybrid")
+    st.doc_c = doc_c
     n = np.int64(ch.n_tokens)
     nd = ch.n_dense
     sparse = ch.word >= nd
-    assert sparse.sum() > 0 and (nd > 0) == (corpus == "reuters")
+    assert sparse.sum() > 0 and (nd > 0) == (corpus != "nips_long")
     if K > 1000:
         assert int(st.d_nnz.max()) > 1024
     for it in range(1, 4 if K < 1000 else 3):
@@ -201,16 +217,18 @@ def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude):
         np.testing.assert_array_equal(wn, hw.w_nnz)
         np.testing.assert_array_equal(wt, hw.w_topic)
         np.testing.assert_array_equal(wc, hw.w_cnt)
-        inv, rcum, ydoc = np.empty(K), np.empty(K), np.empty(ch.n_docs)
+        inv, rcum, ydoc, zsum = np.empty(K), np.empty(K), np.empty(ch.n_docs), np.empty(Vs)
         call(lib, "h_hybrid_topics", st.nk, np.int32(K), st.vbeta, inv, rcum)
         call(lib, "h_hybrid_doc_y", st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, np.int32(ch.n_docs), inv, ydoc)
-        for name, a in (("inv", inv), ("rcum", rcum), ("ydoc", ydoc)):
+        call(lib, "h_hybrid_word_z", hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, np.int32(Vs), inv, zsum)
+        for name, a in (("inv", inv), ("rcum", rcum), ("ydoc", ydoc), ("zsum", zsum)):
             np.testing.assert_array_equal(a, ht[name], err_msg=name)
         zh = np.full(ch.n_tokens, -1, np.int32)
         fh = np.full(ch.n_tokens, -1, np.int8)
         call(lib, "h_sample_hybrid", n, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz,
-             np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, st.nk, inv, rcum, ydoc, np.int32(K), st.alpha,
-             st.beta, st.vbeta, np.uint64(st.seed), np.uint64(it), np.int32(exclude), zh, fh)
+             np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, st.nk, inv, rcum, ydoc, zsum, np.int32(K),
+             st.alpha, st.beta, st.vbeta, np.uint64(st.seed), np.uint64(it), np.int32(exclude), np.int32(doc_c), zh,
+             fh)
         assert (zh[~sparse] == -1).all()  # threads of dense-word tokens return at once
         a, b = st._dense_ranges[0]
         w = slice(a, min(b, a + WINDOW))
@@ -225,8 +243,14 @@ def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude):
         np.testing.assert_array_equal(fh[sparse], st._flags[sparse], err_msg=f"iteration {it}")
         np.testing.assert_array_equal(zh[w], st._pending[w], err_msg=f"iteration {it}")
         np.testing.assert_array_equal(fh[w], st._flags[w], err_msg=f"iteration {it}")
-        fl = np.bincount(st._flags[sparse], minlength=7)
-        assert (fl[[4, 5, 6]] > 0).all() and (fl[3] > 0) == exclude, fl
+        fl = np.bincount(st._flags[sparse], minlength=9)
+        assert (fl[[5, 6]] > 0).all() and (fl[3] > 0) == exclude, fl
+        if doc_c == 0:  # the doc side only
+            assert fl[4] == 0 and (fl[[7, 8]] > 0).all(), fl
+        elif corpus == "kos_part":
+            assert (fl[[4, 7, 8]] > 0).all(), fl
+        else:
+            assert fl[4] > 0, fl
         st.commit()
         st.check_invariants()
     hw, ht, tb = st.hw, st.htables, st.tables
