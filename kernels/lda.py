@@ -1006,6 +1006,23 @@ def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
     return 0, q
 
 
+@numba.njit(inline="always", cache=True)
+def _walk_row(topic, cnt, base, n, zs, inv, scale, x):
+    """The Zv and Y searches of ``lda_sample_hybrid``: walk a sorted row (topics != zs) with the running sum
+    acc of cnt * inv[k]; the first topic with scale * acc > x, else the row's last one."""
+    acc = 0.0
+    last = -1
+    for j in range(n):
+        k = topic[base + j]
+        if k == zs:
+            continue
+        acc = acc + np.float64(cnt[base + j]) * inv[k]
+        last = k
+        if scale * acc > x:
+            return k
+    return last
+
+
 @numba.njit(inline="always", cache=True)  # inlined: a numba call per token with these arrays costs more than it
 def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
                 nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, s_, it_, exclude, doc_c, z_out, flags):
@@ -1101,32 +1118,12 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
         return
     x = x - X
     if x < Zv:
-        acc = 0.0
-        for j in range(wn):
-            k = w_topic[wb + j]
-            if k == zs:
-                continue
-            acc = acc + np.float64(w_cnt[wb + j]) * inv[k]
-            last = k
-            if alpha * acc > x:
-                pick = k
-                break
-        z_out[t] = pick if pick >= 0 else last
+        z_out[t] = _walk_row(w_topic, w_cnt, wb, wn, zs, inv, alpha, x)
         flags[t] = 8
         return
     x = x - Zv
     if x < Y:
-        acc = 0.0
-        for j in range(nnz):
-            k = d_topic[base + j]
-            if k == zs:
-                continue
-            acc = acc + np.float64(d_cnt[base + j]) * inv[k]
-            last = k
-            if beta * acc > x:
-                pick = k
-                break
-        z_out[t] = pick if pick >= 0 else last
+        z_out[t] = _walk_row(d_topic, d_cnt, base, nnz, zs, inv, beta, x)
         flags[t] = 5
         return
     y = x - Y
