@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from cutext.kernels.backend import array_module, resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages.count import count_partition, counts_meta, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, encode_terms, encoded_meta, vocabulary_frame
@@ -128,7 +128,11 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         Unreadable input, a missing column, or an empty corpus (message names the file).
     ValueError
         Bad BM25 or tokenizer parameters.
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
+    check_output(out, kind="cutext.bm25", manifest="index.json", inputs=path, overwrite=overwrite)
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
@@ -140,7 +144,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
     try:
         with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
-                atomic_directory(out, overwrite=overwrite) as tmp:
+                atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
+                                 inputs=path) as tmp:
             docs, part_counts = stages.run("read", assign_doc_ids, docs, pieces)
             n_docs = int(part_counts.sum())
             if n_docs == 0:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.count import count_partition, counts_meta
 from cutext.stages.encode import build_vocabulary, encode_partition, encoded_meta, vocabulary_frame
 from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
@@ -239,7 +239,11 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         Unreadable or empty corpus, a missing order_by column.
     ValueError
         Bad parameters.
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`).
     """
+    check_output(out, kind="cutext.cluster", manifest="cluster.json", inputs=[path, idf_from], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     if not 0.0 <= float(threshold) <= 1.0:
@@ -322,7 +326,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
               or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
               "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
               "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
+    with atomic_directory(out, overwrite=overwrite, kind="cutext.cluster", manifest="cluster.json",
+                          inputs=[path, idf_from]) as tmp:
         pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
         pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
         (tmp / "state").mkdir()

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels import lda as lda_kernels
 from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.lda_chunk import (
     BagOfWords,
     Chunks,
@@ -531,7 +531,11 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         K < 2, iterations < 0, alpha or beta <= 0, unknown sampler; ``LDAInputError`` (a ValueError)
         for malformed input, a corpus without tokens or with a single distinct word.
     FileNotFoundError
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier lda output, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
+    check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab], overwrite=overwrite)
     K = int(K)
     if K < 2:
         raise ValueError(f"K must be >= 2 topics, got {K}")
@@ -615,7 +619,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     params = {"K": K, "iterations": int(iterations), "alpha": alpha, "beta": beta, "sampler": sampler,
               "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
               "tokens_per_s": tps}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
+    with atomic_directory(out, overwrite=overwrite, kind="cutext.lda", manifest="params.json",
+                          inputs=[path, vocab]) as tmp:
         wv, wk, wc = state.topic_word_table()
         pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
         pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),

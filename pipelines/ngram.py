@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels import trie as trie_kernels
 from cutext.kernels.backend import is_gpu_object, resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.pipelines.bm25 import __version__
 from cutext.stages.arpa import ArpaModel, read_arpa
 from cutext.stages.read import CorpusError
@@ -524,8 +524,13 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         Unreadable input or an empty corpus (message names the file).
     ArpaError
         Malformed model (message names the file and line).
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
+        directory, an input or a parent of one (:mod:`cutext.stages.output`); checked before any work.
     """
     from cutext.stages.read import plan, read_piece
+
+    check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
 
     if sentence not in ("line", "document"):
         raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
@@ -550,7 +555,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
     sum_log10 = 0.0
     try:
-        with atomic_directory(out, overwrite=overwrite) as tmp:
+        with atomic_directory(out, overwrite=overwrite, kind="cutext.ngram", manifest="ngram.json",
+                              inputs=[path, model]) as tmp:
             for piece in pieces:
                 ta = time.perf_counter()
                 df = read_piece(piece, fs)

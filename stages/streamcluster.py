@@ -646,14 +646,14 @@ class StreamClusterer:
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> Path:
         """Write the state (clusters Parquet, vocabulary Parquet, JSON) to a directory, atomically."""
-        from cutext.pipelines._result import atomic_directory
+        from cutext.stages.output import atomic_directory
 
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="cutext.cluster.state", manifest="state.json") as tmp:
             self.write_state(tmp)
         return Path(path)
 
     def write_state(self, d) -> None:
-        from cutext.pipelines._result import write_json
+        from cutext.stages.output import write_json
 
         d = Path(d)
         pq.write_table(self.state.to_table(), d / "clusters.parquet")
