@@ -342,36 +342,53 @@ class BM25Index:
 
         Raises
         ------
-        FileNotFoundError
-            Not an index directory (no index.json).
-        ValueError
-            The postings disagree with the vocabulary (a corrupt index).
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+            Not an index directory (no index.json), or a missing table.
+        ArtifactError (ValueError)
+            A corrupt index, naming the directory and file: invalid JSON, another kind, a missing or
+            ill-typed field or column, doc ids outside [0, N), term ids outside [1, V], weights that
+            are not finite, postings that disagree with the vocabulary's df.
         """
+        from cutext.stages import artifacts as art
+
         path = Path(path)
-        if not (path / "index.json").is_file():
-            raise FileNotFoundError(f"{path}: not a cutext BM25 index (no index.json)")
-        meta = json.loads((path / "index.json").read_text(encoding="utf-8"))
+        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index")
+        mf = path / "index.json"
+        N = art.field_int(meta, "N", mf, lo=0)
+        art.field_float(meta, "avgdl", mf, lo=0)
+        art.field_dict(meta, "tokenizer", mf)
         be = resolve_backend(backend)
-        vt = pq.read_table(path / "vocab.parquet")
+        vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
+                                                      "idf": "float", "w0": "float"}, "vocabulary")
         V = vt.num_rows
+        if not np.array_equal(vt.column("term_id").to_numpy(), np.arange(1, V + 1)):
+            raise art.ArtifactError(f"{path / 'vocab.parquet'}: term ids must be 1..{V} in order")
         vocab = vt.column("term").combine_chunks().cast(pa.large_string())
         df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
         idf_t = np.concatenate([[0.0], vt.column("idf").to_numpy()])
         w0 = np.concatenate([[0.0], vt.column("w0").to_numpy()]).astype(np.float32)
-        docs = pq.read_table(path / "documents").to_pandas().sort_values("doc_id")
-        N = int(meta["N"])
+        art.check_finite(idf_t, "idf", path / "vocab.parquet")
+        art.check_finite(w0, "w0", path / "vocab.parquet")
+        dt = art.read_table(path / "documents", {"doc_id": "int", "source_id": "any", "length": "int"},
+                            "documents table")
+        docs = (dt.to_pandas() if dt is not None else
+                pd.DataFrame({"doc_id": [], "source_id": [], "length": []})).sort_values("doc_id")
         if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
-            raise ValueError(f"{path}: documents table does not hold doc ids 0..{N - 1}")
-        post_files = sorted((path / "postings").glob("*.parquet"))
-        post = pa.concat_tables([pq.read_table(f, columns=["term_id", "doc_id", "weight"]) for f in post_files]) \
-            if post_files else pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
-                                         "weight": pa.array([], pa.float32())})
+            raise art.ArtifactError(f"{path / 'documents'}: documents table does not hold doc ids 0..{N - 1}")
+        art.check_range(docs["length"].to_numpy(), 0, np.iinfo(np.int64).max, "lengths", path / "documents")
+        post = art.read_table(path / "postings", {"term_id": "int", "doc_id": "int", "weight": "float"}, "postings")
+        if post is None:
+            post = pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
+                             "weight": pa.array([], pa.float32())})
         t = post.column("term_id").to_numpy().astype(np.int64)
         d = post.column("doc_id").to_numpy().astype(np.int64)
         w = post.column("weight").to_numpy().astype(np.float32)
+        art.check_range(t, 1, V, "posting term ids", path / "postings")
+        art.check_range(d, 0, N - 1, "posting doc ids", path / "postings")
+        art.check_finite(w, "posting weights", path / "postings")
         counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
         if len(counts) != V + 1 or not np.array_equal(counts, df):
-            raise ValueError(f"{path}: postings do not match the vocabulary's df")
+            raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
         order_ok = len(t) < 2 or bool(np.all((np.diff(t) > 0) | ((np.diff(t) == 0) & (np.diff(d) > 0))))
         if not order_ok:  # not term-major on disk: sort (older or foreign writers)
             o = np.lexsort((d, t))

@@ -673,29 +673,66 @@ class LDAModel:
 
     @classmethod
     def load(cls, path) -> LDAModel:
-        """Read a model directory written by :func:`train`.
+        """Read a model directory written by :func:`train`, checking every table against params.json.
 
         Raises
         ------
-        FileNotFoundError
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
             Missing directory or file.
-        ValueError
-            Not an LDA model directory.
+        ArtifactError (ValueError)
+            Not an LDA model directory, or a corrupt one (the message names the directory and file):
+            K, alpha, beta, V, n_docs or n_tokens missing or out of range; word ids outside [0, V),
+            topics outside [0, K), doc ids outside [0, n_docs), negative counts, counts that do not
+            add up to n_tokens or to the document lengths.
         """
-        import json
+        from cutext.stages import artifacts as art
 
         path = Path(path)
-        params = json.loads((path / "params.json").read_text(encoding="utf-8"))
-        if params.get("kind") != "cutext.lda":
-            raise ValueError(f"{path}: not a cutext LDA model (kind={params.get('kind')!r})")
-        voc = pq.read_table(path / "vocab.parquet").to_pandas().sort_values("word_id")
-        V, K = len(voc), int(params["K"])
-        tw = pq.read_table(path / "topic_word.parquet").to_pandas()
+        params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model")
+        pf = path / "params.json"
+        K = art.field_int(params, "K", pf, lo=2)
+        art.field_float(params, "alpha", pf, lo=0, lo_open=True)
+        art.field_float(params, "beta", pf, lo=0, lo_open=True)
+        V = art.field_int(params, "V", pf, lo=1)
+        n_docs = art.field_int(params, "n_docs", pf, lo=0)
+        n_tokens = art.field_int(params, "n_tokens", pf, lo=0)
+        f = path / "vocab.parquet"
+        voc = art.read_table(f, {"word_id": "int", "term": "string"}, "vocabulary").to_pandas()
+        if len(voc) != V or not np.array_equal(np.sort(voc["word_id"].to_numpy()), np.arange(V)):
+            raise art.ArtifactError(f"{f}: expected word ids 0..{V - 1} (V={V} in params.json), got {len(voc)} rows")
+        voc = voc.sort_values("word_id")
+        f = path / "topic_word.parquet"
+        tw = art.read_table(f, {"word_id": "int", "topic": "int", "count": "int"}, "topic-word table").to_pandas()
+        art.check_range(tw["word_id"].to_numpy(), 0, V - 1, "word ids", f)
+        art.check_range(tw["topic"].to_numpy(), 0, K - 1, "topics", f)
+        art.check_range(tw["count"].to_numpy(), 0, n_tokens, "counts", f)
+        if int(tw["count"].sum()) != n_tokens:
+            raise art.ArtifactError(f"{f}: counts add up to {int(tw['count'].sum())}, params.json says "
+                                    f"n_tokens={n_tokens}")
         W = np.zeros((V, K), dtype=np.int32)
         W[tw["word_id"].to_numpy(), tw["topic"].to_numpy()] = tw["count"].to_numpy()
+        f = path / "documents.parquet"
+        docs = art.read_table(f, {"doc_id": "int", "name": "string", "length": "int"}, "documents table").to_pandas()
+        if len(docs) != n_docs or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(n_docs)):
+            raise art.ArtifactError(f"{f}: expected doc ids 0..{n_docs - 1} in order (n_docs={n_docs})")
+        art.check_range(docs["length"].to_numpy(), 0, n_tokens, "lengths", f)
+        f = path / "doc_topic.parquet"
+        dtc = art.read_table(f, {"doc_id": "int", "topic": "int", "count": "int"}, "doc-topic table").to_pandas()
+        art.check_range(dtc["doc_id"].to_numpy(), 0, max(n_docs - 1, 0), "doc ids", f)
+        art.check_range(dtc["topic"].to_numpy(), 0, K - 1, "topics", f)
+        art.check_range(dtc["count"].to_numpy(), 0, n_tokens, "counts", f)
+        per_doc = np.bincount(dtc["doc_id"].to_numpy(), weights=dtc["count"].to_numpy(), minlength=n_docs)
+        if len(per_doc) != n_docs or not np.array_equal(per_doc, docs["length"].to_numpy()):
+            raise art.ArtifactError(f"{f}: counts per document do not match the lengths in documents.parquet")
+        dt = pq.read_table(f).to_pandas()  # with its theta column, which ties K and alpha to the counts
+        if "theta" in dt.columns and len(dt):
+            alpha = float(params["alpha"])
+            lengths = docs["length"].to_numpy(np.float64)[dtc["doc_id"].to_numpy()]
+            expect = (dtc["count"].to_numpy(np.float64) + alpha) / (lengths + K * alpha)
+            if not np.allclose(dt["theta"].to_numpy(np.float64), expect, rtol=1e-6, atol=0):
+                raise art.ArtifactError(f"{f}: theta does not match K={K} and alpha={alpha} of params.json")
+        art.read_table(path / "llpt.parquet", {"llpt": "float"}, "LLPT table")
         llpt = pq.read_table(path / "llpt.parquet").to_pandas()
-        docs = pq.read_table(path / "documents.parquet").to_pandas()
-        dt = pq.read_table(path / "doc_topic.parquet").to_pandas()
         return cls(path, params, voc["term"].astype(str).tolist(), W, llpt, docs, dt)
 
     @property

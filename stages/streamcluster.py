@@ -663,6 +663,7 @@ class StreamClusterer:
         if self.vectorizer is not None:
             pq.write_table(self.vectorizer.vocab_table(), d / "vocab.parquet")
             meta["vectorizer"] = self.vectorizer.to_dict()
+            meta["n_terms"] = len(self.vectorizer.terms)
         write_json(d / "state.json", meta)
 
     @classmethod
@@ -674,28 +675,55 @@ class StreamClusterer:
 
         Raises
         ------
-        FileNotFoundError, ValueError
-            Missing files or a state that is not a cutext cluster state.
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+            Missing directory or file.
+        ArtifactError (ValueError)
+            Not a cutext cluster state, or a corrupt one (the message names the directory and file):
+            a missing or out-of-range field (top_k >= 1, threshold in [0, 1], counts >= 0), cluster
+            rows that disagree with n_clusters, term ids outside the vocabulary, weights or norms
+            that are not finite, a vocabulary shorter than the one saved.
         """
+        from cutext.stages import artifacts as art
         from cutext.stages.tokenize import TokenizerConfig
 
         d = Path(path)
+        meta = art.read_manifest(d, "state.json", "cutext.cluster.state", "a saved StreamClusterer state")
         f = d / "state.json"
-        if not f.is_file():
-            raise FileNotFoundError(f"{d}: no state.json (not a saved StreamClusterer state)")
-        meta = json.loads(f.read_text(encoding="utf-8"))
-        if meta.get("kind") != "cutext.cluster.state":
-            raise ValueError(f"{f}: not a cutext cluster state")
-        K = int(meta["top_k"])
-        state = ClusterState.from_table(pq.read_table(d / "clusters.parquet"), K)
+        K = art.field_int(meta, "top_k", f, lo=1)
+        art.field_float(meta, "threshold", f, lo=0.0, hi=1.0)
+        n_docs = art.field_int(meta, "n_docs", f, lo=0)
+        n_clusters = art.field_int(meta, "n_clusters", f, lo=0, hi=max(n_docs, 0))
+        cf = d / "clusters.parquet"
+        table = art.read_table(cf, {"cluster_id": "int", "size": "int", "norm": "float", "term_ids": "list",
+                                    "weights": "list"}, "cluster table")
+        if table.num_rows != n_clusters:
+            raise art.ArtifactError(f"{cf}: {table.num_rows} clusters, state.json says n_clusters={n_clusters}")
+        art.check_range(table.column("size").to_numpy(), 1, max(n_docs, 1), "cluster sizes", cf)
+        art.check_finite(table.column("norm").to_numpy(), "norms", cf)
+        term_ids = table.column("term_ids").combine_chunks().flatten().to_numpy()
+        art.check_finite(table.column("weights").combine_chunks().flatten().to_numpy(), "weights", cf)
         vec = None
         if meta.get("vectorizer"):
-            v = meta["vectorizer"]
-            vt = pq.read_table(d / "vocab.parquet")
+            v = art.field_dict(meta, "vectorizer", f)
+            for key in ("weighting", "idf", "n_ref", "tokenizer"):
+                if key not in v:
+                    raise art.ArtifactError(f"{f}: vectorizer has no {key!r}")
+            vf = d / "vocab.parquet"
+            vt = art.read_table(vf, {"term": "string", "df": "int"}, "vocabulary")
             terms = vt.column("term").to_pylist()
+            if "n_terms" in meta and art.field_int(meta, "n_terms", f, lo=0) != len(terms):
+                raise art.ArtifactError(f"{vf}: {len(terms)} terms, state.json says n_terms={meta['n_terms']}")
+            art.check_range(term_ids, 1, len(terms), "cluster term ids", cf)
             df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
+            art.check_range(df, 0, np.iinfo(np.int64).max, "document frequencies", vf)
             vec = StreamVectorizer(K, v["weighting"], v["idf"], TokenizerConfig.from_dict(v["tokenizer"]),
                                    terms=terms, df=df, n_ref=v["n_ref"])
+        else:
+            art.check_range(term_ids, 0, np.iinfo(np.int64).max, "cluster term ids", cf)
+        try:
+            state = ClusterState.from_table(table, K)
+        except ValueError as exc:
+            raise art.ArtifactError(f"{cf}: {exc}") from None
         sc = cls(meta["threshold"] if threshold is None else threshold, K, backend=backend, method=method,
                  batch_size=batch_size, devices=devices, n_shards=n_shards, candidates=candidates, vectorizer=vec,
                  _state=state)
