@@ -232,19 +232,27 @@ def _fs_of(path, storage_options):
 # ----------------------------------------------------------------------------- retrieval
 
 def _as_queries(queries) -> tuple[list[str], list[str]]:
+    """(query ids, query texts); a query that is not a string (None, NaN, a number) is an error naming it."""
     if isinstance(queries, str):
         return ["0"], [queries]
     if isinstance(queries, pd.DataFrame):
         qcol = "query" if "query" in queries.columns else "text"
         if qcol not in queries.columns or "query_id" not in queries.columns:
             raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
-        return queries["query_id"].astype(str).tolist(), queries[qcol].astype(str).tolist()
-    if isinstance(queries, pd.Series):
-        return [str(i) for i in queries.index], queries.astype(str).tolist()
-    if isinstance(queries, dict):
-        return [str(k) for k in queries], [str(v) for v in queries.values()]
-    qs = [str(q) for q in queries]
-    return [str(i) for i in range(len(qs))], qs
+        ids, texts = queries["query_id"].astype(str).tolist(), queries[qcol].tolist()
+    elif isinstance(queries, pd.Series):
+        ids, texts = [str(i) for i in queries.index], queries.tolist()
+    elif isinstance(queries, dict):
+        ids, texts = [str(k) for k in queries], list(queries.values())
+    elif queries is None:
+        raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
+    else:
+        texts = list(queries)
+        ids = [str(i) for i in range(len(texts))]
+    for i, t in zip(ids, texts):
+        if not isinstance(t, str):
+            raise TypeError(f"query {i!r} is {t!r} ({type(t).__name__}), not a string")
+    return ids, texts
 
 
 def _sortable_u32(x):
@@ -469,8 +477,10 @@ class BM25Index:
             ``score: float``, ``doc_index: int64``; documents that match no query term are not
             returned, so a query may have fewer than ``k`` rows.
         """
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        from cutext.stages.params import count
+
+        k = count("k", k, lo=1)
+        batch_size = count("batch_size", batch_size, lo=1)
         qids, texts = _as_queries(queries)
         frames = []
         rng = range(0, len(texts), batch_size)

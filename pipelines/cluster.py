@@ -246,8 +246,13 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     check_output(out, kind="cutext.cluster", manifest="cluster.json", inputs=[path, idf_from], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    if not 0.0 <= float(threshold) <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    from cutext.stages.params import count, number
+
+    threshold = number("threshold", threshold, lo=0, hi=1)
+    top_k = count("top_k", top_k, lo=1)
+    n_top_terms = count("n_top_terms", n_top_terms, lo=1)
+    batch_size = count("batch_size", batch_size, lo=1, none_ok=True)
+    count("n_workers", n_workers, lo=1, none_ok=True)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
     method = method or ("ellpack" if be == "gpu" else "reference")

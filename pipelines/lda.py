@@ -536,15 +536,15 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
     check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab], overwrite=overwrite)
-    K = int(K)
-    if K < 2:
-        raise ValueError(f"K must be >= 2 topics, got {K}")
-    if iterations < 0:
-        raise ValueError(f"iterations must be >= 0, got {iterations}")
-    alpha = 50.0 / K if alpha is None else float(alpha)
-    beta = float(beta)
-    if not alpha > 0 or not beta > 0:
-        raise ValueError(f"alpha and beta must be > 0, got alpha={alpha}, beta={beta}")
+    from cutext.stages.params import count, number
+
+    K = count("K", K, lo=2)
+    iterations = count("iterations", iterations, lo=0)
+    alpha = 50.0 / K if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
+    beta = number("beta", beta, lo=0, lo_open=True)
+    llpt_every = count("llpt_every", llpt_every, lo=1)
+    count("n_chunks", n_chunks, lo=1, none_ok=True)
+    count("seed", seed, lo=0)
     sampler = resolve_sampler(sampler, K)
     be = resolve_backend(backend)
     gpu = be == "gpu"

@@ -435,7 +435,9 @@ class NGramModel:
             Host arrays; ties are broken by the smaller word id.
         """
         n = self._order(order)
-        k = int(min(max(1, k), self.vocab_size))
+        from cutext.stages.params import count
+
+        k = min(count("k", k, lo=1), self.vocab_size)
         xp = self._xp()
         ctx_all = self.context_entries(contexts, n, bos)
         C = ctx_all.shape[0]

@@ -127,9 +127,9 @@ def test_bad_corpora_and_parameters_leave_no_model(tmp_path):
         pipelines.run("lda", str(empty), out=out, K=4, iterations=2, progress=False)
     good = tmp_path / "good.ldac"
     good.write_text("2 0:5 1:1\n1 1:2\n")
-    with pytest.raises(ValueError, match="K must be >= 2"):
+    with pytest.raises(ValueError, match="K must be an integer >= 2"):
         pipelines.run("lda", str(good), out=out, K=1, iterations=2, progress=False)
-    with pytest.raises(ValueError, match="alpha and beta"):
+    with pytest.raises(ValueError, match="beta must be a finite number > 0"):
         pipelines.run("lda", str(good), out=out, K=3, beta=0.0, progress=False)
     bad = tmp_path / "docword.bad.txt"
     bad.write_text("1\n2\n1\n1 7 1\n")

@@ -71,3 +71,57 @@ def test_choice_suggests():
     assert choice("variant", "bm25l", ("lucene", "bm25l")) == "bm25l"
     with pytest.raises(ValueError, match="did you mean 'lucene'"):
         choice("variant", "lucen", ("lucene", "bm25l"))
+
+
+# --------------------------------------------------------------------------- numbers of every pipeline
+@pytest.fixture(scope="module")
+def cacm200(tmp_path_factory, data_dir):
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:200]
+    p = tmp_path_factory.mktemp("c") / "cacm200.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("name, kw, match", [
+    ("bm25", {"k1": math.inf}, r"k1 must be a finite number >= 0, got inf"),
+    ("bm25", {"k1": math.nan}, r"k1 must be a finite number"),
+    ("bm25", {"b": 1.5}, r"b must be a finite number in \[0, 1\]"),
+    ("bm25", {"variant": "bm25+", "delta": math.inf}, r"delta must be a finite number >= 0"),
+    ("lda", {"beta": math.inf}, r"beta must be a finite number > 0"),
+    ("lda", {"alpha": 0}, r"alpha must be a finite number > 0"),
+    ("lda", {"K": 2.7}, r"K must be an integer >= 2, got 2.7"),
+    ("lda", {"iterations": 2.5}, r"iterations must be an integer >= 0, got 2.5"),
+    ("cluster", {"n_top_terms": -1}, r"n_top_terms must be an integer >= 1, got -1"),
+    ("cluster", {"batch_size": 0}, r"batch_size must be an integer >= 1, got 0"),
+    ("cluster", {"threshold": math.nan}, r"threshold must be a finite number in \[0, 1\]"),
+])
+def test_nonsense_numbers_are_refused(cacm200, tmp_path, name, kw, match):
+    with pytest.raises(ValueError, match=match):
+        pipelines.run(name, cacm200, out=tmp_path / "out", backend="cpu", progress=False, **kw)
+    assert not (tmp_path / "out").exists()
+
+
+def test_search_k_and_queries_are_checked(cacm200, tmp_path):
+    r = pipelines.run("bm25", cacm200, out=tmp_path / "idx", backend="cpu", scheduler="sync", progress=False)
+    idx = pipelines.BM25Index.load(r.path)
+    for k in (2.5, 0, -1, "10"):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            idx.search(["computer"], k=k)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
+        idx.search(["computer"], batch_size=0)
+    with pytest.raises(TypeError, match=r"query '1' is None"):
+        idx.search(["computer", None])
+    with pytest.raises(TypeError, match=r"query 'q2' is nan"):
+        idx.search({"q1": "computer", "q2": float("nan")})
+    assert len(idx.search(["computer"], k=3.0)) == 3  # an integral float is a count
+
+
+def test_top_k_next_k_is_checked(arpa):
+    from cutext.pipelines.ngram import NGramModel
+
+    models = sorted(arpa.rglob("*.arpa*"))
+    lm = NGramModel.load(models[0], backend="cpu")
+    for k in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            lm.top_k_next(["the"], k=k)
+    assert lm.top_k_next(["the"], k=3).ids.shape[1] == 3
