@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import array_module, resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
 from cutext.pipelines._result import RunResult, atomic_directory, write_json
@@ -30,13 +31,6 @@ from cutext.stages.encode import build_vocabulary, encode_partition, encode_term
 from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
 from cutext.stages.sort import term_major
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokenize_texts, tokens_meta
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
 
 POSTINGS_PER_FILE = 8_000_000
 
