@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import array_module, resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
@@ -30,13 +31,6 @@ from cutext.stages.encode import build_vocabulary, encode_partition, encode_term
 from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
 from cutext.stages.sort import term_major
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokenize_texts, tokens_meta
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
 
 POSTINGS_PER_FILE = 8_000_000
 
@@ -505,3 +499,93 @@ class BM25Index:
         if not frames:
             return pd.DataFrame(columns=["query_id", "doc_id", "rank", "score", "doc_index"])
         return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- command line
+
+def add_cli(sub) -> None:
+    """Register ``bm25`` (build an index) and ``search`` (query an index, write a TREC run) with
+    the ``python -m cutext.pipelines`` command line."""
+    p = sub.add_parser("bm25", help="build a BM25 index from a corpus",
+                       description="Build a term-major BM25 index (Parquet + JSON) from a corpus. "
+                                   "The index directory appears only when complete.")
+    p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
+    p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
+                   help="auto = GPU when cudf and a device are present (default: auto)")
+    p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
+                   help="auto = in-process for inputs under 256 MiB, else a local (CUDA) cluster")
+    p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
+    p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
+    p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
+                   help="BM25 formula (default lucene)")
+    p.add_argument("--k1", type=float, default=1.2, help="term-frequency saturation (default 1.2)")
+    p.add_argument("--b", type=float, default=0.75, help="length normalization in [0, 1] (default 0.75)")
+    p.add_argument("--delta", type=float, default=None, help="bm25l/bm25+ lower bound (default 0.5 / 1.0)")
+    p.add_argument("--stopwords", default=None,
+                   help="'lucene' (Lucene's 33 English stopwords), 'none', or a file with one word per line")
+    p.add_argument("--stemmer", default=None, help="Snowball algorithm: porter, english, german, ... (default none)")
+    p.add_argument("--no-lowercase", action="store_true", help="keep case")
+    p.add_argument("--min-len", type=int, default=1, help="drop tokens shorter than this (code points)")
+    p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
+    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
+                   help="input format (auto: by suffix; a directory of other files = one document per file)")
+    p.add_argument("--text-column", action="append", default=None,
+                   help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
+    p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
+    p.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per input partition (default 64 MiB)")
+    p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_cli_main)
+
+    p = sub.add_parser("search", help="run queries against an index, write a TREC run",
+                       description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag).")
+    p.add_argument("index", help="index directory written by 'bm25'")
+    p.add_argument("--queries", required=True,
+                   help="queries: TREC topics (SGML), BEIR queries.jsonl, 'qid<TAB>text' TSV, or one query per line")
+    p.add_argument("--k", type=int, default=1000, help="documents per query (default 1000)")
+    p.add_argument("--out", default="-", help="run file to write (default: standard output)")
+    p.add_argument("--backend", default="cpu", choices=["auto", "cpu", "gpu"], help="where to score (default cpu)")
+    p.add_argument("--batch-size", type=int, default=4096, help="queries per sparse product")
+    p.add_argument("--tag", default="cutext", help="run tag (last column)")
+    p.add_argument("--topic-field", default="title", choices=["title", "desc", "title+desc"],
+                   help="field of classic TREC topics to use")
+    p.set_defaults(cli_main=_search_cli_main)
+
+
+def _cli_main(args) -> int:
+    """``bm25 PATH --out DIR ...``: build the index, print the result (``--json``: as JSON)."""
+    client = None
+    if args.scheduler_address:
+        from distributed import Client
+
+        client = Client(args.scheduler_address)
+    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
+    path = args.path[0] if len(args.path) == 1 else args.path
+    r = build_index(path, args.out, backend=args.backend, scheduler=args.scheduler,
+                    n_workers=args.workers, client=client, variant=args.variant, k1=args.k1, b=args.b,
+                    delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
+                    lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
+                    format=args.format, text_column=text_col, id_column=args.id_column,
+                    blocksize=args.blocksize, encoding=args.encoding, progress=not args.no_progress)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
+def _search_cli_main(args) -> int:
+    """``search INDEX --queries FILE ...``: score the queries, write a TREC run (``--out -``: standard output)."""
+    import sys
+
+    from cutext.pipelines.trec import read_queries, write_trec_run
+
+    queries = read_queries(args.queries, args.topic_field)
+    index = BM25Index.load(args.index, backend=args.backend)
+    run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty())
+    if args.out == "-":
+        for q, d, r_, s in zip(run.query_id, run.doc_id, run["rank"], run.score):
+            sys.stdout.write(f"{q} Q0 {d} {r_} {s:.6f} {args.tag}\n")
+    else:
+        write_trec_run(run, args.out, tag=args.tag)
+        print(f"wrote {len(run)} rows for {run.query_id.nunique()} queries to {args.out}", file=sys.stderr)
+    return 0

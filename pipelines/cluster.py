@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._compute import compute_context, input_bytes, materialize
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
@@ -38,13 +39,6 @@ from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
 from cutext.stages.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokens_meta
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
 
 CHUNK = 4096  # documents per progress step
 

@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels import lda as lda_kernels
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.lda_chunk import (
@@ -49,13 +50,6 @@ PANEL_WORDS = 8
 def panel_words(K: int) -> int:
     """Words per column panel of the dense sampler: at most 8, and K x words int32 within 48 KiB of shared memory."""
     return max(1, min(PANEL_WORDS, 12288 // int(K)))
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # noqa: BLE001  # pragma: no cover
-    __version__ = "0+unknown"
 
 
 def resolve_sampler(sampler: str, K: int) -> str:

@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels import trie as trie_kernels
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import is_gpu_object, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
-from cutext.pipelines.bm25 import __version__
 from cutext.stages.arpa import ArpaModel, read_arpa
 from cutext.stages.read import CorpusError
 
