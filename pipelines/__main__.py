@@ -30,6 +30,23 @@ def _cli_modules():
     return mods
 
 
+def _unrecognized(parser: argparse.ArgumentParser, extra: list) -> None:
+    """Exit with status 2 naming each unknown argument and, for options, the closest valid one."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    parts = []
+    for arg in extra:
+        if arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6) or \
+                difflib.get_close_matches(name.replace("_", "-"), options, n=1, cutoff=0.6)
+            parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        else:
+            parts.append(arg)
+    parser.error("unrecognized arguments: " + " ".join(parts))
+
+
 def main(argv=None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit status.
 
@@ -45,7 +62,9 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     for mod in _cli_modules():
         mod.add_cli(sub)
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        _unrecognized(sub.choices[args.command], extra)
     try:
         return int(args.cli_main(args) or 0)
     except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as exc:

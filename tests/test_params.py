@@ -125,3 +125,17 @@ def test_top_k_next_k_is_checked(arpa):
         with pytest.raises(ValueError, match="k must be an integer >= 1"):
             lm.top_k_next(["the"], k=k)
     assert lm.top_k_next(["the"], k=3).ids.shape[1] == 3
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["bm25", "c.jsonl", "--out", "o", "--k_1", "0.9"], "--k_1 (did you mean --k1?)"),
+    (["lda", "c.txt", "--out", "o", "--iteration", "3"], "--iteration (did you mean --iterations?)"),
+    (["cluster", "c.txt", "--out", "o", "--treshold=0.3"], "--treshold (did you mean --threshold?)"),
+])
+def test_cli_typo_fails_with_the_closest_option(argv, hint, capsys):
+    from cutext.pipelines.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert hint in capsys.readouterr().err
