@@ -62,6 +62,8 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     for mod in _cli_modules():
         mod.add_cli(sub)
+    for parser in sub.choices.values():  # no prefix matching: "--iteration" is a typo, not "--iterations"
+        parser.allow_abbrev = False
     args, extra = ap.parse_known_args(argv)
     if extra:
         _unrecognized(sub.choices[args.command], extra)
