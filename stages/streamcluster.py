@@ -563,9 +563,10 @@ class StreamClusterer:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
         if not 1 <= int(top_k) <= ellpack.MAX_K:
             raise ValueError(f"top_k must be in [1, {ellpack.MAX_K}], got {top_k}")
-        if backend == "auto" and method not in (None, "ellpack"):
-            backend = "cpu"  # the GPU runs only the ELLPACK engine
-        backend = resolve_backend(backend, needs=ARRAY_STACK)
+        if backend == "auto":  # the GPU runs only the ELLPACK engine
+            backend = resolve_backend("auto", needs=ARRAY_STACK) if method in (None, "ellpack") else "cpu"
+        if backend not in ("cpu", "gpu"):
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r}")
         method = method or ("ellpack" if backend == "gpu" else "reference")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
