@@ -22,15 +22,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import array_module, resolve_backend
-from cutext.pipelines._compute import compute_context, input_bytes, materialize
+from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend, to_host
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages import bm25 as bm25_stage
-from cutext.stages.count import count_partition, counts_meta, document_frequencies, document_lengths
-from cutext.stages.encode import build_vocabulary, encode_partition, encode_terms, encoded_meta, vocabulary_frame
-from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
+from cutext.stages.compute import compute_context
+from cutext.stages.corpus import build_corpus, open_corpus
+from cutext.stages.encode import encode_terms
+from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokenize_texts, tokens_meta
+from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
 
 POSTINGS_PER_FILE = 8_000_000
 
@@ -130,44 +130,20 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
-    gpu = be == "gpu"
-    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
-                                    blocksize=blocksize, encoding=encoding,
-                                    storage_options=storage_options, backend=be)
-    nbytes = input_bytes(pieces, _fs_of(path, storage_options))
+    src = open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
+                      blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+    nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
+    names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
     try:
         with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
                 atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
                                  inputs=path) as tmp:
-            docs, part_counts = stages.run("read", assign_doc_ids, docs, pieces)
-            n_docs = int(part_counts.sum())
-            if n_docs == 0:
-                raise CorpusError(f"{path}: the corpus holds no document")
-
-            def _tokenize():
-                t = docs.map_partitions(tokenize_partition, tok_cfg, meta=tokens_meta(gpu))
-                return materialize(t, info)
-
-            tokens = stages.run("tokenize", _tokenize)
-
-            def _encode(tokens):
-                vocab = build_vocabulary(tokens)
-                enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu),
-                                            meta=encoded_meta(gpu))
-                lengths = document_lengths(tokens, n_docs)
-                return vocab, materialize(enc, info), lengths
-
-            vocab, encoded, lengths = stages.run("encode", _encode, tokens)
-            del tokens
-            n_terms = len(vocab)
-
-            def _count(encoded):
-                c = materialize(encoded.map_partitions(count_partition, meta=counts_meta(gpu)), info)
-                return c, document_frequencies(c, n_terms)
-
-            counts, df_t = stages.run("sort+count", _count, encoded)
-            del encoded
+            corpus = build_corpus(src, tok_cfg, info,
+                                  run_stage=lambda name, fn: stages.run(names.get(name, name), fn))
+            docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
+            n_docs, n_terms = corpus.n_docs, corpus.n_terms
+            del corpus
             n_tokens = int(lengths.sum())
             if n_tokens == 0:
                 raise CorpusError(f"{path}: no document has a token after tokenization ({n_docs} documents)")
@@ -214,13 +190,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         stages.close()
     return RunResult("bm25", Path(out).absolute(), info.backend, info.scheduler, info.n_workers,
                      result_counts, stages.timings, params)
-
-
-def _fs_of(path, storage_options):
-    from fsspec.core import url_to_fs
-
-    p = path[0] if isinstance(path, (list, tuple)) else path
-    return url_to_fs(str(p), **(storage_options or {}))[0]
 
 
 # ----------------------------------------------------------------------------- retrieval
@@ -333,14 +302,16 @@ class BM25Index:
         return int(self.meta["N"])
 
     @classmethod
-    def load(cls, path, backend="cpu") -> "BM25Index":
+    def load(cls, path, backend="auto") -> "BM25Index":
         """Load an index directory written by :func:`build_index`.
 
         Parameters
         ----------
         path : str or os.PathLike
-        backend : {"cpu", "gpu", "auto"}
-            Where the matrix lives and queries are scored.
+        backend : {"auto", "cpu", "gpu"}
+            Where the matrix lives and queries are scored (cupyx.scipy.sparse on ``"gpu"``).
+            ``"auto"`` (the default of every loader) = the GPU when cupy is installed and a device
+            is visible, else the CPU; the index files are the same for both.
 
         Raises
         ------
@@ -359,7 +330,7 @@ class BM25Index:
         N = art.field_int(meta, "N", mf, lo=0)
         art.field_float(meta, "avgdl", mf, lo=0)
         art.field_dict(meta, "tokenizer", mf)
-        be = resolve_backend(backend)
+        be = resolve_backend(backend, needs=ARRAY_STACK)
         vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
                                                       "idf": "float", "w0": "float"}, "vocabulary")
         V = vt.num_rows
@@ -445,9 +416,7 @@ class BM25Index:
         Q = self.query_matrix([query])
         S = self._to_device(Q) @ self.matrix
         dense = S.toarray()
-        if self.backend == "gpu":
-            dense = dense.get()
-        dense = dense.ravel().astype(np.float64)
+        dense = to_host(dense).ravel().astype(np.float64)
         if self._has_w0:
             dense += self._absent(Q)[0]
         return dense.astype(np.float32)
@@ -488,8 +457,7 @@ class BM25Index:
             if not S.has_canonical_format:
                 S.sum_duplicates()
             rows, cols, vals, rank = topk_rows(S.indptr, S.indices, S.data, k)
-            if self.backend == "gpu":
-                rows, cols, vals, rank = (x.get() for x in (rows, cols, vals, rank))
+            rows, cols, vals, rank = (to_host(x) for x in (rows, cols, vals, rank))
             vals = vals.astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels import lda as lda_kernels
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import resolve_backend
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.lda_chunk import (
     BagOfWords,
@@ -460,7 +460,7 @@ class ShardedGibbs:
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
           stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
-          progress=True, callback=None, **read_kw) -> RunResult:
+          progress=True, callback=None, client=None, scheduler="auto", n_workers=None, **read_kw) -> RunResult:
     """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
 
     Parameters
@@ -511,6 +511,17 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         A tqdm bar over the iterations showing the LLPT.
     callback : callable, optional
         ``callback(iteration, state)`` after every iteration (the tests check invariants there).
+    client : distributed.Client, optional
+        Text corpora: run the corpus front end (read, tokenize, encode, count;
+        :mod:`cutext.stages.corpus`) on this cluster.  The sampler runs in this process.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+        Text corpora without a client: where the front end runs
+        (:func:`cutext.stages.compute.compute_context`).
+    n_workers : int, optional
+        Workers of a local cluster for the front end.
+    **read_kw
+        Reader settings for text corpora (``text_column``, ``id_column``, ``blocksize``,
+        ``encoding``, ``storage_options``).
 
     Returns
     -------
@@ -547,7 +558,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     timings: dict = {}
     t0 = time.perf_counter()
-    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, **read_kw)
+    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
+                        scheduler=scheduler, n_workers=n_workers, **read_kw)
     timings["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     n_devices = int(n_devices)
@@ -635,6 +647,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts,
             "timings": timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
             "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+            "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
 
@@ -771,7 +784,7 @@ class LDAModel:
 
     def _fold_in(self, docs, iterations, seed, backend, sampler):
         bow = self._bow(docs)
-        be = resolve_backend(backend)
+        be = resolve_backend(backend, needs=ARRAY_STACK)
         if bow.n_tokens == 0:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
@@ -782,7 +795,7 @@ class LDAModel:
             state.step(it, smp, exclude=True)
         return state, bow
 
-    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu", sampler: str = "auto"):
+    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto", sampler: str = "auto"):
         """Topic distributions of new documents, W fixed (Gibbs sampling of their topics only).
 
         Parameters
@@ -792,7 +805,10 @@ class LDAModel:
         iterations : int
             Gibbs passes.
         seed : int
-        backend : {"cpu", "gpu", "auto"}
+        backend : {"auto", "cpu", "gpu"}
+            Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
+            cupy is installed and a device is visible, else the CPU; a given seed draws the same
+            topics on both.
         sampler : {"auto", "sparse", "three_branch", "dense"}
 
         Returns
@@ -808,11 +824,12 @@ class LDAModel:
             th[dt["doc_id"].to_numpy(), dt["topic"].to_numpy()] = dt["count"].to_numpy()
         return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
 
-    def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
+    def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
         """Held-out per-word log-likelihood (natural log), paper 001 Eq. 3-4.
 
         ``(1 / W_test) sum_tokens ln sum_k phi[k][v] theta[j][k]`` with phi from the model and theta
-        from :meth:`transform` of the same documents (fold-in with W fixed).
+        from :meth:`transform` of the same documents (fold-in with W fixed).  ``backend``: as in
+        :meth:`transform` (default ``"auto"``).
 
         Raises
         ------
@@ -826,8 +843,8 @@ class LDAModel:
                                                              state.d_cnt, state.d_nnz, state.tables, alpha=self.alpha))
         return float(terms.mean() * np.log(2.0))
 
-    def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
-        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4)."""
+    def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
+        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 
 METHODS = ("reference", "brute", "ellpack")
@@ -527,7 +528,11 @@ class StreamClusterer:
         ``T`` in [0, 1]: a document joins its most similar cluster when ``sim > T``.
     top_k : int
         Terms per document and per cluster (paper: 35 to 60), at most 512.
-    backend : {"cpu", "gpu"}
+    backend : {"auto", "cpu", "gpu"}
+        ``"auto"`` (the default of every loader) = the GPU when cupy is installed and a device is
+        visible and ``method`` is None or ``"ellpack"`` (the GPU runs only that engine), else the
+        CPU.  The assignments are the same on both.  Resolved once here; ``self.backend`` holds
+        ``"cpu"`` or ``"gpu"``.
     method : {"reference", "brute", "ellpack"}, optional
         Default: ``"reference"`` on the CPU, ``"ellpack"`` on the GPU.
     batch_size : int
@@ -551,15 +556,17 @@ class StreamClusterer:
     state : ClusterState
     """
 
-    def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "cpu", method=None,
+    def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "auto", method=None,
                  batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
                  _state=None):
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
         if not 1 <= int(top_k) <= ellpack.MAX_K:
             raise ValueError(f"top_k must be in [1, {ellpack.MAX_K}], got {top_k}")
+        if backend == "auto":  # the GPU runs only the ELLPACK engine
+            backend = resolve_backend("auto", needs=ARRAY_STACK) if method in (None, "ellpack") else "cpu"
         if backend not in ("cpu", "gpu"):
-            raise ValueError(f"backend must be 'cpu' or 'gpu' (resolve 'auto' first), got {backend!r}")
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r}")
         method = method or ("ellpack" if backend == "gpu" else "reference")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -667,9 +674,12 @@ class StreamClusterer:
         write_json(d / "state.json", meta)
 
     @classmethod
-    def load(cls, path, *, backend: str = "cpu", method=None, batch_size: int = 1, devices=None,
+    def load(cls, path, *, backend: str = "auto", method=None, batch_size: int = 1, devices=None,
              n_shards: int = 1, candidates="auto", threshold=None) -> "StreamClusterer":
         """Resume from :meth:`save` (or a pipeline's ``state/`` folder); runs on the backend given here.
+
+        ``backend`` (default ``"auto"``), ``method``, ``batch_size``, ``devices``, ``n_shards`` and
+        ``candidates`` are those of :class:`StreamClusterer`; the saved state is the same for all.
 
         The ELLPACK engine rebuilds its matrix and its inverted index from the saved clusters.
 
