@@ -1,8 +1,9 @@
 """Streaming reader for ARPA back-off language models (the format of SRILM, KenLM's lmplz, CMU-SLM).
 
-The file is read in blocks of bytes (gzip, bz2 and xz are recognised by their magic bytes), decoded
-as UTF-8 and split into lines; every block of n-gram lines is parsed at once with pyarrow compute
-(whitespace split, string -> float cast, word -> id hash lookup), so no Python code runs per n-gram.
+The file is read in blocks of bytes (gzip, bz2 and xz are recognised by their magic bytes) and split
+into lines; every block of n-gram lines is parsed at once with pyarrow compute (field split, string ->
+float cast, word -> id hash lookup), so no Python code runs per n-gram. Words are bytes, as in KenLM:
+the vocabulary is matched byte for byte, whatever the encoding.
 
 Format accepted::
 
@@ -18,19 +19,37 @@ Format accepted::
     <log10 prob> <w1> ... <wN>
     \\end\\
 
-Fields are separated by any ASCII white space (tabs or spaces, as the CMU files use). Blank lines
-are ignored. The vocabulary is the words of the 1-gram section, with ids in file order. A model
-without ``<unk>`` gets one with log10 probability -100 and backoff 0 (KenLM's behaviour, with a
-warning). Positive log10 probabilities are set to 0 with a warning (KenLM's behaviour).
+Fields are separated by tabs, spaces or carriage returns (KenLM's ``kARPASpaces``; a vertical tab or
+form feed is part of a word, as in KenLM); KenLM wants a tab after a 1-gram's probability and before a
+backoff, cutext takes any of them (the CMU files use spaces). Blank lines are ignored, and so is free
+text before ``\\data\\`` (KenLM takes only ``#`` lines there). The vocabulary is the words of the
+1-gram section, with ids in file order.
+
+KenLM semantics (lm/read_arpa.hh, lm/vocab.cc, lm/config.cc):
+
+* ``<unk>`` and ``<UNK>`` are both the unknown word (KenLM hashes both to word 0). When the file has
+  both, the later 1-gram line wins and the earlier spelling becomes an alias of it (KenLM overwrites
+  the unigram of word 0). Only when neither is present is ``<unk>`` added with log10 probability -100
+  and backoff 0 (``config.unknown_missing_logprob``), with a warning.
+* ``<s>`` and ``</s>`` are found by their exact bytes; KenLM refuses a model without them
+  (``sentence_marker_missing = THROW_UP``); cutext loads it with a warning (score with ``eos=False``
+  when ``</s>`` is missing; without ``<s>`` a sentence starts from the empty context).
+* A positive log10 probability (``0.25``, ``inf``) is set to 0 with a warning naming its line, as
+  KenLM does with ``positive_log_probability = COMPLAIN`` (its default ``THROW_UP`` refuses the file).
+  ``-inf`` and ``-99`` are kept as they are. A NaN probability, a non-finite backoff: errors (as KenLM).
+* Words are bytes. ``encoding`` (default UTF-8, any ASCII-compatible codec) is used only to show words
+  (``ArpaModel.vocab``) and to turn ``str`` queries into bytes; bytes that are not valid in it are kept
+  exactly, with one warning naming the first line that holds them.
 
 Errors (:class:`ArpaError`, a ``ValueError``) name the file and the line: no ``\\data\\`` line, a
 malformed counts header, a section out of order, a section whose number of n-grams differs from
 the header, a line with the wrong number of fields, a number that does not parse, a word missing
-from the 1-grams, a duplicate unigram, a truncated file (no ``\\end\\``), bytes that are not UTF-8.
+from the 1-grams, a duplicate unigram, a truncated file (no ``\\end\\``).
 """
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import lzma
 import re
@@ -82,8 +101,10 @@ class ArpaModel:
     Attributes
     ----------
     path : str
-    vocab : pyarrow.StringArray (V,)
-        Word of each id (1-gram section order; ``<unk>`` appended when the file lacks it).
+    vocab : pyarrow.LargeStringArray (V,)
+        Word of each id as text (1-gram section order; ``<unk>`` appended when the file lacks both
+        ``<unk>`` and ``<UNK>``): ``vocab_bytes`` decoded with ``encoding``, bytes that are not valid
+        in it shown as ``\\xNN`` escapes.
     orders : list of ArpaOrder
         ``orders[n - 1]`` holds the n-grams; ``orders[0].words`` is ``arange(V)[:, None]``.
     counts : list of int
@@ -91,7 +112,16 @@ class ArpaModel:
     unk_id, bos_id, eos_id : int
         Ids of ``<unk>``, ``<s>``, ``</s>`` (-1 for ``<s>``/``</s>`` when absent).
     unk_added : bool
-        True when ``<unk>`` was missing from the file and was added.
+        True when the file has neither ``<unk>`` nor ``<UNK>`` and ``<unk>`` was added.
+    vocab_bytes : pyarrow.LargeBinaryArray (V,)
+        The exact bytes of each word (what queries are matched against, as in KenLM).
+    encoding : str
+        Codec of ``vocab`` and of ``str`` queries.
+    invalid_bytes : bool
+        Some word held bytes that are not valid in ``encoding`` (kept exactly).
+    unk_alias : bytes or None
+        ``b"<unk>"`` or ``b"<UNK>"``: the earlier of the two spellings when the file has both (it
+        maps to ``unk_id``).
     """
 
     path: str
@@ -104,6 +134,10 @@ class ArpaModel:
     unk_added: bool = False
     preamble_lines: int = 0
     warnings: list = field(default_factory=list)
+    vocab_bytes: pa.Array | None = None
+    encoding: str = "utf-8"
+    invalid_bytes: bool = False
+    unk_alias: bytes | None = None
 
     @property
     def order(self) -> int:
@@ -123,12 +157,76 @@ def open_binary(path):
     return open(path, "rb")
 
 
-def _line_blocks(fh, name: str, block_bytes: int):
+def check_encoding(encoding: str) -> str:
+    """The canonical name of ``encoding``; ValueError unless it is a known codec that writes ASCII as ASCII."""
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError):
+        raise ValueError(f"encoding must be the name of a codec, got {encoding!r}") from None
+    probe = "\\data\\ ngram 1=0\t-0.5 <s> </s> <unk>\r\n"
+    try:
+        ok = probe.encode(name) == probe.encode("ascii")
+    except UnicodeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"encoding must write ASCII as ASCII (ARPA syntax is ASCII), got {encoding!r}")
+    return name
+
+
+def _text(x, encoding: str = "utf-8") -> str:
+    """A word, a line or a field (bytes, or a pyarrow scalar of bytes / text) as text for messages."""
+    if isinstance(x, pa.Scalar):
+        x = x.cast(pa.large_binary()).as_py() if pa.types.is_large_string(x.type) else x.as_py()
+    if isinstance(x, bytes):
+        return x.decode(encoding, errors="backslashreplace")
+    return x
+
+
+def _sview(arr: pa.Array) -> pa.Array:
+    """``arr`` (large binary or large string) as a LargeStringArray on the same buffers, unvalidated.
+
+    The ASCII kernels of pyarrow (trim, split on white space, starts_with, float cast) read bytes, so
+    they run on words that are not UTF-8 unchanged; nothing decodes these arrays as text.
+    """
+    return arr if pa.types.is_large_string(arr.type) else arr.view(pa.large_string())
+
+
+def _bview(arr: pa.Array) -> pa.Array:
+    """``arr`` (large string or large binary) as a LargeBinaryArray on the same buffers."""
+    return arr if pa.types.is_large_binary(arr.type) else arr.view(pa.large_binary())
+
+
+def split_fields(lines: pa.Array) -> pa.Array:
+    """Split trimmed ARPA lines into fields at runs of tab, space and carriage return (KenLM's kARPASpaces).
+
+    A vertical tab or a form feed stays inside a word, as in KenLM. Returns a LargeListArray of large
+    binary fields.
+    """
+    b = _bview(lines)
+    if pc.any(pc.match_substring(b, b"\t")).as_py():
+        b = pc.replace_substring(b, b"\t", b" ")
+    if pc.any(pc.match_substring(b, b"\r")).as_py():
+        b = pc.replace_substring(b, b"\r", b" ")
+    parts = pc.split_pattern(b, b" ")
+    lens = pc.binary_length(parts.flatten()).to_numpy(zero_copy_only=False)
+    if (lens > 0).all():
+        return parts
+    keep = lens > 0
+    offs = parts.offsets.to_numpy().astype(np.int64)
+    kept = np.concatenate([[0], np.cumsum(keep)])
+    new_offs = kept[offs - offs[0]]
+    values = parts.flatten().filter(pa.array(keep))
+    return pa.LargeListArray.from_arrays(pa.array(new_offs, pa.int64()), values)
+
+
+def _line_blocks(fh, name: str, block_bytes: int, encoding: str = "utf-8", state: dict | None = None):
     """Yield ``(first_line_number, lines)``: the file's lines (each with its newline), a block at a time.
 
-    ``lines`` is a pyarrow LargeStringArray built directly on the block's bytes (offsets at the
-    newlines), so no Python string is made per line; the block is checked to be UTF-8.
+    ``lines`` is a pyarrow LargeBinaryArray built directly on the block's bytes (offsets at the
+    newlines), so no Python object is made per line. The first line holding bytes that are not
+    valid in ``encoding`` is warned about once (``state["invalid_line"]``); the bytes are kept.
     """
+    state = {} if state is None else state
     carry = b""
     lineno = 1
     while True:
@@ -141,28 +239,35 @@ def _line_blocks(fh, name: str, block_bytes: int):
             carry = data
             continue
         carry = data[cut + 1:]
-        lines = _as_lines(data[: cut + 1], name, lineno)
+        lines = _as_lines(data[: cut + 1], name, lineno, encoding, state)
         yield lineno, lines
         lineno += len(lines)
     if carry:
-        yield lineno, _as_lines(carry, name, lineno)
+        yield lineno, _as_lines(carry, name, lineno, encoding, state)
 
 
-def _as_lines(chunk: bytes, name: str, lineno: int) -> pa.Array:
+def _as_lines(chunk: bytes, name: str, lineno: int, encoding: str, state: dict) -> pa.Array:
     nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
     ends = nl + 1 if len(nl) and nl[-1] == len(chunk) - 1 else np.append(nl + 1, len(chunk))
     offsets = np.zeros(len(ends) + 1, np.int64)
     offsets[1:] = ends
-    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(chunk))
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
+    arr = pa.Array.from_buffers(pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(chunk)])
+    if "invalid_line" not in state:
+        if encoding == "utf-8":
+            try:
+                arr.view(pa.large_string()).validate(full=True)
+                return arr
+            except pa.ArrowInvalid:
+                pass
         try:
-            chunk.decode("utf-8")
+            chunk.decode(encoding)
         except UnicodeDecodeError as exc:
             line = lineno + chunk[: exc.start].count(b"\n")
-            raise ArpaError(f"{name}:{line}: bytes that are not UTF-8 ({exc.reason})") from None
-        raise
+            state["invalid_line"] = line
+            msg = (f"{name}:{line}: bytes that are not valid {encoding} ({exc.reason}); words are kept "
+                   "byte for byte (as KenLM reads them); pass encoding= to read them as text")
+            state.setdefault("warnings", []).append(msg)
+            warnings.warn(msg, stacklevel=4)
     return arr
 
 
@@ -181,8 +286,13 @@ class _Section:
 
 
 class _Parser:
-    def __init__(self, name: str):
+    def __init__(self, name: str, encoding: str = "utf-8"):
         self.name = name
+        self.encoding = encoding
+        self.unk_alias: bytes | None = None   # the earlier of <unk> / <UNK> when the file has both
+        self.unk_drop = -1                    # its row in the 1-gram section (dropped from the vocabulary)
+        self.unk_id = -1
+        self.unk_added = False
         self.state = "preamble"
         self.counts: list[int] = []
         self.sections: list[_Section] = []
@@ -205,7 +315,8 @@ class _Parser:
             if self.state == "end":
                 return False
             if self.state == "preamble":
-                hit = pc.equal(pc.ascii_trim_whitespace(lines.slice(i)), "\\data\\").to_numpy(zero_copy_only=False)
+                hit = pc.equal(pc.ascii_trim_whitespace(_sview(lines.slice(i))), "\\data\\").to_numpy(
+                    zero_copy_only=False)
                 where = np.flatnonzero(hit)
                 if len(where) == 0:
                     i = n_lines
@@ -216,7 +327,7 @@ class _Parser:
                 i += 1
                 continue
             if self.state == "counts":
-                line = lines[i].as_py().strip()
+                line = _text(lines[i], self.encoding).strip()
                 lineno = first + i
                 i += 1
                 if not line:
@@ -269,7 +380,7 @@ class _Parser:
 
     # ------------------------------------------------------------------ n-gram lines
     def _section_block(self, first: int, lines: pa.Array, i: int) -> int:
-        arr = lines.slice(i)
+        arr = _sview(lines.slice(i))
         trimmed = pc.ascii_trim_whitespace(arr)
         is_header = pc.starts_with(trimmed, "\\").to_numpy(zero_copy_only=False)
         hdr = np.flatnonzero(is_header)
@@ -277,13 +388,13 @@ class _Parser:
         if stop:
             self._parse(trimmed.slice(0, stop), first + i)
         if stop < len(arr):
-            self._header(trimmed[stop].as_py(), first + i + stop)
+            self._header(_text(trimmed[stop], self.encoding), first + i + stop)
         return i + stop + (1 if stop < len(arr) else 0)
 
     def _parse(self, trimmed: pa.Array, first_line: int):
         s = self.current
         n = s.n
-        lens_all = pc.utf8_length(trimmed).to_numpy(zero_copy_only=False)
+        lens_all = pc.binary_length(trimmed).to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(lens_all > 0)
         if len(rows) == 0:
             return
@@ -292,7 +403,7 @@ class _Parser:
             k = s.count - s.seen
             self.err(int(line_no[k]), f"more {n}-grams than the {s.count} announced by \\data\\")
         data = trimmed.take(pa.array(rows))
-        split = pc.ascii_split_whitespace(data)
+        split = split_fields(data)
         offs = split.offsets.to_numpy()
         nf = np.diff(offs)
         allowed = (nf == n + 1) | ((nf == n + 2) & (n < len(self.counts)))
@@ -301,7 +412,7 @@ class _Parser:
             want = f"{n + 1} or {n + 2}" if n < len(self.counts) else f"{n + 1}"
             self.err(int(line_no[b]), f"expected {want} fields (log10 prob, {n} word(s)"
                      f"{', backoff' if n < len(self.counts) else ''}) in a {n}-gram line, got {int(nf[b])}: "
-                     f"{data[b].as_py()!r}")
+                     f"{_text(data[b], self.encoding)!r}")
         flat = split.values
         start = offs[:-1].astype(np.int64)
         prob = self._floats(flat, start, line_no, "log10 probability")
@@ -312,26 +423,31 @@ class _Parser:
             bad = ~np.isfinite(bo)
             if bad.any():
                 b = int(np.flatnonzero(bad)[0])
-                self.err(int(line_no[b]), f"backoff weight is not finite: {data[b].as_py()!r}")
+                self.err(int(line_no[b]), f"backoff weight is not finite: {_text(data[b], self.encoding)!r}")
         if np.isnan(prob).any():
             b = int(np.flatnonzero(np.isnan(prob))[0])
-            self.err(int(line_no[b]), f"log10 probability is NaN: {data[b].as_py()!r}")
+            self.err(int(line_no[b]), f"log10 probability is NaN: {_text(data[b], self.encoding)!r}")
         pos = prob > 0
-        if pos.any():
+        if pos.any():  # KenLM with positive_log_probability = COMPLAIN: 0.0 in their place
             b = int(np.flatnonzero(pos)[0])
-            self.warnings.append(f"{self.name}:{int(line_no[b])}: positive log10 probability set to 0 "
-                                 f"({int(pos.sum())} such n-grams of order {n})")
+            self.warnings.append(f"{self.name}:{int(line_no[b])}: positive log10 probability {prob[b]} set to 0 "
+                                 f"(as KenLM with positive_log_probability=COMPLAIN; {int(pos.sum())} such "
+                                 f"{n}-grams in this block)")
             warnings.warn(self.warnings[-1], stacklevel=4)
-            prob[pos] = 0.0
+            prob = np.where(pos, 0.0, prob)
         widx = start[:, None] + 1 + np.arange(n)[None, :]
         words = flat.take(pa.array(widx.ravel()))
         if n == 1:
             s.words.append(words)
         else:
             found = pc.index_in(words, value_set=self.vocab)
+            if found.null_count:  # either spelling of the unknown word is the unknown word (KenLM)
+                unk = pc.or_(pc.equal(words, pa.scalar(b"<unk>", pa.large_binary())),
+                             pc.equal(words, pa.scalar(b"<UNK>", pa.large_binary())))
+                found = pc.if_else(unk, pa.scalar(self.unk_id, found.type), found)
             if found.null_count:
                 miss = int(np.flatnonzero(found.is_null().to_numpy(zero_copy_only=False))[0])
-                self.err(int(line_no[miss // n]), f"word {words[miss].as_py()!r} is not in the 1-grams")
+                self.err(int(line_no[miss // n]), f"word {_text(words[miss], self.encoding)!r} is not in the 1-grams")
             ids = found.to_numpy(zero_copy_only=False)
             s.words.append(ids.astype(np.int32).reshape(-1, n))
         s.prob.append(prob.astype(np.float32))
@@ -342,17 +458,17 @@ class _Parser:
     def _floats(self, flat, idx, line_no, what) -> np.ndarray:
         strings = flat.take(pa.array(idx))
         try:
-            return pc.cast(strings, pa.float64()).to_numpy(zero_copy_only=False)
+            return np.array(pc.cast(_sview(strings), pa.float64()).to_numpy(zero_copy_only=False))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             for k, v in enumerate(strings.to_pylist()):
                 try:
                     float(v)
                 except ValueError:
-                    self.err(int(line_no[k]), f"bad {what} {v!r}")
+                    self.err(int(line_no[k]), f"bad {what} {_text(v, self.encoding)!r}")
             raise
 
     def _finish_vocab(self, s: _Section):
-        vocab = pa.concat_arrays(s.words) if s.words else pa.array([], pa.large_string())
+        vocab = pa.concat_arrays(s.words) if s.words else pa.array([], pa.large_binary())
         if len(pc.unique(vocab)) != len(vocab):
             codes = pc.dictionary_encode(vocab).indices.to_numpy(zero_copy_only=False)
             _, first_idx = np.unique(codes, return_index=True)
@@ -360,17 +476,44 @@ class _Parser:
             seen[first_idx] = True
             dup = int(np.flatnonzero(~seen)[0])
             lines = np.concatenate(s.lines)
-            self.err(int(lines[dup]), f"duplicate 1-gram {vocab[dup].as_py()!r}")
+            self.err(int(lines[dup]), f"duplicate 1-gram {_text(vocab[dup], self.encoding)!r}")
+        # <unk> and <UNK> are one word (KenLM's vocab.cc hashes both to word 0); with both, the later
+        # 1-gram line sets it (KenLM overwrites the unigram) and the earlier spelling is an alias
+        at = [pc.index(vocab, pa.scalar(w, pa.large_binary())).as_py() for w in (b"<unk>", b"<UNK>")]
+        if min(at) >= 0:
+            drop = min(at)
+            self.unk_alias = (b"<unk>", b"<UNK>")[at.index(drop)]
+            self.unk_drop = drop
+            lines = np.concatenate(s.lines)
+            msg = (f"{self.name}:{int(lines[max(at)])}: the model has both <unk> (line {int(lines[at[0]])}) and "
+                   f"<UNK> (line {int(lines[at[1]])}); as in KenLM they are one word, and the later line "
+                   "gives its probability and backoff")
+            self.warnings.append(msg)
+            warnings.warn(msg, stacklevel=5)
+            keep = np.ones(len(vocab), bool)
+            keep[drop] = False
+            vocab = vocab.filter(pa.array(keep))
+            self.unk_id = max(at) - 1
+        elif max(at) >= 0:
+            self.unk_id = max(at)
+        else:  # neither: <unk> is added at log10 probability -100 (read_arpa appends its unigram)
+            self.unk_added = True
+            vocab = pa.concat_arrays([vocab, pa.array([b"<unk>"], pa.large_binary())])
+            self.unk_id = len(vocab) - 1
         self.vocab = vocab
 
 
-def read_arpa(path, *, block_bytes: int = BLOCK_BYTES) -> ArpaModel:
+def read_arpa(path, *, encoding: str = "utf-8", block_bytes: int = BLOCK_BYTES) -> ArpaModel:
     """Read an ARPA file into per-order numpy arrays.
 
     Parameters
     ----------
     path : str or os.PathLike
         Plain, gzip, bz2 or xz file.
+    encoding : str
+        Codec of the words (default UTF-8; any codec that writes ASCII as ASCII, e.g. ``"latin-1"``).
+        Words are kept as bytes whatever it is; it decides ``vocab`` (the words as text) and how
+        ``str`` queries become bytes. Bytes not valid in it: one warning naming the first such line.
     block_bytes : int
         Bytes decoded and parsed at a time (memory bound of the streaming reader).
 
@@ -383,14 +526,18 @@ def read_arpa(path, *, block_bytes: int = BLOCK_BYTES) -> ArpaModel:
     FileNotFoundError
     ArpaError
         Malformed input; the message names the file and the line.
+    ValueError
+        ``encoding`` is not a codec that writes ASCII as ASCII.
     """
     name = str(path)
+    encoding = check_encoding(encoding)
     if not Path(path).exists():
         raise FileNotFoundError(f"{name}: no such file")
-    p = _Parser(name)
+    p = _Parser(name, encoding)
+    state: dict = {}
     try:
         with open_binary(path) as fh:
-            for first, lines in _line_blocks(fh, name, block_bytes):
+            for first, lines in _line_blocks(fh, name, block_bytes, encoding, state):
                 if not p.feed(first, lines):
                     break
     except (OSError, EOFError, lzma.LZMAError) as exc:
@@ -412,6 +559,8 @@ def read_arpa(path, *, block_bytes: int = BLOCK_BYTES) -> ArpaModel:
         bo = np.concatenate(s.backoff) if s.backoff else np.zeros(0, np.float32)
         lines = np.concatenate(s.lines) if s.lines else np.zeros(0, np.int64)
         if s.n == 1:
+            if p.unk_drop >= 0:  # the earlier of <unk> / <UNK>: overwritten by the later (KenLM)
+                prob, bo, lines = (np.delete(a, p.unk_drop) for a in (prob, bo, lines))
             words = np.arange(len(vocab), dtype=np.int32)[:, None]
         else:
             words = np.concatenate(s.words) if s.words else np.zeros((0, s.n), np.int32)
@@ -419,23 +568,43 @@ def read_arpa(path, *, block_bytes: int = BLOCK_BYTES) -> ArpaModel:
     if not orders:
         raise ArpaError(f"{name}: \\data\\ announces no n-gram orders")
 
-    def find(word):
-        idx = pc.index(vocab, word).as_py()
-        return int(idx)
+    def find(word: bytes) -> int:
+        return int(pc.index(vocab, pa.scalar(word, pa.large_binary())).as_py())
 
-    unk_id = find("<unk>")
-    unk_added = False
-    if unk_id < 0:
-        unk_added = True
-        msg = f"{name}: the model has no <unk>; substituting log10 probability {UNK_MISSING_LOGPROB} (as KenLM)"
+    unk_id, unk_added = p.unk_id, p.unk_added
+    if unk_added:  # neither <unk> nor <UNK> (KenLM: config.unknown_missing = COMPLAIN)
+        msg = (f"{name}: the model has no <unk> (nor <UNK>); substituting log10 probability "
+               f"{UNK_MISSING_LOGPROB} (as KenLM)")
         warnings.warn(msg, stacklevel=2)
         p.warnings.append(msg)
-        vocab = pa.concat_arrays([vocab, pa.array(["<unk>"], pa.large_string())])
         o = orders[0]
-        unk_id = len(vocab) - 1
         orders[0] = ArpaOrder(np.arange(len(vocab), dtype=np.int32)[:, None],
                               np.append(o.prob, np.float32(UNK_MISSING_LOGPROB)).astype(np.float32),
                               np.append(o.backoff, np.float32(0)).astype(np.float32),
                               np.append(o.lines, np.int64(0)))
-    return ArpaModel(name, vocab, orders, list(p.counts), unk_id, find("<s>"), find("</s>"), unk_added,
-                     p.preamble_lines, p.warnings)
+    bos_id, eos_id = find(b"<s>"), find(b"</s>")
+    for word, wid in (("<s>", bos_id), ("</s>", eos_id)):
+        if wid < 0:  # KenLM: config.sentence_marker_missing = THROW_UP; cutext loads the model
+            msg = (f"{name}: the model has no {word} (KenLM refuses such a model); "
+                   + ("sentences start from the empty context" if word == "<s>" else "score with eos=False"))
+            warnings.warn(msg, stacklevel=2)
+            p.warnings.append(msg)
+    warns = state.get("warnings", []) + p.warnings
+    return ArpaModel(name, vocab_text(vocab, encoding), orders, list(p.counts), unk_id, bos_id, eos_id,
+                     unk_added, p.preamble_lines, warns, vocab, encoding, "invalid_line" in state, p.unk_alias)
+
+
+def vocab_text(vocab_bytes: pa.Array, encoding: str) -> pa.Array:
+    """Words (large binary) as a LargeStringArray: decoded with ``encoding``, invalid bytes as ``\\xNN``.
+
+    UTF-8 words that are valid are viewed in place (no copy); other codecs decode word by word.
+    """
+    if encoding == "utf-8":
+        view = vocab_bytes.view(pa.large_string())
+        try:
+            view.validate(full=True)
+            return view
+        except pa.ArrowInvalid:
+            pass
+    return pa.array([w.decode(encoding, errors="backslashreplace") for w in vocab_bytes.to_pylist()],
+                    pa.large_string())
