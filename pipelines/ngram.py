@@ -19,7 +19,9 @@ Output directory::
     ngram.json       model, order, counts, memory, corpus totals and perplexity, backend, timings
 
 Tokens are the white-space separated words of the text (ASCII white space, as KenLM's Python module
-splits), without lowercasing. With ``sentence="line"`` (default) every non-blank line of a document is
+splits), without lowercasing. Words are matched byte for byte, as KenLM matches them: a ``str``
+sentence is encoded with the model's ``encoding`` (UTF-8 by default, what KenLM's module does with a
+``str``), a ``bytes`` sentence is taken as it is. With ``sentence="line"`` (default) every non-blank line of a document is
 a sentence (``<s>`` ... ``</s>``) and the document's log10 probability is the sum over its lines;
 with ``sentence="document"`` the whole document is one sentence. ``tokens`` counts the scored tokens
 (words plus one ``</s>`` per sentence when ``eos``), the denominator of the perplexity
@@ -49,15 +51,29 @@ DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k
 
 
 def _as_string_array(texts) -> pa.Array:
-    if isinstance(texts, str):
+    """Sentences as a LargeStringArray (``str`` input) or a LargeBinaryArray (``bytes`` input, as KenLM takes).
+
+    Items are ``str``, ``bytes``, or lists of words (of one kind); a mix of ``str`` and ``bytes`` is a
+    TypeError (which codec would join them is the caller's choice).
+    """
+    if isinstance(texts, (str, bytes)):
         raise TypeError("pass a list of sentences, not one string (use [sentence])")
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if isinstance(texts, pa.Array):
+        if pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type):
+            return texts.cast(pa.large_binary())
         return texts.cast(pa.large_string())
     if isinstance(texts, pd.Series):
-        return pa.array(texts.astype(object).tolist(), pa.large_string())
-    return pa.array([t if isinstance(t, str) else " ".join(t) for t in texts], pa.large_string())
+        texts = texts.astype(object).tolist()
+    items = [t if isinstance(t, (str, bytes)) else (b" " if t and isinstance(t[0], bytes) else " ").join(t)
+             for t in texts]
+    kinds = {type(t) for t in items}
+    if kinds == {bytes}:
+        return pa.array(items, pa.large_binary())
+    if bytes in kinds:
+        raise TypeError("sentences mix str and bytes; pass all str or all bytes")
+    return pa.array(items, pa.large_string())
 
 
 @dataclass
@@ -133,11 +149,17 @@ class NGramModel:
     Attributes
     ----------
     order : int
-    vocab : pyarrow.StringArray (V,)
-        Word of each id.
+    vocab : pyarrow.LargeStringArray (V,)
+        Word of each id as text (``vocab_bytes`` decoded with ``encoding``; invalid bytes as ``\\xNN``).
+    vocab_bytes : pyarrow.LargeBinaryArray (V,)
+        The exact bytes of each word: what queries are matched against (as KenLM).
+    encoding : str
+        Codec of ``str`` queries and of ``vocab`` (``load(encoding=...)``).
     counts : list of int
         n-grams per order.
     unk_id, bos_id, eos_id : int
+        ``unk_id`` is the model's ``<unk>`` or ``<UNK>`` (KenLM takes both), or the ``<unk>`` added at
+        log10 probability -100 when the file has neither.
     backend : {"cpu", "gpu"}
     trie : cutext.kernels.trie.Trie
     """
@@ -149,6 +171,9 @@ class NGramModel:
         self.counts = [len(o.prob) for o in arpa.orders]
         self.unk_id, self.bos_id, self.eos_id = arpa.unk_id, arpa.bos_id, arpa.eos_id
         self.unk_added = arpa.unk_added
+        self.encoding = arpa.encoding
+        self.vocab_bytes = (arpa.vocab_bytes if arpa.vocab_bytes is not None
+                            else arpa.vocab.cast(pa.large_string()).cast(pa.large_binary()))
         self.backend = backend
         self.host_trie = trie
         self.trie = trie.to_device() if backend == "gpu" else trie
@@ -156,7 +181,7 @@ class NGramModel:
         self._vocab_index = None
 
     @classmethod
-    def load(cls, path, backend: str = "auto") -> NGramModel:
+    def load(cls, path, backend: str = "auto", encoding: str = "utf-8") -> NGramModel:
         """Read an ARPA file (plain, gzip, bz2, xz) and build the trie.
 
         Parameters
@@ -165,18 +190,24 @@ class NGramModel:
         backend : {"auto", "cpu", "gpu"}
             Where the trie lives and sentences are scored.  ``"auto"`` (the default of every
             loader) = the GPU when cupy is installed and a device is visible, else the CPU.
+        encoding : str
+            Codec of the model's words (default UTF-8; e.g. ``"latin-1"``). Words stay bytes; this
+            decides how ``str`` queries become bytes and how ``vocab`` shows them. Bytes that are not
+            valid in it are kept exactly (one warning names the first such line), as KenLM reads them.
 
         Raises
         ------
         FileNotFoundError
         cutext.stages.arpa.ArpaError
             Malformed ARPA input (message names the file and line).
+        ValueError
+            ``encoding`` is not a codec that writes ASCII as ASCII.
         """
         from cutext.stages.trie import build_trie
 
         be = resolve_backend(backend, needs=ARRAY_STACK)
         t0 = time.perf_counter()
-        arpa = read_arpa(path)
+        arpa = read_arpa(path, encoding=encoding)
         t1 = time.perf_counter()
         trie = build_trie(arpa)
         t2 = time.perf_counter()
@@ -190,27 +221,63 @@ class NGramModel:
     def vocab_size(self) -> int:
         return len(self.vocab)
 
+    def _word_bytes(self, words) -> pa.Array:
+        """Words (str or bytes; list or pyarrow array) as a LargeBinaryArray: ``str`` encoded with
+        ``encoding``; a word that the codec cannot write is null (an unknown word)."""
+        if isinstance(words, pa.ChunkedArray):
+            words = words.combine_chunks()
+        if not isinstance(words, pa.Array):
+            words = list(words)
+            if all(isinstance(w, bytes) for w in words):
+                return pa.array(words, pa.large_binary())
+            words = pa.array(words, pa.large_string())
+        if pa.types.is_binary(words.type) or pa.types.is_large_binary(words.type):
+            return words.cast(pa.large_binary())
+        words = words.cast(pa.large_string())
+        if self.encoding == "utf-8":
+            return words.view(pa.large_binary())
+
+        def enc(w):
+            try:
+                return None if w is None else w.encode(self.encoding)
+            except UnicodeEncodeError:
+                return None
+        return pa.array([enc(w) for w in words.to_pylist()], pa.large_binary())
+
     def word_ids(self, words) -> np.ndarray:
-        """int32 ids of words (a list or pyarrow array of str); unknown words -> ``unk_id``."""
-        arr = words if isinstance(words, pa.Array) else pa.array(list(words), pa.large_string())
-        return pc.index_in(arr, value_set=self.vocab).fill_null(self.unk_id).to_numpy(
+        """int32 ids of words (a list or pyarrow array of str or bytes); unknown words -> ``unk_id``.
+
+        Matched byte for byte against ``vocab_bytes`` (``str`` encoded with ``encoding``), as KenLM's
+        ``vocab.Index``; ``<unk>`` and ``<UNK>`` are ``unk_id`` (KenLM keeps neither in its table).
+        """
+        return pc.index_in(self._word_bytes(words), value_set=self.vocab_bytes).fill_null(self.unk_id).to_numpy(
             zero_copy_only=False).astype(np.int32)
 
     def encode(self, sentences):
-        """Split sentences on ASCII white space and map words to ids.
+        """Split sentences on ASCII white space (KenLM's module: ``bytes.split()``) and map words to ids.
+
+        Parameters
+        ----------
+        sentences : list of str or of bytes (or of lists of words), pandas Series or pyarrow array
 
         Returns
         -------
         ids : int32 (n_words,)
         offsets : int64 (n_sent + 1,)
         """
-        arr = pc.ascii_trim_whitespace(_as_string_array(sentences))
+        texts = _as_string_array(sentences)
+        as_bytes = pa.types.is_large_binary(texts.type)
+        if as_bytes:  # the ASCII kernels read bytes: run them on a view, the words go back to bytes
+            texts = texts.view(pa.large_string())
+        arr = pc.ascii_trim_whitespace(texts)
         if arr.null_count:
             arr = arr.fill_null("")
         split = pc.ascii_split_whitespace(arr)
         lens = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
-        blank = pc.equal(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False)
+        blank = pc.equal(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False)
         words = split.flatten()
+        if as_bytes:
+            words = words.view(pa.large_binary())
         if blank.any():  # a blank string splits into one empty word: drop it
             words = words.filter(pa.array(~np.repeat(blank, lens)))
             lens[blank] = 0
@@ -275,7 +342,7 @@ class NGramModel:
         ``tokens`` counts ``</s>`` once per sentence when ``eos`` (KenLM's ``perplexity``).
         """
         if isinstance(sentences, (str, Path)):
-            with open(sentences, encoding="utf-8") as fh:
+            with open(sentences, "rb") as fh:  # bytes, matched as they are (as KenLM's module reads bytes)
                 sentences = fh.read().splitlines()
         return self.score(sentences, bos, eos).perplexity
 
@@ -283,7 +350,9 @@ class NGramModel:
     def _contexts(self, contexts, bos: bool):
         arr = _as_string_array(contexts)
         if bos:
-            arr = pc.binary_join_element_wise(pa.scalar("<s>", pa.large_string()), arr, pa.scalar(" ", pa.large_string()))
+            b = pa.types.is_large_binary(arr.type)
+            arr = pc.binary_join_element_wise(pa.scalar(b"<s>" if b else "<s>", arr.type), arr,
+                                              pa.scalar(b" " if b else " ", arr.type))
         return self.encode(arr)
 
     def _order(self, order):

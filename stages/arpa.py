@@ -44,7 +44,7 @@ KenLM semantics (lm/read_arpa.hh, lm/vocab.cc, lm/config.cc):
 Errors (:class:`ArpaError`, a ``ValueError``) name the file and the line: no ``\\data\\`` line, a
 malformed counts header, a section out of order, a section whose number of n-grams differs from
 the header, a line with the wrong number of fields, a number that does not parse, a word missing
-from the 1-grams, a duplicate unigram, a truncated file (no ``\\end\\``).
+from the 1-grams, a duplicate unigram, a truncated file (no ``\\end\\``), text after ``\\end\\``.
 """
 from __future__ import annotations
 
@@ -312,7 +312,14 @@ class _Parser:
         n_lines = len(lines)
         self.last_line = first + n_lines - 1
         while i < n_lines:
-            if self.state == "end":
+            if self.state == "end":  # only blank lines may follow \\end\\ (KenLM's ReadEnd: "Trailing line")
+                rest = pc.binary_length(pc.ascii_trim_whitespace(_sview(lines.slice(i)))).to_numpy(
+                    zero_copy_only=False)
+                junk = np.flatnonzero(rest > 0)
+                if len(junk):
+                    j = i + int(junk[0])
+                    self.err(first + j, f"text after \\end\\: {_text(lines[j], self.encoding).strip()[:80]!r} "
+                                        "(two models in one file?)")
                 return False
             if self.state == "preamble":
                 hit = pc.equal(pc.ascii_trim_whitespace(_sview(lines.slice(i))), "\\data\\").to_numpy(
@@ -538,8 +545,7 @@ def read_arpa(path, *, encoding: str = "utf-8", block_bytes: int = BLOCK_BYTES) 
     try:
         with open_binary(path) as fh:
             for first, lines in _line_blocks(fh, name, block_bytes, encoding, state):
-                if not p.feed(first, lines):
-                    break
+                p.feed(first, lines)
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise ArpaError(f"{name}: cannot decompress/read: {exc}") from None
     if p.state == "preamble":
