@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from cutext import pipelines
 from cutext.kernels import lda as K_
-from cutext.pipelines.lda import GibbsState, LDAModel
+from cutext.kernels import lda_hybrid as KH
+from cutext.pipelines.lda import LDAModel
 from cutext.stages.lda_chunk import (
     BagOfWords,
     LDAInputError,
@@ -22,6 +23,7 @@ from cutext.stages.lda_chunk import (
     read_ldac,
     read_uci,
 )
+from cutext.stages.lda_gibbs import GibbsState
 
 
 @pytest.fixture(scope="module")
@@ -221,10 +223,10 @@ def test_samplers_draw_from_the_gibbs_conditional(reuters, sampler, exclude):
     panels = [np.asarray(a) for a in K_.word_panels(ch.word, 8)]
     for it in range(100, 100 + R):
         if hyb:
-            z, fl = K_.sample_hybrid(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.hw,
+            z, fl = KH.sample_hybrid(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.hw,
                                      st.nk, st.tables, st.htables, st._dense_ranges, alpha=st.alpha, beta=st.beta,
                                      vbeta=st.vbeta, seed=1, iteration=it, exclude=exclude,
-                                     doc_c=0 if doc_side else K_.HYBRID_DOC_C)
+                                     doc_c=0 if doc_side else KH.HYBRID_DOC_C)
             branches += np.bincount(fl[ch.word >= ch.n_dense], minlength=9)
         elif sampler == "dense":
             z = K_.sample_dense(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W,
