@@ -26,6 +26,11 @@ counter-based generator, ``uniform(seed, iteration, key)`` = splitmix64 applied 
 (seed, iteration, token key), top 53 bits / 2^53, so a GPU thread and the CPU loop draw the same
 number for the same token.  Float arithmetic is IEEE float64 with float32 tables, in the same order
 on both sides (CUDA compiled with ``--fmad=false``).
+
+Every public function validates its input, allocates its outputs once with the input's array module
+(:func:`cutext.kernels.backend.array_module`) and branches only at the launch: the numba twin
+``_twin_<name>`` on numpy, the kernel of ``lda.cu`` (loaded by :mod:`cutext.kernels._cuda`) on cupy.
+The sampler for W in the hybrid dense/sparse layout is :mod:`cutext.kernels.lda_hybrid`.
 """
 from __future__ import annotations
 
@@ -355,7 +360,7 @@ def _scan_prefix(x, tmp, m):
 
 @numba.njit(cache=True, parallel=True)
 def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
+                 K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
     """The twin of ``lda_sample``: every token as one warp of the kernel would sample it.  The warp's 32
     lanes are the scratch arrays ``incl`` (the lane sums' scan), ``rk``, ``rv``, ``rp`` (topics, values
     and scan of one round of the S walk), ``lane`` and ``rv2`` (scan buffers); ``lsum`` holds the lane
@@ -594,7 +599,7 @@ def _twin_dnt(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, alpha, vbeta, dnt):
 
 @numba.njit(cache=True, parallel=True)
 def _twin_dense(panel_ptr, panel_word0, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, dnt,
-               K, alpha, beta, vbeta, w_self, seed, it, exclude, z_out):
+                K, alpha, beta, vbeta, w_self, seed, it, exclude, z_out):
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     for p in numba.prange(panel_ptr.shape[0] - 1):

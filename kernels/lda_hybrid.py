@@ -349,7 +349,7 @@ def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, 
 
 @numba.njit(cache=True, parallel=True)
 def _twin_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, seed, it, exclude, doc_c, z_out, flags):
+                 nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, seed, it, exclude, doc_c, z_out, flags):
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     n = word.shape[0]
@@ -439,7 +439,7 @@ def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: Hybrid
 
 @numba.njit(cache=True, parallel=True)
 def _twin_llpt_hybrid(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, what, qtot, w_ptr, w_topic, w_cnt, w_nnz,
-                     inv, rcum, K, alpha, beta, out):
+                      inv, rcum, K, alpha, beta, out):
     for t in numba.prange(word.shape[0]):
         v = word[t]
         d = doc[t]

@@ -150,7 +150,7 @@ def _bisect(keys, lo, hi, w):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _twin_score(keys, prob, bo, child, order, ids, offsets, bos_id, eos_id, use_bos, use_eos,
-               out_offsets, tok_prob, tok_len, sent_total):
+                out_offsets, tok_prob, tok_len, sent_total):
     n_sent = len(offsets) - 1
     n_chunks = min(n_sent, 256)
     for ch in numba.prange(n_chunks):

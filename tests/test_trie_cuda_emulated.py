@@ -151,3 +151,16 @@ def test_trie_kernels_equal_twin_multilevel_btree(fake_cupy, abc):
     runs = np.diff(t.child.astype(np.int64))
     assert runs.max() > 31 * 32  # the warp search walks three node levels for the longest runs
     _check_model(fake_cupy, model, sentences, 4)
+
+
+def test_loader_builds_one_module_per_device(fake_cupy, kenlm_test):
+    """kernels/_cuda.py caches modules by (source, options, device) and function handles by device and name."""
+    model, _ = kenlm_test
+    dev = model.host_trie.to_device()
+    ids, off = fake_cupy.asarray(np.array([1, 2], np.int32)), fake_cupy.asarray(np.array([0, 2], np.int64))
+    for d in (0, 1, 0, 1):
+        with fake_cupy.cuda.Device(d):
+            trie_kernels.suffix_entries(dev, ids, off, 2)
+    assert sorted(_cuda._modules) == [("trie.cu", _cuda.COMPILE_OPTIONS, 0), ("trie.cu", _cuda.COMPILE_OPTIONS, 1)]
+    assert sorted(_cuda._functions) == [("trie.cu", _cuda.COMPILE_OPTIONS, d, "suffix_entries") for d in (0, 1)]
+    assert [name for name, _ in fake_cupy.launches] == ["suffix_entries"] * 4
