@@ -1,10 +1,17 @@
-"""Backend probe and array/frame-module lookup.
+"""Backend probe, the one backend resolver, and array/frame-module lookup.
 
-The backend is decided once, at a pipeline's entry point (``run(..., backend=...)``); inside a
-partition the library is always taken from the data (``type(obj).__module__``), never from
-global state.  Nothing here imports cupy, cudf, rmm or dask_cuda at module import time, and the
-probe never creates a CUDA context: it asks NVML (``pynvml``) or ``nvidia-smi`` whether a device
-is visible, and ``importlib.util.find_spec`` whether cudf is installed.
+The backend is decided once, at an entry point (``run(..., backend=...)``, a model's ``load``),
+by :func:`resolve_backend`, and travels in one of two forms only:
+
+* at the edges (entry points, readers that create partitions, results and JSON): the resolved
+  string ``"cpu"`` or ``"gpu"``;
+* inside partitions and arrays: the data's own type (pandas/numpy or cudf/cupy), read with
+  :func:`is_gpu_object`, :func:`array_module`, :func:`meta` (``like=`` the data) and
+  :func:`to_host`; never a ``gpu`` bool, never global state.
+
+Nothing here imports cupy, cudf, rmm or dask_cuda at module import time, and the probe never
+creates a CUDA context: it asks NVML (``pynvml``) or ``nvidia-smi`` whether a device is visible,
+and ``importlib.util.find_spec`` whether cudf / cupy are installed.
 """
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ from functools import lru_cache
 import numpy as np
 
 BACKENDS = ("auto", "cpu", "gpu")
+FRAME_STACK = ("cudf", "cupy")  # what the dataframe pipelines (read, tokenize, encode, count) need
+ARRAY_STACK = ("cupy",)  # what the array-only models need (BM25 search, n-gram trie, LDA, clustering)
 
 
 def _visible_devices_env() -> list[str] | None:
@@ -64,18 +73,27 @@ def device_count() -> int:
     return n
 
 
-def gpu_stack_installed() -> bool:
-    """True when cudf and cupy are importable (checked with find_spec, nothing is imported)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("cudf", "cupy"))
+def gpu_stack_installed(needs=FRAME_STACK) -> bool:
+    """True when the modules ``needs`` (default cudf and cupy) are importable (find_spec; nothing is imported)."""
+    return all(importlib.util.find_spec(m) is not None for m in needs)
 
 
-def resolve_backend(backend: str = "auto") -> str:
-    """Turn ``"auto" | "cpu" | "gpu"`` into the backend that will run.
+def resolve_backend(backend: str = "auto", *, needs=FRAME_STACK) -> str:
+    """Turn ``"auto" | "cpu" | "gpu"`` into the backend that will run: the one resolver.
+
+    Every entry point and every loader calls this once (pipelines, ``BM25Index.load``,
+    ``NGramModel.load``, ``LDAModel.transform``, ``StreamClusterer``); past it the backend is the
+    string ``"cpu"``/``"gpu"`` at the edges and the data's type inside partitions.
 
     Parameters
     ----------
     backend : {"auto", "cpu", "gpu"}
-        ``"auto"`` picks ``"gpu"`` when cudf and cupy are installed and a device is visible.
+        ``"auto"`` picks ``"gpu"`` when the modules ``needs`` are installed and a device is
+        visible, and falls back to ``"cpu"`` otherwise, also when the probe itself fails (a broken
+        driver, an unreadable ``find_spec``): ``"auto"`` never raises.
+    needs : tuple of str
+        Modules the GPU path of the caller imports: :data:`FRAME_STACK` (cudf and cupy, the
+        dataframe pipelines) or :data:`ARRAY_STACK` (cupy only, the array-only models).
 
     Returns
     -------
@@ -87,22 +105,24 @@ def resolve_backend(backend: str = "auto") -> str:
     ValueError
         Unknown backend name.
     RuntimeError
-        ``"gpu"`` was asked for but cudf/cupy are missing or no device is visible.
+        ``"gpu"`` was asked for but a module of ``needs`` is missing or no device is visible.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "cpu":
         return "cpu"
-    ok_stack = gpu_stack_installed()
-    ok_dev = device_count() > 0 if ok_stack else False
-    if backend == "gpu":
-        if not ok_stack:
-            raise RuntimeError("backend='gpu' needs cudf and cupy (pip install 'cutext[gpu]')")
-        if not ok_dev:
-            raise RuntimeError("backend='gpu' but no CUDA device is visible "
-                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-        return "gpu"
-    return "gpu" if ok_dev else "cpu"
+    if backend == "auto":
+        try:
+            return "gpu" if gpu_stack_installed(needs) and device_count() > 0 else "cpu"
+        except (ImportError, RuntimeError, OSError, ValueError):
+            return "cpu"
+    if not gpu_stack_installed(needs):
+        extra = " (pip install 'cutext[gpu]')" if "cudf" in needs else ""
+        raise RuntimeError(f"backend='gpu' needs {' and '.join(needs)}{extra}")
+    if device_count() == 0:
+        raise RuntimeError("backend='gpu' but no CUDA device is visible "
+                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    return "gpu"
 
 
 def is_gpu_object(obj) -> bool:
@@ -123,6 +143,93 @@ def array_module(obj):
 
         return cupy
     return np
+
+
+def is_gpu(like) -> bool:
+    """Whether ``like`` stands for the GPU backend.
+
+    Parameters
+    ----------
+    like : {"cpu", "gpu"}, or data
+        A resolved backend string (the form at the edges), or data: a pandas/cudf object, a
+        numpy/cupy array, or a dask collection (judged by its ``_meta``).
+
+    Raises
+    ------
+    ValueError
+        A string other than ``"cpu"`` / ``"gpu"`` (``"auto"`` must be resolved first).
+    """
+    if isinstance(like, str):
+        if like not in ("cpu", "gpu"):
+            raise ValueError(f"expected a resolved backend 'cpu' or 'gpu' (resolve 'auto' first), got {like!r}")
+        return like == "gpu"
+    inner = getattr(like, "_meta", None)
+    return is_gpu_object(like if inner is None else inner)
+
+
+def to_host(x):
+    """The host copy of ``x``: cudf -> pandas, cupy -> numpy; host data is returned as is (no copy).
+
+    Parameters
+    ----------
+    x : cudf DataFrame / Series / Index, cupy array, or any host object
+
+    Returns
+    -------
+    pandas object, numpy array, or ``x`` itself
+    """
+    if not is_gpu_object(x):
+        return x
+    if hasattr(x, "to_pandas"):
+        return x.to_pandas()
+    return x.get()
+
+
+# dtypes of the long tables of the data model (DESIGN.md): "string" = pandas' pyarrow string
+# dtype on the host, cudf's string column on the GPU
+SCHEMAS = {
+    "corpus": (("source_id", "string"), ("text", "string"), ("replaced", "int32")),
+    "tokens": (("doc_id", "int64"), ("token", "string")),
+    "encoded": (("doc_id", "int64"), ("term_id", "int32")),
+    "counts": (("term_id", "int32"), ("doc_id", "int64"), ("tf", "int32"), ("dl", "int32")),
+    "vocabulary": (("token", "string"), ("term_id", "int32")),
+}
+
+
+def meta(kind_or_columns, like="cpu"):
+    """An empty frame of a long table, of the library ``like`` stands for (the ``meta=`` of dask).
+
+    Parameters
+    ----------
+    kind_or_columns : str or sequence of (name, dtype)
+        A table of :data:`SCHEMAS`: ``"corpus"`` (source_id: string, text: string, replaced: int32),
+        ``"tokens"`` (doc_id: int64, token: string), ``"encoded"`` (doc_id: int64, term_id: int32),
+        ``"counts"`` (term_id: int32, doc_id: int64, tf: int32, dl: int32), ``"vocabulary"``
+        (token: string, term_id: int32); or the columns themselves (``"string"`` or a numpy dtype;
+        a dict works too).
+    like : {"cpu", "gpu"} or data
+        See :func:`is_gpu`: pandas for ``"cpu"`` / host data, cudf for ``"gpu"`` / device data.
+
+    Returns
+    -------
+    pandas.DataFrame or cudf.DataFrame with zero rows.
+
+    Raises
+    ------
+    ValueError
+        Unknown table name or backend string.
+    """
+    import pandas as pd
+
+    if isinstance(kind_or_columns, str):
+        if kind_or_columns not in SCHEMAS:
+            raise ValueError(f"unknown table {kind_or_columns!r}; known: {sorted(SCHEMAS)}")
+        cols = SCHEMAS[kind_or_columns]
+    else:
+        cols = kind_or_columns.items() if isinstance(kind_or_columns, dict) else kind_or_columns
+    frame = pd.DataFrame({name: pd.Series([], dtype=pd.StringDtype("pyarrow") if dt == "string" else np.dtype(dt))
+                          for name, dt in cols})
+    return to_cudf(frame) if is_gpu(like) else frame
 
 
 def values(series):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 from cutext.kernels import _cuda
-from cutext.kernels.backend import array_module, is_gpu_object
+from cutext.kernels.backend import array_module, to_host
 from cutext.kernels.lda import SOURCE, _find, _twin_sample, _uniform1, rebuild_d
 
 FLAG_X, FLAG_Y, FLAG_R, FLAG_S, FLAG_Z = 4, 5, 6, 7, 8
@@ -60,7 +60,7 @@ class HybridW:
 
     def to_dense(self):
         """int32 (V, K) host array (tests, small V only)."""
-        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
+        h = to_host
         V = self.n_dense + int(self.w_ptr.shape[0]) - 1
         W = np.zeros((V, self.K), dtype=np.int32)
         W[: self.n_dense] = h(self.W_dense)
@@ -71,7 +71,7 @@ class HybridW:
     def table(self):
         """Nonzeros ``(word int32, topic int32, count int32)`` as host arrays, word-major, topics ascending
         (the order of ``np.nonzero`` on the dense matrix)."""
-        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
+        h = to_host
         Wd = h(self.W_dense)
         dv, dk = np.nonzero(Wd)
         dc = Wd[dv, dk]

@@ -11,6 +11,7 @@ import importlib
 
 from cutext.pipelines._result import RunResult
 from cutext.pipelines.bm25 import BM25Index, build_index
+from cutext.stages.params import UnknownParameterError, check_keywords, keywords_of
 
 # name -> "module:function"; each function is called as f(path, out, **params) and returns a
 # RunResult. Modules are imported on first use, so one pipeline's optional dependencies never
@@ -22,7 +23,8 @@ PIPELINES = {
     "lda": "cutext.pipelines.lda:train",
 }
 
-__all__ = ["run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function"]
+__all__ = ["run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
+           "UnknownParameterError"]
 
 
 def pipeline_function(name: str):
@@ -43,6 +45,18 @@ def pipeline_function(name: str):
             raise
         raise ValueError(f"pipeline {name!r} is not implemented in this version of cutext") from None
     return getattr(mod, func)
+
+
+def pipeline_keywords(func) -> set:
+    """The keywords a pipeline function takes: its own, and the reader's where it forwards ``**read_kw``."""
+    import inspect
+
+    valid = keywords_of(func, exclude=("path",))
+    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
+        from cutext.stages.read import read_corpus
+
+        valid |= keywords_of(read_corpus, exclude=("path", "format", "backend"))
+    return valid
 
 
 def run(name: str, path, **params) -> RunResult:
@@ -67,7 +81,11 @@ def run(name: str, path, **params) -> RunResult:
     ------
     ValueError
         Unknown pipeline name.
+    UnknownParameterError (TypeError)
+        A keyword the pipeline does not take (reader options are checked against the reader); the
+        message names the pipeline, the keyword and the closest valid one.
     """
     func = pipeline_function(name)
+    check_keywords(f"pipeline {name!r}", params, pipeline_keywords(func))
     out = params.pop("out", f"{name}-index" if name == "bm25" else f"{name}-out")
     return func(path, out, **params)

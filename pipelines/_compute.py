@@ -1,89 +1,13 @@
-"""Where a pipeline computes: an existing Client, a local cluster, or an in-process scheduler."""
-from __future__ import annotations
+"""Where a pipeline computes: re-exported from :mod:`cutext.stages.compute` (the one scheduler policy).
 
-import contextlib
-import os
-from dataclasses import dataclass
-
-import dask
-
-SCHEDULERS = ("auto", "sync", "threads", "cluster")
-SMALL_INPUT_BYTES = 256 << 20
-
-
-@dataclass
-class ComputeInfo:
-    backend: str
-    scheduler: str
-    n_workers: int
-    client: object = None
-
-
-def input_bytes(pieces, fs) -> int:
-    total = 0
-    for path in dict.fromkeys(path for p in pieces for path in p.paths):  # a split file once
-        try:
-            total += fs.size(path) or 0
-        except Exception:
-            pass
-    return total
-
-
-@contextlib.contextmanager
-def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: int = 0,
-                    n_workers: int | None = None):
-    """Configure dask for one pipeline run and yield a :class:`ComputeInfo`.
-
-    ``client`` (a ``distributed.Client``) wins.  Otherwise ``scheduler="auto"`` stays in-process
-    for inputs under 256 MiB (threads on the CPU, synchronous on the GPU) and uses a local cluster
-    above that: a
-    ``LocalCUDACluster`` (one worker per GPU) on the GPU backend, a ``LocalCluster`` (one
-    process per core) on the CPU backend.
-    """
-    if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
-    cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
-           "dataframe.convert-string": False,
-           "dataframe.shuffle.method": "tasks"}
-    if client is not None:
-        with dask.config.set(cfg):
-            yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
-        return
-    if scheduler == "auto":
-        # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
-        # GIL), one stream of work on the GPU
-        small = "sync" if backend == "gpu" else "threads"
-        scheduler = small if nbytes < SMALL_INPUT_BYTES else "cluster"
-    if scheduler in ("sync", "threads"):
-        cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
-        nw = 1 if scheduler == "sync" else (os.cpu_count() or 1)
-        with dask.config.set(cfg):
-            yield ComputeInfo(backend, scheduler, nw, None)
-        return
-    from distributed import Client
-
-    if backend == "gpu":
-        from dask_cuda import LocalCUDACluster
-
-        cluster = LocalCUDACluster(n_workers=n_workers)
-    else:
-        from distributed import LocalCluster
-
-        n = n_workers or (os.cpu_count() or 1)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-    try:
-        with Client(cluster) as c, dask.config.set(cfg):
-            yield ComputeInfo(backend, "cluster", len(c.scheduler_info().get("workers", {})), c)
-    finally:
-        cluster.close()
-
-
-def materialize(ddf, info: ComputeInfo):
-    """Persist a collection and wait until it is computed (so stage timings are honest)."""
-    out = ddf.persist()
-    if info.client is not None:
-        from distributed import wait
-
-        wait(out)
-    return out
+The policy moved down to ``stages/`` so that the corpus front end (:mod:`cutext.stages.corpus`) runs
+inside it without an import pointing up; pipelines keep importing it from here or from stages.
+"""
+from cutext.stages.compute import (  # noqa: F401
+    SCHEDULERS,
+    SMALL_INPUT_BYTES,
+    ComputeInfo,
+    compute_context,
+    input_bytes,
+    materialize,
+)

@@ -1,13 +1,10 @@
-"""Result of a pipeline run, and the atomic output directory."""
+"""Result of a pipeline run; the output directory helpers live in :mod:`cutext.stages.output`."""
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from cutext.stages.output import atomic_directory, check_output, write_json  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -50,42 +47,3 @@ class RunResult:
         c = ", ".join(f"{k}={v}" for k, v in self.counts.items())
         return (f"{self.pipeline}: wrote {self.path} on {self.backend} ({self.scheduler}, "
                 f"{self.n_workers} worker(s))\n  {c}\n  {t}")
-
-
-@contextlib.contextmanager
-def atomic_directory(out, overwrite: bool = True):
-    """Yield a temporary directory next to ``out``; rename it to ``out`` only on success.
-
-    A failure removes the temporary directory and leaves any previous ``out`` untouched, so a
-    reader never sees a half-written output.
-
-    Raises
-    ------
-    FileExistsError
-        ``out`` exists and ``overwrite`` is False.
-    """
-    out = Path(out).absolute()
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists (pass overwrite=True to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    tmp = out.parent / f".{out.name}.tmp-{tag}"
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{tag}"
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def write_json(path, obj) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-        fh.write("\n")

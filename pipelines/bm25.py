@@ -21,22 +21,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cutext.kernels.backend import array_module, resolve_backend
-from cutext.pipelines._compute import compute_context, input_bytes, materialize
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.kernels._version import __version__
+from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend, to_host
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages import bm25 as bm25_stage
-from cutext.stages.count import count_partition, counts_meta, document_frequencies, document_lengths
-from cutext.stages.encode import build_vocabulary, encode_partition, encode_terms, encoded_meta, vocabulary_frame
-from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
+from cutext.stages.compute import compute_context
+from cutext.stages.corpus import build_corpus, open_corpus
+from cutext.stages.encode import encode_terms
+from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokenize_texts, tokens_meta
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
+from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
 
 POSTINGS_PER_FILE = 8_000_000
 
@@ -128,47 +122,28 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         Unreadable input, a missing column, or an empty corpus (message names the file).
     ValueError
         Bad BM25 or tokenizer parameters.
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
+    check_output(out, kind="cutext.bm25", manifest="index.json", inputs=path, overwrite=overwrite)
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
-    gpu = be == "gpu"
-    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
-                                    blocksize=blocksize, encoding=encoding,
-                                    storage_options=storage_options, backend=be)
-    nbytes = input_bytes(pieces, _fs_of(path, storage_options))
+    src = open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
+                      blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+    nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
+    names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
     try:
         with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
-                atomic_directory(out, overwrite=overwrite) as tmp:
-            docs, part_counts = stages.run("read", assign_doc_ids, docs, pieces)
-            n_docs = int(part_counts.sum())
-            if n_docs == 0:
-                raise CorpusError(f"{path}: the corpus holds no document")
-
-            def _tokenize():
-                t = docs.map_partitions(tokenize_partition, tok_cfg, meta=tokens_meta(gpu))
-                return materialize(t, info)
-
-            tokens = stages.run("tokenize", _tokenize)
-
-            def _encode(tokens):
-                vocab = build_vocabulary(tokens)
-                enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu),
-                                            meta=encoded_meta(gpu))
-                lengths = document_lengths(tokens, n_docs)
-                return vocab, materialize(enc, info), lengths
-
-            vocab, encoded, lengths = stages.run("encode", _encode, tokens)
-            del tokens
-            n_terms = len(vocab)
-
-            def _count(encoded):
-                c = materialize(encoded.map_partitions(count_partition, meta=counts_meta(gpu)), info)
-                return c, document_frequencies(c, n_terms)
-
-            counts, df_t = stages.run("sort+count", _count, encoded)
-            del encoded
+                atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
+                                 inputs=path) as tmp:
+            corpus = build_corpus(src, tok_cfg, info,
+                                  run_stage=lambda name, fn: stages.run(names.get(name, name), fn))
+            docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
+            n_docs, n_terms = corpus.n_docs, corpus.n_terms
+            del corpus
             n_tokens = int(lengths.sum())
             if n_tokens == 0:
                 raise CorpusError(f"{path}: no document has a token after tokenization ({n_docs} documents)")
@@ -217,29 +192,30 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                      result_counts, stages.timings, params)
 
 
-def _fs_of(path, storage_options):
-    from fsspec.core import url_to_fs
-
-    p = path[0] if isinstance(path, (list, tuple)) else path
-    return url_to_fs(str(p), **(storage_options or {}))[0]
-
-
 # ----------------------------------------------------------------------------- retrieval
 
 def _as_queries(queries) -> tuple[list[str], list[str]]:
+    """(query ids, query texts); a query that is not a string (None, NaN, a number) is an error naming it."""
     if isinstance(queries, str):
         return ["0"], [queries]
     if isinstance(queries, pd.DataFrame):
         qcol = "query" if "query" in queries.columns else "text"
         if qcol not in queries.columns or "query_id" not in queries.columns:
             raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
-        return queries["query_id"].astype(str).tolist(), queries[qcol].astype(str).tolist()
-    if isinstance(queries, pd.Series):
-        return [str(i) for i in queries.index], queries.astype(str).tolist()
-    if isinstance(queries, dict):
-        return [str(k) for k in queries], [str(v) for v in queries.values()]
-    qs = [str(q) for q in queries]
-    return [str(i) for i in range(len(qs))], qs
+        ids, texts = queries["query_id"].astype(str).tolist(), queries[qcol].tolist()
+    elif isinstance(queries, pd.Series):
+        ids, texts = [str(i) for i in queries.index], queries.tolist()
+    elif isinstance(queries, dict):
+        ids, texts = [str(k) for k in queries], list(queries.values())
+    elif queries is None:
+        raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
+    else:
+        texts = list(queries)
+        ids = [str(i) for i in range(len(texts))]
+    for i, t in zip(ids, texts):
+        if not isinstance(t, str):
+            raise TypeError(f"query {i!r} is {t!r} ({type(t).__name__}), not a string")
+    return ids, texts
 
 
 def _sortable_u32(x):
@@ -326,47 +302,66 @@ class BM25Index:
         return int(self.meta["N"])
 
     @classmethod
-    def load(cls, path, backend="cpu") -> "BM25Index":
+    def load(cls, path, backend="auto") -> "BM25Index":
         """Load an index directory written by :func:`build_index`.
 
         Parameters
         ----------
         path : str or os.PathLike
-        backend : {"cpu", "gpu", "auto"}
-            Where the matrix lives and queries are scored.
+        backend : {"auto", "cpu", "gpu"}
+            Where the matrix lives and queries are scored (cupyx.scipy.sparse on ``"gpu"``).
+            ``"auto"`` (the default of every loader) = the GPU when cupy is installed and a device
+            is visible, else the CPU; the index files are the same for both.
 
         Raises
         ------
-        FileNotFoundError
-            Not an index directory (no index.json).
-        ValueError
-            The postings disagree with the vocabulary (a corrupt index).
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+            Not an index directory (no index.json), or a missing table.
+        ArtifactError (ValueError)
+            A corrupt index, naming the directory and file: invalid JSON, another kind, a missing or
+            ill-typed field or column, doc ids outside [0, N), term ids outside [1, V], weights that
+            are not finite, postings that disagree with the vocabulary's df.
         """
+        from cutext.stages import artifacts as art
+
         path = Path(path)
-        if not (path / "index.json").is_file():
-            raise FileNotFoundError(f"{path}: not a cutext BM25 index (no index.json)")
-        meta = json.loads((path / "index.json").read_text(encoding="utf-8"))
-        be = resolve_backend(backend)
-        vt = pq.read_table(path / "vocab.parquet")
+        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index")
+        mf = path / "index.json"
+        N = art.field_int(meta, "N", mf, lo=0)
+        art.field_float(meta, "avgdl", mf, lo=0)
+        art.field_dict(meta, "tokenizer", mf)
+        be = resolve_backend(backend, needs=ARRAY_STACK)
+        vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
+                                                      "idf": "float", "w0": "float"}, "vocabulary")
         V = vt.num_rows
+        if not np.array_equal(vt.column("term_id").to_numpy(), np.arange(1, V + 1)):
+            raise art.ArtifactError(f"{path / 'vocab.parquet'}: term ids must be 1..{V} in order")
         vocab = vt.column("term").combine_chunks().cast(pa.large_string())
         df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
         idf_t = np.concatenate([[0.0], vt.column("idf").to_numpy()])
         w0 = np.concatenate([[0.0], vt.column("w0").to_numpy()]).astype(np.float32)
-        docs = pq.read_table(path / "documents").to_pandas().sort_values("doc_id")
-        N = int(meta["N"])
+        art.check_finite(idf_t, "idf", path / "vocab.parquet")
+        art.check_finite(w0, "w0", path / "vocab.parquet")
+        dt = art.read_table(path / "documents", {"doc_id": "int", "source_id": "any", "length": "int"},
+                            "documents table")
+        docs = (dt.to_pandas() if dt is not None else
+                pd.DataFrame({"doc_id": [], "source_id": [], "length": []})).sort_values("doc_id")
         if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
-            raise ValueError(f"{path}: documents table does not hold doc ids 0..{N - 1}")
-        post_files = sorted((path / "postings").glob("*.parquet"))
-        post = pa.concat_tables([pq.read_table(f, columns=["term_id", "doc_id", "weight"]) for f in post_files]) \
-            if post_files else pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
-                                         "weight": pa.array([], pa.float32())})
+            raise art.ArtifactError(f"{path / 'documents'}: documents table does not hold doc ids 0..{N - 1}")
+        art.check_range(docs["length"].to_numpy(), 0, np.iinfo(np.int64).max, "lengths", path / "documents")
+        post = art.read_table(path / "postings", {"term_id": "int", "doc_id": "int", "weight": "float"}, "postings")
+        if post is None:
+            post = pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
+                             "weight": pa.array([], pa.float32())})
         t = post.column("term_id").to_numpy().astype(np.int64)
         d = post.column("doc_id").to_numpy().astype(np.int64)
         w = post.column("weight").to_numpy().astype(np.float32)
+        art.check_range(t, 1, V, "posting term ids", path / "postings")
+        art.check_range(d, 0, N - 1, "posting doc ids", path / "postings")
+        art.check_finite(w, "posting weights", path / "postings")
         counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
         if len(counts) != V + 1 or not np.array_equal(counts, df):
-            raise ValueError(f"{path}: postings do not match the vocabulary's df")
+            raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
         order_ok = len(t) < 2 or bool(np.all((np.diff(t) > 0) | ((np.diff(t) == 0) & (np.diff(d) > 0))))
         if not order_ok:  # not term-major on disk: sort (older or foreign writers)
             o = np.lexsort((d, t))
@@ -421,9 +416,7 @@ class BM25Index:
         Q = self.query_matrix([query])
         S = self._to_device(Q) @ self.matrix
         dense = S.toarray()
-        if self.backend == "gpu":
-            dense = dense.get()
-        dense = dense.ravel().astype(np.float64)
+        dense = to_host(dense).ravel().astype(np.float64)
         if self._has_w0:
             dense += self._absent(Q)[0]
         return dense.astype(np.float32)
@@ -447,8 +440,10 @@ class BM25Index:
             ``score: float``, ``doc_index: int64``; documents that match no query term are not
             returned, so a query may have fewer than ``k`` rows.
         """
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        from cutext.stages.params import count
+
+        k = count("k", k, lo=1)
+        batch_size = count("batch_size", batch_size, lo=1)
         qids, texts = _as_queries(queries)
         frames = []
         rng = range(0, len(texts), batch_size)
@@ -462,8 +457,7 @@ class BM25Index:
             if not S.has_canonical_format:
                 S.sum_duplicates()
             rows, cols, vals, rank = topk_rows(S.indptr, S.indices, S.data, k)
-            if self.backend == "gpu":
-                rows, cols, vals, rank = (x.get() for x in (rows, cols, vals, rank))
+            rows, cols, vals, rank = (to_host(x) for x in (rows, cols, vals, rank))
             vals = vals.astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]
@@ -473,3 +467,93 @@ class BM25Index:
         if not frames:
             return pd.DataFrame(columns=["query_id", "doc_id", "rank", "score", "doc_index"])
         return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- command line
+
+def add_cli(sub) -> None:
+    """Register ``bm25`` (build an index) and ``search`` (query an index, write a TREC run) with
+    the ``python -m cutext.pipelines`` command line."""
+    p = sub.add_parser("bm25", help="build a BM25 index from a corpus",
+                       description="Build a term-major BM25 index (Parquet + JSON) from a corpus. "
+                                   "The index directory appears only when complete.")
+    p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
+    p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
+                   help="auto = GPU when cudf and a device are present (default: auto)")
+    p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
+                   help="auto = in-process for inputs under 256 MiB, else a local (CUDA) cluster")
+    p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
+    p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
+    p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
+                   help="BM25 formula (default lucene)")
+    p.add_argument("--k1", type=float, default=1.2, help="term-frequency saturation (default 1.2)")
+    p.add_argument("--b", type=float, default=0.75, help="length normalization in [0, 1] (default 0.75)")
+    p.add_argument("--delta", type=float, default=None, help="bm25l/bm25+ lower bound (default 0.5 / 1.0)")
+    p.add_argument("--stopwords", default=None,
+                   help="'lucene' (Lucene's 33 English stopwords), 'none', or a file with one word per line")
+    p.add_argument("--stemmer", default=None, help="Snowball algorithm: porter, english, german, ... (default none)")
+    p.add_argument("--no-lowercase", action="store_true", help="keep case")
+    p.add_argument("--min-len", type=int, default=1, help="drop tokens shorter than this (code points)")
+    p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
+    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
+                   help="input format (auto: by suffix; a directory of other files = one document per file)")
+    p.add_argument("--text-column", action="append", default=None,
+                   help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
+    p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
+    p.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per input partition (default 64 MiB)")
+    p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_cli_main)
+
+    p = sub.add_parser("search", help="run queries against an index, write a TREC run",
+                       description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag).")
+    p.add_argument("index", help="index directory written by 'bm25'")
+    p.add_argument("--queries", required=True,
+                   help="queries: TREC topics (SGML), BEIR queries.jsonl, 'qid<TAB>text' TSV, or one query per line")
+    p.add_argument("--k", type=int, default=1000, help="documents per query (default 1000)")
+    p.add_argument("--out", default="-", help="run file to write (default: standard output)")
+    p.add_argument("--backend", default="cpu", choices=["auto", "cpu", "gpu"], help="where to score (default cpu)")
+    p.add_argument("--batch-size", type=int, default=4096, help="queries per sparse product")
+    p.add_argument("--tag", default="cutext", help="run tag (last column)")
+    p.add_argument("--topic-field", default="title", choices=["title", "desc", "title+desc"],
+                   help="field of classic TREC topics to use")
+    p.set_defaults(cli_main=_search_cli_main)
+
+
+def _cli_main(args) -> int:
+    """``bm25 PATH --out DIR ...``: build the index, print the result (``--json``: as JSON)."""
+    client = None
+    if args.scheduler_address:
+        from distributed import Client
+
+        client = Client(args.scheduler_address)
+    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
+    path = args.path[0] if len(args.path) == 1 else args.path
+    r = build_index(path, args.out, backend=args.backend, scheduler=args.scheduler,
+                    n_workers=args.workers, client=client, variant=args.variant, k1=args.k1, b=args.b,
+                    delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
+                    lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
+                    format=args.format, text_column=text_col, id_column=args.id_column,
+                    blocksize=args.blocksize, encoding=args.encoding, progress=not args.no_progress)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
+def _search_cli_main(args) -> int:
+    """``search INDEX --queries FILE ...``: score the queries, write a TREC run (``--out -``: standard output)."""
+    import sys
+
+    from cutext.pipelines.trec import read_queries, write_trec_run
+
+    queries = read_queries(args.queries, args.topic_field)
+    index = BM25Index.load(args.index, backend=args.backend)
+    run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty())
+    if args.out == "-":
+        for q, d, r_, s in zip(run.query_id, run.doc_id, run["rank"], run.score):
+            sys.stdout.write(f"{q} Q0 {d} {r_} {s:.6f} {args.tag}\n")
+    else:
+        write_trec_run(run, args.out, tag=args.tag)
+        print(f"wrote {len(run)} rows for {run.query_id.nunique()} queries to {args.out}", file=sys.stderr)
+    return 0

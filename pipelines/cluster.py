@@ -29,22 +29,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._compute import compute_context, input_bytes, materialize
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
-from cutext.stages.count import count_partition, counts_meta
-from cutext.stages.encode import build_vocabulary, encode_partition, encoded_meta, vocabulary_frame
-from cutext.stages.read import CorpusError, assign_doc_ids, read_corpus
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
+from cutext.stages.corpus import corpus_session
+from cutext.stages.read import CorpusError
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
 from cutext.stages.termvec import WEIGHTINGS, term_vectors
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokens_meta
-
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # pragma: no cover
-    __version__ = "0+unknown"
+from cutext.stages.tokenize import TokenizerConfig
 
 CHUNK = 4096  # documents per progress step
 
@@ -63,14 +55,24 @@ class _Stages:
         return out
 
 
-def _host(x):
-    return x.to_pandas() if type(x).__module__.startswith("cudf") else x
-
-
 def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
                   id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, client=None,
                   scheduler="auto", n_workers=None, timings=None):
-    """Read, tokenize, encode and count a corpus with the shared stages; results on the host.
+    """The corpus front end (:mod:`cutext.stages.corpus`) with its counts taken to the host.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+    tok_cfg : TokenizerConfig
+    backend : {"cpu", "gpu"}
+        The resolved backend.
+    format, text_column, id_column, blocksize, encoding, storage_options
+        Reader settings.
+    client, scheduler, n_workers
+        Where the stages run (:func:`cutext.stages.compute.compute_context`).
+    timings : dict, optional
+        Filled with seconds: ``read`` (reading and the host copy of the source ids), ``tokenize``,
+        ``encode+count`` (encoding, counting and the host copy of the counts).
 
     Returns
     -------
@@ -83,32 +85,22 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
     ------
     FileNotFoundError, CorpusError
     """
-    from fsspec.core import url_to_fs
-
     timings = {} if timings is None else timings
-    gpu = backend == "gpu"
     t0 = time.perf_counter()
-    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
-                                    blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                                    backend=backend)
-    p0 = path[0] if isinstance(path, (list, tuple)) else path
-    nbytes = input_bytes(pieces, url_to_fs(str(p0), **(storage_options or {}))[0])
-    with compute_context(backend, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info:
-        docs, part_counts = assign_doc_ids(docs, pieces)
-        n_docs = int(part_counts.sum())
-        ids = _host(docs[["doc_id", "source_id"]].compute()).sort_values("doc_id", ignore_index=True)
-        timings["read"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        tokens = materialize(docs.map_partitions(tokenize_partition, tok_cfg, meta=tokens_meta(gpu)), info)
-        timings["tokenize"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        vocab = build_vocabulary(tokens)
-        enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu), meta=encoded_meta(gpu))
-        counts = _host(enc.map_partitions(count_partition, meta=counts_meta(gpu)).compute())
-        timings["encode+count"] = time.perf_counter() - t0
-    return {"docs": ids, "vocab": vocab, "doc_id": counts["doc_id"].to_numpy(np.int64),
-            "term_id": counts["term_id"].to_numpy(np.int64), "tf": counts["tf"].to_numpy(np.int64),
-            "n_docs": n_docs, "format": fmt, "pieces": pieces, "info": info}
+    with corpus_session(path, tok_cfg, backend, client=client, scheduler=scheduler, n_workers=n_workers,
+                        format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
+                        encoding=encoding, storage_options=storage_options) as c:
+        t1 = time.perf_counter()
+        ids = c.source_ids()
+        t2 = time.perf_counter()
+        host = c.host_counts()
+        t3 = time.perf_counter()
+        # the planning and the context's start count as reading, as before the front end existed
+        timings["read"] = (t1 - t0) - c.timings["tokenize"] - c.timings["encode"] - c.timings["count"] + (t2 - t1)
+        timings["tokenize"] = c.timings["tokenize"]
+        timings["encode+count"] = c.timings["encode"] + c.timings["count"] + (t3 - t2)
+    return {"docs": ids, "vocab": c.vocab, **host, "n_docs": c.n_docs, "format": c.format, "pieces": c.pieces,
+            "info": c.info}
 
 
 def _reference_df(idf_from, vocab: pa.Array, tok_cfg, backend, **read_kw):
@@ -239,11 +231,20 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         Unreadable or empty corpus, a missing order_by column.
     ValueError
         Bad parameters.
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`).
     """
+    check_output(out, kind="cutext.cluster", manifest="cluster.json", inputs=[path, idf_from], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    if not 0.0 <= float(threshold) <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    from cutext.stages.params import count, number
+
+    threshold = number("threshold", threshold, lo=0, hi=1)
+    top_k = count("top_k", top_k, lo=1)
+    n_top_terms = count("n_top_terms", n_top_terms, lo=1)
+    batch_size = count("batch_size", batch_size, lo=1, none_ok=True)
+    count("n_workers", n_workers, lo=1, none_ok=True)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
     method = method or ("ellpack" if be == "gpu" else "reference")
@@ -322,7 +323,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
               or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
               "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
               "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
+    with atomic_directory(out, overwrite=overwrite, kind="cutext.cluster", manifest="cluster.json",
+                          inputs=[path, idf_from]) as tmp:
         pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
         pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
         (tmp / "state").mkdir()

@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
+from cutext.kernels._version import __version__
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.lda_chunk import (
     BagOfWords,
     LDAInputError,
@@ -40,18 +41,11 @@ from cutext.stages.lda_chunk import (
 )
 from cutext.stages.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 
-try:
-    from importlib.metadata import version as _version
-
-    __version__ = _version("cutext")
-except Exception:  # noqa: BLE001  # pragma: no cover
-    __version__ = "0+unknown"
-
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
           stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
-          progress=True, callback=None, **read_kw) -> RunResult:
+          progress=True, callback=None, client=None, scheduler="auto", n_workers=None, **read_kw) -> RunResult:
     """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
 
     Parameters
@@ -102,6 +96,17 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         A tqdm bar over the iterations showing the LLPT.
     callback : callable, optional
         ``callback(iteration, state)`` after every iteration (the tests check invariants there).
+    client : distributed.Client, optional
+        Text corpora: run the corpus front end (read, tokenize, encode, count;
+        :mod:`cutext.stages.corpus`) on this cluster.  The sampler runs in this process.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+        Text corpora without a client: where the front end runs
+        (:func:`cutext.stages.compute.compute_context`).
+    n_workers : int, optional
+        Workers of a local cluster for the front end.
+    **read_kw
+        Reader settings for text corpora (``text_column``, ``id_column``, ``blocksize``,
+        ``encoding``, ``storage_options``).
 
     Returns
     -------
@@ -116,16 +121,20 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         K < 2, iterations < 0, alpha or beta <= 0, unknown sampler; ``LDAInputError`` (a ValueError)
         for malformed input, a corpus without tokens or with a single distinct word.
     FileNotFoundError
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier lda output, or is the working
+        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
-    K = int(K)
-    if K < 2:
-        raise ValueError(f"K must be >= 2 topics, got {K}")
-    if iterations < 0:
-        raise ValueError(f"iterations must be >= 0, got {iterations}")
-    alpha = 50.0 / K if alpha is None else float(alpha)
-    beta = float(beta)
-    if not alpha > 0 or not beta > 0:
-        raise ValueError(f"alpha and beta must be > 0, got alpha={alpha}, beta={beta}")
+    check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab], overwrite=overwrite)
+    from cutext.stages.params import count, number
+
+    K = count("K", K, lo=2)
+    iterations = count("iterations", iterations, lo=0)
+    alpha = 50.0 / K if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
+    beta = number("beta", beta, lo=0, lo_open=True)
+    llpt_every = count("llpt_every", llpt_every, lo=1)
+    count("n_chunks", n_chunks, lo=1, none_ok=True)
+    count("seed", seed, lo=0)
     sampler = resolve_sampler(sampler, K)
     be = resolve_backend(backend)
     gpu = be == "gpu"
@@ -134,7 +143,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     timings: dict = {}
     t0 = time.perf_counter()
-    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, **read_kw)
+    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
+                        scheduler=scheduler, n_workers=n_workers, **read_kw)
     timings["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     n_devices = int(n_devices)
@@ -200,7 +210,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     params = {"K": K, "iterations": int(iterations), "alpha": alpha, "beta": beta, "sampler": sampler,
               "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
               "tokens_per_s": tps}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
+    with atomic_directory(out, overwrite=overwrite, kind="cutext.lda", manifest="params.json",
+                          inputs=[path, vocab]) as tmp:
         wv, wk, wc = state.topic_word_table()
         pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
         pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
@@ -221,6 +232,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts,
             "timings": timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
             "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+            "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
 
@@ -253,29 +265,66 @@ class LDAModel:
 
     @classmethod
     def load(cls, path) -> LDAModel:
-        """Read a model directory written by :func:`train`.
+        """Read a model directory written by :func:`train`, checking every table against params.json.
 
         Raises
         ------
-        FileNotFoundError
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
             Missing directory or file.
-        ValueError
-            Not an LDA model directory.
+        ArtifactError (ValueError)
+            Not an LDA model directory, or a corrupt one (the message names the directory and file):
+            K, alpha, beta, V, n_docs or n_tokens missing or out of range; word ids outside [0, V),
+            topics outside [0, K), doc ids outside [0, n_docs), negative counts, counts that do not
+            add up to n_tokens or to the document lengths.
         """
-        import json
+        from cutext.stages import artifacts as art
 
         path = Path(path)
-        params = json.loads((path / "params.json").read_text(encoding="utf-8"))
-        if params.get("kind") != "cutext.lda":
-            raise ValueError(f"{path}: not a cutext LDA model (kind={params.get('kind')!r})")
-        voc = pq.read_table(path / "vocab.parquet").to_pandas().sort_values("word_id")
-        V, K = len(voc), int(params["K"])
-        tw = pq.read_table(path / "topic_word.parquet").to_pandas()
+        params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model")
+        pf = path / "params.json"
+        K = art.field_int(params, "K", pf, lo=2)
+        art.field_float(params, "alpha", pf, lo=0, lo_open=True)
+        art.field_float(params, "beta", pf, lo=0, lo_open=True)
+        V = art.field_int(params, "V", pf, lo=1)
+        n_docs = art.field_int(params, "n_docs", pf, lo=0)
+        n_tokens = art.field_int(params, "n_tokens", pf, lo=0)
+        f = path / "vocab.parquet"
+        voc = art.read_table(f, {"word_id": "int", "term": "string"}, "vocabulary").to_pandas()
+        if len(voc) != V or not np.array_equal(np.sort(voc["word_id"].to_numpy()), np.arange(V)):
+            raise art.ArtifactError(f"{f}: expected word ids 0..{V - 1} (V={V} in params.json), got {len(voc)} rows")
+        voc = voc.sort_values("word_id")
+        f = path / "topic_word.parquet"
+        tw = art.read_table(f, {"word_id": "int", "topic": "int", "count": "int"}, "topic-word table").to_pandas()
+        art.check_range(tw["word_id"].to_numpy(), 0, V - 1, "word ids", f)
+        art.check_range(tw["topic"].to_numpy(), 0, K - 1, "topics", f)
+        art.check_range(tw["count"].to_numpy(), 0, n_tokens, "counts", f)
+        if int(tw["count"].sum()) != n_tokens:
+            raise art.ArtifactError(f"{f}: counts add up to {int(tw['count'].sum())}, params.json says "
+                                    f"n_tokens={n_tokens}")
         W = np.zeros((V, K), dtype=np.int32)
         W[tw["word_id"].to_numpy(), tw["topic"].to_numpy()] = tw["count"].to_numpy()
+        f = path / "documents.parquet"
+        docs = art.read_table(f, {"doc_id": "int", "name": "string", "length": "int"}, "documents table").to_pandas()
+        if len(docs) != n_docs or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(n_docs)):
+            raise art.ArtifactError(f"{f}: expected doc ids 0..{n_docs - 1} in order (n_docs={n_docs})")
+        art.check_range(docs["length"].to_numpy(), 0, n_tokens, "lengths", f)
+        f = path / "doc_topic.parquet"
+        dtc = art.read_table(f, {"doc_id": "int", "topic": "int", "count": "int"}, "doc-topic table").to_pandas()
+        art.check_range(dtc["doc_id"].to_numpy(), 0, max(n_docs - 1, 0), "doc ids", f)
+        art.check_range(dtc["topic"].to_numpy(), 0, K - 1, "topics", f)
+        art.check_range(dtc["count"].to_numpy(), 0, n_tokens, "counts", f)
+        per_doc = np.bincount(dtc["doc_id"].to_numpy(), weights=dtc["count"].to_numpy(), minlength=n_docs)
+        if len(per_doc) != n_docs or not np.array_equal(per_doc, docs["length"].to_numpy()):
+            raise art.ArtifactError(f"{f}: counts per document do not match the lengths in documents.parquet")
+        dt = pq.read_table(f).to_pandas()  # with its theta column, which ties K and alpha to the counts
+        if "theta" in dt.columns and len(dt):
+            alpha = float(params["alpha"])
+            lengths = docs["length"].to_numpy(np.float64)[dtc["doc_id"].to_numpy()]
+            expect = (dtc["count"].to_numpy(np.float64) + alpha) / (lengths + K * alpha)
+            if not np.allclose(dt["theta"].to_numpy(np.float64), expect, rtol=1e-6, atol=0):
+                raise art.ArtifactError(f"{f}: theta does not match K={K} and alpha={alpha} of params.json")
+        art.read_table(path / "llpt.parquet", {"llpt": "float"}, "LLPT table")
         llpt = pq.read_table(path / "llpt.parquet").to_pandas()
-        docs = pq.read_table(path / "documents.parquet").to_pandas()
-        dt = pq.read_table(path / "doc_topic.parquet").to_pandas()
         return cls(path, params, voc["term"].astype(str).tolist(), W, llpt, docs, dt)
 
     @property
@@ -320,7 +369,7 @@ class LDAModel:
 
     def _fold_in(self, docs, iterations, seed, backend, sampler):
         bow = self._bow(docs)
-        be = resolve_backend(backend)
+        be = resolve_backend(backend, needs=ARRAY_STACK)
         if bow.n_tokens == 0:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
@@ -331,7 +380,7 @@ class LDAModel:
             state.step(it, smp, exclude=True)
         return state, bow
 
-    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu", sampler: str = "auto"):
+    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto", sampler: str = "auto"):
         """Topic distributions of new documents, W fixed (Gibbs sampling of their topics only).
 
         Parameters
@@ -341,7 +390,10 @@ class LDAModel:
         iterations : int
             Gibbs passes.
         seed : int
-        backend : {"cpu", "gpu", "auto"}
+        backend : {"auto", "cpu", "gpu"}
+            Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
+            cupy is installed and a device is visible, else the CPU; a given seed draws the same
+            topics on both.
         sampler : {"auto", "sparse", "three_branch", "dense"}
 
         Returns
@@ -357,11 +409,12 @@ class LDAModel:
             th[dt["doc_id"].to_numpy(), dt["topic"].to_numpy()] = dt["count"].to_numpy()
         return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
 
-    def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
+    def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
         """Held-out per-word log-likelihood (natural log), paper 001 Eq. 3-4.
 
         ``(1 / W_test) sum_tokens ln sum_k phi[k][v] theta[j][k]`` with phi from the model and theta
-        from :meth:`transform` of the same documents (fold-in with W fixed).
+        from :meth:`transform` of the same documents (fold-in with W fixed).  ``backend``: as in
+        :meth:`transform` (default ``"auto"``).
 
         Raises
         ------
@@ -374,8 +427,8 @@ class LDAModel:
         terms = state.log2_likelihood_terms()
         return float(terms.mean() * np.log(2.0))
 
-    def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "cpu") -> float:
-        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4)."""
+    def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
+        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 

@@ -39,32 +39,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels import trie as trie_kernels
-from cutext.kernels.backend import is_gpu_object, resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, write_json
-from cutext.pipelines.bm25 import __version__
+from cutext.kernels._version import __version__
+from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu_object, resolve_backend, to_host
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages.arpa import ArpaModel, read_arpa
 from cutext.stages.read import CorpusError
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
-
-
-def _resolve_model_backend(backend: str) -> str:
-    if backend == "auto":
-        try:
-            return resolve_backend("auto")
-        except (ImportError, RuntimeError, OSError):
-            return "cpu"
-    if backend == "gpu":
-        import importlib.util
-
-        from cutext.kernels.backend import device_count
-
-        if importlib.util.find_spec("cupy") is None or device_count() == 0:
-            raise RuntimeError("backend='gpu' needs cupy and a visible CUDA device")
-        return "gpu"
-    if backend != "cpu":
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r}")
-    return "cpu"
 
 
 def _as_string_array(texts) -> pa.Array:
@@ -182,7 +163,8 @@ class NGramModel:
         ----------
         path : str or os.PathLike
         backend : {"auto", "cpu", "gpu"}
-            ``"auto"`` = the GPU when cupy and a device are available.
+            Where the trie lives and sentences are scored.  ``"auto"`` (the default of every
+            loader) = the GPU when cupy is installed and a device is visible, else the CPU.
 
         Raises
         ------
@@ -192,7 +174,7 @@ class NGramModel:
         """
         from cutext.stages.trie import build_trie
 
-        be = _resolve_model_backend(backend)
+        be = resolve_backend(backend, needs=ARRAY_STACK)
         t0 = time.perf_counter()
         arpa = read_arpa(path)
         t1 = time.perf_counter()
@@ -207,13 +189,6 @@ class NGramModel:
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
-
-    def _xp(self):
-        if self.backend == "gpu":
-            import cupy
-
-            return cupy
-        return np
 
     def word_ids(self, words) -> np.ndarray:
         """int32 ids of words (a list or pyarrow array of str); unknown words -> ``unk_id``."""
@@ -254,10 +229,9 @@ class NGramModel:
         """
         if eos and self.eos_id < 0:
             raise ValueError(f"{self.path}: the model has no </s>; score with eos=False")
-        if self.backend == "gpu" and not is_gpu_object(ids):
-            import cupy
-
-            ids, offsets = cupy.asarray(ids), cupy.asarray(offsets)
+        if self.backend == "gpu" and not is_gpu_object(ids):  # host ids to the trie's device
+            xp = array_module(self.trie.keys)
+            ids, offsets = xp.asarray(ids), xp.asarray(offsets)
         return trie_kernels.score_tokens(self.trie, ids, offsets, bos_id=self.bos_id, eos_id=self.eos_id,
                                          bos=bos, eos=eos)
 
@@ -281,8 +255,7 @@ class NGramModel:
         """
         ids, offsets = self.encode(sentences)
         tok, nlen, total, out_off = self.score_ids(ids, offsets, bos, eos)
-        if is_gpu_object(tok):
-            tok, nlen, total, out_off = tok.get(), nlen.get(), total.get(), out_off.get()
+        tok, nlen, total, out_off = (to_host(x) for x in (tok, nlen, total, out_off))
         oov_words = ids == self.unk_id
         if eos:
             oov = np.zeros(len(tok), bool)
@@ -323,10 +296,8 @@ class NGramModel:
         """Trie entries of the context suffixes: array (n_contexts, order - 1), -1 where absent."""
         n = self._order(order)
         ids, offsets = self._contexts(contexts, bos)
-        if self.backend == "gpu":
-            import cupy
-
-            ids, offsets = cupy.asarray(ids), cupy.asarray(offsets)
+        xp = array_module(self.trie.keys)  # the ids go where the trie is
+        ids, offsets = xp.asarray(ids), xp.asarray(offsets)
         return trie_kernels.suffix_entries(self.trie, ids, offsets, n - 1)
 
     def next_word_distribution(self, contexts, order=None, sparse: bool = False, bos: bool = False,
@@ -370,7 +341,7 @@ class NGramModel:
         ctx = self.context_entries(contexts, n, bos)
         out = self._dense(ctx, n)
         if not log10:
-            xp = self._xp()
+            xp = array_module(self.trie.keys)
             out = xp.power(xp.float32(10.0), out)
         return out
 
@@ -381,7 +352,7 @@ class NGramModel:
         return out
 
     def _sparse_distribution(self, contexts, n, bos, log10):
-        xp = self._xp()
+        xp = array_module(self.trie.keys)
         C = len(contexts)
         V = self.vocab_size
         t = self.trie
@@ -435,8 +406,10 @@ class NGramModel:
             Host arrays; ties are broken by the smaller word id.
         """
         n = self._order(order)
-        k = int(min(max(1, k), self.vocab_size))
-        xp = self._xp()
+        from cutext.stages.params import count
+
+        k = min(count("k", k, lo=1), self.vocab_size)
+        xp = array_module(self.trie.keys)
         ctx_all = self.context_entries(contexts, n, bos)
         C = ctx_all.shape[0]
         batch = max(1, DIST_BATCH_OUTPUTS // self.vocab_size)
@@ -446,8 +419,7 @@ class NGramModel:
             d = self._dense(ctx_all[a:a + batch], n)
             order_ = xp.argsort(-d, axis=1, kind="stable")[:, :k] if xp is np else xp.argsort(-d, axis=1)[:, :k]
             vals = xp.take_along_axis(d, order_, axis=1)
-            if xp is not np:
-                order_, vals = order_.get(), vals.get()
+            order_, vals = to_host(order_), to_host(vals)
             ids_out[a:a + batch] = order_
             p_out[a:a + batch] = vals
         words = self.vocab.take(pa.array(ids_out.ravel())).to_pylist() if C else []
@@ -524,8 +496,13 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         Unreadable input or an empty corpus (message names the file).
     ArpaError
         Malformed model (message names the file and line).
+    OutputDirectoryError (FileExistsError)
+        ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
+        directory, an input or a parent of one (:mod:`cutext.stages.output`); checked before any work.
     """
     from cutext.stages.read import plan, read_piece
+
+    check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
 
     if sentence not in ("line", "document"):
         raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
@@ -550,7 +527,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
     sum_log10 = 0.0
     try:
-        with atomic_directory(out, overwrite=overwrite) as tmp:
+        with atomic_directory(out, overwrite=overwrite, kind="cutext.ngram", manifest="ngram.json",
+                              inputs=[path, model]) as tmp:
             for piece in pieces:
                 ta = time.perf_counter()
                 df = read_piece(piece, fs)

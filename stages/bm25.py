@@ -41,19 +41,18 @@ def check_params(variant: str, k1: float, b: float, delta: float | None) -> floa
     Raises
     ------
     ValueError
-        Unknown variant, ``k1 < 0``, ``b`` outside [0, 1] or ``delta < 0``.
+        Unknown variant; ``k1``, ``b`` or ``delta`` not a finite number, ``k1 < 0``, ``b`` outside
+        [0, 1] or ``delta < 0``.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown BM25 variant {variant!r}; choose from {VARIANTS}")
-    if not (k1 >= 0):
-        raise ValueError(f"k1 must be >= 0, got {k1}")
-    if not (0.0 <= b <= 1.0):
-        raise ValueError(f"b must be in [0, 1], got {b}")
+    from cutext.stages.params import number
+
+    number("k1", k1, lo=0)
+    number("b", b, lo=0, hi=1)
     if delta is None:
         delta = DEFAULT_DELTA.get(variant, 0.0)
-    if delta < 0:
-        raise ValueError(f"delta must be >= 0, got {delta}")
-    return float(delta)
+    return number("delta", delta, lo=0)
 
 
 def idf(df, n_docs: int, variant: str):

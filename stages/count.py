@@ -12,9 +12,8 @@ All of it is array code on numpy (CPU) or cupy (GPU), the module taken from the 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, values
+from cutext.kernels.backend import array_module, to_host, values
 from cutext.stages.sort import sort_pairs
 
 
@@ -67,21 +66,9 @@ def count_partition(df):
     return lib({"term_id": term, "doc_id": doc_local + doc_min, "tf": tf.astype(np.int32), "dl": dl})
 
 
-def counts_meta(gpu: bool):
-    meta = pd.DataFrame({"term_id": pd.Series([], dtype=np.int32), "doc_id": pd.Series([], dtype=np.int64),
-                         "tf": pd.Series([], dtype=np.int32), "dl": pd.Series([], dtype=np.int32)})
-    if gpu:
-        return to_cudf(meta)
-    return meta
-
-
-def _host(x):
-    return x.to_pandas() if is_gpu_object(x) else x
-
-
 def document_frequencies(counts_ddf, n_terms: int) -> np.ndarray:
     """Global ``df`` (step 6), int64 array of shape (n_terms + 1,), index = term id."""
-    vc = _host(counts_ddf["term_id"].value_counts().compute())
+    vc = to_host(counts_ddf["term_id"].value_counts().compute())
     df = np.zeros(n_terms + 1, dtype=np.int64)
     df[vc.index.to_numpy().astype(np.int64)] = vc.to_numpy()
     return df
@@ -89,7 +76,7 @@ def document_frequencies(counts_ddf, n_terms: int) -> np.ndarray:
 
 def document_lengths(tokens_ddf, n_docs: int) -> np.ndarray:
     """Global document lengths (step 3), int64 array (n_docs,); documents without tokens are 0."""
-    vc = _host(tokens_ddf["doc_id"].value_counts().compute())
+    vc = to_host(tokens_ddf["doc_id"].value_counts().compute())
     lengths = np.zeros(n_docs, dtype=np.int64)
     lengths[vc.index.to_numpy().astype(np.int64)] = vc.to_numpy()
     return lengths

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, values
+from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf, values
 
 UNKNOWN_TERM_ID = 0
 
@@ -44,10 +44,19 @@ def build_vocabulary(tokens_ddf) -> pa.Array:
     return pc.take(arr, pc.sort_indices(arr))
 
 
-def vocabulary_frame(vocab: pa.Array, gpu: bool):
-    """``(token, term_id)`` frame of the vocabulary, for the join in :func:`encode_partition`."""
+def vocabulary_frame(vocab: pa.Array, like):
+    """``(token: str, term_id: int32)`` frame of the vocabulary, for the join in :func:`encode_partition`.
+
+    Parameters
+    ----------
+    vocab : pyarrow string array, shape (V,)
+        From :func:`build_vocabulary`; ``vocab[i]`` gets term id ``i + 1``.
+    like : {"cpu", "gpu"} or data
+        The partitions it will be joined with (e.g. the tokens collection): pandas for host data,
+        cudf for device data (:func:`cutext.kernels.backend.is_gpu`).
+    """
     ids = np.arange(1, len(vocab) + 1, dtype=np.int32)
-    if gpu:
+    if is_gpu(like):
         import cudf
 
         return cudf.DataFrame({"token": to_cudf(vocab), "term_id": ids})
@@ -86,13 +95,6 @@ def encode_partition(df, vocab_frame):
     xp = array_module(lut)
     ids = lut[xp.asarray(codes)]
     return lib({"doc_id": values(df["doc_id"]), "term_id": ids})
-
-
-def encoded_meta(gpu: bool):
-    meta = pd.DataFrame({"doc_id": pd.Series([], dtype=np.int64), "term_id": pd.Series([], dtype=np.int32)})
-    if gpu:
-        return to_cudf(meta)
-    return meta
 
 
 def encode_terms(terms, vocab: pa.Array) -> np.ndarray:

@@ -283,8 +283,12 @@ def bow_from_tokens(token_lists, vocab: list, source: str = "") -> BagOfWords:
                       source, {"unknown": unknown})
 
 
-def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", **read_kw) -> BagOfWords:
-    """Read, tokenize and encode any corpus the readers take (paper 004's stages), as a bag of words.
+def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", client=None, scheduler="auto",
+                    n_workers=None, **read_kw) -> BagOfWords:
+    """Read, tokenize, encode and count any corpus the readers take, as a bag of words.
+
+    The corpus front end (:func:`cutext.stages.corpus.corpus_session`) runs the stages under the
+    one compute policy, so a ``client`` runs them on its cluster.
 
     Parameters
     ----------
@@ -294,56 +298,44 @@ def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", **rea
     format : str
         Reader format (``"auto"``, ``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``).
     backend : {"cpu", "gpu"}
-        Where the read/tokenize/encode stages run; the result is on the host.
+        The resolved backend of the stages; the result is on the host.
+    client : distributed.Client, optional
+        Run the stages on this cluster.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+        Without a client: :func:`cutext.stages.compute.compute_context`'s policy.
+    n_workers : int, optional
+        Workers of a local cluster.
+    **read_kw
+        ``text_column``, ``id_column``, ``blocksize``, ``encoding``, ``storage_options``.
 
     Returns
     -------
     BagOfWords
-        Vocabulary sorted by UTF-8 bytes (the encode stage's ids minus one), documents in reader order.
+        Vocabulary sorted by UTF-8 bytes (the encode stage's ids minus one), documents in reader
+        order, words ascending within a document; ``extra["timings"]`` holds the front end's stage
+        seconds and ``extra["scheduler"]`` / ``extra["n_workers"]`` where they ran.
 
     Raises
     ------
     CorpusError
         Unreadable input or a corpus without documents.
     """
-    import dask
-    from cutext.stages.encode import (
-        build_vocabulary,
-        encode_partition,
-        encoded_meta,
-        vocabulary_frame,
-    )
-    from cutext.stages.read import assign_doc_ids, read_corpus
-    from cutext.stages.tokenize import TokenizerConfig, tokenize_partition, tokens_meta
+    from cutext.stages.corpus import corpus_session
 
-    cfg = tokenizer or TokenizerConfig.make()
-    gpu = backend == "gpu"
-    with dask.config.set({"dataframe.backend": "cudf" if gpu else "pandas", "dataframe.convert-string": False,
-                          "scheduler": "synchronous" if gpu else "threads"}):
-        docs, pieces, _ = read_corpus(path, format=format, backend=backend, **read_kw)
-        docs, part_counts = assign_doc_ids(docs, pieces)
-        n_docs = int(part_counts.sum())
-        if n_docs == 0:
-            raise CorpusError(f"{path}: the corpus holds no document")
-        tokens = docs.map_partitions(tokenize_partition, cfg, meta=tokens_meta(gpu)).persist()
-        vocab = build_vocabulary(tokens)
-        enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, gpu), meta=encoded_meta(gpu)).compute()
-        names = docs[["doc_id", "source_id"]].compute()
-    if gpu:
-        enc = enc.to_pandas()
-        names = names.to_pandas()
-    doc = enc["doc_id"].to_numpy(np.int64)
-    term = enc["term_id"].to_numpy(np.int64) - 1
-    V = len(vocab)
-    key = np.unique(doc * max(V, 1) + term, return_counts=True)
-    ukey, cnt = key
-    udoc = ukey // max(V, 1)
-    uword = ukey - udoc * max(V, 1)
+    with corpus_session(path, tokenizer, backend, client=client, scheduler=scheduler, n_workers=n_workers,
+                        format=format, **read_kw) as c:
+        host = c.host_counts()
+        names = c.source_ids()
+    n_docs, V = c.n_docs, c.n_terms
+    # one row per distinct (document, term): order by document, then word
+    word = host["term_id"] - 1
+    order = np.lexsort((word, host["doc_id"]))
+    udoc, uword, cnt = host["doc_id"][order], word[order], host["tf"][order]
     doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(np.bincount(udoc, minlength=n_docs), out=doc_ptr[1:])
-    names = names.sort_values("doc_id")
-    return BagOfWords(doc_ptr, uword.astype(np.int32), cnt.astype(np.int32), vocab.to_pylist(),
-                      names["source_id"].astype(str).tolist(), str(path))
+    return BagOfWords(doc_ptr, uword.astype(np.int32), cnt.astype(np.int32), c.vocab.to_pylist(),
+                      names["source_id"].astype(str).tolist(), str(path),
+                      {"timings": dict(c.timings), "scheduler": c.info.scheduler, "n_workers": c.info.n_workers})
 
 
 def detect_format(path) -> str:
@@ -364,6 +356,8 @@ def read_bow(path, *, format="auto", vocab=None, tokenizer=None, backend="cpu", 
 
     ``format``: ``"auto"`` (:func:`detect_format`), ``"uci"``, ``"ldac"``, or a corpus format of the
     readers (``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``; ``"corpus"`` = auto).
+    ``backend`` (resolved) and ``read_kw`` (reader settings, ``client``, ``scheduler``,
+    ``n_workers``) go to :func:`bow_from_corpus`; UCI and LDA-C files are read on the host.
     """
     fmt = detect_format(path) if format == "auto" else format
     if fmt == "uci":

@@ -56,6 +56,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
+from cutext.kernels.backend import meta as frame_meta
 
 COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd",
                 ".xz": "xz", ".lzma": "xz"}
@@ -546,29 +548,27 @@ def _frame(ids, text, reps) -> pd.DataFrame:
     return table.to_pandas(types_mapper={pa.large_string(): pd.StringDtype("pyarrow")}.get)
 
 
-def meta_frame() -> pd.DataFrame:
-    return pd.DataFrame({"source_id": pd.Series([], dtype=pd.StringDtype("pyarrow")),
-                         "text": pd.Series([], dtype=pd.StringDtype("pyarrow")),
-                         "replaced": pd.Series([], dtype=np.int32)})
+def meta_frame(backend: str = "cpu"):
+    """Empty ``(source_id: string, text: string, replaced: int32)`` frame: pandas, or cudf for ``"gpu"``."""
+    return frame_meta("corpus", backend)
 
 
 class _PieceReader:
-    """Picklable callable for dask.dataframe.from_map."""
+    """Picklable callable for dask.dataframe.from_map: a piece -> a pandas or cudf partition."""
 
-    def __init__(self, fs, gpu: bool):
+    def __init__(self, fs, backend: str):
         self.fs = fs
-        self.gpu = gpu
+        self.backend = backend
 
     def __call__(self, piece: Piece):
         df = read_piece(piece, self.fs)
-        return to_backend(df, self.gpu)
+        return to_backend(df, self.backend)
 
 
-def to_backend(df: pd.DataFrame, gpu: bool):
-    if not gpu:
+def to_backend(df: pd.DataFrame, backend: str):
+    """A host frame as a partition of the resolved ``backend``: itself (``"cpu"``) or cudf (``"gpu"``)."""
+    if not is_gpu(backend):
         return df
-    from cutext.kernels.backend import to_cudf
-
     return to_cudf(df)
 
 
@@ -590,7 +590,8 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     encoding : str
         Text encoding of the input; undecodable bytes are replaced and counted.
     backend : {"cpu", "gpu"}
-        Partition type: pandas or cudf.
+        The resolved backend (:func:`cutext.kernels.backend.resolve_backend`): pandas or cudf
+        partitions.  Downstream stages take the library from the partitions.
 
     Returns
     -------
@@ -601,9 +602,7 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
 
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
                            blocksize=blocksize, encoding=encoding, storage_options=storage_options)
-    gpu = backend == "gpu"
-    meta = to_backend(meta_frame(), gpu)
-    ddf = dd.from_map(_PieceReader(fs, gpu), pieces, meta=meta, enforce_metadata=False,
+    ddf = dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
                       label="read-corpus")
     return ddf, pieces, fmt
 
@@ -617,11 +616,7 @@ class _Numberer:
     def __call__(self, df, partition_info=None):
         i = partition_info["number"]
         n = len(df)
-        xp_mod = type(df).__module__
-        if xp_mod.startswith("cudf"):
-            import cupy as xp
-        else:
-            xp = np
+        xp = array_module(df)
         df = df.copy()
         piece = self.pieces[i]
         if piece.numbered:
@@ -631,9 +626,7 @@ class _Numberer:
                 rows = np.arange(self.row_offsets[i], self.row_offsets[i] + n).astype(str)
                 prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
                 filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
-                if xp is not np:
-                    from cutext.kernels.backend import to_cudf
-
+                if is_gpu_object(df):
                     filled = to_cudf(filled)
                 filled.index = src.index
                 df["source_id"] = src.where(~missing, filled)
@@ -670,7 +663,7 @@ def assign_doc_ids(ddf, pieces):
             row_offsets[i] = seen.get(p.file_index, 0)
             seen[p.file_index] = row_offsets[i] + counts[i]
     meta = ddf._meta.copy()
-    meta.insert(0, "doc_id", np.zeros(0, np.int64) if not type(meta).__module__.startswith("cudf") else meta.index.values.astype("int64"))
+    meta.insert(0, "doc_id", array_module(meta).zeros(0, np.int64))
     out = ddf.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=meta,
                              enforce_metadata=False, align_dataframes=False)
     return out, counts

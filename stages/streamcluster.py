@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 
 METHODS = ("reference", "brute", "ellpack")
@@ -527,7 +528,11 @@ class StreamClusterer:
         ``T`` in [0, 1]: a document joins its most similar cluster when ``sim > T``.
     top_k : int
         Terms per document and per cluster (paper: 35 to 60), at most 512.
-    backend : {"cpu", "gpu"}
+    backend : {"auto", "cpu", "gpu"}
+        ``"auto"`` (the default of every loader) = the GPU when cupy is installed and a device is
+        visible and ``method`` is None or ``"ellpack"`` (the GPU runs only that engine), else the
+        CPU.  The assignments are the same on both.  Resolved once here; ``self.backend`` holds
+        ``"cpu"`` or ``"gpu"``.
     method : {"reference", "brute", "ellpack"}, optional
         Default: ``"reference"`` on the CPU, ``"ellpack"`` on the GPU.
     batch_size : int
@@ -551,15 +556,17 @@ class StreamClusterer:
     state : ClusterState
     """
 
-    def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "cpu", method=None,
+    def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "auto", method=None,
                  batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
                  _state=None):
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
         if not 1 <= int(top_k) <= ellpack.MAX_K:
             raise ValueError(f"top_k must be in [1, {ellpack.MAX_K}], got {top_k}")
+        if backend == "auto":  # the GPU runs only the ELLPACK engine
+            backend = resolve_backend("auto", needs=ARRAY_STACK) if method in (None, "ellpack") else "cpu"
         if backend not in ("cpu", "gpu"):
-            raise ValueError(f"backend must be 'cpu' or 'gpu' (resolve 'auto' first), got {backend!r}")
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r}")
         method = method or ("ellpack" if backend == "gpu" else "reference")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -646,14 +653,14 @@ class StreamClusterer:
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> Path:
         """Write the state (clusters Parquet, vocabulary Parquet, JSON) to a directory, atomically."""
-        from cutext.pipelines._result import atomic_directory
+        from cutext.stages.output import atomic_directory
 
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="cutext.cluster.state", manifest="state.json") as tmp:
             self.write_state(tmp)
         return Path(path)
 
     def write_state(self, d) -> None:
-        from cutext.pipelines._result import write_json
+        from cutext.stages.output import write_json
 
         d = Path(d)
         pq.write_table(self.state.to_table(), d / "clusters.parquet")
@@ -663,39 +670,70 @@ class StreamClusterer:
         if self.vectorizer is not None:
             pq.write_table(self.vectorizer.vocab_table(), d / "vocab.parquet")
             meta["vectorizer"] = self.vectorizer.to_dict()
+            meta["n_terms"] = len(self.vectorizer.terms)
         write_json(d / "state.json", meta)
 
     @classmethod
-    def load(cls, path, *, backend: str = "cpu", method=None, batch_size: int = 1, devices=None,
+    def load(cls, path, *, backend: str = "auto", method=None, batch_size: int = 1, devices=None,
              n_shards: int = 1, candidates="auto", threshold=None) -> "StreamClusterer":
         """Resume from :meth:`save` (or a pipeline's ``state/`` folder); runs on the backend given here.
+
+        ``backend`` (default ``"auto"``), ``method``, ``batch_size``, ``devices``, ``n_shards`` and
+        ``candidates`` are those of :class:`StreamClusterer`; the saved state is the same for all.
 
         The ELLPACK engine rebuilds its matrix and its inverted index from the saved clusters.
 
         Raises
         ------
-        FileNotFoundError, ValueError
-            Missing files or a state that is not a cutext cluster state.
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+            Missing directory or file.
+        ArtifactError (ValueError)
+            Not a cutext cluster state, or a corrupt one (the message names the directory and file):
+            a missing or out-of-range field (top_k >= 1, threshold in [0, 1], counts >= 0), cluster
+            rows that disagree with n_clusters, term ids outside the vocabulary, weights or norms
+            that are not finite, a vocabulary shorter than the one saved.
         """
+        from cutext.stages import artifacts as art
         from cutext.stages.tokenize import TokenizerConfig
 
         d = Path(path)
+        meta = art.read_manifest(d, "state.json", "cutext.cluster.state", "a saved StreamClusterer state")
         f = d / "state.json"
-        if not f.is_file():
-            raise FileNotFoundError(f"{d}: no state.json (not a saved StreamClusterer state)")
-        meta = json.loads(f.read_text(encoding="utf-8"))
-        if meta.get("kind") != "cutext.cluster.state":
-            raise ValueError(f"{f}: not a cutext cluster state")
-        K = int(meta["top_k"])
-        state = ClusterState.from_table(pq.read_table(d / "clusters.parquet"), K)
+        K = art.field_int(meta, "top_k", f, lo=1)
+        art.field_float(meta, "threshold", f, lo=0.0, hi=1.0)
+        n_docs = art.field_int(meta, "n_docs", f, lo=0)
+        n_clusters = art.field_int(meta, "n_clusters", f, lo=0, hi=max(n_docs, 0))
+        cf = d / "clusters.parquet"
+        table = art.read_table(cf, {"cluster_id": "int", "size": "int", "norm": "float", "term_ids": "list",
+                                    "weights": "list"}, "cluster table")
+        if table.num_rows != n_clusters:
+            raise art.ArtifactError(f"{cf}: {table.num_rows} clusters, state.json says n_clusters={n_clusters}")
+        art.check_range(table.column("size").to_numpy(), 1, max(n_docs, 1), "cluster sizes", cf)
+        art.check_finite(table.column("norm").to_numpy(), "norms", cf)
+        term_ids = table.column("term_ids").combine_chunks().flatten().to_numpy()
+        art.check_finite(table.column("weights").combine_chunks().flatten().to_numpy(), "weights", cf)
         vec = None
         if meta.get("vectorizer"):
-            v = meta["vectorizer"]
-            vt = pq.read_table(d / "vocab.parquet")
+            v = art.field_dict(meta, "vectorizer", f)
+            for key in ("weighting", "idf", "n_ref", "tokenizer"):
+                if key not in v:
+                    raise art.ArtifactError(f"{f}: vectorizer has no {key!r}")
+            vf = d / "vocab.parquet"
+            vt = art.read_table(vf, {"term": "string", "df": "int"}, "vocabulary")
             terms = vt.column("term").to_pylist()
+            if "n_terms" in meta and art.field_int(meta, "n_terms", f, lo=0) != len(terms):
+                raise art.ArtifactError(f"{vf}: {len(terms)} terms, state.json says n_terms={meta['n_terms']}")
+            art.check_range(term_ids, 1, len(terms), "cluster term ids", cf)
             df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
+            art.check_range(df, 0, np.iinfo(np.int64).max, "document frequencies", vf)
             vec = StreamVectorizer(K, v["weighting"], v["idf"], TokenizerConfig.from_dict(v["tokenizer"]),
                                    terms=terms, df=df, n_ref=v["n_ref"])
+        else:
+            art.check_range(term_ids, 0, np.iinfo(np.int64).max, "cluster term ids", cf)
+        try:
+            state = ClusterState.from_table(table, K)
+        except ValueError as exc:
+            raise art.ArtifactError(f"{cf}: {exc}") from None
         sc = cls(meta["threshold"] if threshold is None else threshold, K, backend=backend, method=method,
                  batch_size=batch_size, devices=devices, n_shards=n_shards, candidates=candidates, vectorizer=vec,
                  _state=state)

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from dask.utils import Dispatch
 
 from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 
@@ -180,22 +182,43 @@ def _split_gpu(text, doc_id, lowercase: bool):
     return tokens, ids
 
 
+# the token split is where pandas/pyarrow and cudf differ: a type-keyed dispatch (as dask's
+# dataframe/dispatch.py does), cudf registered lazily so that CPU machines never import it
+split_dispatch = Dispatch("split_tokens")
+
+
+@split_dispatch.register((pd.Series, pa.Array, pa.ChunkedArray))
+def _split_host(text, doc_id, lowercase):
+    return _split_cpu(text, np.asarray(doc_id), lowercase)
+
+
+@split_dispatch.register_lazy("cudf")
+def _register_cudf():
+    import cudf
+
+    split_dispatch.register(cudf.Series, _split_gpu)
+
+
 def split_tokens(text, doc_id, lowercase=True):
-    """Steps 1-2 of the rules: lowercase and split.
+    """Steps 1-2 of the rules: lowercase and split (dispatched on the type of ``text``).
 
     Parameters
     ----------
-    text : pandas.Series or cudf.Series of str, shape (n_docs,)
+    text : pandas.Series, pyarrow string array or cudf.Series of str, shape (n_docs,)
     doc_id : numpy or cupy int64 array, shape (n_docs,)
 
     Returns
     -------
     (Series of str, int64 array)
-        Tokens in document order, shape (n_tokens,), and the doc_id of each.
+        Tokens in document order, shape (n_tokens,), and the doc_id of each: pandas and numpy for
+        host input (:func:`_split_cpu`), cudf and cupy for cudf input (:func:`_split_gpu`).
+
+    Raises
+    ------
+    TypeError
+        ``text`` of a type no split is registered for.
     """
-    if is_gpu_object(text):
-        return _split_gpu(text, doc_id, lowercase)
-    return _split_cpu(text, np.asarray(doc_id), lowercase)
+    return split_dispatch(text, doc_id, lowercase)
 
 
 def _host_strings(uniq) -> list[str]:
@@ -250,7 +273,7 @@ def tokenize_partition(df, cfg: TokenizerConfig):
     Returns
     -------
     DataFrame of the same library, columns ``doc_id: int64, token: str``, one row per token, in
-    document order.
+    document order (``cutext.kernels.backend.meta("tokens", like=df)`` is its empty form).
     """
     from cutext.kernels.backend import values
 
@@ -261,14 +284,6 @@ def tokenize_partition(df, cfg: TokenizerConfig):
 
         return cudf.DataFrame({"doc_id": ids.astype(np.int64), "token": tokens})
     return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
-
-
-def tokens_meta(gpu: bool):
-    meta = pd.DataFrame({"doc_id": pd.Series([], dtype=np.int64),
-                         "token": pd.Series([], dtype=pd.StringDtype("pyarrow"))})
-    if gpu:
-        return to_cudf(meta)
-    return meta
 
 
 def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:

@@ -129,9 +129,9 @@ def test_bad_corpora_and_parameters_leave_no_model(tmp_path):
         pipelines.run("lda", str(empty), out=out, K=4, iterations=2, progress=False)
     good = tmp_path / "good.ldac"
     good.write_text("2 0:5 1:1\n1 1:2\n")
-    with pytest.raises(ValueError, match="K must be >= 2"):
+    with pytest.raises(ValueError, match="K must be an integer >= 2"):
         pipelines.run("lda", str(good), out=out, K=1, iterations=2, progress=False)
-    with pytest.raises(ValueError, match="alpha and beta"):
+    with pytest.raises(ValueError, match="beta must be a finite number > 0"):
         pipelines.run("lda", str(good), out=out, K=3, beta=0.0, progress=False)
     bad = tmp_path / "docword.bad.txt"
     bad.write_text("1\n2\n1\n1 7 1\n")
@@ -574,3 +574,61 @@ def test_state_likelihood_is_eq5(reuters, layout):
         sh.step(1, "sparse")
         assert sh.log_likelihood() == pytest.approx(st.log_likelihood(), rel=1e-12)
         assert sh.llpt() == pytest.approx(st.llpt(), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- the corpus front end
+
+def _two_topic_lines(path, n_docs=60, seed=3):
+    """A text corpus of two vocabularies (one document a line), generated from a seed."""
+    rng = np.random.default_rng(seed)
+    topics = [[f"alpha{i}" for i in range(12)], [f"beta{i}" for i in range(12)]]
+    lines = [" ".join(rng.choice(topics[d % 2], size=int(rng.integers(5, 15)))) for d in range(n_docs)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
+def test_text_corpus_runs_on_the_client_and_equals_the_local_run(tmp_path):
+    """``pipelines.run("lda", <text>, client=c)``: the front end's tasks run on the client's workers,
+    and the model is the one trained without a client."""
+    distributed = pytest.importorskip("distributed")
+    src = tmp_path / "two.txt"
+    lines = _two_topic_lines(src)
+    kw = dict(K=2, iterations=5, format="lines", backend="cpu", progress=False, seed=1, blocksize=256)
+    local = pipelines.run("lda", str(src), out=str(tmp_path / "local"), **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client=client) as ts:
+            remote = pipelines.run("lda", str(src), out=str(tmp_path / "remote"), client=client, **kw)
+    keys = [str(t["key"]) for t in ts.data]
+    assert any("tokenize_partition" in k for k in keys), keys[:10]
+    assert any("encode_partition" in k for k in keys) and any("count_partition" in k for k in keys)
+    workers = {t["worker"] for t in ts.data}
+    assert len(workers) == 2, workers  # both workers of the cluster ran tasks (blocksize: several pieces)
+    params = json.loads((tmp_path / "remote" / "params.json").read_text())
+    assert params["front_end"]["scheduler"] == "client" and params["front_end"]["n_workers"] == 2
+    a, b = LDAModel.load(local.path), LDAModel.load(remote.path)
+    assert a.vocab == b.vocab and len(a.documents) == len(lines)
+    np.testing.assert_array_equal(a.W, b.W)
+    pd.testing.assert_frame_equal(a.documents, b.documents)
+    pd.testing.assert_frame_equal(a.doc_topic, b.doc_topic)
+    np.testing.assert_array_equal(a.llpt["llpt"].to_numpy(), b.llpt["llpt"].to_numpy())
+    assert local.counts == remote.counts
+
+
+def test_bow_from_corpus_counts_every_token(tmp_path):
+    """The front end's bag of words equals counting the tokenizer's output by hand."""
+    from collections import Counter
+
+    from cutext.stages.lda_chunk import bow_from_corpus
+    from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+
+    src = tmp_path / "two.txt"
+    lines = _two_topic_lines(src, n_docs=23, seed=9)
+    cfg = TokenizerConfig.make()
+    bow = bow_from_corpus(str(src), tokenizer=cfg, format="lines", backend="cpu", blocksize=200)
+    assert bow.vocab == sorted(bow.vocab) and bow.n_docs == len(lines)
+    for d, toks in enumerate(tokenize_texts(lines, cfg)):
+        a, b = bow.doc_ptr[d], bow.doc_ptr[d + 1]
+        got = {bow.vocab[w]: int(c) for w, c in zip(bow.word[a:b], bow.count[a:b])}
+        assert got == dict(Counter(toks)), d
+        assert list(bow.word[a:b]) == sorted(bow.word[a:b])

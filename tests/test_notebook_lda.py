@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from test_notebooks import NOTEBOOKS, _execute, _outputs, kernel, nbformat  # noqa: F401  (fixture)
+from notebook_helpers import NOTEBOOKS, _execute, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 
 LDA_NB = NOTEBOOKS / "lda_topics.ipynb"
 

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_notebooks import _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
+from notebook_helpers import _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "ngram_scoring.ipynb"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_notebooks import NOTEBOOKS, _execute, _metric, _outputs, kernel  # noqa: F401  (kernel is a fixture)
+from notebook_helpers import NOTEBOOKS, _execute, _metric, _outputs, kernel  # noqa: F401  (kernel is a fixture)
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -1,0 +1,307 @@
+"""The corpus front end: read -> tokenize -> encode -> count on dask partitions (paper 004, steps 1-6).
+
+Every pipeline that starts from text (``bm25``, ``cluster``, ``lda``) builds its input here, so the
+chain is written once and runs under the one scheduler policy
+(:func:`cutext.stages.compute.compute_context`): a ``client=`` given to a pipeline runs these stages.
+
+Two calls, because the compute context is chosen from the input's size::
+
+    src = open_corpus(path, backend="cpu")                  # plan the pieces; nothing is read
+    with compute_context(src.backend, client=client, nbytes=src.input_bytes) as info:
+        corpus = build_corpus(src, TokenizerConfig.make(), info)
+        corpus.counts                                       # (term_id, doc_id, tf, dl), persisted
+
+or the two at once with :func:`corpus_session`.  The persisted collections live as long as the
+compute context (a local cluster closes with it): take to the host (:meth:`Corpus.host_counts`,
+:meth:`Corpus.source_ids`) what must outlive it.
+
+Stages and their timing names (seconds, wall clock; each stage is persisted before the next one
+starts, so the timings are honest):
+
+``read``      :func:`cutext.stages.read.assign_doc_ids` (read every piece, dense ``doc_id``);
+``tokenize``  :func:`cutext.stages.tokenize.tokenize_partition` -> ``(doc_id, token)``;
+``encode``    :func:`cutext.stages.encode.build_vocabulary` (the global step),
+              :func:`~cutext.stages.encode.encode_partition` -> ``(doc_id, term_id)``, document lengths;
+``count``     :func:`cutext.stages.count.count_partition` -> ``(term_id, doc_id, tf, dl)``, global ``df``.
+
+The backend is the resolved string at the edge (:func:`open_corpus` makes pandas or cudf
+partitions); past it every stage takes its library from the partitions.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from cutext.kernels.backend import is_gpu, meta, to_host
+from cutext.stages.compute import ComputeInfo, compute_context, input_bytes, materialize
+from cutext.stages.count import count_partition, document_frequencies, document_lengths
+from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
+from cutext.stages.read import DEFAULT_BLOCKSIZE, assign_doc_ids, read_corpus
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+
+__all__ = ["CorpusSource", "Corpus", "open_corpus", "build_corpus", "corpus_session", "STAGES"]
+
+STAGES = ("read", "tokenize", "encode", "count")
+
+
+@dataclass
+class CorpusSource:
+    """A planned corpus: the lazy reader and what the compute context needs to know.
+
+    Attributes
+    ----------
+    path : str, os.PathLike or list
+        The input as given.
+    docs : dask.dataframe.DataFrame
+        Lazy ``(source_id: string, text: string, replaced: int32)``, one partition a piece, pandas
+        or cudf partitions.
+    pieces : list of cutext.stages.read.Piece
+    format : str
+        The resolved reader format.
+    input_bytes : int
+        Bytes of the input files (the compute context's size test).
+    backend : {"cpu", "gpu"}
+        The resolved backend the partitions were made for.
+    """
+
+    path: object
+    docs: object
+    pieces: list
+    format: str
+    input_bytes: int
+    backend: str
+
+
+def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
+                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None) -> CorpusSource:
+    """Plan a corpus (list its pieces, measure its bytes); nothing is read yet.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.read.read_corpus`).
+    backend : {"cpu", "gpu"}
+        The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
+    format, text_column, id_column, blocksize, encoding, storage_options
+        Reader settings (:func:`cutext.stages.read.read_corpus`).
+
+    Returns
+    -------
+    CorpusSource
+
+    Raises
+    ------
+    FileNotFoundError
+        The path matches nothing.
+    CorpusError (ValueError)
+        An unknown format or unreadable input found while planning.
+    ValueError
+        ``backend`` is not ``"cpu"`` / ``"gpu"`` (resolve ``"auto"`` first).
+    """
+    from fsspec.core import url_to_fs
+
+    is_gpu(backend)  # validates the resolved string
+    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
+                                    blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                                    backend=backend)
+    p0 = path[0] if isinstance(path, (list, tuple)) else path
+    fs = url_to_fs(str(p0), **(storage_options or {}))[0]
+    return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend)
+
+
+@dataclass
+class Corpus:
+    """A corpus through the front end: persisted dask collections and host summaries.
+
+    Attributes
+    ----------
+    docs : dask.dataframe.DataFrame
+        ``(doc_id: int64, source_id: string, text: string, replaced: int32)``, persisted.
+    tokens : dask.dataframe.DataFrame or None
+        ``(doc_id: int64, token: string)``, persisted; None unless ``keep_tokens=True`` (it is
+        the largest table and is dropped after the encode stage).
+    vocab : pyarrow.LargeStringArray, shape (V,)
+        Sorted by UTF-8 bytes; term id ``i + 1`` is ``vocab[i]``, id 0 is reserved for unknown terms.
+    encoded : dask.dataframe.DataFrame
+        ``(doc_id: int64, term_id: int32)``, one row per token, persisted.
+    counts : dask.dataframe.DataFrame or None
+        ``(term_id: int32, doc_id: int64, tf: int32, dl: int32)``, one row per distinct
+        (document, term), sorted by (term_id, doc_id) within each partition, persisted; None when
+        built with ``count=False``.
+    lengths : numpy int64 array, shape (n_docs,)
+        Tokens per document (0 for a document without a token).
+    df : numpy int64 array, shape (V + 1,) or None
+        Documents per term id (``df[0] = 0``); None when built with ``count=False``.
+    n_docs : int
+    source : CorpusSource
+    info : ComputeInfo
+        Where the stages ran.
+    timings : dict
+        Seconds per stage, keys of :data:`STAGES` that ran.
+    """
+
+    docs: object
+    tokens: object
+    vocab: pa.Array
+    encoded: object
+    counts: object
+    lengths: np.ndarray
+    df: np.ndarray | None
+    n_docs: int
+    source: CorpusSource
+    info: ComputeInfo
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def n_terms(self) -> int:
+        """V, the vocabulary size (term ids 1 .. V)."""
+        return len(self.vocab)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def format(self) -> str:
+        return self.source.format
+
+    @property
+    def pieces(self) -> list:
+        return self.source.pieces
+
+    @property
+    def input_bytes(self) -> int:
+        return self.source.input_bytes
+
+    def host_counts(self) -> dict:
+        """The counts on the host: ``doc_id``, ``term_id``, ``tf``, int64 arrays, one entry per
+        distinct (document, term), in partition order (each partition sorted by term, then document).
+
+        Raises
+        ------
+        ValueError
+            The corpus was built with ``count=False``.
+        """
+        if self.counts is None:
+            raise ValueError("this corpus was built without the count stage (count=False)")
+        c = to_host(self.counts[["doc_id", "term_id", "tf"]].compute())
+        return {k: c[k].to_numpy(np.int64) for k in ("doc_id", "term_id", "tf")}
+
+    def source_ids(self):
+        """pandas DataFrame ``(doc_id: int64, source_id: string)`` on the host, sorted by doc_id."""
+        ids = to_host(self.docs[["doc_id", "source_id"]].compute())
+        return ids.sort_values("doc_id", ignore_index=True)
+
+
+def _timed(timings: dict):
+    def run(name, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        timings[name] = time.perf_counter() - t0
+        return out
+    return run
+
+
+def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: ComputeInfo, *,
+                 count: bool = True, keep_tokens: bool = False, run_stage=None) -> Corpus:
+    """Run the front end's stages on a planned corpus, inside an entered compute context.
+
+    Parameters
+    ----------
+    source : CorpusSource
+        From :func:`open_corpus`.
+    tokenizer : TokenizerConfig, optional
+        Default ``TokenizerConfig.make()`` (lowercase, no stopwords, no stemming).
+    info : ComputeInfo
+        The context the stages run in (:func:`cutext.stages.compute.compute_context`); its
+        client, if any, runs every task.
+    count : bool
+        Run the count stage (``counts``, ``df``).
+    keep_tokens : bool
+        Keep the persisted ``(doc_id, token)`` table in the result.
+    run_stage : callable, optional
+        ``run_stage(name, fn) -> fn()``: runs each stage (``name`` in :data:`STAGES`), e.g. to time
+        it under another name or move a progress bar.  Default: time it into ``Corpus.timings``.
+
+    Returns
+    -------
+    Corpus
+        ``timings`` holds the stages' seconds when ``run_stage`` is the default.
+
+    Raises
+    ------
+    CorpusError (ValueError)
+        Unreadable input, or a corpus without documents (the message names the file).
+    """
+    cfg = tokenizer or TokenizerConfig.make()
+    timings: dict[str, float] = {}
+    run = run_stage or _timed(timings)
+
+    docs, part_counts = run("read", lambda: assign_doc_ids(source.docs, source.pieces))
+    n_docs = int(part_counts.sum())
+
+    def _tokenize():
+        return materialize(docs.map_partitions(tokenize_partition, cfg, meta=meta("tokens", docs)), info)
+
+    tokens = run("tokenize", _tokenize)
+
+    def _encode():
+        vocab = build_vocabulary(tokens)
+        enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, tokens), meta=meta("encoded", tokens))
+        lengths = document_lengths(tokens, n_docs)
+        return vocab, materialize(enc, info), lengths
+
+    vocab, encoded, lengths = run("encode", _encode)
+    counts = df = None
+    if count:
+        def _count():
+            c = materialize(encoded.map_partitions(count_partition, meta=meta("counts", encoded)), info)
+            return c, document_frequencies(c, len(vocab))
+
+        counts, df = run("count", _count)
+    return Corpus(docs, tokens if keep_tokens else None, vocab, encoded, counts, lengths, df, n_docs, source,
+                  info, timings)
+
+
+@contextlib.contextmanager
+def corpus_session(path, tokenizer: TokenizerConfig | None = None, backend: str = "cpu", *, client=None,
+                   scheduler: str = "auto", n_workers: int | None = None, count: bool = True,
+                   keep_tokens: bool = False, run_stage=None, **read_kw):
+    """Plan, enter the compute context, run the front end; yields the :class:`Corpus`.
+
+    The collections are valid inside the ``with`` block (a local cluster closes at its end).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+    tokenizer : TokenizerConfig, optional
+    backend : {"cpu", "gpu"}
+        The resolved backend.
+    client : distributed.Client, optional
+        Run every stage on this cluster.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+        Without a client: the policy of :func:`cutext.stages.compute.compute_context`.
+    n_workers : int, optional
+        Workers of a local cluster.
+    count, keep_tokens, run_stage
+        See :func:`build_corpus`.
+    **read_kw
+        ``format``, ``text_column``, ``id_column``, ``blocksize``, ``encoding``,
+        ``storage_options`` (:func:`open_corpus`).
+
+    Yields
+    ------
+    Corpus
+
+    Raises
+    ------
+    FileNotFoundError, CorpusError
+    """
+    src = open_corpus(path, backend=backend, **read_kw)
+    with compute_context(backend, client=client, scheduler=scheduler, nbytes=src.input_bytes,
+                         n_workers=n_workers) as info:
+        yield build_corpus(src, tokenizer, info, count=count, keep_tokens=keep_tokens, run_stage=run_stage)

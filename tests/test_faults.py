@@ -1,0 +1,77 @@
+"""Faults on a process-based LocalCluster (issue 15, item 8): a worker killed while a bm25 run is in flight.
+
+The kill is injected through dask's own plugin API: a WorkerPlugin that ends its worker process
+(``os._exit``) when a task whose key names the tokenize stage starts executing.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dask
+import pytest
+
+from cutext import pipelines
+from helpers import assert_same_index, read_index
+
+distributed = pytest.importorskip("distributed")
+
+
+class KillWorker(distributed.WorkerPlugin):
+    """End the worker when a task matching ``pattern`` starts; ``once``: only the first time (a marker file)."""
+
+    def __init__(self, marker: str, pattern: str, once: bool = True):
+        self.marker, self.pattern, self.once = marker, pattern, once
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or self.pattern not in str(key):
+            return
+        if self.once and os.path.exists(self.marker):
+            return
+        Path(self.marker).touch()
+        os._exit(1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, data_dir) -> str:
+    """All of CACM in two JSON Lines files (four partitions with blocksize 1 MiB)."""
+    d = tmp_path_factory.mktemp("corpus")
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    (d / "a.jsonl").write_text("\n".join(lines[:1600]) + "\n", encoding="utf-8")
+    (d / "b.jsonl").write_text("\n".join(lines[1600:]) + "\n", encoding="utf-8")
+    return str(d / "*.jsonl")
+
+
+KW = dict(backend="cpu", progress=False, blocksize=1 << 20)
+
+
+def _cluster(**cfg):
+    with dask.config.set(cfg):
+        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_run_gives_an_identical_index(corpus, tmp_path):
+    ref = pipelines.run("bm25", corpus, out=tmp_path / "ref", scheduler="sync", **KW)
+    with _cluster() as lc, distributed.Client(lc) as c:
+        c.register_plugin(KillWorker(str(tmp_path / "killed"), "tokenize"))
+        r = pipelines.run("bm25", corpus, out=tmp_path / "idx", client=c, **KW)
+    assert (tmp_path / "killed").exists(), "the fault was not injected"
+    assert r.scheduler == "client"
+    assert_same_index(read_index(ref.path), read_index(r.path))
+
+
+@pytest.mark.slow
+def test_workers_that_keep_dying_fail_clearly_and_keep_the_old_output(corpus, tmp_path):
+    out = tmp_path / "idx"
+    pipelines.run("bm25", corpus, out=out, scheduler="sync", **KW)
+    before = (out / "index.json").read_bytes()
+    with _cluster(**{"distributed.scheduler.allowed-failures": 0}) as lc, distributed.Client(lc) as c:
+        c.register_plugin(KillWorker(str(tmp_path / "killed"), "tokenize", once=False))
+        with pytest.raises(Exception, match="worker") as exc:
+            pipelines.run("bm25", corpus, out=out, client=c, k1=0.5, **KW)
+    assert "died" in str(exc.value) or "KilledWorker" in type(exc.value).__name__
+    assert (out / "index.json").read_bytes() == before
+    assert json.loads(before)["k1"] == 1.2
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx.")]
