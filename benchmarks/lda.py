@@ -108,7 +108,7 @@ def env():
 # ----------------------------------------------------------------------------- sections
 
 def time_ours(bow, K, sampler, warmup, iterations, gpu, alpha, beta):
-    from cutext.pipelines.lda import GibbsState
+    from cutext.stages.lda_gibbs import GibbsState
     from cutext.stages.lda_chunk import build_chunks
 
     ch = build_chunks(bow, K)
@@ -159,7 +159,7 @@ def speed(args, ddir, rows):
 
 
 def quality(args, ddir, rows):
-    from cutext.pipelines.lda import GibbsState
+    from cutext.stages.lda_gibbs import GibbsState
     from cutext.stages.lda_chunk import build_chunks
 
     K, alpha, beta, T = 128, 0.1, 0.1, args.quality_iterations
@@ -201,7 +201,7 @@ def quality(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
-    from cutext.pipelines.lda import GibbsState, ShardedGibbs
+    from cutext.stages.lda_gibbs import GibbsState, ShardedGibbs
     from cutext.stages.lda_chunk import BagOfWords, build_chunks
 
     bow = load("nips", ddir)

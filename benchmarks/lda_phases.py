@@ -76,21 +76,21 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import cupy
+    from cutext.kernels import _cuda
     from cutext.kernels import lda as K_
-    from cutext.pipelines.lda import GibbsState
+    from cutext.stages.lda_gibbs import GibbsState
     from cutext.stages.lda_chunk import build_chunks
 
     big = replicated_nips(data_dir(args.data), args.gpu_tokens)
     print(f"{big.source}: {big.n_docs} documents, {big.n_tokens:,} tokens", flush=True)
     old = None
     if args.old_cu:
-        old = cupy.RawModule(code=Path(args.old_cu).read_text(), options=("--std=c++17", "--fmad=false"))
+        old = cupy.RawModule(code=Path(args.old_cu).read_text(), options=_cuda.COMPILE_OPTIONS)
         old = old.get_function("lda_sample")
     variants = {}
     for spec in args.variants:
         defs = tuple(f"-D{d.strip()}" for d in spec.split(",") if d.strip())
-        mod = cupy.RawModule(code=K_._source(), options=("--std=c++17", "--fmad=false") + defs)
-        variants[spec] = mod.get_function("lda_sample")
+        variants[spec] = _cuda.kernel(K_.SOURCE, "lda_sample", _cuda.COMPILE_OPTIONS + defs)
     rows = []
     ch0 = None
     for K in args.ks:
@@ -143,7 +143,7 @@ def main(argv=None):
                 # count rebuild, by phase
                 def w_only():
                     W = cupy.zeros((st.V, K), dtype=np.int32)
-                    g, b = K_._grid(n)
+                    g, b = _cuda.grid(n)
                     K_._kernel("lda_rebuild_w")(g, b, (st.word, st.z, np.int64(n), np.int32(K), W))
                     return W
 
@@ -152,7 +152,7 @@ def main(argv=None):
                     keys = cupy.sort(keys[st.doc_tok])
                     dt, dc = cupy.zeros(n, np.int32), cupy.zeros(n, np.int32)
                     dn = cupy.zeros(ch.n_docs, np.int32)
-                    g, b = K_._grid(ch.n_docs)
+                    g, b = _cuda.grid(ch.n_docs)
                     K_._kernel("lda_rebuild_d")(g, b, (st.doc_ptr, keys, np.int32(ch.n_docs), np.int32(K), dt, dc, dn))
                     return dn
 

@@ -8,8 +8,8 @@ starts on an aligned boundary, as the paper's padding does); it doubles when the
 (:func:`grow`).  Rows are left-packed and sorted by term id.
 
 Functions take numpy or cupy arrays and run where the data is: numpy -> the CPU twin (numba,
-plain loops), cupy -> the CUDA kernels of ``ellpack.cu`` (loaded lazily, compiled with
-``--fmad=false``).  Both compute each dot product with the same merge-seek loop in float64
+plain loops), cupy -> the CUDA kernels of ``ellpack.cu`` (loaded lazily by :mod:`cutext.kernels._cuda`,
+compiled with ``--fmad=false``).  Both compute each dot product with the same merge-seek loop in float64
 (:func:`cutext.kernels.cluster_ref.dot_merge`), and both break ties in the max to the lowest row
 id, so they return identical values.
 
@@ -27,46 +27,21 @@ id, so they return identical values.
 """
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
 import numba
 import numpy as np
-from cutext.kernels.backend import is_gpu_object
+from cutext.kernels import _cuda
+from cutext.kernels.backend import array_module
 from cutext.kernels.cluster_ref import dot_merge
 
-BLOCK = 256
+BLOCK = _cuda.THREADS  # threads per block = rows per block-local max (CT_BLOCK = 256 in ellpack.cu)
 MAX_K = 512
 MULTI_DOCS, MULTI_MAX_K = 8, 64  # ct_block_max_multi: documents per block, largest K
-_COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
-_lock = threading.Lock()
-_modules: dict = {}
-_functions: dict = {}
-
-
-def _module():
-    """The compiled ``ellpack.cu`` for the current device (cached per device)."""
-    import cupy
-
-    dev = cupy.cuda.Device().id
-    with _lock:
-        mod = _modules.get(dev)
-        if mod is None:
-            src = (Path(__file__).with_name("ellpack.cu")).read_text(encoding="utf-8")
-            mod = cupy.RawModule(code=src, options=_COMPILE_OPTIONS)
-            _modules[dev] = mod
-    return mod
+SOURCE = "ellpack.cu"
 
 
 def _fn(name: str):
-    """A kernel of ``ellpack.cu`` on the current device (function handles cached per device)."""
-    import cupy
-
-    key = (cupy.cuda.Device().id, name)
-    f = _functions.get(key)
-    if f is None:
-        f = _functions[key] = _module().get_function(name)
-    return f
+    """A kernel of ``ellpack.cu`` on the current device (:func:`cutext.kernels._cuda.kernel`)."""
+    return _cuda.kernel(SOURCE, name)
 
 
 def padded_capacity(n_rows: int) -> int:
@@ -86,7 +61,7 @@ def empty_matrix(K: int, capacity: int, xp=np):
 
 def grow(ell_idx, ell_w, K: int, stride: int, new_stride: int):
     """Copy the matrix into arrays of capacity ``new_stride`` (capacity doubling); same module as the input."""
-    xp = _xp(ell_idx)
+    xp = array_module(ell_idx)
     ni, nw = empty_matrix(K, new_stride, xp)
     ni.reshape(K, new_stride)[:, :stride] = ell_idx.reshape(K, stride)
     nw.reshape(K, new_stride)[:, :stride] = ell_w.reshape(K, stride)
@@ -100,14 +75,6 @@ def to_ellpack(rows_idx, rows_w, n_rows: int, K: int, stride: int | None = None)
     ei.reshape(K, stride)[:, :n_rows] = np.asarray(rows_idx[:n_rows], dtype=np.int32).T
     ew.reshape(K, stride)[:, :n_rows] = np.asarray(rows_w[:n_rows], dtype=np.float64).T
     return ei, ew
-
-
-def _xp(a):
-    if is_gpu_object(a):
-        import cupy
-
-        return cupy
-    return np
 
 
 # ----------------------------------------------------------------------------- CPU twin
@@ -236,7 +203,7 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
         Bad shapes, ``K`` out of range, an update with ``B != 1`` or an update row outside the rows.
     """
     B = _check_batch(d_idx, d_w, d_len, K, n_rows, upd_row)
-    xp = _xp(ell_idx)
+    xp = array_module(ell_idx)
     n_blocks = -(-n_rows // BLOCK)
     best = xp.empty((B, 2), dtype=np.float64)
     if n_rows == 0 or B == 0:
@@ -253,10 +220,8 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
         _twin_block_max(ell_idx, ell_w, stride, n_rows, K, d_idx, d_w, d_len, BLOCK, bsim, bid)
         _twin_argmax(bsim, bid, best)
     else:
-        import cupy
-
-        docs = (cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
-                cupy.ascontiguousarray(d_len, np.int32))
+        docs = (xp.ascontiguousarray(d_idx, np.int32), xp.ascontiguousarray(d_w, np.float64),
+                xp.ascontiguousarray(d_len, np.int32))
         if B > 1 and upd_row < 0 and K <= MULTI_MAX_K:
             # micro-batch: each row is read once per MULTI_DOCS documents (same sums as ct_block_max)
             _fn("ct_block_max_multi")(
@@ -265,8 +230,8 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
             _fn("ct_argmax")((B,), (BLOCK,), (bsim, bid, np.int32(n_blocks), best))
             return (best, (bsim, bid)) if return_blocks else best
         if upd_row < 0:
-            upd_idx = cupy.empty(1, np.int32)
-            upd_w = cupy.empty(1, np.float64)
+            upd_idx = xp.empty(1, np.int32)
+            upd_w = xp.empty(1, np.float64)
         _fn("ct_block_max")(
             (n_blocks, B), (BLOCK,),
             (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K), *docs,
@@ -278,7 +243,7 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
 def ellpack_scores(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d_len):
     """Every similarity: float64 array (B, n_rows) of the input's module (same arithmetic as :func:`ellpack_best`)."""
     _check_docs(d_idx, d_w, d_len, K)
-    xp = _xp(ell_idx)
+    xp = array_module(ell_idx)
     B = d_idx.shape[0]
     out = xp.zeros((B, n_rows), dtype=np.float64)
     if n_rows == 0 or B == 0:
@@ -286,13 +251,11 @@ def ellpack_scores(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
     if xp is np:
         _twin_scores(ell_idx, ell_w, stride, n_rows, K, d_idx, d_w, d_len, out)
     else:
-        import cupy
-
         _fn("ct_scores")(
             (-(-n_rows // BLOCK), B), (BLOCK,),
             (ell_idx, ell_w, np.int64(stride), np.int32(n_rows), np.int32(K),
-             cupy.ascontiguousarray(d_idx, np.int32), cupy.ascontiguousarray(d_w, np.float64),
-             cupy.ascontiguousarray(d_len, np.int32), out))
+             xp.ascontiguousarray(d_idx, np.int32), xp.ascontiguousarray(d_w, np.float64),
+             xp.ascontiguousarray(d_len, np.int32), out))
     return out
 
 
@@ -306,7 +269,7 @@ def ellpack_scatter(ell_idx, ell_w, stride: int, K: int, rows, r_idx, r_w) -> No
     r_idx : int32 array (U, K), r_w : float64 array (U, K)
         The rows, row-major, padded with -1 / 0; same module as the matrix.
     """
-    xp = _xp(ell_idx)
+    xp = array_module(ell_idx)
     U = len(rows)
     if U == 0:
         return
@@ -316,14 +279,12 @@ def ellpack_scatter(ell_idx, ell_w, stride: int, K: int, rows, r_idx, r_w) -> No
         ei[:, rows] = np.asarray(r_idx, np.int32).T
         ew[:, rows] = np.asarray(r_w, np.float64).T
         return
-    import cupy
-
     n = U * K
     _fn("ct_scatter")(
         (-(-n // BLOCK),), (BLOCK,),
         (ell_idx, ell_w, np.int64(stride), np.int32(K), np.int32(U),
-         cupy.ascontiguousarray(rows, np.int64), cupy.ascontiguousarray(r_idx, np.int32),
-         cupy.ascontiguousarray(r_w, np.float64)))
+         xp.ascontiguousarray(rows, np.int64), xp.ascontiguousarray(r_idx, np.int32),
+         xp.ascontiguousarray(r_w, np.float64)))
 
 
 # ----------------------------------------------------------------------------- candidate pass
@@ -445,17 +406,16 @@ def index_update(pool, t_off, t_len, pos, val, terms, term_off, term_len) -> Non
     n, m = len(pos), len(terms)
     if n == 0 and m == 0:
         return
-    if _xp(pool) is np:
+    xp = array_module(pool)
+    if xp is np:
         _twin_index_update(pool, np.asarray(pos, np.int64), np.asarray(val, np.int32), t_off, t_len,
                            np.asarray(terms, np.int32), np.asarray(term_off, np.int64), np.asarray(term_len, np.int32))
         return
-    import cupy
-
     _fn("ct_index_update")(
         (-(-max(n, m) // BLOCK),), (BLOCK,),
-        (pool, np.int32(n), cupy.ascontiguousarray(pos, np.int64), cupy.ascontiguousarray(val, np.int32),
-         t_off, t_len, np.int32(m), cupy.ascontiguousarray(terms, np.int32),
-         cupy.ascontiguousarray(term_off, np.int64), cupy.ascontiguousarray(term_len, np.int32)))
+        (pool, np.int32(n), xp.ascontiguousarray(pos, np.int64), xp.ascontiguousarray(val, np.int32),
+         t_off, t_len, np.int32(m), xp.ascontiguousarray(terms, np.int32),
+         xp.ascontiguousarray(term_off, np.int64), xp.ascontiguousarray(term_len, np.int32)))
 
 
 class PostingIndex:
@@ -647,7 +607,7 @@ def candidate_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
         update row outside the rows.
     """
     B = _check_batch(d_idx, d_w, d_len, K, n_rows, upd_row)
-    xp = _xp(ell_idx)
+    xp = array_module(ell_idx)
     if index.xp is not xp:
         raise ValueError(f"the index lives in {index.xp.__name__}, the matrix in {xp.__name__}")
     best = xp.empty((B, 2), dtype=np.float64)
@@ -683,15 +643,13 @@ def candidate_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
                              bsim, bid)
         _twin_argmax(bsim, bid, best)
     else:
-        import cupy
-
-        d_idx = cupy.ascontiguousarray(d_idx, np.int32)
-        d_w = cupy.ascontiguousarray(d_w, np.float64)
-        d_len = cupy.ascontiguousarray(d_len, np.int32)
-        g_off = cupy.asarray(cand_off)
+        d_idx = xp.ascontiguousarray(d_idx, np.int32)
+        d_w = xp.ascontiguousarray(d_w, np.float64)
+        d_len = xp.ascontiguousarray(d_len, np.int32)
+        g_off = xp.asarray(cand_off)
         if upd_row < 0:
-            upd_idx = cupy.empty(1, np.int32)
-            upd_w = cupy.empty(1, np.float64)
+            upd_idx = xp.empty(1, np.int32)
+            upd_w = xp.empty(1, np.float64)
         _fn("ct_cand_gather")(
             (gx_gather, B), (BLOCK,),
             (d_idx, d_len, np.int32(K), index.d_off, index.d_len, np.int64(len(index.d_off)), index.d_pool,

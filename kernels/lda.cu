@@ -544,6 +544,42 @@ __device__ __forceinline__ int lda_dcount(const int* d_topic, const int* d_cnt, 
     return (q < nnz && d_topic[base + q] == k) ? d_cnt[base + q] : 0;
 }
 
+// The X bucket of lda_sample_hybrid, written once for its sum (search == 0: every entry, returns the sum,
+// *pick untouched) and its search (search != 0: stops at the first entry whose running sum exceeds x,
+// *pick = its topic, else the last topic walked).  Word side: over W[v]'s nonzeros j (k_j != zs) the running sum of
+// (D[d][k_j] + alpha) * (c_j * inv[k_j]); doc side: over D[d]'s nonzeros j (k_j != zs, W[v][k_j] > 0) of
+// cnt_j * (W[v][k_j] * inv[k_j]).  The numba twin is kernels/lda_hybrid.py::_x_bucket.
+__device__ __forceinline__ double lda_hybrid_x(int docside, int merge, int zs, const int* d_topic, const int* d_cnt,
+                                               long long base, int nnz, const int* w_topic, const int* w_cnt,
+                                               long long wb, int wn, const double* inv, double alpha, int search,
+                                               double x, int* pick) {
+    double acc = 0.0;
+    int last = -1;
+    if (docside) {
+        for (int j = 0; j < nnz; j++) {
+            const int k = d_topic[base + j];
+            if (k == zs) continue;
+            const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
+            if (wk == 0) continue;
+            acc = acc + (double)d_cnt[base + j] * ((double)wk * inv[k]);
+            last = k;
+            if (search && acc > x) { *pick = k; return acc; }
+        }
+    } else {
+        int mp = 0;
+        for (int j = 0; j < wn; j++) {
+            const int k = w_topic[wb + j];
+            if (k == zs) continue;
+            const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
+            acc = acc + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
+            last = k;
+            if (search && acc > x) { *pick = k; return acc; }
+        }
+    }
+    if (search) *pick = last;
+    return acc;
+}
+
 // One Gibbs draw for every token of a SPARSE word (v >= n_dense; other threads return at once), one
 // thread per token.  p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) inv[k] with the token's own topic zs
 // taken out of its counts (exclude != 0; D-1, W-1, n-1 as lda_sample's own-topic branch).  Buckets over
@@ -562,12 +598,12 @@ __device__ __forceinline__ int lda_dcount(const int* d_topic, const int* d_cnt, 
 //   Y  = beta * (ydoc[d] - D[d][zs] * inv[zs])                                           flag 5
 //   R  = (alpha * beta) * (rcum[K-1] - inv[zs])                                          flag 6
 // total = (((zw + X) + Zv) + Y) + R, x = u * total (the word side adds Zv = 0.0: exact, so its draws are
-// those of the word-side-only sampler).  X is searched by re-running its sum in the same order (the first
-// entry whose running sum exceeds x, else the last one); Zv by walking W[v] (k != zs) with the running sum
+// those of the word-side-only sampler).  X is searched by re-running its sum in the same order (lda_hybrid_x:
+// the first entry whose running sum exceeds x, else the last one); Zv by walking W[v] (k != zs) with the running sum
 // acc of c * inv[k], first entry with alpha * acc > x (else the last); Y by walking D[d] (k != zs) with
 // the running sum acc of cnt * inv[k], first entry with beta * acc > x (else the last); R by a binary
 // search of rcum with inv[zs] subtracted from the entries at or past zs.  The numba twin is
-// kernels/lda.py::_hybrid_one.
+// kernels/lda_hybrid.py::_hybrid_one.
 extern "C" __global__ void lda_sample_hybrid(
         long long n, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
@@ -599,25 +635,10 @@ extern "C" __global__ void lda_sample_hybrid(
     }
     const int docside = (long long)wn > (long long)doc_c * (long long)nnz;
     const int merge = 8 * wn >= nnz;
-    double X = 0.0, Zv = 0.0;
-    int mp = 0;
-    if (docside) {
-        for (int j = 0; j < nnz; j++) {
-            const int k = d_topic[base + j];
-            if (k == zs) continue;
-            const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
-            if (wk == 0) continue;
-            X = X + (double)d_cnt[base + j] * ((double)wk * inv[k]);
-        }
-        Zv = alpha * (zsum[s] - zown);
-    } else {
-        for (int j = 0; j < wn; j++) {
-            const int k = w_topic[wb + j];
-            if (k == zs) continue;
-            const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
-            X = X + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
-        }
-    }
+    int pick = -1;
+    const double X = lda_hybrid_x(docside, merge, zs, d_topic, d_cnt, base, nnz, w_topic, w_cnt, wb, wn, inv, alpha,
+                                  0, 0.0, &pick);
+    const double Zv = docside ? alpha * (zsum[s] - zown) : 0.0;
     const double Y = beta * (ydoc[d] - yown);
     const double R = (alpha * beta) * (rcum[K - 1] - iz);
     double tot = zw + X;
@@ -625,38 +646,14 @@ extern "C" __global__ void lda_sample_hybrid(
     tot = tot + Y;
     tot = tot + R;
     double x = u * tot;
-    int pick = -1;
     signed char flag;
     if (x < zw) { pick = zs; flag = 3; }
     else {
         x = x - zw;
         if (x < X) {
-            double acc = 0.0;
-            int last = -1;
-            if (docside) {
-                flag = 7;
-                for (int j = 0; j < nnz; j++) {
-                    const int k = d_topic[base + j];
-                    if (k == zs) continue;
-                    const int wk = lda_find(w_topic, w_cnt, wb, wn, k);
-                    if (wk == 0) continue;
-                    acc = acc + (double)d_cnt[base + j] * ((double)wk * inv[k]);
-                    last = k;
-                    if (acc > x) { pick = k; break; }
-                }
-            } else {
-                flag = 4;
-                mp = 0;
-                for (int j = 0; j < wn; j++) {
-                    const int k = w_topic[wb + j];
-                    if (k == zs) continue;
-                    const int dk = lda_dcount(d_topic, d_cnt, base, nnz, k, merge, &mp);
-                    acc = acc + ((double)dk + alpha) * ((double)w_cnt[wb + j] * inv[k]);
-                    last = k;
-                    if (acc > x) { pick = k; break; }
-                }
-            }
-            if (pick < 0) pick = last;
+            flag = docside ? 7 : 4;
+            lda_hybrid_x(docside, merge, zs, d_topic, d_cnt, base, nnz, w_topic, w_cnt, wb, wn, inv, alpha, 1, x,
+                         &pick);
         } else {
             x = x - X;
             if (x < Zv) {

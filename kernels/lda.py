@@ -26,15 +26,18 @@ counter-based generator, ``uniform(seed, iteration, key)`` = splitmix64 applied 
 (seed, iteration, token key), top 53 bits / 2^53, so a GPU thread and the CPU loop draw the same
 number for the same token.  Float arithmetic is IEEE float64 with float32 tables, in the same order
 on both sides (CUDA compiled with ``--fmad=false``).
+
+Every public function validates its input, allocates its outputs once with the input's array module
+(:func:`cutext.kernels.backend.array_module`) and branches only at the launch: the numba twin
+``_twin_<name>`` on numpy, the kernel of ``lda.cu`` (loaded by :mod:`cutext.kernels._cuda`) on cupy.
+The sampler for W in the hybrid dense/sparse layout is :mod:`cutext.kernels.lda_hybrid`.
 """
 from __future__ import annotations
 
-from functools import cache, lru_cache
-from importlib import resources
-
 import numba
 import numpy as np
-from cutext.kernels.backend import is_gpu_object
+from cutext.kernels import _cuda
+from cutext.kernels.backend import array_module
 
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -43,33 +46,15 @@ _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 _TWO_M53 = 1.1102230246251565404236316680908203125e-16
 
 FLAG_SQ, FLAG_MAX, FLAG_SKIP, FLAG_OWN = 0, 1, 2, 3
-THREADS = 256
+THREADS = _cuda.THREADS
 HIST_BYTES = 48 * 1024  # lda_rebuild_d_hist: K + THREADS int32 bins must fit this shared memory
-
-
-# ----------------------------------------------------------------------------- CUDA module
-
-@lru_cache(maxsize=1)
-def _source() -> str:
-    return resources.files("cutext.kernels").joinpath("lda.cu").read_text(encoding="utf-8")
-
-
-@cache
-def _module(device_id: int):
-    """The compiled module for one device (built lazily, once per device)."""
-    import cupy
-
-    return cupy.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"))
+SOURCE = "lda.cu"
 
 
 def _kernel(name):
-    import cupy
+    """A kernel of ``lda.cu`` on the current device (:func:`cutext.kernels._cuda.kernel`)."""
+    return _cuda.kernel(SOURCE, name)
 
-    return _module(cupy.cuda.Device().id).get_function(name)
-
-
-def _grid(n):
-    return (max(1, (int(n) + THREADS - 1) // THREADS),), (THREADS,)
 
 
 # ----------------------------------------------------------------------------- random numbers
@@ -89,7 +74,7 @@ def _uniform1(seed, it, key):
 
 
 @numba.njit(cache=True, parallel=True)
-def _uniform_cpu(seed, it, keys, out):
+def _twin_uniform(seed, it, keys, out):
     s = np.uint64(seed)
     i_ = np.uint64(it)
     for i in numba.prange(keys.shape[0]):
@@ -110,16 +95,14 @@ def uniform(seed: int, iteration: int, keys):
     float64 array (n,) of the input's backend: splitmix64(splitmix64(splitmix64(seed) ^ iteration)
     ^ key) >> 11, times 2**-53.
     """
-    if is_gpu_object(keys):
-        import cupy
-
-        out = cupy.empty(keys.shape[0], dtype=np.float64)
-        g, b = _grid(keys.shape[0])
+    xp = array_module(keys)
+    out = xp.empty(keys.shape[0], dtype=np.float64)
+    if xp is np:
+        _twin_uniform(np.uint64(seed), np.uint64(iteration), np.ascontiguousarray(keys, dtype=np.int64), out)
+    else:
+        g, b = _cuda.grid(keys.shape[0])
         _kernel("lda_uniform_kernel")(g, b, (np.uint64(seed), np.uint64(iteration), keys,
                                              np.int64(keys.shape[0]), out))
-        return out
-    out = np.empty(keys.shape[0], dtype=np.float64)
-    _uniform_cpu(np.uint64(seed), np.uint64(iteration), np.ascontiguousarray(keys, dtype=np.int64), out)
     return out
 
 
@@ -140,7 +123,7 @@ def uniform_reference(seed: int, iteration: int, key: int) -> float:
 # ----------------------------------------------------------------------------- initialisation
 
 @numba.njit(cache=True, parallel=True)
-def _init_cpu(seed, keys, K, z):
+def _twin_init(seed, keys, K, z):
     s = np.uint64(seed)
     zero = np.uint64(0)
     for i in numba.prange(keys.shape[0]):
@@ -153,28 +136,26 @@ def _init_cpu(seed, keys, K, z):
 
 def init_topics(seed: int, keys, K: int):
     """Initial topics ``floor(uniform(seed, 0, key) * K)``, int32 (n,), same backend as ``keys``."""
-    if is_gpu_object(keys):
-        import cupy
-
-        z = cupy.empty(keys.shape[0], dtype=np.int32)
-        g, b = _grid(keys.shape[0])
+    xp = array_module(keys)
+    z = xp.empty(keys.shape[0], dtype=np.int32)
+    if xp is np:
+        _twin_init(np.uint64(seed), keys, K, z)
+    else:
+        g, b = _cuda.grid(keys.shape[0])
         _kernel("lda_init_topics")(g, b, (np.uint64(seed), keys, np.int64(keys.shape[0]), np.int32(K), z))
-        return z
-    z = np.empty(keys.shape[0], dtype=np.int32)
-    _init_cpu(np.uint64(seed), keys, K, z)
     return z
 
 
 # ----------------------------------------------------------------------------- count rebuild
 
 @numba.njit(cache=True)
-def _rebuild_w_cpu(word, z, W):
+def _twin_rebuild_w(word, z, W):
     for i in range(word.shape[0]):
         W[word[i], z[i]] += 1
 
 
 @numba.njit(cache=True, parallel=True)
-def _rebuild_d_cpu(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz):
+def _twin_rebuild_d(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz):
     n_docs = doc_ptr.shape[0] - 1
     for d in numba.prange(n_docs):
         b = doc_ptr[d]
@@ -211,17 +192,13 @@ def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
     input's backend; D in the padded CSR described in the module docstring.
     """
     n = word.shape[0]
-    if is_gpu_object(word):
-        import cupy
-
-        W = cupy.zeros((V, K), dtype=np.int32)
-        g, b = _grid(n)
+    xp = array_module(word)
+    W = xp.zeros((V, K), dtype=np.int32)
+    if xp is np:
+        _twin_rebuild_w(word, z, W)
+    else:
+        g, b = _cuda.grid(n)
         _kernel("lda_rebuild_w")(g, b, (word, z, np.int64(n), np.int32(K), W))
-        d_topic, d_cnt, d_nnz = rebuild_d(doc, z, doc_ptr, doc_tok, K)
-        nk = W.sum(axis=0, dtype=np.int64)
-        return W, nk, d_topic, d_cnt, d_nnz
-    W = np.zeros((V, K), dtype=np.int32)
-    _rebuild_w_cpu(word, z, W)
     d_topic, d_cnt, d_nnz = rebuild_d(doc, z, doc_ptr, doc_tok, K)
     nk = W.sum(axis=0, dtype=np.int64)
     return W, nk, d_topic, d_cnt, d_nnz
@@ -239,34 +216,29 @@ def rebuild_d(doc, z, doc_ptr, doc_tok, K: int):
     """
     n = doc_tok.shape[0]
     n_docs = doc_ptr.shape[0] - 1
-    if is_gpu_object(doc_tok):
-        import cupy
-
-        d_topic = cupy.zeros(n, dtype=np.int32)
-        d_cnt = cupy.zeros(n, dtype=np.int32)
-        d_nnz = cupy.zeros(n_docs, dtype=np.int32)
-        if (K + THREADS) * 4 <= HIST_BYTES:
-            if n_docs:
-                _kernel("lda_rebuild_d_hist")((n_docs,), (THREADS,), (doc_ptr, doc_tok, z, np.int32(n_docs),
-                                                                      np.int32(K), d_topic, d_cnt, d_nnz),
-                                              shared_mem=(K + THREADS) * 4)
-        else:
-            keys = doc.astype(np.int64) * K + z.astype(np.int64)
-            keys = cupy.sort(keys[doc_tok])
-            g, b = _grid(n_docs)
-            _kernel("lda_rebuild_d")(g, b, (doc_ptr, keys, np.int32(n_docs), np.int32(K), d_topic, d_cnt, d_nnz))
-        return d_topic, d_cnt, d_nnz
-    d_topic = np.zeros(n, dtype=np.int32)
-    d_cnt = np.zeros(n, dtype=np.int32)
-    d_nnz = np.zeros(n_docs, dtype=np.int32)
-    _rebuild_d_cpu(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz)
+    xp = array_module(doc_tok)
+    d_topic = xp.zeros(n, dtype=np.int32)
+    d_cnt = xp.zeros(n, dtype=np.int32)
+    d_nnz = xp.zeros(n_docs, dtype=np.int32)
+    if xp is np:
+        _twin_rebuild_d(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz)
+    elif (K + THREADS) * 4 <= HIST_BYTES:
+        if n_docs:
+            _kernel("lda_rebuild_d_hist")((n_docs,), (THREADS,), (doc_ptr, doc_tok, z, np.int32(n_docs),
+                                                                  np.int32(K), d_topic, d_cnt, d_nnz),
+                                          shared_mem=(K + THREADS) * 4)
+    else:
+        keys = doc.astype(np.int64) * K + z.astype(np.int64)
+        keys = xp.sort(keys[doc_tok])
+        g, b = _cuda.grid(n_docs)
+        _kernel("lda_rebuild_d")(g, b, (doc_ptr, keys, np.int32(n_docs), np.int32(K), d_topic, d_cnt, d_nnz))
     return d_topic, d_cnt, d_nnz
 
 
 # ----------------------------------------------------------------------------- per-word tables
 
 @numba.njit(cache=True, parallel=True)
-def _prepare_cpu(W, nk, beta, vbeta, what, qcum, qtot, top, topv):
+def _twin_prepare(W, nk, beta, vbeta, what, qcum, qtot, top, topv):
     V, K = W.shape
     for v in numba.prange(V):
         acc = 0.0
@@ -324,19 +296,16 @@ def prepare_words(W, nk, beta: float, vbeta: float):
     (K1, K2 of Eq. 7; the first index wins ties); ``topv`` float32 (V, 3) the three largest values.
     """
     V, K = W.shape
-    if is_gpu_object(W):
-        import cupy as xp
-    else:
-        xp = np
+    xp = array_module(W)
     what = xp.empty((V, K), dtype=np.float32)
     qcum = xp.empty((V, K), dtype=np.float32)
     qtot = xp.empty(V, dtype=np.float64)
     top = xp.empty((V, 2), dtype=np.int32)
     topv = xp.empty((V, 3), dtype=np.float32)
     if xp is np:
-        _prepare_cpu(W, nk, float(beta), float(vbeta), what, qcum, qtot, top, topv)
+        _twin_prepare(W, nk, float(beta), float(vbeta), what, qcum, qtot, top, topv)
     else:
-        g, b = _grid(V)
+        g, b = _cuda.grid(V)
         _kernel("lda_prepare_words")(g, b, (W, nk, np.int32(V), np.int32(K), np.float64(beta), np.float64(vbeta),
                                             what, qcum, qtot, top, topv))
     return {"what": what, "qcum": qcum, "qtot": qtot, "top": top, "topv": topv}
@@ -390,8 +359,8 @@ def _scan_prefix(x, tmp, m):
 
 
 @numba.njit(cache=True, parallel=True)
-def _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
-                K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
+def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
+                 K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
     """The twin of ``lda_sample``: every token as one warp of the kernel would sample it.  The warp's 32
     lanes are the scratch arrays ``incl`` (the lane sums' scan), ``rk``, ``rv``, ``rp`` (topics, values
     and scan of one round of the S walk), ``lane`` and ``rv2`` (scan buffers); ``lsum`` holds the lane
@@ -601,29 +570,26 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
     K = W.shape[1]
     w_self = 0.0 if fixed_w else 1.0
     args_tail = (np.int32(K), np.float64(alpha), np.float64(beta), np.float64(vbeta), np.float64(w_self))
-    if is_gpu_object(word):
-        import cupy
-
-        z_out = cupy.empty(n, dtype=np.int32)
-        flags = cupy.zeros(n, dtype=np.int8)
-        g, b = _grid((n + 31) // 32 * 32)  # a warp per 32 consecutive tokens
+    xp = array_module(word)
+    z_out = xp.empty(n, dtype=np.int32)
+    flags = xp.zeros(n, dtype=np.int8)
+    if xp is np:
+        _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables["what"], tables["qcum"],
+                     tables["qtot"], tables["top"], tables["topv"], K, float(alpha), float(beta), float(vbeta),
+                     w_self, np.uint64(seed), np.uint64(iteration), bool(three), bool(exclude), z_out, flags)
+    else:
+        g, b = _cuda.grid((n + 31) // 32 * 32)  # a warp per 32 consecutive tokens
         _kernel("lda_sample")(g, b, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk,
                                      tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"])
                               + args_tail + (np.uint64(seed), np.uint64(iteration), np.int32(bool(three)),
                                              np.int32(bool(exclude)), z_out, flags))
-        return z_out, flags
-    z_out = np.empty(n, dtype=np.int32)
-    flags = np.zeros(n, dtype=np.int8)
-    _sample_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables["what"], tables["qcum"],
-                tables["qtot"], tables["top"], tables["topv"], K, float(alpha), float(beta), float(vbeta),
-                w_self, np.uint64(seed), np.uint64(iteration), bool(three), bool(exclude), z_out, flags)
     return z_out, flags
 
 
 # ----------------------------------------------------------------------------- dense (paper 001)
 
 @numba.njit(cache=True, parallel=True)
-def _dnt_cpu(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, alpha, vbeta, dnt):
+def _twin_dnt(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, alpha, vbeta, dnt):
     n_docs = doc_ptr.shape[0] - 1
     for d in numba.prange(n_docs):
         for k in range(K):
@@ -632,8 +598,8 @@ def _dnt_cpu(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, alpha, vbeta, dnt):
 
 
 @numba.njit(cache=True, parallel=True)
-def _dense_cpu(panel_ptr, panel_word0, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, dnt,
-               K, alpha, beta, vbeta, w_self, seed, it, exclude, z_out):
+def _twin_dense(panel_ptr, panel_word0, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, dnt,
+                K, alpha, beta, vbeta, w_self, seed, it, exclude, z_out):
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     for p in numba.prange(panel_ptr.shape[0] - 1):
@@ -728,14 +694,18 @@ def sample_dense(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, pane
     n_docs = doc_ptr.shape[0] - 1
     w_self = 0.0 if fixed_w else 1.0
     panel_ptr, panel_word0 = panels
-    if is_gpu_object(word):
-        import cupy
-
-        dnt = cupy.empty((n_docs, K), dtype=np.float32)
-        g, b = _grid(n_docs * K)
+    xp = array_module(word)
+    dnt = xp.empty((n_docs, K), dtype=np.float32)
+    z_out = xp.empty(n, dtype=np.int32)
+    if xp is np:
+        _twin_dnt(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, float(alpha), float(vbeta), dnt)
+        _twin_dense(np.asarray(panel_ptr), np.asarray(panel_word0), word, doc, keys, z, doc_ptr, d_topic, d_cnt,
+                    d_nnz, W, nk, dnt, K, float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed),
+                    np.uint64(iteration), bool(exclude), z_out)
+    else:
+        g, b = _cuda.grid(n_docs * K)
         _kernel("lda_dense_dnt")(g, b, (doc_ptr, d_topic, d_cnt, d_nnz, nk, np.int32(n_docs), np.int32(K),
                                         np.float64(alpha), np.float64(vbeta), dnt))
-        z_out = cupy.empty(n, dtype=np.int32)
         n_panels = int(panel_word0.shape[0])
         if n_panels:
             shmem = panel_words * K * 4
@@ -744,27 +714,20 @@ def sample_dense(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, pane
             Wp = W
             need = int(panel_word0.max()) + panel_words
             if need > V:
-                Wp = cupy.zeros((need, K), dtype=np.int32)
+                Wp = xp.zeros((need, K), dtype=np.int32)
                 Wp[:V] = W
             _kernel("lda_dense_sample")((n_panels,), (THREADS,), (
                 panel_ptr, panel_word0, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, Wp, nk, dnt,
                 np.int32(K), np.int32(panel_words), np.float64(alpha), np.float64(beta), np.float64(vbeta),
                 np.float64(w_self), np.uint64(seed), np.uint64(iteration), np.int32(bool(exclude)), z_out),
                 shared_mem=shmem)
-        return z_out
-    dnt = np.empty((n_docs, K), dtype=np.float32)
-    _dnt_cpu(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, float(alpha), float(vbeta), dnt)
-    z_out = np.empty(n, dtype=np.int32)
-    _dense_cpu(np.asarray(panel_ptr), np.asarray(panel_word0), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz,
-               W, nk, dnt, K, float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration),
-               bool(exclude), z_out)
     return z_out
 
 
 # ----------------------------------------------------------------------------- likelihood
 
 @numba.njit(cache=True, parallel=True)
-def _llpt_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, what, qtot, K, alpha, out):
+def _twin_llpt(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, what, qtot, K, alpha, out):
     for t in numba.prange(word.shape[0]):
         v = word[t]
         d = doc[t]
@@ -789,506 +752,12 @@ def log2_likelihood_terms(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables, *, 
     """
     n = word.shape[0]
     K = tables["what"].shape[1]
-    if is_gpu_object(word):
-        import cupy
-
-        out = cupy.empty(n, dtype=np.float64)
-        g, b = _grid(n)
+    xp = array_module(word)
+    out = xp.empty(n, dtype=np.float64)
+    if xp is np:
+        _twin_llpt(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables["what"], tables["qtot"], K, float(alpha), out)
+    else:
+        g, b = _cuda.grid(n)
         _kernel("lda_llpt_terms")(g, b, (np.int64(n), word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables["what"],
                                          tables["qtot"], np.int32(K), np.float64(alpha), out))
-        return out
-    out = np.empty(n, dtype=np.float64)
-    _llpt_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables["what"], tables["qtot"], K, float(alpha), out)
-    return out
-
-
-# ----------------------------------------------------------------------------- hybrid dense/sparse W
-
-FLAG_X, FLAG_Y, FLAG_R, FLAG_S, FLAG_Z = 4, 5, 6, 7, 8
-HYBRID_DOC_C = 4  # a sparse-word token takes the doc-side split when nnz(W[v]) > HYBRID_DOC_C * nnz(D[d])
-
-
-class HybridW:
-    """Word-topic counts in paper 000's hybrid layout (section IV-B, Table I), on one backend.
-
-    Words are relabelled by frequency, so the words with more than K tokens are ``0 .. n_dense - 1``.
-
-    ===============  ==================  ==========================================================
-    ``W_dense``      int32 (n_dense, K)  dense rows of the frequent words
-    ``w_ptr``        int64 (V_s + 1,)    row offsets of the sparse words ``s = v - n_dense``;
-                                         capacity of row s = the word's token count (<= K)
-    ``w_topic``      int32 (N_s,)        topics of row s at ``w_ptr[s]``, ascending, ``w_nnz[s]`` of
-    ``w_cnt``        int32 (N_s,)        them, counts > 0 (entries past ``w_nnz[s]`` are padding)
-    ``w_nnz``        int32 (V_s,)
-    ``word_tok``     int64 (N_s,)        word-major token index: positions of row s's tokens at
-                                         ``w_ptr[s] .. w_ptr[s+1]`` (the rebuild gathers through it)
-    ===============  ==================  ==========================================================
-
-    ``N_s`` = tokens of sparse words, ``V_s = V - n_dense``.
-    """
-
-    def __init__(self, n_dense, K, W_dense, w_ptr, w_topic, w_cnt, w_nnz, word_tok):
-        self.n_dense, self.K = int(n_dense), int(K)
-        self.W_dense, self.w_ptr, self.w_topic, self.w_cnt, self.w_nnz = W_dense, w_ptr, w_topic, w_cnt, w_nnz
-        self.word_tok = word_tok
-
-    def nbytes(self) -> dict:
-        """Bytes of the layout: ``dense`` (W_dense), ``sparse`` (w_ptr, w_topic, w_cnt, w_nnz), ``index``
-        (word_tok, a per-token array like the document inverted index) and ``w`` = dense + sparse."""
-        dense = int(self.W_dense.nbytes)
-        sparse = int(self.w_ptr.nbytes + self.w_topic.nbytes + self.w_cnt.nbytes + self.w_nnz.nbytes)
-        return {"dense": dense, "sparse": sparse, "index": int(self.word_tok.nbytes), "w": dense + sparse}
-
-    def to_dense(self):
-        """int32 (V, K) host array (tests, small V only)."""
-        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
-        V = self.n_dense + int(self.w_ptr.shape[0]) - 1
-        W = np.zeros((V, self.K), dtype=np.int32)
-        W[: self.n_dense] = h(self.W_dense)
-        t = self.table()
-        W[t[0], t[1]] = t[2]
-        return W
-
-    def table(self):
-        """Nonzeros ``(word int32, topic int32, count int32)`` as host arrays, word-major, topics ascending
-        (the order of ``np.nonzero`` on the dense matrix)."""
-        h = (lambda a: a.get()) if is_gpu_object(self.w_ptr) else np.asarray
-        Wd = h(self.W_dense)
-        dv, dk = np.nonzero(Wd)
-        dc = Wd[dv, dk]
-        ptr, nnz = h(self.w_ptr), h(self.w_nnz).astype(np.int64)
-        rows = np.repeat(np.arange(nnz.shape[0], dtype=np.int64), nnz)
-        offs = np.arange(int(nnz.sum()), dtype=np.int64) - np.repeat(np.cumsum(nnz) - nnz, nnz)
-        pos = np.repeat(ptr[:-1], nnz) + offs
-        sv = (rows + self.n_dense).astype(np.int32)
-        return (np.concatenate([dv.astype(np.int32), sv]),
-                np.concatenate([dk.astype(np.int32), h(self.w_topic)[pos].astype(np.int32)]),
-                np.concatenate([dc.astype(np.int32), h(self.w_cnt)[pos].astype(np.int32)]))
-
-
-def hybrid_index(word, word_count, n_dense: int):
-    """Row offsets and the word-major token index of the sparse words (host, once per corpus).
-
-    Parameters
-    ----------
-    word : int32 (N,)
-        Token words in chunk order (numpy).
-    word_count : int64 (V,)
-        Tokens per word.
-    n_dense : int
-
-    Returns
-    -------
-    (w_ptr int64 (V - n_dense + 1,), word_tok int64 (N_s,)), numpy arrays.
-    """
-    word = np.asarray(word)
-    w_ptr = np.zeros(len(word_count) - n_dense + 1, dtype=np.int64)
-    np.cumsum(np.asarray(word_count[n_dense:], dtype=np.int64), out=w_ptr[1:])
-    order = np.argsort(word, kind="stable")
-    word_tok = order[np.asarray(word_count[:n_dense], dtype=np.int64).sum():].astype(np.int64)
-    return w_ptr, word_tok
-
-
-@numba.njit(cache=True)
-def _rebuild_w_dense_cpu(word, z, n_dense, W):
-    for i in range(word.shape[0]):
-        v = word[i]
-        if v < n_dense:
-            W[v, z[i]] += 1
-
-
-def rebuild_hybrid(word, z, w_ptr, word_tok, n_dense: int, K: int) -> HybridW:
-    """Rebuild the hybrid W from the token topics (paper 000 section IV-C).
-
-    Dense rows by integer atomics over the tokens of dense words (``lda_rebuild_w_dense``); sparse rows
-    as D rows are (:func:`rebuild_d` over the word-major index: a shared-memory histogram per word when
-    K bins fit, else a sort of ``(v - n_dense) * K + z`` keys and a run-length kernel).
-
-    Returns
-    -------
-    HybridW of the input's backend.
-    """
-    n = word.shape[0]
-    if is_gpu_object(word):
-        import cupy
-
-        Wd = cupy.zeros((n_dense, K), dtype=np.int32)
-        if n_dense:
-            g, b = _grid(n)
-            _kernel("lda_rebuild_w_dense")(g, b, (word, z, np.int64(n), np.int32(K), np.int32(n_dense), Wd))
-        row = word - np.int32(n_dense)
-    else:
-        Wd = np.zeros((n_dense, K), dtype=np.int32)
-        _rebuild_w_dense_cpu(word, z, n_dense, Wd)
-        row = None  # the CPU rebuild does not read it
-    w_topic, w_cnt, w_nnz = rebuild_d(row, z, w_ptr, word_tok, K)
-    return HybridW(n_dense, K, Wd, w_ptr, w_topic, w_cnt, w_nnz, word_tok)
-
-
-@numba.njit(cache=True)
-def _hybrid_topics_cpu(nk, vbeta, inv, rcum):
-    acc = 0.0
-    for k in range(nk.shape[0]):
-        x = 1.0 / (np.float64(nk[k]) + vbeta)
-        inv[k] = x
-        acc = acc + x
-        rcum[k] = acc
-
-
-@numba.njit(cache=True, parallel=True)
-def _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc):
-    for d in numba.prange(doc_ptr.shape[0] - 1):
-        base = doc_ptr[d]
-        acc = 0.0
-        for j in range(d_nnz[d]):
-            acc = acc + np.float64(d_cnt[base + j]) * inv[d_topic[base + j]]
-        ydoc[d] = acc
-
-
-@numba.njit(cache=True, parallel=True)
-def _word_z_cpu(w_ptr, w_topic, w_cnt, w_nnz, inv, zsum):
-    for s in numba.prange(w_nnz.shape[0]):
-        wb = w_ptr[s]
-        acc = 0.0
-        for j in range(w_nnz[s]):
-            acc = acc + np.float64(w_cnt[wb + j]) * inv[w_topic[wb + j]]
-        zsum[s] = acc
-
-
-def hybrid_tables(nk, vbeta: float, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW) -> dict:
-    """Per-pass tables of the sparse-word sampler.
-
-    Returns
-    -------
-    dict of float64 arrays of the input's backend: ``inv`` (K,) = 1 / (n_k + V beta); ``rcum`` (K,)
-    running sums of ``inv`` (sequential from k = 0); ``ydoc`` (D,) = sum over the nonzeros of D[d] (in
-    order) of ``D[d][k] inv[k]`` (sequential); ``zsum`` (V_s,) = sum over the nonzeros of the sparse row s
-    of ``hw`` (in order) of ``W[v][k] inv[k]`` (sequential; the doc-side split's Z_v).
-    """
-    K = nk.shape[0]
-    n_docs = doc_ptr.shape[0] - 1
-    n_sparse = hw.w_nnz.shape[0]
-    if is_gpu_object(nk):
-        import cupy
-
-        inv = cupy.empty(K, dtype=np.float64)
-        rcum = cupy.empty(K, dtype=np.float64)
-        ydoc = cupy.empty(n_docs, dtype=np.float64)
-        zsum = cupy.empty(n_sparse, dtype=np.float64)
-        _kernel("lda_hybrid_topics")((1,), (1,), (nk, np.int32(K), np.float64(vbeta), inv, rcum))
-        g, b = _grid(n_docs)
-        _kernel("lda_hybrid_doc_y")(g, b, (doc_ptr, d_topic, d_cnt, d_nnz, np.int32(n_docs), inv, ydoc))
-        if n_sparse:
-            g, b = _grid(n_sparse)
-            _kernel("lda_hybrid_word_z")(g, b, (hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, np.int32(n_sparse), inv,
-                                                zsum))
-        return {"inv": inv, "rcum": rcum, "ydoc": ydoc, "zsum": zsum}
-    inv = np.empty(K, dtype=np.float64)
-    rcum = np.empty(K, dtype=np.float64)
-    ydoc = np.empty(n_docs, dtype=np.float64)
-    zsum = np.empty(n_sparse, dtype=np.float64)
-    _hybrid_topics_cpu(nk, float(vbeta), inv, rcum)
-    _doc_y_cpu(doc_ptr, d_topic, d_cnt, d_nnz, inv, ydoc)
-    _word_z_cpu(hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, inv, zsum)
-    return {"inv": inv, "rcum": rcum, "ydoc": ydoc, "zsum": zsum}
-
-
-@numba.njit(inline="always", cache=True)
-def _dcount(d_topic, d_cnt, base, nnz, k, merge, p):
-    """``lda_dcount``: D[d][k] by binary search, or by a forward merge from ``p``; returns (count, p)."""
-    if not merge:
-        return _find(d_topic, d_cnt, base, nnz, k), p
-    q = p
-    while q < nnz and d_topic[base + q] < k:
-        q += 1
-    if q < nnz and d_topic[base + q] == k:
-        return d_cnt[base + q], q
-    return 0, q
-
-
-@numba.njit(inline="always", cache=True)
-def _walk_row(topic, cnt, base, n, zs, inv, scale, x):
-    """The Zv and Y searches of ``lda_sample_hybrid``: walk a sorted row (topics != zs) with the running sum
-    acc of cnt * inv[k]; the first topic with scale * acc > x, else the row's last one."""
-    acc = 0.0
-    last = -1
-    for j in range(n):
-        k = topic[base + j]
-        if k == zs:
-            continue
-        acc = acc + np.float64(cnt[base + j]) * inv[k]
-        last = k
-        if scale * acc > x:
-            return k
-    return last
-
-
-@numba.njit(inline="always", cache=True)  # inlined: a numba call per token with these arrays costs more than it
-def _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, s_, it_, exclude, doc_c, z_out, flags):
-    """One token of ``lda_sample_hybrid`` (a sparse word), the same float operations in the same order."""
-    v = word[t]
-    d = doc[t]
-    zs = z[t] if exclude else -1
-    base = doc_ptr[d]
-    nnz = d_nnz[d]
-    s = v - n_dense
-    wb = w_ptr[s]
-    wn = w_nnz[s]
-    u = _uniform1(s_, it_, np.uint64(keys[t]))
-    zw = 0.0
-    iz = 0.0
-    yown = 0.0
-    zown = 0.0
-    if zs >= 0:
-        dz = _find(d_topic, d_cnt, base, nnz, zs)
-        wz = _find(w_topic, w_cnt, wb, wn, zs)
-        wadj = (np.float64(wz) - 1.0 + beta) / (np.float64(nk[zs]) - 1.0 + vbeta)
-        zw = (np.float64(dz) - 1.0 + alpha) * wadj
-        iz = inv[zs]
-        yown = np.float64(dz) * iz
-        zown = np.float64(wz) * iz
-    docside = np.int64(wn) > np.int64(doc_c) * np.int64(nnz)
-    merge = 8 * wn >= nnz
-    X = 0.0
-    Zv = 0.0
-    mp = 0
-    if docside:
-        for j in range(nnz):
-            k = d_topic[base + j]
-            if k == zs:
-                continue
-            wk = _find(w_topic, w_cnt, wb, wn, k)
-            if wk == 0:
-                continue
-            X = X + np.float64(d_cnt[base + j]) * (np.float64(wk) * inv[k])
-        Zv = alpha * (zsum[s] - zown)
-    else:
-        for j in range(wn):
-            k = w_topic[wb + j]
-            if k == zs:
-                continue
-            dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
-            X = X + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
-    Y = beta * (ydoc[d] - yown)
-    R = (alpha * beta) * (rcum[K - 1] - iz)
-    tot = zw + X
-    tot = tot + Zv
-    tot = tot + Y
-    tot = tot + R
-    x = u * tot
-    if x < zw:
-        z_out[t] = zs
-        flags[t] = 3
-        return
-    x = x - zw
-    pick = -1
-    last = -1
-    if x < X:
-        acc = 0.0
-        if docside:
-            for j in range(nnz):
-                k = d_topic[base + j]
-                if k == zs:
-                    continue
-                wk = _find(w_topic, w_cnt, wb, wn, k)
-                if wk == 0:
-                    continue
-                acc = acc + np.float64(d_cnt[base + j]) * (np.float64(wk) * inv[k])
-                last = k
-                if acc > x:
-                    pick = k
-                    break
-            z_out[t] = pick if pick >= 0 else last
-            flags[t] = 7
-            return
-        mp = 0
-        for j in range(wn):
-            k = w_topic[wb + j]
-            if k == zs:
-                continue
-            dk, mp = _dcount(d_topic, d_cnt, base, nnz, k, merge, mp)
-            acc = acc + (np.float64(dk) + alpha) * (np.float64(w_cnt[wb + j]) * inv[k])
-            last = k
-            if acc > x:
-                pick = k
-                break
-        z_out[t] = pick if pick >= 0 else last
-        flags[t] = 4
-        return
-    x = x - X
-    if x < Zv:
-        z_out[t] = _walk_row(w_topic, w_cnt, wb, wn, zs, inv, alpha, x)
-        flags[t] = 8
-        return
-    x = x - Zv
-    if x < Y:
-        z_out[t] = _walk_row(d_topic, d_cnt, base, nnz, zs, inv, beta, x)
-        flags[t] = 5
-        return
-    y = x - Y
-    ab = alpha * beta
-    lo = 0
-    hi = K - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        c = rcum[mid]
-        if zs >= 0 and mid >= zs:
-            c = c - iz
-        if ab * c > y:
-            hi = mid
-        else:
-            lo = mid + 1
-    z_out[t] = lo
-    flags[t] = 6
-
-
-@numba.njit(cache=True, parallel=True)
-def _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt, w_nnz,
-                nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, seed, it, exclude, doc_c, z_out, flags):
-    s_ = np.uint64(seed)
-    it_ = np.uint64(it)
-    n = word.shape[0]
-    step = 4096
-    for b in numba.prange((n + step - 1) // step):
-        for t in range(b * step, min(n, (b + 1) * step)):
-            if word[t] >= n_dense:
-                _hybrid_one(t, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_ptr, w_topic, w_cnt,
-                            w_nnz, nk, inv, rcum, ydoc, zsum, K, alpha, beta, vbeta, s_, it_, exclude, doc_c,
-                            z_out, flags)
-
-
-def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, nk, tables, htables,
-                  dense_ranges, *, alpha: float, beta: float, vbeta: float, seed: int, iteration: int,
-                  exclude: bool = True, doc_c: int = HYBRID_DOC_C):
-    """One Gibbs pass over every token with W in the hybrid layout (paper 000 section IV-B).
-
-    Tokens of dense words (``v < n_dense``; in every chunk the token range ``dense_ranges[c]``) are drawn
-    by :func:`sample`'s two-branch sampler (``lda_sample``) against the dense rows.  Tokens of sparse
-    words draw from the same conditional ``p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) / (n_k + V beta)``
-    (own topic taken out when ``exclude``, paper 001 Eq. 1) split into SparseLDA buckets searched in the
-    order own topic, X (W[v]'s nonzeros with their D counts), Y (D[d]'s nonzeros times beta inv_k),
-    R (alpha beta sum_k inv_k).  A token whose W row is long (``nnz(W[v]) > doc_c * nnz(D[d])``) splits X
-    on the doc side instead: S (D[d]'s nonzeros times W[v][k] inv_k, W[v][k] by binary search) and
-    Z (alpha sum over W[v]'s nonzeros of W[v][k] inv_k, from the per-word table ``zsum``), searched after
-    the own topic and before Y.  ``lda_sample_hybrid`` in ``lda.cu`` defines every float operation.
-
-    Parameters
-    ----------
-    word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz
-        The token list and D (module docstring).
-    hw : HybridW
-    nk : int64 (K,)
-    tables : dict
-        :func:`prepare_words` of ``hw.W_dense`` (its rows: the dense words).
-    htables : dict
-        :func:`hybrid_tables`.
-    doc_c : int
-        The doc-side rule's constant (tests lower it to make the doc side fire often).
-    dense_ranges : list of (int, int)
-        Token ranges of dense words (``(chunk_ptr[c], chunk_split[c])``).
-
-    Returns
-    -------
-    (z_new int32 (N,), flags int8 (N,)); flags 0 / 3 for dense-word tokens as :func:`sample`, and for
-    sparse-word tokens 3 = own topic, 4 = X, 5 = Y, 6 = R, 7 = S (doc side), 8 = Z (doc side).
-    """
-    n = word.shape[0]
-    K = hw.K
-    nd = hw.n_dense
-    w_self = 1.0
-    if is_gpu_object(word):
-        import cupy
-
-        z_out = cupy.empty(n, dtype=np.int32)
-        flags = cupy.zeros(n, dtype=np.int8)
-        for a, b in dense_ranges:
-            m = b - a
-            if m <= 0:
-                continue
-            g, bl = _grid((m + 31) // 32 * 32)
-            _kernel("lda_sample")(g, bl, (np.int64(m), word[a:b], doc[a:b], keys[a:b], z[a:b], doc_ptr, d_topic,
-                                          d_cnt, d_nnz, hw.W_dense, nk, tables["what"], tables["qcum"],
-                                          tables["qtot"], tables["top"], tables["topv"], np.int32(K),
-                                          np.float64(alpha), np.float64(beta), np.float64(vbeta),
-                                          np.float64(w_self), np.uint64(seed), np.uint64(iteration), np.int32(0),
-                                          np.int32(bool(exclude)), z_out[a:b], flags[a:b]))
-        g, bl = _grid(n)
-        _kernel("lda_sample_hybrid")(g, bl, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz,
-                                             np.int32(nd), hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, nk,
-                                             htables["inv"], htables["rcum"], htables["ydoc"], htables["zsum"],
-                                             np.int32(K), np.float64(alpha), np.float64(beta), np.float64(vbeta),
-                                             np.uint64(seed), np.uint64(iteration), np.int32(bool(exclude)),
-                                             np.int32(doc_c), z_out, flags))
-        return z_out, flags
-    z_out = np.empty(n, dtype=np.int32)
-    flags = np.zeros(n, dtype=np.int8)
-    for a, b in dense_ranges:
-        if b > a:
-            _sample_cpu(word[a:b], doc[a:b], keys[a:b], z[a:b], doc_ptr, d_topic, d_cnt, d_nnz, hw.W_dense, nk,
-                        tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"], K,
-                        float(alpha), float(beta), float(vbeta), w_self, np.uint64(seed), np.uint64(iteration),
-                        False, bool(exclude), z_out[a:b], flags[a:b])
-    _hybrid_cpu(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, nd, hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz,
-                nk, htables["inv"], htables["rcum"], htables["ydoc"], htables["zsum"], K, float(alpha), float(beta),
-                float(vbeta), np.uint64(seed), np.uint64(iteration), bool(exclude), int(doc_c), z_out, flags)
-    return z_out, flags
-
-
-@numba.njit(cache=True, parallel=True)
-def _llpt_hybrid_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, what, qtot, w_ptr, w_topic, w_cnt, w_nnz,
-                     inv, rcum, K, alpha, beta, out):
-    for t in numba.prange(word.shape[0]):
-        v = word[t]
-        d = doc[t]
-        base = doc_ptr[d]
-        L = doc_ptr[d + 1] - base
-        nnz = d_nnz[d]
-        s = 0.0
-        if v < n_dense:
-            for j in range(nnz):
-                s = s + np.float64(d_cnt[base + j]) * np.float64(what[v, d_topic[base + j]])
-            q = qtot[v]
-        else:
-            wb = w_ptr[v - n_dense]
-            wn = w_nnz[v - n_dense]
-            for j in range(nnz):
-                k = d_topic[base + j]
-                wk = _find(w_topic, w_cnt, wb, wn, k)
-                s = s + np.float64(d_cnt[base + j]) * ((np.float64(wk) + beta) * inv[k])
-            q = 0.0
-            for j in range(wn):
-                q = q + np.float64(w_cnt[wb + j]) * inv[w_topic[wb + j]]
-            q = q + beta * rcum[K - 1]
-        p = (s + alpha * q) / (np.float64(L) + np.float64(K) * alpha)
-        out[t] = np.log2(p)
-
-
-def log2_likelihood_terms_hybrid(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, tables, htables, *,
-                                 alpha: float, beta: float):
-    """Per-token log2 terms of paper 000 Eq. 5 for the hybrid layout (``lda_llpt_hybrid``).
-
-    Dense words as :func:`log2_likelihood_terms` (float32 What rows); sparse words with
-    ``phi[k][v] = (W[v][k] + beta) inv[k]`` in float64 from the sparse row.
-
-    Returns
-    -------
-    float64 (N,) of the input's backend, log base 2.
-    """
-    n = word.shape[0]
-    K = hw.K
-    if is_gpu_object(word):
-        import cupy
-
-        out = cupy.empty(n, dtype=np.float64)
-        g, b = _grid(n)
-        _kernel("lda_llpt_hybrid")(g, b, (np.int64(n), word, doc, doc_ptr, d_topic, d_cnt, d_nnz,
-                                          np.int32(hw.n_dense), tables["what"], tables["qtot"], hw.w_ptr,
-                                          hw.w_topic, hw.w_cnt, hw.w_nnz, htables["inv"], htables["rcum"],
-                                          np.int32(K), np.float64(alpha), np.float64(beta), out))
-        return out
-    out = np.empty(n, dtype=np.float64)
-    _llpt_hybrid_cpu(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, hw.n_dense, tables["what"], tables["qtot"], hw.w_ptr,
-                     hw.w_topic, hw.w_cnt, hw.w_nnz, htables["inv"], htables["rcum"], K, float(alpha), float(beta),
-                     out)
     return out

@@ -26,16 +26,16 @@ cupy -> CUDA; the trie must live on the same side):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
 import numba
 import numpy as np
-from cutext.kernels.backend import is_gpu_object
+from cutext.kernels import _cuda
+from cutext.kernels.backend import array_module, is_gpu_object
 
 MAX_ORDER = 16
 NODE_KEYS = 31  # gLM's default B-tree node size
-_OPTIONS = ("--std=c++17", "--fmad=false")
+SOURCE = "trie.cu"
+THREADS = _cuda.THREADS
 
 
 @dataclass
@@ -149,8 +149,8 @@ def _bisect(keys, lo, hi, w):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _score_cpu(keys, prob, bo, child, order, ids, offsets, bos_id, eos_id, use_bos, use_eos,
-               out_offsets, tok_prob, tok_len, sent_total):
+def _twin_score(keys, prob, bo, child, order, ids, offsets, bos_id, eos_id, use_bos, use_eos,
+                out_offsets, tok_prob, tok_len, sent_total):
     n_sent = len(offsets) - 1
     n_chunks = min(n_sent, 256)
     for ch in numba.prange(n_chunks):
@@ -190,7 +190,7 @@ def _score_cpu(keys, prob, bo, child, order, ids, offsets, bos_id, eos_id, use_b
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _suffix_cpu(keys, child, ids, offsets, max_len, out):
+def _twin_suffix(keys, child, ids, offsets, max_len, out):
     n_rows = len(offsets) - 1
     for r in numba.prange(n_rows):
         a = offsets[r]
@@ -207,7 +207,7 @@ def _suffix_cpu(keys, child, ids, offsets, max_len, out):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _fill_cpu(keys, prob, bo, child, V, n, ctx, out):
+def _twin_fill(keys, prob, bo, child, V, n, ctx, out):
     n_rows = ctx.shape[0]
     for r in numba.prange(n_rows):
         hb = np.zeros(MAX_ORDER, np.float32)
@@ -235,16 +235,9 @@ def _fill_cpu(keys, prob, bo, child, V, n, ctx, out):
 
 # ----------------------------------------------------------------------------- CUDA bodies
 
-@cache
-def _module():
-    import cupy
-
-    src = resources.files("cutext.kernels").joinpath("trie.cu").read_text(encoding="utf-8")
-    return cupy.RawModule(code=src, options=_OPTIONS)
-
-
 def _kernel(name):
-    return _module().get_function(name)
+    """A kernel of ``trie.cu`` on the current device (:func:`cutext.kernels._cuda.kernel`)."""
+    return _cuda.kernel(SOURCE, name)
 
 
 def _check(trie: Trie, gpu: bool):
@@ -258,7 +251,7 @@ def _check(trie: Trie, gpu: bool):
 
 def output_offsets(offsets, eos: bool):
     """Token offsets of the scores: ``offsets + arange(n_sent + 1)`` when eos adds one token."""
-    xp = np if not is_gpu_object(offsets) else __import__("cupy")
+    xp = array_module(offsets)
     if not eos:
         return offsets.astype(np.int64, copy=True)
     return offsets.astype(np.int64) + xp.arange(len(offsets), dtype=np.int64)
@@ -296,30 +289,23 @@ def score_tokens(trie: Trie, ids, offsets, *, bos_id: int, eos_id: int, bos: boo
     n_sent = len(offsets) - 1
     out_off = output_offsets(offsets, eos)
     n_out = int(out_off[-1])
-    if gpu:
-        import cupy
-
-        ids = cupy.ascontiguousarray(ids, dtype=cupy.int32)
-        offsets = cupy.ascontiguousarray(offsets, dtype=cupy.int64)
-        tok_prob = cupy.empty(n_out, cupy.float32)
-        tok_len = cupy.empty(n_out, cupy.int32)
-        total = cupy.empty(n_sent, cupy.float64)
-        if n_sent:
-            threads = 256
-            blocks = (n_sent * 32 + threads - 1) // threads
-            _kernel("score_sentences")((blocks,), (threads,), (
-                trie.keys, trie.prob, trie.backoff, trie.child, np.int32(trie.order), ids, offsets,
-                np.int32(n_sent), np.int32(bos_id), np.int32(eos_id), np.int32(bool(bos)), np.int32(bool(eos)),
-                out_off, tok_prob, tok_len, total))
+    xp = array_module(ids)
+    ids = xp.ascontiguousarray(ids, dtype=np.int32)
+    offsets = xp.ascontiguousarray(offsets, dtype=np.int64)
+    tok_prob = xp.empty(n_out, np.float32)
+    tok_len = xp.empty(n_out, np.int32)
+    total = xp.empty(n_sent, np.float64)
+    if not n_sent:
         return tok_prob, tok_len, total, out_off
-    ids = np.ascontiguousarray(ids, dtype=np.int32)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    tok_prob = np.empty(n_out, np.float32)
-    tok_len = np.empty(n_out, np.int32)
-    total = np.empty(n_sent, np.float64)
-    if n_sent:
-        _score_cpu(trie.keys, trie.prob, trie.backoff, trie.child, trie.order, ids, offsets, bos_id, eos_id,
-                   bool(bos), bool(eos), out_off, tok_prob, tok_len, total)
+    if xp is np:
+        _twin_score(trie.keys, trie.prob, trie.backoff, trie.child, trie.order, ids, offsets, bos_id, eos_id,
+                    bool(bos), bool(eos), out_off, tok_prob, tok_len, total)
+    else:
+        g, b = _cuda.grid(n_sent * 32)  # a warp per sentence
+        _kernel("score_sentences")(g, b, (
+            trie.keys, trie.prob, trie.backoff, trie.child, np.int32(trie.order), ids, offsets,
+            np.int32(n_sent), np.int32(bos_id), np.int32(eos_id), np.int32(bool(bos)), np.int32(bool(eos)),
+            out_off, tok_prob, tok_len, total))
     return tok_prob, tok_len, total, out_off
 
 
@@ -346,21 +332,18 @@ def suffix_entries(trie: Trie, ids, offsets, max_len: int):
     max_len = int(max_len)
     if not 0 <= max_len <= trie.order:
         raise ValueError(f"max_len must be in 0..{trie.order}, got {max_len}")
-    if gpu:
-        import cupy
-
-        out = cupy.full((n_rows, max_len), -1, cupy.int32)
-        if n_rows and max_len:
-            threads = 256
-            blocks = (n_rows * 32 + threads - 1) // threads
-            _kernel("suffix_entries")((blocks,), (threads,), (
-                trie.keys, trie.child, cupy.ascontiguousarray(ids, dtype=cupy.int32),
-                cupy.ascontiguousarray(offsets, dtype=cupy.int64), np.int32(n_rows), np.int32(max_len), out))
+    xp = array_module(ids)
+    out = xp.full((n_rows, max_len), -1, np.int32)
+    if not (n_rows and max_len):
         return out
-    out = np.full((n_rows, max_len), -1, np.int32)
-    if n_rows and max_len:
-        _suffix_cpu(trie.keys, trie.child, np.ascontiguousarray(ids, dtype=np.int32),
-                    np.ascontiguousarray(offsets, dtype=np.int64), max_len, out)
+    ids = xp.ascontiguousarray(ids, dtype=np.int32)
+    offsets = xp.ascontiguousarray(offsets, dtype=np.int64)
+    if xp is np:
+        _twin_suffix(trie.keys, trie.child, ids, offsets, max_len, out)
+    else:
+        g, b = _cuda.grid(n_rows * 32)  # a warp per row
+        _kernel("suffix_entries")(g, b, (trie.keys, trie.child, ids, offsets, np.int32(n_rows), np.int32(max_len),
+                                         out))
     return out
 
 
@@ -388,20 +371,16 @@ def fill_distribution(trie: Trie, ctx, order: int, out=None):
     order = int(order)
     if ctx.shape[1] != order - 1:
         raise ValueError(f"ctx has {ctx.shape[1]} columns, expected order - 1 = {order - 1}")
-    if gpu:
-        import cupy
-
-        ctx = cupy.ascontiguousarray(ctx, dtype=cupy.int32)
-        if out is None:
-            out = cupy.empty((n_rows, V), cupy.float32)
-        if n_rows:
-            _kernel("fill_distribution")((n_rows,), (256,), (
-                trie.keys, trie.prob, trie.backoff, trie.child, np.int32(V), np.int32(order), ctx,
-                np.int32(n_rows), out))
-        return out
-    ctx = np.ascontiguousarray(ctx, dtype=np.int32)
+    xp = array_module(ctx)
+    ctx = xp.ascontiguousarray(ctx, dtype=np.int32)
     if out is None:
-        out = np.empty((n_rows, V), np.float32)
-    if n_rows:
-        _fill_cpu(trie.keys, trie.prob, trie.backoff, trie.child, V, order, ctx, out)
+        out = xp.empty((n_rows, V), np.float32)
+    if not n_rows:
+        return out
+    if xp is np:
+        _twin_fill(trie.keys, trie.prob, trie.backoff, trie.child, V, order, ctx, out)
+    else:
+        _kernel("fill_distribution")((n_rows,), (THREADS,), (  # a block per row
+            trie.keys, trie.prob, trie.backoff, trie.child, np.int32(V), np.int32(order), ctx, np.int32(n_rows),
+            out))
     return out

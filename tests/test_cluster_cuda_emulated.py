@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cutext.kernels import ellpack
+from cutext.kernels import _cuda, ellpack
 from cutext.pipelines import datasets
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
 
@@ -56,8 +56,8 @@ def fake_cupy(emu_lib, monkeypatch):
     spec.loader.exec_module(fake)
     mod = fake.make(emu_lib)
     monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(ellpack, "_modules", {})
-    monkeypatch.setattr(ellpack, "_functions", {})
+    monkeypatch.setattr(_cuda, "_modules", {})  # the loader's caches: modules built by this fake only
+    monkeypatch.setattr(_cuda, "_functions", {})
     return mod
 
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from cutext import pipelines
 from cutext.kernels import lda as K_
-from cutext.pipelines.lda import GibbsState, LDAModel
+from cutext.kernels import lda_hybrid as KH
+from cutext.pipelines.lda import LDAModel
 from cutext.stages.lda_chunk import (
     BagOfWords,
     LDAInputError,
@@ -22,6 +23,7 @@ from cutext.stages.lda_chunk import (
     read_ldac,
     read_uci,
 )
+from cutext.stages.lda_gibbs import GibbsState
 
 
 @pytest.fixture(scope="module")
@@ -221,10 +223,10 @@ def test_samplers_draw_from_the_gibbs_conditional(reuters, sampler, exclude):
     panels = [np.asarray(a) for a in K_.word_panels(ch.word, 8)]
     for it in range(100, 100 + R):
         if hyb:
-            z, fl = K_.sample_hybrid(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.hw,
+            z, fl = KH.sample_hybrid(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.hw,
                                      st.nk, st.tables, st.htables, st._dense_ranges, alpha=st.alpha, beta=st.beta,
                                      vbeta=st.vbeta, seed=1, iteration=it, exclude=exclude,
-                                     doc_c=0 if doc_side else K_.HYBRID_DOC_C)
+                                     doc_c=0 if doc_side else KH.HYBRID_DOC_C)
             branches += np.bincount(fl[ch.word >= ch.n_dense], minlength=9)
         elif sampler == "dense":
             z = K_.sample_dense(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W,
@@ -541,6 +543,37 @@ def test_hybrid_dense_ranges_come_from_the_words(reuters):
         b.step(it, "hybrid")
         np.testing.assert_array_equal(a.z, b.z, err_msg=f"iteration {it}")
     b.check_invariants()
+
+
+@pytest.mark.parametrize("layout", ["dense", "hybrid"])
+def test_state_likelihood_is_eq5(reuters, layout):
+    """GibbsState's public likelihood (paper 000 Eq. 5) against the definition on dense counts: per token
+    log2 sum_k (D[d][k] + alpha) / (L_d + K alpha) * (W[v][k] + beta) / (n_k + V beta).  The kernels use float32
+    phi tables for dense rows, hence the tolerance; the sharded chain sums the same terms."""
+    from cutext.stages.lda_gibbs import ShardedGibbs
+
+    K = 8
+    ch = build_chunks(_subset(reuters, 40), K, n_chunks=2)
+    st = GibbsState(ch, K, alpha=0.3, beta=0.05, seed=2, w_layout=layout)
+    st.step(1, "hybrid" if layout == "hybrid" else "sparse")
+    W = st.dense_w().astype(np.float64)
+    D = np.zeros((ch.n_docs, K))
+    dt = st.doc_topic_table()
+    D[dt["doc_id"], dt["topic"]] = dt["count"]
+    L = np.diff(ch.doc_ptr).astype(np.float64)
+    theta = (D + st.alpha) / (L[:, None] + K * st.alpha)
+    phi = (W + st.beta) / (W.sum(axis=0) + st.vbeta)
+    want = np.log2((theta[st.doc] * phi[st.word]).sum(axis=1))
+    terms = st.log2_likelihood_terms()
+    assert terms.shape == (ch.n_tokens,) and terms.dtype == np.float64
+    np.testing.assert_allclose(terms, want, rtol=1e-6)
+    assert st.log_likelihood() == pytest.approx(float(terms.sum()), rel=1e-12)
+    assert st.llpt() == pytest.approx(st.log_likelihood() / ch.n_tokens, rel=1e-12)
+    if layout == "dense":
+        sh = ShardedGibbs(ch, K, 0.3, 0.05, seed=2, devices=[None, None])
+        sh.step(1, "sparse")
+        assert sh.log_likelihood() == pytest.approx(st.log_likelihood(), rel=1e-12)
+        assert sh.llpt() == pytest.approx(st.llpt(), rel=1e-12)
 
 
 # ----------------------------------------------------------------------------- the corpus front end

@@ -1,6 +1,6 @@
 """kernels/lda.cu, compiled for the host and run thread by thread, equals the numba twins draw for draw.
 
-No GPU is needed: tests/cuda_host_harness.cpp defines the CUDA keywords away, runs every thread of a
+No GPU is needed: tests/cuda_emu/lda_emu.cpp defines the CUDA keywords away, runs every thread of a
 launch in turn (``-ffp-contract=off``, the counterpart of ``--fmad=false``) and exposes one C function
 per kernel.  This checks the CUDA source's logic and arithmetic against the CPU twins on a real corpus;
 tests/test_gpu_lda.py checks the real kernels on a device.  Skipped without a C++ compiler.
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cutext.kernels import lda as K_
-from cutext.pipelines.lda import GibbsState, panel_words
 from cutext.stages.lda_chunk import build_chunks, read_ldac
+from cutext.stages.lda_gibbs import GibbsState, panel_words
 
 HERE = Path(__file__).resolve().parent
 CU = Path(K_.__file__).with_name("lda.cu")
@@ -29,7 +29,7 @@ def lib(tmp_path_factory):
         pytest.skip("no C++ compiler")
     so = tmp_path_factory.mktemp("cuda-host") / "lda_host.so"
     cmd = [cxx, "-std=c++20", "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
-           f'-DLDA_CU="{CU}"', str(HERE / "cuda_host_harness.cpp"), "-o", str(so), "-lpthread"]
+           f'-DLDA_CU="{CU}"', str(HERE / "cuda_emu" / "lda_emu.cpp"), "-o", str(so), "-lpthread"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(so))
 
@@ -132,7 +132,7 @@ def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift
             pw = panel_words(K)
             ptr, w0 = K_.word_panels(ch.word, pw, max_tokens=700)
             dnt_twin = np.empty((ch.n_docs, K), np.float32)
-            K_._dnt_cpu(st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.nk, K, st.alpha, st.vbeta, dnt_twin)
+            K_._twin_dnt(st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.nk, K, st.alpha, st.vbeta, dnt_twin)
             dnt = np.empty((ch.n_docs, K), np.float32)
             call(lib, "h_dnt", st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.nk, np.int32(ch.n_docs), np.int32(K),
                  st.alpha, st.vbeta, dnt)

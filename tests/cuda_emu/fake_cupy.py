@@ -1,11 +1,12 @@
-"""A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of ``kernels/ellpack.cu`` on the CPU.
+"""A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of a kernel source on the CPU.
 
-Only what cutext's ELLPACK path uses: ``ndarray`` (a numpy subclass whose module is ``cupy``, so
+Only what cutext's ELLPACK and trie paths use: ``ndarray`` (a numpy subclass whose module is ``cupy``, so
 ``is_gpu_object`` sees a device array), ``asarray``, ``array``, ``ascontiguousarray``, ``empty``, ``zeros``,
-``full``, ``.get()``, ``cuda.Device`` (ids and a context manager; several "devices" share the host)
-and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of
-``ellpack_emu.cpp`` through ctypes.  Used by tests/test_cluster_cuda_emulated.py to run the GPU
-engine (update buffer, micro-batches, capacity doubling, row partitions) without a GPU.
+``full``, ``arange``, the dtype names, ``.get()``, ``cuda.Device`` (ids and a context manager; several
+"devices" share the host) and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the
+launchers of the emulator library (``ellpack_emu.cpp``, ``trie_emu.cpp``) through ctypes.  Used by
+tests/test_cluster_cuda_emulated.py to run the GPU clustering engine (update buffer, micro-batches, capacity
+doubling, row partitions) and by tests/test_trie_cuda_emulated.py to run the trie queries without a GPU.
 """
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ def full(shape, fill, dtype=None):
     return _dev(np.full(shape, fill, dtype))
 
 
+def arange(*args, dtype=None):
+    return _dev(np.arange(*args, dtype=dtype))
+
+
 class _Device:
     current = 0
 
@@ -83,6 +88,9 @@ def make(lib_path):
     mod.empty = empty
     mod.zeros = zeros
     mod.full = full
+    mod.arange = arange
+    for name in ("int8", "int32", "int64", "uint32", "float32", "float64"):
+        setattr(mod, name, getattr(np, name))
     mod.cuda = types.SimpleNamespace(Device=_Device)
     launches = []
 

@@ -1,4 +1,5 @@
-// Host emulation of kernels/lda.cu for tests/test_lda_cuda_host.py: every CUDA thread of a launch is run
+// Host emulation of kernels/lda.cu for tests/test_lda_cuda_host.py (tests/cuda_emu/: one folder for the lda, ellpack
+// and trie emulations): every CUDA thread of a launch is run
 // in turn on the CPU (blocks of one thread for the dense kernel, whose shared-memory staging then
 // needs no barrier).  Compiled with -ffp-contract=off, the counterpart of nvcc's --fmad=false.
 // The warp-cooperative sampler lda_sample runs as 32 std::threads (one per lane) that meet at a
