@@ -81,7 +81,7 @@ def _drop_dl(df):
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=64 << 20,
-                encoding="utf-8", storage_options=None, backend="auto", client=None,
+                encoding="utf-8", storage_options=None, glob=None, backend="auto", client=None,
                 scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
     """Index a corpus for BM25 (paper 004, section 3: extract, ids by scan, sort, count, weight).
 
@@ -96,8 +96,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer settings (:class:`cutext.stages.tokenize.TokenizerConfig`).
-    format, text_column, id_column, blocksize, encoding, storage_options
-        Reader settings.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob
+        Reader settings (:func:`cutext.stages.read.read_corpus`; ``glob=None``: a path that
+        exists is read as itself, else ``*?[`` make it a pattern).
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.
@@ -131,7 +132,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
     src = open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
-                      blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+                      blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                      glob=glob)
     nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
     names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
