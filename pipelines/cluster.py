@@ -406,6 +406,9 @@ def add_cli(sub) -> None:
     p.add_argument("--stemmer", default=None, help="Snowball algorithm (porter, english, ...)")
     p.add_argument("--min-len", type=int, default=2, help="drop tokens shorter than this (default 2)")
     p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
     p.add_argument("--text-column", action="append", default=None)
     p.add_argument("--id-column", default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -425,6 +428,6 @@ def _cli_main(args) -> int:
                        batch_size=args.batch_size, devices=devices, candidates=candidates,
                        stopwords=args.stopwords, stemmer=args.stemmer,
                        min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
-                       progress=not args.no_progress)
+                       glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

@@ -675,6 +675,9 @@ def add_cli(sub):
     p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
     p.add_argument("--text-column", default=None)
     p.add_argument("--id-column", default=None)
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
     p.add_argument("--batch-lines", type=int, default=10000, help="stdin lines scored per batch")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -716,6 +719,6 @@ def _cli_main(args) -> int:
     path = args.path[0] if len(args.path) == 1 else args.path
     r = score_corpus(path, args.out, model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
                      eos=eos, format=args.format, text_column=args.text_column, id_column=args.id_column,
-                     progress=not args.no_progress)
+                     glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

@@ -1,4 +1,4 @@
-"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL).
+"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL), archives.
 
 A corpus is a dask DataFrame with one row per document::
 
@@ -23,7 +23,25 @@ Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression 
     the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
     ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
 ``parquet``, ``csv``
-    a table with a text column and an optional id column, as for ``jsonl``.
+    a table with a text column and an optional id column, as for ``jsonl``.  CSV/TSV quoting is
+    RFC 4180's (a quoted field may span lines, ``""`` is a quote); a quoted field that is never
+    closed is an error naming the line of its opening quote (it would swallow every later row).
+
+Archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``, ``.tar.xz``/``.txz``,
+``.tar.zst``, ``.zip``; by suffix) are collections: ``auto`` reads them as ``files``, one document
+per member, ``source_id`` = the member path (``./`` dropped; ``"<archive>/<member>"`` when the
+archive is one of several inputs); ``format="lines"`` reads one document per line of each member
+(``source_id`` = ``"<member>:<line>"``).  Directories, links and other non-regular members, and
+hidden members and marker files (the directory rules below) are skipped; a member compressed on
+its own (``x.txt.gz``) is decompressed.  Members are streamed from the archive (fsspec file
+objects, Python's ``tarfile``/``zipfile``), never extracted to disk.  Table formats inside
+archives are not read (extract them).  Reuters-21578's tarball holds SGML files of many articles
+each: read as an archive it is one document per file; ``cutext.pipelines.datasets.load_reuters21578``
+gives one document per article.
+
+Paths: a path that exists is read as itself even when its name holds ``*``, ``?`` or ``[``
+(``a[1].txt``); otherwise such a path is a glob pattern.  ``glob=True`` / ``False`` forces
+either reading.
 
 Columns are taken as written: JSON strings and the CSV text/id columns stay strings (no date or
 number inference: an id ``"007"`` or ``"2020-01-01"`` is kept verbatim); numbers become their
@@ -40,7 +58,10 @@ empty files) is an error of :func:`assign_doc_ids`.
 
 Uncompressed ``lines``/``jsonl`` files larger than ``blocksize`` are split at line boundaries into
 several partitions; everything else is one partition per file (``files``: groups of files of about
-``blocksize`` bytes).
+``blocksize`` bytes).  A ``.tar`` or ``.zip`` archive is one partition per group of members of
+about ``blocksize`` bytes (their member lists give random access); a compressed tar has no
+index, so it is one partition read in a single streaming pass (repack as ``.zip`` or ``.tar``
+for parallel reading).
 """
 from __future__ import annotations
 

@@ -874,6 +874,20 @@ def test_glob_reaches_the_reader_from_every_text_pipeline(tmp_path):
         assert r.counts["n_docs"] == n
     r = pipelines.run("lda", lit, out=tmp_path / "lda", K=2, iterations=2, glob=False, **kw)
     assert r.counts["n_docs"] == 2
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=5\n\n\\1-grams:\n-2.0\t<unk>\n-1.0\t<s>\n-0.5\t</s>\n-0.6\talpha\n"
+                    "-0.6\tbeta\n\n\\end\\\n")
+    for glob, n in ((None, 2), (True, 1)):
+        r = pipelines.run("ngram", lit, out=tmp_path / f"ng-{glob}", model=arpa, glob=glob, **kw)
+        assert r.counts["n_docs"] == n
+    from cutext.pipelines.__main__ import main
+
+    for flag, n in (("auto", 2), ("on", 1), ("off", 2)):
+        assert main(["bm25", lit, "--out", str(tmp_path / f"cli-{flag}"), "--backend", "cpu", "--scheduler", "sync",
+                     "--no-progress", "--glob", flag]) == 0
+        assert read_index(tmp_path / f"cli-{flag}")["docs"].shape[0] == n
+        assert main(["cluster", lit, "--out", str(tmp_path / f"clu-{flag}"), "--backend", "cpu", "--min-len", "1",
+                     "--no-progress", "--glob", flag]) == 0
     with pytest.raises(FileNotFoundError):
         pipelines.run("lda", str(tmp_path / "a?.txt"), out=tmp_path / "lda2", K=2, iterations=2, glob=False, **kw)
 
