@@ -888,6 +888,9 @@ def test_glob_reaches_the_reader_from_every_text_pipeline(tmp_path):
         assert read_index(tmp_path / f"cli-{flag}")["docs"].shape[0] == n
         assert main(["cluster", lit, "--out", str(tmp_path / f"clu-{flag}"), "--backend", "cpu", "--min-len", "1",
                      "--no-progress", "--glob", flag]) == 0
+        assert main(["ngram", lit, "--model", str(arpa), "--out", str(tmp_path / f"ngc-{flag}"), "--backend", "cpu",
+                     "--no-progress", "--glob", flag]) == 0
+        assert pq.read_table(tmp_path / f"ngc-{flag}" / "scores.parquet").num_rows == n
     with pytest.raises(FileNotFoundError):
         pipelines.run("lda", str(tmp_path / "a?.txt"), out=tmp_path / "lda2", K=2, iterations=2, glob=False, **kw)
 
