@@ -81,7 +81,7 @@ def _drop_dl(df):
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=64 << 20,
-                encoding="utf-8", storage_options=None, backend="auto", client=None,
+                encoding="utf-8", storage_options=None, glob=None, backend="auto", client=None,
                 scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
     """Index a corpus for BM25 (paper 004, section 3: extract, ids by scan, sort, count, weight).
 
@@ -96,8 +96,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer settings (:class:`cutext.stages.tokenize.TokenizerConfig`).
-    format, text_column, id_column, blocksize, encoding, storage_options
-        Reader settings.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob
+        Reader settings (:func:`cutext.stages.read.read_corpus`; ``glob=None``: a path that
+        exists is read as itself, else ``*?[`` make it a pattern).
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.
@@ -131,7 +132,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
     src = open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
-                      blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+                      blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                      glob=glob)
     nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
     names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
@@ -497,11 +499,15 @@ def add_cli(sub) -> None:
     p.add_argument("--min-len", type=int, default=1, help="drop tokens shorter than this (code points)")
     p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
     p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
-                   help="input format (auto: by suffix; a directory of other files = one document per file)")
+                   help="input format (auto: by suffix; a directory of other files, or a tar/zip archive "
+                        "= one document per file or member)")
     p.add_argument("--text-column", action="append", default=None,
                    help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
     p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
     p.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per input partition (default 64 MiB)")
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
     p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -536,7 +542,8 @@ def _cli_main(args) -> int:
                     delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
                     lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
                     format=args.format, text_column=text_col, id_column=args.id_column,
-                    blocksize=args.blocksize, encoding=args.encoding, progress=not args.no_progress)
+                    blocksize=args.blocksize, encoding=args.encoding,
+                    glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 

@@ -56,7 +56,7 @@ class _Stages:
 
 
 def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
-                  id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, client=None,
+                  id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, glob=None, client=None,
                   scheduler="auto", n_workers=None, timings=None):
     """The corpus front end (:mod:`cutext.stages.corpus`) with its counts taken to the host.
 
@@ -89,7 +89,7 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
     t0 = time.perf_counter()
     with corpus_session(path, tok_cfg, backend, client=client, scheduler=scheduler, n_workers=n_workers,
                         format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-                        encoding=encoding, storage_options=storage_options) as c:
+                        encoding=encoding, storage_options=storage_options, glob=glob) as c:
         t1 = time.perf_counter()
         ids = c.source_ids()
         t2 = time.perf_counter()
@@ -172,7 +172,7 @@ def _default_batch(backend, method):
 def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_from=None, weighting="tficf",
                    lowercase=True, stopwords="lucene", stemmer=None, min_len=2, max_len=None,
                    format="auto", text_column=None, id_column=None, blocksize=64 << 20, encoding="utf-8",
-                   storage_options=None, backend="auto", method=None, batch_size=None, devices=None,
+                   storage_options=None, glob=None, backend="auto", method=None, batch_size=None, devices=None,
                    candidates="auto", client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
                    progress=True) -> RunResult:
     """Cluster a corpus as a document stream (paper 002, Algorithm 1; GPU: Algorithms 2-3).
@@ -199,6 +199,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         See :mod:`cutext.stages.termvec` (natural logarithms).
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer (default: lowercase, Lucene's 33 stopwords, tokens of 2+ code points).
+    format, text_column, id_column, blocksize, encoding, storage_options, glob
+        Reader settings (:func:`cutext.stages.read.read_corpus`), also used for an ``idf_from`` corpus.
     backend : {"auto", "cpu", "gpu"}
     method : {"reference", "brute", "ellpack"}, optional
         Clustering engine (default: reference on the CPU, ellpack on the GPU).
@@ -250,7 +252,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     method = method or ("ellpack" if be == "gpu" else "reference")
     batch_size = batch_size or _default_batch(be, method)
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-                   encoding=encoding, storage_options=storage_options)
+                   encoding=encoding, storage_options=storage_options, glob=glob)
     timings: dict[str, float] = {}
     cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
                        timings=timings, **read_kw)
@@ -404,6 +406,9 @@ def add_cli(sub) -> None:
     p.add_argument("--stemmer", default=None, help="Snowball algorithm (porter, english, ...)")
     p.add_argument("--min-len", type=int, default=2, help="drop tokens shorter than this (default 2)")
     p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
     p.add_argument("--text-column", action="append", default=None)
     p.add_argument("--id-column", default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -423,6 +428,6 @@ def _cli_main(args) -> int:
                        batch_size=args.batch_size, devices=devices, candidates=candidates,
                        stopwords=args.stopwords, stemmer=args.stemmer,
                        min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
-                       progress=not args.no_progress)
+                       glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

@@ -105,8 +105,9 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     n_workers : int, optional
         Workers of a local cluster for the front end.
     **read_kw
-        Reader settings for text corpora (``text_column``, ``id_column``, ``blocksize``,
-        ``encoding``, ``storage_options``).
+        Reader settings for text corpora, passed to :func:`cutext.stages.read.read_corpus`
+        (``text_column``, ``id_column``, ``blocksize``, ``encoding``, ``storage_options``,
+        ``glob``); ``run()`` checks their names against the reader.
 
     Returns
     -------

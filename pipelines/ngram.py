@@ -529,7 +529,7 @@ def _sentences_of(texts: pa.Array, sentence: str):
 
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
                  eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=64 << 20,
-                 encoding="utf-8", storage_options=None, overwrite: bool = True, progress: bool = True,
+                 encoding="utf-8", storage_options=None, glob=None, overwrite: bool = True, progress: bool = True,
                  client=None, scheduler="auto", n_workers=None) -> RunResult:
     """Score every document of a corpus with an n-gram model; write Parquet (per document) and JSON.
 
@@ -547,8 +547,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``"line"``: every non-blank line of a document is a sentence; ``"document"``: one sentence.
     bos, eos : bool
         KenLM's sentence boundaries.
-    format, text_column, id_column, blocksize, encoding, storage_options
-        Reader settings.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob
+        Reader settings (:func:`cutext.stages.read.read_corpus`).
     overwrite, progress : bool
     client, scheduler, n_workers
         Accepted for the common pipeline signature; the corpus is read piece by piece in-process.
@@ -583,7 +583,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         lm = NGramModel.load(model, backend=backend)
     timings["load_model"] = time.perf_counter() - t0
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
-                           blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                           glob=glob)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -674,6 +675,9 @@ def add_cli(sub):
     p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
     p.add_argument("--text-column", default=None)
     p.add_argument("--id-column", default=None)
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
     p.add_argument("--batch-lines", type=int, default=10000, help="stdin lines scored per batch")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -715,6 +719,6 @@ def _cli_main(args) -> int:
     path = args.path[0] if len(args.path) == 1 else args.path
     r = score_corpus(path, args.out, model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
                      eos=eos, format=args.format, text_column=args.text_column, id_column=args.id_column,
-                     progress=not args.no_progress)
+                     glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

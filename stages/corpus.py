@@ -77,7 +77,7 @@ class CorpusSource:
 
 
 def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
-                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None) -> CorpusSource:
+                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None, glob=None) -> CorpusSource:
     """Plan a corpus (list its pieces, measure its bytes); nothing is read yet.
 
     Parameters
@@ -86,7 +86,7 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
         A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.read.read_corpus`).
     backend : {"cpu", "gpu"}
         The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
-    format, text_column, id_column, blocksize, encoding, storage_options
+    format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.read.read_corpus`).
 
     Returns
@@ -107,7 +107,7 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     is_gpu(backend)  # validates the resolved string
     docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
                                     blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                                    backend=backend)
+                                    glob=glob, backend=backend)
     p0 = path[0] if isinstance(path, (list, tuple)) else path
     fs = url_to_fs(str(p0), **(storage_options or {}))[0]
     return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend)
@@ -291,7 +291,7 @@ def corpus_session(path, tokenizer: TokenizerConfig | None = None, backend: str 
         See :func:`build_corpus`.
     **read_kw
         ``format``, ``text_column``, ``id_column``, ``blocksize``, ``encoding``,
-        ``storage_options`` (:func:`open_corpus`).
+        ``storage_options``, ``glob`` (:func:`open_corpus`).
 
     Yields
     ------

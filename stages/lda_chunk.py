@@ -43,6 +43,11 @@ class LDAInputError(CorpusError):
     """Malformed LDA input (message: ``file:line: what is wrong``)."""
 
 
+INT32_MAX = 2**31 - 1
+"""Largest count, id and corpus token total: counts, word and document ids and the topic counts
+``n_wk``/``n_k`` of the sampler are int32 (the CUDA kernels' type)."""
+
+
 @dataclass
 class BagOfWords:
     """Documents x words counts.
@@ -103,7 +108,20 @@ def _header_int(line: str, path, lineno: int, what: str) -> int:
         raise LDAInputError(f"{path}:{lineno}: bad UCI header: expected the number of {what}, got {line.strip()!r}")
     if v < 0:
         raise LDAInputError(f"{path}:{lineno}: bad UCI header: negative number of {what} ({v})")
+    if v > INT32_MAX:
+        raise LDAInputError(f"{path}:{lineno}: bad UCI header: {v} {what} is more than {INT32_MAX:,} "
+                            "(ids and counts are int32)")
     return v
+
+
+def _token_total_check(cnt: np.ndarray, path, line_of) -> None:
+    """The corpus' token total must fit int32 (the sampler's topic counts); names the line where it
+    first does not."""
+    total = np.cumsum(cnt, dtype=np.int64)
+    if total.shape[0] and total[-1] > INT32_MAX:
+        i = int(np.searchsorted(total, INT32_MAX, side="right"))
+        raise LDAInputError(f"{path}:{line_of(i)}: the corpus exceeds {INT32_MAX:,} tokens here (topic "
+                            "counts are int32); split it or drop rare words")
 
 
 def read_uci(docword, vocab=None) -> BagOfWords:
@@ -126,8 +144,9 @@ def read_uci(docword, vocab=None) -> BagOfWords:
     Raises
     ------
     LDAInputError
-        Bad header, a line that is not three integers, a docID outside 1..D, a wordID outside
-        1..W, a count < 1, or a triple count different from NNZ (message: file and line).
+        Bad header (D, W or NNZ negative or above 2**31 - 1), a line that is not three integers, a
+        docID outside 1..D, a wordID outside 1..W, a count outside 1..2**31 - 1, more than
+        2**31 - 1 tokens in all, or a triple count different from NNZ (message: file and line).
     FileNotFoundError
     """
     docword = Path(docword)
@@ -149,7 +168,7 @@ def read_uci(docword, vocab=None) -> BagOfWords:
     try:
         arr = np.array(body.split(), dtype=np.int64)
         bad = arr.shape[0] % 3 != 0
-    except ValueError:
+    except (ValueError, OverflowError):
         arr, bad = None, True
     if bad:
         for i, line in enumerate(body.splitlines(), start=4):
@@ -158,6 +177,9 @@ def read_uci(docword, vocab=None) -> BagOfWords:
                 continue
             if len(parts) != 3 or not all(p.lstrip("-").isdigit() for p in parts):
                 raise LDAInputError(f"{docword}:{i}: expected 'docID wordID count' (three integers), got {line!r}")
+            for name, p in zip(("docID", "wordID", "count"), parts):
+                if abs(int(p)) > INT32_MAX:
+                    raise LDAInputError(f"{docword}:{i}: {name} {p} out of range (at most {INT32_MAX:,})")
         raise LDAInputError(f"{docword}: malformed triples")  # pragma: no cover
     trip = arr.reshape(-1, 3)
     doc, wid, cnt = trip[:, 0], trip[:, 1], trip[:, 2]
@@ -177,6 +199,10 @@ def read_uci(docword, vocab=None) -> BagOfWords:
         m = cnt < 1
         if m.any():
             fail(m, lambda i: f"count {cnt[i]} < 1")
+        m = cnt > INT32_MAX
+        if m.any():
+            fail(m, lambda i: f"count {cnt[i]} out of range 1..{INT32_MAX:,} (counts are int32)")
+        _token_total_check(cnt, docword, lambda i: line_of[i])
     if trip.shape[0] != NNZ:
         raise LDAInputError(f"{docword}:3: header NNZ = {NNZ} but the file holds {trip.shape[0]} triples")
     order = np.argsort(doc, kind="stable")
@@ -210,8 +236,9 @@ def read_ldac(path, vocab=None) -> BagOfWords:
     Raises
     ------
     LDAInputError
-        A malformed pair, ``n`` different from the number of pairs, a count < 1, or an id outside
-        the vocabulary (message: file and line).
+        A malformed pair, ``n`` different from the number of pairs, a count outside
+        1..2**31 - 1, an id outside the vocabulary (without one: above 2**31 - 2), or more than
+        2**31 - 1 tokens in all (message: file and line).
     """
     path = Path(path)
     if vocab is None:
@@ -224,6 +251,8 @@ def read_ldac(path, vocab=None) -> BagOfWords:
     ptr = [0]
     wl: list = []
     cl: list = []
+    total = 0
+    id_max = (V - 1) if V is not None else INT32_MAX - 1
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.split()
@@ -240,12 +269,18 @@ def read_ldac(path, vocab=None) -> BagOfWords:
             if n != len(ids):
                 raise LDAInputError(f"{path}:{lineno}: declares {n} distinct words but lists {len(ids)}")
             for a, c in zip(ids, cs):
-                if a < 0 or (V is not None and a >= V):
-                    rng = f"0..{V - 1}" if V is not None else ">= 0"
-                    raise LDAInputError(f"{path}:{lineno}: word id {a} out of range {rng}"
-                                        + (f" (vocabulary {vocab})" if V is not None else ""))
+                if a < 0 or a > id_max:
+                    raise LDAInputError(f"{path}:{lineno}: word id {a} out of range 0..{id_max}"
+                                        + (f" (vocabulary {vocab})" if V is not None else " (ids are int32)"))
                 if c < 1:
                     raise LDAInputError(f"{path}:{lineno}: count {c} < 1 for word id {a}")
+                if c > INT32_MAX:
+                    raise LDAInputError(f"{path}:{lineno}: count {c} out of range 1..{INT32_MAX:,} for word id "
+                                        f"{a} (counts are int32)")
+            total += sum(cs)
+            if total > INT32_MAX:
+                raise LDAInputError(f"{path}:{lineno}: the corpus exceeds {INT32_MAX:,} tokens here (topic "
+                                    "counts are int32); split it or drop rare words")
             wl.extend(ids)
             cl.extend(cs)
             ptr.append(len(wl))

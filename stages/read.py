@@ -1,4 +1,4 @@
-"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL).
+"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL), archives.
 
 A corpus is a dask DataFrame with one row per document::
 
@@ -23,7 +23,25 @@ Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression 
     the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
     ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
 ``parquet``, ``csv``
-    a table with a text column and an optional id column, as for ``jsonl``.
+    a table with a text column and an optional id column, as for ``jsonl``.  CSV/TSV quoting is
+    RFC 4180's (a quoted field may span lines, ``""`` is a quote); a quoted field that is never
+    closed is an error naming the line of its opening quote (it would swallow every later row).
+
+Archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``, ``.tar.xz``/``.txz``,
+``.tar.zst``, ``.zip``; by suffix) are collections: ``auto`` reads them as ``files``, one document
+per member, ``source_id`` = the member path (``./`` dropped; ``"<archive>/<member>"`` when the
+archive is one of several inputs); ``format="lines"`` reads one document per line of each member
+(``source_id`` = ``"<member>:<line>"``).  Directories, links and other non-regular members, and
+hidden members and marker files (the directory rules below) are skipped; a member compressed on
+its own (``x.txt.gz``) is decompressed.  Members are streamed from the archive (fsspec file
+objects, Python's ``tarfile``/``zipfile``), never extracted to disk.  Table formats inside
+archives are not read (extract them).  Reuters-21578's tarball holds SGML files of many articles
+each: read as an archive it is one document per file; ``cutext.pipelines.datasets.load_reuters21578``
+gives one document per article.
+
+Paths: a path that exists is read as itself even when its name holds ``*``, ``?`` or ``[``
+(``a[1].txt``); otherwise such a path is a glob pattern.  ``glob=True`` / ``False`` forces
+either reading.
 
 Columns are taken as written: JSON strings and the CSV text/id columns stay strings (no date or
 number inference: an id ``"007"`` or ``"2020-01-01"`` is kept verbatim); numbers become their
@@ -40,7 +58,10 @@ empty files) is an error of :func:`assign_doc_ids`.
 
 Uncompressed ``lines``/``jsonl`` files larger than ``blocksize`` are split at line boundaries into
 several partitions; everything else is one partition per file (``files``: groups of files of about
-``blocksize`` bytes).
+``blocksize`` bytes).  A ``.tar`` or ``.zip`` archive is one partition per group of members of
+about ``blocksize`` bytes (their member lists give random access); a compressed tar has no
+index, so it is one partition read in a single streaming pass (repack as ``.zip`` or ``.tar``
+for parallel reading).
 """
 from __future__ import annotations
 
@@ -49,6 +70,7 @@ import io
 import json
 import os
 import posixpath
+import stat
 import threading
 from dataclasses import dataclass, field
 
@@ -71,6 +93,12 @@ TEXT_CANDIDATES = ("text", "contents", "content", "body")
 DEFAULT_BLOCKSIZE = 64 << 20
 IGNORED_NAMES = {"_SUCCESS", "_metadata", "_common_metadata"}   # Spark / dask dataset markers
 BOM = codecs.BOM_UTF8
+# archive suffix -> (kind, compression of the whole archive); ".tar.gz" etc. are ".tar" after
+# the compression suffix is stripped
+ARCHIVE_SUFFIXES = {".tar": ("tar", None), ".tgz": ("tar", "gzip"), ".taz": ("tar", "gzip"),
+                    ".tbz": ("tar", "bz2"), ".tbz2": ("tar", "bz2"), ".txz": ("tar", "xz"),
+                    ".tzst": ("tar", "zstd"), ".zip": ("zip", None)}
+MAX_MEMBERS_PER_PIECE = 4096
 
 _tls = threading.local()
 
@@ -114,6 +142,9 @@ class Piece:
     file_index: int = 0             # which input file (for line numbering across blocks)
     numbered: bool = False          # source ids are row numbers to be filled in by assign_doc_ids
     options: dict = field(default_factory=dict)
+    archive: str | None = None      # "tar" or "zip": ``paths[0]`` is an archive read member by member
+    members: list | None = None     # the members to read: zip names, or tar ``(name, data offset, size)``;
+                                    # None = every member (a compressed tar, streamed in one pass)
 
 
 def _strip_compression(path: str) -> tuple[str, str | None]:
@@ -122,7 +153,15 @@ def _strip_compression(path: str) -> tuple[str, str | None]:
     return (root, comp) if comp else (path, None)
 
 
-def _fs_and_paths(path, storage_options):
+def _is_glob(fs, fspath: str, glob) -> bool:
+    """Whether ``fspath`` is taken as a glob pattern (``glob``: None = auto, True, False)."""
+    if glob is None:
+        # a path that exists is itself, even when its name holds ``*?[`` (a file ``a[1].txt``)
+        return any(ch in fspath for ch in "*?[") and not fs.exists(fspath)
+    return bool(glob)
+
+
+def _fs_and_paths(path, storage_options, glob=None):
     from fsspec.core import url_to_fs
 
     if isinstance(path, (list, tuple)):
@@ -131,11 +170,11 @@ def _fs_and_paths(path, storage_options):
         fs, _ = url_to_fs(str(path[0]), **(storage_options or {}))
         files = []
         for p in path:
-            files.extend(_fs_and_paths(p, storage_options)[1])
+            files.extend(_fs_and_paths(p, storage_options, glob)[1])
         return fs, files, None
     path = os.fspath(path)
     fs, fspath = url_to_fs(path, **(storage_options or {}))
-    if any(ch in fspath for ch in "*?["):
+    if _is_glob(fs, fspath, glob):
         files = sorted(f for f in fs.glob(fspath) if fs.isfile(f))
         root = fspath.split("*")[0].split("?")[0].split("[")[0]
         root = root if root.endswith("/") else posixpath.dirname(root)
@@ -144,7 +183,9 @@ def _fs_and_paths(path, storage_options):
         files = sorted(f for f in fs.find(fspath) if not _ignored(posixpath.relpath(f, fspath)))
         return fs, files, fspath
     if not fs.exists(fspath):
-        raise FileNotFoundError(f"{path}: no such file or directory")
+        hint = ("" if glob is not False or not any(ch in fspath for ch in "*?[")
+                else " (glob=False: the name is taken literally, not as a pattern)")
+        raise FileNotFoundError(f"{path}: no such file or directory{hint}")
     return fs, [fspath], None
 
 
@@ -161,21 +202,115 @@ def _label(path: str, root: str | None) -> str:
     return posixpath.basename(path)
 
 
+def archive_kind(path: str) -> tuple[str | None, str | None]:
+    """``(kind, compression)`` of an archive path by its suffix: ``("tar", "gzip")`` for ``.tar.gz``
+    and ``.tgz``, ``("tar", None)`` for ``.tar``, ``("zip", None)`` for ``.zip``; ``(None, None)``
+    for anything else."""
+    name = path.lower()
+    ext = posixpath.splitext(name)[1]
+    if ext in ARCHIVE_SUFFIXES:
+        return ARCHIVE_SUFFIXES[ext]
+    base, comp = _strip_compression(name)
+    if comp is not None and posixpath.splitext(base)[1] == ".tar":
+        return "tar", comp
+    return None, None
+
+
 def detect_format(files: list[str], is_collection: bool) -> str:
+    """The format ``"auto"`` resolves to for these input files.
+
+    Table suffixes (``.jsonl``, ``.parquet``, ``.csv`` ...) choose their format when all files
+    share it; archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``, ``.zip``) are
+    collections read as ``files`` (one document per member); other collections are ``files`` and a
+    single other file is ``lines``.
+    """
     kinds = set()
     for f in files:
+        if archive_kind(f)[0] is not None:
+            kinds.add("archive")
+            continue
         base, _ = _strip_compression(f)
         kinds.add(TABLE_SUFFIXES.get(posixpath.splitext(base)[1].lower(), "text"))
-    if len(kinds) == 1 and "text" not in kinds:
+    if len(kinds) == 1 and kinds.isdisjoint(("text", "archive")):
         return kinds.pop()
-    if is_collection:
+    if is_collection or "archive" in kinds:
         return "files"
     return "lines"
 
 
+def _member_name(name: str) -> str:
+    """A member's path as its source id: without a leading ``/`` or ``./``."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name.lstrip("/")
+
+
+def _archive_members(fs, path: str, kind: str, compression: str | None):
+    """The members of an archive to read, in archive order: ``(name, data offset, size)``.
+
+    Directories, links and other non-regular members, hidden members and dataset marker files
+    (the rules of directory input, :func:`_ignored`) are left out.  Returns None for a compressed
+    tar, whose listing would cost a full decompression: it is read in one streaming pass.
+    """
+    import tarfile
+    import zipfile
+
+    try:
+        if kind == "zip":
+            with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+                out = []
+                for info in zf.infolist():
+                    ftype = stat.S_IFMT(info.external_attr >> 16)   # 0: no Unix type recorded
+                    if info.is_dir() or ftype not in (0, stat.S_IFREG):
+                        continue
+                    name = _member_name(info.filename)
+                    if name and not _ignored(name):
+                        out.append((info.filename, name, info.file_size))
+                return out
+        if compression is not None:
+            return None
+        with fs.open(path, "rb") as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
+            out = []
+            for m in tf:   # uncompressed: tarfile seeks over member data, only headers are read
+                name = _member_name(m.name)
+                if m.isreg() and name and not _ignored(name):
+                    out.append((m.name, name, m.offset_data, m.size))
+            return out
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise CorpusError(f"{path}: cannot read {kind} archive: {type(exc).__name__}: {exc}") from None
+
+
+def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize: int,
+                    file_index: int) -> list:
+    """Pieces of one archive: its members grouped to about ``blocksize`` bytes (a compressed tar:
+    one piece, streamed)."""
+    kind, comp = archive_kind(path)
+    members = _archive_members(fs, path, kind, comp)
+    if members is None:
+        return [Piece(fmt, [path], [prefix], comp, 0, None, file_index, False, opts, kind, None)]
+    pieces, group, size = [], [], 0
+    for m in members:
+        group.append(m)
+        size += m[-1]
+        if size >= blocksize or len(group) >= MAX_MEMBERS_PER_PIECE:
+            pieces.append(group)
+            group, size = [], 0
+    if group or not pieces:
+        pieces.append(group)
+    out = []
+    for g in pieces:
+        labels = [prefix + m[1] for m in g]
+        ref = [m[0] if kind == "zip" else (m[0], m[2], m[3]) for m in g]
+        out.append(Piece(fmt, [path], labels, None, 0, None, file_index, False, opts, kind, ref))
+    return out
+
+
 def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-         encoding="utf-8", storage_options=None):
-    """Expand ``path`` into partition pieces (no file is read, only listed and sized).
+         encoding="utf-8", storage_options=None, glob=None):
+    """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
+
+    ``glob``: None (a path that exists is taken literally, else a path holding ``*?[`` is a
+    glob pattern), True (always a pattern) or False (never).
 
     Returns
     -------
@@ -188,30 +323,56 @@ def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEF
         Nothing matches ``path``.
     ValueError
         Unknown ``format``.
+    CorpusError
+        An archive that cannot be listed, or an archive with a table format (jsonl, parquet, csv).
     """
-    fs, files, root = _fs_and_paths(path, storage_options)
+    if glob is not None and not isinstance(glob, bool):
+        raise ValueError(f"glob must be None (auto), True or False, got {glob!r}")
+    fs, files, root = _fs_and_paths(path, storage_options, glob)
     if not files:
         raise FileNotFoundError(f"{path}: no input files found")
     is_collection = root is not None or len(files) > 1
     fmt = detect_format(files, is_collection) if format == "auto" else format
     if fmt not in ("files", "lines", "jsonl", "parquet", "csv"):
         raise ValueError(f"unknown format {format!r}; use auto, files, lines, jsonl, parquet or csv")
+    archives = [f for f in files if archive_kind(f)[0] is not None]
+    if archives and fmt not in ("files", "lines"):
+        raise CorpusError(f"{archives[0]}: archives are read with format 'files' (one document per "
+                          f"member) or 'lines' (one per line of each member), not {fmt!r}")
     opts = dict(text_column=text_column, id_column=id_column, encoding=encoding)
     pieces: list[Piece] = []
     multi = len(files) > 1
+
+    def archive_prefix(f):
+        # a lone archive: source ids are member paths; among other inputs: "<archive>/<member>"
+        return _label(f, root) + "/" if multi or root is not None else ""
+
     if fmt == "files":
         group, size = [], 0
-        for f in files:
+
+        def flush():
+            if group:
+                pieces.append(Piece("files", list(group), [_label(g, root) for g in group], options=opts))
+                group.clear()
+
+        for i, f in enumerate(files):
+            if archive_kind(f)[0] is not None:
+                flush()
+                size = 0
+                pieces.extend(_archive_pieces(fs, f, fmt, archive_prefix(f), opts, blocksize, i))
+                continue
             sz = fs.size(f) or 0
             group.append(f)
             size += sz
-            if size >= blocksize or len(group) >= 4096:
-                pieces.append(Piece("files", group, [_label(g, root) for g in group], options=opts))
-                group, size = [], 0
-        if group:
-            pieces.append(Piece("files", group, [_label(g, root) for g in group], options=opts))
+            if size >= blocksize or len(group) >= MAX_MEMBERS_PER_PIECE:
+                flush()
+                size = 0
+        flush()
         return fs, pieces, fmt
     for i, f in enumerate(files):
+        if archive_kind(f)[0] is not None:
+            pieces.extend(_archive_pieces(fs, f, fmt, archive_prefix(f), opts, blocksize, i))
+            continue
         _, comp = _strip_compression(f)
         label = _label(f, root) if multi else None
         if fmt in ("lines", "jsonl") and comp is None:
@@ -421,6 +582,8 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
     """
     fmt = piece.format
     try:
+        if piece.archive is not None:
+            return _read_archive_piece(piece, fs)
         if fmt == "files":
             texts, reps = [], []
             for p in piece.paths:
@@ -477,6 +640,79 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
         raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
 
 
+def _archive_members_data(fs, piece: Piece):
+    """Yield ``(source id, bytes)`` of the piece's archive members, in archive order, streaming
+    (nothing is extracted to disk; a compressed tar is decompressed once, front to back)."""
+    import tarfile
+    import zipfile
+
+    path = piece.paths[0]
+    if piece.archive == "zip":
+        with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+            for name, label in zip(piece.members, piece.labels):
+                yield label, zf.read(name)
+    elif piece.members is not None:   # uncompressed tar: seek to each member's data
+        with fs.open(path, "rb") as fh:
+            for (name, offset, size), label in zip(piece.members, piece.labels):
+                fh.seek(offset)
+                data = fh.read(size)
+                if len(data) != size:
+                    raise EOFError(f"member {name!r} is truncated ({len(data)} of {size} bytes)")
+                yield label, data
+    else:
+        prefix = piece.labels[0] or ""
+        with fs.open(path, "rb", compression=piece.compression) as fh, \
+                tarfile.open(fileobj=fh, mode="r|") as tf:
+            for m in tf:
+                name = _member_name(m.name)
+                if m.isreg() and name and not _ignored(name):
+                    yield prefix + name, tf.extractfile(m).read()
+
+
+def _decompress_member(data: bytes, name: str) -> bytes:
+    """A member compressed on its own (``x.txt.gz`` inside a tar) is decompressed, as a file is."""
+    _, comp = _strip_compression(name)
+    if comp is None:
+        return data
+    from fsspec.compression import compr
+
+    with compr[comp](io.BytesIO(data), mode="rb") as fh:
+        return fh.read()
+
+
+def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
+    """Members of a tar/zip archive as documents: one per member (``files``) or per line of each
+    member (``lines``, source id ``"<member>:<line>"``, line 0-based)."""
+    import tarfile
+    import zipfile
+
+    encoding = piece.options.get("encoding", "utf-8")
+    ids, texts, reps = [], [], []
+    label = None
+    try:
+        for label, raw in _archive_members_data(fs, piece):
+            raw = _strip_bom(_decompress_member(raw, label), 0, encoding)
+            if piece.format == "lines":
+                t, r = _lines_table(raw, piece, fs, 0)
+                ids.append(pa.array([f"{label}:{i}" for i in range(len(t))], pa.large_string()))
+                texts.append(t)
+                reps.append(r)
+            else:
+                t, r = decode_counting(raw, encoding)
+                ids.append(label)
+                texts.append(t)
+                reps.append(r)
+    except (tarfile.TarError, zipfile.BadZipFile) + _read_errors() as exc:
+        where = f"{piece.paths[0]}" + (f" (after member {label!r})" if label else "")
+        raise CorpusError(f"{where}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
+    if piece.format == "lines":
+        if not texts:
+            return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
+        return _frame(pa.concat_arrays(ids), pa.concat_arrays(texts), np.concatenate(reps).astype(np.int32))
+    return _frame(pa.array(ids, pa.large_string()), pa.array(texts, pa.large_string()),
+                  np.asarray(reps, np.int32))
+
+
 def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -508,6 +744,7 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
         v = piece.options.get(key)
         if v is not None:
             names.extend([v] if isinstance(v, str) else v)
+    _check_csv_quotes(raw, delim, path)
     convert = pcsv.ConvertOptions(column_types={c: pa.large_string() for c in names})
     try:
         table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
@@ -523,6 +760,40 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
                     reps += pc.fill_null(pc.count_substring(col, "\ufffd"), 0).to_numpy()
         reps[0] += total - min(int(reps.sum()), total)
     return text, ids, reps.astype(np.int32)
+
+
+def _check_csv_quotes(raw: bytes, delim: str, path: str) -> None:
+    """Raise :class:`CorpusError` when a quoted CSV field is never closed.
+
+    pyarrow's reader (``newlines_in_values=True``) lets such a field run to the end of the file,
+    swallowing every later row into one value.  RFC 4180 quoting: a ``"`` opens a quoted field
+    only at the start of a field (after a delimiter, a line break or the file start; elsewhere it
+    is a literal character, as pyarrow reads it); inside, ``""`` is a quote and ``"`` closes.
+    Only the quote characters are visited, so the cost is small beside the parse.
+    """
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    quotes = np.flatnonzero(buf == 34)
+    if len(quotes) == 0:
+        return
+    prev = np.where(quotes > 0, buf[np.maximum(quotes - 1, 0)], 10)
+    at_start = (quotes == 0) | np.isin(prev, (ord(delim), 10, 13))
+    qs, starts = quotes.tolist(), at_start.tolist()
+    n, i, open_at = len(qs), 0, -1
+    while i < n:
+        if open_at < 0:
+            if starts[i]:
+                open_at = qs[i]
+            i += 1
+            continue
+        if i + 1 < n and qs[i + 1] == qs[i] + 1:   # "" inside a quoted field
+            i += 2
+            continue
+        open_at = -1                              # the closing quote
+        i += 1
+    if open_at >= 0:
+        line = int(np.count_nonzero(buf[:open_at] == 10)) + 1
+        raise CorpusError(f"{path}: line {line}: unterminated quoted field (the quote opened here is "
+                          f"never closed, so every later row would be read into this value)")
 
 
 def _read_errors() -> tuple:
@@ -573,7 +844,7 @@ def to_backend(df: pd.DataFrame, backend: str):
 
 
 def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-                encoding="utf-8", storage_options=None, backend="cpu"):
+                encoding="utf-8", storage_options=None, glob=None, backend="cpu"):
     """Lazily read a corpus into a dask DataFrame ``(source_id, text, replaced)``, one partition a piece.
 
     Call :func:`assign_doc_ids` on the result to get the dense ``doc_id`` column.
@@ -581,7 +852,8 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     Parameters
     ----------
     path : str, os.PathLike or list
-        A file, a directory, a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
+        A file, a directory, an archive (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``,
+        ``.zip``), a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
     format : {"auto", "files", "lines", "jsonl", "parquet", "csv"}
     text_column, id_column : str or list of str, optional
         Column(s) holding the text (joined by a space) and the source id (table formats).
@@ -589,6 +861,12 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
         Bytes per partition for splittable inputs.
     encoding : str
         Text encoding of the input; undecodable bytes are replaced and counted.
+    storage_options : dict, optional
+        fsspec options of the filesystem (credentials, endpoints).
+    glob : bool or None
+        None (default): a path that exists is read as itself even when its name holds ``*``,
+        ``?`` or ``[`` (a file ``a[1].txt``), otherwise such a path is a glob pattern; True: always
+        a pattern; False: never (the name is literal).
     backend : {"cpu", "gpu"}
         The resolved backend (:func:`cutext.kernels.backend.resolve_backend`): pandas or cudf
         partitions.  Downstream stages take the library from the partitions.
@@ -601,7 +879,8 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     import dask.dataframe as dd
 
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
-                           blocksize=blocksize, encoding=encoding, storage_options=storage_options)
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                           glob=glob)
     ddf = dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
                       label="read-corpus")
     return ddf, pieces, fmt

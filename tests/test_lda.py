@@ -92,6 +92,53 @@ def test_uci_errors_name_file_and_line(tmp_path):
         read_uci(_write_uci(tmp_path, ["2", "4", "5", "1 1 2", "2 2 1"]))
 
 
+def test_uci_counts_and_ids_range_checked(tmp_path):
+    """Values beyond int32 (counts, ids, header sizes, the token total) and ones beyond int64 are
+    refused naming file and line, before any array is sized from them (issue 15: a count of
+    99,999,999,999 used to wrap to 1.2e9 and the process was killed at 24 GB)."""
+    with pytest.raises(LDAInputError, match=r"docword\.t\.txt:5: count 99999999999 out of range 1\.\.2,147,483,647"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "3", "1 1 2", "1 2 99999999999", "2 3 1"]))
+    with pytest.raises(LDAInputError, match=r"docword\.t\.txt:5: count 99999999999999999999 out of range"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "3", "1 1 2", "1 2 99999999999999999999", "2 3 1"]))
+    with pytest.raises(LDAInputError, match=r":6: count -3 < 1"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "3", "1 1 2", "1 2 1", "2 3 -3"]))
+    with pytest.raises(LDAInputError, match=r":4: wordID 0 out of range 1\.\.4"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "1", "1 0 2"]))
+    with pytest.raises(LDAInputError, match=r":4: docID -1 out of range 1\.\.2"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "1", "-1 1 2"]))
+    with pytest.raises(LDAInputError, match=r":1: bad UCI header: 99999999999 documents D is more than"):
+        read_uci(_write_uci(tmp_path, ["99999999999", "4", "1", "1 1 2"]))
+    with pytest.raises(LDAInputError, match=r":2: bad UCI header: negative number of words W"):
+        read_uci(_write_uci(tmp_path, ["2", "-4", "1", "1 1 2"]))
+    with pytest.raises(LDAInputError, match=r":3: header NNZ = 2 but the file holds 3 triples"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "2", "1 1 2", "1 2 1", "2 3 1"]))
+    # every count fits int32, their sum does not: the line where the total passes 2**31 - 1
+    big = 2**31 - 10
+    with pytest.raises(LDAInputError, match=r":5: the corpus exceeds 2,147,483,647 tokens"):
+        read_uci(_write_uci(tmp_path, ["2", "4", "3", f"1 1 {big}", "1 2 20", "2 3 1"]))
+    ok = read_uci(_write_uci(tmp_path, ["2", "4", "2", f"1 1 {big}", "2 3 9"]))
+    assert ok.n_tokens == 2**31 - 1 and ok.count.dtype == np.int32
+
+
+def test_ldac_counts_and_ids_range_checked(tmp_path):
+    p = tmp_path / "y.ldac"
+    p.write_text("1 0:1\n2 0:1 1:99999999999\n")
+    with pytest.raises(LDAInputError, match=r"y\.ldac:2: count 99999999999 out of range 1\.\.2,147,483,647"):
+        read_ldac(p)
+    p.write_text("1 0:1\n1 1:-2\n")
+    with pytest.raises(LDAInputError, match=r"y\.ldac:2: count -2 < 1"):
+        read_ldac(p)
+    p.write_text("1 0:1\n1 -1:2\n")
+    with pytest.raises(LDAInputError, match=r"y\.ldac:2: word id -1 out of range"):
+        read_ldac(p)
+    p.write_text("1 4294967296:1\n")   # no vocabulary: ids must still fit int32
+    with pytest.raises(LDAInputError, match=r"y\.ldac:1: word id 4294967296 out of range 0\.\.2147483646"):
+        read_ldac(p)
+    p.write_text(f"1 0:{2**31 - 10}\n1 1:5\n1 1:5\n")
+    with pytest.raises(LDAInputError, match=r"y\.ldac:3: the corpus exceeds 2,147,483,647 tokens"):
+        read_ldac(p)
+
+
 def test_uci_vocab_next_to_docword_and_empty_documents(tmp_path):
     (tmp_path / "vocab.t.txt").write_text("a\nb\nc\nd\n")
     p = _write_uci(tmp_path, ["4", "4", "3", "1 1 2", "3 2 1", "3 4 3"])  # documents 2 and 4 are empty

@@ -682,3 +682,241 @@ def test_successful_rebuild_replaces_index(tmp_path, cacm):
     docs = pq.read_table(out / "documents").to_pandas().sort_values("doc_id")
     assert docs["source_id"].tolist() == ids[:10]
     assert leftovers(tmp_path, "index") == []
+
+
+# ----------------------------------------------------------------------------- archives (issue 14)
+
+import io as _io  # noqa: E402
+import tarfile  # noqa: E402
+import zipfile  # noqa: E402
+
+from cutext.stages.read import detect_format, plan  # noqa: E402
+
+from helpers import assert_same_index, read_index  # noqa: E402
+
+ARCHIVE_KINDS = ["tar", "tar.gz", "tgz", "tar.bz2", "tar.xz", "zip"]
+
+
+def _add_tar(tf, name, data=b"", kind=tarfile.REGTYPE, linkname=""):
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    info.linkname = linkname
+    tf.addfile(info, _io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+
+def _write_archive(path: Path, members, extras=True):
+    """An archive of ``members`` ([(name, bytes)], in order) plus entries that are no documents:
+    directories, hidden members, a dataset marker and (tar) a symlink."""
+    noise_dirs = ["./docs/", "docs/sub/"]
+    noise = [(".hidden", b"hidden file"), ("docs/.DS_Store", b"x"), ("docs/.git/config", b"x"),
+             ("docs/_SUCCESS", b"")]
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            if extras:
+                for d in noise_dirs:
+                    zf.writestr(d.removeprefix("./"), b"")
+            for i, (name, data) in enumerate(members):
+                zf.writestr(name, data)
+                if extras and i == 3:
+                    for n, d in noise:
+                        zf.writestr(n, d)
+        return
+    mode = {"tar": "w", "tar.gz": "w:gz", "tgz": "w:gz", "tar.bz2": "w:bz2", "tar.xz": "w:xz"}[
+        path.name.split(".", 1)[1]]
+    with tarfile.open(path, mode) as tf:
+        if extras:
+            for d in noise_dirs:
+                _add_tar(tf, d.rstrip("/"), kind=tarfile.DIRTYPE)
+        for i, (name, data) in enumerate(members):
+            _add_tar(tf, ("./" + name) if i % 2 else name, data)   # "./" prefixes are dropped
+            if extras and i == 3:
+                for n, d in noise:
+                    _add_tar(tf, n, d)
+                _add_tar(tf, "docs/link", kind=tarfile.SYMTYPE, linkname="000.txt")
+
+
+def _cacm_members(ids, texts):
+    return [(f"docs/{i:03d}_{d}.txt" if i < 40 else f"docs/sub/{i:03d}_{d}.txt", t.encode("utf-8"))
+            for i, (d, t) in enumerate(zip(ids, texts))]
+
+
+@pytest.mark.parametrize("kind", ARCHIVE_KINDS)
+def test_archive_one_document_per_member(tmp_path, cacm, kind):
+    ids, texts = cacm
+    members = _cacm_members(ids, texts)
+    p = tmp_path / f"corpus.{kind}"
+    _write_archive(p, members)
+    assert detect_format([str(p)], False) == "files"
+    df = read_docs(p)
+    assert df.attrs["format"] == "files"
+    assert_docs(df, [m for m, _ in members], texts)
+    # small blocks: members grouped into several partitions where the archive allows random
+    # access (tar, zip); a compressed tar is one streamed partition; same documents either way
+    df2 = read_docs(p, blocksize=2000)
+    assert_docs(df2, [m for m, _ in members], texts)
+    if kind in ("tar", "zip"):
+        assert df2.attrs["npartitions"] > 5
+    else:
+        assert df2.attrs["npartitions"] == 1
+
+
+@pytest.mark.parametrize("kind", ["tar", "tar.gz", "zip"])
+def test_archive_as_lines(tmp_path, cacm, kind):
+    ids, texts = cacm
+    members = [("a.txt", lines_bytes(texts[:20])), ("dir/b.txt.gz", gzip.compress(lines_bytes(texts[20:])))]
+    p = tmp_path / f"lines.{kind}"
+    _write_archive(p, members, extras=False)
+    df = read_docs(p, format="lines")
+    sids = [f"a.txt:{i}" for i in range(20)] + [f"dir/b.txt.gz:{i}" for i in range(len(texts) - 20)]
+    assert_docs(df, sids, texts)
+
+
+def test_archives_inside_a_directory_and_table_formats(tmp_path, cacm):
+    ids, texts = cacm
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "a.txt").write_text(texts[0])
+    _write_archive(root / "b.zip", [("x.txt", texts[1].encode()), ("y/z.txt", texts[2].encode())], extras=False)
+    (root / "c.txt").write_text(texts[3])
+    df = read_docs(root)
+    assert_docs(df, ["a.txt", "b.zip/x.txt", "b.zip/y/z.txt", "c.txt"], texts[:4])
+    with pytest.raises(CorpusError, match=r"b\.zip: archives are read with format 'files'.*not 'jsonl'"):
+        read_corpus(root / "b.zip", format="jsonl")
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip", "tar"])
+def test_corrupt_archive_names_it(tmp_path, cacm, kind):
+    members = _cacm_members(*cacm)
+    good = tmp_path / f"good.{kind}"
+    _write_archive(good, members)
+    data = good.read_bytes()
+    p = tmp_path / f"bad.{kind}"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorpusError, match=rf"bad\.{kind.replace('.', r'[.]')}"):
+        read_docs(p)
+
+
+def _file_members(tar_path: Path) -> list[str]:
+    """Regular, non-hidden file members of a tar, by Python's tarfile (the oracle)."""
+    with tarfile.open(tar_path) as tf:
+        return [m.name for m in tf if m.isreg() and not any(c.startswith(".") for c in m.name.split("/"))]
+
+
+@pytest.fixture(scope="module")
+def news20(shared_data):
+    p = shared_data / "corpora" / "20news-bydate.tar.gz"
+    if not p.exists():
+        pytest.skip("20news-bydate.tar.gz not in the shared data")
+    return p
+
+
+def test_20news_archive_indexes_its_posts_and_a_zip_gives_the_same_index(tmp_path, news20):
+    """The 20 Newsgroups "bydate" tarball is its 18,846 posts (the data README's count), and a zip
+    of the same members, read in several partitions, gives the same index."""
+    names = _file_members(news20)
+    assert len(names) == 18846
+    r = build(news20, tmp_path / "tar-index")
+    assert r.counts["n_docs"] == len(names) and r.counts["n_empty_docs"] == 0
+    tar_index = read_index(tmp_path / "tar-index")
+    assert tar_index["docs"]["source_id"].astype(str).tolist() == names
+    zpath = tmp_path / "20news.zip"
+    with tarfile.open(news20) as tf, zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as zf:
+        for m in tf:
+            if m.isreg():
+                zf.writestr(m.name, tf.extractfile(m).read())
+    r2 = build(zpath, tmp_path / "zip-index", blocksize=8 << 20)
+    assert r2.counts["partitions"] > 1
+    assert_same_index(tar_index, read_index(tmp_path / "zip-index"))
+
+
+def test_reuters_archive_one_document_per_member(shared_data):
+    """Reuters-21578 ships as 22 SGML files of many articles each plus documentation files: read as
+    an archive, it is one document per file member (``datasets.load_reuters21578`` gives articles)."""
+    p = shared_data / "corpora" / "reuters21578.tar.gz"
+    if not p.exists():
+        pytest.skip("reuters21578.tar.gz not in the shared data")
+    names = _file_members(p)
+    df = read_docs(p)
+    assert df["source_id"].astype(str).tolist() == names
+    assert sum(n.endswith(".sgm") for n in names) == 22
+
+
+# ----------------------------------------------------------------------------- literal paths win over globs (issue 15)
+
+def test_existing_path_is_literal_not_a_glob(tmp_path):
+    (tmp_path / "a[1].txt").write_text("literal one\nliteral two\n")
+    (tmp_path / "a1.txt").write_text("globbed\n")
+    lit = str(tmp_path / "a[1].txt")
+    assert read_docs(lit)["text"].tolist() == ["literal one", "literal two"]
+    assert read_docs(lit, glob=False)["text"].tolist() == ["literal one", "literal two"]
+    df = read_docs(lit, glob=True)      # forced: the pattern matches a1.txt only (a collection: files)
+    assert df["source_id"].tolist() == ["a1.txt"] and df["text"].tolist() == ["globbed\n"]
+    # a pattern that names no existing path is still a glob
+    assert read_docs(str(tmp_path / "a?.txt"))["source_id"].tolist() == ["a1.txt"]
+    with pytest.raises(FileNotFoundError, match=r"a\?\.txt.*glob=False"):
+        read_corpus(str(tmp_path / "a?.txt"), glob=False)
+    with pytest.raises(ValueError, match="glob must be None"):
+        read_corpus(lit, glob="yes")
+    _, pieces, _ = plan([lit, str(tmp_path / "a1.txt")])
+    assert [f.rsplit("/", 1)[-1] for p in pieces for f in p.paths] == ["a[1].txt", "a1.txt"]
+
+
+def test_glob_reaches_the_reader_from_every_text_pipeline(tmp_path):
+    (tmp_path / "a[1].txt").write_text("alpha beta gamma\nbeta gamma delta\n")
+    (tmp_path / "a1.txt").write_text("other words only here\n")
+    lit = str(tmp_path / "a[1].txt")
+    kw = dict(backend="cpu", progress=False)
+    for glob, n in ((None, 2), (True, 1)):
+        r = pipelines.run("bm25", lit, out=tmp_path / f"bm25-{glob}", scheduler="sync", glob=glob, **kw)
+        assert r.counts["n_docs"] == n
+        r = pipelines.run("cluster", lit, out=tmp_path / f"cl-{glob}", min_len=1, stopwords=None, glob=glob, **kw)
+        assert r.counts["n_docs"] == n
+    r = pipelines.run("lda", lit, out=tmp_path / "lda", K=2, iterations=2, glob=False, **kw)
+    assert r.counts["n_docs"] == 2
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=5\n\n\\1-grams:\n-2.0\t<unk>\n-1.0\t<s>\n-0.5\t</s>\n-0.6\talpha\n"
+                    "-0.6\tbeta\n\n\\end\\\n")
+    for glob, n in ((None, 2), (True, 1)):
+        r = pipelines.run("ngram", lit, out=tmp_path / f"ng-{glob}", model=arpa, glob=glob, **kw)
+        assert r.counts["n_docs"] == n
+    from cutext.pipelines.__main__ import main
+
+    for flag, n in (("auto", 2), ("on", 1), ("off", 2)):
+        assert main(["bm25", lit, "--out", str(tmp_path / f"cli-{flag}"), "--backend", "cpu", "--scheduler", "sync",
+                     "--no-progress", "--glob", flag]) == 0
+        assert read_index(tmp_path / f"cli-{flag}")["docs"].shape[0] == n
+        assert main(["cluster", lit, "--out", str(tmp_path / f"clu-{flag}"), "--backend", "cpu", "--min-len", "1",
+                     "--no-progress", "--glob", flag]) == 0
+        assert main(["ngram", lit, "--model", str(arpa), "--out", str(tmp_path / f"ngc-{flag}"), "--backend", "cpu",
+                     "--no-progress", "--glob", flag]) == 0
+        assert pq.read_table(tmp_path / f"ngc-{flag}" / "scores.parquet").num_rows == n
+    with pytest.raises(FileNotFoundError):
+        pipelines.run("lda", str(tmp_path / "a?.txt"), out=tmp_path / "lda2", K=2, iterations=2, glob=False, **kw)
+
+
+# ----------------------------------------------------------------------------- CSV quoting (issue 15)
+
+def test_csv_unterminated_quote_names_file_and_line(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_bytes(b'id,text\n1,"hello\n2,world\n')
+    with pytest.raises(CorpusError, match=r"q\.csv: line 2: unterminated quoted field"):
+        read_docs(p)
+    t = tmp_path / "q.tsv"
+    t.write_bytes(b'id\ttext\n1\tfine\n2\t"open\n3\tmore\n')
+    with pytest.raises(CorpusError, match=r"q\.tsv: line 3: unterminated"):
+        read_docs(t)
+    g = tmp_path / "q.csv.gz"
+    g.write_bytes(gzip.compress(b'id,text\n1,ok\n2,"a ""quoted"" word\n3,x\n'))
+    with pytest.raises(CorpusError, match=r"q\.csv\.gz: line 3: unterminated"):
+        read_docs(g)
+    with pytest.raises(CorpusError, match=r"q\.csv"):
+        build(p, tmp_path / "index")
+
+
+def test_csv_well_formed_quotes_still_read(tmp_path):
+    p = tmp_path / "ok.csv"
+    p.write_bytes(b'id,text\n1,"multi\nline, with ""quotes"""\n2,he said "hi" there\n3,""\n4,"a"\n')
+    df = read_docs(p)
+    assert df["source_id"].astype(object).tolist() == ["1", "2", "3", "4"]
+    assert df["text"].astype(object).tolist() == ['multi\nline, with "quotes"', 'he said "hi" there', "", "a"]
