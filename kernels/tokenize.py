@@ -235,13 +235,13 @@ def _launch(name, data, offsets, table, out, n_bytes):
 
 # ----------------------------------------------------------------------------- entry points
 
-def _check(data, offsets, xp):
+def _check(data, offsets):
     if data.ndim != 1 or data.dtype != np.uint8:
         raise ValueError(f"data must be a 1-D uint8 array, got {data.dtype} with shape {data.shape}")
     if offsets.ndim != 1 or len(offsets) < 1 or offsets.dtype != np.int64:
         raise ValueError(f"offsets must be a 1-D int64 array of n_rows + 1 >= 1 entries, got {offsets.dtype} "
                          f"with shape {offsets.shape}")
-    lo, hi = (int(v) for v in xp.asarray([offsets[0], offsets[-1]]).tolist())
+    lo, hi = (int(v) for v in offsets[[0, -1]].tolist())  # one device->host copy on the GPU
     if lo < 0 or hi > len(data) or hi < lo:
         raise ValueError(f"offsets span [{lo}, {hi}) outside the {len(data)} bytes of data")
     return hi - lo
@@ -279,7 +279,7 @@ def blank_separators(data, offsets, table: np.ndarray | None = None):
     """
     xp = _array_module(data)
     table = word_table() if table is None else table
-    n = _check(data, offsets, xp)
+    n = _check(data, offsets)
     if xp is np:
         out = np.empty_like(data)
         _blank_cpu(np.ascontiguousarray(data), np.ascontiguousarray(offsets), table, out)
@@ -310,7 +310,7 @@ def rows_containing(data, offsets, table: np.ndarray):
         Wrong dtypes or shapes, or offsets outside ``data``.
     """
     xp = _array_module(data)
-    n = _check(data, offsets, xp)
+    n = _check(data, offsets)
     flags = xp.zeros(len(offsets) - 1, dtype=np.uint8)
     if xp is np:
         _rows_cpu(np.ascontiguousarray(data), np.ascontiguousarray(offsets), table, flags)
