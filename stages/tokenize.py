@@ -6,9 +6,11 @@ Rules (the same on both backends, applied in this order)
    spellings (decomposed ``cafe\u0301`` and composed ``caf\u00e9``) give the same tokens.  Only the
    rows that hold an NFC-unstable code point
    (:func:`cutext.kernels.tokenize.nfc_unstable_table`: nonzero combining class, NFC_Quick_Check
-   No or Maybe) are normalized, with pyarrow ``utf8_normalize`` on the host, on both backends
-   (libcudf has no NFC in cudf 26.10): every other row is already NFC.  On the GPU the rows are
-   found by a CUDA kernel and only those rows are copied to the host and back.
+   No or Maybe) can change, and pyarrow ``utf8_normalize`` is the normalizer on both backends
+   (libcudf has no NFC in cudf 26.10).  The CPU normalizes every row (Arrow passes normalized
+   text through quickly); the GPU finds the rows holding such a code point with a CUDA kernel
+   (:func:`cutext.kernels.tokenize.rows_containing`) and copies only those rows to the host and
+   back.  Both give NFC of the text (UAX #15 quick check: the other rows are already NFC).
 2. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
    ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU), then final sigma ``ς`` folded
    into ``σ``, then NFC again (same row selection).  NFC comes first so that the result depends
@@ -176,19 +178,16 @@ def _arrow_buffers(arr):
 
 
 def _nfc_cpu(arr):
-    """Rule 1 on a LargeStringArray: NFC of the rows that hold an NFC-unstable code point."""
+    """Rule 1 on a LargeStringArray: pyarrow NFC of every row.
+
+    Arrow's NFC skips text that is already normalized about as fast as :func:`rows_containing`
+    can find the rows that are not, so the CPU normalizes everything; the result equals NFC of
+    the flagged rows only (the GPU's way), tested in tests/test_tokenize_marks.py.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
-
-    data, offsets = _arrow_buffers(arr)
-    flags = rows_containing(data, offsets, nfc_unstable_table())
-    if not flags.any():
-        return arr
-    mask = pa.array(flags)
-    fixed = pc.utf8_normalize(arr.filter(mask), "NFC").cast(pa.large_string())
-    return pc.replace_with_mask(arr, mask, fixed).cast(pa.large_string())
+    return pc.utf8_normalize(arr, "NFC").cast(pa.large_string())
 
 
 def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):

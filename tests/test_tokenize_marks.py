@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
-from cutext.stages.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
+from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, tokenize_texts
 
 HERE = Path(__file__).resolve().parent
 PLAIN = TokenizerConfig.make()
@@ -169,11 +169,23 @@ def test_canonically_equivalent_texts_give_the_same_tokens(text):
     assert all(unicodedata.is_normalized("NFC", t) for t in got[0])
 
 
+def nfc_of_flagged_rows(arr):
+    """The GPU's NFC (stages/tokenize.py::_nfc_gpu) with numpy/pyarrow: only rows_containing's rows."""
+    data, offsets = _arrow_buffers(arr)
+    flags = K.rows_containing(data, offsets, K.nfc_unstable_table())
+    if not flags.any():
+        return arr
+    mask = pa.array(flags)
+    return pc.replace_with_mask(arr, mask, pc.utf8_normalize(arr.filter(mask), "NFC").cast(pa.large_string()))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(TEXTS, max_size=8))
 def test_nfc_of_flagged_rows_equals_nfc_of_all(texts):
     arr = pa.array(texts, type=pa.large_string())
-    assert _nfc_cpu(arr).to_pylist() == pc.utf8_normalize(arr, "NFC").to_pylist()
+    assert nfc_of_flagged_rows(arr).to_pylist() == pc.utf8_normalize(arr, "NFC").to_pylist()
+    flags = K.rows_containing(*_arrow_buffers(arr), K.nfc_unstable_table())
+    assert all(f or unicodedata.is_normalized("NFC", t) for f, t in zip(flags, texts))
 
 
 def test_nfc_of_flagged_rows_on_corpora():
@@ -183,7 +195,7 @@ def test_nfc_of_flagged_rows_on_corpora():
     for name in ("nltk-brown", "20news", "reuters21578"):
         texts = datasets.shared_corpora(d)[name]()["text"].tolist()
         arr = pa.array(texts + [unicodedata.normalize("NFD", t) for t in texts[:300]], type=pa.large_string())
-        assert _nfc_cpu(arr).equals(pc.utf8_normalize(arr, "NFC").cast(pa.large_string())), name
+        assert nfc_of_flagged_rows(arr).equals(pc.utf8_normalize(arr, "NFC").cast(pa.large_string())), name
 
 
 # ----------------------------------------------------------------------------- byte kernels
