@@ -2,25 +2,47 @@
 
 Rules (the same on both backends, applied in this order)
 -------------------------------------------------------
-1. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
+1. **NFC**: text is put in Unicode Normalization Form C (UAX #15), so canonically equivalent
+   spellings (decomposed ``cafe\u0301`` and composed ``caf\u00e9``) give the same tokens.  Only the
+   rows that hold an NFC-unstable code point
+   (:func:`cutext.kernels.tokenize.nfc_unstable_table`: nonzero combining class, NFC_Quick_Check
+   No or Maybe) can change, and pyarrow ``utf8_normalize`` is the normalizer on both backends
+   (libcudf has no NFC in cudf 26.10).  The CPU normalizes every row (Arrow passes normalized
+   text through quickly); the GPU finds the rows holding such a code point with a CUDA kernel
+   (:func:`cutext.kernels.tokenize.rows_containing`) and copies only those rows to the host and
+   back.  Both give NFC of the text (UAX #15 quick check: the other rows are already NFC).
+2. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
    ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU), then final sigma ``ς`` folded
-   into ``σ``.
-2. **Split**: a token is a maximal run of *word characters*: code points ``c`` with
-   ``chr(c).isalnum()`` (Unicode letters and numbers) and the underscore ``_``.  Every other
-   character (space, punctuation, symbols, marks, control characters) separates tokens.  CPU: the
-   numba kernel :func:`cutext.kernels.tokenize.split_utf8` over the UTF-8 bytes; GPU: cudf ``str.replace`` of ``\\W+`` and of
-   ``"\\n"`` (which libcudf's ``\\W`` leaves alone) by a space, then nvtext ``tokenize``.
-3. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
+   into ``σ``, then NFC again (same row selection).  NFC comes first so that the result depends
+   only on the canonical equivalence class of the text (lowercasing before NFC splits them:
+   ``İ`` lowercases to ``i`` while its decomposition ``I\u0307`` lowercases to ``i\u0307``);
+   the second NFC makes the lowercased text NFC again (``H\u0331`` is NFC, its lowercase
+   ``h\u0331`` composes to ``ẖ``), so tokens are always NFC and ``H\u0331`` matches ``ẖ``.  No
+   single code point lowercases differently before and after NFC; the order matters only for
+   a base character followed by marks (74 such pairs of a cased letter and one mark).
+3. **Split**: a token is a maximal run of *word characters*: code points whose Unicode general
+   category is a letter (``L*``), a mark (``Mn``, ``Mc``, ``Me``), a number (``N*``) or connector
+   punctuation (``Pc``, e.g. ``_``), :func:`cutext.kernels.tokenize.word_table`.  Marks belong to
+   words as in UAX #29 word boundaries (rule WB4), so ``हिन्दी`` and Arabic with harakat stay
+   whole.  Every other character (space, other punctuation, symbols such as emoji, control and
+   format characters, unassigned code points) separates tokens.  CPU: the numba kernel
+   :func:`cutext.kernels.tokenize.split_utf8` over the UTF-8 bytes; GPU: the CUDA kernel
+   :func:`cutext.kernels.tokenize.blank_separators` replaces every byte of a non-word code point
+   by a space in the column's character buffer (same word table, same UTF-8 decoding), then
+   nvtext ``tokenize`` splits on spaces.
+4. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
    dropped (measured before stemming).
-4. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
+5. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
    stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses).
-5. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
+6. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
    original algorithm, as in Lucene's PorterStemFilter; ``"english"`` is Snowball English).
    Stemming, stopwords and the length filter are applied to the *unique* tokens of a partition
    (factorize, map the uniques on the host, gather back), so on the GPU only the vocabulary is
    stemmed, never every token.
 
 Documents that yield no token stay in the corpus with length 0 (they appear in no row here).
+Queries (``BM25Index.search``), the cluster and LDA text inputs all tokenize through this module,
+so they follow the same rules.
 """
 from __future__ import annotations
 
@@ -44,7 +66,8 @@ LUCENE_STOPWORDS = frozenset(
 # Arrow disagree on when "Σ" lowercases to "ς", so the fold also makes both backends agree.
 FINAL_SIGMA, SIGMA = "\u03c2", "\u03c3"
 STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
-GPU_SPLIT_PATTERN = r"\W+"
+# The GPU split: separators are blanked to this byte by a kernel, then nvtext splits on it.
+GPU_SPLIT_PATTERN = " "
 
 
 def resolve_stopwords(stopwords) -> frozenset:
@@ -97,7 +120,8 @@ class TokenizerConfig:
     def to_dict(self) -> dict:
         return {"lowercase": self.lowercase, "stopwords": sorted(self.stopwords), "stemmer": self.stemmer,
                 "min_len": self.min_len, "max_len": self.max_len,
-                "split": "maximal runs of Unicode letters (L*), numbers (N*) and '_'"}
+                "normalization": "NFC", "split": "maximal runs of Unicode letters (L*), marks (M*), numbers (N*) "
+                                                          "and connector punctuation (Pc)"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TokenizerConfig":
@@ -145,6 +169,27 @@ def map_terms(terms: list[str], cfg: TokenizerConfig) -> list[str | None]:
 
 # ----------------------------------------------------------------------------- split
 
+def _arrow_buffers(arr):
+    """(data uint8, offsets int64 (n + 1,)) of a pyarrow LargeStringArray, zero-copy."""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+def _nfc_cpu(arr):
+    """Rule 1 on a LargeStringArray: pyarrow NFC of every row.
+
+    Arrow's NFC skips text that is already normalized about as fast as :func:`rows_containing`
+    can find the rows that are not, so the CPU normalizes everything; the result equals NFC of
+    the flagged rows only (the GPU's way), tested in tests/test_tokenize_marks.py.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.utf8_normalize(arr, "NFC").cast(pa.large_string())
+
+
 def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -155,28 +200,95 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     arr = pc.fill_null(arr.cast(pa.large_string()), "")
+    arr = _nfc_cpu(arr)
     if lowercase:
-        arr = pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA)
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
+    data, offsets = _arrow_buffers(arr)
     tok_off, tok_bytes, parent = split_utf8(data, offsets)
     flat = pa.LargeStringArray.from_buffers(len(parent), pa.py_buffer(tok_off), pa.py_buffer(tok_bytes))
     tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow"))
     return tokens, doc_id[parent]
 
 
+def _cupy_view(mem, dtype, start, count):
+    """cupy array over ``count`` items of a pylibcudf gpumemoryview from item ``start`` (no copy)."""
+    import cupy
+
+    itemsize = np.dtype(dtype).itemsize
+    if mem is None or count == 0:
+        return cupy.zeros(count, dtype=dtype)
+    um = cupy.cuda.UnownedMemory(mem.ptr, mem.nbytes, mem)
+    return cupy.ndarray((count,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(um, start * itemsize))
+
+
+def _gpu_buffers(s):
+    """(pylibcudf column, chars uint8 cupy, offsets int64 cupy (n + 1,)) of a cudf strings Series."""
+    import pylibcudf as plc
+
+    col, _ = s.to_pylibcudf()
+    n = col.size()
+    if n == 0 or col.num_children() == 0:
+        import cupy
+
+        return col, cupy.zeros(0, np.uint8), cupy.zeros(n + 1, np.int64)
+    off_col = col.child(0)
+    off_dtype = np.int64 if off_col.type().id() == plc.TypeId.INT64 else np.int32
+    offsets = _cupy_view(off_col.data(), off_dtype, off_col.offset() + col.offset(), n + 1).astype(np.int64)
+    data = col.data()
+    chars = _cupy_view(data, np.uint8, 0, 0 if data is None else data.nbytes)
+    return col, chars, offsets
+
+
+def _nfc_gpu(s):
+    """Rule 1 on a cudf strings Series (no nulls, RangeIndex): NFC of the flagged rows on the host."""
+    import cupy
+    import cudf
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
+
+    _, chars, offsets = _gpu_buffers(s)
+    flags = rows_containing(chars, offsets, nfc_unstable_table())
+    fix = cupy.flatnonzero(flags)
+    if len(fix) == 0:
+        return s
+    keep = cupy.flatnonzero(~flags)
+    host = s.take(fix).to_arrow()
+    fixed = to_cudf(pc.utf8_normalize(host, "NFC").cast(pa.string())).reset_index(drop=True)
+    joined = cudf.concat([s.take(keep).reset_index(drop=True), fixed], ignore_index=True)
+    order = cupy.empty(len(s), dtype=np.int64)
+    order[cupy.concatenate([keep, fix])] = cupy.arange(len(s), dtype=np.int64)
+    return joined.take(order).reset_index(drop=True)
+
+
+def _blank_gpu(s):
+    """Rule 3 on the GPU: a copy of ``s`` with every byte of a non-word code point set to a space."""
+    import cudf
+    import pylibcudf as plc
+
+    from cutext.kernels.tokenize import blank_separators
+
+    col, chars, offsets = _gpu_buffers(s)
+    if len(chars) == 0:
+        return s
+    out = blank_separators(chars, offsets)
+    new = plc.Column(col.type(), col.size(), plc.gpumemoryview(out), col.null_mask(), col.null_count(),
+                     col.offset(), col.children())
+    return cudf.Series.from_pylibcudf(new)
+
+
 def _split_gpu(text, doc_id, lowercase: bool):
     import cupy
 
-    s = text.fillna("")
+    s = _nfc_gpu(text.fillna("").reset_index(drop=True))
     if lowercase:
-        s = s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
-    # libcudf's \W does not match "\n" (its line-break semantics), so newlines are replaced
-    # separately; nvtext then splits on the single delimiter " " (empty tokens are skipped).
-    s = s.str.replace(GPU_SPLIT_PATTERN, " ", regex=True).str.replace("\n", " ", regex=False)
-    counts = s.str.token_count(" ").values.astype(np.int64)
-    tokens = s.str.tokenize(" ")
+        s = _nfc_gpu(s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False))
+    # separators (non-word code points, invalid bytes) become GPU_SPLIT_PATTERN, byte for byte, so
+    # nvtext splits on that single delimiter (empty tokens are skipped) into split_utf8's tokens
+    s = _blank_gpu(s)
+    counts = s.str.token_count(GPU_SPLIT_PATTERN).values.astype(np.int64)
+    tokens = s.str.tokenize(GPU_SPLIT_PATTERN)
     tokens = tokens.reset_index(drop=True)
     ids = cupy.repeat(doc_id, counts)
     return tokens, ids

@@ -1,9 +1,12 @@
 """Unit tests of the tokenize stage (stages/tokenize.py) through ``tokenize_partition``.
 
 The expected tokens come from a plain-Python reading of the rules in the module docstring
-(``str.lower``, ``str.isalnum``, PyStemmer called directly), never from the stage itself.
+(``unicodedata.normalize``, ``str.lower``, ``unicodedata.category``, PyStemmer called directly), never
+from the stage itself.
 """
 from __future__ import annotations
+
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -25,12 +28,15 @@ def _by_doc(out: pd.DataFrame) -> dict[int, list[str]]:
 
 
 def _split_rule(text: str, lowercase: bool = True) -> list[str]:
-    """Rules 1-2 read literally: lowercase (final sigma folded), maximal runs of isalnum() or '_'."""
+    """Rules 1-3 read literally: NFC; lowercase (final sigma folded), NFC; maximal runs of letters,
+    numbers and connector punctuation with the marks that follow them."""
+    text = unicodedata.normalize("NFC", text)
     if lowercase:
-        text = text.lower().replace("\u03c2", "\u03c3")
+        text = unicodedata.normalize("NFC", text.lower().replace("\u03c2", "\u03c3"))
     tokens, cur = [], []
     for ch in text:
-        if ch.isalnum() or ch == "_":
+        cat = unicodedata.category(ch)
+        if cat[0] in "LN" or cat == "Pc" or (cat[0] == "M" and cur):
             cur.append(ch)
         elif cur:
             tokens.append("".join(cur))
@@ -90,7 +96,7 @@ def test_rows_in_document_order_with_the_documents_ids():
 @pytest.mark.parametrize("text", [
     "Hello, World!  foo_bar 3.14 e-mail",
     "ÜBER-straße naïve\tx² Ⅻ ٣٤",                  # letters and numbers of any script, superscripts
-    "nai\u0308ve",                                   # a combining mark (Mn) separates
+    "nai\u0308ve \u0308x हिन्दी",                     # a mark (M*) stays in its word, after a space it separates
     "ΟΔΟΣ οδός ΣΙΣΥΦΟΣ",                             # final sigma folded into sigma
     "line\nbreak\r\nand\u00a0nbsp\u2028sep",         # every kind of space separates
     "__init__ a_b_ _ 9_9",

@@ -1,0 +1,144 @@
+// Word boundaries over UTF-8 bytes, for cutext's GPU tokenizer (kernels/tokenize.py).
+//
+// One thread per byte of a strings column's character buffer (grid-stride loop).  Row r owns bytes
+// [offsets[r], offsets[r + 1]); a thread finds its row by binary search over the offsets.  Decoding
+// follows the numba twin `_decode` of kernels/tokenize.py exactly: a lead byte followed by the right
+// number of continuation bytes inside its row is one code point, anything else is an invalid byte
+// (a separator, never a word character, never flagged).
+//
+// Every byte of a valid sequence knows its code point without a sequential scan: a non-continuation
+// byte starts a sequence of its own, and a continuation byte belongs to the nearest
+// non-continuation byte at most three bytes before it (inside its row) when that byte decodes to a
+// sequence long enough to cover it; otherwise it is a stray byte, invalid on its own.  This is what
+// the twin's left-to-right scan does, since a valid sequence never contains a non-continuation byte.
+//
+// Word table kinds: 0 separator, 1 word (L*, N*, Pc), 2 mark (M*).  A mark takes the kind of the
+// code point before it (UAX #29 WB4): the thread of a mark walks back over the preceding marks of
+// its row to the first non-mark unit, which decides (a row start or an invalid byte: separator).
+
+extern "C" {
+
+__device__ __forceinline__ long long tk_row_of(const long long* offsets, long long n_rows, long long i) {
+    // the last row r with offsets[r] <= i (empty rows before it are skipped)
+    long long lo = 0, hi = n_rows - 1;
+    while (lo < hi) {
+        long long mid = lo + (hi - lo + 1) / 2;
+        if (offsets[mid] <= i) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// code point of the sequence at i (row ends at `end`) and its byte length; -1 and 1 when invalid
+__device__ __forceinline__ int tk_decode(const unsigned char* d, long long i, long long end, int* len) {
+    unsigned int b0 = d[i];
+    *len = 1;
+    if (b0 < 0x80u) return (int)b0;
+    int n;
+    int cp;
+    if ((b0 >> 5) == 0x6u) { n = 2; cp = (int)(b0 & 0x1Fu); }
+    else if ((b0 >> 4) == 0xEu) { n = 3; cp = (int)(b0 & 0x0Fu); }
+    else if ((b0 >> 3) == 0x1Eu) { n = 4; cp = (int)(b0 & 0x07u); }
+    else return -1;
+    if (i + n > end) return -1;
+    for (int k = 1; k < n; ++k) {
+        unsigned int b = d[i + k];
+        if ((b >> 6) != 0x2u) return -1;
+        cp = (cp << 6) | (int)(b & 0x3Fu);
+    }
+    *len = n;
+    return cp;
+}
+
+// code point that byte i is part of (-1 for an invalid byte); *lead: whether i starts it
+__device__ __forceinline__ int tk_code_point_at(const unsigned char* d, long long start, long long end,
+                                                long long i, int* lead) {
+    int len;
+    if ((d[i] & 0xC0u) != 0x80u) {
+        *lead = 1;
+        return tk_decode(d, i, end, &len);
+    }
+    *lead = 0;
+    long long stop = i - 3 > start ? i - 3 : start;
+    for (long long k = i - 1; k >= stop; --k) {
+        if ((d[k] & 0xC0u) != 0x80u) {
+            int cp = tk_decode(d, k, end, &len);
+            return (cp >= 0 && k + len > i) ? cp : -1;
+        }
+    }
+    return -1;
+}
+
+// the unit (valid sequence or invalid byte) that ends just before u, where u starts a valid
+// sequence (so d[u] is not a continuation byte and a sequence covering u - 1 ends exactly at u);
+// returns its code point (-1 invalid) and its first byte in *from
+__device__ __forceinline__ int tk_prev_unit(const unsigned char* d, long long start, long long end, long long u,
+                                           long long* from) {
+    long long i = u - 1;
+    int lead;
+    int cp = tk_code_point_at(d, start, end, i, &lead);
+    if (lead || cp < 0) { *from = i; return cp; }
+    long long k = i - 1;
+    while ((d[k] & 0xC0u) == 0x80u) --k;  // the covering lead byte (found by tk_code_point_at)
+    *from = k;
+    return cp;
+}
+
+// kind (0 separator, 1 word, 2 mark) of a code point (-1: invalid byte -> separator)
+__device__ __forceinline__ int tk_kind(const unsigned char* table, int cp) {
+    return (cp >= 0 && cp < 0x110000) ? (int)table[cp] : 0;
+}
+
+__device__ __forceinline__ bool tk_in(const unsigned char* table, int cp) {
+    return cp >= 0 && cp < 0x110000 && table[cp] != 0;
+}
+
+// out[i] = data[i] for the bytes of token code points (kind 1, or kind 2 after a kind-1 code point,
+// marks between), ' ' for every other byte of the rows; bytes outside [offsets[0], offsets[n_rows]) are not written.
+__global__ void tk_blank_separators(const unsigned char* __restrict__ data, const long long* __restrict__ offsets,
+                                    long long n_rows, const unsigned char* __restrict__ table,
+                                    unsigned char* __restrict__ out) {
+    if (n_rows <= 0) return;
+    long long base = offsets[0];
+    long long n = offsets[n_rows] - base;
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
+        long long i = base + t;
+        long long r = tk_row_of(offsets, n_rows, i);
+        long long start = offsets[r], end = offsets[r + 1];
+        int lead;
+        int cp = tk_code_point_at(data, start, end, i, &lead);
+        int kind = tk_kind(table, cp);
+        if (kind == 2) {
+            // the unit's first byte, then back over marks to the base that decides
+            long long u = i;
+            while ((data[u] & 0xC0u) == 0x80u) --u;
+            while (kind == 2) {
+                if (u <= start) { kind = 0; break; }
+                long long from;
+                kind = tk_kind(table, tk_prev_unit(data, start, end, u, &from));
+                u = from;
+            }
+        }
+        out[i] = kind == 1 ? data[i] : (unsigned char)' ';
+    }
+}
+
+// flags[r] = 1 when row r holds a code point with table[cp] == 1 (flags zeroed by the caller)
+__global__ void tk_rows_containing(const unsigned char* __restrict__ data, const long long* __restrict__ offsets,
+                                   long long n_rows, const unsigned char* __restrict__ table,
+                                   unsigned char* __restrict__ flags) {
+    if (n_rows <= 0) return;
+    long long base = offsets[0];
+    long long n = offsets[n_rows] - base;
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
+        long long i = base + t;
+        if ((data[i] & 0xC0u) == 0x80u) continue;  // continuation bytes: their lead byte decides
+        long long r = tk_row_of(offsets, n_rows, i);
+        int len;
+        int cp = tk_decode(data, i, offsets[r + 1], &len);
+        if (tk_in(table, cp)) flags[r] = 1;
+    }
+}
+
+}  // extern "C"

@@ -1,0 +1,103 @@
+"""GPU tokenizer == CPU tokenizer on scripts with marks, NFC variants and real corpora (issue 15.5).
+
+Run on the lent GPU machine; skipped without a device.  The CPU side (numba twin) is the oracle.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cutext.kernels import tokenize as K
+from cutext.kernels.backend import to_cudf
+from cutext.pipelines import datasets
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    "हिन्दी भाषा", "क़िताब पढ़ो। नमस्ते", "اَلْعَرَبِيَّةُ لُغَةٌ جَمِيلَةٌ", "\u0639\u064e\u0631\u064e\u0628\u0650\u064a\u0651\u064c",
+    "café naïve Ångström", "cafe\u0301 nai\u0308ve A\u030angstro\u0308m", "\u212bx \u212a", "H\u0331 \u1e96",
+    "東京タワー 東京。한국어 \u1112\u1161\u11ab\u1100\u1173\u11af", "I \u2764\ufe0f NY 😀x 1\ufe0f\u20e3 👍🏽ok",
+    "\u0301abc \u0301 d", "a_b x\u203fy z\uff3fw", "3Σ ΟΔΟΣ οδός", "", "   ", "line\nbreak\ttab\r\nend",
+    "Ελληνικά ΚΑΛΗΜΕΡΑ", "zalgo" + "\u0301\u0316\u0327" * 40 + " x",
+]
+
+
+def _frames(texts):
+    pdf = pd.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64),
+                        "text": pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))})
+    return pdf, to_cudf(pdf)
+
+
+def _assert_same(texts, cfg, label):
+    pdf, gdf = _frames(texts)
+    cpu = tokenize_partition(pdf, cfg)
+    gpu = tokenize_partition(gdf, cfg).to_pandas()
+    c = cpu.groupby("doc_id")["token"].apply(list)
+    g = gpu.groupby("doc_id")["token"].apply(list)
+    for d in c.index.union(g.index):
+        a, b = list(c.get(d, [])), list(g.get(d, []))
+        assert a == b, f"{label}: document {d} {texts[d][:60]!r}: cpu {a[:8]} gpu {b[:8]}"
+    assert np.array_equal(cpu["doc_id"].to_numpy(), gpu["doc_id"].to_numpy())
+    return cpu
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_cases_gpu_equal_cpu(lowercase):
+    cfg = TokenizerConfig.make(lowercase=lowercase)
+    cpu = _assert_same(CASES, cfg, "cases")
+    got = cpu.groupby("doc_id")["token"].apply(list)
+    assert got[0] == ["हिन्दी", "भाषा"]                    # the issue's example, on both backends
+    assert got[4] == got[5]                                 # composed == decomposed
+
+
+def test_nfd_corpora_gpu_equal_cpu_and_equal_nfc():
+    """Every shared corpus decomposed (NFD): GPU == CPU, and both equal the tokens of the NFC text."""
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    cfg = TokenizerConfig.make()
+    for name in ("nltk-brown", "20news", "reuters21578", "scifact"):
+        texts = datasets.shared_corpora(d)[name]()["text"].tolist()[:3000]
+        nfd = [unicodedata.normalize("NFD", t) for t in texts]
+        a = _assert_same(nfd, cfg, name + " NFD")
+        pdf, _ = _frames(texts)
+        b = tokenize_partition(pdf, cfg)
+        assert a["token"].astype(str).tolist() == b["token"].astype(str).tolist(), name
+
+
+def test_byte_kernels_gpu_equal_numba():
+    import cupy
+
+    rng = np.random.default_rng(11)
+    pieces = [t.encode() for t in CASES] + [bytes(rng.integers(0, 256, rng.integers(0, 40)).astype(np.uint8))
+                                            for _ in range(3000)]
+    pieces += [b"\xe0\xa4", b"\x80\x80abc", b"a\xcc\x81", b"\xef\xb8\x8f", b"\xf0\x9f\x98", b"\xed\xa0\x80x"]
+    data = np.frombuffer(b"XYZ" + b"".join(pieces), dtype=np.uint8).copy()  # 3 bytes before row 0
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    offsets += 3
+    span = slice(3, int(offsets[-1]))
+    want = K.blank_separators(data, offsets)
+    got = K.blank_separators(cupy.asarray(data), cupy.asarray(offsets)).get()
+    assert bytes(got[span]) == bytes(want[span])
+    table = K.nfc_unstable_table()
+    assert np.array_equal(K.rows_containing(cupy.asarray(data), cupy.asarray(offsets), table).get(),
+                          K.rows_containing(data, offsets, table))
+
+
+def test_sliced_and_null_columns():
+    """A cudf column with an offset (a slice) and nulls: the buffers are read at the right rows."""
+    import cudf
+
+    s = cudf.Series(["x y", None, "हिन्दी भाषा", "cafe\u0301", "😀a"])[1:]
+    pdf = pd.DataFrame({"doc_id": np.arange(4, dtype=np.int64),
+                        "text": pd.Series(s.to_arrow().to_pylist(), dtype=pd.StringDtype("pyarrow"))})
+    gdf = cudf.DataFrame({"doc_id": np.arange(4, dtype=np.int64), "text": s.reset_index(drop=True)})
+    cfg = TokenizerConfig.make()
+    cpu = tokenize_partition(pdf, cfg)
+    gpu = tokenize_partition(gdf, cfg).to_pandas()
+    assert cpu["token"].astype(str).tolist() == gpu["token"].astype(str).tolist() == ["हिन्दी", "भाषा", "café", "a"]
