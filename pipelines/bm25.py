@@ -78,6 +78,19 @@ def _drop_dl(df):
     return df[["term_id", "doc_id", "tf", "weight"]]
 
 
+def _term_major_order(t, d, block: int = 1 << 22) -> bool:
+    """Whether (t, d) pairs are strictly increasing (term-major, then doc), checked in blocks so
+    that the temporaries stay small (index load, issue 15)."""
+    n = len(t)
+    for a in range(0, max(n - 1, 0), block):
+        e = min(a + block + 1, n)
+        tt, dd = t[a:e], d[a:e]
+        dt = tt[1:] > tt[:-1]
+        if not bool(np.all(dt | ((tt[1:] == tt[:-1]) & (dd[1:] > dd[:-1])))):
+            return False
+    return True
+
+
 def _term_slice(part, lo: int, hi: int, last: bool):
     """Rows of a counts partition (sorted by term) with ``lo <= term_id < hi`` (``<= hi`` if ``last``)."""
     t = values(part["term_id"])
@@ -399,25 +412,28 @@ class BM25Index:
         if post is None:
             post = pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
                              "weight": pa.array([], pa.float32())})
-        t = post.column("term_id").to_numpy().astype(np.int64)
-        d = post.column("doc_id").to_numpy().astype(np.int64)
-        w = post.column("weight").to_numpy().astype(np.float32)
+        # one copy of each column (chunks -> one array), no widening: term ids stay as stored
+        # (int32 by contract), doc ids become scipy's int32 indices when N allows
+        t = post.column("term_id").to_numpy()
+        d = post.column("doc_id").to_numpy()
+        w = post.column("weight").to_numpy().astype(np.float32, copy=False)
         art.check_range(t, 1, V, "posting term ids", path / "postings")
         art.check_range(d, 0, N - 1, "posting doc ids", path / "postings")
         art.check_finite(w, "posting weights", path / "postings")
         counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
         if len(counts) != V + 1 or not np.array_equal(counts, df):
             raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
-        order_ok = len(t) < 2 or bool(np.all((np.diff(t) > 0) | ((np.diff(t) == 0) & (np.diff(d) > 0))))
-        if not order_ok:  # not term-major on disk: sort (older or foreign writers)
+        if not _term_major_order(t, d):  # not term-major on disk: sort (older or foreign writers)
             o = np.lexsort((d, t))
             t, d, w = t[o], d[o], w[o]
+        if N < 2**31 and d.dtype != np.int32:
+            d = d.astype(np.int32)
         if np.any(w0):
             w = w - w0[t]  # store w - w0; search adds the w0 of every query term back
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         import scipy.sparse as sp
 
-        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N))
+        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N), copy=False)
         if be == "gpu":
             import cupy
             import cupyx.scipy.sparse as csp

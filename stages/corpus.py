@@ -256,7 +256,9 @@ class _Tokens:
         return tokenize_partition(frame, self.cfg)
 
 
-def _scan_partition(df, cfg):
+# the task keys name their stage (tokenize_/encode_/count_partition...): progress, task streams
+# and tests/test_faults.py find the stages by them
+def tokenize_partition_scan(df, cfg):
     """Tokenize one read partition and count its (token, document) pairs locally (a :class:`_Scan`)."""
     xp = array_module(df)
     n = len(df)
@@ -278,7 +280,7 @@ def _scan_partition(df, cfg):
                  tf.astype(np.int32), lengths)
 
 
-def _scan_uniques(scan: _Scan, like):
+def encode_partition_uniques(scan: _Scan, like):
     """The scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
     lib = type(like)
     return lib({"token": scan.uniq})
@@ -288,7 +290,7 @@ def _scan_lengths(scan: _Scan):
     return to_host(scan.lengths)
 
 
-def _scan_counts(scan: _Scan, vocab_frame, offset: int, like):
+def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
     """``(term_id, doc_id, tf, dl)`` of one partition from its scan: what
     :func:`cutext.stages.count.count_partition` gives for the partition's encoded tokens."""
     lib = type(like)
@@ -395,7 +397,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
 
     def _tokenize():
         parts = raw.to_delayed()
-        scans = _persist([dask.delayed(_scan_partition)(p, cfg) for p in parts], info)
+        scans = _persist([dask.delayed(tokenize_partition_scan)(p, cfg) for p in parts], info)
         lengths = dask.compute(*[dask.delayed(_scan_lengths)(s) for s in scans])
         return scans, np.concatenate([np.asarray(x, np.int64) for x in lengths])
 
@@ -405,7 +407,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
                                      align_dataframes=False)
 
     def _encode():
-        uniques = dd.from_delayed([dask.delayed(_scan_uniques)(s, like) for s in scans],
+        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques)(s, like) for s in scans],
                                   meta=meta({"token": "string"}, like), verify_meta=False)
         vocab = build_vocabulary(uniques)
         vf = vocabulary_frame(vocab, like)
@@ -417,7 +419,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     if count:
         def _count():
             vf_key = dask.delayed(vf, pure=True)
-            parts = [dask.delayed(_scan_counts)(s, vf_key, int(o), like) for s, o in zip(scans, offsets)]
+            parts = [dask.delayed(count_partition_scan)(s, vf_key, int(o), like) for s, o in zip(scans, offsets)]
             c = materialize(dd.from_delayed(parts, meta=meta("counts", like), verify_meta=False), info)
             return c, document_frequencies(c, len(vocab))
 
