@@ -347,6 +347,58 @@ class GpuMemWatch:
         return round(self.peak - self.baseline, 1)
 
 
+class RssWatch:
+    """Peak resident memory of this process plus its children (LocalCluster workers), summed,
+    sampled with psutil every ``interval`` s; also ``ru_maxrss`` of the process and of its
+    largest waited-for child (``resource.getrusage``).  ``peak_mib`` is None without psutil."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak = None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _poll(self):
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me] + me.children(recursive=True):
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = total if self.peak is None else max(self.peak, total)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        try:
+            import psutil  # noqa: F401
+        except ImportError:
+            return self
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=15)
+        return False
+
+    @property
+    def peak_mib(self):
+        return None if self.peak is None else round(self.peak / 2**20, 1)
+
+    @staticmethod
+    def maxrss_mib() -> dict:
+        import resource
+
+        return {"ru_maxrss_self_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "ru_maxrss_children_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}
+
+
 class DevicePools:
     """RMM statistics (peak bytes per measurement) and the CuPy pool, where they can be had."""
 
@@ -575,12 +627,18 @@ def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None
         gc.collect()
         if pools:
             pools.start()
-        with GpuMemWatch(mem_baseline, enabled=mem_baseline is not None) as mw:
+        with GpuMemWatch(mem_baseline, enabled=mem_baseline is not None) as mw, RssWatch() as rw:
             t = time.perf_counter()
             r = pipelines.run("bm25", str(path), **kw)
             sec = time.perf_counter() - t
         extra = pools.stop() if pools else {}
         extra["stage_sum_s"] = sum(r.timings.values())
+        # host memory: peak RSS of this process + its LocalCluster workers (summed), and its
+        # multiple of the input bytes (issue 15: <= 3x the input plus a constant)
+        extra["rss_peak_mib"] = rw.peak_mib
+        if rw.peak_mib is not None and r.counts.get("input_bytes"):
+            extra["rss_peak_x_input"] = round(rw.peak / r.counts["input_bytes"], 2)
+        extra.update(RssWatch.maxrss_mib())
         return {"seconds": sec, "stages": dict(r.timings), "counts": dict(r.counts, backend=r.backend,
                                                                            scheduler=r.scheduler,
                                                                            n_workers=r.n_workers),
@@ -995,6 +1053,8 @@ def print_table(rows: list[dict], section: str) -> None:
     cols += [("docs/s", lambda r: _f(r["docs_s"], ",.0f")), ("queries/s", lambda r: _f(r["q_s"], ",.0f"))]
     if section == "gpu":
         cols += [("peak MiB", lambda r: _f(r["peak_mib"], ",.0f"))]
+    cols += [("RSS peak MiB", lambda r: _f((r.get("extra") or {}).get("rss_peak_mib"), ",.0f")),
+             ("RSS/input", lambda r: _f((r.get("extra") or {}).get("rss_peak_x_input"), ".2f"))]
     cols += [("notes", lambda r: error_label(r) if r.get("error") else "; ".join(r["notes"]))]
     _print(cols, rows, f"== {section} section (medians of repeats; n = repeats done)")
     srows = [r for r in rows if r.get("stages")]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend, to_host
+from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend, to_host, values
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages.compute import compute_context
@@ -76,6 +76,66 @@ class _DocumentsPartition:
 
 def _drop_dl(df):
     return df[["term_id", "doc_id", "tf", "weight"]]
+
+
+def _term_major_order(t, d, block: int = 1 << 22) -> bool:
+    """Whether (t, d) pairs are strictly increasing (term-major, then doc), checked in blocks so
+    that the temporaries stay small (index load, issue 15)."""
+    n = len(t)
+    for a in range(0, max(n - 1, 0), block):
+        e = min(a + block + 1, n)
+        tt, dd = t[a:e], d[a:e]
+        dt = tt[1:] > tt[:-1]
+        if not bool(np.all(dt | ((tt[1:] == tt[:-1]) & (dd[1:] > dd[:-1])))):
+            return False
+    return True
+
+
+def _term_slice(part, lo: int, hi: int, last: bool):
+    """Rows of a counts partition (sorted by term) with ``lo <= term_id < hi`` (``<= hi`` if ``last``)."""
+    t = values(part["term_id"])
+    xp = array_module(t)
+    a = int(xp.searchsorted(t, lo, side="left"))
+    e = int(xp.searchsorted(t, hi, side="right" if last else "left"))
+    return part.iloc[a:e]
+
+
+def _term_range(slices, weight_fn):
+    """One term range of the postings: the slices of every counts partition, weighted, sorted."""
+    import importlib
+
+    kept = [s for s in slices if len(s)] or slices[:1]
+    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
+    df = lib.concat(kept, ignore_index=True)
+    df = _drop_dl(weight_fn(df))
+    return df.sort_values(["term_id", "doc_id"], ignore_index=True)
+
+
+def _term_major(counts, weighted, df_t: np.ndarray, nparts: int, weight_fn):
+    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15).
+
+    ``counts`` partitions are sorted by (term_id, doc_id) and hold increasing doc-id ranges, so the
+    postings of a term range are a slice of every partition: output partition ``i`` concatenates
+    the slices of the range ``[div_i, div_{i+1})`` (:func:`cutext.stages.sort.term_divisions`, the
+    last range closed), weights and sorts them.  Same partitions and rows as
+    :func:`cutext.stages.sort.term_major` (whose degenerate cases it still uses).
+    """
+    import dask
+    import dask.dataframe as dd
+
+    from cutext.stages.sort import term_divisions
+
+    divisions = term_divisions(df_t, nparts)
+    if len(divisions) < 2 or divisions[0] == divisions[-1] or counts.npartitions == 1 and nparts == 1:
+        return term_major(weighted, df_t, nparts)
+    parts = counts.to_delayed()
+    out = []
+    for i in range(len(divisions) - 1):
+        lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
+        slices = [dask.delayed(_term_slice)(p, lo, hi, last) for p in parts]
+        out.append(dask.delayed(_term_range)(slices, weight_fn))
+    m = _drop_dl(bm25_stage.weights_meta(counts._meta))
+    return dd.from_delayed(out, meta=m, verify_meta=False)
 
 
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
@@ -155,12 +215,11 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             n_postings = int(df_t.sum())
 
             def _write():
-                weighted = counts.map_partitions(
-                    bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta),
-                    meta=bm25_stage.weights_meta(counts._meta))
+                weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
+                weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
                 weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
                 nparts = max(1, -(-n_postings // POSTINGS_PER_FILE))
-                postings = term_major(weighted, df_t, nparts)
+                postings = _term_major(counts, weighted, df_t, nparts, weight_fn)
                 postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
                                     name_function=lambda i: f"part.{i:05d}.parquet")
                 documents = docs.map_partitions(_DocumentsPartition(lengths),
@@ -355,25 +414,28 @@ class BM25Index:
         if post is None:
             post = pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
                              "weight": pa.array([], pa.float32())})
-        t = post.column("term_id").to_numpy().astype(np.int64)
-        d = post.column("doc_id").to_numpy().astype(np.int64)
-        w = post.column("weight").to_numpy().astype(np.float32)
+        # one copy of each column (chunks -> one array), no widening: term ids stay as stored
+        # (int32 by contract), doc ids become scipy's int32 indices when N allows
+        t = post.column("term_id").to_numpy()
+        d = post.column("doc_id").to_numpy()
+        w = post.column("weight").to_numpy().astype(np.float32, copy=False)
         art.check_range(t, 1, V, "posting term ids", path / "postings")
         art.check_range(d, 0, N - 1, "posting doc ids", path / "postings")
         art.check_finite(w, "posting weights", path / "postings")
         counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
         if len(counts) != V + 1 or not np.array_equal(counts, df):
             raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
-        order_ok = len(t) < 2 or bool(np.all((np.diff(t) > 0) | ((np.diff(t) == 0) & (np.diff(d) > 0))))
-        if not order_ok:  # not term-major on disk: sort (older or foreign writers)
+        if not _term_major_order(t, d):  # not term-major on disk: sort (older or foreign writers)
             o = np.lexsort((d, t))
             t, d, w = t[o], d[o], w[o]
+        if N < 2**31 and d.dtype != np.int32:
+            d = d.astype(np.int32)
         if np.any(w0):
             w = w - w0[t]  # store w - w0; search adds the w0 of every query term back
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         import scipy.sparse as sp
 
-        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N))
+        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N), copy=False)
         if be == "gpu":
             import cupy
             import cupyx.scipy.sparse as csp

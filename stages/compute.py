@@ -26,6 +26,50 @@ class ComputeInfo:
     client: object = None
 
 
+class GPUOutOfMemoryError(MemoryError):
+    """A device allocation failed during a GPU pipeline run; the message says what to change."""
+
+
+_DEVICE_OOM_TEXT = ("out_of_memory", "bad_alloc", "cudaErrorMemoryAllocation", "out of memory")
+
+
+def _is_device_oom(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed device allocation, judged by its type's name and module (no import):
+    cupy's ``cupy.cuda.memory.OutOfMemoryError``, rmm's / cudf's ``MemoryError`` (``std::bad_alloc:
+    out_of_memory``), including those re-raised by dask workers."""
+    t = type(exc)
+    mod, name = t.__module__ or "", t.__name__
+    if name == "OutOfMemoryError" and mod.startswith(("cupy", "cupy_backends")):
+        return True
+    if mod.startswith(("rmm", "cudf")) and "MemoryError" in name:
+        return True
+    if isinstance(exc, MemoryError) and not isinstance(exc, GPUOutOfMemoryError):
+        text = str(exc)
+        return any(s in text for s in _DEVICE_OOM_TEXT)
+    return False
+
+
+def device_oom_error(exc: BaseException, n_workers: int | None = None):
+    """The :class:`GPUOutOfMemoryError` for a device out-of-memory ``exc`` (or one in its cause
+    chain), else None.  The message names the remedies: a smaller ``blocksize=``, more GPUs
+    (workers), an RMM pool with spilling (``device_memory_limit``) on a ``LocalCUDACluster``."""
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if _is_device_oom(e):
+            where = f" on {n_workers} GPU worker(s)" if n_workers else ""
+            return GPUOutOfMemoryError(
+                f"the GPU ran out of memory{where} ({type(e).__module__}.{type(e).__name__}: {e}). "
+                "Try: a smaller blocksize= (bytes of text per partition, e.g. 16 << 20; each partition "
+                "is tokenized in device memory at once); more GPUs (a LocalCUDACluster with more "
+                "workers, or client=Client(LocalCUDACluster(...))); or spilling to host memory: "
+                "LocalCUDACluster(device_memory_limit=\"0.8\", rmm_pool_size=..., enable_cudf_spill=True) "
+                "passed as client=; or backend=\"cpu\".")
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def input_bytes(pieces, fs) -> int:
     """Bytes of the files behind the reader's pieces (a file split into pieces counted once)."""
     total = 0
@@ -53,10 +97,27 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
     cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
            "dataframe.convert-string": False,
            "dataframe.shuffle.method": "tasks"}
-    if client is not None:
-        with dask.config.set(cfg):
-            yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
-        return
+    with _device_oom_guard(backend):
+        if client is not None:
+            with dask.config.set(cfg):
+                yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
+            return
+        yield from _context(backend, cfg, scheduler, nbytes, n_workers)
+
+
+@contextlib.contextmanager
+def _device_oom_guard(backend: str):
+    """The one place GPU stages run under: a device out-of-memory becomes :class:`GPUOutOfMemoryError`."""
+    try:
+        yield
+    except Exception as exc:  # MemoryError included
+        err = device_oom_error(exc) if backend == "gpu" else None
+        if err is None:
+            raise
+        raise err from exc
+
+
+def _context(backend, cfg, scheduler, nbytes, n_workers):
     if scheduler == "auto":
         # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
         # GIL), one stream of work on the GPU

@@ -36,11 +36,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from cutext.kernels.backend import is_gpu, meta, to_host
+import dask.dataframe as dd
+
+from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
 from cutext.stages.compute import ComputeInfo, compute_context, input_bytes, materialize
-from cutext.stages.count import count_partition, document_frequencies, document_lengths
-from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
-from cutext.stages.read import DEFAULT_BLOCKSIZE, assign_doc_ids, read_corpus
+from cutext.stages.count import document_frequencies, run_lengths
+from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
+from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError, read_corpus
+from cutext.stages.sort import pair_keys, sort_pairs
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
 
 __all__ = ["CorpusSource", "Corpus", "open_corpus", "build_corpus", "corpus_session", "STAGES"]
@@ -206,9 +209,147 @@ def _timed(timings: dict):
     return run
 
 
+# ----------------------------------------------------------------------------- partition tasks
+# Bounded memory (issue 15): no stage persists the text or a row per token.  The read stage keeps
+# the document table without its text; the tokenize stage re-reads each piece and keeps only a
+# compact per-partition result (:class:`_Scan`: the partition's unique tokens and its distinct
+# (local code, document) pairs with their tf, 12 bytes a pair); the count stage turns those into
+# the ``counts`` table with global term ids.
+
+def _doc_table(df):
+    """A read partition without its text: ``(source_id, replaced)``."""
+    return df[["source_id", "replaced"]].copy()
+
+
+@dataclass
+class _Scan:
+    """The tokenize stage's result for one partition (arrays of the partition's library).
+
+    uniq : Series of str, shape (U,)
+        The partition's distinct tokens (local code ``i`` is ``uniq[i]``).
+    code, pos, tf : int32 arrays, shape (P,)
+        One entry per distinct (token, document) pair of the partition, sorted by (code, pos):
+        the local code, the document's position in the partition, the count.
+    lengths : int64 array, shape (n_docs_of_partition,)
+        Tokens per document.
+    """
+
+    uniq: object
+    code: object
+    pos: object
+    tf: object
+    lengths: object
+
+
+class _Tokens:
+    """``(doc_id, token)`` of one read partition, doc ids from the partition offsets."""
+
+    def __init__(self, cfg, offsets):
+        self.cfg = cfg
+        self.offsets = offsets
+
+    def __call__(self, df, partition_info=None):
+        xp = array_module(df)
+        off = int(self.offsets[partition_info["number"]]) if partition_info is not None else 0
+        frame = df[["text"]].copy()
+        frame.insert(0, "doc_id", xp.arange(off, off + len(df), dtype=np.int64))
+        return tokenize_partition(frame, self.cfg)
+
+
+# the task keys name their stage (tokenize_/encode_/count_partition...): progress, task streams
+# and tests/test_faults.py find the stages by them
+def tokenize_partition_scan(df, cfg):
+    """Tokenize one read partition and count its (token, document) pairs locally (a :class:`_Scan`)."""
+    xp = array_module(df)
+    n = len(df)
+    toks = _Tokens(cfg, None)(df)  # doc_id = position within the partition
+    del df
+    pos = values(toks["doc_id"])
+    lengths = xp.bincount(pos, minlength=n).astype(np.int64) if len(pos) else xp.zeros(n, np.int64)
+    if len(toks) == 0:
+        z = xp.zeros(0, np.int32)
+        return _Scan(toks["token"].iloc[:0], z, z, z, lengths)
+    codes, uniq = toks["token"].factorize()
+    del toks
+    codes = xp.asarray(codes).astype(np.int32)
+    keys, doc_min, span = sort_pairs(codes, pos)
+    del codes, pos
+    ukeys, tf = run_lengths(keys)
+    del keys
+    return _Scan(uniq, (ukeys // span).astype(np.int32), (ukeys % span + doc_min).astype(np.int32),
+                 tf.astype(np.int32), lengths)
+
+
+def encode_partition_uniques(scan: _Scan, like):
+    """The scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
+    lib = type(like)
+    return lib({"token": scan.uniq})
+
+
+def _scan_lengths(scan: _Scan):
+    return to_host(scan.lengths)
+
+
+def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
+    """``(term_id, doc_id, tf, dl)`` of one partition from its scan: what
+    :func:`cutext.stages.count.count_partition` gives for the partition's encoded tokens."""
+    lib = type(like)
+    xp = array_module(scan.lengths)
+    if len(scan.code) == 0:
+        return lib({"term_id": xp.zeros(0, np.int32), "doc_id": xp.zeros(0, np.int64),
+                    "tf": xp.zeros(0, np.int32), "dl": xp.zeros(0, np.int32)})
+    lut = lookup_ids(scan.uniq, vocab_frame)
+    term = lut[scan.code]
+    keys, _, span = pair_keys(term, scan.pos)
+    order = xp.argsort(keys, kind="stable")
+    del keys
+    pos = scan.pos[order]
+    return lib({"term_id": term[order], "doc_id": pos.astype(np.int64) + offset, "tf": scan.tf[order],
+                "dl": scan.lengths[pos].astype(np.int32)})
+
+
+def _persist(objs: list, info: ComputeInfo) -> list:
+    """Persist a list of delayed objects and wait for them (so stage timings are honest)."""
+    import dask
+
+    out = list(dask.persist(*objs))
+    if info.client is not None:
+        from distributed import wait
+
+        wait(out)
+    return out
+
+
+def _number_documents(table, counts: np.ndarray, pieces):
+    """``doc_id`` and filled-in source ids for the document table (as ``assign_doc_ids`` does)."""
+    from cutext.stages.read import _Numberer
+
+    if counts.sum() == 0:
+        paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
+        where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
+        raise CorpusError(f"{where}: the corpus holds no document")
+    doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    row_offsets = np.zeros(len(pieces), np.int64)
+    seen: dict[int, int] = {}
+    for i, p in enumerate(pieces):
+        if p.numbered:
+            row_offsets[i] = seen.get(p.file_index, 0)
+            seen[p.file_index] = row_offsets[i] + counts[i]
+    m = table._meta.copy()
+    m.insert(0, "doc_id", array_module(m).zeros(0, np.int64))
+    out = table.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=m,
+                               enforce_metadata=False, align_dataframes=False)
+    return out, doc_offsets
+
+
 def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: ComputeInfo, *,
                  count: bool = True, keep_tokens: bool = False, run_stage=None) -> Corpus:
     """Run the front end's stages on a planned corpus, inside an entered compute context.
+
+    Memory stays bounded by the input (issue 15): the text is read twice (once to number the
+    documents, once to tokenize) instead of being persisted, and no table with a row per token
+    is persisted; ``encoded`` (and ``tokens`` unless ``keep_tokens``) are lazy collections that
+    recompute from the input.
 
     Parameters
     ----------
@@ -222,7 +363,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     count : bool
         Run the count stage (``counts``, ``df``).
     keep_tokens : bool
-        Keep the persisted ``(doc_id, token)`` table in the result.
+        Keep a persisted ``(doc_id, token)`` table in the result.
     run_stage : callable, optional
         ``run_stage(name, fn) -> fn()``: runs each stage (``name`` in :data:`STAGES`), e.g. to time
         it under another name or move a progress bar.  Default: time it into ``Corpus.timings``.
@@ -237,34 +378,55 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     CorpusError (ValueError)
         Unreadable input, or a corpus without documents (the message names the file).
     """
+    import dask
+
     cfg = tokenizer or TokenizerConfig.make()
     timings: dict[str, float] = {}
     run = run_stage or _timed(timings)
+    raw = source.docs
+    like = raw._meta
 
-    docs, part_counts = run("read", lambda: assign_doc_ids(source.docs, source.pieces))
+    def _read():
+        table = materialize(raw.map_partitions(_doc_table, meta=_doc_table(like)), info)
+        part_counts = np.asarray(table.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+        numbered, offsets = _number_documents(table, part_counts, source.pieces)
+        return materialize(numbered, info), part_counts, offsets
+
+    docs, part_counts, offsets = run("read", _read)
     n_docs = int(part_counts.sum())
 
     def _tokenize():
-        return materialize(docs.map_partitions(tokenize_partition, cfg, meta=meta("tokens", docs)), info)
+        parts = raw.to_delayed()
+        scans = _persist([dask.delayed(tokenize_partition_scan)(p, cfg) for p in parts], info)
+        lengths = dask.compute(*[dask.delayed(_scan_lengths)(s) for s in scans])
+        return scans, np.concatenate([np.asarray(x, np.int64) for x in lengths])
 
-    tokens = run("tokenize", _tokenize)
+    scans, lengths = run("tokenize", _tokenize)
+    tok_meta = meta("tokens", like)
+    tokens_lazy = raw.map_partitions(_Tokens(cfg, offsets), meta=tok_meta, enforce_metadata=False,
+                                     align_dataframes=False)
 
     def _encode():
-        vocab = build_vocabulary(tokens)
-        enc = tokens.map_partitions(encode_partition, vocabulary_frame(vocab, tokens), meta=meta("encoded", tokens))
-        lengths = document_lengths(tokens, n_docs)
-        return vocab, materialize(enc, info), lengths
+        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques)(s, like) for s in scans],
+                                  meta=meta({"token": "string"}, like), verify_meta=False)
+        vocab = build_vocabulary(uniques)
+        vf = vocabulary_frame(vocab, like)
+        enc = tokens_lazy.map_partitions(encode_partition, vf, meta=meta("encoded", like))
+        return vocab, vf, enc
 
-    vocab, encoded, lengths = run("encode", _encode)
+    vocab, vf, encoded = run("encode", _encode)
     counts = df = None
     if count:
         def _count():
-            c = materialize(encoded.map_partitions(count_partition, meta=meta("counts", encoded)), info)
+            vf_key = dask.delayed(vf, pure=True)
+            parts = [dask.delayed(count_partition_scan)(s, vf_key, int(o), like) for s, o in zip(scans, offsets)]
+            c = materialize(dd.from_delayed(parts, meta=meta("counts", like), verify_meta=False), info)
             return c, document_frequencies(c, len(vocab))
 
         counts, df = run("count", _count)
-    return Corpus(docs, tokens if keep_tokens else None, vocab, encoded, counts, lengths, df, n_docs, source,
-                  info, timings)
+    del scans  # the compact per-partition results are superseded by counts
+    tokens = materialize(tokens_lazy, info) if keep_tokens else None
+    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, n_docs, source, info, timings)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,99 @@
+"""Bounded memory (issue 15, item 8) and the GPU out-of-memory error, on the CPU."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import os
+import pytest
+from cutext.stages.compute import GPUOutOfMemoryError, compute_context, device_oom_error
+
+# ----------------------------------------------------------------------------- GPU out of memory
+
+
+def _fake(module: str, name: str, base=Exception):
+    """An exception class whose module and name are those of a GPU library's (no GPU needed)."""
+    return type(name, (base,), {"__module__": module})
+
+
+@pytest.mark.parametrize("module,name,base,text", [
+    ("cupy.cuda.memory", "OutOfMemoryError", Exception, "Out of memory allocating 1,024 bytes"),
+    ("rmm._lib.memory_resource", "MemoryError", MemoryError, "out of memory"),
+    ("builtins", "MemoryError", MemoryError, "std::bad_alloc: out_of_memory: RMM failure at arena.hpp"),
+])
+def test_device_oom_in_a_gpu_run_becomes_a_clear_error(module, name, base, text):
+    cls = MemoryError if module == "builtins" else _fake(module, name, base)
+    with pytest.raises(GPUOutOfMemoryError) as ei:
+        with compute_context("gpu", scheduler="sync"):
+            raise cls(text)
+    msg = str(ei.value)
+    for remedy in ("blocksize=", "more GPUs", "device_memory_limit", "LocalCUDACluster", "spill"):
+        assert remedy in msg, remedy
+    assert text in msg and isinstance(ei.value, MemoryError)
+    assert type(ei.value.__cause__).__name__ == name
+
+
+def test_device_oom_is_found_in_the_cause_chain_and_nothing_else_is_rewritten():
+    oom = _fake("cupy.cuda.memory", "OutOfMemoryError")("Out of memory")
+    try:
+        try:
+            raise oom
+        except Exception as exc:
+            raise RuntimeError("task failed") from exc
+    except RuntimeError as outer:
+        assert isinstance(device_oom_error(outer, n_workers=2), GPUOutOfMemoryError)
+        assert "2 GPU worker(s)" in str(device_oom_error(outer, n_workers=2))
+    assert device_oom_error(ValueError("x")) is None
+    assert device_oom_error(MemoryError()) is None  # a host MemoryError stays what it is
+    with pytest.raises(ValueError, match="plain"):
+        with compute_context("gpu", scheduler="sync"):
+            raise ValueError("plain")
+    # on the CPU backend nothing is rewritten
+    with pytest.raises(_fake("cupy.cuda.memory", "OutOfMemoryError").__base__):
+        with compute_context("cpu", scheduler="sync"):
+            raise _fake("cupy.cuda.memory", "OutOfMemoryError")("Out of memory")
+
+
+# ----------------------------------------------------------------------------- bounded memory
+
+PY = os.environ.get("CUTEXT_TEST_PY", sys.executable)
+_CHILD = textwrap.dedent("""
+    import json, resource, sys
+    from cutext import pipelines
+    r = pipelines.run("bm25", sys.argv[1], out=sys.argv[2], backend="cpu", scheduler="threads",
+                      format="lines", progress=False, blocksize=1 << 20)
+    print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "n_docs": r.counts["n_docs"]}))
+""")
+
+
+def _peak(tmp_path, texts, copies: int, name: str) -> tuple[int, int]:
+    d = tmp_path / name
+    d.mkdir()
+    body = "\n".join(texts) + "\n"
+    with open(d / "part.txt", "w", encoding="utf-8") as fh:
+        for _ in range(copies):
+            fh.write(body)
+    nbytes = (d / "part.txt").stat().st_size
+    out = subprocess.run([PY, "-c", _CHILD, str(d), str(tmp_path / f"{name}-index")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])["maxrss_kb"] * 1024, nbytes
+
+
+def test_indexing_memory_grows_by_a_bounded_multiple_of_the_input(tmp_path, data_dir):
+    """Peak RSS (ru_maxrss) of a bm25 run in a fresh process with 1 MiB partitions, at 2 and 10
+    copies of CACM (real text, about 4 and 20 MB): the extra peak per extra input byte.
+
+    Measured on 2 cores: about 10 bytes per byte with the streaming front end, 14 before it (the
+    allocators' retained pages dominate at this size); the bound is a regression guard against
+    a stage that keeps a row per token or a whole-table shuffle, not the 3x target (which the
+    benchmark measures at 100 MB-1 GB: benchmarks/README.md)."""
+    texts = [" ".join(str(v) for v in json.loads(line).values()).replace("\n", " ")
+             for line in (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines() if line]
+    small, nb_small = _peak(tmp_path, texts, 2, "small")
+    large, nb_large = _peak(tmp_path, texts, 10, "large")
+    slope = (large - small) / (nb_large - nb_small)
+    assert slope < 16.0, f"peak RSS grew {slope:.1f} bytes per input byte ({small >> 20} -> {large >> 20} MiB)"
