@@ -322,24 +322,9 @@ def _persist(objs: list, info: ComputeInfo) -> list:
 
 def _number_documents(table, counts: np.ndarray, pieces):
     """``doc_id`` and filled-in source ids for the document table (as ``assign_doc_ids`` does)."""
-    from cutext.stages.read import _Numberer
+    from cutext.stages.read import number_documents
 
-    if counts.sum() == 0:
-        paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
-        where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
-        raise CorpusError(f"{where}: the corpus holds no document")
-    doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    row_offsets = np.zeros(len(pieces), np.int64)
-    seen: dict[int, int] = {}
-    for i, p in enumerate(pieces):
-        if p.numbered:
-            row_offsets[i] = seen.get(p.file_index, 0)
-            seen[p.file_index] = row_offsets[i] + counts[i]
-    m = table._meta.copy()
-    m.insert(0, "doc_id", array_module(m).zeros(0, np.int64))
-    out = table.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=m,
-                               enforce_metadata=False, align_dataframes=False)
-    return out, doc_offsets
+    return number_documents(table, counts, pieces)
 
 
 def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: ComputeInfo, *,

@@ -930,6 +930,30 @@ def assign_doc_ids(ddf, pieces):
     """
     ddf = ddf.persist()
     counts = np.asarray(ddf.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+    out, _ = number_documents(ddf, counts, pieces)
+    return out, counts
+
+
+def number_documents(ddf, counts: np.ndarray, pieces):
+    """Add the dense ``doc_id`` (and fill line-numbered source ids) given the rows of each partition.
+
+    Parameters
+    ----------
+    ddf : dask DataFrame, one partition a piece
+    counts : int64 array, shape (n_partitions,)
+        Documents per partition.
+    pieces : list of Piece
+
+    Returns
+    -------
+    (dask DataFrame, int64 array of shape (n_partitions,))
+        The numbered frame and the first doc_id of each partition.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document (the message names the file).
+    """
     if counts.sum() == 0:
         paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
         where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
@@ -945,4 +969,4 @@ def assign_doc_ids(ddf, pieces):
     meta.insert(0, "doc_id", array_module(meta).zeros(0, np.int64))
     out = ddf.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=meta,
                              enforce_metadata=False, align_dataframes=False)
-    return out, counts
+    return out, doc_offsets
