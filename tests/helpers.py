@@ -56,3 +56,32 @@ def assert_same_index(a: dict, b: dict, rtol=1e-6):
     for col in ("term_id", "doc_id", "tf"):
         np.testing.assert_array_equal(pa_[col].to_numpy(), pb[col].to_numpy(), err_msg=col)
     np.testing.assert_allclose(pa_["weight"].to_numpy(), pb["weight"].to_numpy(), rtol=rtol)
+
+
+EMU_DIR = Path(__file__).resolve().parent / "cuda_emu"
+
+
+def build_cuda_emulation(out_dir: Path, kernel_source: Path, harness: str, *, define: str = "KERNEL_SOURCE",
+                         std: str = "c++20", flags=("-O1", "-ffp-contract=off")) -> Path:
+    """Compile a kernel's ``.cu`` source under a host harness of ``tests/cuda_emu/`` into a shared library.
+
+    Skips the test where no C++ compiler (or no C++20 ``<barrier>``) is available; fails it when the
+    kernel source does not compile as C++ (that is a defect of the source, not of the machine).
+    """
+    import shutil
+    import subprocess
+
+    import pytest
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (g++ or clang++)")
+    lib = Path(out_dir) / (Path(harness).stem + ".so")
+    cmd = [cxx, f"-std={std}", *flags, "-shared", "-fPIC", f'-D{define}="{kernel_source}"',
+           str(EMU_DIR / harness), "-o", str(lib), "-lpthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        if "c++20" in r.stderr or "<barrier>" in r.stderr:
+            pytest.skip(f"{cxx} without C++20 <barrier>: {r.stderr[:200]}")
+        pytest.fail(f"{kernel_source.name} does not compile as C++ under {harness}:\n{r.stderr[-4000:]}")
+    return lib

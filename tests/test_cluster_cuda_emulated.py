@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 from cutext.kernels import _cuda, ellpack
 from cutext.pipelines import datasets
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
+from helpers import build_cuda_emulation
 
 HERE = Path(__file__).resolve().parent
 K = 35
@@ -28,19 +27,8 @@ K = 35
 
 @pytest.fixture(scope="module")
 def emu_lib(tmp_path_factory):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    lib = tmp_path_factory.mktemp("emu") / "libellpack_emu.so"
-    src = Path(ellpack.__file__).with_name("ellpack.cu")
-    cmd = [gxx, "-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f'-DKERNEL_SOURCE="{src}"',
-           str(HERE / "cuda_emu" / "ellpack_emu.cpp"), "-o", str(lib), "-lpthread"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        if "c++20" in r.stderr or "barrier" in r.stderr:
-            pytest.skip(f"g++ without C++20 <barrier>: {r.stderr[:200]}")
-        pytest.fail(f"the kernel source does not compile as C++:\n{r.stderr}")
-    return lib
+    return build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(ellpack.__file__).with_name("ellpack.cu"),
+                                "ellpack_emu.cpp")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ tests/test_gpu_lda.py checks the real kernels on a device.  Skipped without a C+
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +15,15 @@ import pytest
 from cutext.kernels import lda as K_
 from cutext.stages.lda_chunk import build_chunks, read_ldac
 from cutext.stages.lda_gibbs import GibbsState, panel_words
+from helpers import build_cuda_emulation
 
-HERE = Path(__file__).resolve().parent
 CU = Path(K_.__file__).with_name("lda.cu")
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    so = tmp_path_factory.mktemp("cuda-host") / "lda_host.so"
-    cmd = [cxx, "-std=c++20", "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
-           f'-DLDA_CU="{CU}"', str(HERE / "cuda_emu" / "lda_emu.cpp"), "-o", str(so), "-lpthread"]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    so = build_cuda_emulation(tmp_path_factory.mktemp("cuda-host"), CU, "lda_emu.cpp", define="LDA_CU",
+                              flags=("-O2", "-ffp-contract=off", "-fno-fast-math"))
     return ctypes.CDLL(str(so))
 
 

@@ -9,8 +9,6 @@ a device.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -24,8 +22,8 @@ from hypothesis import strategies as st
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
 from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, tokenize_texts
+from helpers import build_cuda_emulation
 
-HERE = Path(__file__).resolve().parent
 PLAIN = TokenizerConfig.make()
 KEEP_CASE = TokenizerConfig.make(lowercase=False)
 
@@ -248,14 +246,8 @@ def test_kernel_entry_points_check_their_inputs():
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    lib = tmp_path_factory.mktemp("emu") / "libtokenize_emu.so"
-    cu = Path(K.__file__).with_name("tokenize.cu")
-    r = subprocess.run([gxx, "-std=c++17", "-O1", "-shared", "-fPIC", f'-DKERNEL_SOURCE="{cu}"',
-                        str(HERE / "cuda_emu" / "tokenize_emu.cpp"), "-o", str(lib)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
+    lib = build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(K.__file__).with_name("tokenize.cu"),
+                               "tokenize_emu.cpp", std="c++17", flags=("-O1",))
     return ctypes.CDLL(str(lib))
 
 

@@ -14,8 +14,6 @@ GPU tests (tests/test_gpu_ngram.py) then check the real kernels.
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,25 +22,15 @@ import pytest
 from cutext.kernels import _cuda
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel
+from helpers import build_cuda_emulation
 
 HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def emu_lib(tmp_path_factory):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    lib = tmp_path_factory.mktemp("emu") / "libtrie_emu.so"
-    src = Path(trie_kernels.__file__).with_name("trie.cu")
-    cmd = [gxx, "-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f'-DKERNEL_SOURCE="{src}"',
-           str(HERE / "cuda_emu" / "trie_emu.cpp"), "-o", str(lib), "-lpthread"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        if "c++20" in r.stderr or "barrier" in r.stderr:
-            pytest.skip(f"g++ without C++20 <barrier>: {r.stderr[:200]}")
-        pytest.fail(f"the kernel source does not compile as C++:\n{r.stderr}")
-    return lib
+    return build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(trie_kernels.__file__).with_name("trie.cu"),
+                                "trie_emu.cpp")
 
 
 @pytest.fixture
