@@ -295,35 +295,23 @@ def write_replicated(corpus: Corpus, dest: Path, target_bytes: float, file_bytes
 
 # ----------------------------------------------------------------------------- measuring
 
-class GpuMemWatch:
-    """Peak of ``nvidia-smi`` memory.used (all visible GPUs summed) polled every ``interval`` s.
+class _PeakPoller:
+    """A daemon thread that calls ``sample()`` every ``interval`` s inside a ``with`` block and keeps
+    the largest value in ``peak`` (None until one sample succeeds)."""
 
-    ``peak_mib`` is the peak minus ``baseline`` (MiB), None where nvidia-smi is unavailable.
-    """
-
-    def __init__(self, baseline: float | None, interval: float = 0.1, enabled: bool = True):
-        self.baseline = baseline
+    def __init__(self, interval: float, enabled: bool = True):
         self.interval = interval
-        self.enabled = enabled and baseline is not None
+        self.enabled = enabled
         self.peak = None
         self._stop = threading.Event()
         self._thread = None
 
-    @staticmethod
-    def used_mib() -> float | None:
-        if not shutil.which("nvidia-smi"):
-            return None
-        txt = _run_text(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], timeout=10)
-        if not txt:
-            return None
-        try:
-            return float(sum(float(x) for x in txt.split()))
-        except ValueError:
-            return None
+    def sample(self) -> float | None:  # pragma: no cover - overridden
+        raise NotImplementedError
 
     def _poll(self):
         while not self._stop.is_set():
-            v = self.used_mib()
+            v = self.sample()
             if v is not None:
                 self.peak = v if self.peak is None else max(self.peak, v)
             self._stop.wait(self.interval)
@@ -340,6 +328,32 @@ class GpuMemWatch:
             self._thread.join(timeout=15)
         return False
 
+
+class GpuMemWatch(_PeakPoller):
+    """Peak of ``nvidia-smi`` memory.used (all visible GPUs summed) polled every ``interval`` s.
+
+    ``peak_mib`` is the peak minus ``baseline`` (MiB), None where nvidia-smi is unavailable.
+    """
+
+    def __init__(self, baseline: float | None, interval: float = 0.1, enabled: bool = True):
+        super().__init__(interval, enabled and baseline is not None)
+        self.baseline = baseline
+
+    @staticmethod
+    def used_mib() -> float | None:
+        if not shutil.which("nvidia-smi"):
+            return None
+        txt = _run_text(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], timeout=10)
+        if not txt:
+            return None
+        try:
+            return float(sum(float(x) for x in txt.split()))
+        except ValueError:
+            return None
+
+    def sample(self) -> float | None:
+        return self.used_mib()
+
     @property
     def peak_mib(self) -> float | None:
         if self.peak is None or self.baseline is None:
@@ -347,45 +361,30 @@ class GpuMemWatch:
         return round(self.peak - self.baseline, 1)
 
 
-class RssWatch:
+class RssWatch(_PeakPoller):
     """Peak resident memory of this process plus its children (LocalCluster workers), summed,
     sampled with psutil every ``interval`` s; also ``ru_maxrss`` of the process and of its
     largest waited-for child (``resource.getrusage``).  ``peak_mib`` is None without psutil."""
 
     def __init__(self, interval: float = 0.05):
-        self.interval = interval
-        self.peak = None
-        self._stop = threading.Event()
-        self._thread = None
+        try:
+            import psutil  # noqa: F401
+            ok = True
+        except ImportError:
+            ok = False
+        super().__init__(interval, ok)
 
-    def _poll(self):
+    def sample(self) -> float:
         import psutil
 
         me = psutil.Process()
-        while not self._stop.is_set():
-            total = 0
-            for p in [me] + me.children(recursive=True):
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = total if self.peak is None else max(self.peak, total)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        try:
-            import psutil  # noqa: F401
-        except ImportError:
-            return self
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=15)
-        return False
+        total = 0
+        for p in [me] + me.children(recursive=True):
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
 
     @property
     def peak_mib(self):
