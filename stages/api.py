@@ -1,0 +1,629 @@
+"""The public stages: cutext's dataflow as functions on dask (or dask-cudf) collections.
+
+These are the building blocks the pipelines are made of (``bm25``, ``cluster`` and ``lda`` run
+exactly these calls through :func:`cutext.stages.corpus.build_corpus`), for a user who already
+holds a dask DataFrame (read from a data lake, filtered, joined) and wants term statistics the
+pipelines do not offer::
+
+    import dask.dataframe as dd
+    from cutext import stages
+
+    texts = dd.read_parquet("lake/posts/")[["doc_id", "text"]]   # or any (doc_id, text) frame
+    tokens = stages.tokenize(texts, stopwords="lucene")              # (doc_id, token), lazy
+    vocab, encoded = stages.encode(tokens)                           # vocabulary; (doc_id, term_id)
+    c = stages.count(encoded)                                        # tf per (term, doc); df; lengths
+    w = stages.bm25(c, k1=0.9, b=0.4)                                # weighted term-major postings
+    ch = stages.lda_chunks(c, vocab, K=20)                           # LDA's chunked token list
+
+Every function takes its library from the partitions: pandas partitions run the CPU kernels
+(numpy, numba, pyarrow), cudf partitions the GPU ones (cupy, CUDA kernels).  A ``client`` is the
+one of the surrounding context (a ``distributed.Client`` set as default, or the dask scheduler
+in effect).
+
+Partition summaries
+-------------------
+:func:`tokenize` with ``persist=True`` (the default) tokenizes every partition once and
+persists a compact summary of it (the partition's distinct tokens and its distinct
+(token, document) pairs with their counts; no row per token is kept); :func:`encode` and
+:func:`count` of the *unchanged* results use those summaries, so the text is tokenized once
+and memory stays bounded by the distinct pairs (issue 15).  A collection derived from the
+result (filtered, joined, re-partitioned) carries no summary and is processed row by row; both
+ways give the same tables.
+
+Shapes and dtypes follow the data model (``cutext.kernels.backend.SCHEMAS``):
+``tokens (doc_id: int64, token: string)``, ``encoded (doc_id: int64, term_id: int32)``,
+``counts (term_id: int32, doc_id: int64, tf: int32, dl: int32)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
+from cutext.stages import bm25 as _bm25
+from cutext.stages.count import count_partition, document_frequencies, document_lengths
+from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
+from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+
+__all__ = ["tokenize", "encode", "count", "bm25", "lda_chunks", "Counts", "BM25Postings", "number_documents",
+           "token_lengths"]
+
+_PLAN = "_cutext_plan"   # attribute carrying the partition summaries on an unchanged result
+
+
+def _is_dask(obj) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(obj, (dd.DataFrame, dd.Series))
+
+
+def _as_dask(obj, what: str):
+    """A dask collection of ``obj`` (pandas / cudf objects become one partition)."""
+    import dask.dataframe as dd
+
+    if _is_dask(obj):
+        return obj
+    if isinstance(obj, (pd.DataFrame, pd.Series)):
+        return dd.from_pandas(obj, npartitions=1, sort=False)
+    if is_gpu_object(obj) and type(obj).__name__ in ("DataFrame", "Series"):
+        import dask_cudf
+
+        return dask_cudf.from_cudf(obj, npartitions=1)
+    raise TypeError(f"{what} must be a dask (or pandas / cudf) DataFrame or Series, got {type(obj).__name__}")
+
+
+def _plan(obj):
+    return obj.__dict__.get(_PLAN) if hasattr(obj, "__dict__") else None
+
+
+def _set_plan(obj, plan):
+    object.__setattr__(obj, _PLAN, plan)
+    return obj
+
+
+def _persist(objs: list) -> list:
+    """Persist delayed objects and wait until they are computed (futures on a distributed client)."""
+    import dask
+
+    out = list(dask.persist(*objs))
+    try:
+        from distributed import futures_of
+    except ImportError:  # pragma: no cover
+        return out
+    if futures_of(out):
+        from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
+
+        wait(out)
+    return out
+
+
+# ----------------------------------------------------------------------------- partition tasks
+
+class _WithDocIds:
+    """``(doc_id, text)`` of a partition, ``doc_id`` from the partition offsets (the numbering scan)."""
+
+    def __init__(self, offsets, column: str):
+        self.offsets = offsets
+        self.column = column
+
+    def __call__(self, df, partition_info=None):
+        xp = array_module(df)
+        off = int(self.offsets[partition_info["number"]]) if partition_info is not None else 0
+        col = df if df.ndim == 1 else df[self.column]
+        frame = col.to_frame(name="text")
+        frame.insert(0, "doc_id", xp.arange(off, off + len(frame), dtype=np.int64))
+        return frame
+
+
+def _host_text(col):
+    """A host text column as pandas' pyarrow string dtype (what the CPU split reads)."""
+    if isinstance(col.dtype, pd.StringDtype) and col.dtype.storage == "pyarrow":
+        return col
+    return pd.Series(pa.array(col, type=pa.large_string(), from_pandas=True), index=col.index,
+                     dtype=pd.StringDtype("pyarrow"))
+
+
+def _text_frame(df, column: str):
+    """``(doc_id, text)`` of a partition of the user's frame (text as strings, missing text empty)."""
+    lib = type(df)
+    col = df[column]
+    col = col.fillna("") if is_gpu_object(col) else _host_text(col)
+    return lib({"doc_id": values(df["doc_id"]).astype(np.int64, copy=False), "text": col.reset_index(drop=True)})
+
+
+class _Tokenize:
+    """Picklable partition function: ``(doc_id, <text column>)`` -> ``(doc_id, token)``."""
+
+    def __init__(self, cfg: TokenizerConfig, column: str):
+        self.cfg = cfg
+        self.column = column
+
+    def __call__(self, df):
+        return tokenize_partition(_text_frame(df, self.column), self.cfg)
+
+
+@dataclass
+class _PartScan:
+    """One partition's summary: the scan (:class:`cutext.stages.corpus._Scan`, positions within the
+    partition) and how positions map to doc ids (``offset + pos`` when the partition's ids are
+    contiguous, else ``doc_ids[pos]``)."""
+
+    scan: object
+    offset: int
+    doc_ids: object
+
+
+def tokenize_partition_summary(df, cfg: TokenizerConfig, column: str):
+    """Tokenize one partition and summarize it (the task key names the tokenize stage)."""
+    from cutext.stages.corpus import tokenize_partition_scan
+
+    frame = _text_frame(df, column)
+    d = values(frame["doc_id"])
+    n = len(d)
+    xp = array_module(d)
+    contiguous = n == 0 or (int(d[-1]) - int(d[0]) == n - 1 and bool((xp.diff(d) == 1).all()))
+    offset = int(d[0]) if n else 0
+    scan = tokenize_partition_scan(frame, cfg)
+    return _PartScan(scan, offset, None if contiguous else d)
+
+
+def _summary_docs(ps: _PartScan):
+    """(doc ids, lengths) of a summary, host int64 arrays."""
+    lengths = np.asarray(to_host(ps.scan.lengths), np.int64)
+    if ps.doc_ids is None:
+        return np.arange(ps.offset, ps.offset + len(lengths), dtype=np.int64), lengths
+    return np.asarray(to_host(ps.doc_ids), np.int64), lengths
+
+
+def encode_partition_uniques(ps: _PartScan, like):
+    """The summary's distinct tokens as a ``(token,)`` frame (the encode stage's global step)."""
+    from cutext.stages.corpus import encode_partition_uniques as uniques
+
+    return uniques(ps.scan, like)
+
+
+def count_partition_summary(ps: _PartScan, vocab_frame, like):
+    """``(term_id, doc_id, tf, dl)`` of one partition from its summary (the count stage)."""
+    from cutext.stages.corpus import count_partition_scan
+
+    if ps.doc_ids is None:
+        return count_partition_scan(ps.scan, vocab_frame, ps.offset, like)
+    out = count_partition_scan(ps.scan, vocab_frame, 0, like)
+    out["doc_id"] = ps.doc_ids[values(out["doc_id"])].astype(np.int64)
+    return out
+
+
+@dataclass
+class _TokensPlan:
+    cfg: TokenizerConfig
+    summaries: list
+    doc_ids: np.ndarray      # int64 (n_docs,), in partition order
+    lengths: np.ndarray      # int64 (n_docs,), tokens per document
+
+
+@dataclass
+class _EncodedPlan:
+    tokens: _TokensPlan
+    vocab_frame: object
+
+
+# ----------------------------------------------------------------------------- the stages
+
+def number_documents(texts, text_column: str = "text"):
+    """``(doc_id, text)``: a text collection numbered ``0 .. N-1`` in partition order.
+
+    The scan of paper 004 step 2: the rows of every partition are counted, and partition ``i``
+    starts at the sum of the earlier counts (:func:`cutext.stages.read.number_documents` does the
+    same for files).
+
+    Parameters
+    ----------
+    texts : dask DataFrame with ``text_column``, or dask Series of strings
+    text_column : str
+
+    Returns
+    -------
+    dask DataFrame ``(doc_id: int64, text: string)``, the partitions of ``texts``.
+    """
+    texts = _as_dask(texts, "texts")
+    counts = np.asarray(texts.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    m = meta({"doc_id": "int64", "text": "string"}, texts._meta)
+    return texts.map_partitions(_WithDocIds(offsets, text_column), meta=m, enforce_metadata=False,
+                                align_dataframes=False)
+
+
+def _check_texts(texts, column: str):
+    from cutext.stages.sources import FrameError, _string_dtype
+
+    m = texts._meta
+    if m.ndim == 1:
+        dtype = m.dtype
+    elif column not in m.columns:
+        raise FrameError(f"texts: no text column {column!r}; columns are {list(m.columns)} (pass text_column=)")
+    else:
+        dtype = m[column].dtype
+    if _string_dtype(dtype, is_gpu_object(m)) is False:
+        raise FrameError(f"texts: text column {column!r} has dtype {dtype}, not strings")
+    if m.ndim == 2 and "doc_id" in m.columns and not np.issubdtype(np.dtype(str(m["doc_id"].dtype)), np.integer):
+        raise FrameError(f"texts: doc_id has dtype {m['doc_id'].dtype}; doc ids are integers")
+
+
+def tokenize(texts, tokenizer: TokenizerConfig | None = None, *, text_column: str = "text", persist: bool = True,
+             **tokenizer_kw):
+    """Tokenize documents: text partitions -> ``(doc_id, token)`` partitions.
+
+    Parameters
+    ----------
+    texts : dask DataFrame or Series (pandas / cudf objects are taken as one partition)
+        A Series of strings, or a DataFrame with ``text_column`` and optionally ``doc_id``
+        (integers; any values, unique within the corpus).  Without ``doc_id`` the documents are
+        numbered ``0 .. N-1`` in partition order (:func:`number_documents`; this reads the
+        partitions once to count their rows).  Missing text is an empty document.
+    tokenizer : TokenizerConfig, optional
+        The rules (:mod:`cutext.stages.tokenize`); default from ``tokenizer_kw``.
+    text_column : str
+    persist : bool
+        Tokenize every partition now and persist its compact summary (distinct tokens and distinct
+        (token, document) pairs with counts), so that :func:`encode` and :func:`count` of the result
+        do not tokenize again.  False: a lazy result only.
+    **tokenizer_kw
+        ``lowercase``, ``stopwords``, ``stemmer``, ``min_len``, ``max_len``
+        (:meth:`TokenizerConfig.make`), when ``tokenizer`` is not given.
+
+    Returns
+    -------
+    dask DataFrame ``(doc_id: int64, token: string)``
+        One row per token in document order, lazy (it recomputes from ``texts``); pandas or cudf
+        partitions as ``texts``.  Documents without a token have no row.
+
+    Raises
+    ------
+    FrameError (ValueError)
+        No text column, text that is not strings, non-integer doc ids.
+    TypeError
+        ``texts`` is not a frame; ``tokenizer`` given together with ``tokenizer_kw``.
+    """
+    import dask
+
+    if tokenizer is not None and tokenizer_kw:
+        raise TypeError("pass either tokenizer= or tokenizer keywords, not both")
+    cfg = tokenizer or TokenizerConfig.make(**tokenizer_kw)
+    texts = _as_dask(texts, "texts")
+    _check_texts(texts, text_column)
+    if texts.ndim == 1 or "doc_id" not in texts.columns:
+        texts = number_documents(texts, text_column)
+        text_column = "text"
+    fn = _Tokenize(cfg, text_column)
+    tokens = texts.map_partitions(fn, meta=meta("tokens", texts._meta), enforce_metadata=False,
+                                  align_dataframes=False)
+    if not persist:
+        return tokens
+    parts = texts.to_delayed()
+    summaries = _persist([dask.delayed(tokenize_partition_summary)(p, cfg, text_column) for p in parts])
+    docs = dask.compute(*[dask.delayed(_summary_docs)(s) for s in summaries])
+    doc_ids = np.concatenate([d for d, _ in docs]) if docs else np.zeros(0, np.int64)
+    lengths = np.concatenate([n for _, n in docs]) if docs else np.zeros(0, np.int64)
+    return _set_plan(tokens, _TokensPlan(cfg, summaries, doc_ids, lengths))
+
+
+def encode(tokens):
+    """Dictionary-encode tokens: the global vocabulary and a term id for every token.
+
+    Parameters
+    ----------
+    tokens : dask DataFrame ``(doc_id: int64, token: string)``
+        From :func:`tokenize` (or any such frame, e.g. tokens filtered by the user).
+
+    Returns
+    -------
+    vocab : pyarrow.LargeStringArray, shape (V,)
+        The distinct tokens sorted by UTF-8 bytes; term id ``i + 1`` is ``vocab[i]`` (id 0 is
+        reserved for unknown terms).  Computed now (the one global step).
+    encoded : dask DataFrame ``(doc_id: int64, term_id: int32)``
+        One row per token, rows and order of ``tokens``; lazy.
+
+    Raises
+    ------
+    ValueError
+        ``tokens`` lacks the ``doc_id`` / ``token`` columns.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    tokens = _as_dask(tokens, "tokens")
+    if tokens.ndim != 2 or not {"doc_id", "token"} <= set(tokens.columns):
+        raise ValueError(f"tokens must have columns doc_id and token, got {list(getattr(tokens, 'columns', []))}")
+    like = tokens._meta
+    plan = _plan(tokens)
+    if plan is not None:
+        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques)(s, like) for s in plan.summaries],
+                                  meta=meta({"token": "string"}, like), verify_meta=False)
+        vocab = build_vocabulary(uniques)
+    else:
+        vocab = build_vocabulary(tokens)
+    vf = vocabulary_frame(vocab, like)
+    encoded = tokens.map_partitions(encode_partition, vf, meta=meta("encoded", like))
+    if plan is not None:
+        _set_plan(encoded, _EncodedPlan(plan, vf))
+    return vocab, encoded
+
+
+@dataclass
+class Counts:
+    """The count stage's result (paper 004 steps 3, 5, 6).
+
+    Attributes
+    ----------
+    counts : dask DataFrame ``(term_id: int32, doc_id: int64, tf: int32, dl: int32)``
+        One row per distinct (term, document) pair, ``tf`` its occurrences, ``dl`` the document's
+        length; sorted by ``term_id`` within each partition (then by ``doc_id`` where the
+        partition's doc ids increase, as numbered ones do); persisted.
+    df : numpy int64 array, shape (V + 1,)
+        Documents per term id (``df[0] = 0``, the unknown id).
+    lengths : numpy int64 array, shape (n_docs,)
+        Tokens per document, index = ``doc_id`` (0 for a document without a token).
+    n_docs : int
+        Documents (``len(lengths)``).
+    n_terms : int
+        V.
+    """
+
+    counts: object
+    df: np.ndarray
+    lengths: np.ndarray
+    n_docs: int
+    n_terms: int
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def token_lengths(tokens, n_docs: int | None = None) -> np.ndarray:
+    """Tokens per document, int64 array of shape (n_docs,), index = doc_id.
+
+    From the summaries of an unchanged :func:`tokenize` result (documents without a token
+    included), else counted from the rows (``n_docs`` default: largest doc_id + 1).
+    """
+    plan = _plan(tokens)
+    if isinstance(plan, _EncodedPlan):
+        plan = plan.tokens
+    if plan is not None:
+        return _lengths_by_id(plan, n_docs)
+    if n_docs is None:
+        n_docs = int(tokens["doc_id"].max().compute()) + 1
+    return document_lengths(tokens, int(n_docs))
+
+
+def _lengths_by_id(plan: _TokensPlan, n_docs: int | None) -> np.ndarray:
+    ids = plan.doc_ids
+    contiguous = len(ids) == 0 or (ids[0] == 0 and bool(np.all(np.diff(ids) == 1)))
+    n = len(ids) if n_docs is None and contiguous else (int(ids.max()) + 1 if n_docs is None else int(n_docs))
+    if contiguous and n == len(ids):
+        return plan.lengths
+    out = np.zeros(n, np.int64)
+    out[ids] = plan.lengths
+    return out
+
+
+def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> Counts:
+    """Count: tf per (term, document), df per term, document lengths.
+
+    Parameters
+    ----------
+    encoded : dask DataFrame ``(doc_id: int64, term_id: int32)``
+        From :func:`encode` (or any such frame).
+    n_terms : int, optional
+        V (default: from the summaries, else the largest term id).
+    n_docs : int, optional
+        Documents (default: from the summaries, else the largest doc id + 1).
+
+    Returns
+    -------
+    Counts
+        ``counts`` persisted, ``df`` and ``lengths`` on the host.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    encoded = _as_dask(encoded, "encoded")
+    like = encoded._meta
+    plan = _plan(encoded)
+    if plan is not None:
+        vf_key = dask.delayed(plan.vocab_frame, pure=True)
+        parts = [dask.delayed(count_partition_summary)(s, vf_key, like) for s in plan.tokens.summaries]
+        counts = dd.from_delayed(parts, meta=meta("counts", like), verify_meta=False)
+        V = len(plan.vocab_frame) if n_terms is None else int(n_terms)
+        lengths = _lengths_by_id(plan.tokens, n_docs)
+    else:
+        counts = encoded.map_partitions(count_partition, meta=meta("counts", like))
+        V = int(encoded["term_id"].max().compute()) if n_terms is None else int(n_terms)
+        nd = int(encoded["doc_id"].max().compute()) + 1 if n_docs is None else int(n_docs)
+        lengths = document_lengths(encoded, nd)
+    counts = _persist([counts])[0]
+    df = document_frequencies(counts, V)
+    return Counts(counts, df, lengths, len(lengths), V)
+
+
+# ----------------------------------------------------------------------------- BM25
+
+@dataclass
+class BM25Postings:
+    """Weighted postings of a corpus (:func:`bm25`).
+
+    Attributes
+    ----------
+    postings : dask DataFrame ``(term_id: int32, doc_id: int64, tf: int32, weight: float32)``
+        Term-major: partition ``i`` holds a range of term ids, rows sorted by (term_id, doc_id);
+        lazy (write it, e.g. ``to_parquet``, or compute it).
+    idf, w0 : numpy float64 arrays, shape (V + 1,)
+        idf per term id and the weight of an absent term (nonzero for bm25l, bm25+).
+    avgdl : float
+    n_docs : int
+    delta : float
+        The delta in effect (0 for variants without one).
+    """
+
+    postings: object
+    idf: np.ndarray
+    w0: np.ndarray
+    avgdl: float
+    n_docs: int
+    delta: float
+
+
+def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75, delta=None,
+         n_partitions: int | None = None) -> BM25Postings:
+    """BM25 weights of every (term, document) pair, as term-major postings (paper 004 Eq. 1).
+
+    Parameters
+    ----------
+    counts : Counts
+        From :func:`count`.
+    variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
+        The formulas of :mod:`cutext.stages.bm25`.
+    k1, b, delta : float
+    n_partitions : int, optional
+        Term ranges (output partitions) of about equal postings; default one per 8 M postings.
+
+    Returns
+    -------
+    BM25Postings
+
+    Raises
+    ------
+    ValueError
+        Bad BM25 parameters, or a corpus without a token (avgdl = 0).
+    """
+    from cutext.stages.sort import term_major, term_divisions
+
+    delta = _bm25.check_params(variant, k1, b, delta)
+    n_docs = counts.n_docs
+    n_tokens = counts.n_tokens
+    if n_tokens == 0 or n_docs == 0:
+        raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
+    avgdl = n_tokens / n_docs
+    idf_t = _bm25.idf(counts.df, n_docs, variant)
+    w0 = _bm25.absent_weight(idf_t, variant, k1, delta)
+    n_postings = int(counts.df.sum())
+    nparts = int(n_partitions) if n_partitions else max(1, -(-n_postings // 8_000_000))
+    c = counts.counts
+    weight_fn = _bm25.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
+    wmeta = _bm25.weights_meta(c._meta)
+    divisions = term_divisions(counts.df, nparts)
+    if len(divisions) < 2 or divisions[0] == divisions[-1] or c.npartitions == 1 and nparts == 1:
+        weighted = c.map_partitions(weight_fn, meta=wmeta).map_partitions(_drop_dl, meta=_drop_dl(wmeta))
+        postings = term_major(weighted, counts.df, nparts)
+    else:
+        postings = _term_major(c, divisions, weight_fn)
+    return BM25Postings(postings, idf_t, w0, avgdl, n_docs, delta)
+
+
+def _drop_dl(df):
+    return df[["term_id", "doc_id", "tf", "weight"]]
+
+
+def _term_slice(part, lo: int, hi: int, last: bool):
+    """Rows of a counts partition (sorted by term) with ``lo <= term_id < hi`` (``<= hi`` if ``last``)."""
+    t = values(part["term_id"])
+    xp = array_module(t)
+    a = int(xp.searchsorted(t, lo, side="left"))
+    e = int(xp.searchsorted(t, hi, side="right" if last else "left"))
+    return part.iloc[a:e]
+
+
+def _term_range(slices, weight_fn):
+    """One term range of the postings: the slices of every counts partition, weighted, sorted."""
+    import importlib
+
+    kept = [s for s in slices if len(s)] or slices[:1]
+    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
+    df = lib.concat(kept, ignore_index=True)
+    df = _drop_dl(weight_fn(df))
+    return df.sort_values(["term_id", "doc_id"], ignore_index=True)
+
+
+def _term_major(counts, divisions, weight_fn):
+    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15).
+
+    ``counts`` partitions are sorted by term, so the postings of a term range are a slice of every
+    partition: output partition ``i`` concatenates the slices of the range
+    ``[div_i, div_{i+1})`` (:func:`cutext.stages.sort.term_divisions`, the last range closed),
+    weights and sorts them.  Same partitions and rows as :func:`cutext.stages.sort.term_major`.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    parts = counts.to_delayed()
+    out = []
+    for i in range(len(divisions) - 1):
+        lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
+        slices = [dask.delayed(_term_slice)(p, lo, hi, last) for p in parts]
+        out.append(dask.delayed(_term_range)(slices, weight_fn))
+    m = _drop_dl(_bm25.weights_meta(counts._meta))
+    return dd.from_delayed(out, meta=m, verify_meta=False)
+
+
+# ----------------------------------------------------------------------------- LDA
+
+def lda_chunks(counts, vocab=None, *, K: int, n_chunks: int = 1, doc_names=None, source: str = ""):
+    """LDA's chunked token list (paper 000 section IV) of a counted corpus.
+
+    Parameters
+    ----------
+    counts : Counts or cutext.stages.lda_chunk.BagOfWords
+        From :func:`count` (its counts are taken to the host, one entry per distinct
+        (document, term)), or a bag of words already on the host (UCI / LDA-C readers).
+    vocab : pyarrow string array or list of str, shape (V,)
+        With ``Counts``: the vocabulary of :func:`encode` (term id ``i + 1`` is ``vocab[i]``).
+    K : int
+        Topics (decides the dense/sparse split of W).
+    n_chunks : int
+        Chunks of near-equal token counts (one per GPU / worker).
+    doc_names : list of str, optional
+        With ``Counts``: a name per document (default the doc id).
+    source : str
+        Named in errors.
+
+    Returns
+    -------
+    cutext.stages.lda_chunk.Chunks
+        Host arrays: word, doc (int32, (N,)), doc_ptr (int64, (D+1,)), ... (see its docstring).
+
+    Raises
+    ------
+    LDAInputError (ValueError)
+        No token, or a single distinct word.
+    ValueError
+        ``K < 2``, ``n_chunks < 1``, a ``Counts`` without ``vocab``.
+    """
+    from cutext.stages.lda_chunk import BagOfWords, build_chunks
+
+    if isinstance(counts, BagOfWords):
+        return build_chunks(counts, K, n_chunks)
+    if vocab is None:
+        raise ValueError("lda_chunks(Counts) needs the vocabulary of encode() (vocab=)")
+    bow = bag_of_words(counts, vocab, doc_names=doc_names, source=source)
+    return build_chunks(bow, K, n_chunks)
+
+
+def bag_of_words(counts: Counts, vocab, *, doc_names=None, source: str = ""):
+    """The counts as a host :class:`~cutext.stages.lda_chunk.BagOfWords` (documents x words CSR,
+    word id = term id - 1, words ascending within a document)."""
+    from cutext.stages.lda_chunk import BagOfWords
+
+    c = to_host(counts.counts[["doc_id", "term_id", "tf"]].compute())
+    host = {k: c[k].to_numpy(np.int64) for k in ("doc_id", "term_id", "tf")}
+    n_docs = counts.n_docs
+    word = host["term_id"] - 1
+    order = np.lexsort((word, host["doc_id"]))
+    udoc, uword, cnt = host["doc_id"][order], word[order], host["tf"][order]
+    doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(udoc, minlength=n_docs), out=doc_ptr[1:])
+    vocab = vocab.to_pylist() if isinstance(vocab, (pa.Array, pa.ChunkedArray)) else list(vocab)
+    names = [str(i) for i in range(n_docs)] if doc_names is None else list(doc_names)
+    return BagOfWords(doc_ptr, uword.astype(np.int32), cnt.astype(np.int32), vocab, names, source)
