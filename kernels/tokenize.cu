@@ -141,4 +141,86 @@ __global__ void tk_rows_containing(const unsigned char* __restrict__ data, const
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Device encode (stages/gputext.py): one thread per token; token k is data[starts[k], ends[k]).
+
+// 64-bit FNV-1a over the token's bytes, then the splitmix64 finalizer (avalanche of every bit);
+// the twin is kernels/tokenize.py::_hash_cpu.  Equal bytes give equal hashes; unequal tokens
+// that collide are caught by tk_tokens_equal.
+__global__ void tk_hash_tokens(const unsigned char* __restrict__ data, const long long* __restrict__ starts,
+                               const long long* __restrict__ ends, long long n_tokens,
+                               unsigned long long* __restrict__ out) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n_tokens; k += step) {
+        unsigned long long h = 14695981039346656037ull;
+        for (long long i = starts[k]; i < ends[k]; ++i) {
+            h ^= (unsigned long long)data[i];
+            h *= 1099511628211ull;
+        }
+        h ^= (unsigned long long)(ends[k] - starts[k]);
+        h += 0x9E3779B97F4A7C15ull;
+        h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+        h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+        out[k] = h ^ (h >> 31);
+    }
+}
+
+// same[k] = 1 when token k's bytes equal the bytes of token rep[k], else 0
+__global__ void tk_tokens_equal(const unsigned char* __restrict__ data, const long long* __restrict__ starts,
+                                const long long* __restrict__ ends, const long long* __restrict__ rep,
+                                long long n_tokens, unsigned char* __restrict__ same) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n_tokens; k += step) {
+        long long a = starts[k], n = ends[k] - a, b = starts[rep[k]];
+        unsigned char eq = (ends[rep[k]] - b) == n ? 1 : 0;
+        for (long long i = 0; eq && i < n; ++i) eq = data[a + i] == data[b + i];
+        same[k] = eq;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict UTF-8 validation (the device lines reader): Unicode 15 Table 3-7, what Python's decoder
+// accepts (no overlongs, no surrogates, nothing above U+10FFFF).  One thread per byte: a lead byte
+// checks its whole sequence, a continuation byte checks that the nearest non-continuation byte at
+// most three bytes before it starts a sequence long enough to cover it.  *invalid is set to 1 when
+// any byte is invalid (left alone otherwise: the caller zeroes it).  Twin: _utf8_invalid_cpu.
+
+__device__ __forceinline__ int tk_strict_len(unsigned int b) {
+    if (b < 0x80u) return 1;
+    if (b >= 0xC2u && b <= 0xDFu) return 2;
+    if (b >= 0xE0u && b <= 0xEFu) return 3;
+    if (b >= 0xF0u && b <= 0xF4u) return 4;
+    return 0;  // a continuation byte, C0, C1, F5..FF
+}
+
+__global__ void tk_utf8_invalid(const unsigned char* __restrict__ data, long long n,
+                                unsigned char* __restrict__ invalid) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        unsigned int b = data[i];
+        if (b < 0x80u) continue;
+        bool bad = false;
+        if ((b & 0xC0u) == 0x80u) {
+            long long k = i - 1;
+            while (k >= 0 && k > i - 4 && (data[k] & 0xC0u) == 0x80u) --k;
+            bad = k < 0 || (data[k] & 0xC0u) == 0x80u || k + tk_strict_len(data[k]) <= i;
+        } else {
+            int len = tk_strict_len(b);
+            if (len == 0 || i + len > n) {
+                bad = true;
+            } else {
+                unsigned int c = data[i + 1];
+                unsigned int lo = 0x80u, hi = 0xBFu;
+                if (b == 0xE0u) lo = 0xA0u;
+                else if (b == 0xEDu) hi = 0x9Fu;
+                else if (b == 0xF0u) lo = 0x90u;
+                else if (b == 0xF4u) hi = 0x8Fu;
+                bad = c < lo || c > hi;
+                for (int j = 2; j < len && !bad; ++j) bad = (data[i + j] & 0xC0u) != 0x80u;
+            }
+        }
+        if (bad) invalid[0] = 1;
+    }
+}
+
 }  // extern "C"

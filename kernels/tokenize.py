@@ -21,6 +21,12 @@ loops), cupy -> the CUDA kernels of ``tokenize.cu`` (one thread per byte; compil
 device).  :func:`split_utf8` is the CPU tokenizer itself (two passes over the bytes: count, then
 fill, so the output is allocated once); the GPU tokenizer blanks the separator bytes with
 :func:`blank_separators` and lets nvtext split on spaces, which gives the same tokens.
+
+The device text path (:mod:`cutext.stages.gputext`, issue 10) adds :func:`token_bounds` (token
+byte offsets of a blanked buffer, array code), :func:`hash_tokens` and :func:`tokens_equal` (a
+64-bit hash per token and the byte-exact check of a hash group) and :func:`utf8_valid` (strict
+UTF-8 check of a read buffer); each has its numba twin and is checked under g++
+(tests/test_gputext.py) and on the device (tests/test_gpu_gputext.py).
 """
 from __future__ import annotations
 
@@ -191,6 +197,91 @@ def _rows_cpu(data, offsets, table, flags):
             i += n
 
 
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_cpu(data, starts, ends, out):
+    """Twin of ``tk_hash_tokens``: FNV-1a 64 of the bytes, the length, splitmix64 finalizer."""
+    for k in range(len(starts)):
+        h = _FNV_OFFSET
+        for i in range(starts[k], ends[k]):
+            h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+        h = h ^ np.uint64(ends[k] - starts[k])
+        h = h + _GOLDEN
+        h = (h ^ (h >> np.uint64(30))) * _MIX1
+        h = (h ^ (h >> np.uint64(27))) * _MIX2
+        out[k] = h ^ (h >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _equal_cpu(data, starts, ends, rep, same):
+    """Twin of ``tk_tokens_equal``."""
+    for k in range(len(starts)):
+        a = starts[k]
+        n = ends[k] - a
+        b = starts[rep[k]]
+        eq = ends[rep[k]] - b == n
+        i = 0
+        while eq and i < n:
+            eq = data[a + i] == data[b + i]
+            i += 1
+        same[k] = 1 if eq else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _strict_len(b):
+    if b < 0x80:
+        return 1
+    if 0xC2 <= b <= 0xDF:
+        return 2
+    if 0xE0 <= b <= 0xEF:
+        return 3
+    if 0xF0 <= b <= 0xF4:
+        return 4
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _utf8_invalid_cpu(data):
+    """Twin of ``tk_utf8_invalid``: whether any byte of ``data`` is not strict UTF-8."""
+    n = len(data)
+    for i in range(n):
+        b = data[i]
+        if b < 0x80:
+            continue
+        if b & 0xC0 == 0x80:
+            k = i - 1
+            while k >= 0 and k > i - 4 and data[k] & 0xC0 == 0x80:
+                k -= 1
+            if k < 0 or data[k] & 0xC0 == 0x80 or k + _strict_len(data[k]) <= i:
+                return True
+        else:
+            ln = _strict_len(b)
+            if ln == 0 or i + ln > n:
+                return True
+            c = data[i + 1]
+            lo, hi = 0x80, 0xBF
+            if b == 0xE0:
+                lo = 0xA0
+            elif b == 0xED:
+                hi = 0x9F
+            elif b == 0xF0:
+                lo = 0x90
+            elif b == 0xF4:
+                hi = 0x8F
+            if c < lo or c > hi:
+                return True
+            for j in range(2, ln):
+                if data[i + j] & 0xC0 != 0x80:
+                    return True
+    return False
+
+
 # ----------------------------------------------------------------------------- CUDA (tokenize.cu)
 
 _COMPILE_OPTIONS = ("--std=c++17",)
@@ -349,3 +440,157 @@ def split_utf8(data: np.ndarray, offsets: np.ndarray):
     out = np.empty(int(tok_off[-1]), np.uint8)
     _gather(data, starts, ends, tok_off, out)
     return tok_off, out, docs
+
+
+def token_bounds(blanked, offsets):
+    """Token boundaries of a blanked buffer (:func:`blank_separators`): start, end and row of
+    every token, in row order (the device tokenizer's split; no token strings are built).
+
+    A token is a maximal run of bytes other than ``0x20`` inside one row; array code on numpy
+    or cupy (flags of token starts and ends, one ``flatnonzero`` each, a ``searchsorted`` for
+    the rows), so it runs where the data is.
+
+    Parameters
+    ----------
+    blanked : uint8 array, numpy or cupy
+        :func:`blank_separators` of the text bytes (token bytes kept, every other byte a space).
+    offsets : int64 array, shape (n_rows + 1,), same library
+
+    Returns
+    -------
+    (starts, ends, rows) : int64 arrays, shape (n_tokens,), same library
+        Token ``k`` is ``data[starts[k]:ends[k]]`` of row ``rows[k]``; the same tokens, in the same
+        order, as :func:`split_utf8` of the unblanked bytes.
+
+    Raises
+    ------
+    ValueError
+        Wrong dtypes or shapes, or offsets outside ``blanked``.
+    """
+    xp = _array_module(blanked)
+    n = _check(blanked, offsets)
+    lo = int(offsets[0])
+    if n == 0:
+        z = xp.zeros(0, np.int64)
+        return z, z.copy(), z.copy()
+    tok = blanked[lo:lo + n] != 0x20
+    edge = xp.zeros(n + 1, dtype=bool)  # edge[j]: a row starts at byte lo + j (or the rows end there)
+    edge[offsets - lo] = True
+    begin = tok.copy()
+    begin[1:] &= edge[1:n] | ~tok[:-1]
+    finish = tok.copy()
+    finish[:-1] &= edge[1:n] | ~tok[1:]
+    del tok, edge
+    starts = xp.flatnonzero(begin).astype(np.int64) + lo
+    del begin
+    ends = xp.flatnonzero(finish).astype(np.int64) + (lo + 1)
+    del finish
+    rows = xp.searchsorted(offsets, starts, side="right").astype(np.int64) - 1
+    return starts, ends, rows
+
+
+def _check_tokens(data, starts, ends):
+    if data.ndim != 1 or data.dtype != np.uint8:
+        raise ValueError(f"data must be a 1-D uint8 array, got {data.dtype} with shape {data.shape}")
+    if starts.dtype != np.int64 or ends.dtype != np.int64 or starts.shape != ends.shape or starts.ndim != 1:
+        raise ValueError(f"starts and ends must be 1-D int64 arrays of one shape, got {starts.dtype} "
+                         f"{starts.shape} and {ends.dtype} {ends.shape}")
+
+
+def _launch_tokens(name, n_tokens, args):
+    import cupy
+
+    blocks = int(max(1, min((n_tokens + _THREADS - 1) // _THREADS, 1 << 20)))
+    _fn(name)((blocks,), (_THREADS,), args)
+    return cupy
+
+
+def hash_tokens(data, starts, ends):
+    """A 64-bit hash of every token's bytes (FNV-1a 64, length, splitmix64 finalizer).
+
+    Parameters
+    ----------
+    data : uint8 array, numpy or cupy
+    starts, ends : int64 arrays, shape (n_tokens,), same library
+        Token ``k`` is ``data[starts[k]:ends[k]]``.
+
+    Returns
+    -------
+    uint64 array, shape (n_tokens,), same library
+        Equal bytes give equal hashes (unequal tokens may collide: check with :func:`tokens_equal`).
+
+    Raises
+    ------
+    ValueError
+        Wrong dtypes or shapes.
+    """
+    xp = _array_module(data)
+    _check_tokens(data, starts, ends)
+    out = xp.empty(len(starts), dtype=np.uint64)
+    if xp is np:
+        _hash_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
+    elif len(starts):
+        _launch_tokens("tk_hash_tokens", len(starts),
+                       (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
+                        xp.int64(len(starts)), out))
+    return out
+
+
+def tokens_equal(data, starts, ends, rep):
+    """Whether every token's bytes equal those of another token ``rep[k]`` (collision check).
+
+    Parameters
+    ----------
+    data, starts, ends : as in :func:`hash_tokens`
+    rep : int64 array, shape (n_tokens,), values in [0, n_tokens)
+
+    Returns
+    -------
+    bool array, shape (n_tokens,), same library
+
+    Raises
+    ------
+    ValueError
+        Wrong dtypes or shapes.
+    """
+    xp = _array_module(data)
+    _check_tokens(data, starts, ends)
+    if rep.dtype != np.int64 or rep.shape != starts.shape:
+        raise ValueError(f"rep must be int64 of shape {starts.shape}, got {rep.dtype} {rep.shape}")
+    same = xp.zeros(len(starts), dtype=np.uint8)
+    if xp is np:
+        _equal_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends),
+                   np.ascontiguousarray(rep), same)
+    elif len(starts):
+        _launch_tokens("tk_tokens_equal", len(starts),
+                       (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
+                        xp.ascontiguousarray(rep), xp.int64(len(starts)), same))
+    return same.astype(bool)
+
+
+def utf8_valid(data) -> bool:
+    """Whether ``data`` is strict UTF-8 (what Python's ``bytes.decode("utf-8")`` accepts).
+
+    Parameters
+    ----------
+    data : uint8 array, numpy or cupy
+
+    Returns
+    -------
+    bool
+        Computed where the data is (numba twin or the CUDA kernel ``tk_utf8_invalid``).
+
+    Raises
+    ------
+    ValueError
+        ``data`` is not a 1-D uint8 array.
+    """
+    xp = _array_module(data)
+    if data.ndim != 1 or data.dtype != np.uint8:
+        raise ValueError(f"data must be a 1-D uint8 array, got {data.dtype} with shape {data.shape}")
+    if xp is np:
+        return not _utf8_invalid_cpu(np.ascontiguousarray(data))
+    flag = xp.zeros(1, dtype=np.uint8)
+    if len(data):
+        _launch_tokens("tk_utf8_invalid", len(data), (xp.ascontiguousarray(data), xp.int64(len(data)), flag))
+    return not bool(flag.get()[0])

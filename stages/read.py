@@ -305,8 +305,64 @@ def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize:
     return out
 
 
+MIN_BLOCKSIZE = 1 << 20
+MAX_SMALL_PIECES = 1000
+
+
+def check_blocksize(blocksize, n_pieces: int | None = None, nbytes: int | None = None) -> int:
+    """``blocksize`` as a positive int; with the plan's piece count, refuse a tiny one that shreds the input.
+
+    A blocksize under :data:`MIN_BLOCKSIZE` (1 MiB) is accepted while it splits the input into at most
+    :data:`MAX_SMALL_PIECES` (1,000) partitions (small inputs, tests); beyond that every partition is a
+    task and its overhead dominates (``blocksize=100`` on 2 MB made 22,000 partitions and ran minutes).
+
+    Raises
+    ------
+    ValueError
+        Not an integer >= 1, or under 1 MiB with more than 1,000 partitions; the message gives the
+        accepted range for this input.
+    """
+    from cutext.stages.params import count
+
+    bs = count("blocksize", blocksize, lo=1)
+    if n_pieces is not None and bs < MIN_BLOCKSIZE and n_pieces > MAX_SMALL_PIECES:
+        least = -(-int(nbytes) // MAX_SMALL_PIECES) if nbytes else MIN_BLOCKSIZE
+        raise ValueError(f"blocksize={bs:,} bytes splits the input{f' ({nbytes:,} bytes)' if nbytes else ''} "
+                         f"into {n_pieces:,} partitions; blocksize must be an integer >= {MIN_BLOCKSIZE:,} "
+                         f"(1 MiB), or >= {least:,} to stay within {MAX_SMALL_PIECES:,} partitions "
+                         f"(default {DEFAULT_BLOCKSIZE:,})")
+    return bs
+
+
 def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
          encoding="utf-8", storage_options=None, glob=None):
+    """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
+
+    ``blocksize``: bytes per piece, an integer >= 1; under 1 MiB only while the input makes at most
+    1,000 pieces (:func:`check_blocksize`).  Other parameters and the result: see the inner planner
+    below.
+
+    Raises
+    ------
+    ValueError
+        A bad ``blocksize`` (:func:`check_blocksize`), plus the errors listed below.
+    """
+    blocksize = check_blocksize(blocksize)
+    fs, pieces, fmt = _plan(path, format=format, text_column=text_column, id_column=id_column,
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+    if blocksize < MIN_BLOCKSIZE and len(pieces) > MAX_SMALL_PIECES:
+        nbytes = 0
+        for f in dict.fromkeys(f for p in pieces for f in p.paths):
+            try:
+                nbytes += fs.size(f) or 0
+            except Exception:
+                pass
+        check_blocksize(blocksize, len(pieces), nbytes)
+    return fs, pieces, fmt
+
+
+def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+          encoding="utf-8", storage_options=None, glob=None):
     """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
 
     ``glob``: None (a path that exists is taken literally, else a path holding ``*?[`` is a
@@ -832,6 +888,12 @@ class _PieceReader:
         self.backend = backend
 
     def __call__(self, piece: Piece):
+        if is_gpu(self.backend) and piece.archive is None and piece.format in ("lines", "parquet", "files"):
+            from cutext.stages import gputext  # text read into device buffers (issue 10)
+
+            read = {"lines": gputext.read_lines_device, "parquet": gputext.read_parquet_device,
+                    "files": gputext.read_files_device}[piece.format]
+            return read(piece, self.fs)
         df = read_piece(piece, self.fs)
         return to_backend(df, self.backend)
 
@@ -902,11 +964,17 @@ class _Numberer:
             src = df["source_id"]
             missing = src.isna()
             if bool(missing.any()):
-                rows = np.arange(self.row_offsets[i], self.row_offsets[i] + n).astype(str)
                 prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
-                filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
-                if is_gpu_object(df):
-                    filled = to_cudf(filled)
+                if is_gpu_object(df):  # the row numbers as strings on the device (issue 10)
+                    import cudf
+
+                    filled = cudf.Series(xp.arange(self.row_offsets[i], self.row_offsets[i] + n,
+                                                   dtype=np.int64)).astype(str)
+                    if prefix:
+                        filled = filled.str.insert(0, prefix)
+                else:
+                    rows = np.arange(self.row_offsets[i], self.row_offsets[i] + n).astype(str)
+                    filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
                 filled.index = src.index
                 df["source_id"] = src.where(~missing, filled)
         df.insert(0, "doc_id", xp.arange(self.doc_offsets[i], self.doc_offsets[i] + n, dtype=np.int64))

@@ -6,11 +6,11 @@ Rules (the same on both backends, applied in this order)
    spellings (decomposed ``cafe\u0301`` and composed ``caf\u00e9``) give the same tokens.  Only the
    rows that hold an NFC-unstable code point
    (:func:`cutext.kernels.tokenize.nfc_unstable_table`: nonzero combining class, NFC_Quick_Check
-   No or Maybe) can change, and pyarrow ``utf8_normalize`` is the normalizer on both backends
-   (libcudf has no NFC in cudf 26.10).  The CPU normalizes every row (Arrow passes normalized
-   text through quickly); the GPU finds the rows holding such a code point with a CUDA kernel
-   (:func:`cutext.kernels.tokenize.rows_containing`) and copies only those rows to the host and
-   back.  Both give NFC of the text (UAX #15 quick check: the other rows are already NFC).
+   No or Maybe) can change.  Both backends find those rows with
+   :func:`cutext.kernels.tokenize.rows_containing` (numba twin on the CPU, CUDA kernel on the GPU)
+   and normalize only them with Python's ``unicodedata`` (:func:`nfc_strings`; libcudf has no NFC
+   in cudf 26.10, and pyarrow's ``utf8_normalize`` is not NFC in every build).  By the UAX #15
+   quick check the other rows are already NFC, so both give NFC of the text.
 2. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
    ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU), then final sigma ``ς`` folded
    into ``σ``, then NFC again (same row selection).  NFC comes first so that the result depends
@@ -29,13 +29,17 @@ Rules (the same on both backends, applied in this order)
    :func:`cutext.kernels.tokenize.split_utf8` over the UTF-8 bytes; GPU: the CUDA kernel
    :func:`cutext.kernels.tokenize.blank_separators` replaces every byte of a non-word code point
    by a space in the column's character buffer (same word table, same UTF-8 decoding), then
-   nvtext ``tokenize`` splits on spaces.
+   nvtext ``tokenize`` splits on spaces.  The corpus front end's GPU path
+   (:mod:`cutext.stages.gputext`) takes the token byte offsets of that blanked buffer instead and
+   never builds the token strings (same tokens, tested).
 4. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
    dropped (measured before stemming).
 5. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
    stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses).
 6. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
-   original algorithm, as in Lucene's PorterStemFilter; ``"english"`` is Snowball English).
+   original algorithm, as in Lucene's PorterStemFilter, and like Lucene and Porter's reference C
+   implementation it leaves words of one or two characters unstemmed; ``"english"`` is Snowball
+   English).
    Stemming, stopwords and the length filter are applied to the *unique* tokens of a partition
    (factorize, map the uniques on the host, gather back), so on the GPU only the vocabulary is
    stemmed, never every token.
@@ -47,6 +51,7 @@ so they follow the same rules.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,8 +117,10 @@ class TokenizerConfig:
 
             if stemmer not in Stemmer.algorithms():
                 raise ValueError(f"unknown stemmer {stemmer!r}; PyStemmer has {sorted(Stemmer.algorithms())}")
-        if min_len < 1 or (max_len is not None and max_len < min_len):
-            raise ValueError(f"bad token length bounds min_len={min_len}, max_len={max_len}")
+        from cutext.stages.params import count
+
+        min_len = count("min_len", min_len, lo=1)
+        max_len = count("max_len", max_len, lo=min_len, none_ok=True)
         return cls(bool(lowercase), resolve_stopwords(stopwords), stemmer, int(min_len),
                    None if max_len is None else int(max_len))
 
@@ -161,9 +168,25 @@ def map_terms(terms: list[str], cfg: TokenizerConfig) -> list[str | None]:
             keep_idx.append(i)
             keep.append(t)
     if cfg.stemmer is not None and keep:
-        stems = _stemmer(cfg.stemmer).stemWords(keep)
-        for i, s in zip(keep_idx, stems):
+        for i, s in zip(keep_idx, stem_words(keep, cfg.stemmer)):
             out[i] = s
+    return out
+
+
+def stem_words(words: list[str], stemmer: str) -> list[str]:
+    """The stems of ``words`` (PyStemmer's Snowball algorithm ``stemmer``), one per word.
+
+    ``"porter"``: words of one or two characters are left as they are, as in Porter's reference C
+    stemmer and Lucene's PorterStemmer (Anserini): ``if (k <= k0+1) return``; Snowball's port of
+    Porter would stem ``"s"`` to ``""``.
+    """
+    st = _stemmer(stemmer)
+    if stemmer != "porter":
+        return st.stemWords(words)
+    out = list(words)
+    idx = [i for i, w in enumerate(words) if len(w) > 2]
+    for i, s in zip(idx, st.stemWords([words[i] for i in idx])):
+        out[i] = s
     return out
 
 
@@ -177,17 +200,33 @@ def _arrow_buffers(arr):
     return data, offsets
 
 
-def _nfc_cpu(arr):
-    """Rule 1 on a LargeStringArray: pyarrow NFC of every row.
+def nfc_strings(values) -> pa.Array:
+    """NFC (UAX #15) of a list of Python strings by :func:`unicodedata.normalize`, as a LargeStringArray.
 
-    Arrow's NFC skips text that is already normalized about as fast as :func:`rows_containing`
-    can find the rows that are not, so the CPU normalizes everything; the result equals NFC of
-    the flagged rows only (the GPU's way), tested in tests/test_tokenize_marks.py.
+    The one normalizer of both backends.  pyarrow's ``utf8_normalize`` is not used: some pyarrow
+    builds return decomposed text unchanged (pyarrow 25.0.1 of the lent GPU machine's image leaves
+    ``cafe\u0301`` as it is), and the rows that need it are few (:func:`_nfc_flagged`).
     """
-    import pyarrow as pa
+    norm = unicodedata.normalize
+    return pa.array([None if v is None else norm("NFC", v) for v in values], type=pa.large_string())
+
+
+def _nfc_cpu(arr):
+    """Rule 1 on a LargeStringArray: NFC of the rows that hold an NFC-unstable code point.
+
+    :func:`cutext.kernels.tokenize.rows_containing` (the numba twin of the GPU kernel) flags the
+    rows; by the UAX #15 quick check every other row is already NFC.  The flagged rows are
+    normalized with :func:`nfc_strings`, the same rows and the same normalizer as on the GPU.
+    """
     import pyarrow.compute as pc
 
-    return pc.utf8_normalize(arr, "NFC").cast(pa.large_string())
+    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
+
+    flags = rows_containing(*_arrow_buffers(arr), nfc_unstable_table()).astype(bool)
+    if not flags.any():
+        return arr
+    mask = pa.array(flags)
+    return pc.replace_with_mask(arr, mask, nfc_strings(arr.filter(mask).to_pylist()))
 
 
 def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
@@ -254,8 +293,7 @@ def _nfc_gpu(s):
     if len(fix) == 0:
         return s
     keep = cupy.flatnonzero(~flags)
-    host = s.take(fix).to_arrow()
-    fixed = to_cudf(pc.utf8_normalize(host, "NFC").cast(pa.string())).reset_index(drop=True)
+    fixed = to_cudf(nfc_strings(s.take(fix).to_arrow().to_pylist()).cast(pa.string())).reset_index(drop=True)
     joined = cudf.concat([s.take(keep).reset_index(drop=True), fixed], ignore_index=True)
     order = cupy.empty(len(s), dtype=np.int64)
     order[cupy.concatenate([keep, fix])] = cupy.arange(len(s), dtype=np.int64)
@@ -290,7 +328,11 @@ def _split_gpu(text, doc_id, lowercase: bool):
     counts = s.str.token_count(GPU_SPLIT_PATTERN).values.astype(np.int64)
     tokens = s.str.tokenize(GPU_SPLIT_PATTERN)
     tokens = tokens.reset_index(drop=True)
-    ids = cupy.repeat(doc_id, counts)
+    # the doc_id of every token: doc_id[r] repeated counts[r] times, by a search over the running
+    # counts (cupy.repeat takes no device array of repeats)
+    ends = cupy.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    ids = cupy.asarray(doc_id)[cupy.searchsorted(ends, cupy.arange(total, dtype=np.int64), side="right")]
     return tokens, ids
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
-from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, tokenize_texts
+from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, _nfc_cpu, tokenize_texts
 from helpers import build_cuda_emulation
 
 PLAIN = TokenizerConfig.make()
@@ -167,23 +167,28 @@ def test_canonically_equivalent_texts_give_the_same_tokens(text):
     assert all(unicodedata.is_normalized("NFC", t) for t in got[0])
 
 
-def nfc_of_flagged_rows(arr):
-    """The GPU's NFC (stages/tokenize.py::_nfc_gpu) with numpy/pyarrow: only rows_containing's rows."""
-    data, offsets = _arrow_buffers(arr)
-    flags = K.rows_containing(data, offsets, K.nfc_unstable_table())
-    if not flags.any():
-        return arr
-    mask = pa.array(flags)
-    return pc.replace_with_mask(arr, mask, pc.utf8_normalize(arr.filter(mask), "NFC").cast(pa.large_string()))
+def nfc_all(texts):
+    """The oracle: Python's NFC of every row."""
+    return [unicodedata.normalize("NFC", t) for t in texts]
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(TEXTS, max_size=8))
 def test_nfc_of_flagged_rows_equals_nfc_of_all(texts):
+    """_nfc_cpu normalizes only rows_containing's rows (the GPU's way) and equals NFC of every row."""
     arr = pa.array(texts, type=pa.large_string())
-    assert nfc_of_flagged_rows(arr).to_pylist() == pc.utf8_normalize(arr, "NFC").to_pylist()
+    assert _nfc_cpu(arr).to_pylist() == nfc_all(texts)
     flags = K.rows_containing(*_arrow_buffers(arr), K.nfc_unstable_table())
     assert all(f or unicodedata.is_normalized("NFC", t) for f, t in zip(flags, texts))
+
+
+def test_nfc_does_not_depend_on_pyarrow_normalize(monkeypatch):
+    """pyarrow 25.0.1 of the GPU machine's image returns cafe\u0301 unchanged from utf8_normalize:
+    the tokenizer's NFC must not use it (a broken normalizer here would leave the text decomposed)."""
+    monkeypatch.setattr(pc, "utf8_normalize", lambda arr, form: arr)
+    arr = pa.array(["cafe\u0301", "plain", "\u1100\u1161"], type=pa.large_string())
+    assert _nfc_cpu(arr).to_pylist() == ["caf\u00e9", "plain", "\uac00"]
+    assert tokenize_texts(["cafe\u0301 caf\u00e9"], PLAIN) == [["caf\u00e9", "caf\u00e9"]]
 
 
 def test_nfc_of_flagged_rows_on_corpora():
@@ -192,8 +197,9 @@ def test_nfc_of_flagged_rows_on_corpora():
         pytest.skip("shared data not available")
     for name in ("nltk-brown", "20news", "reuters21578"):
         texts = datasets.shared_corpora(d)[name]()["text"].tolist()
-        arr = pa.array(texts + [unicodedata.normalize("NFD", t) for t in texts[:300]], type=pa.large_string())
-        assert nfc_of_flagged_rows(arr).equals(pc.utf8_normalize(arr, "NFC").cast(pa.large_string())), name
+        texts = texts + [unicodedata.normalize("NFD", t) for t in texts[:300]]
+        arr = pa.array(texts, type=pa.large_string())
+        assert _nfc_cpu(arr).to_pylist() == nfc_all(texts), name
 
 
 # ----------------------------------------------------------------------------- byte kernels

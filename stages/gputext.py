@@ -1,0 +1,593 @@
+"""The device text path (issue 10): lines, Parquet and one-document-per-file inputs to device
+buffers, tokens as byte offsets, a device encode by 64-bit hashes, for one partition.
+
+The corpus front end (:mod:`cutext.stages.corpus`) calls these on cudf partitions, so the same
+code runs in one process on one GPU and per partition on dask-cuda workers:
+
+* :func:`read_lines_device` (read stage, ``format="lines"``): the file's bytes are read on the
+  host and copied to the device once; the device checks they are strict UTF-8
+  (:func:`cutext.kernels.tokenize.utf8_valid`), splits lines (``\\n``, ``\\r\\n``) and the text
+  column is built from the device buffers (no pandas); a piece holding undecodable bytes goes through the host reader
+  (:func:`cutext.stages.read.read_piece`), so the U+FFFD replacements and the per-line
+  ``replaced`` counts are the CPU reader's by construction.
+* :func:`read_parquet_device`, :func:`read_files_device` (read stage): the text of Parquet
+  files by libcudf's reader, the bytes of one-document-per-file pieces in one device buffer.
+* :func:`scan_partition` (tokenize stage): the tokenizer's rules 1-2 as before (NFC of flagged
+  rows, lowercase, final sigma), then the word-table kernel blanks the separator bytes
+  (:func:`cutext.kernels.tokenize.blank_separators`), :func:`cutext.kernels.tokenize.token_bounds`
+  gives every token as ``(start, end, row)`` byte offsets, :func:`~cutext.kernels.tokenize.hash_tokens`
+  a 64-bit hash; a sort of the hashes gives the partition's local codes, one representative per
+  code is gathered into the partition's unique-term strings (the only strings built), and every
+  token is checked byte for byte against its representative
+  (:func:`~cutext.kernels.tokenize.tokens_equal`).  On a collision the partition falls back to the
+  exact string path (nvtext tokenize + factorize).  Rules 3-5 (length, stopwords, stemming) run on
+  the unique terms only (:func:`cutext.stages.tokenize.map_terms`).
+
+Every function is array code over numpy or cupy (the kernels have numba twins), so the CPU
+tests run the same code on numpy and compare with the CPU front end.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from cutext.kernels.backend import to_host
+from cutext.kernels.tokenize import blank_separators, hash_tokens, token_bounds, tokens_equal, utf8_valid
+from cutext.stages.count import run_lengths
+from cutext.stages.sort import sort_pairs
+from cutext.stages.tokenize import TokenizerConfig
+
+__all__ = ["scan_arrays", "scan_partition", "read_lines_device", "read_parquet_device", "read_files_device",
+           "read_piece_bytes", "split_lines", "strings_series", "profile"]
+PROFILE_ENV = "CUTEXT_GPUTEXT_PROFILE"
+_profile: dict = {}
+_profile_lock = threading.Lock()
+
+
+def _xp(a):
+    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
+
+
+class _Clock:
+    """Seconds per sub-step into :func:`profile` when ``$CUTEXT_GPUTEXT_PROFILE`` is ``1`` (the
+    device is synchronized at each mark, so this slows the path a little; off by default)."""
+
+    def __init__(self, xp):
+        self.on = os.environ.get(PROFILE_ENV) == "1"
+        self.xp = xp
+        self.t = time.perf_counter()
+
+    def __call__(self, name):
+        if not self.on:
+            return
+        if self.xp is not np:
+            self.xp.cuda.runtime.deviceSynchronize()
+        now = time.perf_counter()
+        with _profile_lock:
+            _profile[name] = _profile.get(name, 0.0) + now - self.t
+        self.t = now
+
+
+def profile(reset: bool = False) -> dict:
+    """Seconds per sub-step of the device text path summed over partitions in this process
+    (empty unless ``$CUTEXT_GPUTEXT_PROFILE=1``); ``reset`` clears it."""
+    with _profile_lock:
+        out = dict(_profile)
+        if reset:
+            _profile.clear()
+    return out
+
+
+# ----------------------------------------------------------------------------- tokenize + encode
+
+def _gather_strings(data, starts, ends) -> pa.LargeStringArray:
+    """The byte ranges ``data[starts[k]:ends[k]]`` as a host string array (a few strings: uniques)."""
+    xp = _xp(data)
+    lens = ends - starts
+    off = xp.zeros(len(starts) + 1, dtype=np.int64)
+    off[1:] = xp.cumsum(lens)
+    total = int(off[-1])
+    j = xp.arange(total, dtype=np.int64)
+    k = xp.searchsorted(off, j, side="right") - 1
+    chars = data[starts[k] + (j - off[k])]
+    return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(to_host(off)),
+                                            pa.py_buffer(to_host(chars)))
+
+
+def _term_map(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
+    """Rules 3-5 on the unique terms: (final unique terms, int64 lut old code -> new code, -1 dropped).
+
+    The length filter and the stopwords are Arrow kernels over the unique terms (code points
+    as :func:`cutext.stages.tokenize.map_terms` counts them, exact string match), the stemmer
+    (PyStemmer) runs on the survivors only; the result is ``map_terms``'s, term for term.
+    """
+    import pyarrow.compute as pc
+
+    from cutext.stages.tokenize import stem_words
+
+    n_cp = pc.utf8_length(uniq)
+    keep = pc.greater_equal(n_cp, cfg.min_len)
+    if cfg.max_len is not None:
+        keep = pc.and_(keep, pc.less_equal(n_cp, cfg.max_len))
+    if cfg.stopwords:
+        stop = pa.array(sorted(cfg.stopwords), type=pa.large_string())
+        keep = pc.and_(keep, pc.invert(pc.is_in(uniq, value_set=stop)))
+    kept = uniq.filter(keep)
+    keep = keep.to_numpy(zero_copy_only=False).astype(bool)
+    lut = np.full(len(uniq), -1, dtype=np.int64)
+    if cfg.stemmer is None:
+        lut[keep] = np.arange(len(kept))
+        return kept, lut
+    stems = stem_words(kept.to_pylist(), cfg.stemmer)  # stems can merge terms
+    enc = pc.dictionary_encode(pa.array(stems, type=pa.large_string()))
+    lut[keep] = enc.indices.to_numpy()
+    return enc.dictionary.cast(pa.large_string()), lut
+
+
+def scan_arrays(data, offsets, cfg: TokenizerConfig):
+    """Tokenize and count one partition's prepared text (after rules 1-2) without token strings.
+
+    Parameters
+    ----------
+    data : uint8 array, numpy or cupy
+        UTF-8 bytes of the rows (NFC, lowercased when the config says so).
+    offsets : int64 array, shape (n_rows + 1,), same library
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    tuple or None
+        ``(uniq, code, pos, tf, lengths)``: ``uniq`` a pyarrow LargeStringArray (U,) of the
+        partition's distinct terms; ``code``, ``pos``, ``tf`` int32 arrays (P,) of the distinct
+        (term, row) pairs sorted by (code, pos); ``lengths`` int64 (n_rows,) terms per row.
+        None when two different tokens share a hash (the caller takes the exact string path).
+    """
+    xp = _xp(data)
+    clock = _Clock(xp)
+    n_rows = len(offsets) - 1
+    blanked = blank_separators(data, offsets)
+    starts, ends, rows = token_bounds(blanked, offsets)
+    del blanked
+    clock("scan: blank + token offsets")
+    empty = (pa.array([], pa.large_string()), xp.zeros(0, np.int32), xp.zeros(0, np.int32),
+             xp.zeros(0, np.int32), xp.zeros(n_rows, np.int64))
+    if len(starts) == 0:
+        return empty
+    h = hash_tokens(data, starts, ends)
+    clock("scan: hash")
+    order = xp.argsort(h)
+    hs = h[order]
+    del h
+    new = xp.empty(len(hs), dtype=bool)
+    new[0] = True
+    new[1:] = hs[1:] != hs[:-1]
+    del hs
+    group_first = xp.flatnonzero(new)          # position in sorted order of each group's first token
+    rep = order[group_first]                   # token index of each group's representative
+    code_sorted = xp.cumsum(new, dtype=np.int64) - 1
+    del new, group_first
+    codes = xp.empty(len(order), dtype=np.int64)
+    codes[order] = code_sorted
+    del order, code_sorted
+    clock("scan: sort hashes, codes")
+    if not bool(tokens_equal(data, starts, ends, rep[codes]).all()):
+        return None
+    clock("scan: collision check")
+    uniq = _gather_strings(data, starts[rep], ends[rep])
+    del starts, ends, rep
+    clock("scan: unique terms to host")
+    if cfg.needs_term_map:
+        uniq, lut = _term_map(uniq, cfg)
+        codes = xp.asarray(lut)[codes]
+        keep = codes >= 0
+        codes, rows = codes[keep], rows[keep]
+        if len(codes) == 0:
+            return (uniq,) + empty[1:]
+        clock("scan: term map (host)")
+    lengths = xp.bincount(rows, minlength=n_rows).astype(np.int64)
+    keys, doc_min, span = sort_pairs(codes, rows)
+    del codes, rows
+    ukeys, tf = run_lengths(keys)
+    del keys
+    clock("scan: pair sort + tf")
+    return (uniq, (ukeys // span).astype(np.int32), (ukeys % span + doc_min).astype(np.int32),
+            tf.astype(np.int32), lengths)
+
+
+def _prepare_host(text):
+    """Rules 1-2 on host text (the CPU split's own steps): (data uint8, offsets int64)."""
+    import pyarrow.compute as pc
+
+    from cutext.stages.tokenize import _nfc_cpu
+
+    arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = _nfc_cpu(pc.fill_null(arr.cast(pa.large_string()), ""))
+    return arr
+
+
+def _prepare_device(text, lowercase: bool):
+    """Rules 1-2 on a cudf strings Series, as :func:`cutext.stages.tokenize._split_gpu` does."""
+    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _nfc_gpu
+
+    s = _nfc_gpu(text.fillna("").reset_index(drop=True))
+    if lowercase:
+        s = _nfc_gpu(s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False))
+    return s
+
+
+def scan_partition(text, cfg: TokenizerConfig):
+    """:func:`scan_arrays` of a partition's text column, rules 1-2 applied first.
+
+    Parameters
+    ----------
+    text : cudf.Series of str (device path) or pandas Series / pyarrow array (the same code on
+        the host, for tests)
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    tuple or None
+        As :func:`scan_arrays`, with ``uniq`` a Series of the input's library (cudf or pandas).
+    """
+    import pandas as pd
+
+    from cutext.kernels.backend import is_gpu_object, to_cudf
+
+    if is_gpu_object(text):
+        from cutext.stages.tokenize import _gpu_buffers
+
+        import cupy
+
+        clock = _Clock(cupy)
+        s = _prepare_device(text, cfg.lowercase)
+        _, data, offsets = _gpu_buffers(s)
+        clock("scan: NFC + lowercase")
+        out = scan_arrays(data, offsets, cfg)
+        del s, data, offsets
+        if out is None:
+            return None
+        uniq = out[0]
+        if len(uniq) == 0 or _arrow_nbytes(uniq) < 2**31 - 1:
+            uniq = uniq.cast(pa.string())
+        return (to_cudf(uniq).reset_index(drop=True),) + tuple(out[1:])
+    import pyarrow.compute as pc
+
+    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _arrow_buffers, _nfc_cpu
+
+    arr = _prepare_host(text)
+    if cfg.lowercase:
+        arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
+    data, offsets = _arrow_buffers(arr)
+    out = scan_arrays(data, offsets, cfg)
+    if out is None:
+        return None
+    return (pd.Series(out[0], dtype=pd.StringDtype("pyarrow")),) + tuple(out[1:])
+
+
+def _arrow_nbytes(arr) -> int:
+    """Bytes of text of a pyarrow LargeStringArray (its last offset; ``.offsets`` is not in every pyarrow)."""
+    return int(np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset + len(arr)])
+
+
+# ----------------------------------------------------------------------------- read (lines)
+
+def split_lines(buf):
+    """Lines of a byte buffer, terminators (``\\n``, ``\\r\\n``) removed, as the host reader does.
+
+    Parameters
+    ----------
+    buf : uint8 array, numpy or cupy
+        The bytes of a piece (BOM already stripped); a final newline ends the last line.
+
+    Returns
+    -------
+    (chars, offsets) : uint8 array, int64 array (n_lines + 1,), same library
+        Line ``i`` is ``chars[offsets[i]:offsets[i + 1]]`` (``_lines_table`` of
+        :mod:`cutext.stages.read`, which is the oracle in the tests).
+    """
+    xp = _xp(buf)
+    nb = len(buf)
+    nl = xp.flatnonzero(buf == 10).astype(np.int64)
+    if nb and (len(nl) == 0 or int(nl[-1]) != nb - 1):
+        raw_ends = xp.concatenate([nl + 1, xp.asarray([nb], dtype=np.int64)])
+    else:
+        raw_ends = nl + 1
+    n = len(raw_ends)
+    if n == 0:
+        return buf[:0], xp.zeros(1, np.int64)
+    starts = xp.zeros(n, dtype=np.int64)
+    starts[1:] = raw_ends[:-1]
+    has_nl = buf[raw_ends - 1] == 10
+    ends = raw_ends - has_nl.astype(np.int64)
+    has_cr = has_nl & (ends > starts)
+    has_cr &= buf[xp.maximum(ends - 1, 0)] == 13
+    ends = ends - has_cr.astype(np.int64)
+    keep = xp.ones(nb, dtype=bool)
+    keep[nl] = False
+    keep[ends[has_cr]] = False
+    chars = buf[keep]
+    offsets = xp.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = xp.cumsum(ends - starts)
+    return chars, offsets
+
+
+def strings_series(chars, offsets):
+    """A cudf strings Series over device buffers (no nulls): int32 offsets when they fit.
+
+    Parameters
+    ----------
+    chars : cupy uint8 array
+    offsets : cupy int64 array, shape (n + 1,), ``offsets[0] == 0``
+    """
+    import cudf
+    import pylibcudf as plc
+
+    n = len(offsets) - 1
+    total = int(offsets[-1]) if n else 0
+    if total == 0:
+        from cutext.kernels.backend import to_cudf
+
+        return to_cudf(pa.array([""] * n, type=pa.string()))
+    if total < 2**31 - 1:
+        off, tid = offsets.astype(np.int32), plc.TypeId.INT32
+    else:
+        off, tid = offsets, plc.TypeId.INT64
+    off_col = plc.Column(plc.DataType(tid), n + 1, plc.gpumemoryview(off), None, 0, 0, [])
+    col = plc.Column(plc.DataType(plc.TypeId.STRING), n, plc.gpumemoryview(chars), None, 0, 0, [off_col])
+    return cudf.Series.from_pylibcudf(col)
+
+
+READ_THREADS = 8
+READ_CHUNK = 8 << 20
+
+
+def _pread_into(fd: int, out: np.ndarray, offset: int, threads: int = READ_THREADS) -> None:
+    """Fill ``out`` with the file's bytes from ``offset`` by ``os.preadv`` in parallel chunks
+    (the GIL is released while the kernel copies from the page cache or the disk).
+
+    Raises
+    ------
+    EOFError
+        The file ends before ``out`` is full (it changed since it was sized).
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    mv = memoryview(out)
+
+    def fill(a: int) -> None:
+        e = min(a + READ_CHUNK, len(out))
+        while a < e:
+            got = os.preadv(fd, [mv[a:e]], offset + a)
+            if got <= 0:
+                raise EOFError(f"file ended {len(out) - a} bytes early")
+            a += got
+
+    starts = list(range(0, len(out), READ_CHUNK))
+    if len(starts) <= 1 or threads <= 1:
+        for a in starts:
+            fill(a)
+        return
+    with ThreadPoolExecutor(min(threads, len(starts))) as pool:
+        list(pool.map(fill, starts))
+
+
+def read_piece_bytes(fs, piece, alloc=np.empty):
+    """The bytes of an uncompressed local ``lines`` piece, as ``_read_bytes`` of
+    :mod:`cutext.stages.read` gives them (the line that holds the range's first byte belongs to
+    the previous piece; a range that ends inside a line is extended to the line's end), read into
+    one buffer of ``alloc(n, uint8)`` (e.g. pinned host memory) by parallel ``preadv``.
+
+    Returns
+    -------
+    (uint8 array, int) or None
+        The bytes and their offset in the file; None where this reader does not apply (not a
+        local file, compressed): use ``_read_bytes`` then.
+    """
+    import os
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    if piece.compression or not isinstance(fs, LocalFileSystem):
+        return None
+    path = piece.paths[0]
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        start = piece.start
+        if start > 0:
+            fh.seek(start - 1)
+            if fh.read(1) != b"\n":
+                start += len(fh.readline())
+        end = size if piece.end is None else min(piece.end, size)
+        if end <= start:
+            return alloc(0, np.uint8), start
+        tail = b""
+        if piece.end is not None and end < size:
+            fh.seek(end - 1)
+            if fh.read(1) != b"\n":
+                tail = fh.readline()
+        out = alloc(end - start + len(tail), np.uint8)
+        _pread_into(fh.fileno(), out[:end - start], start)
+        out[end - start:] = np.frombuffer(tail, np.uint8)
+    return out, start
+
+
+def _pinned(n, dtype):
+    import cupy
+
+    mem = cupy.cuda.alloc_pinned_memory(max(int(n), 1))
+    return np.frombuffer(mem, dtype, int(n))
+
+
+def read_lines_device(piece, fs):
+    """Read a ``lines`` piece into a cudf frame ``(source_id, text, replaced)`` through device buffers.
+
+    Same rows as :func:`cutext.stages.read.read_piece` (then ``to_backend(..., "gpu")``): the
+    piece's byte range is read on the host (a local uncompressed file by parallel ``preadv`` into
+    pinned memory, :func:`read_piece_bytes`; else through fsspec, decompressed there when
+    compressed), the BOM of a file start dropped, the bytes copied to the device once, validated there
+    (:func:`cutext.kernels.tokenize.utf8_valid`) and, when valid, split into lines there;
+    otherwise (undecodable bytes, another encoding) the host reader reads the
+    piece, so replacements and ``replaced`` counts are exactly the CPU reader's.
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read (the message names it).
+    """
+    import cudf
+    import cupy
+
+    from cutext.kernels.backend import to_cudf
+    from cutext.stages.read import BOM, CorpusError, _is_utf8, _read_bytes, _read_errors, read_piece
+
+    encoding = piece.options.get("encoding", "utf-8")
+    if not _is_utf8(encoding):
+        return to_cudf(read_piece(piece, fs))
+    clock = _Clock(cupy)
+    try:
+        got = read_piece_bytes(fs, piece, alloc=_pinned)
+        if got is None:
+            raw, start = _read_bytes(fs, piece)
+            got = np.frombuffer(raw, dtype=np.uint8), start
+    except _read_errors() as exc:
+        raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
+    data, start = got
+    del got
+    if start == 0 and len(data) >= len(BOM) and bytes(data[:len(BOM)]) == BOM:
+        data = data[len(BOM):]
+    clock("read: host bytes")
+    buf = cupy.asarray(data)
+    cupy.cuda.get_current_stream().synchronize()  # the pinned buffer may be reused once freed
+    clock("read: copy to device")
+    valid = utf8_valid(buf)
+    clock("read: UTF-8 check")
+    if not valid:
+        del buf
+        return to_cudf(read_piece(piece, fs))
+    del data
+    chars, offsets = split_lines(buf)
+    del buf
+    n = len(offsets) - 1
+    text = strings_series(chars, offsets)
+    clock("read: line split")
+    return cudf.DataFrame({"source_id": to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True),
+                           "text": text,
+                           "replaced": cupy.zeros(n, dtype=np.int32)})
+
+
+# ----------------------------------------------------------------------------- read (parquet)
+
+def read_parquet_device(piece, fs):
+    """Read a ``parquet`` piece into a cudf frame ``(source_id, text, replaced)``, text on the device.
+
+    Same rows as :func:`cutext.stages.read.read_piece` (then ``to_backend(..., "gpu")``): the text
+    column(s) are read by libcudf's Parquet reader straight into device memory (nulls as ``""``,
+    several text columns joined by a space, as ``_table_to_docs`` does on the host); the id column,
+    if any, is read alone on the host with pyarrow (its cast to string and its empty-id check are
+    the host reader's).  Where this does not apply (not a local uncompressed file, a text column
+    that is not a string column, no text column, a file libcudf cannot read) the host reader reads
+    the piece, with its error messages.
+
+    Raises
+    ------
+    CorpusError
+        A missing column named by ``text_column``/``id_column``, or empty ids (the message names
+        the file).
+    """
+    import cudf
+    import cupy
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from fsspec.implementations.local import LocalFileSystem
+
+    from cutext.kernels.backend import to_cudf
+    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, CorpusError, _pick, read_piece
+
+    path = piece.paths[0]
+    if piece.compression or not isinstance(fs, LocalFileSystem):
+        return to_cudf(read_piece(piece, fs))
+    try:
+        schema = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 - the host reader reports the file's problem
+        return to_cudf(read_piece(piece, fs))
+    names = schema.names
+    text_cols = _pick(names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
+    if text_cols is None or not all(pa.types.is_string(schema.field(c).type)
+                                    or pa.types.is_large_string(schema.field(c).type) for c in text_cols):
+        return to_cudf(read_piece(piece, fs))
+    id_cols = _pick(names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
+    try:
+        gdf = cudf.read_parquet(path, columns=list(dict.fromkeys(text_cols)))
+    except Exception:  # noqa: BLE001 - the host reader reports the file's problem
+        return to_cudf(read_piece(piece, fs))
+    parts = [gdf[c].fillna("").reset_index(drop=True) for c in text_cols]
+    text = parts[0]
+    for more in parts[1:]:  # "a" + " " + "b", column after column, as binary_join_element_wise
+        text = text.str.cat(more, sep=" ")
+    n = len(text)
+    if id_cols is None:
+        ids = pa.nulls(n, pa.string())
+    else:
+        col = pq.read_table(path, columns=[id_cols[0]]).column(0)
+        ids = pc.cast(col, pa.large_string())
+        if ids.null_count:
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} has {ids.null_count} empty ids")
+        ids = pa.chunked_array(ids).combine_chunks().cast(pa.string())
+    return cudf.DataFrame({"source_id": to_cudf(ids).reset_index(drop=True), "text": text,
+                           "replaced": cupy.zeros(n, dtype=np.int32)})
+
+
+# ----------------------------------------------------------------------------- read (files)
+
+def read_files_device(piece, fs):
+    """Read a ``files`` piece (one document a file) into a cudf frame ``(source_id, text, replaced)``.
+
+    Same rows as :func:`cutext.stages.read.read_piece`: every file is read on the host
+    (decompressed there when compressed) and its BOM dropped; the files' bytes, back to back, are
+    copied to the device once and checked there (:func:`cutext.kernels.tokenize.utf8_valid`); the
+    text column is built over them (no per-file decode, no pandas).  A file that starts with a
+    continuation byte is invalid on its own even when the bytes before it would complete it, so
+    such a piece, like any piece that is not valid UTF-8 or another encoding, is read by the host
+    reader (exact replacements and ``replaced`` counts).
+
+    Raises
+    ------
+    CorpusError
+        A file cannot be read (the message names it).
+    """
+    import cudf
+    import cupy
+
+    from cutext.kernels.backend import to_cudf
+    from cutext.stages.read import BOM, CorpusError, _is_utf8, _read_errors, _strip_compression, read_piece
+
+    if not _is_utf8(piece.options.get("encoding", "utf-8")):
+        return to_cudf(read_piece(piece, fs))
+    raws = []
+    try:
+        for p in piece.paths:
+            with fs.open(p, "rb", compression=_strip_compression(p)[1]) as fh:
+                raw = fh.read()
+            raws.append(raw[len(BOM):] if raw.startswith(BOM) else raw)
+    except _read_errors() as exc:
+        where = piece.paths[0] if len(piece.paths) == 1 else f"{piece.paths[0]} (+{len(piece.paths) - 1} files)"
+        raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+    if any(r and (r[0] & 0xC0) == 0x80 for r in raws):
+        return to_cudf(read_piece(piece, fs))
+    offsets = np.zeros(len(raws) + 1, np.int64)
+    np.cumsum([len(r) for r in raws], out=offsets[1:])
+    buf = cupy.asarray(np.frombuffer(b"".join(raws), np.uint8))
+    del raws
+    if not utf8_valid(buf):
+        return to_cudf(read_piece(piece, fs))
+    n = len(piece.paths)
+    return cudf.DataFrame({"source_id": to_cudf(pa.array(piece.labels, pa.string())).reset_index(drop=True),
+                           "text": strings_series(buf, cupy.asarray(offsets)),
+                           "replaced": cupy.zeros(n, dtype=np.int32)})

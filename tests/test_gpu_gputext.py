@@ -1,0 +1,263 @@
+"""The device text path (issue 10) on a GPU == the CPU path (skipped without a device).
+
+* the token kernels (offsets, hashes, byte comparison) on cupy == their numba twins;
+* the partition scan on cudf == the CPU front end's scan, on every shared corpus;
+* the device lines reader == the host reader (CRLF, BOM, empty lines, undecodable bytes, blocks);
+* a bm25 index from lines files built on the GPU (1 GPU and 2) == the CPU index.
+
+Each failure message names the corpus, document and first differing terms.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cutext import pipelines
+from cutext.kernels import tokenize as K
+from cutext.kernels.backend import device_count, to_cudf, to_host
+from cutext.pipelines import datasets
+from cutext.stages import gputext as G
+from cutext.stages.corpus import tokenize_partition_scan
+from cutext.stages.read import plan, read_piece
+from cutext.stages.tokenize import TokenizerConfig
+
+from helpers import assert_same_index, read_index
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = {"plain": TokenizerConfig.make(),
+           "lucene+porter": TokenizerConfig.make(stopwords="lucene", stemmer="porter"),
+           "keep-case+len": TokenizerConfig.make(lowercase=False, min_len=2, max_len=15)}
+
+
+def _corpus_names():
+    d = datasets.default_data_dir()
+    return sorted(datasets.shared_corpora(d)) if d else []
+
+
+def _shared():
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    return datasets.shared_corpora(d)
+
+
+def test_token_kernels_gpu_equal_numba():
+    import cupy
+
+    rng = np.random.default_rng(5)
+    texts = _shared()["nltk-brown"]()["text"].tolist()[:300]
+    pieces = [t.encode() for t in texts] + [bytes(rng.integers(0, 256, rng.integers(0, 40)).astype(np.uint8))
+                                            for _ in range(2000)] + [b"", b"x", b"\xff", b"a\xcc\x81 b"]
+    data = np.frombuffer(b"QQ" + b"".join(pieces), np.uint8).copy()
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    offsets += 2
+    want = K.token_bounds(K.blank_separators(data, offsets), offsets)
+    dd, do = cupy.asarray(data), cupy.asarray(offsets)
+    got = K.token_bounds(K.blank_separators(dd, do), do)
+    for name, w, g in zip(("starts", "ends", "rows"), want, got):
+        assert np.array_equal(w, g.get()), f"token_bounds {name}: first difference at {np.flatnonzero(w != g.get())[:5]}"
+    s, e, _ = want
+    h = K.hash_tokens(data, s, e)
+    hg = K.hash_tokens(dd, cupy.asarray(s), cupy.asarray(e)).get()
+    assert np.array_equal(h, hg), f"hash_tokens: {np.count_nonzero(h != hg)} of {len(h)} differ"
+    rep = rng.integers(0, len(s), len(s)).astype(np.int64)
+    eq = K.tokens_equal(data, s, e, rep)
+    eqg = K.tokens_equal(dd, cupy.asarray(s), cupy.asarray(e), cupy.asarray(rep)).get()
+    assert np.array_equal(eq, eqg), f"tokens_equal: {np.count_nonzero(eq != eqg)} differ"
+
+
+def _triples(uniq, code, pos, tf):
+    u = np.asarray(to_host(uniq).astype(str).tolist(), dtype=object)
+    c, p, t = (np.asarray(to_host(x)) for x in (code, pos, tf))
+    return pd.DataFrame({"term": u[c], "pos": p, "tf": t}).sort_values(["term", "pos"], ignore_index=True)
+
+
+@pytest.mark.parametrize("cfg", ["plain", "lucene+porter"])
+@pytest.mark.parametrize("name", _corpus_names() or ["none"])
+def test_scan_partition_gpu_equals_cpu_on_every_corpus(name, cfg):
+    if name == "none":
+        pytest.skip("shared data not available")
+    _check_scan(name, cfg)
+
+
+def test_scan_partition_gpu_equals_cpu_keeping_case_with_length_bounds():
+    _check_scan("nltk-brown", "keep-case+len")
+
+
+def _check_scan(name, cfg):
+    docs = _shared()[name]()
+    text = pd.Series(list(docs["text"]), dtype=pd.StringDtype("pyarrow"))
+    c = CONFIGS[cfg]
+    want = tokenize_partition_scan(pd.DataFrame({"text": text}), c)
+    got = G.scan_partition(to_cudf(text).reset_index(drop=True), c)
+    assert got is not None, f"{name}: a 64-bit hash collision (the exact fallback would run); report it"
+    uniq, code, pos, tf, lengths = got
+    lg = lengths.get()
+    if not np.array_equal(lg, want.lengths):
+        bad = np.flatnonzero(lg != want.lengths)[:5]
+        pytest.fail(f"{name}/{cfg}: document lengths differ at {len(np.flatnonzero(lg != want.lengths))} "
+                    f"documents, first {[(docs['source_id'][i], int(want.lengths[i]), int(lg[i])) for i in bad]}")
+    a, b = _triples(want.uniq, want.code, want.pos, want.tf), _triples(uniq, code, pos, tf)
+    if not a.equals(b):
+        m = a.merge(b, how="outer", on=["term", "pos"], suffixes=("_cpu", "_gpu"), indicator=True)
+        diff = m[(m["_merge"] != "both") | (m["tf_cpu"] != m["tf_gpu"])].head(10)
+        pytest.fail(f"{name}/{cfg}: (term, document, tf) differ; cpu {len(a)} gpu {len(b)} pairs; first:\n{diff}")
+    assert uniq.nunique() == len(uniq), f"{name}: unique terms repeat"
+
+
+def test_scan_partition_gpu_falls_back_on_a_collision(monkeypatch):
+    """A forced collision: the front end's GPU scan takes the exact string path, same result."""
+    import cudf
+
+    text = pd.Series(["ab cd ab", "cd xy", ""], dtype=pd.StringDtype("pyarrow"))
+    want = tokenize_partition_scan(pd.DataFrame({"text": text}), CONFIGS["plain"])
+    monkeypatch.setattr(G, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
+    assert G.scan_partition(to_cudf(text), CONFIGS["plain"]) is None
+    got = tokenize_partition_scan(cudf.DataFrame({"text": to_cudf(text)}), CONFIGS["plain"])
+    pd.testing.assert_frame_equal(_triples(want.uniq, want.code, want.pos, want.tf),
+                                  _triples(got.uniq, got.code, got.pos, got.tf))
+
+
+def _write_lines_corpus(dest, n_docs=None):
+    """20 Newsgroups posts, one a line, in two files: the first with a BOM and CRLF endings, the
+    second with undecodable bytes in a few lines and no final newline."""
+    docs = _shared()["20news"]()
+    texts = [" ".join(t.split()) for t in docs["text"].tolist()[:n_docs]]
+    half = len(texts) // 2
+    dest.mkdir(parents=True, exist_ok=True)
+    a = "\r\n".join(texts[:half]).encode() + b"\r\n\r\n"
+    (dest / "a.txt").write_bytes(b"\xef\xbb\xbf" + a)
+    lines = [t.encode() for t in texts[half:]]
+    for i in range(0, len(lines), 997):
+        lines[i] = lines[i][:20] + b" caf\xc3 \xff\xfe na\xcc" + lines[i][20:] + b" \xed\xa0\x80x"
+    (dest / "b.txt").write_bytes(b"\n".join(lines))
+    return dest
+
+
+def test_read_lines_device_equals_host_reader(tmp_path):
+    src = _write_lines_corpus(tmp_path / "lines", 4000)
+    fs, pieces, fmt = plan(str(src), format="lines", blocksize=256 << 10)
+    assert fmt == "lines" and len(pieces) > 4
+    for k, piece in enumerate(pieces):
+        want = read_piece(piece, fs)
+        got = G.read_lines_device(piece, fs).to_pandas()
+        where = f"piece {k} ({piece.paths[0]} bytes {piece.start}-{piece.end})"
+        assert len(got) == len(want), f"{where}: {len(got)} lines on the device, {len(want)} on the host"
+        assert got["text"].astype(str).tolist() == want["text"].astype(str).tolist(), where
+        np.testing.assert_array_equal(got["replaced"].to_numpy(), want["replaced"].to_numpy(), err_msg=where)
+        assert got["source_id"].isna().all() and want["source_id"].isna().all(), where
+
+
+def _build(src, out, **kw):
+    return pipelines.run("bm25", str(src), out=str(out), progress=False, format="lines", **kw)
+
+
+@pytest.fixture(scope="module")
+def lines_cpu(tmp_path_factory):
+    src = _write_lines_corpus(tmp_path_factory.mktemp("lines") / "corpus")
+    r = _build(src, tmp_path_factory.mktemp("idx") / "cpu", backend="cpu", blocksize=2 << 20,
+               stopwords="lucene", stemmer="porter")
+    assert r.counts["replaced"] > 0
+    return src, r, read_index(r.path)
+
+
+def test_lines_index_gpu_equals_cpu(lines_cpu, tmp_path):
+    src, cpu, cpu_index = lines_cpu
+    gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", blocksize=2 << 20,
+                 stopwords="lucene", stemmer="porter")
+    print("gpu timings", gpu.timings)
+    assert gpu.counts == cpu.counts
+    assert_same_index(cpu_index, read_index(gpu.path))
+
+
+def test_lines_index_on_two_gpus_equals_cpu(lines_cpu, tmp_path):
+    if device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    src, cpu, cpu_index = lines_cpu
+    with LocalCUDACluster(n_workers=2) as cluster, Client(cluster) as client:
+        gpu = _build(src, tmp_path / "gpu2", backend="gpu", client=client, blocksize=2 << 20,
+                     stopwords="lucene", stemmer="porter")
+    assert gpu.n_workers == 2 and gpu.counts["partitions"] >= 4
+    assert_same_index(cpu_index, read_index(gpu.path))
+
+
+def test_read_parquet_device_equals_host_reader(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = _shared()["20news"]().iloc[:3000]
+    texts = docs["text"].tolist()
+    n = len(texts)
+    titles = [None if i % 7 == 0 else f"title {i} é" for i in range(n)]
+    pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()), "title": titles,
+                             "text": [None if i % 11 == 0 else t for i, t in enumerate(texts)]}),
+                   tmp_path / "a.parquet", row_group_size=500)
+    pq.write_table(pa.table({"_id": docs["source_id"].astype(str).tolist(), "contents": texts}),
+                   tmp_path / "b.parquet")
+    pq.write_table(pa.table({"text": pa.array(range(n), pa.int64())}), tmp_path / "c.parquet")  # host fallback
+    cases = [("a.parquet", {"text_column": ["title", "text"]}), ("a.parquet", {}), ("b.parquet", {}),
+             ("c.parquet", {})]
+    for name, opts in cases:
+        fs, pieces, fmt = plan(str(tmp_path / name), format="parquet", **opts)
+        for piece in pieces:
+            want = read_piece(piece, fs)
+            got = G.read_parquet_device(piece, fs).to_pandas()
+            where = f"{name} {opts}"
+            assert len(got) == len(want), where
+            assert got["text"].astype(str).tolist() == want["text"].astype(str).tolist(), where
+            assert got["source_id"].astype(str).tolist() == want["source_id"].astype(str).tolist(), where
+            np.testing.assert_array_equal(got["replaced"].to_numpy(), want["replaced"].to_numpy(), err_msg=where)
+
+
+def test_parquet_index_gpu_equals_cpu(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = _shared()["20news"]()
+    half = len(docs) // 2
+    src = tmp_path / "pq"
+    src.mkdir()
+    for i, part in enumerate((docs.iloc[:half], docs.iloc[half:])):
+        pq.write_table(pa.table({"id": part["source_id"].astype(str).tolist(), "text": part["text"].tolist()}),
+                       src / f"part-{i}.parquet")
+    kw = dict(format="parquet", stopwords="lucene", stemmer="porter", progress=False)
+    cpu = pipelines.run("bm25", str(src), out=str(tmp_path / "cpu"), backend="cpu", **kw)
+    gpu = pipelines.run("bm25", str(src), out=str(tmp_path / "gpu"), backend="gpu", scheduler="sync", **kw)
+    print("gpu timings", gpu.timings)
+    assert gpu.counts == cpu.counts
+    assert_same_index(read_index(cpu.path), read_index(gpu.path))
+
+
+def test_read_files_device_equals_host_reader(tmp_path):
+    import gzip
+
+    docs = _shared()["20news"]().iloc[:1500]
+    src = datasets.write_files(docs, tmp_path / "posts")
+    extra = src / "zz-extra"
+    extra.mkdir()
+    (extra / "bom.txt").write_bytes(b"\xef\xbb\xbfcaf\xc3\xa9 bom")
+    (extra / "bad.txt").write_bytes(b"caf\xc3 \xff\xfe na\xcc x \xed\xa0\x80")
+    (extra / "cont-first.txt").write_bytes(b"\xa9 starts with a continuation byte")
+    (extra / "ends-open.txt").write_bytes(b"ends with a lead byte \xc3")
+    (extra / "empty.txt").write_bytes(b"")
+    with gzip.open(extra / "z.txt.gz", "wb") as fh:
+        fh.write("compressed é".encode())
+    for blocksize in (64 << 10, 64 << 20):
+        fs, pieces, fmt = plan(str(src), format="files", blocksize=blocksize)
+        assert fmt == "files"
+        n_fallback = 0
+        for k, piece in enumerate(pieces):
+            want = read_piece(piece, fs)
+            got = G.read_files_device(piece, fs).to_pandas()
+            n_fallback += int(want["replaced"].sum() > 0)
+            where = f"blocksize {blocksize} piece {k} ({len(piece.paths)} files from {piece.paths[0]})"
+            assert got["source_id"].astype(str).tolist() == want["source_id"].astype(str).tolist(), where
+            assert got["text"].astype(str).tolist() == want["text"].astype(str).tolist(), where
+            np.testing.assert_array_equal(got["replaced"].to_numpy(), want["replaced"].to_numpy(), err_msg=where)
+        assert n_fallback >= 1

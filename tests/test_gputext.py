@@ -1,0 +1,291 @@
+"""The device text path on the CPU (issue 10): its array code on numpy, its CUDA source under g++.
+
+:mod:`cutext.stages.gputext` is array code over numpy or cupy, so here it runs on numpy (the
+kernels' numba twins) and is compared with the CPU front end; the new CUDA kernels of
+``kernels/tokenize.cu`` (token hashes, byte-exact token comparison) are compiled as C++ and run
+thread by thread against their twins and against a pure-Python statement of the hash.
+tests/test_gpu_gputext.py runs the same on a device.
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cutext.kernels import tokenize as K
+from cutext.pipelines import datasets
+from cutext.stages import gputext as G
+from cutext.stages.corpus import tokenize_partition_scan
+from cutext.stages.read import _lines_table, _valid_utf8 as python_valid_utf8
+from cutext.stages.tokenize import TokenizerConfig
+from helpers import build_cuda_emulation
+
+CONFIGS = {"plain": TokenizerConfig.make(),
+           "lucene+porter": TokenizerConfig.make(stopwords="lucene", stemmer="porter", min_len=2),
+           "keep-case+max_len": TokenizerConfig.make(lowercase=False, max_len=12)}
+# rows of bytes: valid text with marks, CJK, emoji, connectors, and undecodable bytes
+PIECES = ["ab", " ", "Ça", "é", "e\u0301", "中文", "😀", "_", "\ufe0f", "\u0301", "1", ".", "Σς", "\n",
+          "\r"]
+BYTE_ROWS = st.lists(st.lists(st.one_of(st.sampled_from([p.encode() for p in PIECES]),
+                                        st.binary(min_size=1, max_size=3)), max_size=12).map(b"".join),
+                     max_size=8)
+
+
+def _pack(rows):
+    data = np.frombuffer(b"".join(rows), np.uint8).copy()
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    return data, offsets
+
+
+def _split_tokens(data, offsets):
+    tok_off, tok_bytes, docs = K.split_utf8(data, offsets)
+    return [(bytes(tok_bytes[tok_off[i]:tok_off[i + 1]]), int(docs[i])) for i in range(len(docs))]
+
+
+def _fnv_splitmix(b: bytes) -> int:
+    """The hash as stated (FNV-1a 64, xor length, splitmix64 finalizer), in Python integers."""
+    m = (1 << 64) - 1
+    h = 14695981039346656037
+    for x in b:
+        h = ((h ^ x) * 1099511628211) & m
+    h = (h ^ len(b)) + 0x9E3779B97F4A7C15 & m
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & m
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
+    return h ^ (h >> 31)
+
+
+# ----------------------------------------------------------------------------- token offsets
+
+@settings(max_examples=300, deadline=None)
+@given(BYTE_ROWS, st.integers(0, 3))
+def test_token_bounds_of_blanked_bytes_equal_split_utf8(rows, pad):
+    data, offsets = _pack(rows)
+    data = np.concatenate([np.full(pad, ord("x"), np.uint8), data])  # rows need not start at byte 0
+    offsets = offsets + pad
+    starts, ends, docs = K.token_bounds(K.blank_separators(data, offsets), offsets)
+    got = [(bytes(data[a:b]), int(d)) for a, b, d in zip(starts, ends, docs)]
+    assert got == _split_tokens(data, offsets)
+
+
+def test_token_bounds_on_a_corpus():
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    texts = datasets.shared_corpora(d)["nltk-brown"]()["text"].tolist()[:60] + ["", "x", " "]
+    data, offsets = _pack([t.encode() for t in texts])
+    starts, ends, docs = K.token_bounds(K.blank_separators(data, offsets), offsets)
+    assert [(bytes(data[a:b]), int(r)) for a, b, r in zip(starts, ends, docs)] == _split_tokens(data, offsets)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=9), max_size=30))
+def test_hash_twin_is_the_stated_hash_and_equal_compares_bytes(tokens):
+    data, offsets = _pack(tokens)
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()
+    h = K.hash_tokens(data, starts, ends)
+    assert h.tolist() == [_fnv_splitmix(t) for t in tokens]
+    rng = np.random.default_rng(len(tokens))
+    rep = rng.integers(0, max(len(tokens), 1), len(tokens)).astype(np.int64)
+    assert K.tokens_equal(data, starts, ends, rep).tolist() == [tokens[i] == tokens[r] for i, r in enumerate(rep)]
+
+
+def test_token_kernels_check_their_inputs():
+    data, offsets = _pack([b"ab cd"])
+    with pytest.raises(ValueError, match="int64"):
+        K.hash_tokens(data, offsets[:-1].astype(np.int32), offsets[1:])
+    with pytest.raises(ValueError, match="uint8"):
+        K.hash_tokens(data.astype(np.int8), offsets[:-1], offsets[1:])
+    with pytest.raises(ValueError, match="rep"):
+        K.tokens_equal(data, offsets[:-1], offsets[1:], np.zeros(2, np.int64))
+
+
+# ----------------------------------------------------------------------------- CUDA source under g++
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    lib = build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(K.__file__).with_name("tokenize.cu"),
+                               "tokenize_emu.cpp", std="c++17", flags=("-O1",))
+    return ctypes.CDLL(str(lib))
+
+
+def _ptr(a):
+    assert a.flags.c_contiguous
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"a", b"ab", b"ba", b"\xc3\xa9", b"\xff", b"word", b"wore"]) |
+                st.binary(max_size=6), max_size=40),
+       st.sampled_from([(1, 1), (1, 7), (3, 4), (64, 64)]))
+def test_token_kernels_cuda_source_equal_numba_twins(emu, tokens, launch):
+    data, offsets = _pack(tokens)
+    if len(data) == 0:
+        data = np.zeros(1, np.uint8)
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()
+    n = len(starts)
+    grid, block = launch
+    got = np.zeros(n, np.uint64)
+    emu.launch_hash(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends),
+                    ctypes.c_longlong(n), _ptr(got))
+    assert got.tolist() == K.hash_tokens(data, starts, ends).tolist()
+    rep = np.random.default_rng(n).integers(0, max(n, 1), n).astype(np.int64)
+    same = np.full(n, 7, np.uint8)
+    emu.launch_equal(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends), _ptr(rep),
+                     ctypes.c_longlong(n), _ptr(same))
+    assert same.astype(bool).tolist() == K.tokens_equal(data, starts, ends, rep).tolist()
+
+
+# ----------------------------------------------------------------------------- the partition scan
+
+def _triples(uniq, code, pos, tf):
+    u = np.asarray(pd.Series(uniq).astype(str), dtype=object)
+    return sorted(zip(u[np.asarray(code)].tolist(), np.asarray(pos).tolist(), np.asarray(tf).tolist()))
+
+
+def _assert_scan_equal(texts, cfg, label):
+    text = pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))
+    want = tokenize_partition_scan(pd.DataFrame({"text": text}), cfg)
+    got = G.scan_partition(text, cfg)
+    assert got is not None, f"{label}: hash collision on real text"
+    uniq, code, pos, tf, lengths = got
+    np.testing.assert_array_equal(lengths, want.lengths, err_msg=f"{label}: document lengths")
+    assert sorted(pd.Series(uniq).astype(str)) == sorted(pd.Series(want.uniq).astype(str)), f"{label}: terms"
+    assert len(set(pd.Series(uniq).astype(str))) == len(uniq), f"{label}: unique terms repeat"
+    assert _triples(uniq, code, pos, tf) == _triples(want.uniq, want.code, want.pos, want.tf), f"{label}: tf"
+    keys = np.asarray(code).astype(np.int64) * (len(texts) + 1) + np.asarray(pos)
+    assert np.all(np.diff(keys) > 0), f"{label}: pairs not sorted by (code, pos)"
+
+
+@pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))
+@pytest.mark.parametrize("name", ["gensim-lee.cor", "cacm", "nltk-abc"])
+def test_scan_partition_equals_the_cpu_front_end_on_corpora(name, cfg):
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    corpora = datasets.shared_corpora(d)
+    if name not in corpora:
+        pytest.skip(f"{name} not available")
+    _assert_scan_equal(corpora[name]()["text"].tolist(), CONFIGS[cfg], name)
+
+
+@pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))
+def test_scan_partition_on_scripts_marks_and_empty_rows(cfg):
+    texts = ["हिन्दी भाषा", "cafe\u0301 café CAFÉ", "", "  ", "ΟΔΟΣ οδός Σ", "I \u2764\ufe0f NY 😀x", "a_b x\u203fy",
+             "東京タワー 東京", "\u0301abc \u0301 d", "the the THE a an", "running runs ran"]
+    _assert_scan_equal(texts, CONFIGS[cfg], "cases")
+
+
+def test_scan_partition_without_tokens():
+    uniq, code, pos, tf, lengths = G.scan_partition(pd.Series(["", " .. ", "!"], dtype=pd.StringDtype("pyarrow")),
+                                                   CONFIGS["plain"])
+    assert len(uniq) == len(code) == len(pos) == len(tf) == 0
+    assert lengths.tolist() == [0, 0, 0]
+    # every token a stopword
+    uniq, code, _, _, lengths = G.scan_partition(pd.Series(["the a", "an"], dtype=pd.StringDtype("pyarrow")),
+                                                 CONFIGS["lucene+porter"])
+    assert len(code) == 0 and lengths.tolist() == [0, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "an", "the", "running", "runs", "ran", "café", "cafe\u0301", "東京", "x" * 13,
+                                 "is", "naïve", "ab_cd", "ΣΟΦΙΑ"]) | st.text(min_size=1, max_size=8),
+                unique=True, max_size=30),
+       st.sampled_from(list(CONFIGS) + ["stop-only"]))
+def test_term_map_on_uniques_equals_map_terms(terms, which):
+    from cutext.stages.tokenize import map_terms
+
+    cfg = TokenizerConfig.make(stopwords=["the", "a", "is"]) if which == "stop-only" else CONFIGS[which]
+    final, lut = G._term_map(pa.array(terms, type=pa.large_string()), cfg)
+    final = final.to_pylist()
+    assert [None if k < 0 else final[k] for k in lut] == map_terms(terms, cfg)
+    assert len(set(final)) == len(final) and set(final) <= {m for m in map_terms(terms, cfg) if m is not None}
+
+
+def test_a_hash_collision_is_detected(monkeypatch):
+    """Different tokens with one hash must not be merged: the scan reports it (the caller falls
+    back to the exact string path); equal hashes of equal tokens pass."""
+    data, offsets = _pack([b"ab cd ab", b"cd"])
+    monkeypatch.setattr(G, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
+    assert G.scan_arrays(data, offsets, CONFIGS["plain"]) is None
+    data, offsets = _pack([b"ab xyz ab", b"xyz"])  # lengths differ: no collision
+    uniq, code, pos, tf, lengths = G.scan_arrays(data, offsets, CONFIGS["plain"])
+    assert _triples(uniq, code, pos, tf) == [("ab", 0, 2), ("xyz", 0, 1), ("xyz", 1, 1)]
+    assert lengths.tolist() == [3, 1]
+
+
+# ----------------------------------------------------------------------------- the lines reader
+
+class _Piece:
+    options = {"encoding": "utf-8"}
+
+
+@pytest.mark.parametrize("blocksize", [13, 64, 1000, 1 << 20])  # >= 9: at most 1,000 pieces (check_blocksize)
+def test_read_piece_bytes_equals_the_host_reader(tmp_path, monkeypatch, blocksize):
+    """The device reader's host side (parallel preadv into one buffer) reads every piece's bytes
+    exactly as ``_read_bytes`` does: same start, same line-aligned range, for any block size."""
+    from cutext.stages.read import _read_bytes, plan
+
+    monkeypatch.setattr(G, "READ_CHUNK", 5)  # many chunks, several threads, short reads in between
+    rng = np.random.default_rng(blocksize)
+    lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    (tmp_path / "b.txt").write_bytes(b"\n".join(lines[:50]))  # no final newline
+    (tmp_path / "c.txt").write_bytes(b"")
+    (tmp_path / "d.txt").write_bytes(b"\n\n\nx")
+    fs, pieces, _ = plan(str(tmp_path), format="lines", blocksize=blocksize)
+    assert len(pieces) >= 4
+    for p in pieces:
+        want = _read_bytes(fs, p)
+        got = G.read_piece_bytes(fs, p)
+        assert got is not None
+        assert (bytes(got[0]), got[1]) == want, (p.paths[0], p.start, p.end)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"b c", b"", b"\r", b"\n", b"\r\n", b"\xc3\xa9", b" "]), max_size=20)
+       .map(b"".join))
+def test_split_lines_equals_the_host_reader(data):
+    chars, offsets = G.split_lines(np.frombuffer(data, np.uint8))
+    got = [bytes(chars[offsets[i]:offsets[i + 1]]).decode() for i in range(len(offsets) - 1)]
+    want, reps = _lines_table(data, _Piece(), None, 0)
+    assert got == want.to_pylist()
+
+
+UTF8_PIECES = [b"a", b"\xc3\xa9", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xc0\xaf", b"\xc2\x80", b"\xe0\x9f\xbf",
+               b"\xe0\xa0\x80", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf",
+               b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf0\x9f\x98", b"\xe2\x82\xac", b"\x80", b"\xff"]
+UTF8_BYTES = st.binary(max_size=24) | st.lists(st.sampled_from(UTF8_PIECES), max_size=6).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(UTF8_BYTES)
+def test_utf8_validation_agrees_with_python(data):
+    """The device reader's fallback test says "valid" exactly when Python decodes the bytes."""
+    assert K.utf8_valid(np.frombuffer(data, np.uint8)) == python_valid_utf8(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(UTF8_BYTES, st.sampled_from([(1, 1), (1, 5), (4, 3), (64, 64)]))
+def test_utf8_kernel_cuda_source_equals_twin(emu, data, launch):
+    buf = np.frombuffer(data + b"\x00", np.uint8).copy()  # one spare byte: never read (n excludes it)
+    flag = np.zeros(1, np.uint8)
+    emu.launch_utf8(ctypes.c_uint(launch[0]), ctypes.c_uint(launch[1]), _ptr(buf), ctypes.c_longlong(len(data)),
+                    _ptr(flag))
+    assert (flag[0] == 0) == K.utf8_valid(np.frombuffer(data, np.uint8)) == python_valid_utf8(data)
+
+
+def test_utf8_validation_on_a_corpus():
+    d = datasets.default_data_dir()
+    if d is None:
+        pytest.skip("shared data not available")
+    text = "\n".join(datasets.shared_corpora(d)["nltk-brown"]()["text"].tolist()[:200]).encode()
+    assert K.utf8_valid(np.frombuffer(text, np.uint8))
+    bad = text[:5000] + b"\xed\xa0\x80" + text[5000:]
+    assert not K.utf8_valid(np.frombuffer(bad, np.uint8))
