@@ -22,6 +22,12 @@ gpu           (``--gpu``) the same on the device: trie and word ids resident (on
               measured with CUDA events; ``--gpu-queries`` (default 100 M) queries; distributions for
               ``--gpu-contexts`` contexts; paper targets: gLM 65 M queries/s (Titan X), issue target
               >= 650 M/s (H200); paper 003: 3.6 G outputs/s (K80)
+end to end    ``pipelines.run("ngram", file, format="lines")`` from a text file on local disk (the held-out
+              sentences replicated to ``--e2e-queries`` queries, written to ``--tmp``) to a finished output
+              directory: read (host), split + word ids + score + per-document sums (device, GPU rows;
+              numba / pyarrow, CPU row), write Parquet; queries/s = scored tokens / wall seconds, with
+              the per-stage seconds. Issue 10 target: >= 300 M queries/s on one H200.
+              ``--cluster-gpus 1 2``: the same file on a LocalCUDACluster of 1 and 2 workers (``client=``).
 
 Every number is the median of ``--repeats`` runs. ``--json PATH`` writes the rows.
 """
@@ -105,6 +111,54 @@ def replicate(sentences, n_queries):
     return sentences * reps, per * reps
 
 
+_FILES: dict = {}
+
+
+def text_file(sentences, n_queries, folder):
+    """A lines file of the sentences replicated to about ``n_queries`` queries (written once per size)."""
+    import tempfile
+
+    reps_sents, nq = replicate(sentences, n_queries)
+    key = (len(reps_sents), folder)
+    if key not in _FILES:
+        d = Path(tempfile.mkdtemp(prefix="ngram-e2e-", dir=folder))
+        path = d / "text.txt"
+        block = ("\n".join(sentences) + "\n").encode("utf-8")
+        with open(path, "wb") as fh:
+            for _ in range(len(reps_sents) // len(sentences)):
+                fh.write(block)
+        _FILES[key] = (path, nq)
+    return _FILES[key]
+
+
+def end_to_end(add, model, sentences, n_queries, args, system, client=None):
+    """``pipelines.run("ngram", file)`` from a text file to a finished output directory (median of repeats)."""
+    import shutil
+    import tempfile
+
+    from cutext import pipelines
+
+    path, nq = text_file(sentences, n_queries, args.tmp)
+    size = path.stat().st_size
+    out_root = Path(tempfile.mkdtemp(prefix="ngram-e2e-out-", dir=args.tmp))
+    runs = []
+    for k in range(args.repeats + 1):  # the first run warms the page cache and the kernels
+        out = out_root / f"run{k}"
+        t0 = time.perf_counter()
+        r = pipelines.run("ngram", path, out=out, model=model, format="lines", blocksize=args.blocksize,
+                          progress=False, client=client)
+        runs.append((time.perf_counter() - t0, r))
+        shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out_root, ignore_errors=True)
+    t, r = sorted(runs[1:], key=lambda x: x[0])[len(runs[1:]) // 2]
+    nq = r.counts["n_tokens"]
+    add(row="end to end", system=system, queries=nq, seconds=round(t, 4), queries_per_s=round(nq / t),
+        bytes=size, mb_per_s=round(size / t / 1e6, 1),
+        detail=json.dumps({"timings": {k: round(v, 3) for k, v in r.timings.items()},
+                           "docs": r.counts["n_docs"], "pieces": r.counts["partitions"],
+                           "workers": r.counts.get("workers")}))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="shared data folder (default $CUTEXT_DATA or ../shared/data)")
@@ -118,6 +172,12 @@ def main(argv=None):
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU and KenLM rows")
     ap.add_argument("--gpu-queries", type=float, default=1e8)
     ap.add_argument("--gpu-contexts", type=int, default=20000)
+    ap.add_argument("--e2e-queries", type=float, default=1e8, help="queries of the GPU end-to-end file rows")
+    ap.add_argument("--cpu-e2e-queries", type=float, default=2e6, help="queries of the CPU end-to-end file row")
+    ap.add_argument("--cluster-gpus", type=int, nargs="*", default=[],
+                    help="also the end-to-end file row on a LocalCUDACluster of each of these worker counts")
+    ap.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per piece of the end-to-end rows")
+    ap.add_argument("--tmp", default=None, help="folder for the end-to-end text files (default: the system temp)")
     ap.add_argument("--build-binary", default=None,
                     help="KenLM's build_binary executable: adds the sizes of its probing and trie binary files")
     ap.add_argument("--repeats", type=int, default=3)
@@ -195,6 +255,8 @@ def main(argv=None):
         t, _ = median_time(lambda: cpu.score(sents), args.repeats)
         add(row="score", system="cutext CPU end to end (strings)", queries=nq, seconds=round(t, 4),
             queries_per_s=round(nq / t))
+        end_to_end(add, cpu, sentences, args.cpu_e2e_queries, args, f"cutext CPU end to end from a text file "
+                   f"({os.cpu_count()} cores)")
         if kenlm is not None:
             ks, kq = replicate(sentences, args.kenlm_queries)
 
@@ -273,7 +335,16 @@ def main(argv=None):
         gpu.score(ssents[:10])
         t, _ = median_time(lambda: gpu.score(ssents), args.repeats)
         add(row="score", system=f"cutext GPU end to end (strings, {name})", queries=sq, seconds=round(t, 4),
-            queries_per_s=round(sq / t), detail="host split + id lookup, copies both ways")
+            queries_per_s=round(sq / t), detail="list of str -> pyarrow -> device; split + ids on the device; "
+                                                "per-token results back to the host")
+        end_to_end(add, gpu, sentences, args.e2e_queries, args, f"cutext GPU end to end from a text file ({name})")
+        for n in args.cluster_gpus:
+            from dask_cuda import LocalCUDACluster
+            from distributed import Client
+
+            with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
+                end_to_end(add, gpu, sentences, args.e2e_queries, args,
+                           f"cutext GPU end to end from a text file, LocalCUDACluster {n} GPU(s)", client=client)
         check = gpu_score()[0][: int(base_off[-1]) + len(sentences)].get()
         ref = tk.score_tokens(cpu.trie, base_ids, base_off, bos_id=cpu.bos_id, eos_id=cpu.eos_id)[0]
         add(row="check", system="GPU == CPU on the held-out tokens", equal=bool(np.array_equal(check, ref)))

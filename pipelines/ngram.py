@@ -5,8 +5,9 @@ forward trie whose levels hold each context's children as B-tree nodes of 31 key
 by a warp; the queries are batched. :class:`NGramModel` loads an ARPA file and answers
 
 * :meth:`NGramModel.score` -- per-sentence and per-token log10 probabilities (KenLM's semantics);
-* :meth:`NGramModel.next_word_distribution` -- the full distribution over the vocabulary for each
-  context (paper 003's query, for neural / n-gram mixtures), dense or sparse;
+* :meth:`NGramModel.next_word_log10_prob` / :meth:`NGramModel.next_word_prob` -- the full
+  distribution over the vocabulary for each context (paper 003's query, for neural / n-gram
+  mixtures), in log10 (dense) or as probabilities (dense or sparse); the scale is in the name;
 * :meth:`NGramModel.top_k_next` -- the k most probable next words;
 * :meth:`NGramModel.perplexity` -- of a corpus.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,11 +45,102 @@ import pyarrow.parquet as pq
 from cutext.kernels import trie as trie_kernels
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu_object, resolve_backend, to_host
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
+from cutext.stages.sources import input_label, is_frame
 from cutext.stages.arpa import ArpaModel, read_arpa
 from cutext.stages.read import CorpusError
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
+# the per-document columns of scores.parquet (and of NGramModel.score_frame), in order
+SCORE_COLUMNS = (("sentences", np.int32), ("tokens", np.int64), ("oov", np.int64), ("log10_prob", np.float64),
+                 ("perplexity", np.float64))
+
+
+def _perplexity(xp, logp, toks):
+    """``10 ** (-log10_prob / tokens)`` per document, NaN where tokens is 0 (KenLM's perplexity)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.where(toks > 0, 10.0 ** (-logp / xp.maximum(toks, 1)), xp.nan)
+
+
+# ----------------------------------------------------------------------------- one model per process
+
+_MODELS: dict = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _model_key(path, backend: str, encoding: str) -> tuple:
+    p = Path(path).resolve()
+    try:
+        st = p.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (None, None)
+    return (str(p), *stamp, backend, encoding)
+
+
+def _restore_model(path, mtime_ns, size, backend, encoding):
+    """Unpickle an :class:`NGramModel`: the process's cached copy, loaded from its ARPA file the first time."""
+    key = (path, mtime_ns, size, backend, encoding)
+    with _MODELS_LOCK:
+        m = _MODELS.get(key)
+        if m is None:
+            now = _model_key(path, backend, encoding)
+            if now != key and now[1] is not None:
+                raise FileNotFoundError(f"{path}: the ARPA file changed since the model was loaded "
+                                        "(modification time or size differ); load it again")
+            m = _MODELS[key] = NGramModel.load(path, backend=backend, encoding=encoding)
+    return m
+
+
+def cached_model(path, backend: str = "auto", encoding: str = "utf-8") -> NGramModel:
+    """The model of an ARPA file, loaded once per process (keyed by path, modification time, size,
+    backend and encoding): what a dask worker calls, so that a model is not loaded or sent per task.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    backend : {"auto", "cpu", "gpu"}
+    encoding : str
+
+    Raises
+    ------
+    FileNotFoundError, cutext.stages.arpa.ArpaError
+        As :meth:`NGramModel.load`.
+    """
+    be = resolve_backend(backend, needs=ARRAY_STACK)
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    key = _model_key(path, be, encoding)
+    return _restore_model(*key)
+
+
+class _FrameScorer:
+    """Picklable partition function of :meth:`NGramModel.score_frame` (the model pickles as its path)."""
+
+    def __init__(self, model, text_column, sentence, bos, eos, prefix):
+        self.model = model
+        self.text_column = text_column
+        self.sentence = sentence
+        self.bos = bos
+        self.eos = eos
+        self.prefix = prefix
+
+    def __call__(self, df):
+        texts = df[self.text_column]
+        gpu_frame = is_gpu_object(df)
+        if not gpu_frame:
+            texts = texts.reset_index(drop=True)
+        try:
+            cols = self.model.score_documents(texts, self.sentence, self.bos, self.eos)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise TypeError(f"score_frame: column {self.text_column!r} does not hold text: {exc}") from None
+        out = df.copy(deep=False)
+        for name, dtype in SCORE_COLUMNS:
+            v = cols[name]
+            v = v.astype(dtype) if gpu_frame and is_gpu_object(v) else to_host(v).astype(dtype)
+            out[self.prefix + name] = v
+        return out
+
 
 
 def _as_string_array(texts) -> pa.Array:
@@ -179,6 +272,15 @@ class NGramModel:
         self.trie = trie.to_device() if backend == "gpu" else trie
         self.load_seconds = load_seconds or {}
         self._vocab_index = None
+        self._vocab_hash = {}  # "host" / "device" -> cutext.kernels.wordsplit.VocabHash
+
+    def __reduce__(self):
+        """Pickle as a reference to the ARPA file: a dask worker loads the model once per process
+        (:func:`cached_model`), so the trie never travels with a task."""
+        key = _model_key(self.path, self.backend, self.encoding)
+        with _MODELS_LOCK:
+            _MODELS.setdefault(key, self)  # unpickled in this process: this very object
+        return (_restore_model, key)
 
     @classmethod
     def load(cls, path, backend: str = "auto", encoding: str = "utf-8") -> NGramModel:
@@ -215,6 +317,11 @@ class NGramModel:
         t3 = time.perf_counter()
         model.load_seconds = {"read_arpa": t1 - t0, "build_trie": t2 - t1, "to_device": t3 - t2}
         return model
+
+    def __repr__(self) -> str:
+        return (f"NGramModel(order={self.order}, V={self.vocab_size:,}, "
+                f"ngrams=[{', '.join(f'{c:,}' for c in self.counts)}], "
+                f"bytes_per_ngram={self.bytes_per_ngram():.1f}, backend={self.backend!r}, path={str(self.path)!r})")
 
     # ------------------------------------------------------------------ vocabulary
     @property
@@ -285,6 +392,219 @@ class NGramModel:
         np.cumsum(lens, out=offsets[1:])
         return self.word_ids(words), offsets
 
+    def vocab_hash(self, device: bool = False):
+        """The vocabulary as a byte-exact hash table (:class:`cutext.kernels.wordsplit.VocabHash`), built
+        once on the host and copied once to the device (``device=True``)."""
+        from cutext.kernels.wordsplit import VocabHash
+
+        key = "device" if device else "host"
+        vh = self._vocab_hash.get(key)
+        if vh is None:
+            host = self._vocab_hash.get("host")
+            if host is None:
+                vb = self.vocab_bytes
+                bufs = vb.buffers()
+                offsets = np.frombuffer(bufs[1], np.int64, count=len(vb) + 1, offset=vb.offset * 8)
+                chars = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+                lo, hi = int(offsets[0]), int(offsets[-1])
+                host = self._vocab_hash["host"] = VocabHash.build(chars[lo:hi], offsets - lo)
+            vh = self._vocab_hash[key] = host.to_device() if device else host
+        return vh
+
+    def _text_on_device(self, texts) -> bool:
+        """Whether :meth:`score` splits ``texts`` on the device: a GPU model, and text that is bytes, a cudf
+        column, or ``str`` under UTF-8 (other codecs encode on the host, word by word)."""
+        from cutext.stages.ngram_text import TextBuffers
+
+        if self.backend != "gpu":
+            return False
+        if is_gpu_object(texts) or self.encoding == "utf-8" or isinstance(texts, TextBuffers):
+            return True
+        if isinstance(texts, pa.ChunkedArray):
+            texts = texts.combine_chunks()
+        if isinstance(texts, pa.Array):
+            return pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type)
+        return isinstance(texts, (list, tuple)) and len(texts) > 0 and all(isinstance(t, bytes) for t in texts)
+
+    def encode_device(self, sentences, device: bool = True):
+        """:meth:`encode` on the device: split on ASCII white space and look words up by their bytes there.
+
+        Parameters
+        ----------
+        sentences : list of str / bytes (or of lists of words), pandas Series, pyarrow array, or cudf
+            strings Series. ``str`` text is taken as UTF-8 bytes.
+        device : bool
+            True: the kernels of :mod:`cutext.kernels.wordsplit` on the current device (needs cupy);
+            False: their numba twins on the host (the oracle of the GPU tests).
+
+        Returns
+        -------
+        ids : int32 (n_words,), cupy (device) or numpy
+        offsets : int64 (n_sent + 1,)
+            Equal to :meth:`encode` for UTF-8 text.
+        """
+        from cutext.stages.ngram_text import encode_text, text_buffers
+
+        if not is_gpu_object(sentences) and not (isinstance(sentences, (pa.Array, pa.ChunkedArray)) or (
+                isinstance(sentences, pd.Series) and sentences.dtype != object)):
+            sentences = _as_string_array(sentences)  # lists, and object Series (which may hold lists of words)
+        chars, offsets = text_buffers(sentences, device=device)
+        ids, word_offsets, _ = encode_text(chars, offsets, self.vocab_hash(device), self.unk_id, "document")
+        return ids, word_offsets
+
+    def score_documents(self, texts, sentence: str = "line", bos: bool = True, eos: bool = True,
+                        kernels=None) -> dict:
+        """Per-document scores of a column of documents (the columns of the pipeline's ``scores.parquet``).
+
+        Parameters
+        ----------
+        texts : pyarrow string array, pandas Series, list of str, or cudf strings Series (nulls: empty)
+        sentence : {"line", "document"}
+            ``"line"``: every non-blank line is a sentence; ``"document"``: the document is one sentence.
+        bos, eos : bool
+        kernels : bool, optional
+            True: split, look up and sum with :mod:`cutext.kernels.wordsplit` where the model is (CUDA on
+            a GPU model, their numba twins on a CPU model); False: pyarrow on the host (the CPU path);
+            None (default): the kernels on a GPU model when :meth:`score` would use them, else pyarrow.
+
+        Returns
+        -------
+        dict of arrays (n_docs,), numpy, or cupy when the text was split on the device
+            ``sentences`` int32, ``tokens`` int64 (words + one ``</s>`` per sentence when eos), ``oov``
+            int64, ``log10_prob`` float64 (sum over the sentences), ``perplexity`` float64
+            (``10 ** (-log10_prob / tokens)``, NaN when tokens is 0).
+
+        Raises
+        ------
+        ValueError
+            ``sentence`` not "line" / "document"; ``eos`` with a model that has no ``</s>``.
+        TypeError
+            ``texts`` is not strings.
+        """
+        if sentence not in ("line", "document"):
+            raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
+        from cutext.stages.ngram_text import TextBuffers
+
+        if kernels is None:
+            kernels = self._text_on_device(texts)
+        if kernels:
+            return self._score_documents_kernels(texts, sentence, bos, eos)
+        if isinstance(texts, TextBuffers):  # bytes and offsets: a binary column on the host
+            c, o = (to_host(x) for x in (texts.chars, texts.offsets))
+            texts = pa.Array.from_buffers(pa.large_binary(), len(o) - 1,
+                                          [None, pa.py_buffer(np.ascontiguousarray(o, np.int64)),
+                                           pa.py_buffer(np.ascontiguousarray(c, np.uint8))])
+        if is_gpu_object(texts):
+            texts = texts.to_arrow()
+        if isinstance(texts, pd.Series):
+            texts = pa.array(texts, from_pandas=True)
+        elif not isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            texts = _as_string_array(texts)
+        if isinstance(texts, pa.ChunkedArray):
+            texts = texts.combine_chunks()
+        if pa.types.is_null(texts.type):
+            texts = texts.cast(pa.large_string())
+        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)
+                or pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type)):
+            raise TypeError(f"text must be strings, got {texts.type}")
+        if pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type):
+            texts = texts.cast(pa.large_binary()).fill_null(b"")
+            sents, doc_of = _sentences_of(texts.view(pa.large_string()), sentence)
+            sents = sents.view(pa.large_binary())
+        else:
+            texts = texts.cast(pa.large_string()).fill_null("")
+            sents, doc_of = _sentences_of(texts, sentence)
+        nd = len(texts)
+        sc = self.score(sents, bos=bos, eos=eos) if len(sents) else None
+        if sc is None:
+            z = np.zeros(nd, np.int64)
+            return {"sentences": z.astype(np.int32), "tokens": z, "oov": z.copy(),
+                    "log10_prob": np.zeros(nd, np.float64), "perplexity": np.full(nd, np.nan)}
+        logp = np.bincount(doc_of, weights=sc.log10_prob, minlength=nd).astype(np.float64)
+        toks = np.bincount(doc_of, weights=sc.tokens, minlength=nd).astype(np.int64)
+        nsent = np.bincount(doc_of, minlength=nd).astype(np.int32)
+        oov = np.bincount(doc_of, weights=sc.oov_counts(), minlength=nd).astype(np.int64)
+        return {"sentences": nsent, "tokens": toks, "oov": oov, "log10_prob": logp,
+                "perplexity": _perplexity(np, logp, toks)}
+
+    def _score_documents_kernels(self, texts, sentence, bos, eos) -> dict:
+        """:meth:`score_documents` with the wordsplit kernels where the model is: on a GPU model text,
+        words, ids, scores and sums stay on the device (cupy out); on a CPU model the numba twins."""
+        from cutext.stages.ngram_text import document_scores, encode_text, text_buffers
+
+        if eos and self.eos_id < 0:
+            raise ValueError(f"{self.path}: the model has no </s>; score with eos=False")
+        from cutext.stages.ngram_text import TextBuffers
+
+        if not is_gpu_object(texts) and not isinstance(texts, (pa.Array, pa.ChunkedArray, pd.Series, TextBuffers)):
+            texts = _as_string_array(texts)
+        device = self.backend == "gpu"
+        chars, offsets = text_buffers(texts, device=device)
+        nd = len(offsets) - 1
+        ids, woff, sdoc = encode_text(chars, offsets, self.vocab_hash(device), self.unk_id, sentence)
+        _, _, total, _ = self.score_ids(ids, woff, bos, eos)
+        return document_scores(ids, woff, sdoc, total, nd, self.unk_id, eos)
+
+    def score_frame(self, frame, text_column: str = "text", *, sentence: str = "line", bos: bool = True,
+                    eos: bool = True, prefix: str = ""):
+        """The frame with the per-document scores of its text column added (partition by partition).
+
+        Parameters
+        ----------
+        frame : pandas / cudf DataFrame, or dask / dask-cudf DataFrame
+            One document per row.
+        text_column : str
+            The column holding the text (strings; nulls score as empty documents).
+        sentence : {"line", "document"}
+            As the ``ngram`` pipeline: every non-blank line is a sentence, or the document is one.
+        bos, eos : bool
+        prefix : str
+            Prepended to the new column names.
+
+        Returns
+        -------
+        The same kind of frame (same rows, index and columns) with the columns of the pipeline's
+        ``scores.parquet``: ``sentences`` int32, ``tokens`` int64, ``oov`` int64, ``log10_prob`` float64,
+        ``perplexity`` float64 (per row; equal to ``pipelines.run("ngram", ...)`` on the same texts).
+        A dask frame stays lazy: ``map_partitions``; the model travels to the workers as a reference to
+        its ARPA file and is loaded once per worker process (:func:`cached_model`), on the worker's GPU
+        for a GPU model. cudf partitions are split and looked up on the device.
+
+        Raises
+        ------
+        KeyError
+            No ``text_column`` in the frame (the message lists the columns).
+        TypeError
+            Not a DataFrame, or a text column that is not strings.
+        ValueError
+            A new column name is already a column of the frame (pass ``prefix=``); bad ``sentence``.
+        """
+        if sentence not in ("line", "document"):
+            raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
+        meta = getattr(frame, "_meta", None)
+        like = frame if meta is None else meta
+        if not hasattr(like, "columns") or not hasattr(like, "iloc"):
+            raise TypeError(f"score_frame takes a pandas / cudf / dask DataFrame, got {type(frame).__name__}"
+                            " (a Series: series.to_frame())")
+        if text_column not in like.columns:
+            raise KeyError(f"score_frame: the frame has no column {text_column!r}; its columns are "
+                           f"{list(like.columns)}")
+        names = [prefix + c for c, _ in SCORE_COLUMNS]
+        clash = [c for c in names if c in like.columns]
+        if clash:
+            raise ValueError(f"score_frame: the frame already has column(s) {clash}; pass prefix= to name the "
+                             "score columns apart")
+        dt = like[text_column].dtype
+        if getattr(dt, "kind", "O") in "biufcmM":
+            raise TypeError(f"score_frame: column {text_column!r} holds {dt}, not text")
+        fn = _FrameScorer(self, text_column, sentence, bos, eos, prefix)
+        if meta is None:
+            return fn(frame)
+        out_meta = meta.copy()
+        for (_, dtype), name in zip(SCORE_COLUMNS, names):
+            out_meta[name] = np.empty(0, dtype)
+        return frame.map_partitions(fn, meta=out_meta)
+
     # ------------------------------------------------------------------ scoring
     def score_ids(self, ids, offsets, bos: bool = True, eos: bool = True):
         """Score id sequences on the model's backend; see :func:`cutext.kernels.trie.score_tokens`.
@@ -307,8 +627,10 @@ class NGramModel:
 
         Parameters
         ----------
-        sentences : list of str (or of lists of words), pandas Series or pyarrow array
-            Words are separated by ASCII white space; case is kept.
+        sentences : list of str (or of lists of words), pandas Series, pyarrow array, or a cudf strings
+            Series (GPU models). Words are separated by ASCII white space; case is kept. On a GPU model
+            the text is split and its words looked up on the device (:meth:`encode_device`) unless
+            ``str`` text must be encoded with a codec other than UTF-8.
         bos : bool
             Begin in the context ``<s>`` (not scored).
         eos : bool
@@ -320,9 +642,12 @@ class NGramModel:
             ``log10_prob`` equals KenLM's ``Model.score(s, bos, eos)`` (summed in float64, KenLM
             sums in float32) and ``full_scores(i)`` equals KenLM's ``full_scores``.
         """
-        ids, offsets = self.encode(sentences)
+        if self._text_on_device(sentences):
+            ids, offsets = self.encode_device(sentences)
+        else:
+            ids, offsets = self.encode(sentences)
         tok, nlen, total, out_off = self.score_ids(ids, offsets, bos, eos)
-        tok, nlen, total, out_off = (to_host(x) for x in (tok, nlen, total, out_off))
+        tok, nlen, total, out_off, ids, offsets = (to_host(x) for x in (tok, nlen, total, out_off, ids, offsets))
         oov_words = ids == self.unk_id
         if eos:
             oov = np.zeros(len(tok), bool)
@@ -369,9 +694,60 @@ class NGramModel:
         ids, offsets = xp.asarray(ids), xp.asarray(offsets)
         return trie_kernels.suffix_entries(self.trie, ids, offsets, n - 1)
 
+    def next_word_log10_prob(self, contexts, order=None, bos: bool = False):
+        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, paper 003, 3.3).
+
+        Parameters
+        ----------
+        contexts : list of str (or of lists of words)
+            The preceding words; only the last ``order - 1`` matter.
+        order : int, optional
+            Use the model's n-grams of orders 1 .. ``order`` (default: the model's order).
+        bos : bool
+            Prepend ``<s>`` to every context.
+
+        Returns
+        -------
+        float32 array (n_contexts, V), numpy (cpu) or cupy (gpu)
+            log10 probabilities; ``10 ** row`` sums to 1 for a normalized model; entries equal
+            :meth:`score` of ``context + w``; the column of ``<s>`` is -inf.
+
+        Raises
+        ------
+        ValueError
+            ``order`` outside 1..N.
+        """
+        return self.next_word_distribution(contexts, order=order, sparse=False, bos=bos, log10=True)
+
+    def next_word_prob(self, contexts, order=None, sparse: bool = False, bos: bool = False):
+        """p(w | context) as plain probabilities (not log10), dense or sparse.
+
+        Parameters
+        ----------
+        contexts, order, bos
+            As in :meth:`next_word_log10_prob`.
+        sparse : bool
+            False: the dense back-off distribution over every word (rows sum to 1).  True: paper
+            003's per-order answer -- only the n-grams ``(context, w)`` stored at exactly ``order``
+            (the children of the context's trie node), as a CSR matrix whose implicit zeros are
+            probability 0 ("not stored").
+
+        Returns
+        -------
+        dense: float32 array (n_contexts, V), numpy (cpu) or cupy (gpu)
+        sparse: scipy.sparse.csr_matrix (cpu) or cupyx.scipy.sparse.csr_matrix (gpu), (n_contexts, V)
+            float32 probabilities, column indices sorted within each row.
+        """
+        return self.next_word_distribution(contexts, order=order, sparse=sparse, bos=bos, log10=False)
+
     def next_word_distribution(self, contexts, order=None, sparse: bool = False, bos: bool = False,
                                log10=None):
         """The distribution over the whole vocabulary of the word following each context (paper 003, 3.3).
+
+        Kept for compatibility; the scale is in the name of :meth:`next_word_log10_prob` (dense,
+        log10) and :meth:`next_word_prob` (probabilities, dense or sparse), which new code should
+        use.  Here the scale follows ``log10=``; left out, it is log10 for the dense form and
+        probabilities for the sparse form (a ``FutureWarning`` says so for ``sparse=True``).
 
         Parameters
         ----------
@@ -404,6 +780,12 @@ class NGramModel:
             ``order`` outside 1..N.
         """
         n = self._order(order)
+        if sparse and log10 is None:
+            import warnings
+
+            warnings.warn("next_word_distribution(sparse=True) returns plain probabilities while the dense "
+                          "form is log10; say which with next_word_prob(sparse=True) or log10=False/True",
+                          FutureWarning, stacklevel=2)
         log10 = (not sparse) if log10 is None else bool(log10)
         if sparse:
             return self._sparse_distribution(contexts, n, bos, log10)
@@ -522,9 +904,110 @@ def _sentences_of(texts: pa.Array, sentence: str):
     lines = pc.split_pattern(texts, "\n")
     parent = pc.list_parent_indices(lines).to_numpy().astype(np.int64)
     flat = lines.flatten()
-    keep = pc.greater(pc.utf8_length(pc.ascii_trim_whitespace(flat)), 0).to_numpy(zero_copy_only=False)
+    keep = pc.greater(pc.binary_length(pc.ascii_trim_whitespace(flat)), 0).to_numpy(zero_copy_only=False)
     idx = np.flatnonzero(keep)
     return flat.take(pa.array(idx)), parent[idx]
+
+
+def _read_texts(piece, fs):
+    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.read`)."""
+    from cutext.stages.read import read_piece
+
+    df = read_piece(piece, fs)
+    src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
+    texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
+    return pa.table({"source_id": src, "text": texts})
+
+
+def _frame_texts(df):
+    """A partition of a frame corpus (``source_id``, ``text``; pandas or cudf) as the host table of
+    :func:`_read_texts`."""
+    df = to_host(df)
+    src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
+    texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
+    return pa.table({"source_id": src, "text": texts})
+
+
+def _read_for(lm, piece, fs):
+    """A piece read for ``lm``: on a GPU model, a lines piece goes straight to device buffers
+    (:func:`cutext.stages.ngram_text.read_lines_buffers`), anything else through the reader."""
+    if lm.backend == "gpu":
+        from cutext.stages.ngram_text import read_lines_buffers
+
+        buf = read_lines_buffers(piece, fs, device=True)
+        if buf is not None:
+            return buf
+    return _read_texts(piece, fs)
+
+
+def _n_rows(texts) -> int:
+    return texts.num_rows if isinstance(texts, pa.Table) else len(texts)
+
+
+def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool):
+    """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document columns."""
+    if not isinstance(table, pa.Table):  # TextBuffers of a lines piece: numbered source ids
+        from cutext.stages.ngram_text import TextBuffers
+
+        if (a, b) != (0, len(table)):
+            table = TextBuffers(table.chars, table.offsets[a:b + 1])
+        cols = lm.score_documents(table, sentence, bos, eos)
+        out = {"source_id": pa.nulls(b - a, pa.large_string())}
+        for name, dtype in SCORE_COLUMNS:
+            out[name] = pa.array(to_host(cols[name]).astype(dtype))
+        return pa.table(out), "local"
+    part = table.slice(a, b - a)
+    cols = lm.score_documents(part["text"].combine_chunks(), sentence, bos, eos)
+    out = {"source_id": part["source_id"].combine_chunks()}
+    for name, dtype in SCORE_COLUMNS:
+        out[name] = pa.array(to_host(cols[name]).astype(dtype))
+    try:
+        from distributed import get_worker
+
+        where = get_worker().address
+    except (ImportError, ValueError):
+        where = "local"
+    return pa.table(out), where
+
+
+def _split_bounds(n_rows: int, parts: int) -> list:
+    """``parts`` (at most ``n_rows``, at least 1) contiguous row ranges covering ``n_rows`` rows."""
+    parts = max(1, min(parts, n_rows))
+    cuts = [n_rows * k // parts for k in range(parts + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _score_on_client(client, lm, pieces, read_remote, sentence, bos, eos, bar):
+    """Score the pieces on the Client's workers: every piece is read on a worker (a lines piece of a GPU
+    model straight to that worker's device), and split into row ranges when there are fewer pieces than
+    workers (a single compressed file), so that every worker scores.
+
+    Returns the per-piece row counts and the scored slices ``(piece index, table)`` in corpus order,
+    and the addresses of the workers that scored.
+    """
+    from distributed import as_completed
+
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    if not workers:
+        raise RuntimeError("the dask Client has no workers")
+    W = len(workers)
+    reads = [read_remote(client, i, workers[i % W]) for i in range(len(pieces))]
+    n_rows = client.gather(client.map(_n_rows, reads, pure=False))
+    per_piece = -(-W // len(pieces)) if len(pieces) < W else 1
+    tasks = []
+    for i, (f, n) in enumerate(zip(reads, n_rows)):
+        for a, b in _split_bounds(n, per_piece):
+            tasks.append((i, f, a, b))
+    futs = [client.submit(_score_slice, lm, f, a, b, sentence, bos, eos, workers=[workers[k % W]],
+                          allow_other_workers=True, pure=False) for k, (i, f, a, b) in enumerate(tasks)]
+    if bar is not None:
+        bar.reset(total=len(futs))
+        for _ in as_completed(futs):
+            bar.update(1)
+    results = client.gather(futs)
+    del reads
+    slices = [(i, t) for (i, _, _, _), (t, _) in zip(tasks, results)]
+    return list(n_rows), slices, sorted({w for _, w in results})
 
 
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
@@ -535,28 +1018,49 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
 
     Parameters
     ----------
-    path : str, os.PathLike or list
-        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats).
+    path : str, os.PathLike, list, or a frame
+        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats), or a pandas / cudf /
+        dask / dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
+        :mod:`cutext.stages.sources`), read partition by partition.
     out : str or os.PathLike
         Output directory (appears only when complete).
+        ``pipelines.run("ngram", path)`` and the CLI default to ``"ngram-out"`` (one rule for
+        every pipeline: ``"<name>-out"`` in the working directory).
     model : str, os.PathLike or NGramModel
         An ARPA file or a loaded model (whose backend is then used).
     backend : {"auto", "cpu", "gpu"}
-        Where the trie is queried when ``model`` is a path (reading and word splitting run on the host).
+        Where the trie is queried when ``model`` is a path. On the GPU the text of every piece goes to
+        the device once, and sentences, words, word ids, scores and per-document sums are computed there
+        (:meth:`NGramModel.score_documents`); reading stays on the host.
     sentence : {"line", "document"}
         ``"line"``: every non-blank line of a document is a sentence; ``"document"``: one sentence.
     bos, eos : bool
         KenLM's sentence boundaries.
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.read.read_corpus`).
-    overwrite, progress : bool
-    client, scheduler, n_workers
-        Accepted for the common pipeline signature; the corpus is read piece by piece in-process.
+    overwrite : bool
+    progress : bool
+        Show pieces scored / total: a bar when standard error is a terminal, else a plain line
+        every 10 s and one at the end.
+    client : distributed.Client, optional
+        Score on the Client's workers: each piece is read and scored on a worker (the model travels as a
+        reference to its ARPA file and is loaded once per worker process, on the worker's GPU for a GPU
+        model: one GPU per worker on a ``LocalCUDACluster``); when there are fewer pieces than workers
+        (e.g. one compressed file) the pieces are split into row ranges so that every worker scores.
+        The per-document rows come back to this process, which writes the output. Scores are identical
+        to a run in one process.
+    scheduler : {"auto", "sync", "threads", "cluster"}
+        Without ``client``: ``"cluster"`` starts a local cluster (:func:`cutext.stages.compute.compute_context`;
+        ``n_workers`` workers) and scores there as with ``client``; the others (``"auto"`` whatever the
+        input size) score the pieces one after another in this process (the numba kernels use every core).
+    n_workers : int, optional
+        Workers of the local cluster (``scheduler="cluster"``).
 
     Returns
     -------
     RunResult
-        ``counts``: n_docs, n_sentences, n_tokens, n_oov, empty_docs; ``params`` records the model.
+        ``counts``: n_docs, n_sentences, n_tokens, n_oov, empty_docs, partitions (pieces read),
+        tasks (row ranges scored), workers (distinct workers that scored); ``params`` records the model.
 
     Raises
     ------
@@ -569,12 +1073,15 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
         directory, an input or a parent of one (:mod:`cutext.stages.output`); checked before any work.
     """
-    from cutext.stages.read import plan, read_piece
+    from cutext.stages.compute import compute_context
+    from cutext.stages.read import plan
 
     check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
 
     if sentence not in ("line", "document"):
         raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
+    if n_workers is not None and client is not None:
+        raise ValueError("pass client= or n_workers=, not both (n_workers sizes a local cluster)")
     timings = {}
     t0 = time.perf_counter()
     if isinstance(model, NGramModel):
@@ -582,77 +1089,171 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     else:
         lm = NGramModel.load(model, backend=backend)
     timings["load_model"] = time.perf_counter() - t0
-    fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
-                           blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                           glob=glob)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    check = None
+    if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.sources)
+        import dask
 
-        bar = tqdm(total=len(pieces), desc="ngram", unit="piece")
-    tables = []
-    n_docs = 0
-    rows_seen: dict[int, int] = {}
-    t_read = t_score = 0.0
-    totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
-    sum_log10 = 0.0
+        from cutext.stages.corpus import open_corpus
+
+        src = open_corpus(path, backend="cpu", format=format, text_column=text_column, id_column=id_column,
+                          blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+        pieces, fmt, check = src.pieces, src.format, src.check_documents
+        parts = src.docs.to_delayed()
+
+        def read_local(i):
+            return _frame_texts(parts[i].compute())
+
+        def read_remote(client, i, worker):
+            return client.compute(dask.delayed(_frame_texts)(parts[i]), workers=[worker], allow_other_workers=True)
+    else:
+        fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
+                               blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                               glob=glob)
+
+        def read_local(i):
+            return _read_for(lm, pieces[i], fs)
+
+        def read_remote(client, i, worker):
+            return client.submit(_read_for, lm, pieces[i], fs, workers=[worker], allow_other_workers=True,
+                                 pure=False)
+    bar = None
+    if progress:  # a bar on a terminal, else a plain line every 10 s and one at the end
+        from cutext.stages.progress import progress_bar
+
+        bar = progress_bar(total=len(pieces), desc="ngram score", unit="partitions")
+    workers_used = ["local"]
     try:
-        with atomic_directory(out, overwrite=overwrite, kind="cutext.ngram", manifest="ngram.json",
-                              inputs=[path, model]) as tmp:
-            for piece in pieces:
-                ta = time.perf_counter()
-                df = read_piece(piece, fs)
-                tb = time.perf_counter()
-                t_read += tb - ta
-                nd = len(df)
-                src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
-                if piece.numbered and src.null_count:
-                    r0 = rows_seen.get(piece.file_index, 0)
-                    prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
-                    rows = [f"{prefix}{r}" for r in range(r0, r0 + nd)]
-                    src = pc.if_else(src.is_null(), pa.array(rows, pa.large_string()), src)
-                rows_seen[piece.file_index] = rows_seen.get(piece.file_index, 0) + nd
-                texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
-                sents, doc_of = _sentences_of(texts, sentence)
-                sc = lm.score(sents, bos=bos, eos=eos)
-                logp = np.bincount(doc_of, weights=sc.log10_prob, minlength=nd).astype(np.float64)
-                toks = np.bincount(doc_of, weights=sc.tokens, minlength=nd).astype(np.int64)
-                nsent = np.bincount(doc_of, minlength=nd).astype(np.int32)
-                oov = np.bincount(doc_of, weights=sc.oov_counts(), minlength=nd).astype(np.int64)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ppl = np.where(toks > 0, 10.0 ** (-logp / np.maximum(toks, 1)), np.nan)
-                tables.append(pa.table({
-                    "doc_id": pa.array(np.arange(n_docs, n_docs + nd, dtype=np.int64)),
-                    "source_id": src, "sentences": pa.array(nsent), "tokens": pa.array(toks),
-                    "oov": pa.array(oov), "log10_prob": pa.array(logp), "perplexity": pa.array(ppl)}))
-                n_docs += nd
-                totals["n_sentences"] += len(sc)
-                totals["n_tokens"] += int(toks.sum())
-                totals["n_oov"] += int(oov.sum())
-                sum_log10 += float(sc.log10_prob.sum())
-                t_score += time.perf_counter() - tb
-                if bar is not None:
-                    bar.update(1)
+        # nbytes=0: "auto" scores in this process whatever the input size (a piece at a time, streaming)
+        with compute_context(lm.backend, client=client, scheduler=scheduler, nbytes=0,
+                             n_workers=n_workers) as info, \
+                atomic_directory(out, overwrite=overwrite, kind="cutext.ngram", manifest="ngram.json",
+                                 inputs=[path, model]) as tmp:
+            ta = time.perf_counter()
+            sink = _ScoresWriter(tmp / "scores.parquet", pieces)
+            try:
+                if info.client is not None:
+                    n_rows, slices, workers_used = _score_on_client(info.client, lm, pieces, read_remote, sentence,
+                                                                    bos, eos, bar)
+                    for i, t in slices:
+                        sink.add(i, t)
+                    n_tasks = len(slices)
+                    timings["read+score"] = time.perf_counter() - ta
+                else:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    t_read = 0.0
+                    with ThreadPoolExecutor(1) as pool:  # the next piece is read while this one is scored
+                        nxt = pool.submit(read_local, 0) if pieces else None
+                        for i in range(len(pieces)):
+                            tr = time.perf_counter()
+                            texts = nxt.result()
+                            t_read += time.perf_counter() - tr
+                            nxt = pool.submit(read_local, i + 1) if i + 1 < len(pieces) else None
+                            n = _n_rows(texts)
+                            sink.add(i, _score_slice(lm, texts, 0, n, sentence, bos, eos)[0])
+                            del texts
+                            if bar is not None:
+                                bar.update(1)
+                    n_tasks = len(pieces)
+                    # "read": waiting for reads (they overlap scoring); "score": the rest, but the write
+                    timings.update({"read": t_read, "score": time.perf_counter() - ta - t_read})
+                tw = time.perf_counter()
+                sink.close()
+            except BaseException:
+                sink.abort()
+                raise
+            n_docs = sink.n_docs
             if n_docs == 0:
-                raise CorpusError(f"{path}: the corpus holds no document")
-            tw = time.perf_counter()
-            table = pa.concat_tables(tables)
-            pq.write_table(table, tmp / "scores.parquet")
-            empty = int(pc.sum(pc.equal(table["tokens"], 0)).as_py() or 0)
-            ppl_all = 10.0 ** (-sum_log10 / totals["n_tokens"]) if totals["n_tokens"] else float("nan")
-            timings.update({"read": t_read, "score": t_score, "write": time.perf_counter() - tw})
-            counts = {"n_docs": n_docs, **totals, "empty_docs": empty, "partitions": len(pieces)}
+                raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+            if check is not None:  # a frame's id column: unique ids
+                check(pq.read_table(tmp / "scores.parquet", columns=["source_id"]))
+            tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
+            ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
+            timings["write"] = time.perf_counter() - tw  # what was left of the write (it overlaps scoring)
+            counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": len(pieces),
+                      "tasks": n_tasks, "workers": len(workers_used)}
             write_json(tmp / "ngram.json", {
-                "kind": "cutext.ngram", "version": __version__, "source": str(path), "format": fmt,
+                "kind": "cutext.ngram", "version": __version__, "source": input_label(path), "format": fmt,
                 "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
                 "log10_prob": sum_log10, "perplexity": ppl_all, "counts": counts, "timings": timings,
-                "backend": lm.backend, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                "backend": lm.backend, "scheduler": info.scheduler, "n_workers": info.n_workers,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     finally:
         if bar is not None:
             bar.close()
     params = {"model": str(lm.path), "order": lm.order, "sentence": sentence, "bos": bos, "eos": eos,
               "format": fmt, "perplexity": ppl_all, "log10_prob": sum_log10}
-    return RunResult("ngram", Path(out).absolute(), lm.backend, "sync", 1, counts, timings, params)
+    return RunResult("ngram", Path(out).absolute(), lm.backend, info.scheduler, info.n_workers, counts, timings,
+                     params, headline={"perplexity": ppl_all})  # 10 ** (-sum log10 p / tokens) over the corpus
+
+
+class _ScoresWriter:
+    """Writes ``scores.parquet`` piece by piece, in corpus order, in a background thread (one row group per
+    added table, so writing overlaps scoring): the dense ``doc_id``, the source ids of line-numbered
+    inputs filled with ``<label>:<row>`` (row within its file, across the file's pieces), and the totals.
+    """
+
+    def __init__(self, path, pieces):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.path = path
+        self.pieces = pieces
+        self.pool = ThreadPoolExecutor(1)
+        self.futures = []
+        self.writer = None
+        self.n_docs = 0
+        self.rows_seen: dict = {}
+        self.totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
+        self.sum_log10 = 0.0
+        self.empty = 0
+
+    def add(self, i: int, table: pa.Table):
+        """The scored rows of (a range of) piece ``i``; called in corpus order."""
+        piece = self.pieces[i]
+        n = table.num_rows
+        r0 = self.rows_seen.get(piece.file_index, 0)
+        self.rows_seen[piece.file_index] = r0 + n
+        d0 = self.n_docs
+        self.n_docs += n
+        self.futures.append(self.pool.submit(self._write, piece, table, r0, d0))
+
+    def _write(self, piece, table, r0, d0):
+        n = table.num_rows
+        src = table["source_id"].combine_chunks()
+        if piece.numbered and src.null_count:
+            rows = pc.cast(pa.array(np.arange(r0, r0 + n, dtype=np.int64)), pa.large_string())
+            if piece.labels[0]:
+                rows = pc.binary_join_element_wise(pa.scalar(f"{piece.labels[0]}:", pa.large_string()), rows,
+                                                   pa.scalar("", pa.large_string()))
+            src = rows if src.null_count == n else pc.coalesce(src, rows)
+        cols = {"doc_id": pa.array(np.arange(d0, d0 + n, dtype=np.int64)), "source_id": src}
+        for name, _ in SCORE_COLUMNS:
+            cols[name] = table[name]
+        t = pa.table(cols)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, t.schema, use_dictionary=False)
+        self.writer.write_table(t)
+        for k, c in (("n_sentences", "sentences"), ("n_tokens", "tokens"), ("n_oov", "oov")):
+            self.totals[k] += int(pc.sum(t[c]).as_py() or 0)
+        self.sum_log10 += float(np.sum(t["log10_prob"].to_numpy()))
+        self.empty += int(pc.sum(pc.equal(t["tokens"], 0)).as_py() or 0)
+
+    def close(self):
+        """Wait for every write (raising the first error) and close the file."""
+        try:
+            for f in self.futures:
+                f.result()
+        finally:
+            self.pool.shutdown(wait=True)
+            if self.writer is not None:
+                self.writer.close()
+
+    def abort(self):
+        for f in self.futures:
+            f.cancel()
+        self.pool.shutdown(wait=True)
+        if self.writer is not None:
+            self.writer.close()
 
 
 # ----------------------------------------------------------------------------- command line
@@ -666,7 +1267,7 @@ def add_cli(sub):
                                    "perplexity' per line.")
     p.add_argument("path", nargs="+", help="corpus (files, directory, glob), or '-' for standard input")
     p.add_argument("--model", required=True, help="ARPA file (plain, .gz, .bz2, .xz)")
-    p.add_argument("--out", default=None, help="output directory (required unless path is '-')")
+    p.add_argument("--out", default=None, help="output directory (default: ngram-out; not used with path '-')")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     p.add_argument("--sentence", default="line", choices=["line", "document"],
                    help="sentence unit inside a document (default: every non-blank line)")
@@ -713,11 +1314,8 @@ def _cli_main(args) -> int:
         ppl = 10.0 ** (-total_lp / total_tok) if total_tok else float("nan")
         print(f"total log10_prob={total_lp:.6f} tokens={total_tok} perplexity={ppl:.4f}", file=sys.stderr)
         return 0
-    if args.out is None:
-        print("error: --out is required unless the path is '-'", file=sys.stderr)
-        return 2
     path = args.path[0] if len(args.path) == 1 else args.path
-    r = score_corpus(path, args.out, model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
+    r = score_corpus(path, args.out or default_out("ngram"), model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
                      eos=eos, format=args.format, text_column=args.text_column, id_column=args.id_column,
                      glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))

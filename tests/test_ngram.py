@@ -382,8 +382,24 @@ def test_sparse_distribution_is_the_stored_ngrams(abc, heldout):
         assert set(want) <= set(row)
         for w, p in want.items():
             assert row[w] == pytest.approx(p, abs=1e-7)
-    probs = abc.next_word_distribution(ctx, order=3, sparse=True)
+    probs = abc.next_word_prob(ctx, order=3, sparse=True)
     np.testing.assert_allclose(probs.data, 10.0 ** sp.data, rtol=1e-5)
+    with pytest.warns(FutureWarning, match="next_word_prob"):  # the old name without a scale still works
+        old = abc.next_word_distribution(ctx, order=3, sparse=True)
+    np.testing.assert_array_equal(old.data, probs.data)
+
+
+def test_distribution_names_say_their_scale(abc, heldout):
+    """next_word_log10_prob is log10 (dense), next_word_prob probabilities (dense and sparse), issue 14.5."""
+    ctx = _contexts(heldout, 8, seed=5)
+    lg = abc.next_word_log10_prob(ctx, bos=True)
+    p = abc.next_word_prob(ctx, bos=True)
+    np.testing.assert_array_equal(lg, abc.next_word_distribution(ctx, bos=True))
+    np.testing.assert_allclose(p, 10.0 ** lg.astype(np.float64), rtol=1e-5)
+    np.testing.assert_allclose(p.sum(axis=1, dtype=np.float64), 1.0, atol=TOL)
+    sp = abc.next_word_prob(ctx, sparse=True, bos=True)
+    assert sp.shape == p.shape and float(sp.data.min()) > 0 and float(sp.data.max()) <= 1
+    assert (sp.sum(axis=1) <= 1 + TOL).all()  # the stored n-grams only: at most the whole mass
 
 
 def test_top_k_next_equals_kenlm_brute_force(abc, abc_kenlm, heldout):
