@@ -25,6 +25,16 @@ gpu (``--gpu``)
     3-7 from a random start, where D rows are densest (the slowest iterations); ``--gpu-late N`` also
     times iterations N+1..N+5 of the same chain, when D has become sparse.
 
+client (``--client``)
+    The sampler on a dask Client (``pipelines.run("lda", ..., client=c)``: one shard per worker, W summed
+    every iteration) next to the in-process chain: tokens/s per iteration (median) of the one-shard chain
+    and the in-process two-shard chain (``n_devices=2``; CPU: the shards run one after the other in one
+    process), then ``DistributedGibbs`` on a fresh local cluster of each size in ``--client-workers``
+    (1 2): a process ``LocalCluster`` (one thread per worker; numba's own threads inside each) on the CPU,
+    a ``LocalCUDACluster`` (one GPU per worker) with ``--gpu``.  Corpora ``--corpora`` (KOS, NIPS) tiled
+    ``--client-replicate`` times (whole documents), K in ``--client-ks``, sampler ``--client-sampler``,
+    collective ``--collective`` (auto: nccl on GPU workers where available, else through the client).
+
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
 """
 from __future__ import annotations
@@ -199,6 +209,96 @@ def quality(args, ddir, rows):
             rows.append(row)
 
 
+def replicate(bow, reps):
+    """The corpus with its documents repeated ``reps`` times (each replica new documents)."""
+    from cutext.stages.lda_chunk import BagOfWords
+
+    if reps <= 1:
+        return bow
+    lengths = np.diff(bow.doc_ptr)
+    return BagOfWords(np.concatenate([[0], np.cumsum(np.tile(lengths, reps))]).astype(np.int64),
+                      np.tile(bow.word, reps), np.tile(bow.count, reps), bow.vocab,
+                      [f"{r}:{n}" for r in range(reps) for n in bow.doc_names], f"{bow.source} x{reps}")
+
+
+def time_state(st, smp, warmup, iterations):
+    times = []
+    for it in range(1, warmup + iterations + 1):
+        st.sync()
+        t = time.perf_counter()
+        st.step(it, smp)
+        st.sync()
+        if it > warmup:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def client_section(args, ddir, rows):
+    import distributed
+    from cutext.stages.lda_chunk import build_chunks
+    from cutext.stages.lda_dist import DistributedGibbs
+    from cutext.stages.lda_gibbs import GibbsState, ShardedGibbs
+
+    gpu = args.gpu
+    dev = "gpu" if gpu else "cpu"
+    for name in args.corpora:
+        bow = replicate(load(name, ddir), args.client_replicate)
+        log(f"{bow.source}: {bow.n_docs} documents, {bow.n_tokens:,} tokens")
+        for K in args.client_ks:
+            alpha, smp = 50.0 / K, args.client_sampler
+
+            def row(system, n, med, **extra):
+                rows.append({"section": "client", "corpus": name if args.client_replicate <= 1 else
+                             f"{name}x{args.client_replicate}", "K": K, "system": system, "workers": n,
+                             "tokens": bow.n_tokens, "s_per_iter": med, "Mtok_per_s": bow.n_tokens / med / 1e6,
+                             "sampler": smp, "iterations": args.iterations, "warmup": args.warmup, **extra})
+
+            for n in (1, 2):
+                if gpu and n > 1:
+                    from cutext.kernels.backend import device_count
+
+                    if device_count() < n:
+                        continue
+                log(f"in-process {dev} {name} K={K} shards={n}")
+                ch = build_chunks(bow, K, n)
+                st = (GibbsState(ch, K, alpha, 0.01, seed=0, gpu=gpu) if n == 1 else
+                      ShardedGibbs(ch, K, alpha, 0.01, seed=0, devices=list(range(n)) if gpu else [None] * n))
+                row(f"cutext-{dev}-in-process-{n}", n, time_state(st, smp, args.warmup, args.iterations))
+                del st
+                if gpu:  # give the device memory back before the cluster's workers take the GPUs
+                    import cupy
+
+                    for d in range(n):
+                        with cupy.cuda.Device(d):
+                            cupy.get_default_memory_pool().free_all_blocks()
+            for n in args.client_workers:
+                log(f"client {dev} {name} K={K} workers={n}")
+                if gpu:
+                    from dask_cuda import LocalCUDACluster
+
+                    cluster = LocalCUDACluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
+                else:
+                    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                                       dashboard_address=None)
+                try:
+                    with distributed.Client(cluster) as c:
+                        c.wait_for_workers(n)
+                        ch = build_chunks(bow, K, n)
+                        t = time.perf_counter()
+                        st = DistributedGibbs(ch, K, alpha, 0.01, seed=0, client=c, gpu=gpu,
+                                              collective=args.collective)
+                        setup = time.perf_counter() - t
+                        row(f"cutext-{dev}-client-{n}w-{st.collective}", n,
+                            time_state(st, smp, args.warmup, args.iterations), setup_s=setup)
+                        st.close()
+                except Exception as exc:  # noqa: BLE001
+                    rows.append({"section": "client", "K": K, "system": f"cutext-{dev}-client-{n}w",
+                                 "error": repr(exc)[:300]})
+                    log(f"error: {exc!r}")
+                finally:
+                    cluster.close()
+
+
 def gpu_section(args, ddir, rows):
     import cupy
     from cutext.stages.lda_gibbs import GibbsState, ShardedGibbs
@@ -281,7 +381,7 @@ def gpu_section(args, ddir, rows):
 
 
 def print_table(rows):
-    for sec in ("speed", "gpu"):
+    for sec in ("speed", "gpu", "client"):
         rs = [r for r in rows if r.get("section") == sec]
         if not rs:
             continue
@@ -335,14 +435,24 @@ def main(argv=None):
                          "(D is sparser later in training; 0 = off)")
     ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
                     help="device counts to run (e.g. 1 2 on nvidia-h200-x2: scaling rows for K <= 1000)")
+    ap.add_argument("--client", action="store_true",
+                    help="client section: the sampler on a dask Client (1 and 2 workers) next to in-process")
+    ap.add_argument("--client-workers", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--client-ks", nargs="+", type=int, default=[128])
+    ap.add_argument("--client-sampler", default="three_branch")
+    ap.add_argument("--client-replicate", type=int, default=1, help="tile the corpus this many times")
+    ap.add_argument("--collective", default="auto", choices=["auto", "nccl", "client"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     ddir = data_dir(args.data)
     info = env()
     log(json.dumps(info))
     rows: list = []
-    section = "quality" if args.quality else ("gpu" if args.gpu else "speed")
-    if args.quality:
+    section = "client" + ("-gpu" if args.gpu else "") if args.client else \
+        ("quality" if args.quality else ("gpu" if args.gpu else "speed"))
+    if args.client:
+        client_section(args, ddir, rows)
+    elif args.quality:
         quality(args, ddir, rows)
     elif args.gpu:
         gpu_section(args, ddir, rows)

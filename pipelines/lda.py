@@ -3,21 +3,28 @@
 Model directory (every file Parquet or JSON; written under a temporary name, renamed when complete)::
 
     params.json          K, alpha, beta, iterations, sampler, seed, V, n_docs, n_tokens, backend,
-                         final LLPT, counts, timings, input format and source, tokenizer
+                         final LLPT, counts, timings, input format and source, tokenizer, sampling
+                         (where the chain ran: in-process devices, or client workers and the collective)
     vocab.parquet        word_id: int32 (frequency rank), term: string, count: int64 (tokens),
                          input_id: int64 (the word's id in the input)
     topic_word.parquet   word_id: int32, topic: int32, count: int32 (the nonzeros of W)
-    doc_topic.parquet    doc_id: int64, topic: int32, count: int32, theta: float64 (the nonzeros of D;
-                         theta = (count + alpha) / (length + K alpha), a topic absent from a document
-                         has theta = alpha / (length + K alpha))
-    documents.parquet    doc_id: int64, name: string, length: int64
+    doc_topic.parquet    doc_id: int64, source_id: string, topic: int32, count: int32, theta: float64
+                         (the nonzeros of D; theta = (count + alpha) / (length + K alpha), a topic
+                         absent from a document has theta = alpha / (length + K alpha))
+    documents.parquet    doc_id: int64, source_id: string, length: int64
+
+``doc_id`` is the document's position 0..D-1 in the input (as in every cutext output) and
+``source_id`` the caller's id (the UCI / LDA-C document number, the id column or member path of a
+text corpus).  Models written before this rule name the source id ``name``; ``LDAModel.load`` reads
+both.
     llpt.parquet         iteration: int32, llpt: float64 (paper 000 Eq. 5, log2, bits per token, of the
                          counts after the iteration; iteration 0 = the random initialisation),
                          seconds: float64 (sampling + count rebuild of that iteration),
                          skipped: float64 (three-branch: fraction of tokens skipped by the S_est test),
                          changed: float64 (fraction of tokens whose topic changed)
 
-``LDAModel.load(dir)`` reads it back: ``top_words``, ``transform`` (inference with W fixed),
+``LDAModel.load(dir)`` reads it back: ``top_words``, ``transform`` (inference with W fixed, of lists or of
+pandas / cudf / dask / dask-cudf frames),
 ``log_likelihood`` / ``perplexity`` on held-out documents (paper 001 Eq. 3-4).
 """
 from __future__ import annotations
@@ -31,30 +38,38 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages.lda_chunk import (
     BagOfWords,
     LDAInputError,
     bow_from_tokens,
     build_chunks,
+    document_keys,
     read_bow,
 )
+from cutext.stages.api import lda_chunks
+from cutext.stages.sources import input_label
 from cutext.stages.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
           stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
-          progress=True, callback=None, client=None, scheduler="auto", n_workers=None, **read_kw) -> RunResult:
+          progress=True, callback=None, client=None, scheduler="auto", n_workers=None, collective="auto",
+          **read_kw) -> RunResult:
     """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
 
     Parameters
     ----------
-    path : str, os.PathLike or list
+    path : str, os.PathLike, list, or a frame
         A UCI ``docword.*.txt[.gz]`` (vocabulary ``vocab.*.txt`` next to it), an LDA-C file, or any
-        corpus the readers take (tokenized and encoded by the stages).
+        corpus the readers take (tokenized and encoded by the stages), or a pandas / cudf / dask /
+        dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
+        :mod:`cutext.stages.sources`).
     out : str or os.PathLike
         Model directory to write (atomically).
+        ``pipelines.run("lda", path)`` and the CLI default to ``"lda-out"`` (one rule for
+        every pipeline: ``"<name>-out"`` in the working directory).
     K : int
         Topics, >= 2.
     iterations : int
@@ -81,7 +96,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     vocab : path, optional
         Vocabulary file for UCI / LDA-C input.
     n_chunks : int, optional
-        Chunks of the token list (default ``n_devices``; the sampling result does not depend on it).
+        Chunks of the token list (default ``n_devices``, or the number of sampling workers with a
+        ``client``; the sampling result does not depend on it).
     n_devices : int
         GPUs to spread the chunks over (devices 0 .. n-1; each samples its chunks against a local W,
         the W are summed after every iteration, paper 000 section V-B).  On the CPU backend, n > 1
@@ -93,17 +109,32 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         Tokenizer settings for text corpora.
     overwrite : bool
     progress : bool
-        A tqdm bar over the iterations showing the LLPT.
+        Show the progress of the iterations (with the LLPT) and, for a text corpus, of the front
+        end's stages (partitions done / total): a bar when standard error is a terminal, else a
+        plain line every 10 s and one per finished stage.
     callback : callable, optional
         ``callback(iteration, state)`` after every iteration (the tests check invariants there).
     client : distributed.Client, optional
-        Text corpora: run the corpus front end (read, tokenize, encode, count;
-        :mod:`cutext.stages.corpus`) on this cluster.  The sampler runs in this process.
+        Run on this cluster: text corpora's front end (read, tokenize, encode, count;
+        :mod:`cutext.stages.corpus`) as tasks on its workers, then the sampler with one shard of
+        documents per worker (:class:`cutext.stages.lda_dist.DistributedGibbs`): every worker samples its
+        chunk against the summed W of the previous pass, and the workers' W are summed after every
+        iteration (``collective``).  The chain equals the in-process chain with the same chunking
+        (``n_devices=n`` / ``n_chunks=n``) draw for draw.  On a dask-cuda cluster each worker uses its
+        GPU (``backend`` resolved in this process: ``"gpu"`` for GPU workers).  The model directory is
+        written by this process.  Not with ``n_devices > 1`` (the in-process multi-GPU mode for one
+        machine) nor ``sampler="hybrid"``.
     scheduler : {"auto", "sync", "threads", "cluster"}
         Text corpora without a client: where the front end runs
         (:func:`cutext.stages.compute.compute_context`).
     n_workers : int, optional
-        Workers of a local cluster for the front end.
+        Without a client: workers of a local cluster for the front end.  With a client: how many of its
+        workers sample (the first ``n_workers`` addresses in sorted order; default all).
+    collective : {"auto", "nccl", "client"}
+        With a client: how W is summed between the workers every iteration -- ``"nccl"``: ncclAllReduce
+        in GPU memory (``cupy.cuda.nccl``; communicator set up through the client); ``"client"``: local
+        W copied to the client, summed, sent back; ``"auto"``: nccl on GPU workers where NCCL is
+        available, else client.  Without a client only ``"auto"`` is accepted.
     **read_kw
         Reader settings for text corpora, passed to :func:`cutext.stages.read.read_corpus`
         (``text_column``, ``id_column``, ``blocksize``, ``encoding``, ``storage_options``,
@@ -136,6 +167,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     llpt_every = count("llpt_every", llpt_every, lo=1)
     count("n_chunks", n_chunks, lo=1, none_ok=True)
     count("seed", seed, lo=0)
+    n_devices = count("n_devices", n_devices, lo=1)
     sampler = resolve_sampler(sampler, K)
     be = resolve_backend(backend)
     gpu = be == "gpu"
@@ -144,13 +176,14 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     timings: dict = {}
     t0 = time.perf_counter()
-    bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
-                        scheduler=scheduler, n_workers=n_workers, **read_kw)
+    from cutext.stages.progress import pipeline_progress, progress_bar
+
+    with pipeline_progress("lda", progress):  # a text corpus: the front end shows partitions done / total
+        bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
+                            scheduler=scheduler, n_workers=n_workers, **read_kw)
     timings["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    n_devices = int(n_devices)
-    if n_devices < 1:
-        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    workers = _sampling_workers(client, n_workers, n_devices, sampler, collective)
     if sampler == "hybrid" and n_devices > 1:
         raise ValueError("sampler='hybrid' runs on one device; the sharded chain (n_devices > 1) keeps W dense")
     if gpu and n_devices > 1:
@@ -158,10 +191,16 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
 
         if device_count() < n_devices:
             raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
-    ch = build_chunks(bow, K, max(int(n_chunks or 1), n_devices))
+    n_shards = len(workers) if workers else n_devices
+    ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
     timings["chunk"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if n_devices > 1:
+    if workers:
+        from cutext.stages.lda_dist import DistributedGibbs
+
+        state = DistributedGibbs(ch, K, alpha, beta, seed=seed, client=client, workers=workers, gpu=gpu,
+                                 collective=collective)
+    elif n_devices > 1:
         devices = list(range(n_devices)) if gpu else [None] * n_devices
         state = ShardedGibbs(ch, K, alpha, beta, seed=seed, devices=devices)
     else:
@@ -172,9 +211,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     rows = [{"iteration": 0, "llpt": state.llpt(), "seconds": 0.0, "skipped": 0.0, "changed": 1.0}]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=iterations, desc=f"lda K={K}", unit="it")
+        bar = progress_bar(total=iterations, desc=f"lda K={K}", unit="it")
     t_sample = t_ll = 0.0
     try:
         if callback is not None:
@@ -194,8 +231,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             if callback is not None:
                 callback(it, state)
             if bar is not None:
-                bar.update(1)
                 bar.set_postfix_str(f"LLPT {ll:.4f}" if not np.isnan(ll) else f"{ch.n_tokens / dt / 1e6:.1f} Mtok/s")
+                bar.update(1)
     finally:
         if bar is not None:
             bar.close()
@@ -222,20 +259,62 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         dtab = state.doc_topic_table()
         lengths = np.diff(ch.doc_ptr)
         dtab["theta"] = (dtab["count"].to_numpy(np.float64) + alpha) / (lengths[dtab["doc_id"].to_numpy()] + K * alpha)
-        pq.write_table(pa.Table.from_pandas(dtab, preserve_index=False), tmp / "doc_topic.parquet")
-        pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64),
-                                 "name": pa.array([str(x) for x in bow.doc_names], type=pa.string()),
+        source_ids = pa.array([str(x) for x in bow.doc_names], type=pa.string())
+        dt_table = pa.Table.from_pandas(dtab, preserve_index=False)
+        dt_table = dt_table.add_column(1, "source_id", source_ids.take(dt_table.column("doc_id")))
+        pq.write_table(dt_table, tmp / "doc_topic.parquet")
+        pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64), "source_id": source_ids,
                                  "length": lengths.astype(np.int64)}), tmp / "documents.parquet")
         pq.write_table(pa.Table.from_pandas(llpt_df, preserve_index=False), tmp / "llpt.parquet")
         timings["write"] = time.perf_counter() - t0
         write_json(tmp / "params.json", {
             "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
-            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": str(path), "counts": counts,
+            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": input_label(path),
+            "counts": counts,
+            "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
+                         if workers else {"scheduler": "in-process", "n_devices": n_devices}),
             "timings": timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
             "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
             "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params)
+        if workers:
+            state.close()
+    headline = {"LLPT": final}  # bits per token after the last iteration (paper 000 Eq. 5)
+    if workers:
+        return RunResult("lda", Path(out).absolute(), be, "client", len(workers), counts, timings, params,
+                         headline=headline)
+    return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params,
+                     headline=headline)
+
+
+def _sampling_workers(client, n_workers, n_devices, sampler, collective):
+    """The worker addresses that sample (one shard each) when ``client`` is given, else None; checks the
+    parameters that go with a client."""
+    from cutext.stages.lda_dist import COLLECTIVES
+
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    if client is None:
+        if collective != "auto":
+            raise ValueError(f"collective={collective!r} sums W between the workers of a client; no client= given")
+        return None
+    if n_devices > 1:
+        raise ValueError(f"n_devices={n_devices} with client=: on a Client every worker is one shard (one GPU "
+                         "per worker on a dask-cuda cluster); n_devices > 1 is the in-process multi-GPU mode "
+                         "of one machine -- give one or the other")
+    if sampler == "hybrid":
+        raise ValueError("sampler='hybrid' runs on one device; the sharded chain on a client keeps W dense")
+    addrs = sorted(client.scheduler_info().get("workers", {}))
+    if not addrs:
+        raise ValueError("client= has no workers (wait for them, e.g. client.wait_for_workers(n))")
+    if n_workers is not None:
+        from cutext.stages.params import count
+
+        n = count("n_workers", n_workers, lo=1)
+        if n > len(addrs):
+            raise ValueError(f"n_workers={n} but the client has {len(addrs)} worker(s)")
+        addrs = addrs[:n]
+    return addrs
 
 
 class LDAModel:
@@ -305,7 +384,16 @@ class LDAModel:
         W = np.zeros((V, K), dtype=np.int32)
         W[tw["word_id"].to_numpy(), tw["topic"].to_numpy()] = tw["count"].to_numpy()
         f = path / "documents.parquet"
-        docs = art.read_table(f, {"doc_id": "int", "name": "string", "length": "int"}, "documents table").to_pandas()
+        try:  # models written before the doc_id rule call the source id "name"
+            legacy = f.is_file() and "source_id" not in pq.read_schema(f).names
+        except Exception:
+            legacy = False  # unreadable: read_table names the file
+        if legacy:
+            docs = art.read_table(f, {"doc_id": "int", "name": "string", "length": "int"}, "documents table")
+            docs = docs.to_pandas().rename(columns={"name": "source_id"})
+        else:
+            docs = art.read_table(f, {"doc_id": "int", "source_id": "string", "length": "int"},
+                                  "documents table").to_pandas()
         if len(docs) != n_docs or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(n_docs)):
             raise art.ArtifactError(f"{f}: expected doc ids 0..{n_docs - 1} in order (n_docs={n_docs})")
         art.check_range(docs["length"].to_numpy(), 0, n_tokens, "lengths", f)
@@ -327,6 +415,15 @@ class LDAModel:
         art.read_table(path / "llpt.parquet", {"llpt": "float"}, "LLPT table")
         llpt = pq.read_table(path / "llpt.parquet").to_pandas()
         return cls(path, params, voc["term"].astype(str).tolist(), W, llpt, docs, dt)
+
+    def __repr__(self) -> str:
+        p = self.params
+        llpt = p.get("llpt")
+        return (f"LDAModel(K={self.K}, V={len(self.vocab):,}, docs={len(self.documents):,}, "
+                f"tokens={int(p.get('n_tokens', 0)):,}, sampler={p.get('sampler')!r}, alpha={self.alpha:g}, "
+                f"beta={self.beta:g}, iterations={p.get('iterations')}"
+                + (f", LLPT={llpt:.4f}" if isinstance(llpt, (int, float)) else "")
+                + f", trained on {p.get('backend')!r}, path={str(self.path)!r})")
 
     @property
     def phi(self) -> np.ndarray:
@@ -374,6 +471,7 @@ class LDAModel:
         if bow.n_tokens == 0:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
+        ch.keys = document_keys(bow, ch)  # a document draws the same topics in any batch / partition
         state = GibbsState(ch, self.K, self.alpha, self.beta, seed=seed, gpu=be == "gpu", W_fixed=self.W,
                            vbeta=len(self.vocab) * self.beta)
         smp = "sparse" if sampler in ("auto", "hybrid") else sampler  # W fixed is dense: hybrid = sparse
@@ -381,26 +479,72 @@ class LDAModel:
             state.step(it, smp, exclude=True)
         return state, bow
 
-    def transform(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto", sampler: str = "auto"):
+    def transform(self, docs, text_column=None, *, iterations: int = 50, seed: int = 0, backend: str = "auto",
+                  sampler: str = "auto", theta_columns: bool = True):
         """Topic distributions of new documents, W fixed (Gibbs sampling of their topics only).
+
+        Every document's draws are keyed by its own words (:func:`cutext.stages.lda_chunk.document_keys`),
+        so a document gets the same distribution whether it comes alone, in a list, in a pandas frame or
+        in any partition of a dask frame.
 
         Parameters
         ----------
-        docs : list of str (tokenized as in training), list of token lists, or BagOfWords
-            Words not in the model's vocabulary are ignored.
+        docs : list of str, list of token lists, BagOfWords, or a DataFrame
+            A list of str is tokenized as in training; words not in the model's vocabulary are ignored.
+            A DataFrame -- pandas, cudf, dask or dask-cudf -- needs ``text_column`` and gets new columns
+            (see Returns).
+        text_column : str, optional
+            The text column of a DataFrame (required for frames, refused for lists).
         iterations : int
             Gibbs passes.
         seed : int
         backend : {"auto", "cpu", "gpu"}
             Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
             cupy is installed and a device is visible, else the CPU; a given seed draws the same
-            topics on both.
+            topics on both.  For a dask frame it is resolved on each worker.
         sampler : {"auto", "sparse", "three_branch", "dense"}
+        theta_columns : bool
+            Frames: add the K ``theta_<k>`` columns (True, the default) or only ``topic``, ``topic_prob``
+            and ``n_tokens`` (False).
 
         Returns
         -------
-        float64 (n_docs, K): (D + alpha) / (L + K alpha) after the last pass (rows sum to 1).
+        float64 (n_docs, K) ndarray for a list: (D + alpha) / (L + K alpha) after the last pass (rows sum
+        to 1).  For a DataFrame, the same frame type with its rows, index and columns unchanged and these
+        columns appended:
+
+        * ``topic`` int32 -- the most probable topic (argmax of theta, the lowest topic on a tie);
+          -1 for a document without a word of the model's vocabulary (its theta is the prior);
+        * ``topic_prob`` float64 -- theta of that topic;
+        * ``n_tokens`` int64 -- tokens of the document in the model's vocabulary;
+        * ``theta_0`` .. ``theta_<K-1>`` float64 -- the distribution (with ``theta_columns=True``).
+
+        A dask frame is transformed partition by partition (``map_partitions``, lazily: call
+        ``.compute()`` / ``.to_parquet()``); each task receives only the model directory, and every worker
+        process loads the model once (:func:`load_cached`), so the directory must be readable by the
+        workers.  Texts are tokenized on the host (cudf partitions: the text column is copied to the host,
+        the new columns are cudf).
+
+        Raises
+        ------
+        ValueError
+            A frame without ``text_column``, a column name that already exists, a dask Series, or
+            ``text_column`` given with a list.
+        TypeError
+            Non-string values in the text column.
         """
+        if _is_frame(docs):
+            return self._transform_frame(docs, text_column, iterations=iterations, seed=seed, backend=backend,
+                                         sampler=sampler, theta_columns=theta_columns)
+        if _is_dask(docs):
+            raise ValueError("transform takes a dask DataFrame with text_column=; for a dask Series use "
+                             "series.to_frame() and text_column=<its name>")
+        if text_column is not None:
+            raise ValueError(f"text_column={text_column!r} is for DataFrames; docs is a {type(docs).__name__}")
+        return self._theta(docs, iterations, seed, backend, sampler)[0]
+
+    def _theta(self, docs, iterations, seed, backend, sampler):
+        """(theta float64 (n, K), tokens in vocabulary int64 (n,))."""
         state, bow = self._fold_in(docs, iterations, seed, backend, sampler)
         n = bow.n_docs
         th = np.zeros((n, self.K))
@@ -408,7 +552,27 @@ class LDAModel:
         if state is not None:
             dt = state.doc_topic_table()
             th[dt["doc_id"].to_numpy(), dt["topic"].to_numpy()] = dt["count"].to_numpy()
-        return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
+        return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha), bow.doc_lengths
+
+    def _new_columns(self, theta_columns: bool) -> list:
+        cols = ["topic", "topic_prob", "n_tokens"]
+        return cols + [f"theta_{k}" for k in range(self.K)] if theta_columns else cols
+
+    def _transform_frame(self, frame, text_column, **kw):
+        if text_column is None:
+            raise ValueError("transform of a DataFrame needs text_column= (the column holding the documents)")
+        if text_column not in frame.columns:
+            raise ValueError(f"text_column={text_column!r} is not a column of the frame "
+                             f"(columns: {list(frame.columns)})")
+        clash = [c for c in self._new_columns(kw["theta_columns"]) if c in frame.columns]
+        if clash:
+            raise ValueError(f"the frame already has column(s) {clash} that transform would add; rename them")
+        if not _is_dask(frame):
+            return _transform_partition(frame, self, text_column, **kw)
+        meta = _transform_partition(frame._meta, self, text_column, **kw)
+        stamp = _model_stamp(self.path)
+        return frame.map_partitions(_transform_partition_by_path, str(self.path.absolute()), stamp, text_column,
+                                    meta=meta, **kw)
 
     def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
         """Held-out per-word log-likelihood (natural log), paper 001 Eq. 3-4.
@@ -433,6 +597,84 @@ class LDAModel:
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 
+# ----------------------------------------------------------------------------- frames
+
+def _is_dask(obj) -> bool:
+    return type(obj).__module__.split(".")[0] in ("dask", "dask_cudf", "dask_expr")
+
+
+def _is_frame(obj) -> bool:
+    """pandas / cudf / dask / dask-cudf DataFrame (by duck type: columns and map_partitions or iloc)."""
+    mod = type(obj).__module__.split(".")[0]
+    return type(obj).__name__ == "DataFrame" and mod in ("pandas", "cudf", "dask", "dask_cudf", "dask_expr")
+
+
+_MODEL_CACHE: dict = {}
+_MODEL_CACHE_LOCK = __import__("threading").Lock()
+MODEL_LOADS = [0]  # models read from disk by this process (tests check once per worker)
+
+
+def _model_stamp(path) -> str:
+    """Version key of a model directory: its params.json's size and modification time (ns)."""
+    st = (Path(path) / "params.json").stat()
+    return f"{st.st_size}-{st.st_mtime_ns}"
+
+
+def load_cached(path, stamp=None) -> LDAModel:
+    """The model at ``path``, read once per process and kept (keyed by the absolute path and
+    :func:`_model_stamp`, so a rewritten model is read again).  Used by the workers of
+    :meth:`LDAModel.transform` on a dask frame."""
+    path = str(Path(path).absolute())
+    key = (path, stamp or _model_stamp(path))
+    with _MODEL_CACHE_LOCK:
+        m = _MODEL_CACHE.get(key)
+        if m is None:
+            for k in [k for k in _MODEL_CACHE if k[0] == path]:
+                del _MODEL_CACHE[k]  # an older version of the same directory
+            m = _MODEL_CACHE[key] = LDAModel.load(path)
+            MODEL_LOADS[0] += 1
+    return m
+
+
+def _transform_partition_by_path(part, path, stamp, text_column, **kw):
+    return _transform_partition(part, load_cached(path, stamp), text_column, **kw)
+
+
+def _transform_partition(part, model: LDAModel, text_column, *, iterations, seed, backend, sampler,
+                         theta_columns):
+    """One pandas / cudf partition with the transform columns appended (see :meth:`LDAModel.transform`)."""
+    col = part[text_column]
+    gpu_frame = type(part).__module__.split(".")[0] == "cudf"
+    host = col.to_pandas() if gpu_frame else col
+    if len(host):
+        na = host.isna().to_numpy()
+        if na.any():
+            i = int(np.flatnonzero(na)[0])
+            raise TypeError(f"text_column={text_column!r}: row {host.index[i]!r} is missing (null), not a string")
+        if host.dtype == object:
+            bad = host.map(lambda x: not isinstance(x, str)).to_numpy(bool)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise TypeError(f"text_column={text_column!r}: row {host.index[i]!r} holds "
+                                f"{type(host.iloc[i]).__name__} {host.iloc[i]!r}, not a string")
+        elif not pd.api.types.is_string_dtype(host.dtype):
+            raise TypeError(f"text_column={text_column!r} holds {host.dtype}, not strings")
+        theta, n_tok = model._theta(host.astype(str).tolist(), iterations, seed, backend, sampler)
+    else:
+        theta, n_tok = np.zeros((0, model.K)), np.zeros(0, np.int64)
+    topic = theta.argmax(1).astype(np.int32) if len(theta) else np.zeros(0, np.int32)
+    prob = theta[np.arange(len(theta)), topic] if len(theta) else np.zeros(0)
+    topic[n_tok == 0] = -1
+    cols = {"topic": topic, "topic_prob": prob, "n_tokens": n_tok.astype(np.int64)}
+    if theta_columns:
+        cols.update({f"theta_{k}": theta[:, k] for k in range(model.K)})
+    if gpu_frame:
+        import cudf
+
+        return cudf.concat([part, cudf.DataFrame(cols, index=part.index)], axis=1)
+    return pd.concat([part, pd.DataFrame(cols, index=part.index)], axis=1)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def add_cli(sub):
@@ -440,7 +682,7 @@ def add_cli(sub):
                        description="Train LDA by collapsed Gibbs sampling (EZLDA / paper 001 samplers). Input: a "
                                    "UCI docword file, an LDA-C file, or any text corpus the readers take.")
     p.add_argument("path", help="docword.*.txt[.gz], *.ldac, or a corpus (file, directory, glob)")
-    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--out", default=default_out("lda"), help="model directory to write (default: lda-out)")
     p.add_argument("-K", "--topics", type=int, default=100, help="number of topics (default 100)")
     p.add_argument("--iterations", type=int, default=100, help="Gibbs passes (default 100)")
     p.add_argument("--alpha", type=float, default=None, help="document-topic prior (default 50/K)")
@@ -460,8 +702,7 @@ def _cli_main(args) -> int:
     r = train(args.path, args.out, K=args.topics, iterations=args.iterations, alpha=args.alpha, beta=args.beta,
               sampler=args.sampler, seed=args.seed, backend=args.backend, format=args.format, vocab=args.vocab,
               stopwords=args.stopwords, progress=not args.no_progress)
-    print(str(r))
-    print(f"  LLPT (paper 000 Eq. 5, bits/token) = {r.params['llpt']:.4f}")
+    print(str(r))  # its headline: the final LLPT (paper 000 Eq. 5, bits per token)
     if args.top:
         tw = LDAModel.load(r.path).top_words(args.top)
         for k, g in tw.groupby("topic"):
@@ -469,4 +710,4 @@ def _cli_main(args) -> int:
     return 0
 
 
-__all__ = ["SAMPLERS", "LDAInputError", "LDAModel", "resolve_sampler", "train"]
+__all__ = ["SAMPLERS", "LDAInputError", "LDAModel", "load_cached", "resolve_sampler", "train"]

@@ -355,27 +355,25 @@ def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", clien
     CorpusError
         Unreadable input or a corpus without documents.
     """
+    from cutext.stages.api import Counts, bag_of_words
     from cutext.stages.corpus import corpus_session
+    from cutext.stages.sources import input_label
 
     with corpus_session(path, tokenizer, backend, client=client, scheduler=scheduler, n_workers=n_workers,
                         format=format, **read_kw) as c:
-        host = c.host_counts()
         names = c.source_ids()
-    n_docs, V = c.n_docs, c.n_terms
-    # one row per distinct (document, term): order by document, then word
-    word = host["term_id"] - 1
-    order = np.lexsort((word, host["doc_id"]))
-    udoc, uword, cnt = host["doc_id"][order], word[order], host["tf"][order]
-    doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(udoc, minlength=n_docs), out=doc_ptr[1:])
-    return BagOfWords(doc_ptr, uword.astype(np.int32), cnt.astype(np.int32), c.vocab.to_pylist(),
-                      names["source_id"].astype(str).tolist(), str(path),
-                      {"timings": dict(c.timings), "scheduler": c.info.scheduler, "n_workers": c.info.n_workers})
+        # one row per distinct (document, term): order by document, then word
+        bow = bag_of_words(Counts(c.counts, c.df, c.lengths, c.n_docs, c.n_terms), c.vocab,
+                           doc_names=names["source_id"].astype(str).tolist(), source=input_label(path))
+    bow.extra.update({"timings": dict(c.timings), "scheduler": c.info.scheduler, "n_workers": c.info.n_workers})
+    return bow
 
 
 def detect_format(path) -> str:
     """``"uci"`` for ``docword.*``, ``"ldac"`` for ``*.ldac`` / ``*.dat``, else ``"corpus"``."""
-    if isinstance(path, (list, tuple)):
+    from cutext.stages.sources import is_frame
+
+    if isinstance(path, (list, tuple)) or is_frame(path):
         return "corpus"
     name = os.path.basename(str(path).rstrip("/"))
     if name.startswith("docword.") and os.path.isfile(str(path)):
@@ -576,3 +574,48 @@ def build_chunks(bow: BagOfWords, K: int, n_chunks: int = 1, relabel: bool = Tru
     vocab = [bow.vocab[int(i)] for i in old_id]
     return Chunks(word, doc, keys, doc_ptr, doc_tok, chunk_ptr.astype(np.int64), chunk_docs, split, vocab,
                   word_count, old_id, n_dense, int(K))
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def document_keys(bow: BagOfWords, ch: Chunks) -> np.ndarray:
+    """RNG keys of a fold-in that depend on each document's own words only, not on its batch.
+
+    ``key = h(d) + (position of the token inside its document)`` (wrapping uint64, viewed as int64),
+    with ``h(d)`` = the wrapping sum over the document's bag-of-words entries of
+    ``splitmix64(word_id * 2^32 + count)`` (model word ids, ``build_chunks(relabel=False)``).  A
+    document therefore draws the same topics whichever other documents are folded in with it and in
+    whichever partition or order it arrives: :meth:`cutext.pipelines.lda.LDAModel.transform` of a list,
+    a pandas frame or any partitioning of a dask frame agree row for row.  (Training keeps the
+    document-major position of :func:`build_chunks`; two documents with the same bag of words draw the
+    same topics, as the same input should.)
+
+    Parameters
+    ----------
+    bow : BagOfWords
+        The documents folded in (word ids of the model vocabulary).
+    ch : Chunks
+        ``build_chunks(bow, K, n_chunks, relabel=False)``.
+
+    Returns
+    -------
+    int64 (N,) keys in ``ch``'s token order.
+    """
+    with np.errstate(over="ignore"):
+        entry = _mix64(bow.word.astype(np.uint64) * np.uint64(1 << 32) + bow.count.astype(np.uint64))
+        csum = np.concatenate([[np.uint64(0)], np.cumsum(entry, dtype=np.uint64)])
+        h = csum[bow.doc_ptr[1:]] - csum[bow.doc_ptr[:-1]]  # wrapping sum per document
+        d = ch.doc.astype(np.int64)
+        key = h[d] + (ch.keys - ch.doc_ptr[d]).astype(np.uint64)  # keys: document-major position
+    return key.view(np.int64)
