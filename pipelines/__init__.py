@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from cutext.pipelines._result import RunResult
+from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
 from cutext.stages.params import UnknownParameterError, check_keywords, keywords_of
 
@@ -66,11 +66,15 @@ def run(name: str, path, **params) -> RunResult:
     ----------
     name : str
         One of ``PIPELINES``: ``"bm25"``, ``"ngram"``, ``"cluster"``, ``"lda"``.
-    path : str, os.PathLike or list
-        The input corpus (file, directory, glob or fsspec URL).
+    path : str, os.PathLike, list, or a frame
+        The input corpus (file, directory, glob or fsspec URL), or a pandas / cudf / dask /
+        dask-cudf DataFrame or Series with ``text_column=`` / ``id_column=`` as for tables
+        (:mod:`cutext.stages.sources`: its partitions are the corpus' partitions, nothing is
+        written to files).  The command line takes paths only.
     **params
-        The pipeline's parameters; ``out=`` names the output directory (default
-        ``"<name>-index"`` in the working directory) and ``backend="auto"|"cpu"|"gpu"``,
+        The pipeline's parameters; ``out=`` names the output directory (default, for every
+        pipeline: ``"<name>-out"`` in the working directory, e.g. ``bm25-out``;
+        :func:`cutext.pipelines._result.default_out`) and ``backend="auto"|"cpu"|"gpu"``,
         ``client=`` choose where it runs.
 
     Returns
@@ -87,5 +91,5 @@ def run(name: str, path, **params) -> RunResult:
     """
     func = pipeline_function(name)
     check_keywords(f"pipeline {name!r}", params, pipeline_keywords(func))
-    out = params.pop("out", f"{name}-index" if name == "bm25" else f"{name}-out")
-    return func(path, out, **params)
+    out = params.pop("out", None)
+    return func(path, default_out(name) if out is None else out, **params)

@@ -1,10 +1,29 @@
 """Result of a pipeline run; the output directory helpers live in :mod:`cutext.stages.output`."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cutext.stages.output import atomic_directory, check_output, write_json  # noqa: F401 (re-exported)
+
+
+def default_out(name: str) -> str:
+    """The one default of ``out=`` for every pipeline: ``"<name>-out"`` in the working directory.
+
+    ``pipelines.run("bm25", path)`` writes ``bm25-out/``, ``run("lda", path)`` ``lda-out/`` and so on;
+    the command line uses the same default for ``--out``.  As any ``out=``, an existing directory is
+    replaced only when it is an earlier output of the same pipeline (:mod:`cutext.stages.output`).
+    """
+    return f"{name}-out"
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4f}" if abs(v) < 1e4 else f"{v:,.1f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
 
 
 @dataclass
@@ -26,6 +45,10 @@ class RunResult:
     timings : dict
         Seconds per stage (wall clock; each stage is materialized before the next starts).
     params : dict
+    headline : dict
+        The pipeline's headline figure(s), first in the summary: ``bm25`` documents and terms,
+        ``ngram`` the corpus perplexity, ``lda`` the final LLPT (bits per token), ``cluster`` the
+        number of clusters.
     """
 
     pipeline: str
@@ -36,14 +59,21 @@ class RunResult:
     counts: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
+    headline: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
 
+    def __repr__(self) -> str:  # short: a notebook cell shows this
+        h = ", ".join(f"{k}={_fmt(v)}" for k, v in self.headline.items())
+        return (f"RunResult({self.pipeline!r}, path={str(self.path)!r}, backend={self.backend!r}"
+                + (f", {h}" if h else "") + f", {sum(self.timings.values()):.2f} s)")
+
     def __str__(self) -> str:  # a short human summary for the CLI
         t = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items())
         c = ", ".join(f"{k}={v}" for k, v in self.counts.items())
+        h = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.headline.items())
         return (f"{self.pipeline}: wrote {self.path} on {self.backend} ({self.scheduler}, "
-                f"{self.n_workers} worker(s))\n  {c}\n  {t}")
+                f"{self.n_workers} worker(s))\n" + (f"  {h}\n" if h else "") + f"  {c}\n  {t}")

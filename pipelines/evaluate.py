@@ -145,7 +145,9 @@ def evaluate(
     ----------
     run : pandas.DataFrame or dict
         DataFrame with columns ``query_id``, ``doc_id`` and ``score`` (numeric), one row
-        per retrieved document (other columns are ignored); or a pytrec_eval-style dict
+        per retrieved document (other columns are ignored; a search result of
+        :meth:`cutext.pipelines.BM25Index.search`, which has a ``source_id`` column, is
+        compared by its source id, the id the qrels use); or a pytrec_eval-style dict
         ``{query_id: {doc_id: score}}``. Ids of any type are compared as ``str(id)``.
     qrels : pandas.DataFrame or dict
         DataFrame with columns ``query_id``, ``doc_id``, ``relevance`` (numeric, graded),

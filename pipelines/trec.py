@@ -375,7 +375,9 @@ def write_trec_run(run_df: pd.DataFrame, path: str | os.PathLike, tag: str = "cu
     ----------
     run_df : pandas.DataFrame
         Columns ``query_id``, ``doc_id`` (any type; written with ``str``) and ``score``
-        (numeric), one row per retrieved document.
+        (numeric), one row per retrieved document.  A search result of
+        :meth:`cutext.pipelines.BM25Index.search` (it has a ``source_id`` column) is written
+        with the source id as the docno (its ``doc_id`` is the index's own number).
     path : str or os.PathLike
         Local output path; its directory must exist.
     tag : str, default "cutext"
@@ -603,6 +605,10 @@ def _coerce(obj: Any, what: str, value: str) -> pd.DataFrame:
         rows = [(str(q), str(d), v) for q, docs in obj.items() for d, v in docs.items()]
         df = pd.DataFrame(rows, columns=cols)
     elif isinstance(obj, pd.DataFrame):
+        if value == "score" and "source_id" in obj.columns:
+            # a search result (BM25Index.search): its documents are named by the caller's id,
+            # ``doc_id`` there is the index's own number
+            obj = obj.drop(columns=["doc_id"], errors="ignore").rename(columns={"source_id": "doc_id"})
         missing = set(cols) - set(obj.columns)
         if missing:
             raise ValueError(f"{what} is missing column(s) {sorted(missing)}; "

@@ -94,6 +94,9 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    from cutext.stages.params import count
+
+    n_workers = count("n_workers", n_workers, lo=1, none_ok=True)
     cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
            "dataframe.convert-string": False,
            "dataframe.shuffle.method": "tasks"}
@@ -152,7 +155,7 @@ def materialize(ddf, info: ComputeInfo):
     """Persist a collection and wait until it is computed (so stage timings are honest)."""
     out = ddf.persist()
     if info.client is not None:
-        from distributed import wait
+        from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
 
         wait(out)
     return out

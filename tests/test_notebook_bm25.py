@@ -61,7 +61,8 @@ def test_bm25_datalake_notebook(kernel, tmp_path, monkeypatch):
     import pandas as pd
 
     run = pd.read_parquet(work / "scifact-run.parquet")
-    assert {"query_id", "doc_id", "rank", "score"} <= set(run.columns)
+    assert {"query_id", "doc_id", "source_id", "rank", "score", "doc_index"} <= set(run.columns)
+    assert "CPU engine == sparse product: True" in text and "sharded == one index: True" in text
     assert run["query_id"].nunique() == 300 and run.groupby("query_id").size().max() == 100
 
 

@@ -1,0 +1,89 @@
+"""Execute notebooks in place on the CPU backend, so that they are committed with their outputs and plots.
+
+Usage (from anywhere; needs ``pip install -e '.[notebooks]'`` and the shared data folder)::
+
+    python notebooks/execute.py                      # every notebook of this folder
+    python notebooks/execute.py lda_topics.ipynb     # some of them
+
+Each notebook runs top to bottom with nbclient in a kernel that is this interpreter, with cwd =
+``notebooks/``, ``CUDA_VISIBLE_DEVICES=""`` (so ``backend="auto"`` picks the CPU) and its working
+files under ``$CUTEXT_NOTEBOOK_WORKDIR`` = ``<tmp>/cutext-notebooks/<name>`` (emptied first).  The notebook's
+own metadata is kept (no kernel version, no timings), so a re-run changes only the outputs.  A
+notebook whose outputs would exceed :data:`MAX_BYTES` is refused: print less (no whole tables).
+``tests/test_notebook_committed.py`` checks the committed result; ``tests/test_notebook_<name>.py``
+execute the notebooks again.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MAX_BYTES = 600_000  # a committed notebook, outputs and images included
+
+
+def _kernelspec(folder: Path) -> str:
+    """A ``python3`` kernelspec running this interpreter, first on JUPYTER_PATH."""
+    spec = folder / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python"}), encoding="utf-8")
+    os.environ["JUPYTER_PATH"] = str(folder)
+    return "python3"
+
+
+def execute(path: Path, workdir: Path | None = None) -> int:
+    """Execute one notebook in place; returns its size in bytes.
+
+    Raises
+    ------
+    nbclient.exceptions.CellExecutionError
+        A cell failed (the notebook file is left unchanged).
+    ValueError
+        The executed notebook is larger than :data:`MAX_BYTES`.
+    """
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    metadata = json.loads(json.dumps(nb.metadata))
+    with tempfile.TemporaryDirectory(prefix="cutext-kernel-") as kdir:
+        kernel = _kernelspec(Path(kdir))
+        work = workdir or Path(tempfile.gettempdir()) / "cutext-notebooks" / path.stem  # stable: quiet diffs
+        if workdir is None and work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True, exist_ok=True)
+        os.environ["CUTEXT_NOTEBOOK_WORKDIR"] = str(work)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ.pop("MPLBACKEND", None)  # ipykernel's inline backend: the plots are embedded
+        nbclient.NotebookClient(nb, timeout=1200, kernel_name=kernel, record_timing=False,
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb.metadata = nbformat.from_dict(metadata)
+    nbformat.validate(nb)
+    text = nbformat.writes(nb) + "\n"
+    if len(text.encode()) > MAX_BYTES:
+        raise ValueError(f"{path}: {len(text.encode()):,} bytes with outputs (limit {MAX_BYTES:,}); print less")
+    path.write_text(text, encoding="utf-8")
+    return len(text.encode())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("notebooks", nargs="*", help="notebook names or paths (default: every *.ipynb here)")
+    args = ap.parse_args(argv)
+    paths = [Path(p) if Path(p).exists() else HERE / p for p in args.notebooks] or sorted(HERE.glob("*.ipynb"))
+    for p in paths:
+        print(f"{p.name}: executing ...", flush=True)
+        n = execute(p.resolve())
+        print(f"{p.name}: {n:,} bytes with outputs", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Progress of long pipeline stages: a bar on a terminal, a few plain lines in a log.
+
+Two pieces, both used by every pipeline:
+
+* :func:`progress_bar` -- a tqdm-like object (``update``, ``set_postfix_str``, ``close``): a tqdm
+  bar when standard error is a terminal, else a :class:`PlainProgress` that writes one plain line
+  at most every :data:`PLAIN_INTERVAL` seconds and one when it closes (a run of an hour writes a few
+  hundred lines at most, a run of seconds one line per stage; never a carriage return).
+* :func:`pipeline_progress` / :func:`stage` -- progress *inside* a dask stage, partitions done /
+  total.  ``pipeline_progress(name, enabled)`` marks a pipeline run; inside it, each
+  ``with stage("tokenize")`` (the corpus front end wraps its four stages so) shows a bar fed by
+  dask itself: a :class:`dask.callbacks.Callback` for the in-process schedulers (sync, threads),
+  and ``distributed.as_completed`` over the persisted futures for a ``Client`` (:func:`wait`).
+  Outside a pipeline run (or with ``progress=False``) both are no-ops.
+
+What a stage counts: a dask graph holds several kinds of task (reading, tokenizing, ...); the bar
+counts the most numerous kind among the tasks that run, which, after dask's fusion of blockwise
+steps, is one task per partition: shown as "partitions" when their number is the stage's partition
+count, else as "tasks" (a tree reduction, a shuffle).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+import time
+
+from dask.callbacks import Callback
+
+__all__ = ["PLAIN_INTERVAL", "PlainProgress", "progress_bar", "pipeline_progress", "stage", "wait",
+           "is_terminal"]
+
+PLAIN_INTERVAL = 10.0  # seconds between two plain lines of one bar (plus one line when it closes)
+
+_PIPELINE: contextvars.ContextVar = contextvars.ContextVar("cutext_pipeline_progress", default=None)
+_STAGE: contextvars.ContextVar = contextvars.ContextVar("cutext_stage_progress", default=None)
+
+
+def is_terminal(stream=None) -> bool:
+    """Whether ``stream`` (default: standard error) is an interactive terminal."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _seconds(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(round(s)), 60)
+    return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{sec:02d}"
+
+
+class PlainProgress:
+    """A progress counter that writes plain lines: at most one every ``interval`` seconds, and one at
+    :meth:`close` (``desc: n/total unit (p %), elapsed[, postfix]``).
+
+    Parameters
+    ----------
+    total : int, optional
+    desc : str
+    unit : str
+    interval : float, optional
+        Seconds between two lines (default :data:`PLAIN_INTERVAL`).
+    stream : file, optional
+        Default: standard error.
+    clock : callable, optional
+        Seconds, monotonic (default ``time.monotonic``; tests pass a fake clock).
+    """
+
+    def __init__(self, total=None, desc: str = "", unit: str = "it", interval=None, stream=None, clock=None):
+        self.total = total
+        self.desc = desc
+        self.unit = unit
+        self.interval = PLAIN_INTERVAL if interval is None else float(interval)
+        self.stream = sys.stderr if stream is None else stream
+        self.clock = clock or time.monotonic
+        self.n = 0
+        self.postfix = ""
+        self.start = self.clock()
+        self.last = self.start
+        self.lines = 0
+        self.closed = False
+        self._said = None
+
+    def _line(self) -> str:
+        if self.total:
+            frac = f" ({100.0 * self.n / self.total:.0f}%)"
+            count = f"{self.n:,}/{self.total:,} {self.unit}"
+        else:
+            frac, count = "", f"{self.n:,} {self.unit}"
+        post = f", {self.postfix}" if self.postfix else ""
+        return f"{self.desc}: {count}{frac}, {_seconds(self.clock() - self.start)}{post}"
+
+    def _emit(self):
+        self.stream.write(self._line() + "\n")
+        self.stream.flush()
+        self.lines += 1
+        self.last = self.clock()
+        self._said = (self.n, self.total, self.postfix)
+
+    def update(self, n: int = 1):
+        self.n += n
+        if self.clock() - self.last >= self.interval:
+            self._emit()
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True):
+        self.postfix = s
+
+    def set_description(self, desc: str = "", refresh: bool = True):
+        self.desc = desc
+
+    def reset(self, total=None):
+        self.n = 0
+        self.total = total
+
+    def refresh(self):
+        pass
+
+    def close(self):
+        """Write the closing line (unless the last periodic line already said the same)."""
+        if not self.closed:
+            self.closed = True
+            if self.lines == 0 or self._said != (self.n, self.total, self.postfix):
+                self._emit()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def progress_bar(total=None, desc: str = "", unit: str = "it", stream=None, leave: bool = True):
+    """A tqdm bar on a terminal, else a :class:`PlainProgress` (plain periodic lines).
+
+    Parameters
+    ----------
+    total : int, optional
+    desc, unit : str
+    stream : file, optional
+        Where it writes (default: standard error); a terminal gets a bar.
+    leave : bool
+        Keep the finished bar on screen (tqdm).
+    """
+    stream = sys.stderr if stream is None else stream
+    if is_terminal(stream):
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit, file=stream, leave=leave, dynamic_ncols=True)
+    return PlainProgress(total=total, desc=desc, unit=unit, stream=stream)
+
+
+@contextlib.contextmanager
+def pipeline_progress(name: str, enabled: bool = True):
+    """Mark a pipeline run: inside it, :func:`stage` shows the progress of each stage as ``name stage``."""
+    token = _PIPELINE.set(name if enabled else None)
+    try:
+        yield
+    finally:
+        _PIPELINE.reset(token)
+
+
+def _key_kind(key) -> str:
+    from dask.utils import key_split
+
+    return key_split(key)
+
+
+class _StageProgress:
+    """The bar of one stage, fed by dask: a local-scheduler callback and :func:`wait` for a client."""
+
+    def __init__(self, desc: str, partitions=None):
+        self.desc = desc
+        self.partitions = partitions
+        self.bar = None
+        self.t0 = time.monotonic()
+
+    def start(self, total: int, unit: str):
+        if self.bar is None:
+            self.bar = progress_bar(total=total, desc=self.desc, unit=unit)
+            if isinstance(self.bar, PlainProgress):
+                self.bar.start = self.t0  # elapsed time of the stage, not of its first computation
+        else:  # a second computation inside the stage: count it from zero
+            self.bar.reset(total=total)
+        self.bar.unit = unit
+
+    def update(self, n: int = 1):
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _DaskCallback(Callback):
+    """dask local-scheduler callback: counts the finished tasks of the graph's most numerous kind."""
+
+    def __init__(self, sp: _StageProgress):
+        super().__init__()
+        self.sp = sp
+        self.kind = None
+
+    def _start_state(self, dsk, state):
+        cache = state.get("cache", {})
+        counts: dict = {}
+        for key in dsk:
+            if key not in cache:
+                k = _key_kind(key)
+                counts[k] = counts.get(k, 0) + 1
+        if not counts:
+            self.kind = None
+            return
+        self.kind, total = max(counts.items(), key=lambda kv: kv[1])
+        self.sp.start(total, "partitions" if total == self.sp.partitions else "tasks")
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        if self.kind is not None and _key_kind(key) == self.kind:
+            self.sp.update(1)
+
+
+@contextlib.contextmanager
+def stage(name: str, partitions=None):
+    """Show the progress inside one stage of the current pipeline run (a no-op outside one).
+
+    ``partitions``: the stage's partition count, if known; a graph whose most numerous kind of
+    task has that many is counted in "partitions", any other in "tasks".
+
+    Every dask computation run by the in-process schedulers inside the ``with`` block feeds the
+    bar through a :class:`dask.callbacks.Callback`; with a ``distributed.Client`` the stage's
+    persisted collections feed it through :func:`wait`.
+    """
+    pipeline = _PIPELINE.get()
+    if pipeline is None or _STAGE.get() is not None:  # disabled, or nested inside a stage already shown
+        yield
+        return
+    sp = _StageProgress(f"{pipeline} {name}", partitions)
+    token = _STAGE.set(sp)
+    try:
+        with _DaskCallback(sp):
+            yield
+    finally:
+        _STAGE.reset(token)
+        sp.close()
+
+
+def wait(collections) -> None:
+    """Wait for persisted collections computing on a ``distributed.Client``, feeding the current
+    stage's bar as their futures finish (``distributed.as_completed``); plain ``distributed.wait``
+    outside a shown stage."""
+    from distributed import futures_of
+    from distributed import wait as _wait
+
+    sp = _STAGE.get()
+    futures = futures_of(collections)
+    if sp is None or not futures:
+        _wait(collections)
+        return
+    from distributed import as_completed
+
+    sp.start(len(futures), "partitions" if len(futures) == sp.partitions else "tasks")
+    for _ in as_completed(futures):
+        sp.update(1)
+    _wait(collections)  # raises the first error, as distributed.wait does

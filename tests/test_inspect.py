@@ -1,0 +1,137 @@
+"""Results a user can inspect (issue 14 item 5): one meaning per name (doc_id = position, source_id =
+the caller's id) in every pipeline's Parquet, short reprs, headline figures, one ``out=`` default."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from cutext import pipelines
+from cutext.pipelines._result import RunResult, default_out
+
+
+@pytest.fixture
+def corpus(tmp_path, data_dir):
+    """80 CACM abstracts as JSON Lines, ids CACM-xxxx (the caller's ids)."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:80]
+    p = tmp_path / "cacm80.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ids = [json.loads(ln)["id"] for ln in lines]
+    return p, ids
+
+
+KW = dict(backend="cpu", progress=False, text_column="contents", id_column="id")
+
+
+def _doc_columns_follow_the_rule(df: pd.DataFrame, ids: list, where: str):
+    assert df["doc_id"].dtype == np.int64, where
+    assert df["source_id"].astype(str).tolist() == [ids[i] for i in df["doc_id"]], where
+
+
+def test_every_pipeline_output_has_doc_id_positions_and_source_ids(tmp_path, corpus):
+    path, ids = corpus
+    b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", **KW)
+    docs = pq.read_table(b.path / "documents").to_pandas()
+    assert docs["doc_id"].tolist() == list(range(len(ids)))
+    _doc_columns_follow_the_rule(docs, ids, "bm25 documents/")
+    c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)
+    a = pd.read_parquet(c.path / "assignments.parquet")
+    _doc_columns_follow_the_rule(a, ids, "cluster assignments")
+    cl = pd.read_parquet(c.path / "clusters.parquet")
+    assert cl["first_doc_id"].dtype == np.int64 and cl["first_doc_id"].between(0, len(ids) - 1).all()
+    m = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=3, **KW)
+    d = pd.read_parquet(m.path / "documents.parquet")
+    assert list(d.columns) == ["doc_id", "source_id", "length"] and d["doc_id"].tolist() == list(range(len(ids)))
+    _doc_columns_follow_the_rule(d, ids, "lda documents.parquet")
+    dt = pd.read_parquet(m.path / "doc_topic.parquet")
+    assert list(dt.columns[:2]) == ["doc_id", "source_id"]
+    _doc_columns_follow_the_rule(dt, ids, "lda doc_topic.parquet")
+
+
+def test_lda_model_written_before_the_rule_still_loads(tmp_path, corpus):
+    """Older models name the source id ``name`` in documents.parquet."""
+    from cutext.pipelines.lda import LDAModel
+
+    path, ids = corpus
+    r = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=2, **KW)
+    f = r.path / "documents.parquet"
+    pq.write_table(pq.read_table(f).rename_columns(["doc_id", "name", "length"]), f)
+    m = LDAModel.load(r.path)
+    assert m.documents["source_id"].tolist() == ids
+
+
+def test_reprs_are_one_short_line(tmp_path, corpus, arpa):
+    from cutext.pipelines.lda import LDAModel
+    from cutext.pipelines.ngram import NGramModel
+    from cutext.stages.streamcluster import StreamClusterer
+
+    path, ids = corpus
+    b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", k1=0.9, b=0.4, **KW)
+    index = pipelines.BM25Index.load(b.path, backend="cpu")
+    lm = NGramModel.load(arpa / "kenlm" / "test.arpa", backend="cpu")
+    c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)
+    sc = StreamClusterer.load(c.path / "state", backend="cpu")
+    m = LDAModel.load(pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=2, **KW).path)
+    reprs = {
+        "bm25": (repr(index), rf"^BM25Index\(N=80, V={len(index.vocab):,}, postings={index.matrix.nnz:,}, "
+                              r"variant='lucene', k1=0\.9, b=0\.4, backend='cpu', path='.*bm25'\)$"),
+        "ngram": (repr(lm), r"^NGramModel\(order=5, V=\d+, ngrams=\[37, 47, 11, 6, 4\], bytes_per_ngram=[\d.]+, "
+                            r"backend='cpu', path='.*test\.arpa'\)$"),
+        "cluster": (repr(sc), rf"^StreamClusterer\(threshold=0\.3, top_k=35, method='reference', backend='cpu', "
+                              rf"batch_size=1, clusters={sc.n_clusters}, docs=80, terms=[\d,]+\)$"),
+        "lda": (repr(m), r"^LDAModel\(K=3, V=[\d,]+, docs=80, tokens=[\d,]+, sampler='dense', alpha=16\.6667, "
+                         r"beta=0\.01, iterations=2, LLPT=-[\d.]+, trained on 'cpu', path='.*lda'\)$"),
+        "result": (repr(c), rf"^RunResult\('cluster', path='.*cl', backend='cpu', clusters={sc.n_clusters}, "
+                            r"documents=80, [\d.]+ s\)$"),
+    }
+    for name, (text, pattern) in reprs.items():
+        assert "\n" not in text and len(text) < 300, name
+        assert re.match(pattern, text), (name, text)
+
+
+def test_headline_figures(tmp_path, corpus, arpa):
+    path, ids = corpus
+    b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", **KW)
+    assert b.headline == {"documents": 80, "terms": b.counts["n_terms"], "postings": b.counts["n_postings"]}
+    c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)
+    assert c.headline["clusters"] == json.loads((c.path / "cluster.json").read_text())["counts"]["n_clusters"]
+    m = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=2, **KW)
+    assert m.headline["LLPT"] == pd.read_parquet(m.path / "llpt.parquet")["llpt"].iloc[-1]
+    src = tmp_path / "s.txt"
+    src.write_text("looking on a little more loin\nlanguage modeling is fun .\n", encoding="utf-8")
+    n = pipelines.run("ngram", src, out=tmp_path / "ng", model=arpa / "kenlm" / "test.arpa", backend="cpu",
+                      progress=False)
+    # KenLM's scores of these two sentences (shared data README): -1.567985 and -64.594437 over 7 + 6 tokens
+    assert n.headline["perplexity"] == pytest.approx(10 ** ((1.567985 + 64.594437) / 13), rel=1e-5)
+    assert str(n).splitlines()[1].strip().startswith("perplexity = ")
+    assert "perplexity=" in repr(n)
+
+
+def test_one_out_default_for_every_pipeline(tmp_path, corpus, monkeypatch, arpa):
+    path, _ = corpus
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for name, kw in (("bm25", dict(scheduler="sync", **KW)), ("cluster", dict(threshold=0.3, **KW)),
+                     ("lda", dict(K=2, iterations=1, **KW))):
+        r = pipelines.run(name, path, **kw)
+        assert r.path == (work / f"{name}-out").absolute() == (work / default_out(name)).absolute()
+    r = pipelines.run("ngram", path, model=arpa / "kenlm" / "test.arpa", backend="cpu", progress=False,
+                      text_column="contents")
+    assert r.path == (work / "ngram-out").absolute()
+    from cutext.pipelines.__main__ import main
+
+    (work / "bm25-out").rename(work / "older")
+    assert main(["bm25", str(path), "--backend", "cpu", "--scheduler", "sync", "--text-column", "contents",
+                 "--no-progress"]) == 0
+    assert (work / "bm25-out" / "index.json").is_file()
+
+
+def test_run_result_summary_leads_with_the_headline():
+    r = RunResult("lda", "x", "cpu", "sync", 1, {"n_docs": 3}, {"sample": 1.0}, {}, {"LLPT": -9.87654})
+    lines = str(r).splitlines()
+    assert lines[1] == "  LLPT = -9.8765" and "n_docs=3" in lines[2]

@@ -1,0 +1,137 @@
+"""Progress inside long stages (issue 14 item 6): partitions done / total for every pipeline, and a
+bounded number of plain lines (no bar, no carriage return) when standard error is not a terminal."""
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from cutext import pipelines
+from cutext.stages import progress as prog
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_plain_progress_writes_a_line_per_interval_and_one_at_the_end():
+    clock, out = _Clock(), io.StringIO()
+    bar = prog.PlainProgress(total=1000, desc="demo", unit="partitions", interval=10.0, stream=out, clock=clock)
+    for _ in range(1000):  # 1,000 updates over 100 simulated seconds
+        clock.t += 0.1
+        bar.update(1)
+    bar.close()
+    bar.close()  # closing twice writes nothing more
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue()
+    assert 10 <= len(lines) <= 11  # one per 10 s, plus the final line
+    assert lines[-1].startswith("demo: 1,000/1,000 partitions (100%), 1:40")
+    assert re.match(r"demo: \d+/1,000 partitions \(\d+%\), ", lines[0])
+
+
+def test_progress_bar_is_plain_off_a_terminal_and_tqdm_on_one():
+    assert isinstance(prog.progress_bar(total=3, stream=io.StringIO()), prog.PlainProgress)
+    tty = _Tty()
+    bar = prog.progress_bar(total=3, desc="x", stream=tty)
+    assert not isinstance(bar, prog.PlainProgress)
+    bar.update(3)
+    bar.close()
+    assert "3/3" in tty.getvalue()
+
+
+def _corpus(tmp_path, data_dir, n_files=3):
+    """CACM abstracts split into ``n_files`` JSON Lines files (one partition each)."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:300]
+    d = tmp_path / "corpus"
+    d.mkdir()
+    step = -(-len(lines) // n_files)
+    for i in range(n_files):
+        (d / f"part{i}.jsonl").write_text("\n".join(lines[i * step:(i + 1) * step]) + "\n", encoding="utf-8")
+    return str(d / "*.jsonl")
+
+
+STAGE_LINE = re.compile(r"^(\w+) ([\w+]+): ([\d,]+)/([\d,]+) (partitions|tasks) \(\d+%\), [\d.:]+( s)?(, .*)?$")
+
+
+def _lines(text: str) -> list[str]:
+    assert "\r" not in text
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def test_bm25_progress_off_a_terminal_is_one_plain_line_per_stage(tmp_path, data_dir, capsys):
+    r = pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
+                      scheduler="threads", text_column="contents", progress=True)
+    assert r.counts["partitions"] == 3
+    lines = _lines(capsys.readouterr().err)
+    parsed = [STAGE_LINE.match(ln) for ln in lines]
+    assert all(parsed), lines
+    stages = [m.group(2) for m in parsed]
+    assert stages == ["read", "tokenize", "encode", "count", "weight+write"]  # fast: only the closing lines
+    by = {m.group(2): m for m in parsed}
+    for name in ("read", "tokenize"):  # one task per partition: partitions done / total
+        assert by[name].group(3) == by[name].group(4) == "3" and by[name].group(5) == "partitions"
+
+
+def test_progress_false_writes_nothing(tmp_path, data_dir, capsys):
+    pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
+                  scheduler="sync", text_column="contents", progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_periodic_lines_are_bounded_by_the_interval(tmp_path, data_dir, capsys, monkeypatch):
+    """With an interval of 0 every finished partition writes a line: one line per partition, never a
+    bar's redraws."""
+    monkeypatch.setattr(prog, "PLAIN_INTERVAL", 0.0)
+    pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
+                  scheduler="sync", text_column="contents", progress=True)
+    lines = _lines(capsys.readouterr().err)
+    tok = [ln.split(":")[1].split()[0] for ln in lines if ln.startswith("bm25 tokenize:")]
+    # the stage tokenizes each partition once (cutext.stages.api.tokenize persists its summary; the
+    # lengths come from the summaries): 1/3 .. 3/3; the closing line would repeat the last one, so it
+    # is left out
+    assert tok == ["1/3", "2/3", "3/3"]
+
+
+def test_progress_on_a_distributed_client(tmp_path, data_dir, capsys):
+    """With a Client, persisted stages count their futures as they finish (distributed.as_completed)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        r = pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
+                          client=client, text_column="contents", progress=True)
+    assert r.scheduler == "client"
+    lines = _lines(capsys.readouterr().err)
+    tok = [ln for ln in lines if ln.startswith("bm25 tokenize:")]
+    assert tok and tok[-1].startswith("bm25 tokenize: 3/3 partitions"), lines
+
+
+def _names(lines):
+    """The bars' names in order, a bar that also wrote a periodic line (a slow first JIT compile) once."""
+    names = [ln.split(":")[0] for ln in lines]
+    return [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]
+
+
+def test_lda_and_cluster_progress_off_a_terminal(tmp_path, data_dir, capsys):
+    corpus = _corpus(tmp_path, data_dir)
+    r = pipelines.run("lda", corpus, out=tmp_path / "lda", K=3, iterations=40, backend="cpu",
+                      text_column="contents", progress=True)
+    lines = _lines(capsys.readouterr().err)
+    assert _names(lines) == ["lda read", "lda tokenize", "lda encode", "lda count", "lda K=3"]
+    assert lines[-1].startswith("lda K=3: 40/40 it (100%)") and f"LLPT {r.headline['LLPT']:.4f}" in lines[-1]
+    r = pipelines.run("cluster", corpus, out=tmp_path / "cl", backend="cpu", text_column="contents",
+                      threshold=0.3, progress=True)
+    lines = _lines(capsys.readouterr().err)
+    assert _names(lines) == ["cluster read", "cluster tokenize", "cluster encode",
+                                                 "cluster count", "cluster"]
+    assert lines[-1].startswith("cluster: 300/300 docs (100%)")
+    assert f"{r.headline['clusters']} clusters" in lines[-1]
