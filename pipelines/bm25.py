@@ -22,43 +22,44 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend, to_host, values
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
+from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages import bm25 as bm25_stage
+from cutext.stages import search as search_stage
 from cutext.stages.compute import compute_context
+from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
-from cutext.stages.encode import encode_terms
+from cutext.stages.encode import encode_query_terms
 from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
+from cutext.stages.sources import input_label
 from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
 
 POSTINGS_PER_FILE = 8_000_000
 
 
 class _Stages:
-    """Progress over the pipeline's stages (tqdm), and their wall-clock timings."""
+    """The pipeline's stages: wall-clock timings, and the progress inside each (partitions done /
+    total, :mod:`cutext.stages.progress`: a bar on a terminal, plain periodic lines in a log)."""
 
     def __init__(self, names, progress: bool):
-        self.timings: dict[str, float] = {}
-        self.bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        from cutext.stages.progress import pipeline_progress
 
-            self.bar = tqdm(total=len(names), desc="bm25", unit="stage", leave=True)
+        self.timings: dict[str, float] = {}
+        self._shown = pipeline_progress("bm25", progress)
+        self._shown.__enter__()
 
     def run(self, name, fn, *args, **kwargs):
-        if self.bar is not None:
-            self.bar.set_postfix_str(name)
+        from cutext.stages.progress import stage
+
         t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
+        with stage(name):  # a no-op inside a front-end stage, which shows itself
+            out = fn(*args, **kwargs)
         self.timings[name] = time.perf_counter() - t0
-        if self.bar is not None:
-            self.bar.update(1)
         return out
 
     def close(self):
-        if self.bar is not None:
-            self.bar.close()
+        self._shown.__exit__(None, None, None)
 
 
 class _DocumentsPartition:
@@ -78,6 +79,89 @@ def _drop_dl(df):
     return df[["term_id", "doc_id", "tf", "weight"]]
 
 
+def read_postings(folder, N: int, V: int, df: np.ndarray):
+    """The postings of an index, read file by file and row group by row group into preallocated arrays.
+
+    Bounded memory (issue 15): the result is one copy of each column in its final dtype, filled
+    from one row group at a time (about 1 M rows), so loading never holds the Arrow table and the
+    arrays together; ``tf`` is not read.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        ``<index>/postings``.
+    N, V : int
+        Documents and vocabulary size from the manifest and the vocabulary.
+    df : int64 array, shape (V + 1,)
+        The vocabulary's df (its sum is the number of postings).
+
+    Returns
+    -------
+    (term_id, doc_id, weight, counts) : int32 array, int32 (int64 when N >= 2**31) array, float32
+        array, shape (n_postings,), in file order; int64 array (V + 1,), postings per term id.
+
+    Raises
+    ------
+    ArtifactNotFoundError
+        No postings folder.
+    ArtifactError
+        Unreadable Parquet, a missing or ill-typed column, nulls, term ids outside [1, V], doc ids
+        outside [0, N), weights that are not finite, or a row count other than ``df.sum()``;
+        the message names the file.
+    """
+    import pyarrow.parquet as pq
+
+    from cutext.stages import artifacts as art
+
+    cols = {"term_id": "int", "doc_id": "int", "weight": "float"}
+    if not folder.exists():
+        raise art.ArtifactNotFoundError(f"{folder}: missing postings")
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else [folder]
+    try:
+        pfs = [pq.ParquetFile(f) for f in files]
+    except (OSError, pa.ArrowException) as exc:
+        raise art.ArtifactError(f"{folder}: unreadable postings ({exc})") from None
+    for f, pf in zip(files, pfs):
+        schema = pf.schema_arrow
+        for name, kind in cols.items():
+            if name not in schema.names:
+                raise art.ArtifactError(f"{f}: postings has no column {name!r} (columns: {schema.names})")
+            if not art._TYPES[kind](schema.field(name).type):
+                raise art.ArtifactError(f"{f}: column {name!r} of postings must be {kind}, "
+                                        f"got {schema.field(name).type}")
+    n = sum(pf.metadata.num_rows for pf in pfs)
+    if n != int(df.sum()):
+        raise art.ArtifactError(f"{folder}: postings do not match the vocabulary's df "
+                                f"({n} postings, df sums to {int(df.sum())})")
+    t = np.empty(n, np.int32)
+    d = np.empty(n, np.int32 if N < 2**31 else np.int64)
+    w = np.empty(n, np.float32)
+    counts = np.zeros(V + 1, np.int64)
+    pos = 0
+    for f, pf in zip(files, pfs):
+        for g in range(pf.num_row_groups):
+            try:
+                tb = pf.read_row_group(g, columns=list(cols))
+            except (OSError, pa.ArrowException) as exc:
+                raise art.ArtifactError(f"{f}: unreadable postings ({exc})") from None
+            k = tb.num_rows
+            if pos + k > n or any(c.null_count for c in tb.columns):
+                raise art.ArtifactError(f"{f}: postings row group {g} has nulls or more rows than its footer")
+            tt, dd, ww = (tb.column(c).to_numpy() for c in cols)
+            del tb
+            art.check_range(tt, 1, V, "posting term ids", f)
+            art.check_range(dd, 0, N - 1, "posting doc ids", f)
+            art.check_finite(ww, "posting weights", f)
+            t[pos:pos + k], d[pos:pos + k], w[pos:pos + k] = tt, dd, ww
+            counts += np.bincount(t[pos:pos + k], minlength=V + 1)
+            pos += k
+            del tt, dd, ww
+    if pos != n:
+        raise art.ArtifactError(f"{folder}: postings hold {pos} rows, their footers {n}")
+    pa.default_memory_pool().release_unused()  # the row groups' buffers, kept by the allocator
+    return t, d, w, counts
+
+
 def _term_major_order(t, d, block: int = 1 << 22) -> bool:
     """Whether (t, d) pairs are strictly increasing (term-major, then doc), checked in blocks so
     that the temporaries stay small (index load, issue 15)."""
@@ -91,49 +175,50 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
     return True
 
 
-def _term_slice(part, lo: int, hi: int, last: bool):
-    """Rows of a counts partition (sorted by term) with ``lo <= term_id < hi`` (``<= hi`` if ``last``)."""
-    t = values(part["term_id"])
-    xp = array_module(t)
-    a = int(xp.searchsorted(t, lo, side="left"))
-    e = int(xp.searchsorted(t, hi, side="right" if last else "left"))
-    return part.iloc[a:e]
+def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn):
+    """One term range of the postings from spilled counts partitions (an external merge pass).
 
-
-def _term_range(slices, weight_fn):
-    """One term range of the postings: the slices of every counts partition, weighted, sorted."""
-    import importlib
-
-    kept = [s for s in slices if len(s)] or slices[:1]
-    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
-    df = lib.concat(kept, ignore_index=True)
-    df = _drop_dl(weight_fn(df))
-    return df.sort_values(["term_id", "doc_id"], ignore_index=True)
-
-
-def _term_major(counts, weighted, df_t: np.ndarray, nparts: int, weight_fn):
-    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15).
-
-    ``counts`` partitions are sorted by (term_id, doc_id) and hold increasing doc-id ranges, so the
-    postings of a term range are a slice of every partition: output partition ``i`` concatenates
-    the slices of the range ``[div_i, div_{i+1})`` (:func:`cutext.stages.sort.term_divisions`, the
-    last range closed), weights and sorts them.  Same partitions and rows as
-    :func:`cutext.stages.sort.term_major` (whose degenerate cases it still uses).
+    Each partition's ``term_id`` file is memory-mapped and binary-searched, so only the rows of
+    ``[lo, hi)`` (``<= hi`` if ``last``) are read.  The partitions hold increasing doc-id ranges and
+    each is sorted by (term_id, doc_id), so a stable sort by term of their concatenation is the
+    (term_id, doc_id) order: the rows and order of :func:`_term_range` on the same slices.
     """
+    from cutext.stages.corpus import COUNT_COLUMNS, load_spilled
+
+    pieces = {k: [] for k in COUNT_COLUMNS}
+    for f in folders:
+        a = load_spilled(f, COUNT_COLUMNS, mmap=True)
+        t = a["term_id"]
+        s_ = int(np.searchsorted(t, lo, side="left"))
+        e = int(np.searchsorted(t, hi, side="right" if last else "left"))
+        if e > s_:
+            for k in COUNT_COLUMNS:
+                pieces[k].append(np.array(a[k][s_:e]))
+        del a, t
+    cols = {k: (np.concatenate(v) if v else np.zeros(0, np.int64 if k == "doc_id" else np.int32))
+            for k, v in pieces.items()}
+    del pieces
+    order = np.argsort(cols["term_id"], kind="stable")
+    df = pd.DataFrame({k: cols.pop(k)[order] for k in COUNT_COLUMNS})
+    del order
+    return _drop_dl(weight_fn(df))
+
+
+def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts):
+    """:func:`_term_major` over counts partitions spilled to ``folders`` (a task per term range
+    reads its slice of every partition's files; nothing of the corpus is held in memory)."""
     import dask
     import dask.dataframe as dd
 
     from cutext.stages.sort import term_divisions
 
     divisions = term_divisions(df_t, nparts)
-    if len(divisions) < 2 or divisions[0] == divisions[-1] or counts.npartitions == 1 and nparts == 1:
+    if len(divisions) < 2 or divisions[0] == divisions[-1]:
+        weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
+        weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
         return term_major(weighted, df_t, nparts)
-    parts = counts.to_delayed()
-    out = []
-    for i in range(len(divisions) - 1):
-        lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
-        slices = [dask.delayed(_term_slice)(p, lo, hi, last) for p in parts]
-        out.append(dask.delayed(_term_range)(slices, weight_fn))
+    out = [dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2, weight_fn)
+           for i in range(len(divisions) - 1)]
     m = _drop_dl(bm25_stage.weights_meta(counts._meta))
     return dd.from_delayed(out, meta=m, verify_meta=False)
 
@@ -147,10 +232,14 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
     Parameters
     ----------
-    path : str, os.PathLike or list
-        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats).
+    path : str, os.PathLike, list, or a frame
+        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats), or a pandas / cudf /
+        dask / dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
+        :mod:`cutext.stages.sources`).
     out : str or os.PathLike
         Index directory to write; written under a temporary name and renamed when complete.
+        ``pipelines.run("bm25", path)`` and the CLI default to ``"bm25-out"`` (one rule for
+        every pipeline: ``"<name>-out"`` in the working directory).
     variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
     k1, b, delta : float
         BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
@@ -167,7 +256,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         Workers of a local cluster (default: one per GPU / core).
     overwrite : bool
     progress : bool
-        Show a progress bar over the stages.
+        Show the progress inside each stage (partitions done / total): a bar when standard error is
+        a terminal, else a plain line every 10 s and one per finished stage.
 
     Returns
     -------
@@ -201,27 +291,40 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
                 atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
                                  inputs=path) as tmp:
-            corpus = build_corpus(src, tok_cfg, info,
+            # CPU: the per-partition results go to files inside the output's temporary directory
+            # (removed before the swap), so host memory holds the partitions in flight (issue 15)
+            spill = tmp / ".spill" if be == "cpu" else None
+            corpus = build_corpus(src, tok_cfg, info, spill=spill,
                                   run_stage=lambda name, fn: stages.run(names.get(name, name), fn))
             docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
-            n_docs, n_terms = corpus.n_docs, corpus.n_terms
+            n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
             del corpus
             n_tokens = int(lengths.sum())
             if n_tokens == 0:
-                raise CorpusError(f"{path}: no document has a token after tokenization ({n_docs} documents)")
-            avgdl = n_tokens / n_docs
-            idf_t = bm25_stage.idf(df_t, n_docs, variant)
-            w0 = bm25_stage.absent_weight(idf_t, variant, k1, delta)
+                raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
             n_postings = int(df_t.sum())
+            # the public bm25 stage (cutext.stages.api.bm25) on the front end's counts
+            weights = stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
+                                     k1=k1, b=b, delta=delta,
+                                     n_partitions=max(1, -(-n_postings // POSTINGS_PER_FILE)))
+            avgdl, idf_t, w0 = weights.avgdl, weights.idf, weights.w0
 
             def _write():
-                weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
-                weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
-                weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
-                nparts = max(1, -(-n_postings // POSTINGS_PER_FILE))
-                postings = _term_major(counts, weighted, df_t, nparts, weight_fn)
+                if spill is not None:  # an external merge of the spilled counts, a term range a task
+                    from cutext.stages.corpus import SPILL_COUNTS, spill_dir
+
+                    weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
+                    nparts = max(1, -(-n_postings // POSTINGS_PER_FILE))
+                    folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
+                    postings = _term_major_spilled(folders, df_t, nparts, weight_fn, counts)
+                else:
+                    postings = weights.postings
                 postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
                                     name_function=lambda i: f"part.{i:05d}.parquet")
+                if spill is not None:
+                    import shutil
+
+                    shutil.rmtree(spill, ignore_errors=True)
                 documents = docs.map_partitions(_DocumentsPartition(lengths),
                                                 meta=_DocumentsPartition(np.zeros(0, np.int64))(docs._meta))
                 documents.to_parquet(str(tmp / "documents"), write_index=False, write_metadata_file=False,
@@ -245,12 +348,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 "kind": "cutext.bm25", "version": __version__, "N": n_docs, "avgdl": avgdl,
                 "variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": tok_cfg.to_dict(),
                 "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers,
-                "source": str(path), "format": fmt, "counts": result_counts, "timings": stages.timings,
+                "source": input_label(path), "format": fmt, "counts": result_counts, "timings": stages.timings,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     finally:
         stages.close()
     return RunResult("bm25", Path(out).absolute(), info.backend, info.scheduler, info.n_workers,
-                     result_counts, stages.timings, params)
+                     result_counts, stages.timings, params,
+                     headline={"documents": n_docs, "terms": n_terms, "postings": n_postings})
 
 
 # ----------------------------------------------------------------------------- retrieval
@@ -279,64 +383,106 @@ def _as_queries(queries) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _sortable_u32(x):
-    """float32 -> uint32 whose unsigned order is the float order (numpy or cupy)."""
-    xp = array_module(x)
-    u = x.astype(np.float32).view(np.uint32).astype(np.int64)
-    return xp.where(u & 0x80000000, 0xFFFFFFFF - u, u | 0x80000000)
+topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.search)
 
 
-def topk_rows(indptr, indices, data, k: int):
-    """Top ``k`` entries of every row of a CSR matrix whose rows have sorted column indices.
+def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = None):
+    """The postings of documents ``[lo, hi)`` as a scipy CSR (V + 1, hi - lo) float32 of ``w - w0``
+    (columns = doc id - lo), validated (see :meth:`BM25Index.load`; :func:`read_postings` reads them
+    row group by row group into one copy of each column, issue 15)."""
+    import scipy.sparse as sp
 
-    Ties are broken by the smaller column index.  CPU: a partition per row, then a sort of the
-    candidates only.  GPU: one stable radix sort of ``row << 32 | descending score`` keys.
+    from cutext.stages import artifacts as art
 
-    Returns
-    -------
-    (rows, cols, vals, rank) : arrays of the input's module, rank 0-based within the row.
-    """
-    xp = array_module(data)
-    nq = len(indptr) - 1
-    if xp is not np:
-        counts = xp.diff(indptr).astype(np.int64)
-        rows = xp.repeat(xp.arange(nq, dtype=np.int64), counts)
-        key = (rows << 32) | (0xFFFFFFFF - _sortable_u32(data))
-        order = xp.argsort(key, kind="stable")
-        rank = xp.arange(len(order), dtype=np.int64) - indptr[rows[order]].astype(np.int64)
-        sel = order[rank < k]
-        return rows[sel], indices[sel].astype(np.int64), data[sel], rank[rank < k]
-    out_rows, out_cols, out_vals, out_rank = [], [], [], []
-    indptr = np.asarray(indptr)
-    for r in range(nq):
-        s, e = int(indptr[r]), int(indptr[r + 1])
-        if s == e:
-            continue
-        v = data[s:e]
-        c = indices[s:e]
-        if e - s > k:
-            kth = np.partition(v, e - s - k)[e - s - k]
-            cand = np.flatnonzero(v >= kth)
-            v, c = v[cand], c[cand]
-        o = np.lexsort((c, -v))[:k]
-        out_rows.append(np.full(len(o), r, np.int64))
-        out_cols.append(c[o].astype(np.int64))
-        out_vals.append(v[o])
-        out_rank.append(np.arange(len(o), dtype=np.int64))
-    if not out_rows:
-        z = np.zeros(0, np.int64)
-        return z, z, data[:0], z
-    return (np.concatenate(out_rows), np.concatenate(out_cols), np.concatenate(out_vals),
-            np.concatenate(out_rank))
+    hi = N if hi is None else hi
+    t, d, w, counts = read_postings(path / "postings", N, V, df)
+    if lo == 0 and hi == N:
+        if not np.array_equal(counts, df):
+            raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
+    else:  # a shard: keep the rows of its document range
+        keep = (d >= lo) & (d < hi)
+        t, d, w = t[keep], d[keep] - lo, w[keep]
+        del keep
+        counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
+    if not _term_major_order(t, d):  # not term-major on disk: sort (older or foreign writers)
+        o = np.lexsort((d, t))
+        t, d, w = t[o], d[o], w[o]
+        del o
+    if hi - lo < 2**31 and d.dtype != np.int32:
+        d = d.astype(np.int32)
+    if np.any(w0):  # store w - w0 (in place, in blocks); search adds the w0 of every query term back
+        for a in range(0, len(w), 1 << 22):
+            w[a:a + (1 << 22)] -= w0[t[a:a + (1 << 22)]]
+    del t
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return sp.csr_matrix((w, d, indptr), shape=(V + 1, hi - lo), copy=False)
+
+
+def _to_backend(M, backend: str):
+    """The CSR on the device for ``backend == "gpu"`` (cupyx), else as is."""
+    if backend != "gpu":
+        return M
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    return csp.csr_matrix((cupy.asarray(M.data), cupy.asarray(M.indices.astype(np.int32)),
+                           cupy.asarray(M.indptr.astype(np.int32) if M.nnz < 2**31 else M.indptr)),
+                          shape=M.shape)
+
+
+class _Shard:
+    """The documents ``[lo, hi)`` of an index, held by one worker of a cluster (sharded search)."""
+
+    def __init__(self, lo: int, hi: int, matrix, backend: str):
+        self.lo, self.hi, self.backend = lo, hi, backend
+        self.sm = search_stage.SearchMatrix(matrix)
+
+
+def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w0) -> _Shard:
+    """Worker side of :meth:`BM25Index.load` with a client: read the shard, put it on this worker's device."""
+    be = resolve_backend(backend, needs=ARRAY_STACK)
+    return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi), be), be)
+
+
+def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
+    """Worker side of a sharded search: the shard's top k, doc ids made global."""
+    doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads)
+    return np.where(doc >= 0, doc + shard.lo, -1), score, n
+
+
+def _shard_dense(shard: _Shard, Q):
+    return shard.sm.dense(Q)
+
+
+def _shard_info(shard: _Shard):
+    return shard.lo, shard.hi, shard.backend, shard.sm.nonnegative
+
+
+def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
+    """Split documents ``0..N-1`` into at most ``n_shards`` contiguous non-empty ranges of about equal
+    token counts (postings), the cuts on document boundaries."""
+    N = len(lengths)
+    if N == 0:
+        return []
+    cum = np.cumsum(np.asarray(lengths, np.float64) + 1.0)  # +1: empty documents still count
+    cuts = [0] + [int(np.searchsorted(cum, cum[-1] * i / n_shards, side="right")) for i in range(1, n_shards)] + [N]
+    cuts = sorted(set(min(max(c, 0), N) for c in cuts))
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 class BM25Index:
     """A BM25 index loaded for search.
 
-    The postings form a term-major CSR matrix ``M`` of shape (V + 1, N), float32; a batch of
-    queries is a CSR matrix ``Q`` (n_queries, V + 1) of query term counts; scores are ``Q @ M``
-    (scipy.sparse on the CPU, cupyx.scipy.sparse on the GPU) plus, for bm25l/bm25+, the weight
-    of absent query terms.
+    The postings form a term-major CSR matrix ``M`` of shape (V + 1, N), float32 (stored weights
+    ``w - w0``); a batch of queries is a CSR ``Q`` (n_queries, V + 1) of query term counts; the
+    scores are the rows of ``Q @ M`` plus, for bm25l/bm25+, the weight ``w0`` of the query terms a
+    document lacks.  The top k of each query come from one of the engines of
+    :mod:`cutext.stages.search` (CPU: numba threads; GPU: the tiled CUDA engine; or the sparse
+    product itself), all with one ties rule: equal scores are ranked by the smaller ``doc_id``.
+
+    Loaded with a dask ``client``, the documents are split into ranges (shards) over the client's
+    workers; each worker keeps its shard (on its GPU or CPU), every query batch is scored on every
+    shard and the top k merged on the caller, the same result as one index.
 
     Attributes
     ----------
@@ -346,33 +492,53 @@ class BM25Index:
     df, idf, w0 : numpy arrays, shape (V + 1,), index = term id
     source_ids : numpy object array, shape (N,)
     lengths : numpy int32 array, shape (N,)
-    backend : str
+    backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
+    matrix : scipy / cupyx CSR, or None for a sharded index
+    shards : list of (lo, hi, worker address), empty unless loaded with a client
     """
 
-    def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend):
+    def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
+                 client=None, shards=None):
         self.path, self.meta, self.vocab = Path(path), meta, vocab
         self.df, self.idf, self.w0 = df, idf, w0
         self.source_ids, self.lengths = source_ids, lengths
         self.matrix, self.backend = matrix, backend
         self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
         self._has_w0 = bool(np.any(w0 != 0))
-        self._w0_dev = None
+        self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
+        self._client = client
+        self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
+        self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
 
     @property
     def n_docs(self) -> int:
         return int(self.meta["N"])
 
+    def __repr__(self) -> str:
+        m = self.meta
+        delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
+        postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
+        shards = f", shards={len(self.shards)}" if self.shards else ""
+        return (f"BM25Index(N={self.n_docs:,}, V={len(self.vocab):,}, postings={postings:,}, "
+                f"variant={m.get('variant')!r}, k1={m.get('k1')}, b={m.get('b')}{delta}, "
+                f"backend={self.backend!r}{shards}, path={str(self.path)!r})")
+
     @classmethod
-    def load(cls, path, backend="auto") -> "BM25Index":
+    def load(cls, path, backend="auto", client=None) -> "BM25Index":
         """Load an index directory written by :func:`build_index`.
 
         Parameters
         ----------
         path : str or os.PathLike
         backend : {"auto", "cpu", "gpu"}
-            Where the matrix lives and queries are scored (cupyx.scipy.sparse on ``"gpu"``).
-            ``"auto"`` (the default of every loader) = the GPU when cupy is installed and a device
-            is visible, else the CPU; the index files are the same for both.
+            Where the matrix lives and queries are scored.  ``"auto"`` (the default of every loader)
+            = the GPU when cupy is installed and a device is visible, else the CPU; the index files
+            are the same for both.  With a ``client``, each worker resolves it for itself.
+        client : distributed.Client, optional
+            Shard the index over the client's workers: documents ``0..N-1`` are cut into one contiguous
+            range per worker (about equal token counts, :func:`shard_ranges`); each worker reads and
+            keeps its range's postings (the path must be readable by the workers).  Search results are
+            the same as without a client.
 
         Raises
         ------
@@ -382,6 +548,8 @@ class BM25Index:
             A corrupt index, naming the directory and file: invalid JSON, another kind, a missing or
             ill-typed field or column, doc ids outside [0, N), term ids outside [1, V], weights that
             are not finite, postings that disagree with the vocabulary's df.
+        ValueError
+            A client without workers.
         """
         from cutext.stages import artifacts as art
 
@@ -391,7 +559,12 @@ class BM25Index:
         N = art.field_int(meta, "N", mf, lo=0)
         art.field_float(meta, "avgdl", mf, lo=0)
         art.field_dict(meta, "tokenizer", mf)
-        be = resolve_backend(backend, needs=ARRAY_STACK)
+        if client is None:
+            be = resolve_backend(backend, needs=ARRAY_STACK)
+        else:
+            from cutext.stages.params import choice
+
+            be = choice("backend", backend, ("auto", "cpu", "gpu"))
         vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
                                                       "idf": "float", "w0": "float"}, "vocabulary")
         V = vt.num_rows
@@ -410,51 +583,36 @@ class BM25Index:
         if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
             raise art.ArtifactError(f"{path / 'documents'}: documents table does not hold doc ids 0..{N - 1}")
         art.check_range(docs["length"].to_numpy(), 0, np.iinfo(np.int64).max, "lengths", path / "documents")
-        post = art.read_table(path / "postings", {"term_id": "int", "doc_id": "int", "weight": "float"}, "postings")
-        if post is None:
-            post = pa.table({"term_id": pa.array([], pa.int32()), "doc_id": pa.array([], pa.int64()),
-                             "weight": pa.array([], pa.float32())})
-        # one copy of each column (chunks -> one array), no widening: term ids stay as stored
-        # (int32 by contract), doc ids become scipy's int32 indices when N allows
-        t = post.column("term_id").to_numpy()
-        d = post.column("doc_id").to_numpy()
-        w = post.column("weight").to_numpy().astype(np.float32, copy=False)
-        art.check_range(t, 1, V, "posting term ids", path / "postings")
-        art.check_range(d, 0, N - 1, "posting doc ids", path / "postings")
-        art.check_finite(w, "posting weights", path / "postings")
-        counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
-        if len(counts) != V + 1 or not np.array_equal(counts, df):
-            raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
-        if not _term_major_order(t, d):  # not term-major on disk: sort (older or foreign writers)
-            o = np.lexsort((d, t))
-            t, d, w = t[o], d[o], w[o]
-        if N < 2**31 and d.dtype != np.int32:
-            d = d.astype(np.int32)
-        if np.any(w0):
-            w = w - w0[t]  # store w - w0; search adds the w0 of every query term back
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        import scipy.sparse as sp
-
-        M = sp.csr_matrix((w, d, indptr), shape=(V + 1, N), copy=False)
-        if be == "gpu":
-            import cupy
-            import cupyx.scipy.sparse as csp
-
-            M = csp.csr_matrix((cupy.asarray(M.data), cupy.asarray(M.indices.astype(np.int32)),
-                                cupy.asarray(M.indptr.astype(np.int32) if M.nnz < 2**31 else M.indptr)),
-                               shape=M.shape)
-        return cls(path, meta, vocab, df, idf_t, w0, docs["source_id"].to_numpy(dtype=object),
-                   docs["length"].to_numpy(), M, be)
+        source_ids, lengths = docs["source_id"].to_numpy(dtype=object), docs["length"].to_numpy()
+        if client is None:
+            M = _to_backend(_read_postings(path, N, V, df, w0), be)
+            return cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, M, be)
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise ValueError("BM25Index.load(client=...): the client has no workers")
+        futures = []
+        for (lo, hi), w in zip(shard_ranges(lengths, len(workers)), workers):
+            f = client.submit(_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, workers=[w],
+                              allow_other_workers=False, pure=False)
+            futures.append((lo, hi, w, f))
+        infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
+                               for _, _, w, f in futures])
+        bes = sorted({i[2] for i in infos})
+        index = cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, None, ",".join(bes),
+                    client=client, shards=futures)
+        index._shard_nonnegative = all(i[3] for i in infos)
+        return index
 
     # -- queries
     def query_matrix(self, texts):
-        """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped)."""
+        """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
+        (term ids ascending within a query)."""
         import scipy.sparse as sp
 
         toks = tokenize_texts(texts, self.tokenizer)
         lens = np.fromiter((len(x) for x in toks), np.int64, len(toks))
         flat = [t for q in toks for t in q]
-        ids = encode_terms(flat, self.vocab) if flat else np.zeros(0, np.int64)
+        ids = encode_query_terms(flat, self.vocab)
         rows = np.repeat(np.arange(len(toks)), lens)
         keep = ids != 0
         Q = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], ids[keep])),
@@ -462,52 +620,93 @@ class BM25Index:
         Q.sum_duplicates()
         return Q
 
-    def _to_device(self, Q):
-        if self.backend != "gpu":
-            return Q
-        import cupy
-        import cupyx.scipy.sparse as csp
-
-        return csp.csr_matrix((cupy.asarray(Q.data), cupy.asarray(Q.indices.astype(np.int32)),
-                               cupy.asarray(Q.indptr.astype(np.int32))), shape=Q.shape)
-
     def _absent(self, Q):
         """Per-query constant: sum over query terms of w0 (bm25l / bm25+), shape (n_queries,)."""
         return np.asarray(Q @ self.w0.astype(np.float64)).ravel()
 
+    def _submit(self, fn, *args):
+        """Run ``fn(shard, *args)`` on every shard's worker; the results in shard order."""
+        c = self._client
+        futs = [c.submit(fn, f, *args, workers=[w], allow_other_workers=False, pure=False)
+                for _, _, w, f in self._shard_futures]
+        return c.gather(futs)
+
     def get_scores(self, query: str) -> np.ndarray:
-        """Dense BM25 scores of one query against every document, float32 array (N,), on the host."""
+        """Dense BM25 scores of one query against every document, float32 array (N,), on the host
+        (the sparse product; on every shard for a sharded index)."""
         Q = self.query_matrix([query])
-        S = self._to_device(Q) @ self.matrix
-        dense = S.toarray()
-        dense = to_host(dense).ravel().astype(np.float64)
+        if self._sm is not None:
+            dense = self._sm.dense(Q)[0].astype(np.float64)
+        else:
+            parts = self._submit(_shard_dense, Q)
+            dense = np.concatenate([p[0] for p in parts]).astype(np.float64) if parts else np.zeros(0)
         if self._has_w0:
             dense += self._absent(Q)[0]
         return dense.astype(np.float32)
 
-    def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False) -> pd.DataFrame:
+    def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+        """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
+
+        Returns
+        -------
+        (doc, score, n) : int64 (nq, k) doc ids (-1 past ``n``), float32 (nq, k) scores of the stored
+            weights (without the per-query w0 constant), int32 (nq,) documents found per query.
+        """
+        if self._sm is not None:
+            return self._sm.topk(Q, k, engine, max_workspace, n_threads)
+        parts = self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads)
+        return search_stage.merge_topk(parts, k)
+
+    def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
+               engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None) -> pd.DataFrame:
         """Top-``k`` documents for every query.
 
         Parameters
         ----------
         queries : str, list of str, dict {query_id: text}, pandas Series (index = query id) or
             DataFrame ``(query_id, query)``
-        k : int
-        batch_size : int
-            Queries scored per sparse matrix product.
+        k : int >= 1
+        batch_size : int >= 1
+            Queries tokenized and scored together.
         progress : bool
+        engine : {"auto", "cpu", "gpu", "sparse"}
+            ``"cpu"``: numba threads (an index on the CPU); ``"gpu"``: the tiled CUDA engine (an index
+            on the GPU, ``k <= 4096``); ``"sparse"``: the sparse product ``Q @ M`` and a top-k of its rows
+            (the oracle); ``"auto"``: ``"gpu"`` on the GPU (``"sparse"`` for ``k > 4096``), else ``"cpu"``.
+            :mod:`cutext.stages.search`.
+        max_workspace : int, optional
+            Bytes of device workspace of the GPU engine (default 1 GiB, at least 1 MiB); the engine's
+            device memory does not grow with ``batch_size``.  Refused by the other engines.
+        n_threads : int, optional
+            Threads of the CPU engine (default: all, numba's setting).  Refused by the other engines.
 
         Returns
         -------
         pandas.DataFrame
-            ``query_id: str, doc_id: str`` (the source id), ``rank: int`` (1-based),
-            ``score: float``, ``doc_index: int64``; documents that match no query term are not
-            returned, so a query may have fewer than ``k`` rows.
+            ``query_id: str``; ``doc_id: int64``, the document's number in the index (0..N-1, the
+            ``doc_id`` of ``documents/``); ``source_id``: the caller's id of the document (the source
+            id the corpus gave it); ``rank: int64`` (1-based); ``score: float64``; ``doc_index:
+            int64``, an alias of ``doc_id`` (kept for the earlier contract).  Rows by query, then rank:
+            score descending, equal scores by the smaller ``doc_id`` (every engine and a sharded
+            index give the same rows).  Documents that match no query term (score of the stored
+            weights not > 0) are not returned, so a query may have fewer than ``k`` rows.
+
+        Raises
+        ------
+        ValueError
+            ``k``, ``batch_size``, ``engine``, ``max_workspace`` or ``n_threads`` out of range, or
+            an option the engine in effect does not use.
+        TypeError
+            A query that is not a string.
         """
-        from cutext.stages.params import count
+        from cutext.stages.params import choice, count
 
         k = count("k", k, lo=1)
         batch_size = count("batch_size", batch_size, lo=1)
+        engine = choice("engine", engine, search_stage.ENGINES)
+        if self._sm is not None:  # check the options before any work (shards check them on their worker)
+            eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
+            search_stage.check_engine_options(eff, max_workspace, n_threads)
         qids, texts = _as_queries(queries)
         frames = []
         rng = range(0, len(texts), batch_size)
@@ -517,19 +716,20 @@ class BM25Index:
             rng = tqdm(rng, desc="search", unit="batch")
         for s in rng:
             Q = self.query_matrix(texts[s:s + batch_size])
-            S = (self._to_device(Q) @ self.matrix).tocsr()
-            if not S.has_canonical_format:
-                S.sum_duplicates()
-            rows, cols, vals, rank = topk_rows(S.indptr, S.indices, S.data, k)
-            rows, cols, vals, rank = (to_host(x) for x in (rows, cols, vals, rank))
-            vals = vals.astype(np.float64)
+            doc, score, n = self.topk_arrays(Q, k, engine, max_workspace, n_threads)
+            rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
+            docs = doc[rows, rank]
+            vals = score[rows, rank].astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]
             frames.append(pd.DataFrame({"query_id": np.asarray(qids[s:s + batch_size], dtype=object)[rows],
-                                        "doc_id": self.source_ids[cols], "rank": rank + 1, "score": vals,
-                                        "doc_index": cols}))
+                                        "doc_id": docs, "source_id": self.source_ids[docs],
+                                        "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs}))
         if not frames:
-            return pd.DataFrame(columns=["query_id", "doc_id", "rank", "score", "doc_index"])
+            return pd.DataFrame({"query_id": pd.Series([], dtype=object), "doc_id": pd.Series([], dtype=np.int64),
+                                 "source_id": pd.Series([], dtype=object), "rank": pd.Series([], dtype=np.int64),
+                                 "score": pd.Series([], dtype=np.float64),
+                                 "doc_index": pd.Series([], dtype=np.int64)})
         return pd.concat(frames, ignore_index=True)
 
 
@@ -542,7 +742,8 @@ def add_cli(sub) -> None:
                        description="Build a term-major BM25 index (Parquet + JSON) from a corpus. "
                                    "The index directory appears only when complete.")
     p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
-    p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--out", default=default_out("bm25"),
+                   help="index directory to write (default: bm25-out, the one rule: <pipeline>-out)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
                    help="auto = GPU when cudf and a device are present (default: auto)")
     p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
@@ -566,12 +767,14 @@ def add_cli(sub) -> None:
     p.add_argument("--text-column", action="append", default=None,
                    help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
     p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
-    p.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per input partition (default 64 MiB)")
+    p.add_argument("--blocksize", type=int, default=64 << 20,
+                   help="bytes per input partition (default 64 MiB; under 1 MiB only while the input makes "
+                        "at most 1,000 partitions)")
     p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
                    help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
                         "patterns), on (always), off (never)")
     p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress (bar or plain lines) on standard error")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(cli_main=_cli_main)
 
@@ -583,7 +786,10 @@ def add_cli(sub) -> None:
     p.add_argument("--k", type=int, default=1000, help="documents per query (default 1000)")
     p.add_argument("--out", default="-", help="run file to write (default: standard output)")
     p.add_argument("--backend", default="cpu", choices=["auto", "cpu", "gpu"], help="where to score (default cpu)")
-    p.add_argument("--batch-size", type=int, default=4096, help="queries per sparse product")
+    p.add_argument("--batch-size", type=int, default=4096, help="queries tokenized and scored together")
+    p.add_argument("--engine", default="auto", choices=["auto", "cpu", "gpu", "sparse"],
+                   help="query engine: auto (gpu on the GPU, else cpu), cpu (numba threads), gpu (CUDA tiles), "
+                        "sparse (sparse product Q @ M, the oracle)")
     p.add_argument("--tag", default="cutext", help="run tag (last column)")
     p.add_argument("--topic-field", default="title", choices=["title", "desc", "title+desc"],
                    help="field of classic TREC topics to use")
@@ -618,9 +824,10 @@ def _search_cli_main(args) -> int:
 
     queries = read_queries(args.queries, args.topic_field)
     index = BM25Index.load(args.index, backend=args.backend)
-    run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty())
-    if args.out == "-":
-        for q, d, r_, s in zip(run.query_id, run.doc_id, run["rank"], run.score):
+    run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty(),
+                       engine=args.engine)
+    if args.out == "-":  # the docno is the source id (the caller's id), as in write_trec_run
+        for q, d, r_, s in zip(run.query_id, run.source_id, run["rank"], run.score):
             sys.stdout.write(f"{q} Q0 {d} {r_} {s:.6f} {args.tag}\n")
     else:
         write_trec_run(run, args.out, tag=args.tag)

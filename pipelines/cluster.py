@@ -31,9 +31,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, write_json
+from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages.corpus import corpus_session
 from cutext.stages.read import CorpusError
+from cutext.stages.sources import frame_column, input_label, is_frame
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
 from cutext.stages.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.tokenize import TokenizerConfig
@@ -179,10 +180,13 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
 
     Parameters
     ----------
-    path : str, os.PathLike or list
-        Corpus (formats of :func:`cutext.stages.read.read_corpus`).
+    path : str, os.PathLike, list, or a frame
+        Corpus (formats of :func:`cutext.stages.read.read_corpus`), or a pandas / cudf / dask /
+        dask-cudf DataFrame or Series (``text_column=``, ``id_column=``; :mod:`cutext.stages.sources`).
     out : str or os.PathLike
         Output directory, written under a temporary name and renamed when complete.
+        ``pipelines.run("cluster", path)`` and the CLI default to ``"cluster-out"`` (one rule for
+        every pipeline: ``"<name>-out"`` in the working directory).
     threshold : float
         ``T`` in [0, 1]: a document joins its most similar cluster when the cosine similarity
         is ``> T`` (paper: 0.1 to 0.9; 0.6 in its throughput runs).
@@ -190,7 +194,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         Terms kept per document and per cluster (paper: 35 to 60).
     order_by : None, str or array-like
         Stream order: None or ``"doc_id"`` = input order; ``"source_id"``; the name of a column
-        of a jsonl / parquet / csv input (dates are parsed); or one key per document (doc_id
+        of a jsonl / parquet / csv input or of a frame input (dates are parsed); or one key per document (doc_id
         order).  Stable: ties keep input order.
     idf_from : None, "stream", or path
         IDF reference: None = the corpus itself; ``"stream"`` = the documents seen so far;
@@ -214,16 +218,31 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         candidate pass for micro-batches from 65,536 clusters on when the documents' posting lists
         hold fewer than 1/4 as many entries as there are clusters; measured, see docs/decisions.md).
         Same assignments either way.
+    client : distributed.Client, optional
+        Runs the corpus front end (read, tokenize, encode, count: :mod:`cutext.stages.corpus`) as tasks
+        on the client's workers.  The clustering itself stays **one ordered stream in this process**
+        (on its CPU, or its GPUs with ``devices``): paper 002's Algorithm 1 is sequential -- a document's
+        cluster depends on the clusters every earlier document made or joined -- so it cannot be spread
+        over workers without changing the result.  With a client, ``scheduler`` and ``n_workers`` (which
+        choose a local cluster for the front end) are refused.
+    scheduler, n_workers
+        Without a client: where the front end runs (:func:`cutext.stages.compute.compute_context`).
     n_top_terms : int
         Terms per cluster written to clusters.parquet.
     progress : bool
-        A tqdm bar over the documents while clustering.
+        Show the progress of the front end's stages (partitions done / total) and of the clustering
+        (documents): a bar when standard error is a terminal, else a plain line every 10 s and one
+        per finished stage.
 
     Returns
     -------
     RunResult
         ``counts``: n_docs, n_clusters, n_empty_docs, n_terms, n_singletons; ``timings`` (s):
-        read, tokenize, encode+count, vectors, cluster, write; ``params``.
+        read, tokenize, encode+count, vectors, cluster, write; ``params``; ``scheduler`` /
+        ``n_workers``: where the front end ran (``cluster.json`` also records ``"clustering":
+        "in-process"``).  ``assignments.parquet`` has one row per document with its ``source_id``
+        (the input's id column, file name or line id, as a string): join it to the input table on
+        ``source_id`` (``doc_id`` is the reader's running number).
 
     Raises
     ------
@@ -232,11 +251,19 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     CorpusError (ValueError)
         Unreadable or empty corpus, a missing order_by column.
     ValueError
-        Bad parameters.
+        Bad parameters; ``scheduler`` or ``n_workers`` given with ``client`` (the clustering is one
+        ordered stream in this process; the client only runs the front end).
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.output`).
     """
+    if client is not None and (scheduler != "auto" or n_workers is not None):
+        given = ", ".join(f"{k}={v!r}" for k, v in (("scheduler", scheduler), ("n_workers", n_workers))
+                          if (k == "scheduler" and v != "auto") or (k == "n_workers" and v is not None))
+        raise ValueError(f"cluster: {given} with client=: the client runs the front end (read, tokenize, encode, "
+                         "count) on its own workers, and the clustering is one ordered stream in this process "
+                         "(paper 002 Algorithm 1 is sequential), so there is no local cluster to size; drop "
+                         f"{given.split('=')[0]}")
     check_output(out, kind="cutext.cluster", manifest="cluster.json", inputs=[path, idf_from], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
@@ -254,17 +281,25 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
                    encoding=encoding, storage_options=storage_options, glob=glob)
     timings: dict[str, float] = {}
-    cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
-                       timings=timings, **read_kw)
+    from cutext.stages.progress import pipeline_progress, progress_bar
+
+    with pipeline_progress("cluster", progress):  # the front end's stages show partitions done / total
+        cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
+                           timings=timings, **read_kw)
     n_docs, vocab = cc["n_docs"], cc["vocab"]
     if n_docs == 0:
-        raise CorpusError(f"{path}: the corpus holds no document")
+        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
 
     t0 = time.perf_counter()
     if order_by is None or (isinstance(order_by, str) and order_by == "doc_id"):
         order = np.arange(n_docs, dtype=np.int64)
     elif isinstance(order_by, str) and order_by == "source_id":
         order = stream_order(cc["docs"]["source_id"].astype(str))
+    elif isinstance(order_by, str) and is_frame(path):
+        col = frame_column(path, order_by)
+        if len(col) != n_docs:
+            raise CorpusError(f"order_by column {order_by!r} has {len(col)} values for {n_docs} documents")
+        order = stream_order(col)
     elif isinstance(order_by, str):
         order = stream_order(_order_column(cc["pieces"], cc["format"], order_by, n_docs, storage_options))
     else:
@@ -298,15 +333,13 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                          candidates=candidates, vectorizer=vec)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n_docs, desc="cluster", unit="doc")
+        bar = progress_bar(total=n_docs, desc="cluster", unit="docs")
     parts = []
     for a in range(0, n_docs, CHUNK):
         parts.append(sc.partial_fit(tv.take(slice(a, min(a + CHUNK, n_docs)))))
         if bar is not None:
-            bar.update(min(CHUNK, n_docs - a))
             bar.set_postfix_str(f"{sc.n_clusters} clusters")
+            bar.update(min(CHUNK, n_docs - a))
     if bar is not None:
         bar.close()
     assign = pd.concat(parts, ignore_index=True)
@@ -335,12 +368,14 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         info = cc["info"]
         write_json(tmp / "cluster.json", {
             "kind": "cutext.cluster", "version": __version__, "backend": be, "scheduler": info.scheduler,
-            "n_workers": info.n_workers, "source": str(path), "params": params, "counts": counts,
+            "n_workers": info.n_workers, "clustering": "in-process", "source": input_label(path), "params": params,
+            "counts": counts,
             "timings": timings, "kernel_restarts": getattr(sc.engine, "restarts", 0),
             "candidate_batches": getattr(sc.engine, "candidate_batches", 0),
             "all_rows_batches": getattr(sc.engine, "all_rows_batches", 0),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return RunResult("cluster", Path(out).absolute(), be, info.scheduler, info.n_workers, counts, timings, params)
+    return RunResult("cluster", Path(out).absolute(), be, info.scheduler, info.n_workers, counts, timings, params,
+                     headline={"clusters": sc.n_clusters, "documents": n_docs})
 
 
 # ----------------------------------------------------------------------------- quality
@@ -388,7 +423,7 @@ def add_cli(sub) -> None:
                        description="Cluster a corpus as a document stream; writes assignments and clusters "
                                    "(Parquet + JSON) and a state to resume from.")
     p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default=default_out("cluster"), help="output directory (default: cluster-out)")
     p.add_argument("--threshold", type=float, default=0.6, help="join when cosine similarity > T (default 0.6)")
     p.add_argument("--top-k", type=int, default=35, help="terms per document and cluster (default 35)")
     p.add_argument("--order-by", default=None, help="doc_id (default), source_id, or a column of a table input")

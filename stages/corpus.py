@@ -18,11 +18,13 @@ compute context (a local cluster closes with it): take to the host (:meth:`Corpu
 Stages and their timing names (seconds, wall clock; each stage is persisted before the next one
 starts, so the timings are honest):
 
-``read``      :func:`cutext.stages.read.assign_doc_ids` (read every piece, dense ``doc_id``);
-``tokenize``  :func:`cutext.stages.tokenize.tokenize_partition` -> ``(doc_id, token)``;
-``encode``    :func:`cutext.stages.encode.build_vocabulary` (the global step),
-              :func:`~cutext.stages.encode.encode_partition` -> ``(doc_id, term_id)``, document lengths;
-``count``     :func:`cutext.stages.count.count_partition` -> ``(term_id, doc_id, tf, dl)``, global ``df``.
+``read``      :func:`cutext.stages.read.number_documents` (read every piece, dense ``doc_id``);
+``tokenize``  :func:`cutext.stages.api.tokenize` -> ``(doc_id, token)`` (partition summaries persisted);
+``encode``    :func:`cutext.stages.api.encode` -> vocabulary (the global step), ``(doc_id, term_id)``;
+``count``     :func:`cutext.stages.api.count` -> ``(term_id, doc_id, tf, dl)``, global ``df``, lengths.
+
+The last three are the public stages (``cutext.stages.tokenize`` ... re-exported by
+``cutext.stages``): the pipelines are made of exactly the calls a user makes on a dask frame.
 
 The backend is the resolved string at the edge (:func:`open_corpus` makes pandas or cudf
 partitions); past it every stage takes its library from the partitions.
@@ -33,14 +35,13 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
 
-import dask.dataframe as dd
-
 from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
 from cutext.stages.compute import ComputeInfo, compute_context, input_bytes, materialize
-from cutext.stages.count import document_frequencies, run_lengths
+from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
 from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError, read_corpus
 from cutext.stages.sort import pair_keys, sort_pairs
@@ -69,6 +70,9 @@ class CorpusSource:
         Bytes of the input files (the compute context's size test).
     backend : {"cpu", "gpu"}
         The resolved backend the partitions were made for.
+    check_documents : callable, optional
+        ``check_documents(table)`` on the read stage's document table ``(source_id, replaced)``
+        (a frame input's duplicate-id check, :mod:`cutext.stages.sources`); raises on bad input.
     """
 
     path: object
@@ -77,6 +81,7 @@ class CorpusSource:
     format: str
     input_bytes: int
     backend: str
+    check_documents: object = None
 
 
 def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
@@ -85,12 +90,14 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
 
     Parameters
     ----------
-    path : str, os.PathLike or list
-        A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.read.read_corpus`).
+    path : str, os.PathLike, list, or a frame
+        A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.read.read_corpus`); or a
+        pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.sources.frame_source`).
     backend : {"cpu", "gpu"}
         The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
     format, text_column, id_column, blocksize, encoding, storage_options, glob
-        Reader settings (:func:`cutext.stages.read.read_corpus`).
+        Reader settings (:func:`cutext.stages.read.read_corpus`; for a frame only ``text_column``,
+        ``id_column`` and ``blocksize`` apply, the others are refused unless at their defaults).
 
     Returns
     -------
@@ -101,13 +108,19 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     FileNotFoundError
         The path matches nothing.
     CorpusError (ValueError)
-        An unknown format or unreadable input found while planning.
+        An unknown format or unreadable input found while planning; a frame without its text
+        column or with non-string text (``FrameError``).
     ValueError
         ``backend`` is not ``"cpu"`` / ``"gpu"`` (resolve ``"auto"`` first).
     """
     from fsspec.core import url_to_fs
 
+    from cutext.stages.sources import frame_source, is_frame
+
     is_gpu(backend)  # validates the resolved string
+    if is_frame(path):
+        return frame_source(path, backend=backend, format=format, text_column=text_column, id_column=id_column,
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
     docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
                                     blocksize=blocksize, encoding=encoding, storage_options=storage_options,
                                     glob=glob, backend=backend)
@@ -200,6 +213,17 @@ class Corpus:
         return ids.sort_values("doc_id", ignore_index=True)
 
 
+def _shown(run, partitions: int):
+    """``run`` with each stage's progress shown (partitions done / total) inside a pipeline run
+    (:func:`cutext.stages.progress.stage`; a no-op outside one or with ``progress=False``)."""
+    from cutext.stages.progress import stage
+
+    def shown(name, fn):
+        with stage(name, partitions):
+            return run(name, fn)
+    return shown
+
+
 def _timed(timings: dict):
     def run(name, fn):
         t0 = time.perf_counter()
@@ -259,7 +283,17 @@ class _Tokens:
 # the task keys name their stage (tokenize_/encode_/count_partition...): progress, task streams
 # and tests/test_faults.py find the stages by them
 def tokenize_partition_scan(df, cfg):
-    """Tokenize one read partition and count its (token, document) pairs locally (a :class:`_Scan`)."""
+    """Tokenize one read partition and count its (token, document) pairs locally (a :class:`_Scan`).
+
+    cudf partitions take the device text path (:func:`cutext.stages.gputext.scan_partition`:
+    token byte offsets and hashes, no token strings); the string path below is the CPU path and
+    the device path's exact fallback (a hash collision)."""
+    if is_gpu(df):
+        from cutext.stages.gputext import scan_partition
+
+        got = scan_partition(df["text"], cfg)
+        if got is not None:
+            return _Scan(*got)
     xp = array_module(df)
     n = len(df)
     toks = _Tokens(cfg, None)(df)  # doc_id = position within the partition
@@ -308,16 +342,117 @@ def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
                 "dl": scan.lengths[pos].astype(np.int32)})
 
 
+# ----------------------------------------------------------------------------- spilled partitions (CPU)
+# With ``spill=`` (a directory every worker can reach), the per-partition results are files, not
+# persisted collections: host memory then holds the partitions in flight, never the corpus
+# (issue 15: <= 3x the input plus a constant).  Each file is written under a temporary name and
+# renamed, so a retried task (a killed worker) rewrites it whole.
+
+SPILL_SCAN, SPILL_COUNTS = "scan", "counts"
+COUNT_COLUMNS = ("term_id", "doc_id", "tf", "dl")
+
+
+def spill_dir(spill, stage: str, i: int):
+    """Folder of partition ``i``'s spilled ``stage`` (``"scan"`` or ``"counts"``) result."""
+    from pathlib import Path
+
+    return Path(spill) / f"{stage}-{i:05d}"
+
+
+def _save_arrays(folder, arrays: dict) -> None:
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, a in arrays.items():
+        tmp = folder / f".{name}.{os.getpid()}.npy"
+        np.save(tmp, np.ascontiguousarray(a), allow_pickle=False)
+        os.replace(tmp, folder / f"{name}.npy")
+
+
+def load_spilled(folder, names, mmap: bool = False) -> dict:
+    """Arrays ``names`` of a spilled partition (``mmap``: memory-mapped, read only where sliced)."""
+    return {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None, allow_pickle=False) for n in names}
+
+
+def tokenize_partition_spill(df, cfg, folder):
+    """:func:`tokenize_partition_scan` of one read partition, written to ``folder`` (numpy files and the
+    unique tokens as an Arrow IPC file); returns the partition's document lengths (int64)."""
+    import os
+
+    scan = tokenize_partition_scan(df, cfg)
+    del df
+    _save_arrays(folder, {"code": scan.code, "pos": scan.pos, "tf": scan.tf})
+    uniq = pa.array(scan.uniq, type=pa.large_string()) if len(scan.uniq) else pa.array([], pa.large_string())
+    tmp = folder / f".uniq.{os.getpid()}.arrow"
+    with pa.OSFile(str(tmp), "wb") as fh, pa.ipc.new_file(fh, pa.schema([("token", pa.large_string())])) as w:
+        w.write_table(pa.table({"token": uniq}))
+    os.replace(tmp, folder / "uniq.arrow")
+    return np.asarray(scan.lengths, np.int64)
+
+
+def _spilled_uniques(folder):
+    import pandas as pd
+
+    with pa.memory_map(str(folder / "uniq.arrow")) as mm:
+        arr = pa.ipc.open_file(mm).read_all().column("token").combine_chunks()
+    return pd.Series(arr, dtype=pd.StringDtype("pyarrow"))
+
+
+def encode_partition_uniques_spilled(folder, like):
+    """The spilled scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
+    return type(like)({"token": _spilled_uniques(folder)})
+
+
+def count_partition_spill(scan_folder, vocab_frame, offset: int, lengths, like, folder):
+    """:func:`count_partition_scan` of a spilled scan, written to ``folder`` as ``term_id`` (int32),
+    ``doc_id`` (int64), ``tf``, ``dl`` (int32) numpy files, sorted by (term_id, doc_id).
+
+    Returns
+    -------
+    (terms, n) : int32 and int64 arrays, the partition's distinct term ids and their document counts
+        (its share of ``df``).
+    """
+    a = load_spilled(scan_folder, ("code", "pos", "tf"))
+    scan = _Scan(_spilled_uniques(scan_folder), a["code"], a["pos"], a["tf"], np.asarray(lengths))
+    del a
+    c = count_partition_scan(scan, vocab_frame, offset, like)
+    del scan
+    cols = {k: c[k].to_numpy() for k in COUNT_COLUMNS}
+    del c
+    _save_arrays(folder, cols)
+    terms, n = run_lengths(cols["term_id"])
+    return terms.astype(np.int32), n.astype(np.int64)
+
+
+def load_counts_partition(folder, like):
+    """A spilled counts partition as a ``(term_id, doc_id, tf, dl)`` frame."""
+    return type(like)(load_spilled(folder, COUNT_COLUMNS))
+
+
 def _persist(objs: list, info: ComputeInfo) -> list:
     """Persist a list of delayed objects and wait for them (so stage timings are honest)."""
     import dask
 
     out = list(dask.persist(*objs))
     if info.client is not None:
-        from distributed import wait
+        from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
 
         wait(out)
     return out
+
+
+def _compute(tasks: list, info: ComputeInfo) -> list:
+    """``dask.compute(*tasks)`` as a list; on a ``distributed.Client`` through futures, so that their
+    completion feeds the current stage's progress (:func:`cutext.stages.progress.wait`)."""
+    import dask
+
+    if info.client is None:
+        return list(dask.compute(*tasks))
+    from cutext.stages.progress import wait
+
+    futures = info.client.compute(list(tasks))
+    wait(futures)
+    return info.client.gather(futures)
 
 
 def _number_documents(table, counts: np.ndarray, pieces):
@@ -328,7 +463,7 @@ def _number_documents(table, counts: np.ndarray, pieces):
 
 
 def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: ComputeInfo, *,
-                 count: bool = True, keep_tokens: bool = False, run_stage=None) -> Corpus:
+                 count: bool = True, keep_tokens: bool = False, run_stage=None, spill=None) -> Corpus:
     """Run the front end's stages on a planned corpus, inside an entered compute context.
 
     Memory stays bounded by the input (issue 15): the text is read twice (once to number the
@@ -352,6 +487,12 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     run_stage : callable, optional
         ``run_stage(name, fn) -> fn()``: runs each stage (``name`` in :data:`STAGES`), e.g. to time
         it under another name or move a progress bar.  Default: time it into ``Corpus.timings``.
+    spill : str or os.PathLike, optional
+        CPU backend: a directory (reachable by every worker) for the per-partition results.  The
+        tokenize stage writes its scans there instead of persisting them, and ``counts`` is a lazy
+        collection reading the count stage's files (``spill/counts-NNNNN/*.npy``, see
+        :func:`load_counts_partition`): host memory holds the partitions in flight, not the corpus.
+        The caller removes the directory when it is done with ``counts``.
 
     Returns
     -------
@@ -363,16 +504,30 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     CorpusError (ValueError)
         Unreadable input, or a corpus without documents (the message names the file).
     """
-    import dask
+    from cutext.stages import api
+    from cutext.stages.sources import spread_source
 
     cfg = tokenizer or TokenizerConfig.make()
     timings: dict[str, float] = {}
-    run = run_stage or _timed(timings)
     raw = source.docs
+    run = _shown(run_stage or _timed(timings), raw.npartitions)
     like = raw._meta
 
+    # GPU (issue 10): the device keeps the read text until the tokenize stage has scanned it, so
+    # the input is read once; the CPU reads it twice and keeps no text (issue 15's host bound)
+    held = {}
+
     def _read():
-        table = materialize(raw.map_partitions(_doc_table, meta=_doc_table(like)), info)
+        nonlocal source, raw
+        if info.client is not None:  # issue 12: an unsplittable input still gives every worker partitions
+            source = spread_source(source, info.n_workers, info.client)
+            raw = source.docs
+        src = raw
+        if is_gpu(like):
+            src = held["text"] = materialize(raw, info)
+        table = materialize(src.map_partitions(_doc_table, meta=_doc_table(like)), info)
+        if source.check_documents is not None:
+            source.check_documents(table)
         part_counts = np.asarray(table.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
         numbered, offsets = _number_documents(table, part_counts, source.pieces)
         return materialize(numbered, info), part_counts, offsets
@@ -380,19 +535,53 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     docs, part_counts, offsets = run("read", _read)
     n_docs = int(part_counts.sum())
 
-    def _tokenize():
-        parts = raw.to_delayed()
-        scans = _persist([dask.delayed(tokenize_partition_scan)(p, cfg) for p in parts], info)
-        lengths = dask.compute(*[dask.delayed(_scan_lengths)(s) for s in scans])
-        return scans, np.concatenate([np.asarray(x, np.int64) for x in lengths])
+    if spill is not None and is_gpu(source.backend):
+        raise ValueError("spill= is for the CPU backend (device partitions are bounded by blocksize)")
+    if spill is not None:
+        return _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, keep_tokens,
+                              spill, timings)
 
-    scans, lengths = run("tokenize", _tokenize)
-    tok_meta = meta("tokens", like)
-    tokens_lazy = raw.map_partitions(_Tokens(cfg, offsets), meta=tok_meta, enforce_metadata=False,
+    # the public stages (cutext.stages.api), on the text numbered by the read stage's scan (on the GPU
+    # the text the read stage kept on the device)
+    texts = held.pop("text", raw).map_partitions(api._WithDocIds(offsets, "text"),
+                                                 meta=meta({"doc_id": "int64", "text": "string"}, like),
+                                                 enforce_metadata=False, align_dataframes=False)
+    tokens_lazy = run("tokenize", lambda: api.tokenize(texts, cfg))
+    vocab, encoded = run("encode", lambda: api.encode(tokens_lazy))
+    counts = df = None
+    if count:
+        c = run("count", lambda: api.count(encoded, n_docs=n_docs))
+        counts, df, lengths = c.counts, c.df, c.lengths
+    else:
+        lengths = api.token_lengths(tokens_lazy, n_docs)
+    tokens = materialize(tokens_lazy, info) if keep_tokens else None
+    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, n_docs, source, info, timings)
+
+
+def _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, keep_tokens, spill, timings):
+    """:func:`build_corpus`'s tokenize, encode and count stages with the per-partition results in files."""
+    import shutil
+    from pathlib import Path
+
+    import dask
+
+    raw, like = source.docs, source.docs._meta
+    spill = Path(spill)
+    spill.mkdir(parents=True, exist_ok=True)
+    n_parts = raw.npartitions
+    scan_dirs = [spill_dir(spill, SPILL_SCAN, i) for i in range(n_parts)]
+
+    def _tokenize():
+        tasks = [dask.delayed(tokenize_partition_spill)(p, cfg, f) for p, f in zip(raw.to_delayed(), scan_dirs)]
+        lengths = _compute(tasks, info)
+        return lengths, np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+
+    part_lengths, lengths = run("tokenize", _tokenize)
+    tokens_lazy = raw.map_partitions(_Tokens(cfg, offsets), meta=meta("tokens", like), enforce_metadata=False,
                                      align_dataframes=False)
 
     def _encode():
-        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques)(s, like) for s in scans],
+        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques_spilled)(f, like) for f in scan_dirs],
                                   meta=meta({"token": "string"}, like), verify_meta=False)
         vocab = build_vocabulary(uniques)
         vf = vocabulary_frame(vocab, like)
@@ -402,16 +591,24 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     vocab, vf, encoded = run("encode", _encode)
     counts = df = None
     if count:
+        count_dirs = [spill_dir(spill, SPILL_COUNTS, i) for i in range(n_parts)]
+
         def _count():
             vf_key = dask.delayed(vf, pure=True)
-            parts = [dask.delayed(count_partition_scan)(s, vf_key, int(o), like) for s, o in zip(scans, offsets)]
-            c = materialize(dd.from_delayed(parts, meta=meta("counts", like), verify_meta=False), info)
-            return c, document_frequencies(c, len(vocab))
+            tasks = [dask.delayed(count_partition_spill)(f, vf_key, int(o), ln, like, c)
+                     for f, o, ln, c in zip(scan_dirs, offsets, part_lengths, count_dirs)]
+            df_t = np.zeros(len(vocab) + 1, np.int64)
+            for terms, n in _compute(tasks, info):
+                df_t[terms] += n
+            c = dd.from_delayed([dask.delayed(load_counts_partition)(f, like) for f in count_dirs],
+                                meta=meta("counts", like), verify_meta=False)
+            return c, df_t
 
         counts, df = run("count", _count)
-    del scans  # the compact per-partition results are superseded by counts
+    for f in scan_dirs:  # superseded by the vocabulary and the counts
+        shutil.rmtree(f, ignore_errors=True)
     tokens = materialize(tokens_lazy, info) if keep_tokens else None
-    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, n_docs, source, info, timings)
+    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, int(part_counts.sum()), source, info, timings)
 
 
 @contextlib.contextmanager

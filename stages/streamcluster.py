@@ -469,7 +469,9 @@ class StreamVectorizer:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
         if idf not in ("stream", "fixed"):
             raise ValueError(f"idf must be 'stream' or 'fixed', got {idf!r}")
-        self.top_k = int(top_k)
+        from cutext.stages.params import count
+
+        self.top_k = count("top_k", top_k, lo=1)
         self.weighting = weighting
         self.idf = idf
         self.tokenizer = tokenizer if tokenizer is not None else TokenizerConfig.make(stopwords="lucene", min_len=2)
@@ -559,10 +561,12 @@ class StreamClusterer:
     def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "auto", method=None,
                  batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
                  _state=None):
-        if not 0.0 <= float(threshold) <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        if not 1 <= int(top_k) <= ellpack.MAX_K:
-            raise ValueError(f"top_k must be in [1, {ellpack.MAX_K}], got {top_k}")
+        from cutext.stages.params import count, number
+
+        threshold = number("threshold", threshold, lo=0, hi=1)
+        top_k = count("top_k", top_k, lo=1, hi=ellpack.MAX_K)
+        batch_size = count("batch_size", batch_size, lo=1)
+        n_shards = count("n_shards", n_shards, lo=1)
         if backend == "auto":  # the GPU runs only the ELLPACK engine
             backend = resolve_backend("auto", needs=ARRAY_STACK) if method in (None, "ellpack") else "cpu"
         if backend not in ("cpu", "gpu"):
@@ -595,6 +599,13 @@ class StreamClusterer:
     @property
     def n_clusters(self) -> int:
         return self.state.n
+
+    def __repr__(self) -> str:
+        terms = len(self.vectorizer.terms) if self.vectorizer is not None and self.vectorizer.terms is not None \
+            else None
+        return (f"StreamClusterer(threshold={self.threshold:g}, top_k={self.top_k}, method={self.method!r}, "
+                f"backend={self.backend!r}, batch_size={self.batch_size}, clusters={self.n_clusters:,}, "
+                f"docs={self.n_docs:,}" + (f", terms={terms:,}" if terms is not None else "") + ")")
 
     def partial_fit(self, batch) -> pd.DataFrame:
         """Cluster the next documents of the stream, in order.

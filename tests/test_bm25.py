@@ -108,7 +108,7 @@ def _evaluate(index, topics, qrels_path, metrics):
     run = index.search(topics, k=1000)
     qrels = pd.DataFrame([(q, d, r) for q, dd in qrels_dict(qrels_path).items() for d, r in dd.items()],
                          columns=["query_id", "doc_id", "relevance"])
-    return evaluate(run[["query_id", "doc_id", "score"]], qrels, metrics=metrics)
+    return evaluate(run[["query_id", "source_id", "score"]], qrels, metrics=metrics)
 
 
 def test_cacm_effectiveness_matches_anserini(built, data_dir):
@@ -268,3 +268,117 @@ def test_topk_rows_matches_full_sort(k):
         want = M.indices[s:e][np.lexsort((M.indices[s:e], -M.data[s:e]))[:k]]
         np.testing.assert_array_equal(cols[rows == q], want)
         np.testing.assert_array_equal(rank[rows == q], np.arange(len(want)))
+
+
+# ----------------------------------------------------------------------------- query engines
+
+def _tiled_twin(index, Q, k, max_workspace):
+    """The GPU engine's algorithm (tiles, radix-select order) through its numba twin, on the host index."""
+    from cutext.kernels.search import search_tiled
+
+    M = index.matrix
+    return search_tiled(M.indptr.astype(np.int64), M.indices, M.data, index.n_docs, Q.indptr, Q.indices,
+                        Q.data, k, max_workspace=max_workspace)
+
+
+def _assert_same_topk(a, b, what):
+    (da, sa, na), (db, sb, nb) = a, b
+    np.testing.assert_array_equal(na, nb, err_msg=f"{what}: documents per query")
+    np.testing.assert_array_equal(da, db, err_msg=f"{what}: doc ids")
+    np.testing.assert_array_equal(sa, sb, err_msg=f"{what}: scores")
+
+
+@pytest.mark.parametrize("corpus", ["cacm", "scifact"])
+@pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_engines_equal_sparse_product(built, corpus, variant):
+    """CPU engine, the GPU engine's twin (one pass and many tiles) and the sparse product give the same
+    top-k, scores bit for bit (float32 sums in the same term order), equal scores by the smaller doc id."""
+    _, index, topics = built(corpus, variant, k1=1.2, b=0.75)
+    Q = index.query_matrix(list(topics.values()))
+    for k in (1, 10, 100):
+        sparse = index.topk_arrays(Q, k, engine="sparse")
+        _assert_same_topk(index.topk_arrays(Q, k, engine="cpu"), sparse, f"cpu k={k}")
+        _assert_same_topk(index.topk_arrays(Q, k, engine="cpu", n_threads=1), sparse, f"cpu 1 thread k={k}")
+        _assert_same_topk(_tiled_twin(index, Q, k, 1 << 30), sparse, f"tiled k={k}")
+        # a workspace of 2 queries x 1024 documents per pass: many passes and tiles
+        _assert_same_topk(_tiled_twin(index, Q, k, 2 * (8 * 1024 + 28 * k + 16)), sparse, f"tiles k={k}")
+        doc, score, n = sparse
+        for q in range(len(n)):  # the ties rule, checked on the result itself
+            d, s = doc[q, :n[q]], score[q, :n[q]]
+            assert np.all((s[1:] < s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] > d[:-1])))
+
+
+def test_search_result_columns_and_engines(built):
+    _, index, topics = built("cacm", "lucene", k1=0.9, b=0.4)
+    qs = dict(list(topics.items())[:20])
+    runs = {e: index.search(qs, k=50, engine=e, batch_size=7) for e in ("auto", "cpu", "sparse")}
+    run = runs["auto"]
+    assert list(run.columns) == ["query_id", "doc_id", "source_id", "rank", "score", "doc_index"]
+    assert run["doc_id"].dtype == np.int64 and run["doc_index"].dtype == np.int64
+    np.testing.assert_array_equal(run["doc_id"], run["doc_index"])
+    assert run["source_id"].tolist() == [index.source_ids[d] for d in run["doc_id"]]
+    for e in ("cpu", "sparse"):
+        pd.testing.assert_frame_equal(runs[e], run)
+    empty = index.search(["zzzqqqxxunknownterm"], k=5)
+    assert list(empty.columns) == list(run.columns) and empty["doc_id"].dtype == np.int64
+
+
+def test_search_engine_options_refused(built):
+    _, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        index.search(["computer"], engine="fast")
+    with pytest.raises(ValueError, match="engine='gpu' needs an index loaded with backend='gpu'"):
+        index.search(["computer"], engine="gpu")
+    with pytest.raises(ValueError, match="max_workspace is a setting of the GPU engine"):
+        index.search(["computer"], max_workspace=1 << 30)
+    with pytest.raises(ValueError, match="n_threads is a setting of the CPU engine"):
+        index.search(["computer"], engine="sparse", n_threads=1)
+    with pytest.raises(ValueError, match="n_threads must be"):
+        index.search(["computer"], n_threads=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        index.search(["computer"], batch_size=-3)
+
+
+def test_cli_search_writes_source_ids(built, tmp_path, data_dir):
+    """The TREC run of the CLI names documents by their source id (evaluation unchanged)."""
+    from cutext.pipelines.__main__ import main
+    from cutext.pipelines.trec import read_trec_run
+
+    r, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
+    out = tmp_path / "run.txt"
+    assert main(["search", str(r.path), "--queries", str(data_dir / "cacm" / "topics.cacm.txt"), "--k", "20",
+                 "--out", str(out)]) == 0
+    run = read_trec_run(out)
+    assert set(run["doc_id"]) <= set(map(str, index.source_ids)) and len(run) > 0
+
+
+@pytest.mark.slow
+def test_sharded_search_on_a_local_cluster_equals_one_index(built):
+    """``load(client=...)`` over 2 worker processes: the same rows as the single index, every engine."""
+    from distributed import Client, LocalCluster
+
+    r, index, topics = built("cacm", "bm25+", k1=1.2, b=0.75)
+    qs = dict(list(topics.items())[:30])
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        sharded = pipelines.BM25Index.load(r.path, backend="cpu", client=client)
+        assert len(sharded.shards) == 2 and sharded.shards[0][0] == 0 and sharded.shards[-1][1] == index.n_docs
+        assert sharded.shards[0][1] == sharded.shards[1][0]
+        for engine in ("auto", "sparse"):
+            pd.testing.assert_frame_equal(sharded.search(qs, k=25, engine=engine), index.search(qs, k=25))
+        q = next(iter(qs.values()))
+        np.testing.assert_array_equal(sharded.get_scores(q), index.get_scores(q))
+        with pytest.raises(ValueError, match="n_threads must be"):
+            sharded.search(qs, n_threads=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "bb", "c", "zz", "é", "q", "", "x1"]), max_size=40))
+def test_encode_query_terms_equals_encode_terms(terms):
+    import pyarrow as pa
+
+    from cutext.stages.encode import encode_query_terms, encode_terms
+
+    vocab = pa.array(sorted(["a", "bb", "c", "d", "zz", "é"], key=str.encode), pa.large_string())
+    np.testing.assert_array_equal(encode_query_terms(terms, vocab),
+                                  encode_terms(terms, vocab) if terms else np.zeros(0, np.int64))

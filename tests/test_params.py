@@ -139,3 +139,84 @@ def test_cli_typo_fails_with_the_closest_option(argv, hint, capsys):
         main(argv)
     assert exc.value.code == 2
     assert hint in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- sizes and counts (issue 15 item 7)
+@pytest.mark.parametrize("blocksize, match", [
+    (0, r"blocksize must be an integer >= 1, got 0"),
+    (-5, r"blocksize must be an integer >= 1, got -5"),
+    (2.5, r"blocksize must be an integer >= 1, got 2.5"),
+    ("64MB", r"blocksize must be an integer >= 1, got '64MB'"),
+])
+def test_blocksize_that_is_not_a_positive_integer_is_refused(cacm200, tmp_path, blocksize, match):
+    with pytest.raises(ValueError, match=match):
+        pipelines.run("bm25", cacm200, out=tmp_path / "out", backend="cpu", progress=False, blocksize=blocksize)
+    assert not (tmp_path / "out").exists()
+
+
+def test_tiny_blocksize_that_shreds_the_input_is_refused_with_the_range(tmp_path, data_dir):
+    """blocksize=100 on 2 MB made 22k partitions (minutes); now: the error names the partitions and
+    the accepted range, before any text is read.  A tiny blocksize on a small input still works."""
+    from cutext.stages.read import MAX_SMALL_PIECES, plan
+
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    p = tmp_path / "cacm.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    size = p.stat().st_size
+    assert size // 100 > MAX_SMALL_PIECES
+    with pytest.raises(ValueError, match=r"blocksize=100 bytes splits the input .* into [\d,]+ partitions; "
+                                         r"blocksize must be an integer >= 1,048,576 \(1 MiB\), or >= [\d,]+"):
+        pipelines.run("bm25", p, out=tmp_path / "out", backend="cpu", progress=False, blocksize=100)
+    assert not (tmp_path / "out").exists()
+    least = -(-size // MAX_SMALL_PIECES)
+    assert len(plan(p, blocksize=least)[1]) <= MAX_SMALL_PIECES  # the bound the message gives is accepted
+    assert len(plan(p, blocksize=1 << 20)[1]) == -(-size // (1 << 20))
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"batch_size": 0}, r"batch_size must be an integer >= 1, got 0"),
+    ({"batch_size": 2.5}, r"batch_size must be an integer >= 1, got 2.5"),
+    ({"top_k": 2.5}, r"top_k must be an integer in \[1, \d+\], got 2.5"),
+    ({"top_k": 0}, r"top_k must be an integer in \[1, \d+\], got 0"),
+    ({"n_shards": 0}, r"n_shards must be an integer >= 1, got 0"),
+    ({"threshold": math.inf}, r"threshold must be a finite number in \[0, 1\], got inf"),
+    ({"threshold": math.nan}, r"threshold must be a finite number in \[0, 1\]"),
+])
+def test_stream_clusterer_sizes_are_checked(kw, match):
+    from cutext.stages.streamcluster import StreamClusterer
+
+    with pytest.raises(ValueError, match=match):
+        StreamClusterer(backend="cpu", **kw)
+    assert StreamClusterer(backend="cpu", batch_size=4.0, top_k=10).batch_size == 4  # integral floats are counts
+
+
+def test_stream_clusterer_load_checks_batch_size(tmp_path):
+    from cutext.stages.streamcluster import StreamClusterer
+
+    sc = StreamClusterer(backend="cpu")
+    sc.save(tmp_path / "state")
+    with pytest.raises(ValueError, match=r"batch_size must be an integer >= 1, got 0"):
+        StreamClusterer.load(tmp_path / "state", backend="cpu", batch_size=0)
+
+
+def test_stream_vectorizer_top_k_is_checked():
+    from cutext.stages.streamcluster import StreamVectorizer
+
+    for k in (0, 2.5, -1):
+        with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
+            StreamVectorizer(k)
+
+
+@pytest.mark.parametrize("name, kw, match", [
+    ("bm25", {"min_len": 2.5}, r"min_len must be an integer >= 1, got 2.5"),
+    ("bm25", {"min_len": 0}, r"min_len must be an integer >= 1, got 0"),
+    ("bm25", {"min_len": 3, "max_len": 2}, r"max_len must be an integer >= 3, got 2"),
+    ("bm25", {"n_workers": 0, "scheduler": "cluster"}, r"n_workers must be an integer >= 1, got 0"),
+    ("bm25", {"n_workers": 1.5}, r"n_workers must be an integer >= 1, got 1.5"),
+    ("lda", {"n_devices": 0}, r"n_devices must be an integer >= 1, got 0"),
+    ("lda", {"n_devices": 1.5}, r"n_devices must be an integer >= 1, got 1.5"),
+])
+def test_other_sizes_and_counts_are_refused(cacm200, tmp_path, name, kw, match):
+    with pytest.raises(ValueError, match=match):
+        pipelines.run(name, cacm200, out=tmp_path / "out", backend="cpu", progress=False, **kw)
+    assert not (tmp_path / "out").exists()
