@@ -8,15 +8,17 @@ cpu (default, or ``--cpu``)
     Indexing: cutext CPU end to end (lines files -> index directory on disk; schedulers "sync" and
     "threads") and bm25s (``bm25s.tokenize`` + ``BM25().index`` from texts already in memory: its
     time excludes reading files and writing an index).  Two tokenizer settings, the same on both
-    sides.  Queries: 10,000 real queries (the posts' Subject lines, cycled), top-10, cutext CPU search
-    against bm25s retrieve (n_threads=1, numpy backend = bm25s's default; numba backend as well).
+    sides.  Queries: 10,000 real queries (the posts' Subject lines, cycled), top-10: cutext's CPU engine
+    (1 thread and all threads) and sparse path against bm25s retrieve (numpy backend = bm25s's default,
+    1 thread; numba backend, 1 thread and all threads), with postings scanned per second.
 gpu (``--gpu``)
     ``--gpu-gb`` GB of replicated real documents (20 Newsgroups posts, each replica in its own
     shuffled order) in lines files of about ``--file-mb`` MB under ``--workdir``.  cutext GPU end to
     end (scheduler "sync" on one GPU; ``--cluster`` adds a LocalCUDACluster run) with per-stage timings
     and peak device memory; peers on the same machine on a ``--peer-mb`` MB subset: bm25s and cutext
-    CPU (scheduler "cluster").  Queries: cutext GPU search on an index of the subset, against bm25s
-    retrieve with n_threads=os.cpu_count().
+    CPU (scheduler "cluster").  Queries: cutext's GPU engine (``--gpu-batch-sizes``, ``--gpu-workspace-mb``)
+    and sparse path on an index of the subset, peak device memory and postings scanned per second
+    against the HBM bandwidth, against bm25s retrieve with n_threads=os.cpu_count().
 
 Every measurement is the median of ``--repeats`` runs; a failing measurement prints an error row
 and the run goes on; past ``--max-seconds`` no new measurement (or repeat) starts.  The table is
@@ -611,6 +613,17 @@ def tokenizer_kwargs(setting: str) -> tuple[dict, dict]:
     raise ValueError(f"unknown tokenizer setting {setting!r}; choose from {SETTINGS}")
 
 
+def _log_gputext_profile(quiet: bool = False):
+    """Sub-steps of the device text path (read, tokenize) when ``CUTEXT_GPUTEXT_PROFILE=1``;
+    ``quiet``: only clear them (after the warm-up)."""
+    from cutext.stages import gputext
+
+    prof = gputext.profile(reset=True)
+    if prof and not quiet:
+        log("gpu: device text path sub-steps (s, summed over partitions and repeats, "
+            f"${gputext.PROFILE_ENV}=1): " + ", ".join(f"{k} {v:.2f}" for k, v in prof.items()))
+
+
 def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None, n_workers=None,
                      mem_baseline=None, pools: DevicePools | None = None):
     """One end-to-end cutext index build (lines files -> index on disk), wall-clock timed."""
@@ -688,20 +701,94 @@ def bm25s_search_run(model, queries, tokb, k, n_threads):
     return fn
 
 
-def cutext_search_run(idx, queries, k, batch_size, mem_baseline=None, pools=None):
+def postings_scanned(idx, queries) -> int:
+    """Postings the engines read for ``queries``: the df of every distinct term of every query."""
+    Q = idx.query_matrix(queries)
+    return int(idx.df[Q.indices].sum())
+
+
+# HBM bandwidth by GPU name (vendor data sheets, SXM parts), for the postings-scanned comparison
+HBM_BYTES_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12}
+
+
+def hbm_bandwidth() -> tuple[str, float] | tuple[None, None]:
+    name = _run_text(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) or ""
+    for key, bw in HBM_BYTES_S.items():
+        if key in name:
+            return key, bw
+    return None, None
+
+
+def cutext_search_run(idx, queries, k, batch_size, mem_baseline=None, pools=None, engine="auto", n_threads=None,
+                      postings=None, max_workspace=None):
+    """``idx.search`` of all queries with ``engine`` (``n_threads`` for the CPU engine, ``max_workspace`` for
+    the GPU engine); ``extra`` gets
+    ``postings_s`` (postings scanned per second) when ``postings`` is given."""
     def fn():
         gc.collect()
         if pools:
             pools.start()
+        kw = {"n_threads": n_threads} if n_threads is not None else {}
+        if max_workspace is not None:
+            kw["max_workspace"] = max_workspace
         with GpuMemWatch(mem_baseline, enabled=mem_baseline is not None) as mw:
             t = time.perf_counter()
-            res = idx.search(queries, k=k, batch_size=batch_size)
+            res = idx.search(queries, k=k, batch_size=batch_size, engine=engine, **kw)
             sec = time.perf_counter() - t
         extra = pools.stop() if pools else {}
+        if postings:
+            extra["postings_s"] = postings / sec
         return {"seconds": sec, "peak_mib": mw.peak_mib, "extra": extra, "keep": res,
                 "counts": {"result_rows": len(res)}}
 
     return fn
+
+
+def sharded_search_rows(bench, sbase, index_dir, be, gpu_label, queries, k, bs, n_shards, postings):
+    """Search on an index sharded over ``n_shards`` workers (LocalCUDACluster on the GPU, LocalCluster
+    processes on a dry run); cluster start and shard load excluded (in the notes)."""
+    from distributed import Client
+
+    from cutext import pipelines
+
+    nq = len(queries)
+    label = f"cutext {gpu_label} sharded search, {n_shards} shard{'s' * (n_shards > 1)} bs={bs}"
+    try:
+        t = time.perf_counter()
+        if be == "gpu":
+            from dask_cuda import LocalCUDACluster
+
+            cluster = LocalCUDACluster(n_workers=n_shards)
+        else:
+            from distributed import LocalCluster
+
+            cluster = LocalCluster(n_workers=n_shards, threads_per_worker=1, dashboard_address=":0")
+        with cluster, Client(cluster) as client:
+            idx = pipelines.BM25Index.load(index_dir, backend=be, client=client)
+            idx.search(queries[:256], k=k, batch_size=256)
+            setup = time.perf_counter() - t
+            row, _ = bench.measure(
+                dict(sbase, task="search", system=label, n_queries=nq, nbytes=None,
+                     notes=[f"tokenize on the caller + top-{k} per shard + merge; cluster start, shard load and "
+                            f"warm-up {setup:.1f} s excluded"]),
+                cutext_search_run(idx, queries, k, bs, postings=postings))
+            postings_note(row, postings)
+            del idx
+    except Exception as exc:
+        bench.fail(dict(sbase, task="search", system=label, n_queries=nq), f"{type(exc).__name__}: {exc}")
+        traceback.print_exc(limit=6, file=sys.stdout)
+
+
+def postings_note(row: dict, postings: int | None, hbm=(None, None)) -> None:
+    """Note postings scanned per second (and, on a GPU, the bytes of postings read against HBM bandwidth)."""
+    ps = (row.get("extra") or {}).get("postings_s")
+    if not ps:
+        return
+    note = f"{postings:,} postings, {ps / 1e6:,.0f} M postings/s"
+    if hbm[1]:
+        gbs = ps * 8 / 1e9  # doc id int32 + weight float32 per posting
+        note += f" = {gbs:,.0f} GB/s of postings, {100 * gbs * 1e9 / hbm[1]:.1f}% of {hbm[0]} HBM {hbm[1] / 1e12:.2f} TB/s"
+    row["notes"].append(note)
 
 
 def agreement(res, bm25s_out, n_queries: int, k: int, overlap: bool = True) -> dict:
@@ -759,6 +846,7 @@ def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
         log(f"cpu: 20 Newsgroups, {corpus.n_docs:,} posts, {nbytes / MB:.2f} MB in {len(files)} lines files "
             f"under {tmp} (loaded in {corpus.load_s:.1f} s)")
         queries = corpus.queries(nq, args.seed)
+        ncpu = os.cpu_count() or 1
         # warm-up: imports, dask and pyarrow first-call costs (excluded)
         write_lines(corpus.texts[:500], tmp / "warm", 1)
         t = time.perf_counter()
@@ -793,21 +881,26 @@ def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
             qbase = dict(base, task="search", n_queries=nq, nbytes=None, n_docs=corpus.n_docs)
             bm_out = None
             if model is not None:
-                row, bm_out = bench.measure(
-                    dict(qbase, system="bm25s (numpy backend, default)", tokenizer=setting,
-                         notes=[f"tokenize + retrieve top-{k}, n_threads=1"]),
-                    bm25s_search_run(model, queries, tok_b, k, n_threads=1))
+                if not args.no_bm25s_numpy:
+                    row, bm_out = bench.measure(
+                        dict(qbase, system="bm25s (numpy backend, default)", tokenizer=setting,
+                             notes=[f"tokenize + retrieve top-{k}, n_threads=1"]),
+                        bm25s_search_run(model, queries, tok_b, k, n_threads=1))
                 if not args.no_numba:
                     try:
                         t = time.perf_counter()
                         mn = bm25s_numba_model(model)
-                        mn.retrieve(bm25s.tokenize(queries[:8], show_progress=False, **tok_b), k=k, n_threads=1,
-                                    show_progress=False)
+                        for nt in sorted({1, ncpu}):  # JIT of the serial and the parallel function
+                            mn.retrieve(bm25s.tokenize(queries[:8], show_progress=False, **tok_b), k=k,
+                                        n_threads=nt, show_progress=False)
                         warm = time.perf_counter() - t
-                        bench.measure(dict(qbase, system="bm25s (numba backend)", tokenizer=setting,
-                                           notes=[f"tokenize + retrieve top-{k}, n_threads=1",
-                                                  f"numba JIT warm-up {warm:.1f} s excluded"]),
-                                      bm25s_search_run(mn, queries, tok_b, k, n_threads=1))
+                        for nt in sorted({1, ncpu}):
+                            _, out = bench.measure(
+                                dict(qbase, system=f"bm25s (numba backend) {nt} thread{'s' * (nt > 1)}",
+                                     tokenizer=setting, notes=[f"tokenize + retrieve top-{k}, n_threads={nt}",
+                                                               f"numba JIT warm-up {warm:.1f} s excluded"]),
+                                bm25s_search_run(mn, queries, tok_b, k, n_threads=nt))
+                            bm_out = out if bm_out is None else bm_out
                         del mn
                     except Exception as exc:
                         bench.fail(dict(qbase, system="bm25s (numba backend)", tokenizer=setting),
@@ -822,19 +915,28 @@ def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
                     bench.fail(dict(qbase, system="cutext cpu search", tokenizer=setting),
                                f"BM25Index.load: {type(exc).__name__}: {exc}")
                 if idx is not None:
+                    postings = postings_scanned(idx, queries)
+                    idx.search(queries[:64], k=k)  # numba JIT of the CPU engine (cached on disk), excluded
+                    runs = [("cpu", 1), ("cpu", ncpu)] if ncpu > 1 else [("cpu", 1)]
+                    runs += [("sparse", None)]
                     for bs in args.cpu_batch_sizes:
-                        row, res = bench.measure(
-                            dict(qbase, system=f"cutext cpu search bs={bs}", tokenizer=setting,
-                                 notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]),
-                            cutext_search_run(idx, queries, k, bs))
-                        if res is not None and bm_out is not None:
-                            a = agreement(res, bm_out, nq, k)
-                            row["extra"].update(a)
-                            note = agreement_note(a, k)
-                            if note:
-                                row["notes"].append(note)
+                        for engine, nt in runs:
+                            label = (f"cutext cpu engine {nt} thread{'s' * (nt > 1)}" if engine == "cpu"
+                                     else "cutext sparse path (scipy Q @ M)")
+                            row, res = bench.measure(
+                                dict(qbase, system=f"{label} bs={bs}", tokenizer=setting,
+                                     notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]),
+                                cutext_search_run(idx, queries, k, bs, engine=engine, n_threads=nt,
+                                                  postings=postings))
+                            postings_note(row, postings)
+                            if res is not None and bm_out is not None:
+                                a = agreement(res, bm_out, nq, k)
+                                row["extra"].update(a)
+                                note = agreement_note(a, k)
+                                if note:
+                                    row["notes"].append(note)
                             bench.save()
-                        del res
+                            del res
                     del idx
             del model, bm_out
             gc.collect()
@@ -843,6 +945,65 @@ def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
             log(f"cpu: kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- memory section
+
+def section_memory(bench: Bench, corpus: Corpus, args) -> None:
+    """Host memory of CPU indexing and of index load on replicated 20 Newsgroups (issue 15):
+    ``--memory-mb`` sizes, the scheduler the pipeline picks (``auto``) and a 2-worker LocalCluster."""
+    from cutext import pipelines
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    tok_c, _ = tokenizer_kwargs("plain")
+    for mb in args.memory_mb:
+        man = write_replicated(corpus, work / f"mem-{mb:g}MB", mb * MB, args.file_mb * MB, args.seed)
+        src = work / f"mem-{mb:g}MB"
+        nbytes = man["bytes"]
+        data = f"replicated {nbytes / MB:,.0f}MB"
+        log(f"memory: {nbytes / MB:,.1f} MB ({man['n_docs']:,} docs, {man['replicas']} replicas, "
+            f"{len(man['files'])} files) under {src}")
+        base = {"section": "memory", "data": data, "nbytes": nbytes, "n_docs": man["n_docs"],
+                "tokenizer": "plain"}
+        scheds = []
+        for s in args.memory_schedulers:
+            if s == "cluster" and "auto" in scheds and nbytes >= (256 << 20):
+                continue  # auto is the cluster already at this size
+            scheds.append(s)
+        for sched in scheds:
+            out = work / f"mem-{mb:g}MB-index-{sched}"
+            nw = 2 if sched == "cluster" else None
+            row, r = bench.measure(dict(base, task="index", system=f"cutext cpu {sched}",
+                                        notes=["files -> index on disk"]),
+                                   cutext_index_run(src, out, backend="cpu", scheduler=sched, tok=tok_c,
+                                                    args=args, n_workers=nw), repeats=1)
+            if row["error"] or sched != scheds[0]:
+                continue
+
+            def load_fn(path=out):
+                gc.collect()
+                with RssWatch() as rw:
+                    rss0 = RssWatch().sample() if rw.enabled else None
+                    t = time.perf_counter()
+                    idx = pipelines.BM25Index.load(path, backend="cpu")
+                    sec = time.perf_counter() - t
+                disk = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+                extra = {"rss_peak_mib": rw.peak_mib, "index_mib": round(disk / 2**20, 1)}
+                if rw.peak is not None and rss0 is not None:
+                    extra["rss_growth_mib"] = round((rw.peak - rss0) / 2**20, 1)
+                    extra["rss_growth_x_index"] = round((rw.peak - rss0) / disk, 2)
+                del idx
+                gc.collect()
+                return {"seconds": sec, "extra": extra}
+
+            bench.measure(dict(base, task="load", system="BM25Index.load cpu",
+                               notes=["RSS growth over the index's bytes on disk"]), load_fn, repeats=1)
+            if not args.keep:
+                shutil.rmtree(out, ignore_errors=True)
+        if not args.keep:
+            for sched in scheds:
+                shutil.rmtree(work / f"mem-{mb:g}MB-index-{sched}", ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- gpu section
@@ -913,6 +1074,7 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                                        args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools),
                       repeats=1)
 
+        _log_gputext_profile(quiet=True)
         notes = ["files -> index on disk", "replicated real documents"]
         if blocksize:
             notes.append(f"blocksize {args.gpu_blocksize_mb:g} MiB")
@@ -923,6 +1085,7 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                       cutext_index_run(data_dir, idx_root / "full", backend=be, scheduler="sync", tok=tok_c,
                                        args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools))
         shutil.rmtree(idx_root / "full", ignore_errors=True)
+        _log_gputext_profile()
         if args.cluster:
             ngpu = len(bench.env.get("gpus") or []) or "?"
             bench.measure(dict(gbase, task="index", system=f"cutext {gpu_label} cluster ({ngpu} GPUs)", data=data,
@@ -953,15 +1116,30 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                 idx.search(queries[:256], k=k, batch_size=min(256, max(args.gpu_batch_sizes)))
                 log(f"gpu: index load {load_s:.2f} s, search warm-up (256 queries) {time.perf_counter() - t:.2f} s "
                     "(both excluded)")
-                for bs in args.gpu_batch_sizes:
+                postings = postings_scanned(idx, queries)
+                hbm = hbm_bandwidth() if be == "gpu" else (None, None)
+                engines = [("gpu", bs) for bs in args.gpu_batch_sizes] if be == "gpu" else \
+                    [("cpu", bs) for bs in args.gpu_batch_sizes]
+                engines += [("sparse", max(args.gpu_batch_sizes))]
+                for engine, bs in engines:
+                    mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
+                    label = {"gpu": "engine", "cpu": "cpu engine", "sparse": "sparse path (cupyx Q @ M)"}[engine]
                     row, res = bench.measure(
-                        dict(sbase, task="search", system=f"cutext {gpu_label} search bs={bs}", n_queries=nq,
+                        dict(sbase, task="search", system=f"cutext {gpu_label} {label} bs={bs}", n_queries=nq,
                              nbytes=None, notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
+                             + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
                              + ([mem_note] if mem_note else [])),
-                        cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools))
+                        cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools,
+                                          engine=engine, postings=postings, **mw))
+                    postings_note(row, postings, hbm)
                     if res is not None:
-                        gpu_results[bs] = (row, res)
+                        gpu_results[(engine, bs)] = (row, res)
                 del idx
+                gc.collect()
+                pools.free()
+                for n_shards in args.search_shards:
+                    sharded_search_rows(bench, sbase, sub_index, be, gpu_label, queries, k,
+                                        max(args.gpu_batch_sizes), n_shards, postings)
             except Exception as exc:
                 bench.fail(dict(sbase, task="search", system=f"cutext {gpu_label} search", n_queries=nq),
                            f"{type(exc).__name__}: {exc}")
@@ -1011,7 +1189,7 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
             except Exception as exc:
                 bench.fail(dict(qbase, system="bm25s (numba backend)"), f"{type(exc).__name__}: {exc}")
         if bm_out is not None:
-            for bs, (row, res) in gpu_results.items():
+            for _, (row, res) in gpu_results.items():
                 a = agreement(res, bm_out, nq, k, overlap=False)
                 row["extra"].update(a)
                 note = agreement_note(a, k)
@@ -1054,6 +1232,10 @@ def print_table(rows: list[dict], section: str) -> None:
         cols += [("peak MiB", lambda r: _f(r["peak_mib"], ",.0f"))]
     cols += [("RSS peak MiB", lambda r: _f((r.get("extra") or {}).get("rss_peak_mib"), ",.0f")),
              ("RSS/input", lambda r: _f((r.get("extra") or {}).get("rss_peak_x_input"), ".2f"))]
+    if section == "memory":
+        cols += [("index MiB", lambda r: _f((r.get("extra") or {}).get("index_mib"), ",.0f")),
+                 ("load RSS growth MiB", lambda r: _f((r.get("extra") or {}).get("rss_growth_mib"), ",.0f")),
+                 ("growth/index", lambda r: _f((r.get("extra") or {}).get("rss_growth_x_index"), ".2f"))]
     cols += [("notes", lambda r: error_label(r) if r.get("error") else "; ".join(r["notes"]))]
     _print(cols, rows, f"== {section} section (medians of repeats; n = repeats done)")
     srows = [r for r in rows if r.get("stages")]
@@ -1113,6 +1295,9 @@ def parse_args(argv=None):
         epilog="tokenizer settings: " + "; ".join(f"{k}: {v}" for k, v in SETTING_HELP.items()))
     ap.add_argument("--cpu", action="store_true", help="run the cpu section (the default when --gpu is not given)")
     ap.add_argument("--gpu", action="store_true", help="run the gpu section (needs cudf and cupy; add --cpu for both)")
+    ap.add_argument("--memory", action="store_true",
+                    help="run the memory section: peak RSS of CPU indexing and index load on --memory-mb "
+                         "MB of replicated posts (add --cpu / --gpu for those too)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     ap.add_argument("--json", metavar="PATH", help="also write the environment and the rows as JSON here")
     ap.add_argument("--data", metavar="DIR_OR_TARBALL",
@@ -1127,6 +1312,8 @@ def parse_args(argv=None):
     ap.add_argument("--b", type=float, default=0.75, help="BM25 b, both systems (default 0.75)")
     ap.add_argument("--seed", type=int, default=0, help="seed of query order and replica shuffles (default 0)")
     ap.add_argument("--no-numba", action="store_true", help="skip the bm25s numba-backend retrieval rows")
+    ap.add_argument("--no-bm25s-numpy", action="store_true",
+                    help="skip bm25s's numpy-backend retrieval rows (slow: about 35 s per run on 2 cores)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files and indexes")
     g = ap.add_argument_group("cpu section")
     g.add_argument("--settings", type=_str_list(SETTINGS), default=list(SETTINGS),
@@ -1139,6 +1326,13 @@ def parse_args(argv=None):
     g.add_argument("--cpu-batch-sizes", type=_int_list, default=[4096],
                    help="cutext CPU search batch sizes, comma-separated (default 4096, the library default)")
     g.add_argument("--tmpdir", default=None, help="parent of the cpu section's temporary folder (default: system tmp)")
+    g = ap.add_argument_group("memory section")
+    g.add_argument("--memory-mb", type=_int_list, default=[100, 1000],
+                   help="MB of replicated text per memory measurement, comma-separated (default 100,1000)")
+    g.add_argument("--memory-schedulers", type=_str_list(("auto", "sync", "threads", "cluster")),
+                   default=["auto", "cluster"],
+                   help="schedulers of the memory rows (default auto,cluster: the pipeline's own choice, and a "
+                        "2-worker LocalCluster where auto is not one already)")
     g = ap.add_argument_group("gpu section")
     g.add_argument("--gpu-gb", type=float, default=2.0, help="GB of replicated text to index (default 2.0)")
     g.add_argument("--peer-mb", type=float, default=300.0,
@@ -1149,6 +1343,10 @@ def parse_args(argv=None):
     g.add_argument("--gpu-tokenizer", choices=SETTINGS, default="plain", help="tokenizer setting (default plain)")
     g.add_argument("--gpu-batch-sizes", type=_int_list, default=[1024, 4096],
                    help="cutext GPU search batch sizes (default 1024,4096)")
+    g.add_argument("--search-shards", type=_int_list, default=[],
+                   help="also search the subset's index sharded over N workers (LocalCUDACluster), e.g. 1,2")
+    g.add_argument("--gpu-workspace-mb", type=int, default=1024,
+                   help="max_workspace of the GPU search engine in MiB (default 1024)")
     g.add_argument("--gpu-blocksize-mb", type=float, default=None,
                    help="cutext reader blocksize for GPU runs in MiB (default: cutext's own, 64)")
     g.add_argument("--cluster", action="store_true",
@@ -1156,7 +1354,7 @@ def parse_args(argv=None):
     g.add_argument("--no-rmm-stats", action="store_true", help="do not enable rmm statistics (rmm peak column)")
     g.add_argument("--gpu-backend", default="gpu", choices=("gpu", "cpu"), help=argparse.SUPPRESS)  # dry runs
     args = ap.parse_args(argv)
-    if not args.cpu and not args.gpu:
+    if not args.cpu and not args.gpu and not args.memory:
         args.cpu = True
     if args.max_seconds is None:
         args.max_seconds = 480.0 if args.gpu else math.inf
@@ -1180,10 +1378,11 @@ def main(argv=None) -> int:
         f"{len(corpus.subjects):,} Subject lines (queries), loaded in {corpus.load_s:.1f} s from {tarball}")
     print("  tokenizer settings: " + "; ".join(f"{k} = {v}" for k, v in SETTING_HELP.items()), flush=True)
     print(f"  BM25 lucene variant, k1={args.k1:g}, b={args.b:g}, on both sides", flush=True)
-    sections = [s for s, on in (("cpu", args.cpu), ("gpu", args.gpu)) if on]
+    sections = [s for s, on in (("cpu", args.cpu), ("memory", args.memory), ("gpu", args.gpu)) if on]
+    run_section = {"cpu": section_cpu, "memory": section_memory, "gpu": section_gpu}
     for s in sections:
         try:
-            (section_cpu if s == "cpu" else section_gpu)(bench, corpus, args)
+            run_section[s](bench, corpus, args)
         except Exception as exc:  # the tables of what was measured still print
             log(f"{s} section stopped: {type(exc).__name__}: {exc}")
             traceback.print_exc(limit=8, file=sys.stdout)
