@@ -33,7 +33,7 @@ from cutext.stages.encode import encode_query_terms
 from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
 from cutext.stages.sources import input_label
-from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+from cutext.stages.tokenize import TokenizerConfig, tokenize_flat
 
 POSTINGS_PER_FILE = 8_000_000
 
@@ -383,6 +383,12 @@ def _as_queries(queries) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
+def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
+    """``values[idx]`` as a pandas Series of the default string dtype, gathered by pyarrow."""
+    taken = values.take(pa.array(idx, type=pa.int64()))
+    return pd.Series(pd.array(taken, dtype=pd.Series([], dtype=str).dtype))
+
+
 topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.search)
 
 
@@ -609,14 +615,12 @@ class BM25Index:
         (term ids ascending within a query)."""
         import scipy.sparse as sp
 
-        toks = tokenize_texts(texts, self.tokenizer)
-        lens = np.fromiter((len(x) for x in toks), np.int64, len(toks))
-        flat = [t for q in toks for t in q]
-        ids = encode_query_terms(flat, self.vocab)
-        rows = np.repeat(np.arange(len(toks)), lens)
+        texts = list(texts)
+        tokens, rows = tokenize_flat(texts, self.tokenizer)  # one array for the batch, no list per query
+        ids = encode_query_terms(tokens, self.vocab)
         keep = ids != 0
         Q = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], ids[keep])),
-                          shape=(len(toks), len(self.vocab) + 1))
+                          shape=(len(texts), len(self.vocab) + 1))
         Q.sum_duplicates()
         return Q
 
@@ -630,6 +634,13 @@ class BM25Index:
         futs = [c.submit(fn, f, *args, workers=[w], allow_other_workers=False, pure=False)
                 for _, _, w, f in self._shard_futures]
         return c.gather(futs)
+
+    def _source_ids_arrow(self) -> pa.Array:
+        """:attr:`source_ids` as a pyarrow string array (built once, for the result frames)."""
+        cached = getattr(self, "_source_ids_pa", None)
+        if cached is None or len(cached) != len(self.source_ids):
+            cached = self._source_ids_pa = pa.array(self.source_ids, type=pa.string())
+        return cached
 
     def get_scores(self, query: str) -> np.ndarray:
         """Dense BM25 scores of one query against every document, float32 array (N,), on the host
@@ -722,8 +733,9 @@ class BM25Index:
             vals = score[rows, rank].astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]
-            frames.append(pd.DataFrame({"query_id": np.asarray(qids[s:s + batch_size], dtype=object)[rows],
-                                        "doc_id": docs, "source_id": self.source_ids[docs],
+            # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
+            frames.append(pd.DataFrame({"query_id": _take_str(pa.array(qids[s:s + batch_size], pa.string()), rows),
+                                        "doc_id": docs, "source_id": _take_str(self._source_ids_arrow(), docs),
                                         "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs}))
         if not frames:
             return pd.DataFrame({"query_id": pd.Series([], dtype=object), "doc_id": pd.Series([], dtype=np.int64),

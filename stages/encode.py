@@ -100,8 +100,12 @@ def encode_partition(df, vocab_frame):
 def encode_query_terms(terms, vocab: pa.Array) -> np.ndarray:
     """Host lookup of a few terms (a batch of queries) in a large vocabulary: the same ids as
     :func:`encode_terms`, but the hash table is built on the batch's distinct terms and the vocabulary
-    probes it (O(V) probes, no O(V) hash table per call)."""
-    arr = pa.array(list(terms), type=pa.large_string())
+    probes it (O(V) probes, no O(V) hash table per call).  ``terms``: a pyarrow string array
+    (:func:`cutext.stages.tokenize.tokenize_flat`) or a sequence of str."""
+    if isinstance(terms, pa.ChunkedArray):
+        terms = terms.combine_chunks()
+    arr = (terms.cast(pa.large_string()) if isinstance(terms, pa.Array)
+           else pa.array(list(terms), type=pa.large_string()))
     if len(arr) == 0:
         return np.zeros(0, np.int64)
     uniq = pc.unique(arr)

@@ -440,13 +440,39 @@ def tokenize_partition(df, cfg: TokenizerConfig):
     return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
 
 
-def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:
-    """Tokenize a list of strings on the CPU (queries, tests); returns one token list per text."""
+def tokenize_flat(texts, cfg: TokenizerConfig):
+    """Tokenize a list of strings on the CPU into one flat array (a batch of queries).
+
+    Parameters
+    ----------
+    texts : sequence of str, length n
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    tokens : pyarrow.LargeStringArray, shape (n_tokens,)
+        Every kept token, text by text, in text order.
+    row : numpy int64 array, shape (n_tokens,)
+        The index in ``texts`` of each token's text.
+    """
+    import pyarrow as pa
+
     s = pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))
     ids = np.arange(len(s), dtype=np.int64)
     tokens, doc = split_tokens(s, ids, cfg.lowercase)
     tokens, doc = apply_term_map(tokens, doc, cfg)
-    out: list[list[str]] = [[] for _ in range(len(s))]
-    for d, t in zip(np.asarray(doc).tolist(), tokens.tolist()):
+    arr = pa.array(tokens.array)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string()), np.asarray(doc, dtype=np.int64)
+
+
+def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:
+    """Tokenize a list of strings on the CPU (tests, a few documents); returns one token list per
+    text (:func:`tokenize_flat` gives the same tokens as one array)."""
+    texts = list(texts)
+    tokens, doc = tokenize_flat(texts, cfg)
+    out: list[list[str]] = [[] for _ in range(len(texts))]
+    for d, t in zip(doc.tolist(), tokens.to_pylist()):
         out[d].append(t)
     return out

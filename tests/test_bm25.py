@@ -382,3 +382,23 @@ def test_encode_query_terms_equals_encode_terms(terms):
     vocab = pa.array(sorted(["a", "bb", "c", "d", "zz", "é"], key=str.encode), pa.large_string())
     np.testing.assert_array_equal(encode_query_terms(terms, vocab),
                                   encode_terms(terms, vocab) if terms else np.zeros(0, np.int64))
+    for arr in (pa.array(terms, pa.string()), pa.chunked_array([pa.array(terms, pa.large_string())])):
+        np.testing.assert_array_equal(encode_query_terms(arr, vocab), encode_query_terms(terms, vocab))
+
+
+def test_tokenize_flat_batch_equals_each_text_alone():
+    """The batch tokenizer of queries (one token array and the text of each token) gives, for every
+    text, the tokens of that text tokenized alone, in order (stopwords and stemming on the batch's
+    distinct terms); texts without a token add none."""
+    from cutext.stages.tokenize import tokenize_flat
+
+    texts = ["The computers are running", "", "--", "Ünïcode café and the CAFÉ", "x²  3.14 οδός", "a", "running"]
+    for cfg in (TokenizerConfig(), TokenizerConfig.make(stopwords="lucene", stemmer="porter")):
+        tokens, row = tokenize_flat(texts, cfg)
+        assert row.dtype == np.int64 and np.all(np.diff(row) >= 0)
+        for i, text in enumerate(texts):
+            alone, alone_row = tokenize_flat([text], cfg)
+            assert tokens.to_pylist()[row.searchsorted(i):row.searchsorted(i, "right")] == alone.to_pylist()
+            assert set(alone_row.tolist()) <= {0}
+        assert tokenize_texts(texts, cfg)[0] == tokens.to_pylist()[:row.searchsorted(1)]
+        assert 1 not in row and 2 not in row
