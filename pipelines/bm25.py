@@ -738,8 +738,8 @@ class BM25Index:
                                         "doc_id": docs, "source_id": _take_str(self._source_ids_arrow(), docs),
                                         "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs}))
         if not frames:
-            return pd.DataFrame({"query_id": pd.Series([], dtype=object), "doc_id": pd.Series([], dtype=np.int64),
-                                 "source_id": pd.Series([], dtype=object), "rank": pd.Series([], dtype=np.int64),
+            return pd.DataFrame({"query_id": pd.Series([], dtype=str), "doc_id": pd.Series([], dtype=np.int64),
+                                 "source_id": pd.Series([], dtype=str), "rank": pd.Series([], dtype=np.int64),
                                  "score": pd.Series([], dtype=np.float64),
                                  "doc_index": pd.Series([], dtype=np.int64)})
         return pd.concat(frames, ignore_index=True)

@@ -319,8 +319,8 @@ def test_search_result_columns_and_engines(built):
     assert run["source_id"].tolist() == [index.source_ids[d] for d in run["doc_id"]]
     for e in ("cpu", "sparse"):
         pd.testing.assert_frame_equal(runs[e], run)
-    empty = index.search(["zzzqqqxxunknownterm"], k=5)
-    assert list(empty.columns) == list(run.columns) and empty["doc_id"].dtype == np.int64
+    for empty in (index.search(["zzzqqqxxunknownterm"], k=5), index.search([], k=5)):  # no row; no query
+        assert len(empty) == 0 and empty.dtypes.to_dict() == run.dtypes.to_dict()
 
 
 def test_search_engine_options_refused(built):
