@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import sys
 import re
 from pathlib import Path
 
@@ -85,3 +86,29 @@ def build_cuda_emulation(out_dir: Path, kernel_source: Path, harness: str, *, de
             pytest.skip(f"{cxx} without C++20 <barrier>: {r.stderr[:200]}")
         pytest.fail(f"{kernel_source.name} does not compile as C++ under {harness}:\n{r.stderr[-4000:]}")
     return lib
+
+
+def load_fake_cupy():
+    """The module ``tests/cuda_emu/fake_cupy.py`` (a CPU stand-in for CuPy), loaded fresh."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fake_cupy", EMU_DIR / "fake_cupy.py")
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    return fake
+
+
+def install_fake_cupy(emu_lib: Path, monkeypatch, extend=None):
+    """Make ``import cupy`` give the CPU stand-in whose kernels are the emulated CUDA C of ``emu_lib``
+    (a library from :func:`build_cuda_emulation`), with empty kernel-loader caches (modules built by
+    this fake only).  ``extend(mod, fake)``: adds what a test needs beyond fake_cupy's arrays."""
+    from cutext.kernels import _cuda
+
+    fake = load_fake_cupy()
+    mod = fake.make(emu_lib)
+    if extend is not None:
+        extend(mod, fake)
+    monkeypatch.setitem(sys.modules, "cupy", mod)
+    monkeypatch.setattr(_cuda, "_modules", {})
+    monkeypatch.setattr(_cuda, "_functions", {})
+    return mod

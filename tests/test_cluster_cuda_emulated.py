@@ -10,18 +10,15 @@ tests (tests/test_gpu_cluster.py) then check the real thing.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cutext.kernels import _cuda, ellpack
+from cutext.kernels import ellpack
 from cutext.pipelines import datasets
 from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
-from helpers import build_cuda_emulation
+from helpers import build_cuda_emulation, install_fake_cupy
 
-HERE = Path(__file__).resolve().parent
 K = 35
 
 
@@ -39,14 +36,7 @@ def emu(emu_lib):
 @pytest.fixture
 def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C."""
-    spec = importlib.util.spec_from_file_location("fake_cupy", HERE / "cuda_emu" / "fake_cupy.py")
-    fake = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake)
-    mod = fake.make(emu_lib)
-    monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(_cuda, "_modules", {})  # the loader's caches: modules built by this fake only
-    monkeypatch.setattr(_cuda, "_functions", {})
-    return mod
+    return install_fake_cupy(emu_lib, monkeypatch)
 
 
 def _p(a):

@@ -11,8 +11,6 @@ the real kernels.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +19,9 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cutext.kernels import _cuda
 from cutext.kernels import search as ks
 from cutext.stages.search import merge_topk
-from helpers import build_cuda_emulation
-
-HERE = Path(__file__).resolve().parent
+from helpers import build_cuda_emulation, install_fake_cupy
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +33,7 @@ def emu_lib(tmp_path_factory):
 @pytest.fixture
 def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of search.cu."""
-    spec = importlib.util.spec_from_file_location("fake_cupy", HERE / "cuda_emu" / "fake_cupy.py")
-    fake = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake)
-    mod = fake.make(emu_lib)
-    monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(_cuda, "_modules", {})
-    monkeypatch.setattr(_cuda, "_functions", {})
+    mod = install_fake_cupy(emu_lib, monkeypatch)
     monkeypatch.setattr(ks, "THREADS", 32)  # 32 emulated threads per block keep the emulation fast
     return mod
 

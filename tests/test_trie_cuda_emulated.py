@@ -13,8 +13,6 @@ GPU tests (tests/test_gpu_ngram.py) then check the real kernels.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +20,7 @@ import pytest
 from cutext.kernels import _cuda
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel
-from helpers import build_cuda_emulation
-
-HERE = Path(__file__).resolve().parent
+from helpers import build_cuda_emulation, install_fake_cupy
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +32,7 @@ def emu_lib(tmp_path_factory):
 @pytest.fixture
 def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of trie.cu."""
-    spec = importlib.util.spec_from_file_location("fake_cupy", HERE / "cuda_emu" / "fake_cupy.py")
-    fake = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake)
-    mod = fake.make(emu_lib)
-    monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(_cuda, "_modules", {})  # the loader's caches: modules built by this fake only
-    monkeypatch.setattr(_cuda, "_functions", {})
-    return mod
+    return install_fake_cupy(emu_lib, monkeypatch)
 
 
 def _sentences(model: NGramModel, n: int, seed: int) -> list[str]:

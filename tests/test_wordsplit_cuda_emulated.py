@@ -9,19 +9,14 @@ kernels on a device.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cutext.kernels import _cuda
 from cutext.kernels import wordsplit as ws
 from cutext.pipelines.ngram import NGramModel
-from helpers import build_cuda_emulation
-
-HERE = Path(__file__).resolve().parent
+from helpers import build_cuda_emulation, install_fake_cupy
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +28,12 @@ def emu_lib(tmp_path_factory):
 @pytest.fixture
 def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of wordsplit.cu."""
-    spec = importlib.util.spec_from_file_location("fake_cupy", HERE / "cuda_emu" / "fake_cupy.py")
-    fake = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake)
-    mod = fake.make(emu_lib)
-    # what word_bounds needs beyond fake_cupy's arrays: flatnonzero returning a device array
-    mod.flatnonzero = lambda a: np.flatnonzero(np.asarray(a)).view(fake.ndarray)
-    mod.searchsorted = lambda a, v, side="left": np.searchsorted(np.asarray(a), np.asarray(v), side).view(fake.ndarray)
-    mod.concatenate = lambda arrs: np.concatenate([np.asarray(a) for a in arrs]).view(fake.ndarray)
-    monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(_cuda, "_modules", {})
-    monkeypatch.setattr(_cuda, "_functions", {})
-    return mod
+    def extend(mod, fake):  # what word_bounds needs beyond fake_cupy's arrays: device-array results
+        mod.flatnonzero = lambda a: np.flatnonzero(np.asarray(a)).view(fake.ndarray)
+        mod.searchsorted = lambda a, v, side="left": np.searchsorted(np.asarray(a), np.asarray(v), side).view(fake.ndarray)
+        mod.concatenate = lambda arrs: np.concatenate([np.asarray(a) for a in arrs]).view(fake.ndarray)
+
+    return install_fake_cupy(emu_lib, monkeypatch, extend)
 
 
 def _texts(arpa, shared_data):
