@@ -75,6 +75,34 @@ def _sift_down(hs, hd, m, i):
 
 
 @numba.njit(nogil=True, cache=True)
+def _heap_push(hs, hd, m, s, d):
+    """Add ``(s, d)`` to the heap ``hs, hd`` of ``m`` entries (root = the worst kept) and sift it up."""
+    c = m
+    hs[c] = s
+    hd[c] = d
+    while c > 0:
+        par = (c - 1) // 2
+        if _worse(hs[c], hd[c], hs[par], hd[par]):
+            hs[c], hs[par] = hs[par], hs[c]
+            hd[c], hd[par] = hd[par], hd[c]
+            c = par
+        else:
+            break
+
+
+@numba.njit(nogil=True, cache=True)
+def _heap_drain(q, hs, hd, m, out_doc, out_score, out_n):
+    """Row ``q`` of the outputs from the heap of ``m`` entries, best first (pop the worst into the last rank)."""
+    out_n[q] = m
+    for r in range(m - 1, -1, -1):
+        out_score[q, r] = hs[0]
+        out_doc[q, r] = hd[0]
+        hs[0] = hs[r]
+        hd[0] = hd[r]
+        _sift_down(hs, hd, r, 0)
+
+
+@numba.njit(nogil=True, cache=True)
 def _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched):
     """Term-at-a-time accumulation of query ``q`` into ``acc``; the documents that became nonzero go to
     ``touched``.  Returns how many."""
@@ -104,32 +132,16 @@ def _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n):
         acc[d] = 0
         if s < th or s <= 0:
             continue
-        if m < k:  # push, sift up
-            c = m
-            hs[c] = s
-            hd[c] = d
+        if m < k:
+            _heap_push(hs, hd, m, s, d)
             m += 1
-            while c > 0:
-                par = (c - 1) // 2
-                if _worse(hs[c], hd[c], hs[par], hd[par]):
-                    hs[c], hs[par] = hs[par], hs[c]
-                    hd[c], hd[par] = hd[par], hd[c]
-                    c = par
-                else:
-                    break
         elif _worse(hs[0], hd[0], s, d):
             hs[0] = s
             hd[0] = d
             _sift_down(hs, hd, m, 0)
         if m == k:
             th = hs[0]
-    out_n[q] = m
-    for r in range(m - 1, -1, -1):  # pop the worst into the last rank
-        out_score[q, r] = hs[0]
-        out_doc[q, r] = hd[0]
-        hs[0] = hs[r]
-        hd[0] = hd[r]
-        _sift_down(hs, hd, r, 0)
+    _heap_drain(q, hs, hd, m, out_doc, out_score, out_n)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -173,18 +185,8 @@ def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n):
             if s <= th:
                 continue
             if m < k:
-                c = m
-                hs[c] = s
-                hd[c] = d
+                _heap_push(hs, hd, m, s, d)
                 m += 1
-                while c > 0:
-                    par = (c - 1) // 2
-                    if _worse(hs[c], hd[c], hs[par], hd[par]):
-                        hs[c], hs[par] = hs[par], hs[c]
-                        hd[c], hd[par] = hd[par], hd[c]
-                        c = par
-                    else:
-                        break
             else:
                 hs[0] = s
                 hd[0] = d
@@ -193,13 +195,7 @@ def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n):
                 th = hs[0]
                 th_bits = _f32_bits(th)
     acc[:] = 0
-    out_n[q] = m
-    for r in range(m - 1, -1, -1):
-        out_score[q, r] = hs[0]
-        out_doc[q, r] = hd[0]
-        hs[0] = hs[r]
-        hd[0] = hd[r]
-        _sift_down(hs, hd, r, 0)
+    _heap_drain(q, hs, hd, m, out_doc, out_score, out_n)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

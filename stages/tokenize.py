@@ -283,7 +283,6 @@ def _nfc_gpu(s):
     import cupy
     import cudf
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
 
