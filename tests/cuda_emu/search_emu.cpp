@@ -1,38 +1,11 @@
 // Runs the CUDA C of kernels/search.cu on the CPU: one std::thread per CUDA thread, blocks one after another.
-#include <barrier>
-#include <cstring>
-#include <functional>
-#include <thread>
-#include <vector>
-struct dim3_ { unsigned x, y, z; };
-static thread_local dim3_ threadIdx;
-static dim3_ blockIdx, blockDim, gridDim;
-static std::barrier<>* g_bar = nullptr;
-static void __syncthreads() { g_bar->arrive_and_wait(); }
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __restrict__ __restrict
+#include "emu_block_threads.h"
 // device atomics: blocks run one after another, so only the threads of one block race
 static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 static float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 #include KERNEL_SOURCE
-static void launch(dim3_ grid, dim3_ block, const std::function<void()>& f) {
-    gridDim = grid; blockDim = block;
-    for (unsigned by = 0; by < grid.y; ++by)
-        for (unsigned bx = 0; bx < grid.x; ++bx) {
-            blockIdx = {bx, by, 0};
-            std::barrier<> bar(block.x);
-            g_bar = &bar;
-            std::vector<std::thread> ts;
-            for (unsigned t = 0; t < block.x; ++t)
-                ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; f(); });
-            for (auto& th : ts) th.join();
-        }
-}
 extern "C" {
 // one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
 void launch_bm25_tile_score(unsigned gx, unsigned gy, unsigned bx, const long long* indptr, const int* indices,

@@ -1,22 +1,7 @@
 // Runs the CUDA C of kernels/tokenize.cu on the CPU: every thread of a launch in turn (the kernels
 // use no shared memory, barriers or atomics; each thread writes only its own output).
-struct dim3_ { unsigned x, y, z; };
-static dim3_ threadIdx, blockIdx, blockDim, gridDim;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
+#include "emu_serial.h"
 #include KERNEL_SOURCE
-template <class F> static void launch(unsigned grid, unsigned block, F f) {
-    gridDim = {grid, 1, 1};
-    blockDim = {block, 1, 1};
-    for (unsigned b = 0; b < grid; ++b)
-        for (unsigned t = 0; t < block; ++t) {
-            blockIdx = {b, 0, 0};
-            threadIdx = {t, 0, 0};
-            f();
-        }
-}
 extern "C" {
 void launch_blank(unsigned grid, unsigned block, const unsigned char* data, const long long* offsets, long long n_rows,
                   const unsigned char* table, unsigned char* out) {

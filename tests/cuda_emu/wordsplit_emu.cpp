@@ -1,24 +1,9 @@
 // Runs the CUDA C of kernels/wordsplit.cu on the CPU: every thread of a launch in turn (the kernels use no
 // shared memory, barriers, warp votes or atomics; each thread writes only its own outputs), for
 // tests/test_wordsplit_cuda_emulated.py through fake_cupy.py. __dadd_rn is a plain IEEE double add.
-struct dim3_ { unsigned x, y, z; };
-static dim3_ threadIdx, blockIdx, blockDim, gridDim;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
+#include "emu_serial.h"
 static inline double __dadd_rn(double a, double b) { return a + b; }
 #include KERNEL_SOURCE
-template <class F> static void launch(unsigned grid, unsigned block, F f) {
-    gridDim = {grid, 1, 1};
-    blockDim = {block, 1, 1};
-    for (unsigned b = 0; b < grid; ++b)
-        for (unsigned t = 0; t < block; ++t) {
-            blockIdx = {b, 0, 0};
-            threadIdx = {t, 0, 0};
-            f();
-        }
-}
 extern "C" {
 // launcher signature: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
 void launch_ws_word_flags(unsigned gx, unsigned, unsigned bx, const unsigned char* data, const unsigned char* bound,
