@@ -112,3 +112,11 @@ def install_fake_cupy(emu_lib: Path, monkeypatch, extend=None):
     monkeypatch.setattr(_cuda, "_modules", {})
     monkeypatch.setattr(_cuda, "_functions", {})
     return mod
+
+
+def c_ptr(a):
+    """The C pointer of a C-contiguous numpy array, for the ctypes calls of an emulation library."""
+    import ctypes
+
+    assert a.flags.c_contiguous
+    return ctypes.c_void_p(a.ctypes.data)

@@ -9,7 +9,6 @@ tests/test_gpu_gputext.py runs the same on a device.
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,7 @@ from cutext.stages import gputext as G
 from cutext.stages.corpus import tokenize_partition_scan
 from cutext.stages.read import _lines_table, _valid_utf8 as python_valid_utf8
 from cutext.stages.tokenize import TokenizerConfig
-from helpers import build_cuda_emulation
+from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 
 CONFIGS = {"plain": TokenizerConfig.make(),
            "lucene+porter": TokenizerConfig.make(stopwords="lucene", stemmer="porter", min_len=2),
@@ -108,23 +107,13 @@ def test_token_kernels_check_their_inputs():
 
 # ----------------------------------------------------------------------------- CUDA source under g++
 
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory):
-    lib = build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(K.__file__).with_name("tokenize.cu"),
-                               "tokenize_emu.cpp", std="c++17", flags=("-O1",))
-    return ctypes.CDLL(str(lib))
-
-
-def _ptr(a):
-    assert a.flags.c_contiguous
-    return ctypes.c_void_p(a.ctypes.data)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from([b"", b"a", b"ab", b"ba", b"\xc3\xa9", b"\xff", b"word", b"wore"]) |
                 st.binary(max_size=6), max_size=40),
        st.sampled_from([(1, 1), (1, 7), (3, 4), (64, 64)]))
-def test_token_kernels_cuda_source_equal_numba_twins(emu, tokens, launch):
+def test_token_kernels_cuda_source_equal_numba_twins(tokenize_emu, tokens, launch):
     data, offsets = _pack(tokens)
     if len(data) == 0:
         data = np.zeros(1, np.uint8)
@@ -132,13 +121,13 @@ def test_token_kernels_cuda_source_equal_numba_twins(emu, tokens, launch):
     n = len(starts)
     grid, block = launch
     got = np.zeros(n, np.uint64)
-    emu.launch_hash(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends),
-                    ctypes.c_longlong(n), _ptr(got))
+    tokenize_emu.launch_hash(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends),
+                             ctypes.c_longlong(n), _ptr(got))
     assert got.tolist() == K.hash_tokens(data, starts, ends).tolist()
     rep = np.random.default_rng(n).integers(0, max(n, 1), n).astype(np.int64)
     same = np.full(n, 7, np.uint8)
-    emu.launch_equal(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends), _ptr(rep),
-                     ctypes.c_longlong(n), _ptr(same))
+    tokenize_emu.launch_equal(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(starts), _ptr(ends),
+                              _ptr(rep), ctypes.c_longlong(n), _ptr(same))
     assert same.astype(bool).tolist() == K.tokens_equal(data, starts, ends, rep).tolist()
 
 
@@ -273,11 +262,11 @@ def test_utf8_validation_agrees_with_python(data):
 
 @settings(max_examples=300, deadline=None)
 @given(UTF8_BYTES, st.sampled_from([(1, 1), (1, 5), (4, 3), (64, 64)]))
-def test_utf8_kernel_cuda_source_equals_twin(emu, data, launch):
+def test_utf8_kernel_cuda_source_equals_twin(tokenize_emu, data, launch):
     buf = np.frombuffer(data + b"\x00", np.uint8).copy()  # one spare byte: never read (n excludes it)
     flag = np.zeros(1, np.uint8)
-    emu.launch_utf8(ctypes.c_uint(launch[0]), ctypes.c_uint(launch[1]), _ptr(buf), ctypes.c_longlong(len(data)),
-                    _ptr(flag))
+    tokenize_emu.launch_utf8(ctypes.c_uint(launch[0]), ctypes.c_uint(launch[1]), _ptr(buf),
+                             ctypes.c_longlong(len(data)), _ptr(flag))
     assert (flag[0] == 0) == K.utf8_valid(np.frombuffer(data, np.uint8)) == python_valid_utf8(data)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
 from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, _nfc_cpu, tokenize_texts
-from helpers import build_cuda_emulation
+from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 
 PLAIN = TokenizerConfig.make()
 KEEP_CASE = TokenizerConfig.make(lowercase=False)
@@ -250,41 +249,31 @@ def test_kernel_entry_points_check_their_inputs():
         K.blank_separators(data, offsets + 5)
 
 
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory):
-    lib = build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(K.__file__).with_name("tokenize.cu"),
-                               "tokenize_emu.cpp", std="c++17", flags=("-O1",))
-    return ctypes.CDLL(str(lib))
 
 
-def _ptr(a):
-    assert a.flags.c_contiguous
-    return ctypes.c_void_p(a.ctypes.data)
-
-
-def _emu(emu, name, grid, block, data, offsets, table, out):
-    getattr(emu, name)(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(offsets),
-                       ctypes.c_longlong(len(offsets) - 1), _ptr(table), _ptr(out))
+def _emu(tokenize_emu, name, grid, block, data, offsets, table, out):
+    getattr(tokenize_emu, name)(ctypes.c_uint(grid), ctypes.c_uint(block), _ptr(data), _ptr(offsets),
+                                ctypes.c_longlong(len(offsets) - 1), _ptr(table), _ptr(out))
 
 
 @settings(max_examples=300, deadline=None)
 @given(BYTES, st.sampled_from([(1, 1), (1, 7), (3, 4), (64, 64)]))
-def test_cuda_source_equals_numba_twins(emu, rows, launch):
+def test_cuda_source_equals_numba_twins(tokenize_emu, rows, launch):
     data, offsets = _pack(rows)
     if len(data) == 0:
         data = np.zeros(1, np.uint8)
     grid, block = launch
     want = K.blank_separators(data, offsets)
     got = np.full_like(data, 0xAA)
-    _emu(emu, "launch_blank", grid, block, data, offsets, K.word_table(), got)
+    _emu(tokenize_emu, "launch_blank", grid, block, data, offsets, K.word_table(), got)
     span = slice(int(offsets[0]), int(offsets[-1]))
     assert bytes(got[span]) == bytes(want[span])
     flags = np.zeros(len(rows), np.uint8)
-    _emu(emu, "launch_rows", grid, block, data, offsets, K.nfc_unstable_table(), flags)
+    _emu(tokenize_emu, "launch_rows", grid, block, data, offsets, K.nfc_unstable_table(), flags)
     assert flags.astype(bool).tolist() == K.rows_containing(data, offsets, K.nfc_unstable_table()).tolist()
 
 
-def test_cuda_source_on_a_corpus(emu):
+def test_cuda_source_on_a_corpus(tokenize_emu):
     d = datasets.default_data_dir()
     if d is None:
         pytest.skip("shared data not available")
@@ -292,5 +281,5 @@ def test_cuda_source_on_a_corpus(emu):
     texts += ["हिन्दी भाषा", "اَلْعَرَبِيَّةُ", "cafe\u0301 \u0301x", "I \u2764\ufe0f 😀 1\ufe0f\u20e3"]
     data, offsets = _pack([unicodedata.normalize("NFD", t).encode() for t in texts])
     got = np.empty_like(data)
-    _emu(emu, "launch_blank", 256, 256, data, offsets, K.word_table(), got)
+    _emu(tokenize_emu, "launch_blank", 256, 256, data, offsets, K.word_table(), got)
     assert _tokens_of_blanked(got, offsets) == _tokens_of_split(data, offsets)
