@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
 from cutext.stages import bm25 as _bm25
+from cutext.stages.compute import persist_all
 from cutext.stages.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
@@ -82,22 +83,6 @@ def _plan(obj):
 def _set_plan(obj, plan):
     object.__setattr__(obj, _PLAN, plan)
     return obj
-
-
-def _persist(objs: list) -> list:
-    """Persist delayed objects and wait until they are computed (futures on a distributed client)."""
-    import dask
-
-    out = list(dask.persist(*objs))
-    try:
-        from distributed import futures_of
-    except ImportError:  # pragma: no cover
-        return out
-    if futures_of(out):
-        from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
-
-        wait(out)
-    return out
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -303,7 +288,7 @@ def tokenize(texts, tokenizer: TokenizerConfig | None = None, *, text_column: st
     if not persist:
         return tokens
     parts = texts.to_delayed()
-    summaries = _persist([dask.delayed(tokenize_partition_summary)(p, cfg, text_column) for p in parts])
+    summaries = persist_all([dask.delayed(tokenize_partition_summary)(p, cfg, text_column) for p in parts])
     docs = dask.compute(*[dask.delayed(_summary_docs)(s) for s in summaries])
     doc_ids = np.concatenate([d for d, _ in docs]) if docs else np.zeros(0, np.int64)
     lengths = np.concatenate([n for _, n in docs]) if docs else np.zeros(0, np.int64)
@@ -444,7 +429,7 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
         V = int(encoded["term_id"].max().compute()) if n_terms is None else int(n_terms)
         nd = int(encoded["doc_id"].max().compute()) + 1 if n_docs is None else int(n_docs)
         lengths = document_lengths(encoded, nd)
-    counts = _persist([counts])[0]
+    counts = persist_all([counts])[0]
     df = document_frequencies(counts, V)
     return Counts(counts, df, lengths, len(lengths), V)
 

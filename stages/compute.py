@@ -159,3 +159,35 @@ def materialize(ddf, info: ComputeInfo):
 
         wait(out)
     return out
+
+
+def persist_all(objs: list) -> list:
+    """Persist a list of dask objects (delayed, collections) and wait until they are computed: on a
+    ``distributed.Client`` (the one in effect, found from the futures) the finished futures feed the
+    current stage's progress (:func:`cutext.stages.progress.wait`)."""
+    import dask
+
+    out = list(dask.persist(*objs))
+    try:
+        from distributed import futures_of
+    except ImportError:  # pragma: no cover
+        return out
+    if futures_of(out):
+        from cutext.stages.progress import wait
+
+        wait(out)
+    return out
+
+
+def compute_all(tasks: list, info: ComputeInfo) -> list:
+    """``dask.compute(*tasks)`` as a list; on the context's ``distributed.Client`` through futures, so
+    that their completion feeds the current stage's progress (:func:`cutext.stages.progress.wait`)."""
+    import dask
+
+    if info.client is None:
+        return list(dask.compute(*tasks))
+    from cutext.stages.progress import wait
+
+    futures = info.client.compute(list(tasks))
+    wait(futures)
+    return info.client.gather(futures)

@@ -40,10 +40,10 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
-from cutext.stages.compute import ComputeInfo, compute_context, input_bytes, materialize
+from cutext.stages.compute import ComputeInfo, compute_all, compute_context, input_bytes, materialize
 from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
-from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError, read_corpus
+from cutext.stages.read import DEFAULT_BLOCKSIZE, read_corpus
 from cutext.stages.sort import pair_keys, sort_pairs
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
 
@@ -429,32 +429,6 @@ def load_counts_partition(folder, like):
     return type(like)(load_spilled(folder, COUNT_COLUMNS))
 
 
-def _persist(objs: list, info: ComputeInfo) -> list:
-    """Persist a list of delayed objects and wait for them (so stage timings are honest)."""
-    import dask
-
-    out = list(dask.persist(*objs))
-    if info.client is not None:
-        from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
-
-        wait(out)
-    return out
-
-
-def _compute(tasks: list, info: ComputeInfo) -> list:
-    """``dask.compute(*tasks)`` as a list; on a ``distributed.Client`` through futures, so that their
-    completion feeds the current stage's progress (:func:`cutext.stages.progress.wait`)."""
-    import dask
-
-    if info.client is None:
-        return list(dask.compute(*tasks))
-    from cutext.stages.progress import wait
-
-    futures = info.client.compute(list(tasks))
-    wait(futures)
-    return info.client.gather(futures)
-
-
 def _number_documents(table, counts: np.ndarray, pieces):
     """``doc_id`` and filled-in source ids for the document table (as ``assign_doc_ids`` does)."""
     from cutext.stages.read import number_documents
@@ -573,7 +547,7 @@ def _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, ke
 
     def _tokenize():
         tasks = [dask.delayed(tokenize_partition_spill)(p, cfg, f) for p, f in zip(raw.to_delayed(), scan_dirs)]
-        lengths = _compute(tasks, info)
+        lengths = compute_all(tasks, info)
         return lengths, np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
 
     part_lengths, lengths = run("tokenize", _tokenize)
@@ -598,7 +572,7 @@ def _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, ke
             tasks = [dask.delayed(count_partition_spill)(f, vf_key, int(o), ln, like, c)
                      for f, o, ln, c in zip(scan_dirs, offsets, part_lengths, count_dirs)]
             df_t = np.zeros(len(vocab) + 1, np.int64)
-            for terms, n in _compute(tasks, info):
+            for terms, n in compute_all(tasks, info):
                 df_t[terms] += n
             c = dd.from_delayed([dask.delayed(load_counts_partition)(f, like) for f in count_dirs],
                                 meta=meta("counts", like), verify_meta=False)
