@@ -240,13 +240,13 @@ def scan_partition(text, cfg: TokenizerConfig):
     from cutext.kernels.backend import is_gpu_object, to_cudf
 
     if is_gpu_object(text):
-        from cutext.stages.tokenize import _gpu_buffers
+        from cutext.stages.tokenize import cudf_string_buffers
 
         import cupy
 
         clock = _Clock(cupy)
         s = _prepare_device(text, cfg.lowercase)
-        _, data, offsets = _gpu_buffers(s)
+        _, data, offsets = cudf_string_buffers(s)
         clock("scan: NFC + lowercase")
         out = scan_arrays(data, offsets, cfg)
         del s, data, offsets

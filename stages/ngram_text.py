@@ -89,35 +89,17 @@ def read_lines_buffers(piece, fs, device: bool = True):
     return TextBuffers(chars, xp.concatenate(parts))
 
 
-def _cupy_view(mem, dtype, start, count):
-    """cupy array over ``count`` items of a pylibcudf gpumemoryview from item ``start`` (no copy)."""
-    import cupy
-
-    itemsize = np.dtype(dtype).itemsize
-    if mem is None or count == 0:
-        return cupy.zeros(count, dtype=dtype)
-    um = cupy.cuda.UnownedMemory(mem.ptr, mem.nbytes, mem)
-    return cupy.ndarray((count,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(um, start * itemsize))
-
-
 def _cudf_buffers(s):
     """(chars uint8, offsets int64 (n + 1,)) cupy views of a cudf strings Series (nulls are empty rows)."""
-    import cupy
     import pylibcudf as plc
+
+    from cutext.stages.tokenize import cudf_string_buffers
 
     if s.null_count:
         s = s.fillna("")
-    col, _ = s.to_pylibcudf()
+    col, chars, offsets = cudf_string_buffers(s)
     if col.type().id() != plc.TypeId.STRING:
         raise TypeError(f"text must be strings, got a cudf column of {s.dtype}")
-    n = col.size()
-    if n == 0 or col.num_children() == 0:
-        return cupy.zeros(0, np.uint8), cupy.zeros(n + 1, np.int64)
-    off_col = col.child(0)
-    off_dtype = np.int64 if off_col.type().id() == plc.TypeId.INT64 else np.int32
-    offsets = _cupy_view(off_col.data(), off_dtype, off_col.offset() + col.offset(), n + 1).astype(np.int64)
-    data = col.data()
-    chars = _cupy_view(data, np.uint8, 0, 0 if data is None else data.nbytes)
     return chars, offsets
 
 

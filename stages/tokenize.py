@@ -260,8 +260,9 @@ def _cupy_view(mem, dtype, start, count):
     return cupy.ndarray((count,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(um, start * itemsize))
 
 
-def _gpu_buffers(s):
-    """(pylibcudf column, chars uint8 cupy, offsets int64 cupy (n + 1,)) of a cudf strings Series."""
+def cudf_string_buffers(s):
+    """(pylibcudf column, chars uint8 cupy, offsets int64 cupy (n + 1,)) of a cudf strings Series: views
+    of its device buffers, no copy (the offsets widened to int64); used by the GPU text path and ngram."""
     import pylibcudf as plc
 
     col, _ = s.to_pylibcudf()
@@ -286,7 +287,7 @@ def _nfc_gpu(s):
 
     from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
 
-    _, chars, offsets = _gpu_buffers(s)
+    _, chars, offsets = cudf_string_buffers(s)
     flags = rows_containing(chars, offsets, nfc_unstable_table())
     fix = cupy.flatnonzero(flags)
     if len(fix) == 0:
@@ -306,7 +307,7 @@ def _blank_gpu(s):
 
     from cutext.kernels.tokenize import blank_separators
 
-    col, chars, offsets = _gpu_buffers(s)
+    col, chars, offsets = cudf_string_buffers(s)
     if len(chars) == 0:
         return s
     out = blank_separators(chars, offsets)
