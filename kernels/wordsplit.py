@@ -50,6 +50,15 @@ def _hash(data, a, length):
     return h
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _same_bytes(x, xa, y, ya, length):
+    """Whether ``x[xa:xa + length]`` and ``y[ya:ya + length]`` hold the same bytes."""
+    for k in range(length):
+        if x[xa + k] != y[ya + k]:
+            return False
+    return True
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _twin_flags(data, bound, flags):
     n = len(data)
@@ -76,13 +85,9 @@ def _twin_lookup(data, starts, ends, vchars, voff, table, mask, unk_id, ids):
             if v < 0:
                 break
             va = voff[v]
-            if voff[v + 1] - va == length:
-                k = 0
-                while k < length and vchars[va + k] == data[a + k]:
-                    k += 1
-                if k == length:
-                    wid = v
-                    break
+            if voff[v + 1] - va == length and _same_bytes(vchars, va, data, a, length):
+                wid = v
+                break
             slot = (slot + 1) & mask
         ids[w] = wid
 
@@ -106,12 +111,8 @@ def _build_table(vchars, voff, table, mask):
         while table[slot] >= 0:
             u = table[slot]
             ua = voff[u]
-            if voff[u + 1] - ua == length:
-                k = 0
-                while k < length and vchars[ua + k] == vchars[a + k]:
-                    k += 1
-                if k == length:
-                    return v
+            if voff[u + 1] - ua == length and _same_bytes(vchars, ua, vchars, a, length):
+                return v
             slot = (slot + 1) & mask
         table[slot] = v
     return -1
