@@ -418,6 +418,32 @@ def read_piece_bytes(fs, piece, alloc=np.empty):
     return out, start
 
 
+def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
+    """The bytes of a UTF-8 ``lines`` piece as the host reader takes them (``_read_bytes`` of
+    :mod:`cutext.stages.read`: the range extended to whole lines), the byte order mark of a file start
+    dropped: by :func:`read_piece_bytes` into ``alloc(n, uint8)`` where it applies, else through fsspec
+    (decompressed there).
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read (the message names it).
+    """
+    from cutext.stages.read import BOM, CorpusError, _read_bytes, _read_errors
+
+    try:
+        got = read_piece_bytes(fs, piece, alloc=alloc)
+        if got is None:
+            raw, start = _read_bytes(fs, piece)
+            got = np.frombuffer(raw, dtype=np.uint8), start
+    except _read_errors() as exc:
+        raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
+    data, start = got
+    if start == 0 and len(data) >= len(BOM) and bytes(data[:len(BOM)]) == BOM:
+        data = data[len(BOM):]
+    return data
+
+
 def _pinned(n, dtype):
     import cupy
 
@@ -445,23 +471,13 @@ def read_lines_device(piece, fs):
     import cupy
 
     from cutext.kernels.backend import to_cudf
-    from cutext.stages.read import BOM, CorpusError, _is_utf8, _read_bytes, _read_errors, read_piece
+    from cutext.stages.read import _is_utf8, read_piece
 
     encoding = piece.options.get("encoding", "utf-8")
     if not _is_utf8(encoding):
         return to_cudf(read_piece(piece, fs))
     clock = _Clock(cupy)
-    try:
-        got = read_piece_bytes(fs, piece, alloc=_pinned)
-        if got is None:
-            raw, start = _read_bytes(fs, piece)
-            got = np.frombuffer(raw, dtype=np.uint8), start
-    except _read_errors() as exc:
-        raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
-    data, start = got
-    del got
-    if start == 0 and len(data) >= len(BOM) and bytes(data[:len(BOM)]) == BOM:
-        data = data[len(BOM):]
+    data = piece_bytes(piece, fs, alloc=_pinned)
     clock("read: host bytes")
     buf = cupy.asarray(data)
     cupy.cuda.get_current_stream().synchronize()  # the pinned buffer may be reused once freed

@@ -50,42 +50,44 @@ def read_lines_buffers(piece, fs, device: bool = True):
     """The documents of a ``format="lines"`` piece straight to (device) buffers, or None where the
     general reader must run (another format, an archive, a codec other than UTF-8, invalid UTF-8).
 
-    The bytes are read as they are (:func:`cutext.stages.read.read_piece`'s byte range, decompressed,
-    BOM removed), checked to be valid UTF-8 in one pass (pyarrow), copied to the device once, and the
-    lines found there: row r ends after its ``\n``.  The terminator stays inside the row: it is white
-    space, so the words, sentences and scores are those of the reader's lines (which drop it). Text that
-    is not valid UTF-8 returns None: the reader replaces such bytes (and counts them), and the scores
-    must be those of the replaced text.
+    The bytes are read as they are (:func:`cutext.stages.gputext.piece_bytes`: the reader's byte range,
+    decompressed, BOM removed), copied to the device once, checked there to be valid UTF-8
+    (:func:`cutext.kernels.tokenize.utf8_valid`, the numba twin on the host), and the lines found
+    there: row r ends after its ``\n``.  The terminator stays inside the row: it is white space, so the
+    words, sentences and scores are those of the reader's lines (which drop it). Text that is not valid
+    UTF-8 returns None: the reader replaces such bytes (and counts them), and the scores must be those
+    of the replaced text.
 
     Returns
     -------
     TextBuffers or None
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read (the message names it).
     """
-    from cutext.stages.read import _is_utf8, _read_bytes, _strip_bom
+    from cutext.kernels.tokenize import utf8_valid
+    from cutext.stages.gputext import piece_bytes
+    from cutext.stages.read import _is_utf8
 
     if piece.format != "lines" or piece.archive is not None or len(piece.paths) != 1:
         return None
-    encoding = piece.options.get("encoding", "utf-8")
-    if not _is_utf8(encoding):
+    if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return None
-    data, start = _read_bytes(fs, piece)
-    data = _strip_bom(data, start, encoding)
-    one = pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(data)], np.int64)), pa.py_buffer(data))
-    try:
-        one.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    host = np.frombuffer(data, np.uint8)
+    host = piece_bytes(piece, fs)
     if device:
         import cupy
 
         xp, chars = cupy, cupy.asarray(host)
     else:
         xp, chars = np, host
+    if not utf8_valid(chars):
+        return None
     ends = xp.flatnonzero(chars == 10).astype(np.int64) + 1
     parts = [xp.zeros(1, np.int64), ends]
-    if len(data) and data[-1:] != b"\n":
-        parts.append(xp.full(1, len(data), np.int64))
+    if len(host) and host[-1] != 10:
+        parts.append(xp.full(1, len(host), np.int64))
     return TextBuffers(chars, xp.concatenate(parts))
 
 
