@@ -48,7 +48,7 @@ from cutext.stages.lda_chunk import (
     read_bow,
 )
 from cutext.stages.api import lda_chunks
-from cutext.stages.sources import input_label
+from cutext.stages.sources import input_label, is_dask, is_frame
 from cutext.stages.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 
 
@@ -536,7 +536,7 @@ class LDAModel:
         if _is_frame(docs):
             return self._transform_frame(docs, text_column, iterations=iterations, seed=seed, backend=backend,
                                          sampler=sampler, theta_columns=theta_columns)
-        if _is_dask(docs):
+        if is_dask(docs):
             raise ValueError("transform takes a dask DataFrame with text_column=; for a dask Series use "
                              "series.to_frame() and text_column=<its name>")
         if text_column is not None:
@@ -567,7 +567,7 @@ class LDAModel:
         clash = [c for c in self._new_columns(kw["theta_columns"]) if c in frame.columns]
         if clash:
             raise ValueError(f"the frame already has column(s) {clash} that transform would add; rename them")
-        if not _is_dask(frame):
+        if not is_dask(frame):
             return _transform_partition(frame, self, text_column, **kw)
         meta = _transform_partition(frame._meta, self, text_column, **kw)
         stamp = _model_stamp(self.path)
@@ -599,14 +599,9 @@ class LDAModel:
 
 # ----------------------------------------------------------------------------- frames
 
-def _is_dask(obj) -> bool:
-    return type(obj).__module__.split(".")[0] in ("dask", "dask_cudf", "dask_expr")
-
-
 def _is_frame(obj) -> bool:
-    """pandas / cudf / dask / dask-cudf DataFrame (by duck type: columns and map_partitions or iloc)."""
-    mod = type(obj).__module__.split(".")[0]
-    return type(obj).__name__ == "DataFrame" and mod in ("pandas", "cudf", "dask", "dask_cudf", "dask_expr")
+    """A pandas / cudf / dask / dask-cudf DataFrame (not a Series: transform adds columns to a table)."""
+    return is_frame(obj) and type(obj).__name__ == "DataFrame"
 
 
 _MODEL_CACHE: dict = {}

@@ -47,6 +47,7 @@ from cutext.stages import bm25 as _bm25
 from cutext.stages.compute import persist_all
 from cutext.stages.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
+from cutext.stages.sources import is_dask, is_frame
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
 
 __all__ = ["tokenize", "encode", "count", "bm25", "lda_chunks", "Counts", "BM25Postings", "number_documents",
@@ -55,21 +56,15 @@ __all__ = ["tokenize", "encode", "count", "bm25", "lda_chunks", "Counts", "BM25P
 _PLAN = "_cutext_plan"   # attribute carrying the partition summaries on an unchanged result
 
 
-def _is_dask(obj) -> bool:
-    import dask.dataframe as dd
-
-    return isinstance(obj, (dd.DataFrame, dd.Series))
-
-
 def _as_dask(obj, what: str):
     """A dask collection of ``obj`` (pandas / cudf objects become one partition)."""
     import dask.dataframe as dd
 
-    if _is_dask(obj):
+    if is_dask(obj):
         return obj
     if isinstance(obj, (pd.DataFrame, pd.Series)):
         return dd.from_pandas(obj, npartitions=1, sort=False)
-    if is_gpu_object(obj) and type(obj).__name__ in ("DataFrame", "Series"):
+    if is_frame(obj):  # a cudf DataFrame or Series
         import dask_cudf
 
         return dask_cudf.from_cudf(obj, npartitions=1)

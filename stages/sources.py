@@ -72,7 +72,8 @@ class FrameError(CorpusError):
     """A frame that cannot be a corpus: no text column, non-string text, missing or duplicate ids."""
 
 
-def _is_dask(obj) -> bool:
+def is_dask(obj) -> bool:
+    """Whether ``obj`` is a dask (or dask-cudf) DataFrame or Series."""
     try:
         import dask.dataframe as dd
     except ImportError:  # pragma: no cover
@@ -82,7 +83,7 @@ def _is_dask(obj) -> bool:
 
 def is_frame(obj) -> bool:
     """Whether ``obj`` is a frame input: pandas / cudf / dask / dask-cudf DataFrame or Series."""
-    if isinstance(obj, (pd.DataFrame, pd.Series)) or _is_dask(obj):
+    if isinstance(obj, (pd.DataFrame, pd.Series)) or is_dask(obj):
         return True
     return is_gpu_object(obj) and type(obj).__name__ in ("DataFrame", "Series")
 
@@ -97,7 +98,7 @@ def input_label(path) -> str:
     if lib == "dask" and is_gpu(path):
         lib = "dask-cudf"
     kind = "Series" if _is_series(path) else "DataFrame"
-    if _is_dask(path):
+    if is_dask(path):
         return f"<{lib} {kind}: {path.npartitions} partitions>"
     return f"<{lib} {kind}: {len(path)} rows>"
 
@@ -274,7 +275,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
                              "pass text_column=")
         if isinstance(id_column, (list, tuple)):
             raise FrameError(f"{label}: id_column must name one column, got {id_column!r}")
-    meta = frame._meta if _is_dask(frame) else frame.iloc[:0]
+    meta = frame._meta if is_dask(frame) else frame.iloc[:0]
     gpu_meta = is_gpu_object(meta)
     for c in text_cols:
         dtype = meta.dtype if _is_series(meta) else meta[c].dtype
@@ -283,7 +284,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
                              "(e.g. .astype(str)) or pick another text_column=")
     id_col = id_cols[0] if id_cols else None
     fn = _FrameDocs(text_cols, id_col, backend, label)
-    if _is_dask(frame):
+    if is_dask(frame):
         ddf = frame
         nbytes = 0
     else:
@@ -324,7 +325,7 @@ def check_unique_ids(ids, what: str) -> None:
     what : str
         The start of the message (the frame and column).
     """
-    if _is_dask(ids):
+    if is_dask(ids):
         vc = ids.value_counts()
         dup = to_host(vc[vc > 1].compute())
     else:
@@ -349,7 +350,7 @@ def frame_column(frame, column: str):
     if column not in cols or _is_series(frame):
         raise FrameError(f"{input_label(frame)}: order_by column {column!r} not found; columns are {cols}")
     col = frame[column]
-    if _is_dask(col):
+    if is_dask(col):
         col = col.compute()
     return to_host(col).reset_index(drop=True)
 
