@@ -1,7 +1,8 @@
 // Word boundaries over UTF-8 bytes, for cutext's GPU tokenizer (kernels/tokenize.py).
 //
 // One thread per byte of a strings column's character buffer (grid-stride loop).  Row r owns bytes
-// [offsets[r], offsets[r + 1]); a thread finds its row by binary search over the offsets.  Decoding
+// [offsets[r], offsets[r + 1]); a thread finds its row by binary search over the offsets, except for
+// an ASCII byte, which is its own code point whatever its row (only the table decides it).  Decoding
 // follows the numba twin `_decode` of kernels/tokenize.py exactly: a lead byte followed by the right
 // number of continuation bytes inside its row is one code point, anything else is an invalid byte
 // (a separator, never a word character, never flagged).
@@ -103,6 +104,11 @@ __global__ void tk_blank_separators(const unsigned char* __restrict__ data, cons
     long long step = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
         long long i = base + t;
+        unsigned char b = data[i];
+        if (b < 0x80u) {  // ASCII: its own code point, never a mark, whatever its row
+            out[i] = table[b] == 1 ? b : (unsigned char)' ';
+            continue;
+        }
         long long r = tk_row_of(offsets, n_rows, i);
         long long start = offsets[r], end = offsets[r + 1];
         int lead;
@@ -133,8 +139,9 @@ __global__ void tk_rows_containing(const unsigned char* __restrict__ data, const
     long long step = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
         long long i = base + t;
-        if ((data[i] & 0xC0u) == 0x80u) continue;  // continuation bytes: their lead byte decides
-        long long r = tk_row_of(offsets, n_rows, i);
+        unsigned char b = data[i];
+        if (b < 0x80u ? table[b] == 0 : (b & 0xC0u) == 0x80u) continue;  // unflagged ASCII; continuation
+        long long r = tk_row_of(offsets, n_rows, i);                      // bytes: their lead byte decides
         int len;
         int cp = tk_decode(data, i, offsets[r + 1], &len);
         if (tk_in(table, cp)) flags[r] = 1;

@@ -106,6 +106,8 @@ def test_word_table_is_the_category_rule():
         want = 0 if 0xD800 <= c < 0xE000 else {"w": 1, "m": 2, "s": 0}[kind(chr(c))]
         assert t[c] == want, hex(c)
     assert t[ord("_")] == 1 and t[0x0301] == 2 and t[0x093F] == 2 and t[ord(" ")] == 0 and t[0x1F600] == 0
+    # tokenize.cu decides an ASCII byte by the table alone (no row search): no ASCII mark
+    assert not (t[:0x80] == K.MARK).any()
 
 
 UNSTABLE = st.sampled_from([c for c in map(chr, range(0x3000)) if K.nfc_unstable_table()[ord(c)]])
@@ -268,9 +270,13 @@ def test_cuda_source_equals_numba_twins(tokenize_emu, rows, launch):
     _emu(tokenize_emu, "launch_blank", grid, block, data, offsets, K.word_table(), got)
     span = slice(int(offsets[0]), int(offsets[-1]))
     assert bytes(got[span]) == bytes(want[span])
-    flags = np.zeros(len(rows), np.uint8)
-    _emu(tokenize_emu, "launch_rows", grid, block, data, offsets, K.nfc_unstable_table(), flags)
-    assert flags.astype(bool).tolist() == K.rows_containing(data, offsets, K.nfc_unstable_table()).tolist()
+    # the NFC table (no ASCII flagged) and a table flagging ASCII letters and a 2-byte code point
+    letters = np.zeros(0x110000, np.uint8)
+    letters[[ord("a"), ord("Z"), 0xE9]] = 1
+    for table in (K.nfc_unstable_table(), letters):
+        flags = np.zeros(len(rows), np.uint8)
+        _emu(tokenize_emu, "launch_rows", grid, block, data, offsets, table, flags)
+        assert flags.astype(bool).tolist() == K.rows_containing(data, offsets, table).tolist()
 
 
 def test_cuda_source_on_a_corpus(tokenize_emu):
