@@ -279,25 +279,99 @@ def cudf_string_buffers(s):
     return col, chars, offsets
 
 
+def _replace_rows(s, fix, fixed):
+    """``s`` (cudf strings, RangeIndex) with rows ``fix`` (sorted int64 cupy) replaced by ``fixed``."""
+    import cupy
+    import cudf
+
+    keep = cupy.ones(len(s), dtype=bool)
+    keep[fix] = False
+    keep = cupy.flatnonzero(keep)
+    joined = cudf.concat([s.take(keep).reset_index(drop=True), fixed.reset_index(drop=True)], ignore_index=True)
+    order = cupy.empty(len(s), dtype=np.int64)
+    order[cupy.concatenate([keep, fix])] = cupy.arange(len(s), dtype=np.int64)
+    return joined.take(order).reset_index(drop=True)
+
+
 def _nfc_gpu(s):
     """Rule 1 on a cudf strings Series (no nulls, RangeIndex): NFC of the flagged rows on the host."""
     import cupy
-    import cudf
     import pyarrow as pa
 
     from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
 
     _, chars, offsets = cudf_string_buffers(s)
-    flags = rows_containing(chars, offsets, nfc_unstable_table())
-    fix = cupy.flatnonzero(flags)
+    fix = cupy.flatnonzero(rows_containing(chars, offsets, nfc_unstable_table()))
     if len(fix) == 0:
         return s
-    keep = cupy.flatnonzero(~flags)
-    fixed = to_cudf(nfc_strings(s.take(fix).to_arrow().to_pylist()).cast(pa.string())).reset_index(drop=True)
-    joined = cudf.concat([s.take(keep).reset_index(drop=True), fixed], ignore_index=True)
-    order = cupy.empty(len(s), dtype=np.int64)
-    order[cupy.concatenate([keep, fix])] = cupy.arange(len(s), dtype=np.int64)
-    return joined.take(order).reset_index(drop=True)
+    fixed = to_cudf(nfc_strings(s.take(fix).to_arrow().to_pylist()).cast(pa.string()))
+    return _replace_rows(s, fix, fixed)
+
+
+def scatter_ranges(dst, dst_starts, src, src_offsets):
+    """Copy row ``k`` of a strings buffer, ``src[src_offsets[k]:src_offsets[k + 1]]``, to
+    ``dst[dst_starts[k]:]``, in place, for every row at once (numpy or cupy; one gather-scatter
+    over the copied bytes).  Rows must not overlap in ``dst``.
+
+    Parameters
+    ----------
+    dst, src : uint8 arrays, same library
+    dst_starts : int64 array (n,)
+    src_offsets : int64 array (n + 1,), nondecreasing (absolute positions in ``src``)
+    """
+    xp = array_module(dst)
+    rel = src_offsets - src_offsets[0]
+    total = int(rel[-1])
+    if total == 0:
+        return dst
+    j = xp.arange(total, dtype=np.int64)
+    k = xp.searchsorted(rel, j, side="right") - 1
+    dst[dst_starts[k] + (j - rel[k])] = src[int(src_offsets[0]):int(src_offsets[0]) + total]
+    return dst
+
+
+_ASCII_LOWER = None
+
+
+def _lower_gpu(s, max_fraction: float = 0.25):
+    """Rule 2 on a cudf strings Series (no nulls, RangeIndex): lowercase, then final sigma -> sigma.
+
+    Rows of ASCII bytes only are lowered by one byte kernel over the character buffer ('A'-'Z' ->
+    'a'-'z', what ``str.lower`` does to them); rows with a byte >= 0x80 go through cudf's
+    ``str.lower`` and the sigma fold, as every row did before, and are put back in place (their
+    bytes copied into the kernel's output when no row changed length).  When
+    more than ``max_fraction`` of the rows have such a byte, cudf lowers the whole column.
+    """
+    import cupy
+    import cudf
+    import pylibcudf as plc
+
+    global _ASCII_LOWER
+    col, chars, offsets = cudf_string_buffers(s)
+    n = len(s)
+    if n == 0 or len(chars) == 0:
+        return s
+    span = chars[int(offsets[0]):int(offsets[-1])]
+    high = cupy.flatnonzero(span >= 0x80) + int(offsets[0])
+    fix = cupy.unique(cupy.searchsorted(offsets, high, side="right") - 1) if len(high) else high
+    if len(fix) > max_fraction * n:
+        return s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
+    if _ASCII_LOWER is None:
+        _ASCII_LOWER = cupy.ElementwiseKernel("uint8 c", "uint8 o",
+                                              "o = (unsigned char)(c - 65) < 26 ? c + 32 : c", "cutext_ascii_lower")
+    low = _ASCII_LOWER(chars)
+    fixed = None
+    if len(fix):
+        fixed = s.take(fix).str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False).reset_index(drop=True)
+        _, fchars, foff = cudf_string_buffers(fixed)
+        if bool(((foff[1:] - foff[:-1]) == (offsets[fix + 1] - offsets[fix])).all()):
+            scatter_ranges(low, offsets[fix], fchars, foff)  # same byte lengths: copied in place
+            fixed = None
+    new = plc.Column(col.type(), col.size(), plc.gpumemoryview(low), col.null_mask(), col.null_count(),
+                     col.offset(), col.children())
+    out = cudf.Series.from_pylibcudf(new)
+    # a row that changed length (e.g. U+0130 -> i + U+0307) needs the rows rebuilt
+    return out if fixed is None else _replace_rows(out, fix, fixed)
 
 
 def _blank_gpu(s):
@@ -321,7 +395,7 @@ def _split_gpu(text, doc_id, lowercase: bool):
 
     s = _nfc_gpu(text.fillna("").reset_index(drop=True))
     if lowercase:
-        s = _nfc_gpu(s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False))
+        s = _nfc_gpu(_lower_gpu(s))
     # separators (non-word code points, invalid bytes) become GPU_SPLIT_PATTERN, byte for byte, so
     # nvtext splits on that single delimiter (empty tokens are skipped) into split_utf8's tokens
     s = _blank_gpu(s)

@@ -192,3 +192,22 @@ def test_no_empty_tokens_after_stemming():
     out = tokenize_partition(_docs(["it's the cat's toy as is"]), TokenizerConfig.make(stemmer="porter"))
     assert (out["token"].str.len() > 0).all()
     assert out["token"].tolist() == ["it", "s", "the", "cat", "s", "toi", "as", "is"]
+
+
+def test_scatter_ranges_copies_each_row_to_its_place():
+    """``scatter_ranges`` (the GPU lowercase path puts cudf-lowered rows back with it), on numpy:
+    random rows, empty ones included, from a buffer with a leading offset, into a poisoned buffer."""
+    from cutext.stages.tokenize import scatter_ranges
+
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        lens = rng.integers(0, 6, rng.integers(1, 30))
+        src_off = np.r_[0, np.cumsum(lens)].astype(np.int64) + 3          # rows start after 3 bytes
+        src = rng.integers(0, 256, int(src_off[-1]) + 2, dtype=np.uint8)
+        gaps = rng.integers(0, 4, len(lens))
+        dst_starts = (np.cumsum(gaps + lens) - lens).astype(np.int64)   # disjoint places, gaps between
+        dst = np.full(int(dst_starts[-1] + lens[-1]) + 4, 0xAA, dtype=np.uint8)
+        want = dst.copy()
+        for k, n in enumerate(lens):
+            want[dst_starts[k]:dst_starts[k] + n] = src[src_off[k]:src_off[k] + n]
+        assert np.array_equal(scatter_ranges(dst, dst_starts, src, src_off), want)
