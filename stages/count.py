@@ -66,17 +66,75 @@ def count_partition(df):
     return lib({"term_id": term, "doc_id": doc_local + doc_min, "tf": tf.astype(np.int32), "dl": dl})
 
 
+def _term_histogram(part, n_terms: int) -> np.ndarray:
+    """Postings per term id of one partition: int64 host array (n_terms + 1,)."""
+    t = values(part["term_id"])
+    xp = array_module(t)
+    if len(t) == 0:
+        return np.zeros(n_terms + 1, dtype=np.int64)
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0 or hi > n_terms:
+        raise ValueError(f"term_id {lo if lo < 0 else hi} is outside [0, {n_terms}]")
+    return to_host(xp.bincount(t, minlength=n_terms + 1)).astype(np.int64)
+
+
+def _doc_histogram(part):
+    """``(doc ids, tokens per doc id)`` of one partition's ``doc_id`` column (host int64 arrays):
+    a ``bincount`` over the partition's id range, or the distinct ids when that range is sparse."""
+    d = values(part["doc_id"])
+    xp = array_module(d)
+    if len(d) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo, hi = int(d.min()), int(d.max())
+    if lo < 0:
+        raise ValueError(f"doc_id {lo} is negative")
+    if hi - lo < 4 * len(d) + 1024:
+        return np.arange(lo, hi + 1, dtype=np.int64), to_host(xp.bincount(d - lo)).astype(np.int64)
+    ids, counts = xp.unique(d, return_counts=True)
+    return to_host(ids).astype(np.int64), to_host(counts).astype(np.int64)
+
+
+def _add(*arrays):
+    out = arrays[0].copy()
+    for a in arrays[1:]:
+        out += a
+    return out
+
+
 def document_frequencies(counts_ddf, n_terms: int) -> np.ndarray:
-    """Global ``df`` (step 6), int64 array of shape (n_terms + 1,), index = term id."""
-    vc = to_host(counts_ddf["term_id"].value_counts().compute())
-    df = np.zeros(n_terms + 1, dtype=np.int64)
-    df[vc.index.to_numpy().astype(np.int64)] = vc.to_numpy()
-    return df
+    """Global ``df`` (step 6), int64 array of shape (n_terms + 1,), index = term id.
+
+    A ``bincount`` of every partition's term ids (on its device), summed in a tree of eight.
+
+    Raises
+    ------
+    ValueError
+        A term id outside ``[0, n_terms]``.
+    """
+    import dask
+
+    hs = [dask.delayed(_term_histogram)(p, n_terms) for p in counts_ddf.to_delayed()]
+    if not hs:
+        return np.zeros(n_terms + 1, dtype=np.int64)
+    while len(hs) > 1:
+        hs = [dask.delayed(_add)(*hs[i:i + 8]) for i in range(0, len(hs), 8)]
+    return np.asarray(hs[0].compute(), dtype=np.int64)
 
 
 def document_lengths(tokens_ddf, n_docs: int) -> np.ndarray:
-    """Global document lengths (step 3), int64 array (n_docs,); documents without tokens are 0."""
-    vc = to_host(tokens_ddf["doc_id"].value_counts().compute())
+    """Global document lengths (step 3), int64 array (n_docs,); documents without tokens are 0.
+
+    Raises
+    ------
+    ValueError
+        A doc id outside ``[0, n_docs)``.
+    """
+    import dask
+
+    parts = dask.compute(*[dask.delayed(_doc_histogram)(p) for p in tokens_ddf.to_delayed()])
     lengths = np.zeros(n_docs, dtype=np.int64)
-    lengths[vc.index.to_numpy().astype(np.int64)] = vc.to_numpy()
+    for ids, h in parts:
+        if len(ids) and ids[-1] >= n_docs:
+            raise ValueError(f"doc_id {ids[-1]} is outside [0, {n_docs})")
+        lengths[ids] += h  # ids are distinct within a partition
     return lengths
