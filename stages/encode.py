@@ -34,14 +34,37 @@ def build_vocabulary(tokens_ddf) -> pa.Array:
     pyarrow.LargeStringArray, shape (V,)
         Terms sorted by UTF-8 bytes; term ``vocab[i]`` has id ``i + 1``.
     """
-    uniq = tokens_ddf["token"].unique().compute()
+    import dask
+
+    from cutext.stages.gputext import _Clock
+
+    clock = _Clock(np)
+    # each partition's distinct tokens, merged in a tree of eight (dask's Series.unique shuffles:
+    # 0.9 s for 31 partitions of 150 k distinct tokens on an H200, against ~0.05 s this way)
+    parts = [dask.delayed(_distinct)(p) for p in tokens_ddf["token"].to_delayed()]
+    while len(parts) > 1:
+        parts = [dask.delayed(_distinct)(*parts[i:i + 8]) for i in range(0, len(parts), 8)]
+    uniq = parts[0].compute() if parts else tokens_ddf["token"]._meta
+    clock("encode: unique")
     if is_gpu_object(uniq):
         arr = uniq.to_arrow()
     else:
         arr = pa.array(uniq, type=pa.large_string())
     arr = pa.chunked_array([arr]).combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     arr = arr.cast(pa.large_string())
-    return pc.take(arr, pc.sort_indices(arr))
+    out = pc.take(arr, pc.sort_indices(arr))
+    clock("encode: sort (host)")
+    return out
+
+
+def _distinct(*series):
+    """Distinct values of one or more Series of one library (pandas or cudf), concatenated."""
+    import importlib
+
+    if len(series) == 1:
+        return series[0].drop_duplicates()
+    lib = importlib.import_module(type(series[0]).__module__.split(".")[0])
+    return lib.concat(list(series), ignore_index=True).drop_duplicates()
 
 
 def vocabulary_frame(vocab: pa.Array, like):
