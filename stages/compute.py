@@ -120,6 +120,33 @@ def _device_oom_guard(backend: str):
         raise err from exc
 
 
+@contextlib.contextmanager
+def device_pool():
+    """Allocate device memory from a stream-ordered pool (``cudaMallocAsync``, RMM's
+    ``CudaAsyncMemoryResource``) for the duration of an in-process GPU run.
+
+    Only when the process still has RMM's default resource (a plain ``CudaMemoryResource``, under
+    which every cupy and cudf allocation is a ``cudaMalloc`` and every free a device-wide
+    ``cudaFree``); a resource the caller chose (a pool, managed memory, statistics, a dask-cuda
+    worker's) is left alone.  The previous resource is restored afterwards; buffers allocated in the
+    run keep their pool until they are freed.  Yields whether the pool was installed.
+    """
+    try:
+        import rmm
+    except ImportError:  # pragma: no cover - GPU installs have rmm (cudf needs it)
+        yield False
+        return
+    old = rmm.mr.get_current_device_resource()
+    if type(old) is not rmm.mr.CudaMemoryResource:
+        yield False
+        return
+    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+    try:
+        yield True
+    finally:
+        rmm.mr.set_current_device_resource(old)
+
+
 def _context(backend, cfg, scheduler, nbytes, n_workers):
     if scheduler == "auto":
         # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
@@ -129,7 +156,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
     if scheduler in ("sync", "threads"):
         cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
         nw = 1 if scheduler == "sync" else (os.cpu_count() or 1)
-        with dask.config.set(cfg):
+        with dask.config.set(cfg), (device_pool() if backend == "gpu" else contextlib.nullcontext()):
             yield ComputeInfo(backend, scheduler, nw, None)
         return
     from distributed import Client
@@ -137,7 +164,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
     if backend == "gpu":
         from dask_cuda import LocalCUDACluster
 
-        cluster = LocalCUDACluster(n_workers=n_workers)
+        cluster = LocalCUDACluster(n_workers=n_workers, rmm_async=True)  # as device_pool() in-process
     else:
         from distributed import LocalCluster
 

@@ -197,3 +197,28 @@ def test_real_device_oom_is_a_clear_error_and_leaves_no_output(tmp_path, shared_
     print(ei.value)
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_in_process_gpu_run_uses_a_stream_ordered_pool_and_restores_the_resource():
+    """``device_pool()``: under RMM's default resource an in-process GPU run allocates from
+    ``cudaMallocAsync``, and the previous resource is back afterwards; a caller's resource is kept."""
+    import rmm
+
+    from cutext.stages.compute import compute_context, device_pool
+
+    before = rmm.mr.get_current_device_resource()
+    with compute_context("gpu", scheduler="sync") as info:
+        inside = rmm.mr.get_current_device_resource()
+        assert info.scheduler == "sync"
+        if type(before) is rmm.mr.CudaMemoryResource:
+            assert isinstance(inside, rmm.mr.CudaAsyncMemoryResource)
+        else:
+            assert inside is before
+    assert rmm.mr.get_current_device_resource() is before
+    mine = rmm.mr.StatisticsResourceAdaptor(before)
+    rmm.mr.set_current_device_resource(mine)
+    try:
+        with device_pool() as installed:
+            assert not installed and rmm.mr.get_current_device_resource() is mine
+    finally:
+        rmm.mr.set_current_device_resource(before)
