@@ -407,8 +407,13 @@ class DevicePools:
         self.rmm = None
         if enabled:
             try:
+                import rmm
                 import rmm.statistics
 
+                if type(rmm.mr.get_current_device_resource()) is rmm.mr.CudaMemoryResource:
+                    # the pool cutext's in-process GPU runs take (stages.compute.device_pool), set
+                    # here because a statistics adaptor on top makes cutext leave the resource alone
+                    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
                 rmm.statistics.enable_statistics()
                 self.rmm = rmm.statistics
             except Exception as exc:  # rmm absent, or an older rmm without statistics

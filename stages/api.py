@@ -325,7 +325,11 @@ def encode(tokens):
         vocab = build_vocabulary(uniques)
     else:
         vocab = build_vocabulary(tokens)
+    from cutext.stages.gputext import _Clock
+
+    clock = _Clock(np)
     vf = vocabulary_frame(vocab, like)
+    clock("encode: vocabulary frame")
     encoded = tokens.map_partitions(encode_partition, vf, meta=meta("encoded", like))
     if plan is not None:
         _set_plan(encoded, _EncodedPlan(plan, vf))
@@ -425,7 +429,11 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
         nd = int(encoded["doc_id"].max().compute()) + 1 if n_docs is None else int(n_docs)
         lengths = document_lengths(encoded, nd)
     counts = persist_all([counts])[0]
+    from cutext.stages.gputext import _Clock
+
+    clock = _Clock(np)
     df = document_frequencies(counts, V)
+    clock("count: df")
     return Counts(counts, df, lengths, len(lengths), V)
 
 
@@ -520,11 +528,18 @@ def _term_range(slices, weight_fn):
     """One term range of the postings: the slices of every counts partition, weighted, sorted."""
     import importlib
 
+    from cutext.stages.gputext import _Clock
+
     kept = [s for s in slices if len(s)] or slices[:1]
     lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
+    clock = _Clock(__import__("cupy") if lib.__name__ == "cudf" else np)
     df = lib.concat(kept, ignore_index=True)
+    clock("weight: concat")
     df = _drop_dl(weight_fn(df))
-    return df.sort_values(["term_id", "doc_id"], ignore_index=True)
+    clock("weight: weights")
+    df = df.sort_values(["term_id", "doc_id"], ignore_index=True)
+    clock("weight: sort")
+    return df
 
 
 def _term_major(counts, divisions, weight_fn):

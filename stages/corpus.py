@@ -332,14 +332,21 @@ def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
     if len(scan.code) == 0:
         return lib({"term_id": xp.zeros(0, np.int32), "doc_id": xp.zeros(0, np.int64),
                     "tf": xp.zeros(0, np.int32), "dl": xp.zeros(0, np.int32)})
+    from cutext.stages.gputext import _Clock
+
+    clock = _Clock(xp)
     lut = lookup_ids(scan.uniq, vocab_frame)
     term = lut[scan.code]
+    clock("count: term ids")
     keys, _, span = pair_keys(term, scan.pos)
     order = xp.argsort(keys, kind="stable")
     del keys
+    clock("count: pair sort")
     pos = scan.pos[order]
-    return lib({"term_id": term[order], "doc_id": pos.astype(np.int64) + offset, "tf": scan.tf[order],
-                "dl": scan.lengths[pos].astype(np.int32)})
+    out = lib({"term_id": term[order], "doc_id": pos.astype(np.int64) + offset, "tf": scan.tf[order],
+               "dl": scan.lengths[pos].astype(np.int32)})
+    clock("count: gather")
+    return out
 
 
 # ----------------------------------------------------------------------------- spilled partitions (CPU)

@@ -213,11 +213,18 @@ def _prepare_host(text):
 
 def _prepare_device(text, lowercase: bool):
     """Rules 1-2 on a cudf strings Series, as :func:`cutext.stages.tokenize._split_gpu` does."""
-    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _nfc_gpu
+    from cutext.stages.tokenize import _lower_gpu, _nfc_gpu
 
+    import cupy
+
+    clock = _Clock(cupy)
     s = _nfc_gpu(text.fillna("").reset_index(drop=True))
+    clock("scan: NFC")
     if lowercase:
-        s = _nfc_gpu(s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False))
+        s = _lower_gpu(s)
+        clock("scan: lowercase")
+        s = _nfc_gpu(s)
+        clock("scan: NFC after lowercase")
     return s
 
 
@@ -247,7 +254,7 @@ def scan_partition(text, cfg: TokenizerConfig):
         clock = _Clock(cupy)
         s = _prepare_device(text, cfg.lowercase)
         _, data, offsets = cudf_string_buffers(s)
-        clock("scan: NFC + lowercase")
+        clock("scan: NFC + lowercase (all)")
         out = scan_arrays(data, offsets, cfg)
         del s, data, offsets
         if out is None:
