@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import dask
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
