@@ -619,14 +619,14 @@ def tokenizer_kwargs(setting: str) -> tuple[dict, dict]:
 
 
 def _log_gputext_profile(quiet: bool = False):
-    """Sub-steps of the device text path (read, tokenize) when ``CUTEXT_GPUTEXT_PROFILE=1``;
+    """Sub-steps of the stages (read, tokenize, encode, count, write) when ``CUTEXT_GPUTEXT_PROFILE=1``;
     ``quiet``: only clear them (after the warm-up)."""
-    from cutext.stages import gputext
+    from cutext.stages import compute
 
-    prof = gputext.profile(reset=True)
+    prof = compute.step_profile(reset=True)
     if prof and not quiet:
         log("gpu: device text path sub-steps (s, summed over partitions and repeats, "
-            f"${gputext.PROFILE_ENV}=1): " + ", ".join(f"{k} {v:.2f}" for k, v in prof.items()))
+            f"${compute.PROFILE_ENV}=1): " + ", ".join(f"{k} {v:.2f}" for k, v in prof.items()))
 
 
 def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None, n_workers=None,

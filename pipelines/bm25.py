@@ -28,7 +28,7 @@ from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages import search as search_stage
-from cutext.stages.compute import compute_context
+from cutext.stages.compute import StepClock, compute_context
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
 from cutext.stages.encode import encode_query_terms
@@ -313,9 +313,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             avgdl, idf_t, w0 = weights.avgdl, weights.idf, weights.w0
 
             def _write():
-                from cutext.stages.gputext import _Clock
-
-                clock = _Clock(np)
+                clock = StepClock(np)
                 if spill is not None:  # an external merge of the spilled counts, a term range a task
                     from cutext.stages.corpus import SPILL_COUNTS, spill_dir
 

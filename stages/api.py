@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
 from cutext.stages import bm25 as _bm25
-from cutext.stages.compute import persist_all
+from cutext.stages.compute import StepClock, persist_all
 from cutext.stages.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.sources import is_dask, is_frame
@@ -325,9 +325,7 @@ def encode(tokens):
         vocab = build_vocabulary(uniques)
     else:
         vocab = build_vocabulary(tokens)
-    from cutext.stages.gputext import _Clock
-
-    clock = _Clock(np)
+    clock = StepClock(np)
     vf = vocabulary_frame(vocab, like)
     clock("encode: vocabulary frame")
     encoded = tokens.map_partitions(encode_partition, vf, meta=meta("encoded", like))
@@ -429,9 +427,7 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
         nd = int(encoded["doc_id"].max().compute()) + 1 if n_docs is None else int(n_docs)
         lengths = document_lengths(encoded, nd)
     counts = persist_all([counts])[0]
-    from cutext.stages.gputext import _Clock
-
-    clock = _Clock(np)
+    clock = StepClock(np)
     df = document_frequencies(counts, V)
     clock("count: df")
     return Counts(counts, df, lengths, len(lengths), V)
@@ -528,11 +524,9 @@ def _term_range(slices, weight_fn):
     """One term range of the postings: the slices of every counts partition, weighted, sorted."""
     import importlib
 
-    from cutext.stages.gputext import _Clock
-
     kept = [s for s in slices if len(s)] or slices[:1]
     lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
-    clock = _Clock(__import__("cupy") if lib.__name__ == "cudf" else np)
+    clock = StepClock(__import__("cupy") if lib.__name__ == "cudf" else np)
     df = lib.concat(kept, ignore_index=True)
     clock("weight: concat")
     df = _drop_dl(weight_fn(df))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from dataclasses import dataclass
 
 import dask
@@ -118,6 +120,47 @@ def _device_oom_guard(backend: str):
         if err is None:
             raise
         raise err from exc
+
+
+# ----------------------------------------------------------------------------- step profile
+PROFILE_ENV = "CUTEXT_GPUTEXT_PROFILE"
+_profile: dict = {}
+_profile_lock = threading.Lock()
+
+
+class StepClock:
+    """Seconds per sub-step of a stage into :func:`step_profile` when ``$CUTEXT_GPUTEXT_PROFILE`` is
+    ``1`` (off by default).  ``StepClock(xp)`` starts it; ``clock(name)`` adds the time since the last
+    mark to ``name``.  With ``xp`` = cupy the device is synchronized at each mark (so the profile
+    slows the path a little); with numpy only the host clock is read."""
+
+    def __init__(self, xp):
+        import numpy as np
+
+        self.on = os.environ.get(PROFILE_ENV) == "1"
+        self.sync = xp is not np
+        self.xp = xp
+        self.t = time.perf_counter()
+
+    def __call__(self, name):
+        if not self.on:
+            return
+        if self.sync:
+            self.xp.cuda.runtime.deviceSynchronize()
+        now = time.perf_counter()
+        with _profile_lock:
+            _profile[name] = _profile.get(name, 0.0) + now - self.t
+        self.t = now
+
+
+def step_profile(reset: bool = False) -> dict:
+    """Seconds per sub-step (read, tokenize, encode, count, write) summed over partitions in this
+    process (empty unless ``$CUTEXT_GPUTEXT_PROFILE=1``); ``reset`` clears it."""
+    with _profile_lock:
+        out = dict(_profile)
+        if reset:
+            _profile.clear()
+    return out
 
 
 @contextlib.contextmanager

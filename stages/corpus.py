@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
-from cutext.stages.compute import ComputeInfo, compute_all, compute_context, input_bytes, materialize
+from cutext.stages.compute import ComputeInfo, StepClock, compute_all, compute_context, input_bytes, materialize
 from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
 from cutext.stages.read import DEFAULT_BLOCKSIZE, read_corpus
@@ -332,9 +332,7 @@ def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
     if len(scan.code) == 0:
         return lib({"term_id": xp.zeros(0, np.int32), "doc_id": xp.zeros(0, np.int64),
                     "tf": xp.zeros(0, np.int32), "dl": xp.zeros(0, np.int32)})
-    from cutext.stages.gputext import _Clock
-
-    clock = _Clock(xp)
+    clock = StepClock(xp)
     lut = lookup_ids(scan.uniq, vocab_frame)
     term = lut[scan.code]
     clock("count: term ids")

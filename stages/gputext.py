@@ -28,58 +28,20 @@ tests run the same code on numpy and compare with the CPU front end.
 """
 from __future__ import annotations
 
-import os
-import threading
-import time
-
 import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import to_host
 from cutext.kernels.tokenize import blank_separators, hash_tokens, token_bounds, tokens_equal, utf8_valid
+from cutext.stages.compute import StepClock, step_profile as profile
 from cutext.stages.count import run_lengths
 from cutext.stages.sort import sort_pairs
 from cutext.stages.tokenize import TokenizerConfig
 
 __all__ = ["scan_arrays", "scan_partition", "read_lines_device", "read_parquet_device", "read_files_device",
            "read_piece_bytes", "split_lines", "strings_series", "profile"]
-PROFILE_ENV = "CUTEXT_GPUTEXT_PROFILE"
-_profile: dict = {}
-_profile_lock = threading.Lock()
-
-
 def _xp(a):
     return __import__("cupy") if type(a).__module__.startswith("cupy") else np
-
-
-class _Clock:
-    """Seconds per sub-step into :func:`profile` when ``$CUTEXT_GPUTEXT_PROFILE`` is ``1`` (the
-    device is synchronized at each mark, so this slows the path a little; off by default)."""
-
-    def __init__(self, xp):
-        self.on = os.environ.get(PROFILE_ENV) == "1"
-        self.xp = xp
-        self.t = time.perf_counter()
-
-    def __call__(self, name):
-        if not self.on:
-            return
-        if self.xp is not np:
-            self.xp.cuda.runtime.deviceSynchronize()
-        now = time.perf_counter()
-        with _profile_lock:
-            _profile[name] = _profile.get(name, 0.0) + now - self.t
-        self.t = now
-
-
-def profile(reset: bool = False) -> dict:
-    """Seconds per sub-step of the device text path summed over partitions in this process
-    (empty unless ``$CUTEXT_GPUTEXT_PROFILE=1``); ``reset`` clears it."""
-    with _profile_lock:
-        out = dict(_profile)
-        if reset:
-            _profile.clear()
-    return out
 
 
 # ----------------------------------------------------------------------------- tokenize + encode
@@ -147,7 +109,7 @@ def scan_arrays(data, offsets, cfg: TokenizerConfig):
         None when two different tokens share a hash (the caller takes the exact string path).
     """
     xp = _xp(data)
-    clock = _Clock(xp)
+    clock = StepClock(xp)
     n_rows = len(offsets) - 1
     blanked = blank_separators(data, offsets)
     starts, ends, rows = token_bounds(blanked, offsets)
@@ -217,7 +179,7 @@ def _prepare_device(text, lowercase: bool):
 
     import cupy
 
-    clock = _Clock(cupy)
+    clock = StepClock(cupy)
     s = _nfc_gpu(text.fillna("").reset_index(drop=True))
     clock("scan: NFC")
     if lowercase:
@@ -251,7 +213,7 @@ def scan_partition(text, cfg: TokenizerConfig):
 
         import cupy
 
-        clock = _Clock(cupy)
+        clock = StepClock(cupy)
         s = _prepare_device(text, cfg.lowercase)
         _, data, offsets = cudf_string_buffers(s)
         clock("scan: NFC + lowercase (all)")
@@ -483,7 +445,7 @@ def read_lines_device(piece, fs):
     encoding = piece.options.get("encoding", "utf-8")
     if not _is_utf8(encoding):
         return to_cudf(read_piece(piece, fs))
-    clock = _Clock(cupy)
+    clock = StepClock(cupy)
     data = piece_bytes(piece, fs, alloc=_pinned)
     clock("read: host bytes")
     buf = cupy.asarray(data)
