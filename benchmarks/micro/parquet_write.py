@@ -1,23 +1,11 @@
 # Ad hoc micro-benchmark of the GPU text path (issue 10), run once on the lent H200 from the repository root
 # after `source benchmarks/gpu_env.sh`, data in .devdata/; output in results/textpath-micro-gpu-h200-2026-11-23.log.
-import io, os, statistics, time, shutil
+import io, os, shutil
 import cupy as cp, cudf, numpy as np
+from _common import med, postings_frame
 
-def med(fn, r=3):
-    ts = []
-    for _ in range(r):
-        cp.cuda.runtime.deviceSynchronize(); t = time.perf_counter(); fn(); cp.cuda.runtime.deviceSynchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-n = 8_000_000
+df = postings_frame(1)
 rng = cp.random.default_rng(1)
-term = rng.integers(1, 170000, n, dtype=cp.int64)
-doc = rng.integers(0, 1_050_000, n, dtype=cp.int64)
-key = cp.sort(term * 2_000_000 + doc)
-df = cudf.DataFrame({"term_id": (key // 2_000_000).astype(cp.int32), "doc_id": key % 2_000_000,
-                     "tf": cp.minimum(rng.geometric(0.6, n), 50).astype(cp.int32),
-                     "weight": rng.random(n, dtype=cp.float32)})
 os.makedirs("/tmp/pq", exist_ok=True)
 rows = []
 for name, kw in [("default (snappy)", {}), ("compression=None", {"compression": None}),

@@ -1,11 +1,12 @@
 # Ad hoc micro-benchmark of the GPU text path (issue 10), run once on the lent H200 from the repository root
 # after `source benchmarks/gpu_env.sh`, data in .devdata/; output in results/textpath-micro-gpu-h200-2026-11-23.log.
-import statistics, tarfile, time
+import tarfile
 import cupy as cp, numpy as np, rmm
 rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
-import cudf
+import cudf  # noqa: F401  (after the resource is set: cudf routes cupy through RMM)
 from cutext.kernels import tokenize as K
 from cutext.stages.gputext import strings_series
+from _common import med as _med
 from cutext.stages.tokenize import cudf_string_buffers, _nfc_gpu, _lower_gpu
 
 docs = []
@@ -19,12 +20,8 @@ text = strings_series(cp.asarray(np.frombuffer(b"".join(rows), np.uint8)), cp.as
 print(f"partition: {len(rows)} rows, {off[-1]/2**20:.1f} MiB; rows with a byte >= 0x80: "
       f"{sum(any(b >= 128 for b in r) for r in rows)}")
 
-def med(fn, r=7):
-    fn(); ts = []
-    for _ in range(r):
-        cp.cuda.runtime.deviceSynchronize(); t = time.perf_counter(); fn(); cp.cuda.runtime.deviceSynchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+def med(fn):
+    return _med(fn, r=7, warmup=True) * 1e3
 
 s = text.fillna("").reset_index(drop=True)
 col, chars, offsets = cudf_string_buffers(s)

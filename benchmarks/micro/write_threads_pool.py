@@ -1,22 +1,9 @@
 # Ad hoc micro-benchmark of the GPU text path (issue 10), run once on the lent H200 from the repository root
 # after `source benchmarks/gpu_env.sh`, data in .devdata/; output in results/textpath-micro-gpu-h200-2026-11-23.log.
-import os, statistics, time, shutil
+import os
 from concurrent.futures import ThreadPoolExecutor
-import cupy as cp, cudf, rmm
-
-def med(fn, r=3):
-    ts = []
-    for _ in range(r):
-        cp.cuda.runtime.deviceSynchronize(); t = time.perf_counter(); fn(); cp.cuda.runtime.deviceSynchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-def frame(seed, n=8_000_000):
-    rng = cp.random.default_rng(seed)
-    key = cp.sort(rng.integers(1, 170000, n, dtype=cp.int64) * 2_000_000 + rng.integers(0, 1_050_000, n, dtype=cp.int64))
-    return cudf.DataFrame({"term_id": (key // 2_000_000).astype(cp.int32), "doc_id": key % 2_000_000,
-                           "tf": cp.minimum(rng.geometric(0.6, n), 50).astype(cp.int32),
-                           "weight": rng.random(n, dtype=cp.float32)})
+import cupy as cp, rmm
+from _common import med, postings_frame as frame
 
 for label in ("default resource", "CudaAsyncMemoryResource"):
     if label != "default resource":
