@@ -1,22 +1,14 @@
-// BM25 query engine (cutext.kernels.search.search_tiled): documents in tiles, one block per query.
+// BM25 query engine (cutext.kernels.search.search_tiled): one block per query, documents in tiles of
+// SB_TILE scores in shared memory.
 //
 // Index: term-major CSR (indptr int64 [V + 2], indices int32 doc ids sorted within a term, data float32
 // stored weights >= 0).  Queries: CSR (q_ptr int64, q_terms int32 ascending, q_w float32 counts), rebased
-// to the pass.  Workspace per query q of a pass: acc[q * tile, +tile) float32 (zero between passes),
-// cand[q * tile, +cand_n[q]) int32 local doc ids touched in the tile, and the k best keys so far.
+// to the pass.  Device workspace per query q of a pass: two buffers of k keys and one cursor per query term.
 // key = sortable(score) << 32 | (0xFFFFFFFF - doc): larger key = better (score desc, then doc asc).
-// Numba twin: _twin_tile_score, _twin_tile_select, _twin_sort in search.py.  Compiled with --fmad=false.
+// Numba twin: _twin_block_search, _twin_sort in search.py.  Compiled with --fmad=false.
 
 #define SB_THREADS 256
 #define SB_MAX_SORT 4096
-
-__device__ __forceinline__ long long sb_lower_bound(const int* a, long long lo, long long hi, int x) {
-    while (lo < hi) {
-        long long mid = (lo + hi) / 2;
-        if (a[mid] < x) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
 
 __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
     unsigned int u = __float_as_uint(s);
@@ -24,75 +16,113 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
     return ((unsigned long long)u << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned int)doc);
 }
 
-// Scatter the postings of query blockIdx.x whose doc is in [d0, d1) into its tile, term after term in
-// ascending term id (a barrier between terms: the documents of one term are distinct, so no two threads
-// touch one score, and every score is the float32 sum in the CPU engine's order).
-extern "C" __global__ void bm25_tile_score(const long long* __restrict__ indptr, const int* __restrict__ indices,
-                                           const float* __restrict__ data, const long long* __restrict__ q_ptr,
-                                           const int* __restrict__ q_terms, const float* __restrict__ q_w,
-                                           int d0, int d1, long long tile, float* acc, int* cand, int* cand_n) {
-    const int q = blockIdx.x;
-    float* a = acc + (long long)q * tile;
-    int* c = cand + (long long)q * tile;
-    __shared__ int n_sh;
-    __shared__ long long lo_sh, hi_sh;
-    if (threadIdx.x == 0) n_sh = cand_n[q];
-    __syncthreads();
-    for (long long j = q_ptr[q]; j < q_ptr[q + 1]; ++j) {
-        const int t = q_terms[j];
-        const float w = q_w[j];
-        if (threadIdx.x == 0) {
-            long long lo = sb_lower_bound(indices, indptr[t], indptr[t + 1], d0);
-            lo_sh = lo;
-            hi_sh = sb_lower_bound(indices, lo, indptr[t + 1], d1);
-        }
-        __syncthreads();
-        const long long lo = lo_sh, hi = hi_sh;
-        for (long long p = lo + threadIdx.x; p < hi; p += blockDim.x) {
-            const int d = indices[p] - d0;
-            const float old = a[d];
-            const float prod = w * data[p];
-            const float nw = old + prod;
-            a[d] = nw;
-            if (old == 0.0f && nw != 0.0f) c[atomicAdd(&n_sh, 1)] = d;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) cand_n[q] = n_sh;
-}
+// The top k of query blockIdx.x over all documents, a tile of SB_TILE documents at a time in shared memory.
+//
+// Per tile [d0, d1): (1) score: the query's terms in ascending term id, each term's postings from its cursor
+// (cursor[j], the first posting not yet consumed; postings are sorted by doc, so a tile's postings of a term
+// are the next run of them) while doc < d1, added to the tile's float32 scores (the documents of one term are
+// distinct, so no two threads touch one score, and __syncthreads_count is the barrier between chunks and
+// terms: every score is the float32 sum in the CPU engine's order); (2) filter: a score > 0 whose key beats
+// theta (the k-th best key kept so far, 0 while fewer than k are kept) stays a candidate, every other score
+// is reset to 0; (3) keep: when the kept and the candidates are fewer than k, the candidates are appended;
+// otherwise a radix select (8 passes of 8 bits, histograms in shared memory; keys are distinct, so exactly k
+// keys are >= the k-th largest) of the kept and the candidates gives the new k kept, written to the other
+// buffer (top_a / top_b of the query), and theta = the k-th largest key.  Candidates are reset to 0 as they
+// are written.  At the end the kept keys (unordered) are in top_a, their number in top_n.
+// Device memory: the two key buffers (k each) and a cursor per query term; the scores live in shared memory.
+#ifndef SB_TILE
+#define SB_TILE 8192
+#endif
 
-// The k largest keys among the tile's candidates of query blockIdx.x and the k kept from earlier tiles
-// (top_in), by a radix select (8 passes of 8 bits, histograms in shared memory): keys are distinct, so
-// exactly k keys are >= the k-th largest.  Written unordered to top_out; the tile is reset to zero.
-extern "C" __global__ void bm25_tile_select(float* acc, int* cand, int* cand_n, long long tile, int d0, int k,
-                                            const unsigned long long* top_in, const int* top_in_n,
-                                            unsigned long long* top_out, int* top_out_n) {
+extern "C" __global__ void bm25_block_search(const long long* __restrict__ indptr, const int* __restrict__ indices,
+                                             const float* __restrict__ data, const long long* __restrict__ q_ptr,
+                                             const int* __restrict__ q_terms, const float* __restrict__ q_w,
+                                             int n_docs, int k, long long* cursor, unsigned long long* top_a,
+                                             unsigned long long* top_b, int* top_n) {
     const int q = blockIdx.x;
-    float* a = acc + (long long)q * tile;
-    const int* c = cand + (long long)q * tile;
-    const int n = cand_n[q];
-    const int m = top_in_n[q];
-    const long long total = (long long)n + m;
-    const unsigned long long* ti = top_in + (long long)q * k;
-    unsigned long long* to = top_out + (long long)q * k;
+    const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
+    __shared__ float a[SB_TILE];
     __shared__ unsigned int hist[256];
-    __shared__ unsigned long long prefix_sh;
-    __shared__ unsigned long long mask_sh;
+    __shared__ unsigned long long prefix_sh, mask_sh;
     __shared__ long long remaining_sh;
-    __shared__ int pos_sh;
-    if (total <= k) {
-        for (long long i = threadIdx.x; i < total; i += blockDim.x)
-            to[i] = i < n ? sb_key(a[c[i]], (long long)d0 + c[i]) : ti[i - n];
-    } else {
-        if (threadIdx.x == 0) { prefix_sh = 0ull; mask_sh = 0ull; remaining_sh = k; pos_sh = 0; }
+    __shared__ int cnt_sh, pos_sh;
+    unsigned long long* buf[2] = {top_a + (long long)q * k, top_b + (long long)q * k};
+    int cur = 0;
+    int m = 0;                      // keys kept in buf[cur]
+    unsigned long long theta = 0;   // a candidate's key must be > theta
+    for (int i = threadIdx.x; i < SB_TILE; i += blockDim.x) a[i] = 0.0f;
+    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) cursor[j] = indptr[q_terms[j]];
+    __syncthreads();
+    for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE) {
+        const int d1 = (int)(n_docs - d0 < SB_TILE ? n_docs : d0 + SB_TILE);
+        const int width = d1 - (int)d0;
+        // (1) score the tile
+        for (long long j = j0; j < j1; ++j) {
+            const int t = q_terms[j];
+            const float w = q_w[j];
+            const long long end = indptr[t + 1];
+            long long p0 = cursor[j];
+            while (true) {
+                const long long p = p0 + threadIdx.x;
+                int doc = 0;
+                const bool in = p < end && (doc = indices[p]) < d1;
+                if (in) {
+                    const int d = doc - (int)d0;
+                    const float prod = w * data[p];
+                    a[d] = a[d] + prod;
+                }
+                const int n_in = __syncthreads_count(in);
+                p0 += n_in;
+                if (n_in < (int)blockDim.x) break;
+            }
+            if (threadIdx.x == 0) cursor[j] = p0;
+        }
+        // (2) filter: candidates stay, the rest back to 0
+        if (threadIdx.x == 0) cnt_sh = 0;
+        __syncthreads();
+        int mine = 0;
+        for (int i = threadIdx.x; i < width; i += blockDim.x) {
+            const float s = a[i];
+            if (s > 0.0f && sb_key(s, d0 + i) > theta) ++mine;
+            else a[i] = 0.0f;
+        }
+        if (mine) atomicAdd(&cnt_sh, mine);
+        __syncthreads();
+        const int cnt = cnt_sh;
+        __syncthreads();  // cnt_sh is read by all before it is reset
+        if (cnt == 0) continue;  // every thread sees the same cnt
+        unsigned long long* kept = buf[cur];
+        if ((long long)m + cnt < k) {  // (3a) append
+            if (threadIdx.x == 0) pos_sh = m;
+            __syncthreads();
+            for (int i = threadIdx.x; i < width; i += blockDim.x) {
+                const float s = a[i];
+                if (s > 0.0f) {
+                    kept[atomicAdd(&pos_sh, 1)] = sb_key(s, d0 + i);
+                    a[i] = 0.0f;
+                }
+            }
+            m += cnt;
+            __syncthreads();
+            continue;
+        }
+        // (3b) radix select of the k largest among kept[0, m) and the tile's candidates
+        if (threadIdx.x == 0) { prefix_sh = 0ull; mask_sh = 0ull; remaining_sh = k; }
         __syncthreads();
         for (int shift = 56; shift >= 0; shift -= 8) {
             for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
             __syncthreads();
             const unsigned long long prefix = prefix_sh, mask = mask_sh;
-            for (long long i = threadIdx.x; i < total; i += blockDim.x) {
-                const unsigned long long key = i < n ? sb_key(a[c[i]], (long long)d0 + c[i]) : ti[i - n];
+            for (int i = threadIdx.x; i < m; i += blockDim.x) {
+                const unsigned long long key = kept[i];
                 if ((key & mask) == prefix) atomicAdd(&hist[(unsigned int)(key >> shift) & 255u], 1u);
+            }
+            for (int i = threadIdx.x; i < width; i += blockDim.x) {
+                const float s = a[i];
+                if (s > 0.0f) {
+                    const unsigned long long key = sb_key(s, d0 + i);
+                    if ((key & mask) == prefix) atomicAdd(&hist[(unsigned int)(key >> shift) & 255u], 1u);
+                }
             }
             __syncthreads();
             if (threadIdx.x == 0) {
@@ -105,21 +135,32 @@ extern "C" __global__ void bm25_tile_select(float* acc, int* cand, int* cand_n, 
                 remaining_sh = rem;
                 prefix_sh = prefix | ((unsigned long long)dg << shift);
                 mask_sh = mask | (255ull << shift);
+                pos_sh = 0;
             }
             __syncthreads();
         }
-        const unsigned long long kth = prefix_sh;
-        for (long long i = threadIdx.x; i < total; i += blockDim.x) {
-            const unsigned long long key = i < n ? sb_key(a[c[i]], (long long)d0 + c[i]) : ti[i - n];
-            if (key >= kth) to[atomicAdd(&pos_sh, 1)] = key;
+        const unsigned long long kth = prefix_sh;  // the k-th largest key itself (distinct keys, all 64 bits)
+        unsigned long long* next = buf[1 - cur];
+        for (int i = threadIdx.x; i < m; i += blockDim.x) {
+            const unsigned long long key = kept[i];
+            if (key >= kth) next[atomicAdd(&pos_sh, 1)] = key;
         }
+        for (int i = threadIdx.x; i < width; i += blockDim.x) {
+            const float s = a[i];
+            if (s > 0.0f) {
+                const unsigned long long key = sb_key(s, d0 + i);
+                if (key >= kth) next[atomicAdd(&pos_sh, 1)] = key;
+                a[i] = 0.0f;
+            }
+        }
+        cur = 1 - cur;
+        m = k;
+        theta = kth;
+        __syncthreads();
     }
-    __syncthreads();
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) a[c[i]] = 0.0f;
-    if (threadIdx.x == 0) {
-        top_out_n[q] = (int)(total < k ? total : k);
-        cand_n[q] = 0;
-    }
+    if (cur == 1)  // the kept keys end in top_a
+        for (int i = threadIdx.x; i < m; i += blockDim.x) buf[0][i] = buf[1][i];
+    if (threadIdx.x == 0) top_n[q] = m;
 }
 
 // Rank the kept keys of query blockIdx.x (bitonic sort, descending, in shared memory) and write

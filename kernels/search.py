@@ -16,14 +16,14 @@ documents with a positive score, ranked by score descending, **ties broken by th
 * :func:`search_cpu` -- the CPU engine (numba, ``prange`` over queries; per thread a dense score array of
   N float32, the list of documents touched, and a heap of k for the partial selection).
 * :func:`search_tiled` -- the GPU engine (CUDA kernels of ``search.cu``, loaded lazily by
-  :mod:`cutext.kernels._cuda`), and its numba twin when the arrays are numpy: documents in tiles of T
-  per pass, a per-query dense tile of T float32 scores and a list of the documents touched
-  (:func:`plan_workspace` bounds the two by ``max_workspace`` bytes, whatever the batch size), one
-  block per query scatters the query's postings that fall in the tile (binary search of the tile's
-  bounds in each posting list), then a per-query radix select of the k largest 64-bit keys
-  ``sortable(score) << 32 | ~doc`` among the tile's candidates and the k kept from earlier tiles, and at
-  the end a bitonic sort of the k keys per query.  The key order is (score desc, doc asc), so the
-  ties rule holds by construction.
+  :mod:`cutext.kernels._cuda`), and its numba twin when the arrays are numpy: one block per query scores
+  the documents a tile of :data:`TILE` at a time in **shared memory**, each query term's postings read
+  from a cursor that advances tile by tile (the postings of a term are sorted by doc, so no search of the
+  posting list); a tile's scores that beat the k-th kept key are merged with the kept ones by a radix
+  select of the k largest 64-bit keys ``sortable(score) << 32 | ~doc``; at the end a bitonic sort of the
+  k keys per query.  The device workspace is the k keys per query and a cursor per query term
+  (:func:`plan_passes` bounds it by ``max_workspace`` bytes, whatever the batch size).  The key order is
+  (score desc, doc asc), so the ties rule holds by construction.
 """
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ SOURCE = "search.cu"
 THREADS = 256  # SB_THREADS in search.cu
 MAX_K_GPU = 4096  # SB_MAX_SORT in search.cu: the final bitonic sort is in shared memory
 DEFAULT_WORKSPACE = 1 << 30
+TILE = 8192  # SB_TILE in search.cu: float32 scores of a block's tile in shared memory (32 KiB)
+BYTES_PER_QUERY_K = 28  # plan_passes: device bytes per query and unit of k
+BYTES_PER_QUERY_TERM = 16  # plan_passes: device bytes per query term
 SCAN_BLOCK = 64  # CPU engine: scores per block of the dense top-k scan
 DENSE_RATIO = 8  # CPU engine: a query with >= N / 8 postings is scored densely (no touched list)
 
@@ -267,30 +270,34 @@ def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, 
 
 # ----------------------------------------------------------------------------- GPU engine (tiles)
 
-def plan_workspace(n_docs: int, n_queries: int, k: int, max_workspace: int) -> tuple[int, int]:
-    """(queries per pass ``nqt``, documents per tile ``T``) so that the engine's device workspace,
-    ``nqt * (8 T + 28 k + 16)`` bytes (dense tile scores float32 and touched list int32 per query, two
-    buffers of k uint64 keys, the k doc ids int64 and scores float32 of the output), stays within
-    ``max_workspace`` bytes.  Aims for at least 256 queries in flight (a block each), then the widest
-    tile (T = n_docs: one pass).
+def plan_passes(q_ptr, k: int, max_workspace: int) -> list[tuple[int, int]]:
+    """Query ranges ``[(s, e), ...]`` scored one pass each, so that a pass's device workspace stays within
+    ``max_workspace`` bytes, whatever the batch size: :data:`BYTES_PER_QUERY_K` ``* k + 24`` bytes a query
+    (two buffers of k uint64 keys, the k doc ids int64 and scores float32 of the output, the query's count
+    and its CSR pointer) and :data:`BYTES_PER_QUERY_TERM` a query term (its cursor int64, term id int32 and
+    count float32).  The scores themselves live in shared memory (tiles of :data:`TILE` documents).
 
     Raises
     ------
     ValueError
-        ``max_workspace`` cannot hold one query with a tile of min(n_docs, 1024) documents.
+        ``max_workspace`` cannot hold one of the queries (named by its position in the batch).
     """
-    per_q_k = 28 * k + 16
-    n_docs = max(int(n_docs), 1)
-    want_q = max(1, min(int(n_queries), 256))
-    t = min(n_docs, max(0, (max_workspace // want_q - per_q_k) // 8))
-    t_min = min(n_docs, 1024)
-    if t < t_min:
-        t = t_min
-    nqt = min(max(int(n_queries), 1), max_workspace // (8 * t + per_q_k))
-    if nqt < 1:
-        raise ValueError(f"max_workspace={max_workspace} bytes is too small for k={k}: one query needs "
-                         f"{8 * t_min + per_q_k} bytes (a tile of {t_min} documents)")
-    return int(nqt), int(t)
+    q_ptr = np.asarray(q_ptr, np.int64)
+    nq = len(q_ptr) - 1
+    per_q = BYTES_PER_QUERY_K * int(k) + 24
+    cum = np.arange(nq + 1, dtype=np.int64) * per_q + (q_ptr - q_ptr[0]) * BYTES_PER_QUERY_TERM
+    out = []
+    s = 0
+    while s < nq:
+        e = int(np.searchsorted(cum, cum[s] + int(max_workspace), side="right")) - 1
+        if e <= s:
+            need = int(cum[s + 1] - cum[s])
+            raise ValueError(f"max_workspace={max_workspace} bytes is too small for k={k}: query {s} of the batch "
+                             f"({int(q_ptr[s + 1] - q_ptr[s])} terms) needs {need} bytes")
+        e = min(e, nq)
+        out.append((s, e))
+        s = e
+    return out
 
 
 def _unsortable(u):
@@ -299,68 +306,66 @@ def _unsortable(u):
     return bits.astype(np.uint32).view(np.float32)
 
 
-@numba.njit(nogil=True, cache=True)
-def _lower_bound(a, lo, hi, x):
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+@numba.njit(nogil=True, cache=True, inline="always")
+def _key(s, doc):
+    """``sb_key`` of search.cu: sortable(score) << 32 | (0xFFFFFFFF - doc)."""
+    u = np.uint64(_f32_bits(s)) & np.uint64(0xFFFFFFFF)
+    if u & np.uint64(0x80000000):
+        u = np.uint64(0xFFFFFFFF) - u
+    else:
+        u = u | np.uint64(0x80000000)
+    return (u << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - np.uint64(doc))
 
 
 @numba.njit(nogil=True, cache=True)
-def _twin_tile_score(indptr, indices, data, q_ptr, q_terms, q_w, nq, d0, d1, tile, acc, cand, cand_n):
-    """Twin of ``bm25_tile_score``: query q's postings with doc in [d0, d1) into its tile."""
+def _twin_block_search(indptr, indices, data, q_ptr, q_terms, q_w, nq, n_docs, k, tile, top, top_n):
+    """Twin of ``bm25_block_search``: per query, tiles of ``tile`` documents scored from per-term cursors,
+    candidates = scores > 0 whose key beats the k-th kept key, appended while fewer than k, else the k
+    largest of the kept and the candidates (a sort here, a radix select there: the same k keys)."""
+    a = np.zeros(tile, np.float32)
+    kept = np.empty(k, np.uint64)
     for q in range(nq):
-        base = q * tile
-        n = cand_n[q]
-        for j in range(q_ptr[q], q_ptr[q + 1]):
-            t = q_terms[j]
-            w = q_w[j]
-            lo = _lower_bound(indices, indptr[t], indptr[t + 1], d0)
-            hi = _lower_bound(indices, lo, indptr[t + 1], d1)
-            for p in range(lo, hi):
-                d = indices[p] - d0
-                old = acc[base + d]
-                nw = old + w * data[p]
-                acc[base + d] = nw
-                if old == 0 and nw != 0:
-                    cand[base + n] = d
-                    n += 1
-        cand_n[q] = n
-
-
-@numba.njit(nogil=True, cache=True)
-def _twin_tile_select(acc, cand, cand_n, tile, d0, k, nq, top_in, top_in_n, top_out, top_out_n):
-    """Twin of ``bm25_tile_select``: the k largest keys of the tile's candidates and of ``top_in``."""
-    for q in range(nq):
-        base = q * tile
-        n = cand_n[q]
-        m = top_in_n[q]
-        keys = np.empty(n + m, np.uint64)
-        sc = np.empty(n, np.float32)
-        for i in range(n):
-            sc[i] = acc[base + cand[base + i]]
-        bits = sc.view(np.uint32)
-        for i in range(n):
-            d = cand[base + i]
-            u = np.uint64(bits[i])
-            if u & np.uint64(0x80000000):
-                u = np.uint64(0xFFFFFFFF) - u
-            else:
-                u = u | np.uint64(0x80000000)
-            keys[i] = (u << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - np.uint64(d0 + d))
-            acc[base + d] = 0
-        for i in range(m):
-            keys[n + i] = top_in[q * k + i]
-        keys = np.sort(keys)[::-1]
-        r = min(k, n + m)
-        for i in range(r):
-            top_out[q * k + i] = keys[i]
-        top_out_n[q] = r
-        cand_n[q] = 0
+        j0 = q_ptr[q]
+        nt = q_ptr[q + 1] - j0
+        cursor = np.empty(nt, np.int64)
+        for jj in range(nt):
+            cursor[jj] = indptr[q_terms[j0 + jj]]
+        m = 0
+        theta = np.uint64(0)
+        for d0 in range(0, n_docs, tile):
+            d1 = min(n_docs, d0 + tile)
+            for jj in range(nt):
+                t = q_terms[j0 + jj]
+                w = q_w[j0 + jj]
+                p = cursor[jj]
+                end = indptr[t + 1]
+                while p < end and indices[p] < d1:
+                    d = indices[p] - d0
+                    a[d] = a[d] + w * data[p]
+                    p += 1
+                cursor[jj] = p
+            cand = np.empty(d1 - d0, np.uint64)
+            nc = 0
+            for i in range(d1 - d0):
+                s = a[i]
+                a[i] = 0
+                if s > 0:
+                    key = _key(s, d0 + i)
+                    if key > theta:
+                        cand[nc] = key
+                        nc += 1
+            if nc == 0:
+                continue
+            if m + nc < k:
+                kept[m:m + nc] = cand[:nc]
+                m += nc
+                continue
+            u = np.sort(np.concatenate((kept[:m], cand[:nc])))[::-1]
+            kept[:k] = u[:k]
+            m = k
+            theta = u[k - 1]
+        top[q * k:q * k + m] = kept[:m]
+        top_n[q] = m
 
 
 def _twin_sort(top, top_n, k, nq, out_doc, out_score):
@@ -377,6 +382,10 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     """Top ``k`` documents of every query with the tiled engine: the CUDA kernels of ``search.cu`` when
     the index arrays are cupy arrays, their numba twin when they are numpy arrays.
 
+    One block per query scores the documents a tile of :data:`TILE` at a time in shared memory (each query
+    term's postings consumed from a cursor, so a tile costs no search of the posting lists) and keeps the k
+    best keys, merging a tile's candidates only when they beat the k-th key kept (a radix select).
+
     Parameters
     ----------
     indptr : int64 array (V + 2,), indices : int32 array (nnz,), data : float32 array (nnz,)
@@ -385,8 +394,8 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     q_ptr, q_terms, q_w : host arrays, the query CSR (see :func:`search_cpu`)
     k : int in [1, 4096] (:data:`MAX_K_GPU`, the shared-memory sort)
     max_workspace : int
-        Bytes of device workspace (:func:`plan_workspace`); the batch is scored in passes of ``nqt``
-        queries, so the device memory does not grow with the batch size.
+        Bytes of device workspace (:func:`plan_passes`); the batch is scored in passes of queries, so the
+        device memory does not grow with the batch size.
 
     Returns
     -------
@@ -395,7 +404,7 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     Raises
     ------
     ValueError
-        ``k`` outside [1, 4096], ``max_workspace`` too small, ``n_docs >= 2**31``.
+        ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``.
     """
     k = _check_k(k)
     if k > MAX_K_GPU:
@@ -412,47 +421,35 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
         return out_doc, out_score, out_n
     xp = array_module(data)
     gpu = xp is not np
-    nqt, tile = plan_workspace(n_docs, nq, k, max_workspace)
-    acc = xp.zeros(nqt * tile, dtype=np.float32)
-    cand = xp.zeros(nqt * tile, dtype=np.int32)
-    cand_n = xp.zeros(nqt, dtype=np.int32)
-    tops = [xp.zeros(nqt * k, dtype=np.uint64), xp.zeros(nqt * k, dtype=np.uint64)]
-    top_ns = [xp.zeros(nqt, dtype=np.int32), xp.zeros(nqt, dtype=np.int32)]
+    passes = plan_passes(q_ptr, k, max_workspace)
+    nqt = max(e - s for s, e in passes)
+    nterms = max(int(q_ptr[e] - q_ptr[s]) for s, e in passes)
+    top_a = xp.zeros(nqt * k, dtype=np.uint64)
+    top_b = xp.zeros(nqt * k, dtype=np.uint64)
+    top_n = xp.zeros(nqt, dtype=np.int32)
+    cursor = xp.zeros(max(nterms, 1), dtype=np.int64)
     d_doc = xp.zeros(nqt * k, dtype=np.int64)
     d_score = xp.zeros(nqt * k, dtype=np.float32)
-    for s in range(0, nq, nqt):
-        e = min(nq, s + nqt)
+    for s, e in passes:
         n = e - s
         qp = q_ptr[s:e + 1] - q_ptr[s]
         qt = xp.asarray(q_terms[q_ptr[s]:q_ptr[e]])
         qw = xp.asarray(q_w[q_ptr[s]:q_ptr[e]])
-        qp = xp.asarray(qp)
-        top_ns[0][:] = 0
-        cur = 0
-        for d0 in range(0, n_docs, tile):
-            d1 = min(n_docs, d0 + tile)
-            if gpu:
-                _cuda.kernel(SOURCE, "bm25_tile_score")(
-                    (n,), (THREADS,), (indptr, indices, data, qp, qt, qw, np.int32(d0), np.int32(d1),
-                                       np.int64(tile), acc, cand, cand_n))
-                _cuda.kernel(SOURCE, "bm25_tile_select")(
-                    (n,), (THREADS,), (acc, cand, cand_n, np.int64(tile), np.int32(d0), np.int32(k),
-                                       tops[cur], top_ns[cur], tops[1 - cur], top_ns[1 - cur]))
-            else:
-                _twin_tile_score(indptr, indices, data, qp, qt, qw, n, d0, d1, tile, acc, cand, cand_n)
-                _twin_tile_select(acc, cand, cand_n, tile, d0, k, n, tops[cur], top_ns[cur],
-                                  tops[1 - cur], top_ns[1 - cur])
-            cur = 1 - cur
         if gpu:
+            qp = xp.asarray(qp)
+            _cuda.kernel(SOURCE, "bm25_block_search")(
+                (n,), (THREADS,), (indptr, indices, data, qp, qt, qw, np.int32(n_docs), np.int32(k), cursor,
+                                   top_a, top_b, top_n))
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
-                (n,), (THREADS,), (tops[cur], top_ns[cur], np.int32(k), d_doc, d_score))
+                (n,), (THREADS,), (top_a, top_n, np.int32(k), d_doc, d_score))
             out_doc[s:e] = d_doc[:n * k].get().reshape(n, k)
             out_score[s:e] = d_score[:n * k].get().reshape(n, k)
-            out_n[s:e] = top_ns[cur][:n].get()
+            out_n[s:e] = top_n[:n].get()
         else:
-            _twin_sort(tops[cur][:n * k], top_ns[cur][:n], k, n, out_doc[s:e], out_score[s:e])
-            out_n[s:e] = top_ns[cur][:n]
+            _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, top_a, top_n)
+            _twin_sort(top_a[:n * k], top_n[:n], k, n, out_doc[s:e], out_score[s:e])
+            out_n[s:e] = top_n[:n]
     return out_doc, out_score, out_n
 
 
-__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "plan_workspace", "search_cpu", "search_tiled"]
+__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "plan_passes", "search_cpu", "search_tiled"]

@@ -4,10 +4,10 @@ twin of the tiled engine and the CPU engine; and the engines' top-k against an i
 ``tests/cuda_emu/search_emu.cpp`` defines the CUDA names the search kernels use (``threadIdx``, ``blockIdx``,
 ``__syncthreads`` as a block barrier, ``__shared__`` as block-wide storage, ``atomicAdd``, ``__float_as_uint``),
 includes the kernel source and runs every block's threads as ``std::thread`` s, built with
-``-ffp-contract=off`` (the CPU analogue of ``--fmad=false``).  ``tests/cuda_emu/fake_cupy.py`` stands in for
-cupy, so :func:`cutext.kernels.search.search_tiled` takes its GPU path (the loader, the launch shapes, the
-workspace plan, the passes over tiles and query sub-batches).  The GPU tests (tests/test_gpu.py) then check
-the real kernels.
+``-ffp-contract=off`` (the CPU analogue of ``--fmad=false``) and ``-DSB_TILE=512`` (a tile of 512 scores, so
+the small problems here span several tiles).  ``tests/cuda_emu/fake_cupy.py`` stands in for cupy, so
+:func:`cutext.kernels.search.search_tiled` takes its GPU path (the loader, the launch shapes, the workspace
+plan, the passes of queries).  The GPU tests (tests/test_gpu.py) then check the real kernels.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from helpers import build_cuda_emulation, install_fake_cupy
 @pytest.fixture(scope="module")
 def emu_lib(tmp_path_factory):
     return build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(ks.__file__).with_name("search.cu"),
-                                "search_emu.cpp")
+                                "search_emu.cpp", flags=("-O1", "-ffp-contract=off", "-DSB_TILE=512"))
 
 
 @pytest.fixture
@@ -87,35 +87,65 @@ def test_engines_equal_brute_force(k):
     want = _brute(M, Q, k)
     _same(ks.search_cpu(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k), want, "cpu")
     _same(ks.search_cpu(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, n_threads=1), want, "cpu 1")
-    for ws in (1 << 30, 3 * (8 * 1024 + 28 * k + 16)):
+    for ws in (1 << 30, 3 * (28 * k + 24 + 16 * 4)):
         _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws), want,
               f"twin ws={ws}")
 
 
-@pytest.mark.parametrize("k,ws", [(5, 1 << 30), (5, 4 * (8 * 1024 + 28 * 5 + 16)), (300, 1 << 30)])
+@pytest.mark.parametrize("tile", [1, 97, 2500])
+@pytest.mark.parametrize("k", [1, 6, 300])
+def test_twin_over_tiles_equals_brute_force(monkeypatch, tile, k):
+    """The twin's tiles (one document each, an odd width, all in one) with the append and select branches."""
+    monkeypatch.setattr(ks, "TILE", tile)
+    M, Q = _problem(11 * k + tile, nq=15)
+    _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k), _brute(M, Q, k), f"tile {tile}")
+
+
+@pytest.mark.parametrize("k,ws", [(5, 1 << 30), (5, 4 * (28 * 5 + 24 + 16 * 4)), (300, 1 << 30)])
 def test_emulated_cuda_equals_twin(fake_cupy, k, ws):
-    """search.cu through the GPU path of search_tiled (radix select when candidates > k, the pass-through when
-    fewer, several tiles and query sub-batches, the bitonic sort) equals the twin and the brute force."""
+    """search.cu through the GPU path of search_tiled (shared-memory tiles of 512 documents, per-term cursors,
+    the append branch while fewer than k are kept, the radix select after, several passes of queries, the
+    bitonic sort) equals the twin and the brute force."""
     M, Q = _problem(3 + k, nq=9)
-    nqt, tile = ks.plan_workspace(M.shape[1], 9, k, ws)
+    passes = ks.plan_passes(Q.indptr, k, ws)
     dev = [fake_cupy.asarray(a) for a in _args(M)]
     got = ks.search_tiled(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws)
     twin = ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws)
-    _same(got, twin, f"emulated vs twin (passes of {nqt} queries, tiles of {tile} docs)")
+    _same(got, twin, f"emulated vs twin (passes {passes})")
     _same(got, _brute(M, Q, k), "emulated vs brute force")
-    names = {name for name, _ in fake_cupy.launches}
-    assert names == {"bm25_tile_score", "bm25_tile_select", "bm25_topk_sort"}
-    assert sum(name == "bm25_tile_select" for name, _ in fake_cupy.launches) == \
-        -(-9 // nqt) * -(-M.shape[1] // tile)
+    names = [name for name, _ in fake_cupy.launches]
+    assert set(names) == {"bm25_block_search", "bm25_topk_sort"}
+    assert names.count("bm25_block_search") == len(passes)
+    assert (len(passes) > 1) == (ws < 1 << 30)
+
+
+def test_emulated_cuda_long_postings_and_ties(fake_cupy):
+    """Posting lists longer than a block's threads in one tile (cursor chunks), every score equal (the ties
+    rule alone decides), and a query without terms."""
+    n_docs = 1300
+    M = sp.csr_matrix(np.ones((3, n_docs), np.float32))
+    M.data[:] = 0.5
+    Q = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0], [0, 2, 1]], np.float32))
+    want = _brute(M, Q, 40)
+    assert want[2][1] == 0 and (want[0][0] == np.arange(40)).all()
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    _same(ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, 40), want, "emulated")
 
 
 def test_workspace_plan_is_bounded_and_refuses_too_small():
-    for n_docs, nq, k, ws in [(10**6, 10**5, 10, 1 << 30), (10**7, 4096, 1000, 256 << 20), (500, 3, 10, 1 << 20)]:
-        nqt, tile = ks.plan_workspace(n_docs, nq, k, ws)
-        assert nqt * (8 * tile + 28 * k + 16) <= ws and 1 <= nqt <= nq and 1 <= tile <= n_docs
-        assert ks.plan_workspace(n_docs, nq * 10, k, ws)[0] * (8 * tile + 28 * k + 16) <= ws
-    with pytest.raises(ValueError, match="max_workspace=1000 bytes is too small for k=10"):
-        ks.plan_workspace(10**6, 10, 10, 1000)
+    rng = np.random.default_rng(0)
+    for nq, k, ws in [(10**5, 10, 1 << 30), (4096, 1000, 1 << 20), (3, 10, 1 << 20), (500, 7, 5000)]:
+        q_ptr = np.r_[0, np.cumsum(rng.integers(0, 30, nq))]
+        passes = ks.plan_passes(q_ptr, k, ws)
+        assert passes[0][0] == 0 and passes[-1][1] == nq
+        assert all(a[1] == b[0] for a, b in zip(passes, passes[1:]))
+        for s, e in passes:
+            assert e > s
+            assert (e - s) * (28 * k + 24) + 16 * (q_ptr[e] - q_ptr[s]) <= ws
+        if ws >= 1 << 30:
+            assert len(passes) == 1
+    with pytest.raises(ValueError, match="max_workspace=1000 bytes is too small for k=10: query 1 of the batch"):
+        ks.plan_passes(np.array([0, 1, 100]), 10, 1000)
     with pytest.raises(ValueError, match="k must be <= 4096"):
         ks.search_tiled(np.zeros(2, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), 5,
                         np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), 5000)

@@ -5,20 +5,28 @@ static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_S
 static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 static float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+// __syncthreads_count: a barrier that returns how many threads of the block passed a true predicate.  Three
+// barriers: (A) the count of the previous call has been read by all, (B) all have added, (C) all have read;
+// thread 0 then resets it (the next adds come after the next (A), which thread 0 reaches after the reset).
+static int __syncthreads_count(int pred) {
+    static int count = 0;
+    __syncthreads();
+    if (pred) __atomic_fetch_add(&count, 1, __ATOMIC_SEQ_CST);
+    __syncthreads();
+    const int r = __atomic_load_n(&count, __ATOMIC_SEQ_CST);
+    __syncthreads();
+    if (threadIdx.x == 0) count = 0;
+    return r;
+}
 #include KERNEL_SOURCE
 extern "C" {
 // one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
-void launch_bm25_tile_score(unsigned gx, unsigned gy, unsigned bx, const long long* indptr, const int* indices,
-                            const float* data, const long long* q_ptr, const int* q_terms, const float* q_w, int d0,
-                            int d1, long long tile, float* acc, int* cand, int* cand_n) {
+void launch_bm25_block_search(unsigned gx, unsigned gy, unsigned bx, const long long* indptr, const int* indices,
+                              const float* data, const long long* q_ptr, const int* q_terms, const float* q_w,
+                              int n_docs, int k, long long* cursor, unsigned long long* top_a,
+                              unsigned long long* top_b, int* top_n) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] {
-        bm25_tile_score(indptr, indices, data, q_ptr, q_terms, q_w, d0, d1, tile, acc, cand, cand_n); });
-}
-void launch_bm25_tile_select(unsigned gx, unsigned gy, unsigned bx, float* acc, int* cand, int* cand_n,
-                             long long tile, int d0, int k, const unsigned long long* top_in, const int* top_in_n,
-                             unsigned long long* top_out, int* top_out_n) {
-    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
-        bm25_tile_select(acc, cand, cand_n, tile, d0, k, top_in, top_in_n, top_out, top_out_n); });
+        bm25_block_search(indptr, indices, data, q_ptr, q_terms, q_w, n_docs, k, cursor, top_a, top_b, top_n); });
 }
 void launch_bm25_topk_sort(unsigned gx, unsigned gy, unsigned bx, const unsigned long long* top, const int* top_n,
                            int k, long long* out_doc, float* out_score) {
