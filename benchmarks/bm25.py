@@ -836,6 +836,116 @@ def agreement_note(a: dict, k: int) -> str | None:
     return ", ".join(s) if s else None
 
 
+def bm25s_from_index(idx):
+    """A bm25s retriever (numba backend) over the weights of a cutext index loaded on the CPU.
+
+    bm25s 0.3.16 keeps its index as ``scores = {data, indices, indptr, num_docs}`` (term-major: a column per
+    vocabulary id) and ``vocab_dict`` (token -> id), with ``""`` as the empty token whose column is empty.
+    cutext's term-major CSR is the same layout (row 0 = unknown terms, empty), and for the lucene variant its
+    stored weights are bm25s's.  Used where bm25s would take minutes to index (the >= 2 GB corpus) and only its
+    retrieval is measured; :func:`check_bm25s_from_index` compares it with a native bm25s index first.
+    """
+    import bm25s
+
+    M = idx.matrix
+    model = bm25s.BM25(k1=float(idx.meta.get("k1", 1.2)), b=float(idx.meta.get("b", 0.75)), method="lucene")
+    model.scores = {"data": np.asarray(M.data, np.float32), "indices": np.asarray(M.indices, np.int32),
+                    "indptr": np.asarray(M.indptr, np.int64), "num_docs": int(idx.n_docs)}
+    vocab = {"": 0}
+    vocab.update((t, i + 1) for i, t in enumerate(idx.vocab.to_pylist()))
+    model.vocab_dict = vocab
+    model.unique_token_ids_set = set(vocab.values())
+    model.nonoccurrence_array = None  # what index() sets for lucene (no per-term absent-score array)
+    return bm25s_numba_model(model)
+
+
+def check_bm25s_from_index(converted, native, queries, tokb, k) -> str:
+    """Retrieve with the converted and the native bm25s index: max |score difference| rank by rank, and
+    the share of queries whose top-k document sets are equal (ties among replicas may reorder them)."""
+    import bm25s
+
+    qt = bm25s.tokenize(queries, show_progress=False, **tokb)
+    d1, s1 = converted.retrieve(qt, k=k, show_progress=False, n_threads=os.cpu_count())
+    d2, s2 = native.retrieve(bm25s.tokenize(queries, show_progress=False, **tokb), k=k, show_progress=False,
+                             n_threads=os.cpu_count())
+    same = np.mean([set(a.tolist()) == set(b.tolist()) for a, b in zip(np.asarray(d1), np.asarray(d2))])
+    return (f"bm25s over cutext's index vs bm25s's own index ({len(queries):,} queries, top-{k}): max|dscore| "
+            f"{float(np.max(np.abs(np.asarray(s1) - np.asarray(s2)))):.1e}, equal document sets {100 * same:.1f}%")
+
+
+def full_search_rows(bench, fbase, full_dir, sub_index, native_sub, be, gpu_label, queries, tok_b, args, pools,
+                     baseline, mem_note) -> None:
+    """``--search-full``: the same queries on the index of the whole ``--gpu-gb`` corpus: cutext's GPU engine
+    (``--gpu-batch-sizes``) and bm25s numba with all threads over the same weights (:func:`bm25s_from_index`;
+    bm25s itself would index 2 GB in minutes)."""
+    from cutext import pipelines
+
+    nq, k, ncpu = len(queries), args.k, os.cpu_count() or 1
+    qbase = dict(fbase, task="search", n_queries=nq)
+    results = {}
+    try:
+        t = time.perf_counter()
+        idx = pipelines.BM25Index.load(full_dir, backend=be)
+        load_s = time.perf_counter() - t
+        M = idx.matrix
+        index_mib = (M.data.nbytes + M.indices.nbytes + M.indptr.nbytes) / 2**20
+        idx.search(queries[:256], k=k, batch_size=256)
+        postings = postings_scanned(idx, queries)
+        hbm = hbm_bandwidth() if be == "gpu" else (None, None)
+        engine = "gpu" if be == "gpu" else "cpu"
+        for bs in args.gpu_batch_sizes:
+            mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
+            row, res = bench.measure(
+                dict(qbase, system=f"cutext {gpu_label} {'engine' if engine == 'gpu' else 'cpu engine'} bs={bs}",
+                     notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded; index on the device "
+                            f"{index_mib:,.0f} MiB (cupy pool MiB includes it)"]
+                     + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
+                     + ([mem_note] if mem_note else [])),
+                cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools, engine=engine,
+                                  postings=postings, **mw))
+            postings_note(row, postings, hbm)
+            if "cupy_pool_mib" in (row.get("extra") or {}):
+                row["notes"].append(f"cupy pool {row['extra']['cupy_pool_mib']:,.0f} MiB after the search")
+            if res is not None:
+                results[bs] = (row, res)
+            _log_gputext_profile()
+        del idx, M
+        gc.collect()
+        pools.free()
+    except Exception as exc:
+        bench.fail(dict(qbase, system=f"cutext {gpu_label} search"), f"{type(exc).__name__}: {exc}")
+        traceback.print_exc(limit=6, file=sys.stdout)
+    if args.no_numba or bench.over_budget():
+        return
+    try:
+        import bm25s
+
+        if native_sub is not None and (sub_index / "index.json").is_file():
+            log("gpu: " + check_bm25s_from_index(bm25s_from_index(pipelines.BM25Index.load(sub_index, backend="cpu")),
+                                                 native_sub, queries[:2000], tok_b, k))
+        t = time.perf_counter()
+        model = bm25s_from_index(pipelines.BM25Index.load(full_dir, backend="cpu"))
+        model.retrieve(bm25s.tokenize(queries[:8], show_progress=False, **tok_b), k=k, n_threads=ncpu,
+                       show_progress=False)
+        prep = time.perf_counter() - t
+        _, bm_out = bench.measure(
+            dict(qbase, system=f"bm25s (numba backend) {ncpu} threads",
+                 notes=[f"tokenize + retrieve top-{k}, n_threads={ncpu}",
+                        f"bm25s retriever over cutext's index weights (bm25s_from_index; {prep:.1f} s excluded)"]),
+            bm25s_search_run(model, queries, tok_b, k, n_threads=ncpu))
+        if bm_out is not None:
+            for row, res in results.values():
+                note = agreement_note(agreement(res, bm_out, nq, k, overlap=False), k)
+                if note:
+                    row["notes"].append(note)
+        del model
+        gc.collect()
+    except Exception as exc:
+        bench.fail(dict(qbase, system="bm25s (numba backend)"), f"{type(exc).__name__}: {exc}")
+        traceback.print_exc(limit=6, file=sys.stdout)
+    bench.save()
+
+
 # ----------------------------------------------------------------------------- cpu section
 
 def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
@@ -1089,7 +1199,8 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                            nbytes=nbytes, n_docs=ndocs, notes=notes),
                       cutext_index_run(data_dir, idx_root / "full", backend=be, scheduler="sync", tok=tok_c,
                                        args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools))
-        shutil.rmtree(idx_root / "full", ignore_errors=True)
+        if not args.search_full:
+            shutil.rmtree(idx_root / "full", ignore_errors=True)
         _log_gputext_profile()
         if args.cluster:
             ngpu = len(bench.env.get("gpus") or []) or "?"
@@ -1139,6 +1250,7 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                     postings_note(row, postings, hbm)
                     if res is not None:
                         gpu_results[(engine, bs)] = (row, res)
+                    _log_gputext_profile()
                 del idx
                 gc.collect()
                 pools.free()
@@ -1180,6 +1292,7 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
         row, bm_out = bench.measure(dict(qbase, system=f"bm25s (numpy backend, default) {ncpu} threads",
                                          notes=[f"tokenize + retrieve top-{k}, n_threads={ncpu}"]),
                                     bm25s_search_run(model, queries, tok_b, k, n_threads=ncpu))
+        mn = None
         if not args.no_numba and not bench.over_budget():
             try:
                 t = time.perf_counter()
@@ -1201,6 +1314,9 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                 if note:
                     row["notes"].append(note + " (doc overlap not shown: replicas tie)")
         bench.save()
+        if args.search_full and (idx_root / "full" / "index.json").is_file():
+            full_search_rows(bench, dict(gbase, data=data, nbytes=None, n_docs=ndocs), idx_root / "full",
+                             sub_index, mn, be, gpu_label, queries, tok_b, args, pools, baseline, mem_note)
     finally:
         if not args.keep:
             shutil.rmtree(idx_root, ignore_errors=True)
@@ -1348,6 +1464,9 @@ def parse_args(argv=None):
     g.add_argument("--gpu-tokenizer", choices=SETTINGS, default="plain", help="tokenizer setting (default plain)")
     g.add_argument("--gpu-batch-sizes", type=_int_list, default=[1024, 4096],
                    help="cutext GPU search batch sizes (default 1024,4096)")
+    g.add_argument("--search-full", action="store_true",
+                   help="also search the index of the whole --gpu-gb corpus: cutext's GPU engine and bm25s numba "
+                        "(all threads) over the same weights")
     g.add_argument("--search-shards", type=_int_list, default=[],
                    help="also search the subset's index sharded over N workers (LocalCUDACluster), e.g. 1,2")
     g.add_argument("--gpu-workspace-mb", type=int, default=1024,
