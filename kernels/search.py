@@ -406,6 +406,15 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     ValueError
         ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``.
     """
+    return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace)()
+
+
+def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
+                       max_workspace: int = DEFAULT_WORKSPACE):
+    """:func:`search_tiled` in two halves: this call launches the work and returns ``finish``, a function
+    of no arguments that waits for it and returns ``(doc, score, n)``.  On the GPU the last pass of queries
+    (the only one under the default workspace) is still running when this returns, so the caller can
+    prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors."""
     k = _check_k(k)
     if k > MAX_K_GPU:
         raise ValueError(f"k must be <= {MAX_K_GPU} for the GPU engine (its top-k sort is in shared memory), "
@@ -417,8 +426,12 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
-    if nq == 0 or n_docs == 0:
+
+    def done():
         return out_doc, out_score, out_n
+
+    if nq == 0 or n_docs == 0:
+        return done
     xp = array_module(data)
     gpu = xp is not np
     passes = plan_passes(q_ptr, k, max_workspace)
@@ -430,7 +443,14 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     cursor = xp.zeros(max(nterms, 1), dtype=np.int64)
     d_doc = xp.zeros(nqt * k, dtype=np.int64)
     d_score = xp.zeros(nqt * k, dtype=np.float32)
-    for s, e in passes:
+
+    def fetch(s, e):
+        n = e - s
+        out_doc[s:e] = d_doc[:n * k].get().reshape(n, k)
+        out_score[s:e] = d_score[:n * k].get().reshape(n, k)
+        out_n[s:e] = top_n[:n].get()
+
+    for i, (s, e) in enumerate(passes):
         n = e - s
         qp = q_ptr[s:e + 1] - q_ptr[s]
         qt = xp.asarray(q_terms[q_ptr[s]:q_ptr[e]])
@@ -442,14 +462,18 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
                                    top_a, top_b, top_n))
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (top_a, top_n, np.int32(k), d_doc, d_score))
-            out_doc[s:e] = d_doc[:n * k].get().reshape(n, k)
-            out_score[s:e] = d_score[:n * k].get().reshape(n, k)
-            out_n[s:e] = top_n[:n].get()
+            if i == len(passes) - 1:
+                def finish(s=s, e=e):
+                    fetch(s, e)
+                    return done()
+                return finish
+            fetch(s, e)
         else:
             _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, top_a, top_n)
             _twin_sort(top_a[:n * k], top_n[:n], k, n, out_doc[s:e], out_score[s:e])
             out_n[s:e] = top_n[:n]
-    return out_doc, out_score, out_n
+    return done
 
 
-__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "plan_passes", "search_cpu", "search_tiled"]
+__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "plan_passes", "search_cpu", "search_tiled",
+           "search_tiled_start"]

@@ -171,17 +171,30 @@ class SearchMatrix:
         -------
         (doc, score, n) : host int64 (nq, k), float32 (nq, k), int32 (nq,) (module docstring).
         """
+        return self.topk_start(Q, k, engine, max_workspace, n_threads)()
+
+    def topk_start(self, Q, k: int, engine: str = "auto", max_workspace=None, n_threads=None):
+        """:meth:`topk` in two halves: launches the work and returns ``finish()`` -> ``(doc, score, n)``.
+        The GPU engine is still running when this returns (:func:`cutext.kernels.search.search_tiled_start`),
+        so the host can tokenize the next batch meanwhile; the other engines have finished."""
         from cutext.kernels import search as ks
 
         engine = resolve_engine(engine, self.on_gpu, k, self.nonnegative)
         max_workspace, n_threads = check_engine_options(engine, max_workspace, n_threads)
-        if engine == "cpu":
-            return ks.search_cpu(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
-                                 Q.indptr, Q.indices, Q.data, k, n_threads=n_threads)
         if engine == "gpu":
-            return ks.search_tiled(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
-                                   Q.indptr, Q.indices, Q.data, k,
-                                   max_workspace=ks.DEFAULT_WORKSPACE if max_workspace is None else max_workspace)
+            return ks.search_tiled_start(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
+                                         Q.indptr, Q.indices, Q.data, k,
+                                         max_workspace=ks.DEFAULT_WORKSPACE if max_workspace is None
+                                         else max_workspace)
+        if engine == "cpu":
+            out = ks.search_cpu(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
+                                Q.indptr, Q.indices, Q.data, k, n_threads=n_threads)
+        else:
+            out = self._sparse_topk(Q, k)
+        return lambda: out
+
+    def _sparse_topk(self, Q, k: int):
+        """The sparse path (the oracle): ``Q @ M`` and the top ``k`` of each row (:func:`topk_rows`)."""
         S = (self._device_q(Q) @ self.matrix).tocsr()
         if not S.has_canonical_format:
             S.sum_duplicates()
