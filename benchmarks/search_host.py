@@ -11,7 +11,8 @@ built once with the default analysis) and 10,000 real queries (the posts' Subjec
 * ``query_matrix``: tokenize a batch and look its terms up in the vocabulary (the query CSR);
 * ``engine``: :meth:`BM25Index.topk_arrays` of that CSR (``--engine``, default the CPU engine);
 * ``result frame``: the rest of ``search`` -- gathering ``query_id`` / ``source_id`` strings and
-  building the DataFrame (``search`` with the engine's arrays answered from a cache);
+  building the DataFrame (``search`` with the engine's arrays answered from a cache, through
+  :meth:`BM25Index.topk_start`);
 * ``search``: the whole call, end to end.
 
 Each figure is the median of ``--repeats`` runs after a warm-up (numba compiles).  Prints a table;
@@ -53,17 +54,24 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="cpu", choices=["cpu", "gpu", "sparse"])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--serial-queries", action="store_true",
+                    help="tokenize a batch on the calling thread only (no chunks on query threads)")
     a = ap.parse_args(argv)
 
     from bm25 import Corpus, write_lines  # benchmarks/bm25.py: the same corpus and queries
 
     from cutext import pipelines
+    from cutext.pipelines import bm25 as bm25_pipeline
+
+    if a.serial_queries:
+        bm25_pipeline._QUERY_POOL[:] = [None]  # no query threads
 
     corpus = Corpus(Path(a.data) / "corpora" / "20news-bydate.tar.gz")
     queries = corpus.queries(a.n_queries)
     be = "gpu" if a.engine == "gpu" else "cpu"
     print(f"# python {platform.python_version()}, {os.cpu_count()} cpus, {platform.node()}; "
-          f"{a.n_queries:,} queries, k={a.k}, batch_size={a.batch_size}, engine={a.engine}")
+          f"{a.n_queries:,} queries, k={a.k}, batch_size={a.batch_size}, engine={a.engine}, "
+          f"query threads: {'none' if a.serial_queries else 'on'}")
     with tempfile.TemporaryDirectory() as tmp:
         files = write_lines(corpus.texts, Path(tmp) / "corpus", 4)
         pipelines.run("bm25", [str(f) for f in files], out=Path(tmp) / "idx", backend=be, format="lines",
@@ -84,19 +92,20 @@ def main(argv=None) -> int:
                               a.repeats),
         }
         answers = iter(())
-        real = idx.topk_arrays
+        real = idx.topk_start
 
         def cached(Q, k, engine="auto", max_workspace=None, n_threads=None):
-            return next(answers)
+            out = next(answers)
+            return lambda: out
 
         def frames_only():
             nonlocal answers
             answers = iter(arrays)
-            idx.topk_arrays = cached
+            idx.topk_start = cached
             try:
                 idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine)
             finally:
-                idx.topk_arrays = real
+                idx.topk_start = real
 
         with_cache = _median(frames_only, a.repeats)
         rows["result frame"] = max(0.0, with_cache - rows["query_matrix"])

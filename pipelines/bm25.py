@@ -31,7 +31,6 @@ from cutext.stages import search as search_stage
 from cutext.stages.compute import StepClock, compute_context
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
-from cutext.stages.encode import encode_query_terms
 from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
 from cutext.stages.sources import input_label
@@ -373,10 +372,26 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
 # ----------------------------------------------------------------------------- retrieval
 
-def _as_queries(queries) -> tuple[list[str], list[str]]:
-    """(query ids, query texts); a query that is not a string (None, NaN, a number) is an error naming it."""
+QUERY_CHUNK = 1024  # queries tokenized per task of BM25Index.query_matrix's threads
+_QUERY_POOL = []
+
+
+def _query_pool():
+    """The threads that tokenize chunks of a query batch (at most 8, one per core; None on one core)."""
+    if not _QUERY_POOL:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        _QUERY_POOL.append(ThreadPoolExecutor(n, thread_name_prefix="cutext-query") if n > 1 else None)
+    return _QUERY_POOL[0]
+
+
+def _as_queries(queries) -> tuple[pa.Array, list[str]]:
+    """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
+    number) is an error naming it."""
     if isinstance(queries, str):
-        return ["0"], [queries]
+        return pa.array(["0"], pa.string()), [queries]
     if isinstance(queries, pd.DataFrame):
         qcol = "query" if "query" in queries.columns else "text"
         if qcol not in queries.columns or "query_id" not in queries.columns:
@@ -390,11 +405,14 @@ def _as_queries(queries) -> tuple[list[str], list[str]]:
         raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
     else:
         texts = list(queries)
-        ids = [str(i) for i in range(len(texts))]
-    for i, t in zip(ids, texts):
-        if not isinstance(t, str):
-            raise TypeError(f"query {i!r} is {t!r} ({type(t).__name__}), not a string")
-    return ids, texts
+        ids = None  # "0", "1", ... made by pyarrow below
+    if not all(isinstance(t, str) for t in texts):
+        i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+        qid = str(i) if ids is None else ids[i]
+        raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
+    if ids is None:
+        return pa.array(np.arange(len(texts), dtype=np.int64)).cast(pa.string()), texts
+    return pa.array(ids, pa.string()), texts
 
 
 def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
@@ -526,6 +544,7 @@ class BM25Index:
         self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
         self._has_w0 = bool(np.any(w0 != 0))
         self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
+        self._term_hash = None  # kernels.termhash.TermHash of the vocabulary, built at the first query
         self._client = client
         self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
         self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
@@ -626,17 +645,36 @@ class BM25Index:
     # -- queries
     def query_matrix(self, texts):
         """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
-        (term ids ascending within a query)."""
+        (term ids ascending within a query).  A batch of more than 2 x :data:`QUERY_CHUNK` queries is
+        tokenized and looked up in chunks on a few threads (the tokenizer's numba loops, pyarrow and the
+        term hash release the GIL)."""
         import scipy.sparse as sp
 
+        from cutext.kernels.termhash import TermHash, query_csr
+
         texts = list(texts)
-        tokens, rows = tokenize_flat(texts, self.tokenizer)  # one array for the batch, no list per query
-        ids = encode_query_terms(tokens, self.vocab)
-        keep = ids != 0
-        Q = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], ids[keep])),
-                          shape=(len(texts), len(self.vocab) + 1))
-        Q.sum_duplicates()
+        if self._term_hash is None:  # built once: a batch then costs one probe per token
+            self._term_hash = TermHash(self.vocab)
+        starts = range(0, len(texts), QUERY_CHUNK)
+        if len(starts) > 2 and _query_pool() is not None:
+            parts = list(_query_pool().map(lambda s: self._query_ids(texts[s:s + QUERY_CHUNK], s), starts))
+            rows = np.concatenate([p[0] for p in parts])
+            ids = np.concatenate([p[1] for p in parts])
+        else:
+            rows, ids = self._query_ids(texts, 0)
+        q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
+        Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(len(texts), len(self.vocab) + 1))
+        Q.has_canonical_format = True  # ascending, distinct term ids within a query (query_csr)
         return Q
+
+    def _query_ids(self, texts, first: int):
+        """(query of each token, ``first`` + its position in ``texts``; its term id, 0 if unknown), by query."""
+        tokens, rows = tokenize_flat(texts, self.tokenizer)  # one array for the batch, no list per query
+        ids = self._term_hash.lookup(tokens)
+        if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
+            o = np.argsort(rows, kind="stable")
+            rows, ids = rows[o], ids[o]
+        return rows + first, ids
 
     def _absent(self, Q):
         """Per-query constant: sum over query terms of w0 (bm25l / bm25+), shape (n_queries,)."""
@@ -669,6 +707,15 @@ class BM25Index:
             dense += self._absent(Q)[0]
         return dense.astype(np.float32)
 
+    def topk_start(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+        """:meth:`topk_arrays` in two halves: starts the engine and returns ``finish()`` -> ``(doc, score,
+        n)``; the GPU engine is still running when this returns
+        (:meth:`cutext.stages.search.SearchMatrix.topk_start`)."""
+        if self._sm is not None:
+            return self._sm.topk_start(Q, k, engine, max_workspace, n_threads)
+        out = search_stage.merge_topk(self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads), k)
+        return lambda: out
+
     def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
         """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
 
@@ -677,10 +724,7 @@ class BM25Index:
         (doc, score, n) : int64 (nq, k) doc ids (-1 past ``n``), float32 (nq, k) scores of the stored
             weights (without the per-query w0 constant), int32 (nq,) documents found per query.
         """
-        if self._sm is not None:
-            return self._sm.topk(Q, k, engine, max_workspace, n_threads)
-        parts = self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads)
-        return search_stage.merge_topk(parts, k)
+        return self.topk_start(Q, k, engine, max_workspace, n_threads)()
 
     def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
                engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None) -> pd.DataFrame:
@@ -733,34 +777,45 @@ class BM25Index:
             eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
         qids, texts = _as_queries(queries)
-        frames = []
         rng = range(0, len(texts), batch_size)
         if progress:
             from tqdm.auto import tqdm
 
             rng = tqdm(rng, desc="search", unit="batch")
-        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the three parts of a batch
-        for s in rng:
-            Q = self.query_matrix(texts[s:s + batch_size])
-            clock("search: query csr")
-            doc, score, n = self.topk_arrays(Q, k, engine, max_workspace, n_threads)
-            clock("search: engine")
+        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the parts of a search
+        parts = []
+
+        def collect(s, Q, finish):
+            doc, score, n = finish()
             rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
-            docs = doc[rows, rank]
             vals = score[rows, rank].astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]
-            # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
-            frames.append(pd.DataFrame({"query_id": _take_str(pa.array(qids[s:s + batch_size], pa.string()), rows),
-                                        "doc_id": docs, "source_id": _take_str(self._source_ids_arrow(), docs),
-                                        "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs}))
-            clock("search: result frame")
-        if not frames:
-            return pd.DataFrame({"query_id": pd.Series([], dtype=str), "doc_id": pd.Series([], dtype=np.int64),
-                                 "source_id": pd.Series([], dtype=str), "rank": pd.Series([], dtype=np.int64),
-                                 "score": pd.Series([], dtype=np.float64),
-                                 "doc_index": pd.Series([], dtype=np.int64)})
-        return pd.concat(frames, ignore_index=True)
+            parts.append((rows + s, rank, doc[rows, rank], vals))
+
+        # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
+        # kernels end; the other engines have finished when it returns)
+        pending = None
+        for s in rng:
+            Q = self.query_matrix(texts[s:s + batch_size])
+            clock("search: query csr")
+            if pending is not None:
+                collect(*pending)
+                clock("search: engine (wait)")
+            pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
+            clock("search: engine (start)")
+        if pending is not None:
+            collect(*pending)
+            clock("search: engine (wait)")
+        rows, rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
+                                  for i, dt in enumerate((np.int64, np.int64, np.int64, np.float64)))
+        # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
+        out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs.astype(np.int64),
+                            "source_id": _take_str(self._source_ids_arrow(), docs),
+                            "rank": (rank + 1).astype(np.int64), "score": vals.astype(np.float64),
+                            "doc_index": docs.astype(np.int64)})
+        clock("search: result frame")
+        return out
 
 
 # ----------------------------------------------------------------------------- command line

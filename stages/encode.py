@@ -119,25 +119,6 @@ def encode_partition(df, vocab_frame):
     return lib({"doc_id": values(df["doc_id"]), "term_id": ids})
 
 
-def encode_query_terms(terms, vocab: pa.Array) -> np.ndarray:
-    """Host lookup of a few terms (a batch of queries) in a large vocabulary: the same ids as
-    :func:`encode_terms`, but the hash table is built on the batch's distinct terms and the vocabulary
-    probes it (O(V) probes, no O(V) hash table per call).  ``terms``: a pyarrow string array
-    (:func:`cutext.stages.tokenize.tokenize_flat`) or a sequence of str."""
-    if isinstance(terms, pa.ChunkedArray):
-        terms = terms.combine_chunks()
-    arr = (terms.cast(pa.large_string()) if isinstance(terms, pa.Array)
-           else pa.array(list(terms), type=pa.large_string()))
-    if len(arr) == 0:
-        return np.zeros(0, np.int64)
-    uniq = pc.unique(arr)
-    pos = pc.index_in(vocab.cast(pa.large_string()), value_set=uniq)  # vocab entry -> its distinct term
-    found = pos.is_valid().to_numpy(zero_copy_only=False)
-    ids_u = np.zeros(len(uniq), np.int64)
-    ids_u[pos.drop_null().to_numpy()] = np.flatnonzero(found) + 1
-    return ids_u[pc.index_in(arr, value_set=uniq).to_numpy()]
-
-
 def encode_terms(terms, vocab: pa.Array) -> np.ndarray:
     """Host lookup of a list of terms (queries): int64 ids, ``UNKNOWN_TERM_ID`` where unknown."""
     idx = pc.index_in(pa.array(list(terms), type=pa.large_string()), value_set=vocab)

@@ -373,17 +373,86 @@ def test_sharded_search_on_a_local_cluster_equals_one_index(built):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["a", "bb", "c", "zz", "é", "q", "", "x1"]), max_size=40))
-def test_encode_query_terms_equals_encode_terms(terms):
+@given(st.lists(st.sampled_from(["a", "bb", "c", "zz", "é", "q", "", "x1", "ab", "b"]), max_size=40),
+       st.integers(0, 3))
+def test_term_hash_equals_encode_terms(terms, offset):
+    """TermHash ids == encode_terms ids (pyarrow index_in), for string, large_string, chunked and sliced
+    arrays; the empty string and prefixes of terms included."""
     import pyarrow as pa
 
-    from cutext.stages.encode import encode_query_terms, encode_terms
+    from cutext.kernels.termhash import TermHash
+    from cutext.stages.encode import encode_terms
 
-    vocab = pa.array(sorted(["a", "bb", "c", "d", "zz", "é"], key=str.encode), pa.large_string())
-    np.testing.assert_array_equal(encode_query_terms(terms, vocab),
-                                  encode_terms(terms, vocab) if terms else np.zeros(0, np.int64))
-    for arr in (pa.array(terms, pa.string()), pa.chunked_array([pa.array(terms, pa.large_string())])):
-        np.testing.assert_array_equal(encode_query_terms(arr, vocab), encode_query_terms(terms, vocab))
+    words = sorted(["a", "bb", "c", "d", "zz", "é", "", "abc"], key=str.encode)
+    vocab = pa.array(["pad"] * offset + words, pa.large_string()).slice(offset)
+    table = TermHash(vocab)
+    assert len(table) == len(words)
+    want = encode_terms(terms, vocab) if terms else np.zeros(0, np.int64)
+    for arr in (pa.array(terms, pa.string()), pa.array(terms, pa.large_string()),
+                pa.chunked_array([pa.array(terms, pa.large_string())]),
+                pa.array(["x"] + terms, pa.large_string()).slice(1)):
+        np.testing.assert_array_equal(table.lookup(arr), want)
+    with pytest.raises(ValueError, match="1 nulls"):
+        table.lookup(pa.array(["a", None]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=50))
+def test_query_csr_equals_scipy_sum_duplicates(pairs):
+    """query_csr (rows sorted, unknown id 0 dropped, duplicates counted) == scipy's canonical CSR."""
+    import scipy.sparse as sp
+
+    from cutext.kernels.termhash import query_csr
+
+    pairs = sorted(pairs, key=lambda p: p[0])
+    rows = np.array([p[0] for p in pairs], np.int64)
+    ids = np.array([p[1] for p in pairs], np.int64)
+    q_ptr, q_terms, q_w = query_csr(rows, ids, 6)
+    keep = ids != 0
+    want = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], ids[keep])), shape=(6, 7))
+    want.sum_duplicates()
+    np.testing.assert_array_equal(q_ptr, want.indptr)
+    np.testing.assert_array_equal(q_terms, want.indices)
+    np.testing.assert_array_equal(q_w, want.data)
+    assert q_terms.dtype == np.int32 and q_w.dtype == np.float32
+
+
+def test_query_csr_long_query_and_gaps():
+    """A query of more than 32 tokens (sorted by np.sort, not the insertion sort), empty queries between."""
+    from cutext.kernels.termhash import query_csr
+
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 9, 70)
+    rows = np.r_[np.full(3, 1), np.full(67, 3)].astype(np.int64)
+    q_ptr, q_terms, q_w = query_csr(rows, ids, 5)
+    for q in range(5):
+        mine = ids[rows == q]
+        u, c = np.unique(mine[mine != 0], return_counts=True)
+        np.testing.assert_array_equal(q_terms[q_ptr[q]:q_ptr[q + 1]], u)
+        np.testing.assert_array_equal(q_w[q_ptr[q]:q_ptr[q + 1]], c)
+
+
+def test_query_matrix_in_chunks_on_threads_equals_one_pass(built, monkeypatch):
+    """A batch of more than 2 x QUERY_CHUNK queries (tokenized in chunks on the query threads; with a
+    stemmer and stopwords) gives the CSR of the batch tokenized on the calling thread, and the same
+    search rows."""
+    from cutext.pipelines import bm25 as pb
+
+    _, index, topics = built("scifact")
+    texts = (list(topics.values()) * 8)[:3 * pb.QUERY_CHUNK + 17]
+    monkeypatch.setattr(pb, "_QUERY_POOL", [None])
+    serial = index.query_matrix(texts)
+    want = index.search(texts, k=5, batch_size=len(texts))
+    monkeypatch.setattr(pb, "_QUERY_POOL", [])
+    if pb._query_pool() is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        monkeypatch.setattr(pb, "_QUERY_POOL", [ThreadPoolExecutor(2)])  # a one-core machine still runs it
+    chunked = index.query_matrix(texts)
+    for a in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(chunked, a), getattr(serial, a))
+    assert serial.nnz > 0 and chunked.has_canonical_format
+    pd.testing.assert_frame_equal(index.search(texts, k=5, batch_size=len(texts)), want)
 
 
 def test_tokenize_flat_batch_equals_each_text_alone():
