@@ -54,24 +54,17 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="cpu", choices=["cpu", "gpu", "sparse"])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--serial-queries", action="store_true",
-                    help="tokenize a batch on the calling thread only (no chunks on query threads)")
     a = ap.parse_args(argv)
 
     from bm25 import Corpus, write_lines  # benchmarks/bm25.py: the same corpus and queries
 
     from cutext import pipelines
-    from cutext.pipelines import bm25 as bm25_pipeline
-
-    if a.serial_queries:
-        bm25_pipeline._QUERY_POOL[:] = [None]  # no query threads
 
     corpus = Corpus(Path(a.data) / "corpora" / "20news-bydate.tar.gz")
     queries = corpus.queries(a.n_queries)
     be = "gpu" if a.engine == "gpu" else "cpu"
     print(f"# python {platform.python_version()}, {os.cpu_count()} cpus, {platform.node()}; "
-          f"{a.n_queries:,} queries, k={a.k}, batch_size={a.batch_size}, engine={a.engine}, "
-          f"query threads: {'none' if a.serial_queries else 'on'}")
+          f"{a.n_queries:,} queries, k={a.k}, batch_size={a.batch_size}, engine={a.engine}")
     with tempfile.TemporaryDirectory() as tmp:
         files = write_lines(corpus.texts, Path(tmp) / "corpus", 4)
         pipelines.run("bm25", [str(f) for f in files], out=Path(tmp) / "idx", backend=be, format="lines",

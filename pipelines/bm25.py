@@ -372,21 +372,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
 # ----------------------------------------------------------------------------- retrieval
 
-QUERY_CHUNK = 1024  # queries tokenized per task of BM25Index.query_matrix's threads
-_QUERY_POOL = []
-
-
-def _query_pool():
-    """The threads that tokenize chunks of a query batch (at most 8, one per core; None on one core)."""
-    if not _QUERY_POOL:
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        n = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-        _QUERY_POOL.append(ThreadPoolExecutor(n, thread_name_prefix="cutext-query") if n > 1 else None)
-    return _QUERY_POOL[0]
-
-
 def _as_queries(queries) -> tuple[pa.Array, list[str]]:
     """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
     number) is an error naming it."""
@@ -645,9 +630,8 @@ class BM25Index:
     # -- queries
     def query_matrix(self, texts):
         """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
-        (term ids ascending within a query).  A batch of more than 2 x :data:`QUERY_CHUNK` queries is
-        tokenized and looked up in chunks on a few threads (the tokenizer's numba loops, pyarrow and the
-        term hash release the GIL)."""
+        (term ids ascending within a query): the batch tokenized into one array, its terms looked up
+        in a hash of the vocabulary built at the first call (:class:`cutext.kernels.termhash.TermHash`)."""
         import scipy.sparse as sp
 
         from cutext.kernels.termhash import TermHash, query_csr
@@ -655,26 +639,15 @@ class BM25Index:
         texts = list(texts)
         if self._term_hash is None:  # built once: a batch then costs one probe per token
             self._term_hash = TermHash(self.vocab)
-        starts = range(0, len(texts), QUERY_CHUNK)
-        if len(starts) > 2 and _query_pool() is not None:
-            parts = list(_query_pool().map(lambda s: self._query_ids(texts[s:s + QUERY_CHUNK], s), starts))
-            rows = np.concatenate([p[0] for p in parts])
-            ids = np.concatenate([p[1] for p in parts])
-        else:
-            rows, ids = self._query_ids(texts, 0)
-        q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
-        Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(len(texts), len(self.vocab) + 1))
-        Q.has_canonical_format = True  # ascending, distinct term ids within a query (query_csr)
-        return Q
-
-    def _query_ids(self, texts, first: int):
-        """(query of each token, ``first`` + its position in ``texts``; its term id, 0 if unknown), by query."""
         tokens, rows = tokenize_flat(texts, self.tokenizer)  # one array for the batch, no list per query
         ids = self._term_hash.lookup(tokens)
         if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
             o = np.argsort(rows, kind="stable")
             rows, ids = rows[o], ids[o]
-        return rows + first, ids
+        q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
+        Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(len(texts), len(self.vocab) + 1))
+        Q.has_canonical_format = True  # ascending, distinct term ids within a query (query_csr)
+        return Q
 
     def _absent(self, Q):
         """Per-query constant: sum over query terms of w0 (bm25l / bm25+), shape (n_queries,)."""

@@ -432,29 +432,6 @@ def test_query_csr_long_query_and_gaps():
         np.testing.assert_array_equal(q_w[q_ptr[q]:q_ptr[q + 1]], c)
 
 
-def test_query_matrix_in_chunks_on_threads_equals_one_pass(built, monkeypatch):
-    """A batch of more than 2 x QUERY_CHUNK queries (tokenized in chunks on the query threads; with a
-    stemmer and stopwords) gives the CSR of the batch tokenized on the calling thread, and the same
-    search rows."""
-    from cutext.pipelines import bm25 as pb
-
-    _, index, topics = built("scifact")
-    texts = (list(topics.values()) * 8)[:3 * pb.QUERY_CHUNK + 17]
-    monkeypatch.setattr(pb, "_QUERY_POOL", [None])
-    serial = index.query_matrix(texts)
-    want = index.search(texts, k=5, batch_size=len(texts))
-    monkeypatch.setattr(pb, "_QUERY_POOL", [])
-    if pb._query_pool() is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        monkeypatch.setattr(pb, "_QUERY_POOL", [ThreadPoolExecutor(2)])  # a one-core machine still runs it
-    chunked = index.query_matrix(texts)
-    for a in ("indptr", "indices", "data"):
-        np.testing.assert_array_equal(getattr(chunked, a), getattr(serial, a))
-    assert serial.nnz > 0 and chunked.has_canonical_format
-    pd.testing.assert_frame_equal(index.search(texts, k=5, batch_size=len(texts)), want)
-
-
 def test_tokenize_flat_batch_equals_each_text_alone():
     """The batch tokenizer of queries (one token array and the text of each token) gives, for every
     text, the tokens of that text tokenized alone, in order (stopwords and stemming on the batch's
