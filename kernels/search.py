@@ -437,18 +437,17 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     passes = plan_passes(q_ptr, k, max_workspace)
     nqt = max(e - s for s, e in passes)
     nterms = max(int(q_ptr[e] - q_ptr[s]) for s, e in passes)
-    top_a = xp.zeros(nqt * k, dtype=np.uint64)
-    top_b = xp.zeros(nqt * k, dtype=np.uint64)
-    top_n = xp.zeros(nqt, dtype=np.int32)
-    cursor = xp.zeros(max(nterms, 1), dtype=np.int64)
-    d_doc = xp.zeros(nqt * k, dtype=np.int64)
-    d_score = xp.zeros(nqt * k, dtype=np.float32)
+    # every device buffer of the call lives in ``dev`` until ``finish`` has copied the results: a buffer
+    # freed while the kernels run would, under RMM's default resource (cudaFree), wait for them
+    dev = {"top_a": xp.zeros(nqt * k, dtype=np.uint64), "top_b": xp.zeros(nqt * k, dtype=np.uint64),
+           "top_n": xp.zeros(nqt, dtype=np.int32), "cursor": xp.zeros(max(nterms, 1), dtype=np.int64),
+           "doc": xp.zeros(nqt * k, dtype=np.int64), "score": xp.zeros(nqt * k, dtype=np.float32)}
 
     def fetch(s, e):
         n = e - s
-        out_doc[s:e] = d_doc[:n * k].get().reshape(n, k)
-        out_score[s:e] = d_score[:n * k].get().reshape(n, k)
-        out_n[s:e] = top_n[:n].get()
+        out_doc[s:e] = dev["doc"][:n * k].get().reshape(n, k)
+        out_score[s:e] = dev["score"][:n * k].get().reshape(n, k)
+        out_n[s:e] = dev["top_n"][:n].get()
 
     for i, (s, e) in enumerate(passes):
         n = e - s
@@ -456,22 +455,24 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         qt = xp.asarray(q_terms[q_ptr[s]:q_ptr[e]])
         qw = xp.asarray(q_w[q_ptr[s]:q_ptr[e]])
         if gpu:
-            qp = xp.asarray(qp)
+            dev["q"] = (xp.asarray(qp), qt, qw)  # replaces (frees) the previous pass's, after its fetch
             _cuda.kernel(SOURCE, "bm25_block_search")(
-                (n,), (THREADS,), (indptr, indices, data, qp, qt, qw, np.int32(n_docs), np.int32(k), cursor,
-                                   top_a, top_b, top_n))
+                (n,), (THREADS,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
+                                   dev["top_a"], dev["top_b"], dev["top_n"]))
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
-                (n,), (THREADS,), (top_a, top_n, np.int32(k), d_doc, d_score))
+                (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
                 def finish(s=s, e=e):
                     fetch(s, e)
+                    dev.clear()  # the kernels are done: freeing waits for nothing
                     return done()
                 return finish
             fetch(s, e)
         else:
-            _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, top_a, top_n)
-            _twin_sort(top_a[:n * k], top_n[:n], k, n, out_doc[s:e], out_score[s:e])
-            out_n[s:e] = top_n[:n]
+            _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, dev["top_a"],
+                               dev["top_n"])
+            _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
+            out_n[s:e] = dev["top_n"][:n]
     return done
 
 
