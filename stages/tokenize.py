@@ -459,6 +459,13 @@ def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
     """Steps 3-5 on the unique tokens of a partition, gathered back to every token."""
     if not cfg.needs_term_map or len(tokens) == 0:
         return tokens, doc_ids
+    if not cfg.stopwords and cfg.stemmer is None and not is_gpu_object(tokens):
+        # the length filter alone: code points counted by pyarrow, no Python string per unique token
+        n = tokens.str.len().to_numpy()
+        keep = n >= cfg.min_len
+        if cfg.max_len is not None:
+            keep &= n <= cfg.max_len
+        return tokens[keep].reset_index(drop=True), doc_ids[keep]
     xp = array_module(doc_ids)
     codes, uniq = tokens.factorize()
     mapped = map_terms(_host_strings(uniq), cfg)

@@ -211,3 +211,21 @@ def test_scatter_ranges_copies_each_row_to_its_place():
         for k, n in enumerate(lens):
             want[dst_starts[k]:dst_starts[k] + n] = src[src_off[k]:src_off[k] + n]
         assert np.array_equal(scatter_ranges(dst, dst_starts, src, src_off), want)
+
+
+@pytest.mark.parametrize("min_len,max_len", [(2, None), (1, 3), (3, 5), (2, 2)])
+def test_length_filter_alone_equals_the_term_map(min_len, max_len):
+    """min_len / max_len without stopwords or a stemmer (counted per token by pyarrow, in code points)
+    keep exactly the tokens that the per-term map keeps (forced here by a stopword no token can be)."""
+    from cutext.stages.tokenize import apply_term_map, split_tokens
+
+    texts = ["The computers are running", "", "--", "Ünïcode café and the CAFÉ", "x²  3.14 οδός a ab abc",
+             "ﬁ ǅ 𝔘𝔫𝔦 ab", "a b c dd eee ffff ggggg hhhhhh"]
+    tok, doc = split_tokens(pd.Series(texts, dtype=pd.StringDtype("pyarrow")), np.arange(len(texts)), True)
+    fast = TokenizerConfig.make(min_len=min_len, max_len=max_len)
+    slow = TokenizerConfig.make(min_len=min_len, max_len=max_len, stopwords=["\x00 not a token"])
+    a, da = apply_term_map(tok, doc, fast)
+    b, db = apply_term_map(tok, doc, slow)
+    assert a.tolist() == b.tolist() and len(a) < len(tok)
+    np.testing.assert_array_equal(da, db)
+    assert str(a.dtype) == str(b.dtype)
