@@ -784,6 +784,22 @@ def sharded_search_rows(bench, sbase, index_dir, be, gpu_label, queries, k, bs, 
         traceback.print_exc(limit=6, file=sys.stdout)
 
 
+def index_device_mib(idx) -> float:
+    """MiB of an index's CSR (data, indices, indptr) wherever it lives."""
+    M = idx.matrix
+    return (M.data.nbytes + M.indices.nbytes + M.indptr.nbytes) / 2**20
+
+
+def search_memory_note(row: dict, index_mib: float) -> None:
+    """Note the device memory of a GPU search: the index plus the RMM peak of live allocations during the
+    row (the engine's workspace and query arrays).  The nvidia-smi column also counts what pools kept from
+    earlier rows, and JAX's preallocation once bm25s has used JAX in this process."""
+    rmm_peak = (row.get("extra") or {}).get("rmm_peak_mib")
+    if rmm_peak is not None:
+        row["notes"].append(f"device memory of the search: index {index_mib:,.0f} MiB + live peak {rmm_peak:,.1f} MiB "
+                            f"(RMM) = {index_mib + rmm_peak:,.0f} MiB")
+
+
 def postings_note(row: dict, postings: int | None, hbm=(None, None)) -> None:
     """Note postings scanned per second (and, on a GPU, the bytes of postings read against HBM bandwidth)."""
     ps = (row.get("extra") or {}).get("postings_s")
@@ -887,9 +903,13 @@ def full_search_rows(bench, fbase, full_dir, sub_index, native_sub, be, gpu_labe
         t = time.perf_counter()
         idx = pipelines.BM25Index.load(full_dir, backend=be)
         load_s = time.perf_counter() - t
-        M = idx.matrix
-        index_mib = (M.data.nbytes + M.indices.nbytes + M.indptr.nbytes) / 2**20
+        index_mib = index_device_mib(idx)
         idx.search(queries[:256], k=k, batch_size=256)
+        import importlib.util
+
+        if be == "gpu" and importlib.util.find_spec("jax") is not None:
+            log("gpu: jax is installed: bm25s's numpy backend selects its top k with JAX, which reserves 75% of the "
+                "device, so the nvidia-smi peak of the rows below includes it (see the device memory notes)")
         postings = postings_scanned(idx, queries)
         hbm = hbm_bandwidth() if be == "gpu" else (None, None)
         engine = "gpu" if be == "gpu" else "cpu"
@@ -897,19 +917,18 @@ def full_search_rows(bench, fbase, full_dir, sub_index, native_sub, be, gpu_labe
             mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
             row, res = bench.measure(
                 dict(qbase, system=f"cutext {gpu_label} {'engine' if engine == 'gpu' else 'cpu engine'} bs={bs}",
-                     notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded; index on the device "
-                            f"{index_mib:,.0f} MiB (cupy pool MiB includes it)"]
+                     notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
                      + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
                      + ([mem_note] if mem_note else [])),
                 cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools, engine=engine,
                                   postings=postings, **mw))
             postings_note(row, postings, hbm)
-            if "cupy_pool_mib" in (row.get("extra") or {}):
-                row["notes"].append(f"cupy pool {row['extra']['cupy_pool_mib']:,.0f} MiB after the search")
+            if be == "gpu":
+                search_memory_note(row, index_mib)
             if res is not None:
                 results[bs] = (row, res)
             _log_gputext_profile()
-        del idx, M
+        del idx
         gc.collect()
         pools.free()
     except Exception as exc:
@@ -1248,6 +1267,8 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                         cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools,
                                           engine=engine, postings=postings, **mw))
                     postings_note(row, postings, hbm)
+                    if be == "gpu":
+                        search_memory_note(row, index_device_mib(idx))
                     if res is not None:
                         gpu_results[(engine, bs)] = (row, res)
                     _log_gputext_profile()

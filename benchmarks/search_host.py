@@ -54,9 +54,12 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="cpu", choices=["cpu", "gpu", "sparse"])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--mb", type=float, default=None,
+                    help="index MB of replicated 20 Newsgroups (benchmarks/bm25.py's subset, tokenizer 'plain') "
+                         "instead of one copy with the default analysis")
     a = ap.parse_args(argv)
 
-    from bm25 import Corpus, write_lines  # benchmarks/bm25.py: the same corpus and queries
+    from bm25 import Corpus, tokenizer_kwargs, write_lines, write_replicated  # the same corpus and queries
 
     from cutext import pipelines
 
@@ -66,9 +69,13 @@ def main(argv=None) -> int:
     print(f"# python {platform.python_version()}, {os.cpu_count()} cpus, {platform.node()}; "
           f"{a.n_queries:,} queries, k={a.k}, batch_size={a.batch_size}, engine={a.engine}")
     with tempfile.TemporaryDirectory() as tmp:
-        files = write_lines(corpus.texts, Path(tmp) / "corpus", 4)
-        pipelines.run("bm25", [str(f) for f in files], out=Path(tmp) / "idx", backend=be, format="lines",
-                      progress=False)
+        if a.mb:
+            man = write_replicated(corpus, Path(tmp) / "corpus", a.mb * 1e6, 256e6, 0)
+            files, tok = [str(Path(tmp) / "corpus")], tokenizer_kwargs("plain")[0]
+            print(f"# index of {man['bytes'] / 1e6:,.0f} MB, {man['n_docs']:,} documents, tokenizer plain")
+        else:
+            files, tok = [str(f) for f in write_lines(corpus.texts, Path(tmp) / "corpus", 4)], {}
+        pipelines.run("bm25", files, out=Path(tmp) / "idx", backend=be, format="lines", progress=False, **tok)
         idx = pipelines.BM25Index.load(Path(tmp) / "idx", backend=be)
         batches = [queries[s:s + a.batch_size] for s in range(0, len(queries), a.batch_size)]
         mats = [idx.query_matrix(b) for b in batches]
@@ -78,12 +85,19 @@ def main(argv=None) -> int:
                 idx.topk_arrays(Q, a.k, a.engine)
 
         arrays = [idx.topk_arrays(Q, a.k, a.engine) for Q in mats]
+        from cutext.stages import compute
+
         rows = {
             "query_matrix": _median(lambda: [idx.query_matrix(b) for b in batches], a.repeats),
             "engine": _median(engine, a.repeats),
-            "search": _median(lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine),
-                              a.repeats),
         }
+        compute.step_profile(reset=True)
+        rows["search"] = _median(lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine),
+                                 a.repeats)
+        prof = compute.step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: search's own clocks
+        if prof:
+            print("search's clocks, ms per call (mean of " f"{a.repeats + 1} calls): "
+                  + ", ".join(f"{k.removeprefix('search: ')} {1e3 * v / (a.repeats + 1):.1f}" for k, v in prof.items()))
         answers = iter(())
         real = idx.topk_start
 
