@@ -14,13 +14,15 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from cutext.kernels.tokenize import arrow_buffers
+
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def string_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets int64 (n + 1,), bytes uint8) of a pyarrow string array without nulls (copied only where
-    the array is ``string`` rather than ``large_string``, or chunked).
+    """(offsets int64 (n + 1,), bytes uint8) of a pyarrow string array without nulls: a ``string`` or chunked
+    array is made one ``large_string`` array first, then :func:`cutext.kernels.tokenize.arrow_buffers`.
 
     Raises
     ------
@@ -33,11 +35,9 @@ def string_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"a string array with {arr.null_count} nulls cannot be hashed")
     if arr.type != pa.large_string():
         arr = arr.cast(pa.large_string())
-    bufs = arr.buffers()
-    n = len(arr)
-    offsets = (np.frombuffer(bufs[1], np.int64)[arr.offset:arr.offset + n + 1] if bufs[1] is not None
-               else np.zeros(n + 1, np.int64))
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    if len(arr) == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    data, offsets = arrow_buffers(arr)
     return offsets, data
 
 

@@ -48,6 +48,15 @@ _HANGUL_V = (0x1161, 0x1175)
 _HANGUL_T = (0x11A8, 0x11C2)
 
 
+def arrow_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int64 (n + 1,)) of a pyarrow LargeStringArray, zero-copy (the array's own
+    slice offset applied): the buffers every CPU twin here reads."""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
 @lru_cache(maxsize=1)
 def word_table() -> np.ndarray:
     """uint8 array (0x110000,): ``WORD`` (1) for L*, N*, Pc; ``MARK`` (2) for M*; else ``SEPARATOR`` (0).

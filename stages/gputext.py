@@ -227,12 +227,13 @@ def scan_partition(text, cfg: TokenizerConfig):
         return (to_cudf(uniq).reset_index(drop=True),) + tuple(out[1:])
     import pyarrow.compute as pc
 
-    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _arrow_buffers, _nfc_cpu
+    from cutext.kernels.tokenize import arrow_buffers
+    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _nfc_cpu
 
     arr = _prepare_host(text)
     if cfg.lowercase:
         arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
-    data, offsets = _arrow_buffers(arr)
+    data, offsets = arrow_buffers(arr)
     out = scan_arrays(data, offsets, cfg)
     if out is None:
         return None

@@ -192,14 +192,6 @@ def stem_words(words: list[str], stemmer: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- split
 
-def _arrow_buffers(arr):
-    """(data uint8, offsets int64 (n + 1,)) of a pyarrow LargeStringArray, zero-copy."""
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return data, offsets
-
-
 def nfc_strings(values) -> pa.Array:
     """NFC (UAX #15) of a list of Python strings by :func:`unicodedata.normalize`, as a LargeStringArray.
 
@@ -220,9 +212,9 @@ def _nfc_cpu(arr):
     """
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
+    from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing
 
-    flags = rows_containing(*_arrow_buffers(arr), nfc_unstable_table()).astype(bool)
+    flags = rows_containing(*arrow_buffers(arr), nfc_unstable_table()).astype(bool)
     if not flags.any():
         return arr
     mask = pa.array(flags)
@@ -233,7 +225,7 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import split_utf8
+    from cutext.kernels.tokenize import arrow_buffers, split_utf8
 
     arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
     if isinstance(arr, pa.ChunkedArray):
@@ -242,7 +234,7 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     arr = _nfc_cpu(arr)
     if lowercase:
         arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
-    data, offsets = _arrow_buffers(arr)
+    data, offsets = arrow_buffers(arr)
     tok_off, tok_bytes, parent = split_utf8(data, offsets)
     flat = pa.LargeStringArray.from_buffers(len(parent), pa.py_buffer(tok_off), pa.py_buffer(tok_bytes))
     tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow"))

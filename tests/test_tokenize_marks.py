@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
-from cutext.stages.tokenize import TokenizerConfig, _arrow_buffers, _nfc_cpu, tokenize_texts
+from cutext.kernels.tokenize import arrow_buffers
+from cutext.stages.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 
 PLAIN = TokenizerConfig.make()
@@ -179,7 +180,7 @@ def test_nfc_of_flagged_rows_equals_nfc_of_all(texts):
     """_nfc_cpu normalizes only rows_containing's rows (the GPU's way) and equals NFC of every row."""
     arr = pa.array(texts, type=pa.large_string())
     assert _nfc_cpu(arr).to_pylist() == nfc_all(texts)
-    flags = K.rows_containing(*_arrow_buffers(arr), K.nfc_unstable_table())
+    flags = K.rows_containing(*arrow_buffers(arr), K.nfc_unstable_table())
     assert all(f or unicodedata.is_normalized("NFC", t) for f, t in zip(flags, texts))
 
 
