@@ -783,10 +783,9 @@ class BM25Index:
         rows, rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
                                   for i, dt in enumerate((np.int64, np.int64, np.int64, np.float64)))
         # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
-        out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs.astype(np.int64),
+        out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs,
                             "source_id": _take_str(self._source_ids_arrow(), docs),
-                            "rank": (rank + 1).astype(np.int64), "score": vals.astype(np.float64),
-                            "doc_index": docs.astype(np.int64)})
+                            "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs})
         clock("search: result frame")
         return out
 
