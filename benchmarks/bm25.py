@@ -889,6 +889,35 @@ def check_bm25s_from_index(converted, native, queries, tokb, k) -> str:
             f"{float(np.max(np.abs(np.asarray(s1) - np.asarray(s2)))):.1e}, equal document sets {100 * same:.1f}%")
 
 
+def engine_search_rows(bench, qbase, idx, load_s, queries, engines, be, gpu_label, args, pools, baseline,
+                       mem_note) -> tuple[dict, int]:
+    """One search row per ``(engine, batch size)`` of ``engines`` on the loaded index ``idx``: postings
+    scanned per second (against HBM on a GPU), the device memory of the search, the sub-step clocks.
+    Returns ``({(engine, bs): (row, result frame)}, postings scanned)``."""
+    k = args.k
+    postings = postings_scanned(idx, queries)
+    hbm = hbm_bandwidth() if be == "gpu" else (None, None)
+    index_mib = index_device_mib(idx)
+    labels = {"gpu": "engine", "cpu": "cpu engine", "sparse": "sparse path (cupyx Q @ M)"}
+    results = {}
+    for engine, bs in engines:
+        mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
+        row, res = bench.measure(
+            dict(qbase, system=f"cutext {gpu_label} {labels[engine]} bs={bs}",
+                 notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
+                 + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
+                 + ([mem_note] if mem_note else [])),
+            cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools, engine=engine,
+                              postings=postings, **mw))
+        postings_note(row, postings, hbm)
+        if be == "gpu":
+            search_memory_note(row, index_mib)
+        if res is not None:
+            results[(engine, bs)] = (row, res)
+        _log_gputext_profile()
+    return results, postings
+
+
 def full_search_rows(bench, fbase, full_dir, sub_index, native_sub, be, gpu_label, queries, tok_b, args, pools,
                      baseline, mem_note) -> None:
     """``--search-full``: the same queries on the index of the whole ``--gpu-gb`` corpus: cutext's GPU engine
@@ -903,31 +932,16 @@ def full_search_rows(bench, fbase, full_dir, sub_index, native_sub, be, gpu_labe
         t = time.perf_counter()
         idx = pipelines.BM25Index.load(full_dir, backend=be)
         load_s = time.perf_counter() - t
-        index_mib = index_device_mib(idx)
         idx.search(queries[:256], k=k, batch_size=256)
         import importlib.util
 
         if be == "gpu" and importlib.util.find_spec("jax") is not None:
             log("gpu: jax is installed: bm25s's numpy backend selects its top k with JAX, which reserves 75% of the "
                 "device, so the nvidia-smi peak of the rows below includes it (see the device memory notes)")
-        postings = postings_scanned(idx, queries)
-        hbm = hbm_bandwidth() if be == "gpu" else (None, None)
         engine = "gpu" if be == "gpu" else "cpu"
-        for bs in args.gpu_batch_sizes:
-            mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
-            row, res = bench.measure(
-                dict(qbase, system=f"cutext {gpu_label} {'engine' if engine == 'gpu' else 'cpu engine'} bs={bs}",
-                     notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
-                     + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
-                     + ([mem_note] if mem_note else [])),
-                cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools, engine=engine,
-                                  postings=postings, **mw))
-            postings_note(row, postings, hbm)
-            if be == "gpu":
-                search_memory_note(row, index_mib)
-            if res is not None:
-                results[bs] = (row, res)
-            _log_gputext_profile()
+        results, _ = engine_search_rows(bench, qbase, idx, load_s, queries,
+                                        [(engine, bs) for bs in args.gpu_batch_sizes], be, gpu_label, args, pools,
+                                        baseline, mem_note)
         del idx
         gc.collect()
         pools.free()
@@ -1251,27 +1265,12 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                 idx.search(queries[:256], k=k, batch_size=min(256, max(args.gpu_batch_sizes)))
                 log(f"gpu: index load {load_s:.2f} s, search warm-up (256 queries) {time.perf_counter() - t:.2f} s "
                     "(both excluded)")
-                postings = postings_scanned(idx, queries)
-                hbm = hbm_bandwidth() if be == "gpu" else (None, None)
                 engines = [("gpu", bs) for bs in args.gpu_batch_sizes] if be == "gpu" else \
                     [("cpu", bs) for bs in args.gpu_batch_sizes]
                 engines += [("sparse", max(args.gpu_batch_sizes))]
-                for engine, bs in engines:
-                    mw = {"max_workspace": args.gpu_workspace_mb << 20} if engine == "gpu" else {}
-                    label = {"gpu": "engine", "cpu": "cpu engine", "sparse": "sparse path (cupyx Q @ M)"}[engine]
-                    row, res = bench.measure(
-                        dict(sbase, task="search", system=f"cutext {gpu_label} {label} bs={bs}", n_queries=nq,
-                             nbytes=None, notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
-                             + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
-                             + ([mem_note] if mem_note else [])),
-                        cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools,
-                                          engine=engine, postings=postings, **mw))
-                    postings_note(row, postings, hbm)
-                    if be == "gpu":
-                        search_memory_note(row, index_device_mib(idx))
-                    if res is not None:
-                        gpu_results[(engine, bs)] = (row, res)
-                    _log_gputext_profile()
+                gpu_results, postings = engine_search_rows(
+                    bench, dict(sbase, task="search", n_queries=nq, nbytes=None), idx, load_s, queries, engines, be,
+                    gpu_label, args, pools, baseline, mem_note)
                 del idx
                 gc.collect()
                 pools.free()

@@ -6,7 +6,6 @@ statistics around the load and a small search, under cupy's pool ("plain") and R
     python benchmarks/micro/search_load_memory.py plain
     python benchmarks/micro/search_load_memory.py async
 """
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 
 
 def used():
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True).stdout
-    return int(out.split()[0])
+    from bm25 import GpuMemWatch  # benchmarks/bm25.py: nvidia-smi memory.used, MiB
+
+    return GpuMemWatch.used_mib()
 
 
 def main():
