@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from cutext.kernels.tokenize import arrow_buffers
+from cutext.kernels.tokenize import _decode, arrow_buffers, word_table
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -176,4 +176,159 @@ def query_csr(rows, ids, nq):
     return q_ptr, q_terms[:out].copy(), q_w[:out].copy()
 
 
-__all__ = ["TermHash", "query_csr", "string_buffers"]
+@numba.njit(nogil=True, cache=True, inline="always")
+def _probe_folded(table, v_off, v_data, data, s, e, fold):
+    """Id (index + 1, 0 = unknown) of ``data[s:e]``, its ASCII capitals read as small letters when
+    ``fold``: the FNV-1a hash and the byte compare of :func:`_lookup` over the folded bytes."""
+    h = _FNV_OFFSET
+    for i in range(s, e):
+        c = data[i]
+        if fold and c >= 65 and c <= 90:
+            c += 32
+        h = (h ^ np.uint64(c)) * _FNV_PRIME
+    mask = np.uint64(table.shape[0] - 1)
+    slot = h & mask
+    while True:
+        cur = table[slot]
+        if cur == 0:
+            return 0
+        vs, ve = v_off[cur - 1], v_off[cur]
+        if ve - vs == e - s:
+            same = True
+            for i in range(e - s):
+                c = data[s + i]
+                if fold and c >= 65 and c <= 90:
+                    c += 32
+                if v_data[vs + i] != c:
+                    same = False
+                    break
+            if same:
+                return cur
+        slot = (slot + np.uint64(1)) & mask
+
+
+@numba.njit(nogil=True, cache=True)
+def _rows_csr(data, offsets, q0, q1, wtable, table, v_off, v_data, fold, q_ptr, q_terms, q_w, buf, out):
+    """Queries q0..q1 - 1 into the CSR arrays from position ``out`` (``q_ptr`` absolute); returns the end."""
+    for q in range(q0, q1):
+        q_ptr[q] = out
+        m = 0
+        i, end = offsets[q], offsets[q + 1]
+        start = i
+        in_tok = False
+        while True:  # the token rule of kernels.tokenize._scan
+            if i < end:
+                cp, nb = _decode(data, i, end)
+                kind = wtable[cp] if cp >= 0 and cp < 0x110000 else 0
+                w = kind == 1 or (kind == 2 and in_tok)
+            else:
+                w, nb = False, 1
+            if w and not in_tok:
+                start = i
+                in_tok = True
+            elif not w and in_tok:
+                tid = _probe_folded(table, v_off, v_data, data, start, i, fold)
+                if tid != 0:
+                    buf[out + m] = tid
+                    m += 1
+                in_tok = False
+            if i >= end:
+                break
+            i += nb
+        seg = buf[out:out + m]
+        if m > 32:
+            seg.sort()
+        else:  # a short query: insertion sort in place
+            for a in range(1, m):
+                x = seg[a]
+                b = a
+                while b > 0 and seg[b - 1] > x:
+                    seg[b] = seg[b - 1]
+                    b -= 1
+                seg[b] = x
+        prev = np.int64(-1)
+        o = out
+        for a in range(m):
+            x = seg[a]
+            if x == prev:
+                q_w[o - 1] += np.float32(1)
+            else:
+                q_terms[o] = x
+                q_w[o] = np.float32(1)
+                o += 1
+                prev = x
+        out = o
+    return out
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _text_csr(data, offsets, wtable, table, v_off, v_data, fold, n_chunks):
+    """Chunks of queries split and looked up in parallel, each into its own region of scratch arrays
+    (a token is >= 1 byte and two tokens of a query have a separator between them, so a chunk of B
+    bytes and R queries has at most B // 2 + R tokens), then the regions packed."""
+    nq = offsets.shape[0] - 1
+    lo = np.empty(n_chunks + 1, np.int64)
+    base = np.zeros(n_chunks + 1, np.int64)
+    for c in range(n_chunks + 1):
+        lo[c] = c * nq // n_chunks
+    for c in range(n_chunks):
+        base[c + 1] = base[c] + (offsets[lo[c + 1]] - offsets[lo[c]]) // 2 + (lo[c + 1] - lo[c]) + 1
+    cap = base[n_chunks]
+    q_ptr = np.zeros(nq + 1, np.int64)
+    t_terms = np.empty(cap, np.int32)
+    t_w = np.empty(cap, np.float32)
+    buf = np.empty(cap, np.int64)
+    ends = np.empty(n_chunks, np.int64)
+    for c in numba.prange(n_chunks):
+        ends[c] = _rows_csr(data, offsets, lo[c], lo[c + 1], wtable, table, v_off, v_data, fold,
+                            q_ptr, t_terms, t_w, buf, base[c])
+    start = np.zeros(n_chunks + 1, np.int64)
+    for c in range(n_chunks):
+        start[c + 1] = start[c] + ends[c] - base[c]
+    q_terms = np.empty(start[n_chunks], np.int32)
+    q_w = np.empty(start[n_chunks], np.float32)
+    for c in numba.prange(n_chunks):
+        shift = base[c] - start[c]
+        q_terms[start[c]:start[c + 1]] = t_terms[base[c]:ends[c]]
+        q_w[start[c]:start[c + 1]] = t_w[base[c]:ends[c]]
+        for q in range(lo[c], lo[c + 1]):
+            q_ptr[q] -= shift
+    q_ptr[nq] = start[n_chunks]
+    return q_ptr, q_terms, q_w
+
+
+def text_csr(data, offsets, term_hash: TermHash, fold: bool):
+    """The canonical query CSR of texts, split and looked up in one pass (no token array).
+
+    Every text is split by the rule of :func:`cutext.kernels.tokenize.split_utf8` (maximal runs of
+    word code points, a mark joining the run before it) and every token is looked up in
+    ``term_hash``; unknown tokens are dropped, repeated ones counted.  The caller has normalized the
+    texts (:func:`cutext.stages.tokenize.normalize_texts`); ``fold`` reads ASCII capitals as small
+    letters, the lowercase of an ASCII text.
+
+    Parameters
+    ----------
+    data : uint8 array
+        UTF-8 bytes of the texts, back to back.
+    offsets : int64 array, shape (nq + 1,)
+    term_hash : TermHash
+        The vocabulary (V terms).
+    fold : bool
+
+    Returns
+    -------
+    (q_ptr, q_terms, q_w)
+        int64 (nq + 1,); int32 term ids (``i + 1`` for ``vocab[i]``), ascending within a query;
+        float32 counts.  The same arrays as :func:`query_csr` of the split tokens' ids.
+
+    Notes
+    -----
+    Runs on numba's threads (chunks of at least 256 queries).
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    n_chunks = max(1, min(numba.get_num_threads() * 4, (len(offsets) - 1) // 256))
+    return _text_csr(np.ascontiguousarray(data, dtype=np.uint8), offsets, word_table(), term_hash.table,
+                     term_hash.offsets, term_hash.data, bool(fold), n_chunks)
+
+
+__all__ = ["TermHash", "query_csr", "string_buffers", "text_csr"]

@@ -34,7 +34,7 @@ from cutext.stages.corpus import build_corpus, open_corpus
 from cutext.stages.read import CorpusError
 from cutext.stages.sort import term_major
 from cutext.stages.sources import input_label
-from cutext.stages.tokenize import TokenizerConfig, tokenize_flat
+from cutext.stages.tokenize import TokenizerConfig, normalize_texts, tokenize_flat
 
 POSTINGS_PER_FILE = 8_000_000
 DOCUMENTS_PER_FILE = 4_000_000
@@ -630,21 +630,32 @@ class BM25Index:
     # -- queries
     def query_matrix(self, texts):
         """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
-        (term ids ascending within a query): the batch tokenized into one array, its terms looked up
-        in a hash of the vocabulary built at the first call (:class:`cutext.kernels.termhash.TermHash`)."""
+        (term ids ascending within a query), looked up in a hash of the vocabulary built at the first
+        call (:class:`cutext.kernels.termhash.TermHash`).  Without a stemmer the batch is split and
+        looked up in one pass over its bytes on numba's threads
+        (:func:`cutext.kernels.termhash.text_csr`); with one, it is tokenized into one array first
+        (stopwords and stemming on its distinct terms)."""
         import scipy.sparse as sp
 
-        from cutext.kernels.termhash import TermHash, query_csr
+        from cutext.kernels.termhash import TermHash, query_csr, text_csr
 
         texts = list(texts)
         if self._term_hash is None:  # built once: a batch then costs one probe per token
             self._term_hash = TermHash(self.vocab)
-        tokens, rows = tokenize_flat(texts, self.tokenizer)  # one array for the batch, no list per query
-        ids = self._term_hash.lookup(tokens)
-        if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
-            o = np.argsort(rows, kind="stable")
-            rows, ids = rows[o], ids[o]
-        q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
+        cfg = self.tokenizer
+        if cfg.stemmer is None:
+            # without a stemmer a kept token is the raw token, and a token that stopwords or the length
+            # bounds drop is not in the vocabulary (they dropped it from the corpus): the split and the
+            # lookup of the raw tokens are then one pass over the bytes, with no token array
+            data, offsets, fold = normalize_texts(texts, cfg.lowercase)
+            q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold)
+        else:
+            tokens, rows = tokenize_flat(texts, cfg)  # one array for the batch, no list per query
+            ids = self._term_hash.lookup(tokens)
+            if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
+                o = np.argsort(rows, kind="stable")
+                rows, ids = rows[o], ids[o]
+            q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
         Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(len(texts), len(self.vocab) + 1))
         Q.has_canonical_format = True  # ascending, distinct term ids within a query (query_csr)
         return Q

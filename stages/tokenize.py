@@ -221,6 +221,52 @@ def _nfc_cpu(arr):
     return pc.replace_with_mask(arr, mask, nfc_strings(arr.filter(mask).to_pylist()))
 
 
+def _normalize_cpu(arr, lowercase: bool):
+    """Rules 1-2 before the split on a LargeStringArray: NFC, then (``lowercase``) Unicode lowercase with
+    final sigma folded to sigma and NFC again."""
+    import pyarrow.compute as pc
+
+    arr = _nfc_cpu(arr)
+    if lowercase:
+        arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
+    return arr
+
+
+def normalize_texts(texts, lowercase: bool):
+    """A batch of short texts (queries) made ready for a byte-level split, normalizing only the rows
+    that need it.
+
+    A row of ASCII bytes is its own NFC and its lowercase is a byte fold, so only the rows with a
+    byte >= 0x80 go through :func:`_normalize_cpu` (pyarrow); the caller folds the ASCII capitals
+    (``fold``) while splitting (:func:`cutext.kernels.termhash.text_csr`).  Splitting the result
+    gives the tokens of :func:`split_tokens` on ``texts``.
+
+    Parameters
+    ----------
+    texts : sequence of str, length n
+    lowercase : bool
+
+    Returns
+    -------
+    (data, offsets, fold)
+        uint8 bytes, int64 offsets (n + 1,), and whether ASCII capitals are still to be folded.
+    """
+    import pyarrow.compute as pc
+
+    from cutext.kernels.tokenize import arrow_buffers
+
+    arr = pa.array(texts if isinstance(texts, list) else list(texts), type=pa.large_string())
+    data, offsets = arrow_buffers(arr)
+    if data.size and int(data.max()) >= 0x80:
+        rows = np.unique(np.searchsorted(offsets, np.flatnonzero(data >= 0x80), side="right") - 1)
+        flags = np.zeros(len(arr), bool)
+        flags[rows] = True
+        mask = pa.array(flags)
+        arr = pc.replace_with_mask(arr, mask, _normalize_cpu(arr.filter(mask), lowercase))
+        data, offsets = arrow_buffers(arr)
+    return data, offsets, bool(lowercase)
+
+
 def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -230,10 +276,7 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    arr = pc.fill_null(arr.cast(pa.large_string()), "")
-    arr = _nfc_cpu(arr)
-    if lowercase:
-        arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
+    arr = _normalize_cpu(pc.fill_null(arr.cast(pa.large_string()), ""), lowercase)
     data, offsets = arrow_buffers(arr)
     tok_off, tok_bytes, parent = split_utf8(data, offsets)
     flat = pa.LargeStringArray.from_buffers(len(parent), pa.py_buffer(tok_off), pa.py_buffer(tok_bytes))

@@ -432,6 +432,68 @@ def test_query_csr_long_query_and_gaps():
         np.testing.assert_array_equal(q_w[q_ptr[q]:q_ptr[q + 1]], c)
 
 
+def _token_path_csr(texts, cfg, table):
+    """The query CSR the long way: the token array of tokenize_flat, TermHash.lookup, query_csr."""
+    from cutext.kernels.termhash import query_csr
+    from cutext.stages.tokenize import tokenize_flat
+
+    tokens, rows = tokenize_flat(texts, cfg)
+    return query_csr(rows, table.lookup(tokens), len(texts))
+
+
+TRICKY_QUERIES = ["The CAFÉ and the café", "", "--", "cafe\u0301 Café CAFE\u0301", "ΟΔΟΣ οδός Σίσυφος ΣΊΣΥΦΟΣ",
+                  "x² 3.14 İstanbul ǅemal", "naïve na\u0308ive NAÏVE", "\u0301lead mark", "a " * 40 + "b a",
+                  "emoji 👍🏽 ok\ufe0f", "日本語のテキスト", "x_y snake_case __init__", "ǅ ǆ Ǆ", "straße STRASSE"]
+
+
+@pytest.mark.parametrize("cfg", [TokenizerConfig(), TokenizerConfig.make(min_len=2),
+                                 TokenizerConfig.make(stopwords="lucene", max_len=6),
+                                 TokenizerConfig.make(lowercase=False, min_len=2)],
+                         ids=["default", "min_len", "stopwords-max_len", "no-lowercase"])
+def test_text_csr_equals_the_token_path(data_dir, cfg):
+    """text_csr (split + lookup in one pass, only non-ASCII rows normalized by pyarrow) gives the CSR of
+    the token path for every analysis without a stemmer: the vocabulary of SciFact's abstracts under
+    that analysis, queried by SciFact's claims and by texts with marks, final sigma, decomposed
+    accents, titlecase digraphs, emoji and repeated terms."""
+    import gzip
+
+    import pyarrow as pa
+
+    from cutext.kernels.termhash import TermHash, text_csr
+    from cutext.stages.tokenize import normalize_texts, tokenize_flat
+
+    with gzip.open(data_dir / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        docs = [json.loads(line)["text"] for _, line in zip(range(2000), fh)]
+    tokens, _ = tokenize_flat(docs + TRICKY_QUERIES[:8], cfg)
+    vocab = pa.array(sorted(set(tokens.to_pylist()), key=str.encode), pa.large_string())
+    table = TermHash(vocab)
+    queries = list(scifact_topics(data_dir).values()) + TRICKY_QUERIES + [t.upper() for t in TRICKY_QUERIES]
+    for batch in (queries, queries[-30:], [queries[0]], docs[:1500] + queries):  # the last: several chunks
+        want = _token_path_csr(batch, cfg, table)
+        data, offsets, fold = normalize_texts(batch, cfg.lowercase)
+        got = text_csr(data, offsets, table, fold)
+        assert got[1].dtype == np.int32 and got[2].dtype == np.float32
+        for w, g, name in zip(want, got, ("q_ptr", "q_terms", "q_w")):
+            np.testing.assert_array_equal(g, w, err_msg=name)
+    assert got[0][-1] > 0
+
+
+def test_query_matrix_without_a_stemmer_equals_the_token_path(tmp_path, data_dir):
+    """BM25Index.query_matrix of an index without a stemmer (the one-pass text_csr) equals the token path
+    over the index's own vocabulary, and its search equals the sparse product's."""
+    path, read_kw, topics = _corpus(data_dir, "scifact")
+    r = pipelines.run("bm25", path, out=tmp_path / "index", stopwords="lucene", min_len=2, progress=False, **read_kw)
+    index = pipelines.BM25Index.load(r.path)
+    texts = list(topics.values()) + TRICKY_QUERIES
+    Q = index.query_matrix(texts)
+    q_ptr, q_terms, q_w = _token_path_csr(texts, index.tokenizer, index._term_hash)
+    np.testing.assert_array_equal(Q.indptr, q_ptr)
+    np.testing.assert_array_equal(Q.indices, q_terms)
+    np.testing.assert_array_equal(Q.data, q_w)
+    assert Q.nnz > len(topics)
+    pd.testing.assert_frame_equal(index.search(texts, k=10), index.search(texts, k=10, engine="sparse"))
+
+
 def test_tokenize_flat_batch_equals_each_text_alone():
     """The batch tokenizer of queries (one token array and the text of each token) gives, for every
     text, the tokens of that text tokenized alone, in order (stopwords and stemming on the batch's
