@@ -736,14 +736,18 @@ def cutext_search_run(idx, queries, k, batch_size, mem_baseline=None, pools=None
         kw = {"n_threads": n_threads} if n_threads is not None else {}
         if max_workspace is not None:
             kw["max_workspace"] = max_workspace
-        with GpuMemWatch(mem_baseline, enabled=mem_baseline is not None) as mw:
-            t = time.perf_counter()
-            res = idx.search(queries, k=k, batch_size=batch_size, engine=engine, **kw)
-            sec = time.perf_counter() - t
+        # nvidia-smi is read once after the search, not polled during it: a poller's nvidia-smi processes
+        # slowed 20-40 ms searches by up to 1.6x (results/search-poller-ab-gpu-h200-2026-11-23.log);
+        # the pools' RMM statistics give the live peak
+        t = time.perf_counter()
+        res = idx.search(queries, k=k, batch_size=batch_size, engine=engine, **kw)
+        sec = time.perf_counter() - t
+        used = GpuMemWatch.used_mib() if mem_baseline is not None else None
+        peak = None if used is None else round(used - mem_baseline, 1)
         extra = pools.stop() if pools else {}
         if postings:
             extra["postings_s"] = postings / sec
-        return {"seconds": sec, "peak_mib": mw.peak_mib, "extra": extra, "keep": res,
+        return {"seconds": sec, "peak_mib": peak, "extra": extra, "keep": res,
                 "counts": {"result_rows": len(res)}}
 
     return fn
@@ -906,7 +910,8 @@ def engine_search_rows(bench, qbase, idx, load_s, queries, engines, be, gpu_labe
             dict(qbase, system=f"cutext {gpu_label} {labels[engine]} bs={bs}",
                  notes=[f"tokenize + top-{k}; index load {load_s:.2f} s excluded"]
                  + ([f"max_workspace {args.gpu_workspace_mb} MiB"] if mw else [])
-                 + ([mem_note] if mem_note else [])),
+                 + ([mem_note.replace("peak over", "nvidia-smi after the search (not polled) over")]
+                    if mem_note else [])),
             cutext_search_run(idx, queries, k, bs, mem_baseline=baseline, pools=pools, engine=engine,
                               postings=postings, **mw))
         postings_note(row, postings, hbm)

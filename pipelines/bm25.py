@@ -771,11 +771,15 @@ class BM25Index:
 
         def collect(s, Q, finish):
             doc, score, n = finish()
-            rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
-            vals = score[rows, rank].astype(np.float64)
+            if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
+                rows, rank = np.repeat(np.arange(len(n)), k), np.tile(np.arange(k), len(n))
+                docs, vals = doc.reshape(-1), score.reshape(-1).astype(np.float64)
+            else:
+                rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
+                docs, vals = doc[rows, rank], score[rows, rank].astype(np.float64)
             if self._has_w0:
                 vals = vals + self._absent(Q)[rows]
-            parts.append((rows + s, rank, doc[rows, rank], vals))
+            parts.append((rows + s, rank, docs, vals))
 
         # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
         # kernels end; the other engines have finished when it returns)
