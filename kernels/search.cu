@@ -16,13 +16,47 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
     return ((unsigned long long)u << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned int)doc);
 }
 
+// One step of the scoring of a tile [d0, d1) by one term of weight w: U * blockDim.x postings from p0, each
+// thread loading its U doc ids and weights first (independent loads in flight), then adding those in the
+// tile.  The tile's postings of a term are a prefix of [p0, end): the thread that meets the first posting
+// out of the tile writes its position to *next (a shared slot; cursor[j] itself is written after the
+// term's last barrier, since a slower thread may not have read it yet).  Returns whether all U postings of
+// this thread were in the tile.
+template <int U>
+__device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const float* __restrict__ data,
+                                        long long p0, long long end, int d0, int d1, float w, float* a,
+                                        long long* next) {
+    int doc[U];
+    float wt[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const long long p = p0 + (long long)u * blockDim.x + threadIdx.x;
+        doc[u] = p < end ? indices[p] : 0x7FFFFFFF;
+        wt[u] = p < end ? data[p] : 0.0f;
+    }
+    bool all_in = true;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const long long p = p0 + (long long)u * blockDim.x + threadIdx.x;
+        if (doc[u] < d1) {
+            const float prod = w * wt[u];
+            a[doc[u] - d0] = a[doc[u] - d0] + prod;
+        } else {
+            all_in = false;
+            if (p == p0 || (p - 1 < end && indices[p - 1] < d1)) *next = p;
+        }
+    }
+    return all_in;
+}
+
 // The top k of query blockIdx.x over all documents, a tile of SB_TILE documents at a time in shared memory.
 //
 // Per tile [d0, d1): (1) score: the query's terms in ascending term id, each term's postings from its cursor
 // (cursor[j], the first posting not yet consumed; postings are sorted by doc, so a tile's postings of a term
 // are the next run of them) while doc < d1, added to the tile's float32 scores (the documents of one term are
-// distinct, so no two threads touch one score, and __syncthreads_count is the barrier between chunks and
-// terms: every score is the float32 sum in the CPU engine's order); (2) filter: a score > 0 whose key beats
+// distinct, so no two threads touch one score, and __syncthreads_and is the barrier between chunks and
+// terms: every score is the float32 sum in the CPU engine's order); the thread that meets the first posting
+// out of the tile moves the term's cursor there; (2) filter: a score > 0 whose key beats
 // theta (the k-th best key kept so far, 0 while fewer than k are kept) stays a candidate, every other score
 // is reset to 0; (3) keep: when the kept and the candidates are fewer than k, the candidates are appended;
 // otherwise a radix select (8 passes of 8 bits, histograms in shared memory; keys are distinct, so exactly k
@@ -32,6 +66,9 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
 // Device memory: the two key buffers (k each) and a cursor per query term; the scores live in shared memory.
 #ifndef SB_TILE
 #define SB_TILE 8192
+#endif
+#ifndef SB_UNROLL
+#define SB_UNROLL 4
 #endif
 
 extern "C" __global__ void bm25_block_search(const long long* __restrict__ indptr, const int* __restrict__ indices,
@@ -44,7 +81,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     __shared__ float a[SB_TILE];
     __shared__ unsigned int hist[256];
     __shared__ unsigned long long prefix_sh, mask_sh;
-    __shared__ long long remaining_sh;
+    __shared__ long long remaining_sh, next_sh[2];
     __shared__ int cnt_sh, pos_sh;
     unsigned long long* buf[2] = {top_a + (long long)q * k, top_b + (long long)q * k};
     int cur = 0;
@@ -56,26 +93,21 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE) {
         const int d1 = (int)(n_docs - d0 < SB_TILE ? n_docs : d0 + SB_TILE);
         const int width = d1 - (int)d0;
-        // (1) score the tile
+        // (1) score the tile: a term's postings in steps of blockDim.x (the first) then SB_UNROLL * blockDim.x
         for (long long j = j0; j < j1; ++j) {
             const int t = q_terms[j];
             const float w = q_w[j];
             const long long end = indptr[t + 1];
             long long p0 = cursor[j];
+            bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
-                const long long p = p0 + threadIdx.x;
-                int doc = 0;
-                const bool in = p < end && (doc = indices[p]) < d1;
-                if (in) {
-                    const int d = doc - (int)d0;
-                    const float prod = w * data[p];
-                    a[d] = a[d] + prod;
-                }
-                const int n_in = __syncthreads_count(in);
-                p0 += n_in;
-                if (n_in < (int)blockDim.x) break;
+                const bool all_in = first ? sb_step<1>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1])
+                                          : sb_step<SB_UNROLL>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1]);
+                if (!__syncthreads_and(all_in)) break;  // also the barrier between terms
+                p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
+                first = false;
             }
-            if (threadIdx.x == 0) cursor[j] = p0;
+            if (threadIdx.x == 0) cursor[j] = next_sh[j & 1];
         }
         // (2) filter: candidates stay, the rest back to 0
         if (threadIdx.x == 0) cnt_sh = 0;

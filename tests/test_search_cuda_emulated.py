@@ -2,7 +2,7 @@
 twin of the tiled engine and the CPU engine; and the engines' top-k against an independent brute force.
 
 ``tests/cuda_emu/search_emu.cpp`` defines the CUDA names the search kernels use (``threadIdx``, ``blockIdx``,
-``__syncthreads`` as a block barrier, ``__shared__`` as block-wide storage, ``atomicAdd``, ``__float_as_uint``),
+``__syncthreads`` as a block barrier (and its count / and forms), ``__shared__`` as block-wide storage, ``atomicAdd``, ``__float_as_uint``),
 includes the kernel source and runs every block's threads as ``std::thread`` s, built with
 ``-ffp-contract=off`` (the CPU analogue of ``--fmad=false``) and ``-DSB_TILE=512`` (a tile of 512 scores, so
 the small problems here span several tiles).  ``tests/cuda_emu/fake_cupy.py`` stands in for cupy, so
@@ -130,6 +130,23 @@ def test_emulated_cuda_long_postings_and_ties(fake_cupy):
     assert want[2][1] == 0 and (want[0][0] == np.arange(40)).all()
     dev = [fake_cupy.asarray(a) for a in _args(M)]
     _same(ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, 40), want, "emulated")
+
+
+@pytest.mark.parametrize("density", [0.3, 0.9])
+def test_emulated_cuda_dense_postings(fake_cupy, density):
+    """Terms with hundreds of postings per tile of 512 documents: a tile's postings of a term take several
+    steps of 4 x 32 postings, and a tile's end falls anywhere inside a step (the cursor of the next tile is
+    set by the thread that meets the first posting out of the tile)."""
+    M, Q = _problem(int(density * 10), n_terms=8, n_docs=2000, nq=10, levels=5)
+    M = (sp.random(9, 2000, density=density, format="csr", random_state=4, dtype=np.float32) + M).tocsr()
+    M.sort_indices()
+    Q = sp.csr_matrix(np.maximum(Q.toarray(), 0)[:, :9])
+    Q[np.arange(10), np.arange(10) % 9] = 1.0
+    Q.sort_indices()
+    assert np.diff(M.indptr).max() > 4 * 32 * 2000 // 512
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    for k in (3, 200):
+        _same(ks.search_tiled(*dev, 2000, Q.indptr, Q.indices, Q.data, k), _brute(M, Q, k), f"emulated k={k}")
 
 
 def test_workspace_plan_is_bounded_and_refuses_too_small():

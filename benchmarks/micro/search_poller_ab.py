@@ -4,7 +4,6 @@
 # (GPU indexes of benchmarks/bm25.py's replicated 20 Newsgroups, 200 MB and 2 GB, tokenizer 'plain').
 import sys, time, statistics, os
 sys.path.insert(0, "benchmarks")
-import numpy as np
 from bm25 import Corpus, GpuMemWatch
 from cutext import pipelines
 from cutext.kernels import termhash

@@ -18,6 +18,7 @@ static int __syncthreads_count(int pred) {
     if (threadIdx.x == 0) count = 0;
     return r;
 }
+static int __syncthreads_and(int pred) { return __syncthreads_count(pred) == (int)blockDim.x; }
 #include KERNEL_SOURCE
 extern "C" {
 // one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
