@@ -297,7 +297,7 @@ def _text_csr(data, offsets, wtable, table, v_off, v_data, fold, n_chunks):
     return q_ptr, q_terms, q_w
 
 
-def text_csr(data, offsets, term_hash: TermHash, fold: bool):
+def text_csr(data, offsets, term_hash: TermHash, fold: bool, n_threads: int | None = None):
     """The canonical query CSR of texts, split and looked up in one pass (no token array).
 
     Every text is split by the rule of :func:`cutext.kernels.tokenize.split_utf8` (maximal runs of
@@ -314,6 +314,8 @@ def text_csr(data, offsets, term_hash: TermHash, fold: bool):
     term_hash : TermHash
         The vocabulary (V terms).
     fold : bool
+    n_threads : int, optional
+        numba threads (default: numba's current setting).
 
     Returns
     -------
@@ -321,14 +323,27 @@ def text_csr(data, offsets, term_hash: TermHash, fold: bool):
         int64 (nq + 1,); int32 term ids (``i + 1`` for ``vocab[i]``), ascending within a query;
         float32 counts.  The same arrays as :func:`query_csr` of the split tokens' ids.
 
+    Raises
+    ------
+    ValueError
+        ``n_threads`` out of range.
+
     Notes
     -----
     Runs on numba's threads (chunks of at least 256 queries).
     """
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    n_chunks = max(1, min(numba.get_num_threads() * 4, (len(offsets) - 1) // 256))
-    return _text_csr(np.ascontiguousarray(data, dtype=np.uint8), offsets, word_table(), term_hash.table,
-                     term_hash.offsets, term_hash.data, bool(fold), n_chunks)
+    prev = numba.get_num_threads()
+    nth = prev if n_threads is None else int(n_threads)
+    if not 1 <= nth <= numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"n_threads must be in [1, {numba.config.NUMBA_NUM_THREADS}], got {n_threads}")
+    n_chunks = max(1, min(nth * 4, (len(offsets) - 1) // 256))
+    numba.set_num_threads(nth)
+    try:
+        return _text_csr(np.ascontiguousarray(data, dtype=np.uint8), offsets, word_table(), term_hash.table,
+                         term_hash.offsets, term_hash.data, bool(fold), n_chunks)
+    finally:
+        numba.set_num_threads(prev)
 
 
 __all__ = ["TermHash", "query_csr", "string_buffers", "text_csr"]

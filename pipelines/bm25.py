@@ -628,13 +628,14 @@ class BM25Index:
         return index
 
     # -- queries
-    def query_matrix(self, texts):
+    def query_matrix(self, texts, n_threads: int | None = None):
         """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
         (term ids ascending within a query), looked up in a hash of the vocabulary built at the first
         call (:class:`cutext.kernels.termhash.TermHash`).  Without a stemmer the batch is split and
         looked up in one pass over its bytes on numba's threads
         (:func:`cutext.kernels.termhash.text_csr`); with one, it is tokenized into one array first
-        (stopwords and stemming on its distinct terms)."""
+        (stopwords and stemming on its distinct terms).  ``n_threads``: numba threads of the one pass
+        (default all)."""
         import scipy.sparse as sp
 
         from cutext.kernels.termhash import TermHash, query_csr, text_csr
@@ -648,7 +649,7 @@ class BM25Index:
             # bounds drop is not in the vocabulary (they dropped it from the corpus): the split and the
             # lookup of the raw tokens are then one pass over the bytes, with no token array
             data, offsets, fold = normalize_texts(texts, cfg.lowercase)
-            q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold)
+            q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold, n_threads)
         else:
             tokens, rows = tokenize_flat(texts, cfg)  # one array for the batch, no list per query
             ids = self._term_hash.lookup(tokens)
@@ -731,7 +732,8 @@ class BM25Index:
             Bytes of device workspace of the GPU engine (default 1 GiB, at least 1 MiB); the engine's
             device memory does not grow with ``batch_size``.  Refused by the other engines.
         n_threads : int, optional
-            Threads of the CPU engine (default: all, numba's setting).  Refused by the other engines.
+            Threads of the CPU engine and of its query tokenization (default: all, numba's setting).
+            Refused by the other engines.
 
         Returns
         -------
@@ -785,7 +787,7 @@ class BM25Index:
         # kernels end; the other engines have finished when it returns)
         pending = None
         for s in rng:
-            Q = self.query_matrix(texts[s:s + batch_size])
+            Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
             clock("search: query csr")
             if pending is not None:
                 collect(*pending)

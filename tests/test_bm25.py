@@ -475,7 +475,11 @@ def test_text_csr_equals_the_token_path(data_dir, cfg):
         assert got[1].dtype == np.int32 and got[2].dtype == np.float32
         for w, g, name in zip(want, got, ("q_ptr", "q_terms", "q_w")):
             np.testing.assert_array_equal(g, w, err_msg=name)
+        for w, g in zip(want, text_csr(data, offsets, table, fold, n_threads=1)):  # one thread, same chunks' result
+            np.testing.assert_array_equal(g, w)
     assert got[0][-1] > 0
+    with pytest.raises(ValueError, match="n_threads must be in"):
+        text_csr(data, offsets, table, fold, n_threads=0)
 
 
 def test_query_matrix_without_a_stemmer_equals_the_token_path(tmp_path, data_dir):

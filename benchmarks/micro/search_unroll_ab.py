@@ -1,6 +1,7 @@
-# A/B of the GPU engine's scoring step (kernels/search.cu, SB_UNROLL postings per thread per step) on the device:
-# the engine alone (topk_arrays of precomputed query CSRs, 10,000 Subject-line queries, top 10) and the whole
-# search, -DSB_UNROLL=1 (the step of one posting per thread) against the default and 8, in alternating rounds.
+# A/B of the GPU engine's scoring step (kernels/search.cu) on the device: the engine alone (topk_arrays of
+# precomputed query CSRs, 10,000 Subject-line queries, top 10, batches of 8,192) and the whole search, in
+# alternating rounds.  A term's first step in a tile is one posting per thread, the next ones SB_UNROLL per
+# thread: -DSB_UNROLL=1 (always one, the earlier engine's step), 2, and the default 4.
 # Run from the repository root after `source benchmarks/gpu_env.sh`:
 #   python benchmarks/micro/search_unroll_ab.py INDEX_DIR...
 # (GPU indexes of benchmarks/bm25.py's replicated 20 Newsgroups, tokenizer 'plain').
