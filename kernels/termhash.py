@@ -131,6 +131,36 @@ class TermHash:
         return _lookup(self.table, self.offsets, self.data, q_off, q_data)
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _sort_count(seg, q_terms, q_w, out):
+    """Sort one query's term ids ``seg`` in place (insertion sort up to 32, else ``np.sort``) and append its
+    distinct nonzero ids, with their counts, to ``q_terms`` / ``q_w`` from ``out``; returns the new end."""
+    m = seg.shape[0]
+    if m > 32:
+        seg.sort()
+    else:  # a short query: insertion sort in place, no allocation
+        for a in range(1, m):
+            x = seg[a]
+            b = a
+            while b > 0 and seg[b - 1] > x:
+                seg[b] = seg[b - 1]
+                b -= 1
+            seg[b] = x
+    prev = np.int64(-1)
+    for a in range(m):
+        x = seg[a]
+        if x == 0:
+            continue
+        if x == prev:
+            q_w[out - 1] += np.float32(1)
+        else:
+            q_terms[out] = x
+            q_w[out] = np.float32(1)
+            out += 1
+            prev = x
+    return out
+
+
 @numba.njit(nogil=True, cache=True)
 def query_csr(rows, ids, nq):
     """The canonical query CSR of tokens: ``rows`` (int64, nondecreasing, in [0, nq)) and term ``ids``
@@ -140,7 +170,7 @@ def query_csr(rows, ids, nq):
     q_ptr = np.zeros(nq + 1, np.int64)
     q_terms = np.empty(n, np.int32)
     q_w = np.empty(n, np.float32)
-    buf = np.empty(n, np.int64)
+    buf = ids.copy()
     out = 0
     i = 0
     for q in range(nq):
@@ -148,29 +178,7 @@ def query_csr(rows, ids, nq):
         j = i
         while j < n and rows[j] == q:
             j += 1
-        m = j - i
-        if m > 32:
-            seg = np.sort(ids[i:j])
-        else:  # a short query: insertion sort in place, no allocation
-            seg = buf[i:j]
-            for a in range(m):
-                x = ids[i + a]
-                b = a
-                while b > 0 and seg[b - 1] > x:
-                    seg[b] = seg[b - 1]
-                    b -= 1
-                seg[b] = x
-        prev = np.int64(-1)
-        for x in seg:
-            if x == 0:
-                continue
-            if x == prev:
-                q_w[out - 1] += np.float32(1)
-            else:
-                q_terms[out] = x
-                q_w[out] = np.float32(1)
-                out += 1
-                prev = x
+        out = _sort_count(buf[i:j], q_terms, q_w, out)
         i = j
     q_ptr[nq] = out
     return q_ptr, q_terms[:out].copy(), q_w[:out].copy()
@@ -235,29 +243,7 @@ def _rows_csr(data, offsets, q0, q1, wtable, table, v_off, v_data, fold, q_ptr, 
             if i >= end:
                 break
             i += nb
-        seg = buf[out:out + m]
-        if m > 32:
-            seg.sort()
-        else:  # a short query: insertion sort in place
-            for a in range(1, m):
-                x = seg[a]
-                b = a
-                while b > 0 and seg[b - 1] > x:
-                    seg[b] = seg[b - 1]
-                    b -= 1
-                seg[b] = x
-        prev = np.int64(-1)
-        o = out
-        for a in range(m):
-            x = seg[a]
-            if x == prev:
-                q_w[o - 1] += np.float32(1)
-            else:
-                q_terms[o] = x
-                q_w[o] = np.float32(1)
-                o += 1
-                prev = x
-        out = o
+        out = _sort_count(buf[out:out + m], q_terms, q_w, out)
     return out
 
 
