@@ -54,7 +54,7 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 // Per tile [d0, d1): (1) score: the query's terms in ascending term id, each term's postings from its cursor
 // (cursor[j], the first posting not yet consumed; postings are sorted by doc, so a tile's postings of a term
 // are the next run of them) while doc < d1, added to the tile's float32 scores (the documents of one term are
-// distinct, so no two threads touch one score, and __syncthreads_and is the barrier between chunks and
+// distinct, so no two threads touch one score, and __syncthreads_and is the barrier between steps and
 // terms: every score is the float32 sum in the CPU engine's order); the thread that meets the first posting
 // out of the tile moves the term's cursor there; (2) filter: a score > 0 whose key beats
 // theta (the k-th best key kept so far, 0 while fewer than k are kept) stays a candidate, every other score
