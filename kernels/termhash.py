@@ -42,19 +42,29 @@ def string_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _fnv1a(data, s, e):
+def _byte(data, i, fold):
+    """``data[i]``, an ASCII capital read as its small letter when ``fold``."""
+    c = data[i]
+    if fold and c >= 65 and c <= 90:
+        c += 32
+    return c
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _fnv1a(data, s, e, fold):
     h = _FNV_OFFSET
     for i in range(s, e):
-        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(_byte(data, i, fold))) * _FNV_PRIME
     return h
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _equal(a, sa, ea, b, sb, eb):
+def _equal(a, sa, ea, b, sb, eb, fold):
+    """``a[sa:ea] == b[sb:eb]``, the bytes of ``b`` folded when ``fold``."""
     if ea - sa != eb - sb:
         return False
     for i in range(ea - sa):
-        if a[sa + i] != b[sb + i]:
+        if a[sa + i] != _byte(b, sb + i, fold):
             return False
     return True
 
@@ -66,34 +76,39 @@ def _build(offsets, data, size):
     mask = np.uint64(size - 1)
     for v in range(offsets.shape[0] - 1):
         s, e = offsets[v], offsets[v + 1]
-        slot = _fnv1a(data, s, e) & mask
+        slot = _fnv1a(data, s, e, False) & mask
         while True:
             cur = table[slot]
             if cur == 0:
                 table[slot] = v + 1
                 break
-            if _equal(data, offsets[cur - 1], offsets[cur], data, s, e):
+            if _equal(data, offsets[cur - 1], offsets[cur], data, s, e, False):
                 break
             slot = (slot + np.uint64(1)) & mask
     return table
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _probe(table, v_off, v_data, data, s, e, fold):
+    """Id (index + 1, 0 = unknown) of ``data[s:e]`` in the table, its ASCII capitals read as small letters
+    when ``fold``: FNV-1a 64 of the (folded) bytes, linear probing, a byte compare with the vocabulary."""
+    mask = np.uint64(table.shape[0] - 1)
+    slot = _fnv1a(data, s, e, fold) & mask
+    while True:
+        cur = table[slot]
+        if cur == 0:
+            return 0
+        if _equal(v_data, v_off[cur - 1], v_off[cur], data, s, e, fold):
+            return cur
+        slot = (slot + np.uint64(1)) & mask
 
 
 @numba.njit(nogil=True, cache=True)
 def _lookup(table, v_off, v_data, q_off, q_data):
     n = q_off.shape[0] - 1
     out = np.zeros(n, np.int64)
-    mask = np.uint64(table.shape[0] - 1)
     for i in range(n):
-        s, e = q_off[i], q_off[i + 1]
-        slot = _fnv1a(q_data, s, e) & mask
-        while True:
-            cur = table[slot]
-            if cur == 0:
-                break
-            if _equal(v_data, v_off[cur - 1], v_off[cur], q_data, s, e):
-                out[i] = cur
-                break
-            slot = (slot + np.uint64(1)) & mask
+        out[i] = _probe(table, v_off, v_data, q_data, q_off[i], q_off[i + 1], False)
     return out
 
 
@@ -184,37 +199,6 @@ def query_csr(rows, ids, nq):
     return q_ptr, q_terms[:out].copy(), q_w[:out].copy()
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
-def _probe_folded(table, v_off, v_data, data, s, e, fold):
-    """Id (index + 1, 0 = unknown) of ``data[s:e]``, its ASCII capitals read as small letters when
-    ``fold``: the FNV-1a hash and the byte compare of :func:`_lookup` over the folded bytes."""
-    h = _FNV_OFFSET
-    for i in range(s, e):
-        c = data[i]
-        if fold and c >= 65 and c <= 90:
-            c += 32
-        h = (h ^ np.uint64(c)) * _FNV_PRIME
-    mask = np.uint64(table.shape[0] - 1)
-    slot = h & mask
-    while True:
-        cur = table[slot]
-        if cur == 0:
-            return 0
-        vs, ve = v_off[cur - 1], v_off[cur]
-        if ve - vs == e - s:
-            same = True
-            for i in range(e - s):
-                c = data[s + i]
-                if fold and c >= 65 and c <= 90:
-                    c += 32
-                if v_data[vs + i] != c:
-                    same = False
-                    break
-            if same:
-                return cur
-        slot = (slot + np.uint64(1)) & mask
-
-
 @numba.njit(nogil=True, cache=True)
 def _rows_csr(data, offsets, q0, q1, wtable, table, v_off, v_data, fold, q_ptr, q_terms, q_w, buf, out):
     """Queries q0..q1 - 1 into the CSR arrays from position ``out`` (``q_ptr`` absolute); returns the end."""
@@ -235,7 +219,7 @@ def _rows_csr(data, offsets, q0, q1, wtable, table, v_off, v_data, fold, q_ptr, 
                 start = i
                 in_tok = True
             elif not w and in_tok:
-                tid = _probe_folded(table, v_off, v_data, data, start, i, fold)
+                tid = _probe(table, v_off, v_data, data, start, i, fold)
                 if tid != 0:
                     buf[out + m] = tid
                     m += 1
