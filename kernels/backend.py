@@ -15,6 +15,7 @@ and ``importlib.util.find_spec`` whether cudf / cupy are installed.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -256,3 +257,26 @@ def to_cudf(obj):
     if isinstance(obj, pd.DataFrame):
         return cudf.DataFrame(obj)
     return cudf.Series(obj)
+
+
+@contextlib.contextmanager
+def numba_threads(n_threads=None):
+    """Run the enclosed numba ``prange`` code on ``n_threads`` threads (default: numba's current setting),
+    restoring the setting after; yields the number of threads in effect.
+
+    Raises
+    ------
+    ValueError
+        ``n_threads`` outside ``[1, numba.config.NUMBA_NUM_THREADS]``.
+    """
+    import numba
+
+    prev = numba.get_num_threads()
+    nth = prev if n_threads is None else int(n_threads)
+    if not 1 <= nth <= numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"n_threads must be in [1, {numba.config.NUMBA_NUM_THREADS}], got {n_threads}")
+    numba.set_num_threads(nth)
+    try:
+        yield nth
+    finally:
+        numba.set_num_threads(prev)

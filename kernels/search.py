@@ -32,7 +32,7 @@ import numpy as np
 from numba import prange
 
 from cutext.kernels import _cuda
-from cutext.kernels.backend import array_module
+from cutext.kernels.backend import array_module, numba_threads
 
 SOURCE = "search.cu"
 THREADS = 256  # SB_THREADS in search.cu
@@ -255,16 +255,9 @@ def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, 
     out_n = np.zeros(nq, np.int32)
     if nq == 0 or n_docs == 0:
         return out_doc, out_score, out_n
-    prev = numba.get_num_threads()
-    nth = prev if n_threads is None else int(n_threads)
-    if nth < 1 or nth > numba.config.NUMBA_NUM_THREADS:
-        raise ValueError(f"n_threads must be in [1, {numba.config.NUMBA_NUM_THREADS}], got {n_threads}")
-    numba.set_num_threads(nth)
-    try:
+    with numba_threads(n_threads) as nth:
         _cpu_search(np.asarray(indptr, np.int64), indices, np.asarray(data, np.float32), int(n_docs),
                     q_ptr, q_terms, q_w, k, min(nq, nth * 4), out_doc, out_score, out_n)
-    finally:
-        numba.set_num_threads(prev)
     return out_doc, out_score, out_n
 
 

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from cutext.kernels.backend import numba_threads
 from cutext.kernels.tokenize import _decode, arrow_buffers, word_table
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -303,17 +304,10 @@ def text_csr(data, offsets, term_hash: TermHash, fold: bool, n_threads: int | No
     Runs on numba's threads (chunks of at least 256 queries).
     """
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    prev = numba.get_num_threads()
-    nth = prev if n_threads is None else int(n_threads)
-    if not 1 <= nth <= numba.config.NUMBA_NUM_THREADS:
-        raise ValueError(f"n_threads must be in [1, {numba.config.NUMBA_NUM_THREADS}], got {n_threads}")
-    n_chunks = max(1, min(nth * 4, (len(offsets) - 1) // 256))
-    numba.set_num_threads(nth)
-    try:
+    with numba_threads(n_threads) as nth:
+        n_chunks = max(1, min(nth * 4, (len(offsets) - 1) // 256))
         return _text_csr(np.ascontiguousarray(data, dtype=np.uint8), offsets, word_table(), term_hash.table,
                          term_hash.offsets, term_hash.data, bool(fold), n_chunks)
-    finally:
-        numba.set_num_threads(prev)
 
 
 __all__ = ["TermHash", "query_csr", "string_buffers", "text_csr"]
