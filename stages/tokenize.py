@@ -221,6 +221,25 @@ def _nfc_cpu(arr):
     return pc.replace_with_mask(arr, mask, nfc_strings(arr.filter(mask).to_pylist()))
 
 
+def non_ascii_rows(chars, offsets):
+    """Rows of a strings buffer that hold a byte >= 0x80 (the rows whose NFC or lowercase is more than an
+    ASCII byte fold).
+
+    Parameters
+    ----------
+    chars : uint8 array (numpy or cupy)
+    offsets : int64 array (n + 1,) of the same library, nondecreasing (absolute positions in ``chars``)
+
+    Returns
+    -------
+    int64 array of the same library, sorted row indices.
+    """
+    xp = array_module(chars)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    high = xp.flatnonzero(chars[lo:hi] >= 0x80) + lo
+    return xp.unique(xp.searchsorted(offsets, high, side="right") - 1)
+
+
 def _normalize_cpu(arr, lowercase: bool):
     """Rules 1-2 before the split on a LargeStringArray: NFC, then (``lowercase``) Unicode lowercase with
     final sigma folded to sigma and NFC again."""
@@ -257,8 +276,8 @@ def normalize_texts(texts, lowercase: bool):
 
     arr = pa.array(texts if isinstance(texts, list) else list(texts), type=pa.large_string())
     data, offsets = arrow_buffers(arr)
-    if data.size and int(data.max()) >= 0x80:
-        rows = np.unique(np.searchsorted(offsets, np.flatnonzero(data >= 0x80), side="right") - 1)
+    rows = non_ascii_rows(data, offsets)
+    if len(rows):
         flags = np.zeros(len(arr), bool)
         flags[rows] = True
         mask = pa.array(flags)
@@ -386,9 +405,7 @@ def _lower_gpu(s, max_fraction: float = 0.25):
     n = len(s)
     if n == 0 or len(chars) == 0:
         return s
-    span = chars[int(offsets[0]):int(offsets[-1])]
-    high = cupy.flatnonzero(span >= 0x80) + int(offsets[0])
-    fix = cupy.unique(cupy.searchsorted(offsets, high, side="right") - 1) if len(high) else high
+    fix = non_ascii_rows(chars, offsets)
     if len(fix) > max_fraction * n:
         return s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
     if _ASCII_LOWER is None:

@@ -229,3 +229,20 @@ def test_length_filter_alone_equals_the_term_map(min_len, max_len):
     assert a.tolist() == b.tolist() and len(a) < len(tok)
     np.testing.assert_array_equal(da, db)
     assert str(a.dtype) == str(b.dtype)
+
+
+@pytest.mark.parametrize("start", [0, 3])
+def test_non_ascii_rows_are_the_rows_with_a_non_ascii_character(start):
+    """non_ascii_rows == the rows with a character > U+007F, also over a slice of the rows (offsets not
+    starting at 0)."""
+    import pyarrow as pa
+
+    from cutext.kernels.tokenize import arrow_buffers
+    from cutext.stages.tokenize import non_ascii_rows
+
+    texts = ["plain", "café", "", "x\u0301", "ascii only", "ΟΔΟΣ", "tail é", "a", "日本", "zz"]
+    data, offsets = arrow_buffers(pa.array(texts, pa.large_string()))
+    got = non_ascii_rows(data, offsets[start:])
+    want = [i - start for i, t in enumerate(texts) if i >= start and any(ord(c) > 127 for c in t)]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int64
