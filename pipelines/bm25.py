@@ -28,7 +28,7 @@ from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages import search as search_stage
-from cutext.stages.compute import StepClock, compute_context
+from cutext.stages.compute import StepClock, compute_context, gpu_spill_budget
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
 from cutext.stages.read import CorpusError
@@ -177,15 +177,16 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
     return True
 
 
-def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn):
+def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
     """One term range of the postings from spilled counts partitions (an external merge pass).
 
     Each partition's ``term_id`` file is memory-mapped and binary-searched, so only the rows of
     ``[lo, hi)`` (``<= hi`` if ``last``) are read.  The partitions hold increasing doc-id ranges and
     each is sorted by (term_id, doc_id), so a stable sort by term of their concatenation is the
     (term_id, doc_id) order: the rows and order of :func:`_term_range` on the same slices.
+    A frame of ``like``'s library (pandas by default; cudf: the range is weighted on the device).
     """
-    from cutext.stages.corpus import COUNT_COLUMNS, load_spilled
+    from cutext.stages.corpus import COUNT_COLUMNS, _to_like, load_spilled
 
     pieces = {k: [] for k in COUNT_COLUMNS}
     for f in folders:
@@ -201,14 +202,17 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn):
             for k, v in pieces.items()}
     del pieces
     order = np.argsort(cols["term_id"], kind="stable")
-    df = pd.DataFrame({k: cols.pop(k)[order] for k in COUNT_COLUMNS})
+    cols = {k: cols.pop(k)[order] for k in COUNT_COLUMNS}
     del order
+    df = pd.DataFrame(cols) if like is None else type(like)(_to_like(cols, like))
+    del cols
     return _drop_dl(weight_fn(df))
 
 
-def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts):
+def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts, like=None):
     """:func:`_term_major` over counts partitions spilled to ``folders`` (a task per term range
-    reads its slice of every partition's files; nothing of the corpus is held in memory)."""
+    reads its slice of every partition's files; nothing of the corpus is held in memory); the
+    ranges are frames of ``like``'s library."""
     import dask
     import dask.dataframe as dd
 
@@ -219,8 +223,8 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
         weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
         weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
         return term_major(weighted, df_t, nparts)
-    out = [dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2, weight_fn)
-           for i in range(len(divisions) - 1)]
+    out = [dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2, weight_fn,
+                                        like) for i in range(len(divisions) - 1)]
     m = _drop_dl(bm25_stage.weights_meta(counts._meta))
     return dd.from_delayed(out, meta=m, verify_meta=False)
 
@@ -294,8 +298,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
                                  inputs=path) as tmp:
             # CPU: the per-partition results go to files inside the output's temporary directory
-            # (removed before the swap), so host memory holds the partitions in flight (issue 15)
-            spill = tmp / ".spill" if be == "cpu" else None
+            # (removed before the swap), so host memory holds the partitions in flight (issue 15);
+            # GPU: the same when the device is too small to hold them (issue 10)
+            budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
+            spill = tmp / ".spill" if be == "cpu" or budget is not None else None
+            per_file = POSTINGS_PER_FILE
+            if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
+                per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
             corpus = build_corpus(src, tok_cfg, info, spill=spill,
                                   run_stage=lambda name, fn: stages.run(names.get(name, name), fn))
             docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
@@ -308,7 +317,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             # the public bm25 stage (cutext.stages.api.bm25) on the front end's counts
             weights = stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
                                      k1=k1, b=b, delta=delta,
-                                     n_partitions=max(1, -(-n_postings // POSTINGS_PER_FILE)))
+                                     n_partitions=max(1, -(-n_postings // per_file)))
             avgdl, idf_t, w0 = weights.avgdl, weights.idf, weights.w0
 
             def _write():
@@ -317,9 +326,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     from cutext.stages.corpus import SPILL_COUNTS, spill_dir
 
                     weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
-                    nparts = max(1, -(-n_postings // POSTINGS_PER_FILE))
+                    nparts = max(1, -(-n_postings // per_file))
                     folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
-                    postings = _term_major_spilled(folders, df_t, nparts, weight_fn, counts)
+                    postings = _term_major_spilled(folders, df_t, nparts, weight_fn, counts, counts._meta)
                 else:
                     postings = weights.postings
                 # one GPU in-process: two term ranges in flight, so one range's Parquet encoding and

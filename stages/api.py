@@ -176,6 +176,31 @@ def count_partition_summary(ps: _PartScan, vocab_frame, like):
     return out
 
 
+class _Taker:
+    """Hands out a plan's persisted summaries one at a time and forgets each one handed out, so that
+    a partition's summary is freed as soon as its count task has used it (in-process runs)."""
+
+    def __init__(self, items: list):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def take(self, i: int):
+        item, self.items[i] = self.items[i], None
+        if item is None:
+            raise RuntimeError(f"the summary of partition {i} was already counted and released")
+        return item.compute(scheduler="sync") if hasattr(item, "dask") else item
+
+    def __dask_tokenize__(self):
+        return ("cutext-taker", id(self))
+
+
+def count_partition_taken(taker: _Taker, i: int, vocab_frame, like):
+    """:func:`count_partition_summary` of partition ``i``'s summary, released as it is used."""
+    return count_partition_summary(taker.take(i), vocab_frame, like)
+
+
 @dataclass
 class _TokensPlan:
     cfg: TokenizerConfig
@@ -288,6 +313,22 @@ def tokenize(texts, tokenizer: TokenizerConfig | None = None, *, text_column: st
     doc_ids = np.concatenate([d for d, _ in docs]) if docs else np.zeros(0, np.int64)
     lengths = np.concatenate([n for _, n in docs]) if docs else np.zeros(0, np.int64)
     return _set_plan(tokens, _TokensPlan(cfg, summaries, doc_ids, lengths))
+
+
+def retext(tokens, texts):
+    """A :func:`tokenize` result whose lazy rows are computed from ``texts`` instead of the
+    collection it was tokenized from; its persisted summaries (what :func:`encode` and
+    :func:`count` use) are kept.
+
+    ``texts`` must hold the same ``(doc_id, text)`` partitions (e.g. the same files read again), so
+    that a persisted text collection can be freed once it is tokenized.
+    """
+    plan = _plan(tokens)
+    if not isinstance(plan, _TokensPlan):
+        raise ValueError("retext needs the result of tokenize(..., persist=True)")
+    out = texts.map_partitions(_Tokenize(plan.cfg, "text"), meta=tokens._meta, enforce_metadata=False,
+                               align_dataframes=False)
+    return _set_plan(out, plan)
 
 
 def encode(tokens):
@@ -409,6 +450,28 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
     Counts
         ``counts`` persisted, ``df`` and ``lengths`` on the host.
     """
+    return _count(encoded, n_terms, n_docs, release=False)
+
+
+def count_releasing(encoded, *, n_docs: int | None = None) -> Counts:
+    """:func:`count` of an unchanged :func:`encode` result that frees each partition's tokenize
+    summary as soon as its counts are computed, so that the stage's peak memory is about the
+    counts, not the counts and every summary (the corpus front end on one GPU, issue 10).
+
+    Only for in-process schedulers (the summaries must be in this process).  Afterwards
+    ``encoded`` and its tokens have no summaries: they are computed from their rows if used
+    again.
+    """
+    plan = _plan(encoded)
+    if not isinstance(plan, _EncodedPlan):
+        raise ValueError("count_releasing needs the unchanged result of encode(tokenize(...))")
+    try:
+        return _count(encoded, None, n_docs, release=True)
+    finally:
+        _set_plan(encoded, None)
+
+
+def _count(encoded, n_terms, n_docs, release: bool) -> Counts:
     import dask
     import dask.dataframe as dd
 
@@ -417,7 +480,12 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
     plan = _plan(encoded)
     if plan is not None:
         vf_key = dask.delayed(plan.vocab_frame, pure=True)
-        parts = [dask.delayed(count_partition_summary)(s, vf_key, like) for s in plan.tokens.summaries]
+        if release:
+            taker = dask.delayed(_Taker(plan.tokens.summaries), pure=True)
+            parts = [dask.delayed(count_partition_taken)(taker, i, vf_key, like)
+                     for i in range(len(plan.tokens.summaries))]
+        else:
+            parts = [dask.delayed(count_partition_summary)(s, vf_key, like) for s in plan.tokens.summaries]
         counts = dd.from_delayed(parts, meta=meta("counts", like), verify_meta=False)
         V = len(plan.vocab_frame) if n_terms is None else int(n_terms)
         lengths = _lengths_by_id(plan.tokens, n_docs)

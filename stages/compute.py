@@ -166,13 +166,15 @@ def step_profile(reset: bool = False) -> dict:
 @contextlib.contextmanager
 def device_pool():
     """Allocate device memory from a stream-ordered pool (``cudaMallocAsync``, RMM's
-    ``CudaAsyncMemoryResource``) for the duration of an in-process GPU run.
+    ``CudaAsyncMemoryResource``) for the duration of an in-process GPU run, CuPy's arrays included
+    (:func:`cupy_from_rmm`).
 
-    Only when the process still has RMM's default resource (a plain ``CudaMemoryResource``, under
+    The pool only when the process still has RMM's default resource (a plain ``CudaMemoryResource``, under
     which every cupy and cudf allocation is a ``cudaMalloc`` and every free a device-wide
     ``cudaFree``); a resource the caller chose (a pool, managed memory, statistics, a dask-cuda
-    worker's) is left alone.  The previous resource is restored afterwards; buffers allocated in the
-    run keep their pool until they are freed.  Yields whether the pool was installed.
+    worker's) is left alone, and CuPy allocates from it.  The previous resource and allocator are
+    restored afterwards; buffers allocated in the run keep their pool until they are freed.  Yields
+    whether the pool was installed.
     """
     try:
         import rmm
@@ -180,14 +182,44 @@ def device_pool():
         yield False
         return
     old = rmm.mr.get_current_device_resource()
-    if type(old) is not rmm.mr.CudaMemoryResource:
-        yield False
-        return
-    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+    mine = type(old) is rmm.mr.CudaMemoryResource
+    if mine:
+        rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
     try:
-        yield True
+        with cupy_from_rmm():
+            yield mine
     finally:
-        rmm.mr.set_current_device_resource(old)
+        if mine:
+            rmm.mr.set_current_device_resource(old)
+
+
+def rmm_cupy():
+    """Make CuPy allocate from RMM's current device resource (what a dask-cuda worker and an
+    in-process run use), so that cudf and the kernels share one pool, one limit and one count."""
+    import cupy
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+
+
+@contextlib.contextmanager
+def cupy_from_rmm():
+    """:func:`rmm_cupy` for the duration of a run; CuPy's previous allocator is restored afterwards.
+
+    Without it CuPy keeps its own pool beside RMM's: blocks one library freed stay reserved and the
+    other cannot reuse them, and RMM's statistics and limits miss every CuPy array."""
+    try:
+        import cupy
+        from rmm.allocators.cupy import rmm_cupy_allocator
+    except ImportError:  # pragma: no cover - GPU installs have both
+        yield
+        return
+    old = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    try:
+        yield
+    finally:
+        cupy.cuda.set_allocator(old)
 
 
 def _context(backend, cfg, scheduler, nbytes, n_workers):
@@ -216,9 +248,58 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
                                dashboard_address=None)
     try:
         with Client(cluster) as c, dask.config.set(cfg):
+            if backend == "gpu":
+                c.run(rmm_cupy)  # the workers' CuPy arrays from their RMM pool, as in-process
             yield ComputeInfo(backend, "cluster", len(c.scheduler_info().get("workers", {})), c)
     finally:
         cluster.close()
+
+
+# Device bytes an in-memory GPU corpus build needs per input byte, at its peak (the count stage:
+# the tokenize scans, 12 bytes a distinct (term, document) pair, beside the counts, 20 bytes a
+# pair, and the sort's temporaries).  Measured 2.8-3.9x on replicated 20 Newsgroups (issue 10,
+# benchmarks/bm25_limited.py); 4 leaves a margin.
+DEVICE_BYTES_PER_INPUT_BYTE = 4
+
+
+def device_memory_budget() -> int:
+    """Bytes of device memory this process can still allocate on the current GPU.
+
+    The device's free memory (``cudaMemGetInfo``) plus what CuPy's own pool holds unused, bounded
+    by what a :class:`rmm.mr.LimitingResourceAdaptor` in the current RMM resource chain still
+    allows (the way to give a run less than the whole device).
+    """
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    budget = int(free) + int(cupy.get_default_memory_pool().free_bytes())
+    try:
+        import rmm
+    except ImportError:  # pragma: no cover - GPU installs have rmm
+        return budget
+    mr, seen = rmm.mr.get_current_device_resource(), 0
+    while mr is not None and seen < 16:
+        if isinstance(mr, rmm.mr.LimitingResourceAdaptor):
+            budget = min(budget, int(mr.get_allocation_limit()) - int(mr.get_allocated_bytes()))
+        mr = mr.get_upstream() if hasattr(mr, "get_upstream") else None
+        seen += 1
+    return budget
+
+
+def gpu_spill_budget(nbytes: int, info: ComputeInfo) -> int | None:
+    """The per-GPU device budget (bytes, :func:`device_memory_budget`, the smallest over the
+    workers) when a GPU corpus build of ``nbytes`` of input should keep its per-partition results
+    in files (``spill=``) instead of device memory, else None: spill when
+    ``DEVICE_BYTES_PER_INPUT_BYTE * nbytes``, shared among the workers, exceeds that budget."""
+    need = DEVICE_BYTES_PER_INPUT_BYTE * int(nbytes)
+    if info.client is None:
+        budget, n = device_memory_budget(), 1
+    else:
+        budgets = list(info.client.run(device_memory_budget).values())
+        if not budgets:
+            return None
+        budget, n = min(budgets), len(budgets)
+    return budget if need / n > budget else None
 
 
 def materialize(ddf, info: ComputeInfo):

@@ -32,6 +32,7 @@ partitions); past it every stage takes its library from the partitions.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -347,9 +348,11 @@ def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
     return out
 
 
-# ----------------------------------------------------------------------------- spilled partitions (CPU)
+# ----------------------------------------------------------------------------- spilled partitions
 # With ``spill=`` (a directory every worker can reach), the per-partition results are files, not
 # persisted collections: host memory then holds the partitions in flight, never the corpus
+# (and on the GPU, device memory holds the partitions in flight: each is copied to the host when
+# written and back when read)
 # (issue 15: <= 3x the input plus a constant).  Each file is written under a temporary name and
 # renamed, so a retried task (a killed worker) rewrites it whole.
 
@@ -370,7 +373,7 @@ def _save_arrays(folder, arrays: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, a in arrays.items():
         tmp = folder / f".{name}.{os.getpid()}.npy"
-        np.save(tmp, np.ascontiguousarray(a), allow_pickle=False)
+        np.save(tmp, np.ascontiguousarray(to_host(a)), allow_pickle=False)
         os.replace(tmp, folder / f"{name}.npy")
 
 
@@ -387,25 +390,40 @@ def tokenize_partition_spill(df, cfg, folder):
     scan = tokenize_partition_scan(df, cfg)
     del df
     _save_arrays(folder, {"code": scan.code, "pos": scan.pos, "tf": scan.tf})
-    uniq = pa.array(scan.uniq, type=pa.large_string()) if len(scan.uniq) else pa.array([], pa.large_string())
+    uniq = scan.uniq.to_arrow() if is_gpu(scan.uniq) else scan.uniq
+    uniq = pa.array(uniq, type=pa.large_string()) if len(uniq) else pa.array([], pa.large_string())
     tmp = folder / f".uniq.{os.getpid()}.arrow"
     with pa.OSFile(str(tmp), "wb") as fh, pa.ipc.new_file(fh, pa.schema([("token", pa.large_string())])) as w:
         w.write_table(pa.table({"token": uniq}))
     os.replace(tmp, folder / "uniq.arrow")
-    return np.asarray(scan.lengths, np.int64)
+    return np.asarray(to_host(scan.lengths), np.int64)
 
 
-def _spilled_uniques(folder):
+def _spilled_uniques(folder, like=None):
+    """The spilled scan's unique tokens: a pandas Series, or a cudf one when ``like`` is a cudf object."""
     import pandas as pd
 
     with pa.memory_map(str(folder / "uniq.arrow")) as mm:
         arr = pa.ipc.open_file(mm).read_all().column("token").combine_chunks()
+    if like is not None and is_gpu(like):
+        from cutext.stages.gputext import cudf_strings
+
+        return cudf_strings(arr)
     return pd.Series(arr, dtype=pd.StringDtype("pyarrow"))
+
+
+def _to_like(arrays: dict, like) -> dict:
+    """Host arrays as arrays of ``like``'s library (copied to the device for a cudf ``like``)."""
+    if not is_gpu(like):
+        return arrays
+    import cupy
+
+    return {k: cupy.asarray(a) for k, a in arrays.items()}
 
 
 def encode_partition_uniques_spilled(folder, like):
     """The spilled scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
-    return type(like)({"token": _spilled_uniques(folder)})
+    return type(like)({"token": _spilled_uniques(folder, like)})
 
 
 def count_partition_spill(scan_folder, vocab_frame, offset: int, lengths, like, folder):
@@ -417,21 +435,20 @@ def count_partition_spill(scan_folder, vocab_frame, offset: int, lengths, like, 
     (terms, n) : int32 and int64 arrays, the partition's distinct term ids and their document counts
         (its share of ``df``).
     """
-    a = load_spilled(scan_folder, ("code", "pos", "tf"))
-    scan = _Scan(_spilled_uniques(scan_folder), a["code"], a["pos"], a["tf"], np.asarray(lengths))
+    a = _to_like(dict(load_spilled(scan_folder, ("code", "pos", "tf")), lengths=np.asarray(lengths)), like)
+    scan = _Scan(_spilled_uniques(scan_folder, like), a["code"], a["pos"], a["tf"], a["lengths"])
     del a
     c = count_partition_scan(scan, vocab_frame, offset, like)
     del scan
-    cols = {k: c[k].to_numpy() for k in COUNT_COLUMNS}
-    del c
-    _save_arrays(folder, cols)
-    terms, n = run_lengths(cols["term_id"])
-    return terms.astype(np.int32), n.astype(np.int64)
+    terms, n = run_lengths(values(c["term_id"]))
+    terms, n = to_host(terms).astype(np.int32), to_host(n).astype(np.int64)
+    _save_arrays(folder, {k: values(c[k]) for k in COUNT_COLUMNS})
+    return terms, n
 
 
 def load_counts_partition(folder, like):
-    """A spilled counts partition as a ``(term_id, doc_id, tf, dl)`` frame."""
-    return type(like)(load_spilled(folder, COUNT_COLUMNS))
+    """A spilled counts partition as a ``(term_id, doc_id, tf, dl)`` frame (of ``like``'s library)."""
+    return type(like)(_to_like(load_spilled(folder, COUNT_COLUMNS), like))
 
 
 def _number_documents(table, counts: np.ndarray, pieces):
@@ -467,10 +484,13 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
         ``run_stage(name, fn) -> fn()``: runs each stage (``name`` in :data:`STAGES`), e.g. to time
         it under another name or move a progress bar.  Default: time it into ``Corpus.timings``.
     spill : str or os.PathLike, optional
-        CPU backend: a directory (reachable by every worker) for the per-partition results.  The
-        tokenize stage writes its scans there instead of persisting them, and ``counts`` is a lazy
-        collection reading the count stage's files (``spill/counts-NNNNN/*.npy``, see
+        A directory (reachable by every worker) for the per-partition results.  The tokenize stage
+        writes its scans there instead of persisting them, and ``counts`` is a lazy collection
+        reading the count stage's files (``spill/counts-NNNNN/*.npy``, see
         :func:`load_counts_partition`): host memory holds the partitions in flight, not the corpus.
+        On the GPU the same bounds device memory (the text is read twice instead of kept, and
+        partitions are copied to the host as they are written); the bm25 pipeline takes this
+        path when the device is too small for the corpus (:func:`cutext.stages.compute.gpu_spill_needed`).
         The caller removes the directory when it is done with ``counts``.
 
     Returns
@@ -493,7 +513,8 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     like = raw._meta
 
     # GPU (issue 10): the device keeps the read text until the tokenize stage has scanned it, so
-    # the input is read once; the CPU reads it twice and keeps no text (issue 15's host bound)
+    # the input is read once; the CPU, and the GPU with spill=, read it twice and keep no text
+    # (issue 15's host bound, issue 10's limited device memory)
     held = {}
 
     def _read():
@@ -502,7 +523,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
             source = spread_source(source, info.n_workers, info.client)
             raw = source.docs
         src = raw
-        if is_gpu(like):
+        if is_gpu(like) and spill is None:
             src = held["text"] = materialize(raw, info)
         table = materialize(src.map_partitions(_doc_table, meta=_doc_table(like)), info)
         if source.check_documents is not None:
@@ -514,22 +535,36 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     docs, part_counts, offsets = run("read", _read)
     n_docs = int(part_counts.sum())
 
-    if spill is not None and is_gpu(source.backend):
-        raise ValueError("spill= is for the CPU backend (device partitions are bounded by blocksize)")
     if spill is not None:
         return _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, keep_tokens,
                               spill, timings)
 
     # the public stages (cutext.stages.api), on the text numbered by the read stage's scan (on the GPU
     # the text the read stage kept on the device)
-    texts = held.pop("text", raw).map_partitions(api._WithDocIds(offsets, "text"),
-                                                 meta=meta({"doc_id": "int64", "text": "string"}, like),
-                                                 enforce_metadata=False, align_dataframes=False)
-    tokens_lazy = run("tokenize", lambda: api.tokenize(texts, cfg))
+    def numbered_texts(frames):
+        return frames.map_partitions(api._WithDocIds(offsets, "text"),
+                                     meta=meta({"doc_id": "int64", "text": "string"}, like),
+                                     enforce_metadata=False, align_dataframes=False)
+
+    was_held = "text" in held
+    texts = numbered_texts(held.pop("text", raw))
+    tokens_lazy = run("tokenize", functools.partial(api.tokenize, texts, cfg))
+    if was_held:
+        # the device text is not needed after the scan: its lazy token rows re-read the input, so the
+        # text is freed before the count stage adds its table (peak device memory, issue 10)
+        tokens_lazy = api.retext(tokens_lazy, numbered_texts(raw))
+    del texts
     vocab, encoded = run("encode", lambda: api.encode(tokens_lazy))
     counts = df = None
     if count:
-        c = run("count", lambda: api.count(encoded, n_docs=n_docs))
+        if info.client is None and not keep_tokens:
+            # in-process: each partition's scan is freed as its counts are made (peak memory:
+            # the counts, not the counts beside every scan); encoded / tokens_lazy then recompute
+            # from their rows if used again
+            c = run("count", lambda: api.count_releasing(encoded, n_docs=n_docs))
+            api._set_plan(tokens_lazy, None)
+        else:
+            c = run("count", lambda: api.count(encoded, n_docs=n_docs))
         counts, df, lengths = c.counts, c.df, c.lengths
     else:
         lengths = api.token_lengths(tokens_lazy, n_docs)

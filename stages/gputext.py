@@ -206,7 +206,7 @@ def scan_partition(text, cfg: TokenizerConfig):
     """
     import pandas as pd
 
-    from cutext.kernels.backend import is_gpu_object, to_cudf
+    from cutext.kernels.backend import is_gpu_object
 
     if is_gpu_object(text):
         from cutext.stages.tokenize import cudf_string_buffers
@@ -221,10 +221,7 @@ def scan_partition(text, cfg: TokenizerConfig):
         del s, data, offsets
         if out is None:
             return None
-        uniq = out[0]
-        if len(uniq) == 0 or _arrow_nbytes(uniq) < 2**31 - 1:
-            uniq = uniq.cast(pa.string())
-        return (to_cudf(uniq).reset_index(drop=True),) + tuple(out[1:])
+        return (cudf_strings(out[0]),) + tuple(out[1:])
     import pyarrow.compute as pc
 
     from cutext.kernels.tokenize import arrow_buffers
@@ -243,6 +240,15 @@ def scan_partition(text, cfg: TokenizerConfig):
 def _arrow_nbytes(arr) -> int:
     """Bytes of text of a pyarrow LargeStringArray (its last offset; ``.offsets`` is not in every pyarrow)."""
     return int(np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset + len(arr)])
+
+
+def cudf_strings(arr):
+    """A pyarrow LargeStringArray as a cudf Series (index 0..n-1), with 32-bit offsets when they fit."""
+    from cutext.kernels.backend import to_cudf
+
+    if len(arr) == 0 or _arrow_nbytes(arr) < 2**31 - 1:
+        arr = arr.cast(pa.string())
+    return to_cudf(arr).reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- read (lines)

@@ -7,6 +7,7 @@ give the bm25 index and the LDA chunks of the pipelines.
 """
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -19,6 +20,7 @@ from cutext.stages.sources import FrameError
 from helpers import assert_same_index, read_index
 
 dd = pytest.importorskip("dask.dataframe")
+import dask  # noqa: E402  (after the importorskip of dask.dataframe)
 
 N_DOCS = 400
 ANALYSIS = dict(stopwords="lucene", stemmer="porter")
@@ -213,6 +215,63 @@ def test_public_stages_compose_to_the_bm25_index(cacm, cacm_parquet, tmp_path):
         post = w.postings.compute().reset_index(drop=True)
         for col in ("term_id", "doc_id", "tf", "weight"):
             np.testing.assert_array_equal(post[col].to_numpy(), ref["postings"][col].to_numpy(), err_msg=col)
+
+
+def test_retext_keeps_the_summaries_and_recomputes_rows_from_the_new_texts(cacm):
+    """``api.retext``: the rows come from the texts given (the GPU front end re-reads its input so that
+    the device text can be freed), the encode / count results from the persisted summaries."""
+    from cutext.stages import api
+
+    frame = cacm.rename(columns={"contents": "text"})[["text"]].iloc[:400]
+    frame.insert(0, "doc_id", np.arange(len(frame), dtype=np.int64))
+    first = dd.from_pandas(frame, npartitions=3, sort=False)
+    tokens = stages.tokenize(first, **ANALYSIS)
+    again = dd.from_pandas(frame.copy(), npartitions=3, sort=False)
+    re = api.retext(tokens, again)
+    pd.testing.assert_frame_equal(re.compute().reset_index(drop=True), tokens.compute().reset_index(drop=True))
+    assert api._plan(re) is api._plan(tokens)  # the summaries are shared, not recomputed
+    # rows come from the texts given: other texts give other rows, while encode / count still
+    # give the summaries' results
+    other = dd.from_pandas(frame.assign(text="zz " * 3), npartitions=3, sort=False)
+    rows = api.retext(tokens, other).compute()
+    assert set(rows["token"]) == {"zz"} and len(rows) == 3 * len(frame)
+    (v1, e1), (v2, e2) = stages.encode(tokens), stages.encode(api.retext(tokens, other))
+    assert v1.equals(v2)
+    c1, c2 = stages.count(e1, n_docs=len(frame)), stages.count(e2, n_docs=len(frame))
+    np.testing.assert_array_equal(c1.df, c2.df)
+    pd.testing.assert_frame_equal(c1.counts.compute(), c2.counts.compute())
+    with pytest.raises(ValueError, match="persist=True"):
+        api.retext(stages.tokenize(first, persist=False), again)
+
+
+def test_count_releasing_equals_count_and_frees_the_summaries(cacm):
+    """The front end's count (``api.count_releasing``): the same counts as ``count``, each partition's
+    summary dropped once counted, and the encoded frame still countable (from its rows) afterwards."""
+    import weakref
+
+    from cutext.stages import api
+
+    frame = cacm.rename(columns={"contents": "text"})[["text"]].iloc[:600]
+    texts = dd.from_pandas(frame, npartitions=4, sort=False)
+    ref_tokens = stages.tokenize(texts, **ANALYSIS)
+    ref = stages.count(stages.encode(ref_tokens)[1], n_docs=len(frame))
+    tokens = stages.tokenize(texts, **ANALYSIS)
+    plan = api._plan(tokens)
+    scans = [weakref.ref(s.compute(scheduler="sync").scan) for s in plan.summaries]
+    vocab, encoded = stages.encode(tokens)
+    with dask.config.set(scheduler="sync"):
+        got = api.count_releasing(encoded, n_docs=len(frame))
+    np.testing.assert_array_equal(got.df, ref.df)
+    np.testing.assert_array_equal(got.lengths, ref.lengths)
+    pd.testing.assert_frame_equal(got.counts.compute(), ref.counts.compute())
+    assert plan.summaries == [None] * 4 and api._plan(encoded) is None
+    gc.collect()
+    assert all(r() is None for r in scans), "a counted summary is still alive"
+    again = stages.count(encoded, n_docs=len(frame))  # from the rows now
+    pd.testing.assert_frame_equal(again.counts.compute().sort_values(["term_id", "doc_id"], ignore_index=True),
+                                  ref.counts.compute().sort_values(["term_id", "doc_id"], ignore_index=True))
+    with pytest.raises(ValueError, match="unchanged result"):
+        api.count_releasing(encoded)
 
 
 def test_public_stages_on_a_users_own_ids_and_filtered_tokens(cacm):

@@ -201,7 +201,8 @@ def test_real_device_oom_is_a_clear_error_and_leaves_no_output(tmp_path, shared_
 
 def test_in_process_gpu_run_uses_a_stream_ordered_pool_and_restores_the_resource():
     """``device_pool()``: under RMM's default resource an in-process GPU run allocates from
-    ``cudaMallocAsync``, and the previous resource is back afterwards; a caller's resource is kept."""
+    ``cudaMallocAsync``, and the previous resource is back afterwards; a caller's resource is kept;
+    CuPy allocates from the resource in effect during the run, and its allocator is restored."""
     import rmm
 
     from cutext.stages.compute import compute_context, device_pool
@@ -217,8 +218,22 @@ def test_in_process_gpu_run_uses_a_stream_ordered_pool_and_restores_the_resource
     assert rmm.mr.get_current_device_resource() is before
     mine = rmm.mr.StatisticsResourceAdaptor(before)
     rmm.mr.set_current_device_resource(mine)
+    import cupy
+
+    alloc = cupy.cuda.get_allocator()
     try:
         with device_pool() as installed:
             assert not installed and rmm.mr.get_current_device_resource() is mine
+            # CuPy's arrays come from the same resource (one pool, counted by its statistics)
+            def current():
+                c = mine.allocation_counts  # a Statistics object, or a dict in older rmm
+                return c["current_bytes"] if isinstance(c, dict) else c.current_bytes
+
+            start = current()
+            a = cupy.zeros(64 << 20, cupy.uint8)
+            assert current() - start >= a.nbytes
+            del a
+            assert current() == start
+        assert cupy.cuda.get_allocator() is alloc
     finally:
         rmm.mr.set_current_device_resource(before)

@@ -173,6 +173,35 @@ def test_lines_index_gpu_equals_cpu(lines_cpu, tmp_path):
     assert_same_index(cpu_index, read_index(gpu.path))
 
 
+def test_lines_index_under_a_device_memory_limit_spills_and_equals_cpu(lines_cpu, tmp_path, monkeypatch):
+    """With RMM limited to 2x the input (the in-memory build needs ~4x), the GPU build keeps its
+    partitions in files (``spill=``), stays under the limit (else RMM raises), and gives the same index."""
+    import rmm
+
+    from cutext.stages import corpus as C
+    from cutext.stages.compute import device_memory_budget
+
+    src, cpu, cpu_index = lines_cpu
+    limit = 2 * cpu.counts["input_bytes"]
+    calls = []
+    real = C._build_spilled
+    monkeypatch.setattr(C, "_build_spilled", lambda *a, **k: calls.append(1) or real(*a, **k))
+    before = rmm.mr.get_current_device_resource()
+    rmm.mr.set_current_device_resource(rmm.mr.LimitingResourceAdaptor(rmm.mr.CudaAsyncMemoryResource(), limit))
+    try:
+        assert device_memory_budget() <= limit
+        gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", blocksize=2 << 20,
+                     stopwords="lucene", stemmer="porter")
+    finally:
+        rmm.mr.set_current_device_resource(before)
+    assert calls, "the limited build did not take the spilled path"
+    assert gpu.counts["input_bytes"] == cpu.counts["input_bytes"]
+    assert gpu.counts == cpu.counts
+    assert_same_index(cpu_index, read_index(gpu.path))
+    assert not list(gpu.path.rglob(".spill"))
+    assert len(list((gpu.path / "postings").glob("*.parquet"))) > 1  # term ranges sized to the budget
+
+
 def test_lines_index_on_two_gpus_equals_cpu(lines_cpu, tmp_path):
     if device_count() < 2:
         pytest.skip("needs 2 GPUs")
