@@ -206,8 +206,11 @@ def rmm_cupy():
 def cupy_from_rmm():
     """:func:`rmm_cupy` for the duration of a run; CuPy's previous allocator is restored afterwards.
 
-    Without it CuPy keeps its own pool beside RMM's: blocks one library freed stay reserved and the
-    other cannot reuse them, and RMM's statistics and limits miss every CuPy array."""
+    Without it CuPy may keep its own pool beside RMM's: blocks one library freed stay reserved and
+    the other cannot reuse them, and RMM's statistics and limits miss every CuPy array.  Importing
+    cudf already routes CuPy to RMM in the RAPIDS 26.10 kit (measured: CuPy's pool stayed empty
+    without this context, benchmarks/micro/memory_ab.py); the context makes it hold whatever was
+    imported, e.g. for the kernels that use CuPy alone."""
     try:
         import cupy
         from rmm.allocators.cupy import rmm_cupy_allocator
