@@ -260,7 +260,8 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
 
 # Device bytes an in-memory GPU corpus build needs per input byte, at its peak (the count stage:
 # the tokenize scans, 12 bytes a distinct (term, document) pair, beside the counts, 20 bytes a
-# pair, and the sort's temporaries).  Measured 2.8-3.9x on replicated 20 Newsgroups (issue 10,
+# pair, and the sort's temporaries).  Measured 2.3-2.5x on 2 GB of replicated 20 Newsgroups with
+# the text and each scan freed as soon as they are used (3.9x before; issue 10,
 # benchmarks/bm25_limited.py); 4 leaves a margin.
 DEVICE_BYTES_PER_INPUT_BYTE = 4
 

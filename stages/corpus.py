@@ -490,7 +490,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
         :func:`load_counts_partition`): host memory holds the partitions in flight, not the corpus.
         On the GPU the same bounds device memory (the text is read twice instead of kept, and
         partitions are copied to the host as they are written); the bm25 pipeline takes this
-        path when the device is too small for the corpus (:func:`cutext.stages.compute.gpu_spill_needed`).
+        path when the device is too small for the corpus (:func:`cutext.stages.compute.gpu_spill_budget`).
         The caller removes the directory when it is done with ``counts``.
 
     Returns
