@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bm25 as bench  # noqa: E402  (benchmarks/bm25.py: the data and the 20 Newsgroups loader)
@@ -33,19 +32,24 @@ import bm25 as bench  # noqa: E402  (benchmarks/bm25.py: the data and the 20 New
 GB, MB = 1e9, 1e6
 
 
-def read_dir(path: Path) -> dict:
-    """The three tables of an index directory, postings in file order."""
-    import pyarrow as pa
+INDEX_TABLES = {  # file or folder of an index directory -> its columns (the format the loader reads)
+    "vocab.parquet": {"term_id": "int", "term": "string", "df": "int", "idf": "float", "w0": "float"},
+    "documents": {"doc_id": "int", "source_id": "any", "length": "int", "replaced": "int"},
+    "postings": {"term_id": "int", "doc_id": "int", "tf": "int", "weight": "float"},
+}
 
-    post = pa.concat_tables([pq.read_table(f) for f in sorted((path / "postings").glob("*.parquet"))])
-    docs = pa.concat_tables([pq.read_table(f) for f in sorted((path / "documents").glob("*.parquet"))])
-    return {"vocab": pq.read_table(path / "vocab.parquet"), "docs": docs, "postings": post}
+
+def read_dir(path: Path) -> dict:
+    """The three tables of an index directory (folders read file by file in name order)."""
+    from cutext.stages.artifacts import read_table
+
+    return {name: read_table(path / name, cols, what=name) for name, cols in INDEX_TABLES.items()}
 
 
 def same_index(a: Path, b: Path) -> str:
     """'' when the two directories hold equal tables (weights to 1e-6 relative), else what differs."""
     x, y = read_dir(a), read_dir(b)
-    for name in ("vocab", "docs", "postings"):
+    for name in INDEX_TABLES:
         ta, tb = x[name], y[name]
         if ta.num_rows != tb.num_rows:
             return f"{name}: {ta.num_rows} rows vs {tb.num_rows}"

@@ -72,7 +72,13 @@ def _as_dask(obj, what: str):
 
 
 def _plan(obj):
-    return obj.__dict__.get(_PLAN) if hasattr(obj, "__dict__") else None
+    """The persisted plan of a tokenize / encode result, or None (none, or spent by
+    :func:`count_releasing`: the rows are then computed again)."""
+    plan = obj.__dict__.get(_PLAN) if hasattr(obj, "__dict__") else None
+    tokens = plan.tokens if isinstance(plan, _EncodedPlan) else plan
+    if isinstance(tokens, _TokensPlan) and any(s is None for s in tokens.summaries):
+        return None
+    return plan
 
 
 def _set_plan(obj, plan):
@@ -182,9 +188,6 @@ class _Taker:
 
     def __init__(self, items: list):
         self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
 
     def take(self, i: int):
         item, self.items[i] = self.items[i], None
@@ -458,17 +461,13 @@ def count_releasing(encoded, *, n_docs: int | None = None) -> Counts:
     summary as soon as its counts are computed, so that the stage's peak memory is about the
     counts, not the counts and every summary (the corpus front end on one GPU, issue 10).
 
-    Only for in-process schedulers (the summaries must be in this process).  Afterwards
-    ``encoded`` and its tokens have no summaries: they are computed from their rows if used
-    again.
+    Only for in-process schedulers (the summaries must be in this process).  Afterwards the plan
+    of ``encoded`` and of its tokens is spent (:func:`_plan` gives None): they are computed from
+    their rows if used again.
     """
-    plan = _plan(encoded)
-    if not isinstance(plan, _EncodedPlan):
+    if not isinstance(_plan(encoded), _EncodedPlan):
         raise ValueError("count_releasing needs the unchanged result of encode(tokenize(...))")
-    try:
-        return _count(encoded, None, n_docs, release=True)
-    finally:
-        _set_plan(encoded, None)
+    return _count(encoded, None, n_docs, release=True)
 
 
 def _count(encoded, n_terms, n_docs, release: bool) -> Counts:

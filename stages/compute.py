@@ -213,12 +213,11 @@ def cupy_from_rmm():
     imported, e.g. for the kernels that use CuPy alone."""
     try:
         import cupy
-        from rmm.allocators.cupy import rmm_cupy_allocator
-    except ImportError:  # pragma: no cover - GPU installs have both
+    except ImportError:  # pragma: no cover - GPU installs have cupy (and rmm, which cudf needs)
         yield
         return
     old = cupy.cuda.get_allocator()
-    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    rmm_cupy()
     try:
         yield
     finally:

@@ -562,7 +562,6 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
             # the counts, not the counts beside every scan); encoded / tokens_lazy then recompute
             # from their rows if used again
             c = run("count", lambda: api.count_releasing(encoded, n_docs=n_docs))
-            api._set_plan(tokens_lazy, None)
         else:
             c = run("count", lambda: api.count(encoded, n_docs=n_docs))
         counts, df, lengths = c.counts, c.df, c.lengths
