@@ -630,7 +630,7 @@ def _log_gputext_profile(quiet: bool = False):
 
 
 def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None, n_workers=None,
-                     mem_baseline=None, pools: DevicePools | None = None):
+                     mem_baseline=None, pools: DevicePools | None = None, client=None):
     """One end-to-end cutext index build (lines files -> index on disk), wall-clock timed."""
     from cutext import pipelines
 
@@ -641,6 +641,9 @@ def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None
             kw["blocksize"] = int(blocksize)
         if n_workers:
             kw["n_workers"] = n_workers
+        if client is not None:
+            kw["client"] = client
+            kw.pop("scheduler")
         gc.collect()
         if pools:
             pools.start()
@@ -785,6 +788,47 @@ def sharded_search_rows(bench, sbase, index_dir, be, gpu_label, queries, k, bs, 
             del idx
     except Exception as exc:
         bench.fail(dict(sbase, task="search", system=label, n_queries=nq), f"{type(exc).__name__}: {exc}")
+        traceback.print_exc(limit=6, file=sys.stdout)
+
+
+def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, tok_c, args, blocksize,
+                      data, nbytes, ndocs, notes, baseline, n_gpus) -> None:
+    """The full data indexed with ``client=`` on a LocalCUDACluster of ``n_gpus`` workers (one GPU
+    each) started before the row: cluster start-up and one warm-up build (CUDA contexts, kernels)
+    excluded, so the row compares with the in-process one-GPU row (issue 10: 2 GPUs >= 1.8x one)."""
+    from distributed import Client
+
+    label = f"cutext {gpu_label} client ({n_gpus} GPU{'s' * (n_gpus > 1)})"
+    try:
+        t = time.perf_counter()
+        if be == "gpu":
+            from dask_cuda import LocalCUDACluster
+
+            from cutext.stages.compute import rmm_cupy
+
+            cluster = LocalCUDACluster(n_workers=n_gpus, rmm_async=True)  # as cutext's own cluster
+        else:
+            from distributed import LocalCluster
+
+            cluster = LocalCluster(n_workers=n_gpus, threads_per_worker=1, dashboard_address=":0")
+        with cluster, Client(cluster) as client:
+            if be == "gpu":
+                client.run(rmm_cupy)
+            start = time.perf_counter() - t
+            t = time.perf_counter()
+            cutext_index_run(warm_dir, idx_root / f"warm-client{n_gpus}", backend=be, scheduler=None, tok=tok_c,
+                             args=args, blocksize=blocksize, client=client)()
+            warm = time.perf_counter() - t
+            shutil.rmtree(idx_root / f"warm-client{n_gpus}", ignore_errors=True)
+            bench.measure(dict(gbase, task="index", system=label, data=data, nbytes=nbytes, n_docs=ndocs,
+                               notes=notes + [f"LocalCUDACluster({n_gpus} workers) passed as client=; start-up "
+                                              f"{start:.1f} s and a warm-up build {warm:.1f} s excluded"]),
+                          cutext_index_run(data_dir, idx_root / f"full-client{n_gpus}", backend=be, scheduler=None,
+                                           tok=tok_c, args=args, blocksize=blocksize, mem_baseline=baseline,
+                                           client=client))
+            shutil.rmtree(idx_root / f"full-client{n_gpus}", ignore_errors=True)
+    except Exception as exc:
+        bench.fail(dict(gbase, task="index", system=label, data=data), f"{type(exc).__name__}: {exc}")
         traceback.print_exc(limit=6, file=sys.stdout)
 
 
@@ -1249,6 +1293,9 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                                            tok=tok_c, args=args, blocksize=blocksize, mem_baseline=baseline,
                                            pools=pools))
             shutil.rmtree(idx_root / "full-cluster", ignore_errors=True)
+        for n_gpus in args.client_gpus:
+            client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, tok_c, args, blocksize,
+                              data, nbytes, ndocs, notes, baseline, n_gpus)
 
         # the subset: cutext GPU (its index serves the queries), then the CPU peers
         sbase = dict(gbase, data=sub_data, nbytes=sub_bytes, n_docs=sub_docs)
@@ -1500,6 +1547,9 @@ def parse_args(argv=None):
                    help="cutext reader blocksize for GPU runs in MiB (default: cutext's own, 64)")
     g.add_argument("--cluster", action="store_true",
                    help="also index the full data on a LocalCUDACluster (one worker per GPU)")
+    g.add_argument("--client-gpus", type=_int_list, default=[],
+                   help="also index the full data with client= on a LocalCUDACluster of N workers started "
+                        "beforehand (start-up and a warm-up excluded), e.g. 1,2")
     g.add_argument("--no-rmm-stats", action="store_true", help="do not enable rmm statistics (rmm peak column)")
     g.add_argument("--gpu-backend", default="gpu", choices=("gpu", "cpu"), help=argparse.SUPPRESS)  # dry runs
     args = ap.parse_args(argv)
