@@ -945,7 +945,8 @@ def _n_rows(texts) -> int:
 
 
 def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool):
-    """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document columns."""
+    """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document
+    columns, and the address of the worker that scored it ("local" outside a worker)."""
     if not isinstance(table, pa.Table):  # TextBuffers of a lines piece: numbered source ids
         from cutext.stages.ngram_text import TextBuffers
 
@@ -953,12 +954,10 @@ def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool)
             table = TextBuffers(table.chars, table.offsets[a:b + 1])
         cols = lm.score_documents(table, sentence, bos, eos)
         out = {"source_id": pa.nulls(b - a, pa.large_string())}
-        for name, dtype in SCORE_COLUMNS:
-            out[name] = pa.array(to_host(cols[name]).astype(dtype))
-        return pa.table(out), "local"
-    part = table.slice(a, b - a)
-    cols = lm.score_documents(part["text"].combine_chunks(), sentence, bos, eos)
-    out = {"source_id": part["source_id"].combine_chunks()}
+    else:
+        part = table.slice(a, b - a)
+        cols = lm.score_documents(part["text"].combine_chunks(), sentence, bos, eos)
+        out = {"source_id": part["source_id"].combine_chunks()}
     for name, dtype in SCORE_COLUMNS:
         out[name] = pa.array(to_host(cols[name]).astype(dtype))
     try:

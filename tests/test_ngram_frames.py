@@ -162,6 +162,23 @@ def test_client_single_compressed_file_uses_every_worker(client, abc, docs, tmp_
     pd.testing.assert_frame_equal(two, one, check_exact=True)
 
 
+def test_score_slice_of_text_buffers_names_the_worker_that_scored(client, abc, docs):
+    """A lines piece read to buffers (what a GPU model's workers hold) reports the worker that scored
+    it, as a table piece does: the pipeline's ``workers`` count is made of these addresses."""
+    from cutext.stages.ngram_text import TextBuffers, text_buffers
+
+    chars, offsets = text_buffers(docs[:6], device=False)
+    buf = TextBuffers(chars, offsets)
+    workers = sorted(client.scheduler_info()["workers"])
+    got = client.gather([client.submit(ng._score_slice, abc, buf, a, b, "line", True, True, workers=[w],
+                                       allow_other_workers=False, pure=False)
+                         for w, (a, b) in zip(workers, [(0, 3), (3, 6)])])
+    assert [w for _, w in got] == workers
+    table, where = ng._score_slice(abc, buf, 0, 6, "line", True, True)
+    assert where == "local" and table.num_rows == 6
+    assert table["tokens"].to_pylist() == [t for t, _ in got for t in t["tokens"].to_pylist()]
+
+
 def test_client_score_frame_dask(client, abc, docs):
     dd = pytest.importorskip("dask.dataframe")
     frame = _frame(docs)
