@@ -225,3 +225,44 @@ def test_gpu_pipeline_on_local_cuda_cluster_identical(abc_pair, corpora, tmp_pat
     a = pq.read_table(one.path / "scores.parquet").to_pandas()
     b = pq.read_table(many.path / "scores.parquet").to_pandas()
     pd.testing.assert_frame_equal(b, a, check_exact=True)
+
+
+def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpora, tmp_path):
+    """One GPU in process: cudf's writer (scores kept on the device) writes the file and totals that
+    pyarrow's writer writes from the same scores: numbered source ids ``<file>:<row>`` across the
+    pieces of two files, jsonl ids, empty documents, NaN perplexities; column types as pyarrow reads them."""
+    from cutext.pipelines import ngram as ng
+    from cutext.stages.read import plan
+
+    _, gpu = abc_pair
+    d = tmp_path / "in"
+    d.mkdir()
+    docs = [t.replace("\n", " ") for t in corpora[:3000]]
+    docs[5] = docs[2000] = ""  # empty documents: 0 tokens with eos=False, NaN perplexity
+    (d / "a.txt").write_text("\n".join(docs[:2000]) + "\n", encoding="utf-8")
+    (d / "b.txt").write_text("\n".join(docs[2000:]) + "\n", encoding="utf-8")
+    pd.DataFrame({"id": [f"j{i}" for i in range(500)], "text": docs[:500]}).to_json(
+        tmp_path / "j.jsonl", orient="records", lines=True)
+    for src, fmt in ((d, "lines"), (tmp_path / "j.jsonl", "jsonl")):
+        fs, pieces, _ = plan(src, format=fmt, blocksize=1 << 20)
+        assert len(pieces) > 2
+        got = {}
+        for device in (False, True):
+            path = tmp_path / f"{fmt}-{device}.parquet"
+            w = ng._ScoresWriter(path, pieces, device=device)
+            for i, p in enumerate(pieces):
+                texts = ng._read_for(gpu, p, fs)
+                w.add(i, ng._score_piece_device(gpu, texts, "line", True, False) if device
+                      else ng._score_slice(gpu, texts, 0, ng._n_rows(texts), "line", True, False)[0])
+            w.close()
+            got[device] = (pq.read_table(path), w.totals, w.sum_log10, w.empty, w.n_docs)
+        (host, *host_tot), (dev, *dev_tot) = got[False], got[True]
+        assert dev.schema.types == host.schema.types and dev.column_names == host.column_names, (dev.schema,
+                                                                                                 host.schema)
+        pd.testing.assert_frame_equal(dev.to_pandas(), host.to_pandas(), check_exact=True)
+        assert dev_tot == host_tot and dev_tot[2] >= 1
+        ids = dev["source_id"].to_pylist()
+        if fmt == "lines":
+            assert ids[0] == "a.txt:0" and ids[1999] == "a.txt:1999" and ids[2000] == "b.txt:0", ids[1995:2005]
+        else:
+            assert ids[:3] == ["j0", "j1", "j2"]
