@@ -227,12 +227,17 @@ def test_gpu_pipeline_on_local_cuda_cluster_identical(abc_pair, corpora, tmp_pat
     pd.testing.assert_frame_equal(b, a, check_exact=True)
 
 
-def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpora, tmp_path):
+@pytest.mark.parametrize("rows_per_write", [1, 10**9])
+def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpora, tmp_path, monkeypatch,
+                                                                rows_per_write):
     """One GPU in process: cudf's writer (scores kept on the device) writes the file and totals that
     pyarrow's writer writes from the same scores: numbered source ids ``<file>:<row>`` across the
-    pieces of two files, jsonl ids, empty documents, NaN perplexities; column types as pyarrow reads them."""
+    pieces of two files, jsonl ids, empty documents, NaN perplexities; column types as pyarrow reads them;
+    a row group a piece, or all pieces gathered into one write."""
     from cutext.pipelines import ngram as ng
     from cutext.stages.read import plan
+
+    monkeypatch.setattr(ng, "DEVICE_ROWS_PER_WRITE", rows_per_write)
 
     _, gpu = abc_pair
     d = tmp_path / "in"
@@ -245,7 +250,7 @@ def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpor
         tmp_path / "j.jsonl", orient="records", lines=True)
     for src, fmt in ((d, "lines"), (tmp_path / "j.jsonl", "jsonl")):
         fs, pieces, _ = plan(src, format=fmt, blocksize=1 << 20)
-        assert len(pieces) > 2
+        assert len(pieces) >= 2
         got = {}
         for device in (False, True):
             path = tmp_path / f"{fmt}-{device}.parquet"
@@ -261,6 +266,8 @@ def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpor
                                                                                                  host.schema)
         pd.testing.assert_frame_equal(dev.to_pandas(), host.to_pandas(), check_exact=True)
         assert dev_tot == host_tot and dev_tot[2] >= 1
+        groups = pq.ParquetFile(tmp_path / f"{fmt}-True.parquet").num_row_groups
+        assert groups == (len(pieces) if rows_per_write == 1 else 1), groups
         ids = dev["source_id"].to_pylist()
         if fmt == "lines":
             assert ids[0] == "a.txt:0" and ids[1999] == "a.txt:1999" and ids[2000] == "b.txt:0", ids[1995:2005]
