@@ -1255,8 +1255,9 @@ class _ScoresWriter:
         self.sum_log10 = 0.0
         self.empty = 0
 
-    def add(self, i: int, table: pa.Table):
-        """The scored rows of (a range of) piece ``i``; called in corpus order."""
+    def add(self, i: int, table):
+        """The scored rows of (a range of) piece ``i`` (a pyarrow table, or with ``device=True`` a cudf
+        frame); called in corpus order."""
         piece = self.pieces[i]
         n = len(table)  # a pyarrow table or a cudf frame
         r0 = self.rows_seen.get(piece.file_index, 0)

@@ -51,12 +51,12 @@ def read_lines_buffers(piece, fs, device: bool = True):
     general reader must run (another format, an archive, a codec other than UTF-8, invalid UTF-8).
 
     The bytes are read as they are (:func:`cutext.stages.gputext.piece_bytes`: the reader's byte range,
-    decompressed, BOM removed; into pinned host memory for the device), copied to the device once, checked there to be valid UTF-8
-    (:func:`cutext.kernels.tokenize.utf8_valid`, the numba twin on the host), and the lines found
-    there: row r ends after its ``\n``.  The terminator stays inside the row: it is white space, so the
-    words, sentences and scores are those of the reader's lines (which drop it). Text that is not valid
-    UTF-8 returns None: the reader replaces such bytes (and counts them), and the scores must be those
-    of the replaced text.
+    decompressed, BOM removed; into pinned host memory for the device), copied to the device once,
+    checked there to be valid UTF-8 (:func:`cutext.kernels.tokenize.utf8_valid`, the numba twin on the
+    host), and the lines found there: row r ends after its ``\n``.  The terminator stays inside the
+    row: it is white space, so the words, sentences and scores are those of the reader's lines (which
+    drop it). Text that is not valid UTF-8 returns None: the reader replaces such bytes (and counts
+    them), and the scores must be those of the replaced text.
 
     Returns
     -------
