@@ -39,6 +39,7 @@ from cutext.stages.sort import sort_pairs
 from cutext.stages.tokenize import TokenizerConfig
 
 __all__ = ["scan_arrays", "scan_partition", "read_lines_device", "read_parquet_device", "read_files_device",
+           "read_jsonl_device", "jsonl_plain", "jsonl_records",
            "read_piece_bytes", "split_lines", "strings_series", "profile"]
 def _xp(a):
     return __import__("cupy") if type(a).__module__.startswith("cupy") else np
@@ -534,6 +535,189 @@ def read_parquet_device(piece, fs):
         ids = pa.chunked_array(ids).combine_chunks().cast(pa.string())
     return cudf.DataFrame({"source_id": to_cudf(ids).reset_index(drop=True), "text": text,
                            "replaced": cupy.zeros(n, dtype=np.int32)})
+
+
+# ----------------------------------------------------------------------------- read (jsonl)
+
+_ESCAPE_NEXT = np.zeros(256, dtype=bool)
+_ESCAPE_NEXT[list(b'"/bfnrtu')] = True
+
+
+def jsonl_plain(data) -> bool:
+    r"""Whether the bytes of a JSON Lines piece are in the subset that libcudf's JSON reader and
+    pyarrow's read the same way (checked before :func:`read_jsonl_device` trusts libcudf):
+
+    * no control byte but ``\n`` and ``\r`` (a raw tab or other control inside a string is invalid
+      JSON that a lenient reader may accept);
+    * every escape is valid JSON: an odd run of backslashes is followed by one of ``"/bfnrtu``, and
+      ``\u`` by four hex digits that are not a surrogate (``\ud800``-``\udfff``: pairs and lone
+      halves go to the host reader);
+    * every line holding a byte other than space / ``\r`` starts with ``{`` and ends with ``}`` (an
+      object on every record line; blank lines are not records);
+    * every line closes its strings, and outside strings there is none of what libcudf accepts and
+      pyarrow refuses: a comma before ``}`` or ``]``, a number with a leading zero (``-0`` followed by
+      anything is refused too), ``NaN`` / ``Infinity``.
+
+    Parameters
+    ----------
+    data : uint8 array (numpy or cupy), the piece's bytes (BOM removed)
+
+    Returns
+    -------
+    bool
+    """
+    xp = _xp(data)
+    n = len(data)
+    if n == 0:
+        return True
+    if bool(((data < 32) & (data != 10) & (data != 13)).any()):
+        return False
+    bs = data == 92
+    escaped = xp.zeros(n, dtype=bool)  # bytes escaped by a backslash
+    if bool(bs.any()):
+        nxt = xp.zeros(n, dtype=bool)
+        nxt[:-1] = bs[1:]
+        prv = xp.zeros(n, dtype=bool)
+        prv[1:] = bs[:-1]
+        ends = xp.flatnonzero(bs & ~nxt)
+        starts = xp.flatnonzero(bs & ~prv)
+        e = ends[((ends - starts) % 2) == 0]  # odd runs: the last backslash escapes the next byte
+        if len(e):
+            if bool((e + 1 >= n).any()):
+                return False
+            escaped[e + 1] = True
+            c = data[e + 1]
+            if not bool(xp.asarray(_ESCAPE_NEXT)[c].all()):
+                return False
+            u = e[c == ord("u")]
+            if len(u):
+                if bool((u + 5 >= n).any()):
+                    return False
+                hx = data[u[:, None] + xp.arange(2, 6)]
+                low = hx | 0x20
+                if not bool((((hx >= 48) & (hx <= 57)) | ((low >= 97) & (low <= 102))).all()):
+                    return False
+                h1 = low[:, 1]
+                if bool(((low[:, 0] == ord("d")) & (((h1 >= ord("8")) & (h1 <= ord("9")))
+                                                    | ((h1 >= ord("a")) & (h1 <= ord("f"))))).any()):
+                    return False
+    content = (data != 32) & (data != 13) & (data != 10)
+    pos = xp.flatnonzero(content)
+    if len(pos) == 0:
+        return True
+    newline_count = xp.cumsum(data == 10)  # the line of each byte (a newline ends its line)
+    quote = (data == ord('"')) & ~escaped
+    if bool(quote.any()) and bool((xp.bincount(newline_count[quote]) % 2).any()):
+        return False  # a line with an unclosed string
+    inside = (xp.cumsum(quote) % 2) == 1  # from an opening quote to the byte before its closing one
+    # outside strings, what libcudf accepts and pyarrow refuses: a comma before a closing bracket;
+    # a number with a leading zero; NaN / Infinity
+    out = pos[~inside[pos]]
+    c = data[out]
+    prev = xp.zeros(len(out), dtype=np.uint8)
+    prev[1:] = c[:-1]
+    after = xp.zeros(len(out), dtype=np.uint8)
+    after_pos = out + 1
+    ok_after = after_pos < n
+    after[ok_after] = data[after_pos[ok_after]]
+    value_start = (prev == ord(":")) | (prev == ord(",")) | (prev == ord("["))
+    digit_after = (after >= 48) & (after <= 57)
+    if bool((((c == ord("}")) | (c == ord("]"))) & (prev == ord(","))).any()):
+        return False
+    if bool((value_start & (((c == ord("0")) & digit_after) | (c == ord("N")) | (c == ord("I"))
+                            | ((c == ord("-")) & ((after == ord("0")) | (after == ord("I")))))).any()):
+        return False
+    line = newline_count[pos]
+    first = xp.ones(len(pos), dtype=bool)
+    first[1:] = line[1:] != line[:-1]
+    last = xp.ones(len(pos), dtype=bool)
+    last[:-1] = line[1:] != line[:-1]
+    return bool((data[pos[first]] == ord("{")).all()) and bool((data[pos[last]] == ord("}")).all())
+
+
+def jsonl_records(data) -> int:
+    r"""Record lines of a JSON Lines piece: lines holding a byte other than space, ``\r`` (and tab)."""
+    xp = _xp(data)
+    content = (data != 32) & (data != 13) & (data != 10) & (data != 9)
+    pos = xp.flatnonzero(content)
+    if len(pos) == 0:
+        return 0
+    line = xp.cumsum(data == 10)[pos]
+    return int((line[1:] != line[:-1]).sum()) + 1
+
+
+def read_jsonl_device(piece, fs):
+    """Read a ``jsonl`` piece into a cudf frame ``(source_id, text, replaced)`` with libcudf's JSON reader.
+
+    Same rows as :func:`cutext.stages.read.read_piece` (then ``to_backend(..., "gpu")``): the
+    piece's bytes are read on the host (:func:`piece_bytes`, pinned; decompressed there when
+    compressed), copied to the device once and checked there: strict UTF-8
+    (:func:`cutext.kernels.tokenize.utf8_valid`) and :func:`jsonl_plain`.  libcudf parses them; the
+    text column(s) must come back as strings (several joined by a space, nulls as ``""``), the id
+    column as strings or int64 without nulls, and one row per record line.  Anything else (another
+    encoding, undecodable bytes, escapes or values outside that subset, a parse error, a missing
+    column) is read by the host reader, so its values, ``replaced`` counts and error messages (naming
+    the file and line) are the CPU reader's by construction.
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read (the message names it), or the host reader's errors.
+    """
+    import io
+
+    import cudf
+    import cupy
+
+    from cutext.kernels.backend import to_cudf
+    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, read_piece
+
+    def host():
+        return to_cudf(read_piece(piece, fs))
+
+    if not _is_utf8(piece.options.get("encoding", "utf-8")):
+        return host()
+    clock = StepClock(cupy)
+    data = piece_bytes(piece, fs, alloc=_pinned)
+    buf = cupy.asarray(data)
+    cupy.cuda.get_current_stream().synchronize()  # the pinned buffer may be reused once freed
+    clock("read: host bytes + copy to device")
+    if not utf8_valid(buf) or not jsonl_plain(buf):
+        return host()
+    n = jsonl_records(buf)
+    del buf
+    clock("read: UTF-8 + JSON subset check")
+    if n == 0:
+        return host()
+    try:
+        gdf = cudf.read_json(io.BytesIO(memoryview(data)), lines=True, compression=None)  # decompressed
+    except Exception:  # noqa: BLE001 - the host reader reports the file's problem
+        return host()
+    clock("read: libcudf JSON")
+    path = piece.paths[0]
+    if len(gdf) != n:
+        return host()
+    try:
+        text_cols = _pick(list(gdf.columns), piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
+        id_cols = _pick(list(gdf.columns), piece.options.get("id_column"), ID_CANDIDATES, "id", path)
+    except Exception:  # noqa: BLE001 - a missing named column: the host reader's message
+        return host()
+    from cudf.api.types import is_string_dtype
+
+    if text_cols is None or not all(is_string_dtype(gdf[c].dtype) for c in text_cols):
+        return host()
+    if id_cols is not None:
+        ids = gdf[id_cols[0]]
+        if ids.null_count or not (is_string_dtype(ids.dtype) or ids.dtype == np.int64):
+            return host()
+        ids = ids.astype(str).reset_index(drop=True)
+    else:
+        ids = to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True)
+    parts = [gdf[c].fillna("").reset_index(drop=True) for c in text_cols]
+    text = parts[0]
+    for more in parts[1:]:  # "a" + " " + "b", column after column, as binary_join_element_wise
+        text = text.str.cat(more, sep=" ")
+    return cudf.DataFrame({"source_id": ids, "text": text, "replaced": cupy.zeros(n, dtype=np.int32)})
 
 
 # ----------------------------------------------------------------------------- read (files)

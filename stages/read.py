@@ -888,11 +888,12 @@ class _PieceReader:
         self.backend = backend
 
     def __call__(self, piece: Piece):
-        if is_gpu(self.backend) and piece.archive is None and piece.format in ("lines", "parquet", "files"):
+        if is_gpu(self.backend) and piece.archive is None and piece.format in ("lines", "parquet", "files",
+                                                                                "jsonl"):
             from cutext.stages import gputext  # text read into device buffers (issue 10)
 
             read = {"lines": gputext.read_lines_device, "parquet": gputext.read_parquet_device,
-                    "files": gputext.read_files_device}[piece.format]
+                    "files": gputext.read_files_device, "jsonl": gputext.read_jsonl_device}[piece.format]
             return read(piece, self.fs)
         df = read_piece(piece, self.fs)
         return to_backend(df, self.backend)

@@ -278,3 +278,77 @@ def test_utf8_validation_on_a_corpus():
     assert K.utf8_valid(np.frombuffer(text, np.uint8))
     bad = text[:5000] + b"\xed\xa0\x80" + text[5000:]
     assert not K.utf8_valid(np.frombuffer(bad, np.uint8))
+
+
+# ----------------------------------------------------------------------------- JSON Lines subset (issue 10)
+
+_PLAIN = [
+    b"",
+    b"\n  \r\n\n",
+    b'{"id": 1, "text": "a \\"q\\" \\\\ b \\/ \\n \\t \\u00e9 \\u20AC"}\n\n  \r\n{"text": "x"}\r\n',
+    b'{"text": "\\\\x"}',                      # an escaped backslash, then a plain x
+    b'{"text": "\\\\\\\\"}\n{"text": "\xc3\xa9 raw UTF-8"}\n',
+    b'  {"text": {"nested": [1, 2]}}  \n',
+    b'{"text": "a", "n": [0, 0.5, 10, -1, 1e3], "m": {}}\n',   # numbers that are fine
+    b'{"text": "at 09:30, 01 NaN [a,] {b,} \\" :01 \\\\", "id": "x,}"}\n',  # all inside strings
+]
+_NOT_PLAIN = [
+    b'{"text": "a\tb"}\n',                    # a raw tab (invalid inside a string)
+    b'{"text": "a\x01b"}\n',                  # a raw control byte
+    b'{"text": "a\\x41"}\n',                  # not a JSON escape
+    b'{"text": "\\\\\\x"}\n',                 # three backslashes: the last escapes x
+    b'{"text": "\\ud83d\\ude00"}\n',          # a surrogate pair (an emoji written with ensure_ascii)
+    b'{"text": "\\uDC00"}\n',                 # a lone surrogate
+    b'{"text": "\\u00g1"}\n',                 # not hex
+    b'{"text": "\\u00"}',                     # too short
+    b'{"text": "a\\',                         # a backslash at the end
+    b'[1, 2]\n',                              # not an object
+    b'{"text": "a"}\n"str"\n',
+    b'5\n',
+    b'{"text": "abc"\n',                      # truncated
+    b'{"text": "abc"} x\n',
+    b'{"text": "a",}\n',                     # a trailing comma
+    b'{"text": "a", "n": [1, 2 , ]}\n',
+    b'{"text": "a", "n": 01}\n',             # a leading zero
+    b'{"text": "a", "n": -0.5}\n',           # refused too (-0 is not told apart from -01)
+    b'{"text": "a", "n": NaN}\n',
+    b'{"text": "a", "n": -Infinity}\n',
+    b'{"text": "a \\"}\n',                  # the quote is escaped: the string is not closed
+]
+
+
+@pytest.mark.parametrize("data", _PLAIN)
+def test_jsonl_plain_accepts_valid_objects_and_counts_records(data):
+    import json
+
+    a = np.frombuffer(data, np.uint8)
+    assert G.jsonl_plain(a)
+    lines = [ln for ln in data.split(b"\n") if ln.strip(b" \t\r")]
+    assert G.jsonl_records(a) == len(lines)
+    assert all(isinstance(json.loads(ln), dict) for ln in lines)  # the subset is valid JSON
+
+
+@pytest.mark.parametrize("data", _NOT_PLAIN)
+def test_jsonl_plain_refuses_what_readers_may_read_differently(data):
+    assert not G.jsonl_plain(np.frombuffer(data, np.uint8))
+
+
+def test_jsonl_plain_accepts_real_corpora_written_as_json_lines(shared_data):
+    """20 Newsgroups and SciFact as JSON Lines (``json.dumps``, as most writers write them) are in
+    the subset, so the device reader parses them; the same texts with ensure_ascii are too unless a
+    character outside the BMP needs a surrogate pair."""
+    import gzip
+    import json
+
+    news = datasets.load_20newsgroups(shared_data / "corpora" / "20news-bydate.tar.gz")
+    data = "".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
+                   for i, t in enumerate(news["text"])).encode("utf-8")
+    a = np.frombuffer(data, np.uint8)
+    assert G.jsonl_plain(a) and G.jsonl_records(a) == len(news)
+    with gzip.open(shared_data / "ir" / "scifact" / "corpus.jsonl.gz", "rb") as fh:
+        sci = fh.read()
+    lines = [ln for ln in sci.split(b"\n") if ln.strip()]
+    surrogate = any(b"\\ud8" in ln.lower() or b"\\ud9" in ln.lower() or b"\\uda" in ln.lower()
+                    or b"\\udb" in ln.lower() for ln in lines)
+    assert G.jsonl_plain(np.frombuffer(sci, np.uint8)) == (not surrogate)
+    assert G.jsonl_records(np.frombuffer(sci, np.uint8)) == len(lines)
