@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels import trie as trie_kernels
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu_object, resolve_backend, to_host
+from cutext.kernels.backend import (ARRAY_STACK, array_module, gpu_stack_installed, is_gpu_object, resolve_backend,
+                                    to_cudf, to_host)
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages.sources import input_label, is_frame
 from cutext.stages.arpa import ArpaModel, read_arpa
@@ -1150,7 +1151,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
             ta = time.perf_counter()
             # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
             # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring, issue 10)
-            on_device = lm.backend == "gpu" and info.client is None and _has_cudf()
+            on_device = lm.backend == "gpu" and info.client is None and gpu_stack_installed()
             sink = _ScoresWriter(tmp / "scores.parquet", pieces, device=on_device)
             try:
                 if info.client is not None:
@@ -1217,12 +1218,6 @@ DEVICE_WRITER_OPTIONS: dict = {}
 # costs ~10 ms; 100 M queries end to end on an H200: 295 M q/s at a piece a write, 338 at 1 M rows, 389 at
 # 2 M, 357 at 4 M, where the last write no longer overlaps scoring)
 DEVICE_ROWS_PER_WRITE = 1 << 21
-
-
-def _has_cudf() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("cudf") is not None
 
 
 class _ScoresWriter:
@@ -1314,7 +1309,7 @@ class _ScoresWriter:
                 rows = rows.str.insert(0, f"{piece.labels[0]}:")
             src = rows if src is None or src.null_count == n else src.fillna(rows)
         elif src is None:
-            src = cudf.Series.from_arrow(pa.nulls(n, pa.string()))
+            src = to_cudf(pa.nulls(n, pa.string()))
         t = cudf.DataFrame({"doc_id": cupy.arange(d0, d0 + n, dtype=np.int64)})
         t["source_id"] = src.reset_index(drop=True)
         for name, _ in SCORE_COLUMNS:
