@@ -562,6 +562,11 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, 
     if text_cols is None:
         raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
                           f"columns are {table.column_names}; pass text_column=")
+    id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
+    for c in text_cols + (id_cols or [])[:1]:
+        if table.column_names.count(c) > 1:  # a CSV header may repeat a name
+            raise CorpusError(f"{path}: column {c!r} appears {table.column_names.count(c)} times in the "
+                              f"header; columns are {table.column_names}")
     parts = []
     for c in text_cols:
         col = table.column(c)
@@ -569,7 +574,6 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, 
             col = pc.cast(col, pa.large_string())
         parts.append(pc.fill_null(col, ""))
     text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
-    id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
     ids = None
     if id_cols is not None:
         ids = pc.cast(table.column(id_cols[0]), pa.large_string())
@@ -889,11 +893,12 @@ class _PieceReader:
 
     def __call__(self, piece: Piece):
         if is_gpu(self.backend) and piece.archive is None and piece.format in ("lines", "parquet", "files",
-                                                                                "jsonl"):
+                                                                                "jsonl", "csv"):
             from cutext.stages import gputext  # text read into device buffers (issue 10)
 
             read = {"lines": gputext.read_lines_device, "parquet": gputext.read_parquet_device,
-                    "files": gputext.read_files_device, "jsonl": gputext.read_jsonl_device}[piece.format]
+                    "files": gputext.read_files_device, "jsonl": gputext.read_jsonl_device,
+                    "csv": gputext.read_csv_device}[piece.format]
             return read(piece, self.fs)
         df = read_piece(piece, self.fs)
         return to_backend(df, self.backend)

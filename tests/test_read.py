@@ -920,3 +920,19 @@ def test_csv_well_formed_quotes_still_read(tmp_path):
     df = read_docs(p)
     assert df["source_id"].astype(object).tolist() == ["1", "2", "3", "4"]
     assert df["text"].astype(object).tolist() == ['multi\nline, with "quotes"', 'he said "hi" there', "", "a"]
+
+
+def test_csv_repeated_header_name_is_a_corpus_error(tmp_path):
+    """A header that names the text (or id) column twice was a KeyError from pyarrow; it is a clear
+    error naming the file and the column. A repeated name that is not read is fine."""
+    p = tmp_path / "dup.csv"
+    p.write_bytes(b"text,text\na,b\n")
+    with pytest.raises(CorpusError, match=r"dup\.csv: column 'text' appears 2 times in the header"):
+        read_docs(p)
+    q = tmp_path / "dupid.csv"
+    q.write_bytes(b"id,text,id\n1,a,2\n")
+    with pytest.raises(CorpusError, match=r"dupid\.csv: column 'id' appears 2 times"):
+        read_docs(q)
+    r = tmp_path / "dupother.csv"
+    r.write_bytes(b"x,text,x\n1,a,2\n")
+    assert read_docs(r)["text"].astype(object).tolist() == ["a"]
