@@ -570,10 +570,10 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, 
     parts = []
     for c in text_cols:
         col = table.column(c)
-        if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+        if not pa.types.is_large_string(col.type):  # one string type for the join below
             col = pc.cast(col, pa.large_string())
         parts.append(pc.fill_null(col, ""))
-    text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
+    text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))
     ids = None
     if id_cols is not None:
         ids = pc.cast(table.column(id_cols[0]), pa.large_string())

@@ -936,3 +936,13 @@ def test_csv_repeated_header_name_is_a_corpus_error(tmp_path):
     r = tmp_path / "dupother.csv"
     r.write_bytes(b"x,text,x\n1,a,2\n")
     assert read_docs(r)["text"].astype(object).tolist() == ["a"]
+
+
+def test_csv_several_text_columns_joined(tmp_path):
+    """text_column=[title, text] on a CSV joined the columns with pyarrow's binary_join, which had no
+    kernel for the large_string columns the CSV reader makes (an ArrowNotImplementedError)."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(b'id,title,text\n1,A title,"body, one"\n2,,body two\n')
+    df = read_docs(p, text_column=["title", "text"])
+    assert df["text"].astype(object).tolist() == ["A title body, one", " body two"]
+    assert df["source_id"].astype(object).tolist() == ["1", "2"]
