@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from cutext import pipelines
@@ -383,6 +384,120 @@ def test_read_jsonl_device_equals_host_reader(shared_data, tmp_path, monkeypatch
 def test_jsonl_index_gpu_equals_cpu(shared_data, tmp_path):
     src = shared_data / "ir" / "scifact" / "corpus.jsonl.gz"
     kw = dict(format="jsonl", text_column=["title", "text"], stopwords="lucene", stemmer="porter", progress=False)
+    cpu = pipelines.run("bm25", str(src), out=str(tmp_path / "cpu"), backend="cpu", **kw)
+    gpu = pipelines.run("bm25", str(src), out=str(tmp_path / "gpu"), backend="gpu", scheduler="sync", **kw)
+    print("gpu timings", gpu.timings)
+    assert gpu.counts == cpu.counts
+    assert_same_index(read_index(cpu.path), read_index(gpu.path))
+
+
+def _csv_cases(tmp, shared_data):
+    """CSV/TSV files: real posts written by pyarrow (every string quoted; a BOM; TSV; gzip), SciFact,
+    and files the device reader must hand to the host reader (CRLF, blank lines, ragged rows, quotes
+    inside unquoted fields, undecodable bytes...)."""
+    import gzip
+    import json
+
+    import pyarrow.csv as pcsv
+
+    docs = _shared()["20news"]().iloc[:3000]
+    news = pa.table({"id": [f"n{i:04d}" for i in range(len(docs))],
+                     "title": ["" if i % 7 == 0 else f"t{i} é" for i in range(len(docs))],
+                     "text": docs["text"].tolist()})
+    pcsv.write_csv(news, tmp / "news.csv")
+    (tmp / "news_bom.csv").write_bytes(b"\xef\xbb\xbf" + (tmp / "news.csv").read_bytes())
+    pcsv.write_csv(news, tmp / "news.tsv", write_options=pcsv.WriteOptions(delimiter="\t"))
+    with gzip.open(tmp / "news.csv.gz", "wb") as fh:
+        fh.write((tmp / "news.csv").read_bytes())
+    with gzip.open(shared_data / "ir" / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        sci = [json.loads(line) for line in fh if line.strip()]
+    pcsv.write_csv(pa.table({"_id": [str(r["_id"]) for r in sci], "title": [r["title"] for r in sci],
+                             "text": [r["text"] for r in sci]}), tmp / "scifact.csv")
+    odd = {  # name: (bytes, plain?) -- plain: the device parses them
+        "quoted.csv": (b'"text","id"\n"a, b",1\n"say ""hi""",2\n"two\nlines",3\n"",4\n,5\n"""",6\n', True),
+        "ctrl.csv": (b'text,id\n"form\x0cfeed, esc\x1b",1\n"cr\r\nlf\r\n\r\nend",2\n', True),
+        "utf8.tsv": ("title\ttext\tid\nété\ta b, c\t007\n\t\"x\ty\"\t08\n".encode(), True),
+        "na.csv": (b"id,text\n1,NA\n2,null\n3,NaN\n4,#hash\n5,True\n6,1e3\n7,2\n", True),
+        "pad_quoted.csv": (b'text,id\n"  padded  ",1\n" ",2\n', True),
+        "floaty_ids.csv": (b"id,text\n1.50,a\n-0,b\n1e3,c\n", True),
+        "crlf.csv": (b"text,id\r\nhello,1\r\nbye,2\r\n", False),
+        "blank.csv": (b"text,id\nhello,1\n\nbye,2\n", False),
+        "literal_quote.csv": (b'text,id\n5" disk,1\n', False),
+        "ragged.csv": (b"text,id\nhello,1\nbye,2,3\n", False),
+        "unterminated.csv": (b'text,id\n"never closed,1\nb,2\n', False),
+        "spaces.csv": (b"text,id\n hello ,1\n\tx\t, 2 \n", True),
+        "dup_header.csv": (b"text,text\na,b\n", False),
+        "no_text.csv": (b"a,b\n1,2\n", False),
+        "bad_utf8.csv": (b"text,id\nab\xffcd,1\n", False),
+        "only_header.csv": (b"text,id\n", False),
+    }
+    for name, (data, _) in odd.items():
+        (tmp / name).write_bytes(data)
+    return odd
+
+
+def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, caplog):
+    """The device parses the CSV/TSV files in the subset the host reader (pyarrow) reads the same way,
+    and hands everything else to the host reader: same texts, ids, replaced counts, and the same error
+    messages."""
+    import cutext.stages.read as R
+
+    odd = _csv_cases(tmp_path, shared_data)
+    host_calls = []
+    real = R.read_piece
+    monkeypatch.setattr(R, "read_piece", lambda p, fs: host_calls.append(p.paths[0]) or real(p, fs))
+    real_names = ("news.csv", "news_bom.csv", "news.tsv", "news.csv.gz", "scifact.csv")
+    cases = [(n, {}) for n in real_names] + [("news.csv", {"text_column": ["title", "text"]}),
+                                            ("scifact.csv", {"text_column": ["title", "text"]}),
+                                            ("news.csv", {"id_column": "title"})]
+    cases += [(name, {}) for name in odd]
+    problems = []
+    caplog.set_level("DEBUG", logger=G.__name__)
+    for name, opts in cases:
+        caplog.clear()
+        fs, pieces, fmt = plan(str(tmp_path / name), format="csv", **opts)
+        assert fmt == "csv" and len(pieces) == 1
+        piece = pieces[0]
+        host_calls.clear()
+        out = []
+        for fn in (lambda: read_piece(piece, fs), lambda: G.read_csv_device(piece, fs).to_pandas()):
+            try:
+                out.append(fn())
+            except R.CorpusError as exc:
+                out.append(str(exc))
+        want, got = out
+        where = f"{name} {opts}"
+        if isinstance(want, str) or isinstance(got, str):
+            if not (isinstance(got, str) and got == want):
+                problems.append(f"{where}: host {want!r:.300}, device {got!r:.300}")
+            continue
+        if len(got) != len(want):
+            problems.append(f"{where}: {len(got)} rows, host {len(want)}")
+            continue
+        gt, wt = got["text"].astype(str).tolist(), want["text"].astype(str).tolist()
+        if gt != wt:
+            i = next(i for i in range(len(gt)) if gt[i] != wt[i])
+            problems.append(f"{where}: row {i} text {gt[i][:80]!r}, host {wt[i][:80]!r}")
+        if (got["source_id"].isna().tolist() != want["source_id"].isna().tolist()
+                or got["source_id"].dropna().astype(str).tolist() != want["source_id"].dropna().astype(str).tolist()):
+            problems.append(f"{where}: ids {got['source_id'].head(3).tolist()}, host {want['source_id'].head(3).tolist()}")
+        if not np.array_equal(got["replaced"].to_numpy(), want["replaced"].to_numpy()):
+            problems.append(f"{where}: replaced counts differ")
+        plain = odd[name][1] if name in odd else True
+        if plain and host_calls:
+            problems.append(f"{where}: the device reader fell back to the host: {caplog.messages}")
+        elif not plain and host_calls != [piece.paths[0]]:
+            problems.append(f"{where}: expected the host reader")
+    assert not problems, "\n".join(problems)
+
+
+def test_csv_index_gpu_equals_cpu(tmp_path, shared_data):
+    import pyarrow.csv as pcsv
+
+    docs = _shared()["20news"]()
+    src = tmp_path / "news.csv"
+    pcsv.write_csv(pa.table({"id": [f"n{i}" for i in range(len(docs))], "text": docs["text"].tolist()}), src)
+    kw = dict(format="csv", stopwords="lucene", stemmer="porter", progress=False)
     cpu = pipelines.run("bm25", str(src), out=str(tmp_path / "cpu"), backend="cpu", **kw)
     gpu = pipelines.run("bm25", str(src), out=str(tmp_path / "gpu"), backend="gpu", scheduler="sync", **kw)
     print("gpu timings", gpu.timings)
