@@ -491,6 +491,20 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
     assert not problems, "\n".join(problems)
 
 
+def test_csv_too_large_for_the_device_goes_to_the_host_reader(tmp_path, monkeypatch, caplog):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b'id,text\n1,"a, b"\n2,c\n')
+    fs, pieces, _ = plan(str(p), format="csv")
+    caplog.set_level("DEBUG", logger=G.__name__)
+    assert G.read_csv_device(pieces[0], fs).to_pandas()["text"].astype(str).tolist() == ["a, b", "c"]
+    assert not caplog.messages
+    monkeypatch.setattr(G, "CSV_DEVICE_BYTES_PER_BYTE", 1 << 50)
+    got = G.read_csv_device(pieces[0], fs).to_pandas()
+    assert got["text"].astype(str).tolist() == ["a, b", "c"]
+    assert got["source_id"].astype(str).tolist() == ["1", "2"]
+    assert any("too large for the device" in m for m in caplog.messages)
+
+
 def test_csv_index_gpu_equals_cpu(tmp_path, shared_data):
     import pyarrow.csv as pcsv
 
