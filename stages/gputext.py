@@ -1,5 +1,5 @@
-"""The device text path (issue 10): lines, Parquet and one-document-per-file inputs to device
-buffers, tokens as byte offsets, a device encode by 64-bit hashes, for one partition.
+"""The device text path (issue 10): lines, Parquet, JSON Lines, CSV and one-document-per-file inputs
+to device buffers, tokens as byte offsets, a device encode by 64-bit hashes, for one partition.
 
 The corpus front end (:mod:`cutext.stages.corpus`) calls these on cudf partitions, so the same
 code runs in one process on one GPU and per partition on dask-cuda workers:
@@ -12,6 +12,9 @@ code runs in one process on one GPU and per partition on dask-cuda workers:
   ``replaced`` counts are the CPU reader's by construction.
 * :func:`read_parquet_device`, :func:`read_files_device` (read stage): the text of Parquet
   files by libcudf's reader, the bytes of one-document-per-file pieces in one device buffer.
+* :func:`read_jsonl_device`, :func:`read_csv_device` (read stage): JSON Lines parsed by libcudf,
+  CSV/TSV parsed here (:func:`csv_layout`, :func:`csv_column`), each only when device checks find the
+  bytes in a subset that the parser and the host reader (pyarrow) read alike; else the host reader.
 * :func:`scan_partition` (tokenize stage): the tokenizer's rules 1-2 as before (NFC of flagged
   rows, lowercase, final sigma), then the word-table kernel blanks the separator bytes
   (:func:`cutext.kernels.tokenize.blank_separators`), :func:`cutext.kernels.tokenize.token_bounds`
@@ -707,42 +710,46 @@ def read_jsonl_device(piece, fs):
     from cutext.kernels.backend import to_cudf
     from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, read_piece
 
-    def host():
+    path = piece.paths[0]
+
+    def host(why):  # logged at DEBUG: why this piece is not parsed on the device
+        log.debug("%s: JSON Lines read by the host reader: %s", path, why)
         return to_cudf(read_piece(piece, fs))
 
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
-        return host()
+        return host("encoding")
     clock = StepClock(cupy)
     data, buf = piece_to_device(piece, fs)
     clock("read: host bytes + copy to device")
-    if not utf8_valid(buf) or not jsonl_plain(buf):
-        return host()
+    if not utf8_valid(buf):
+        return host("not UTF-8")
+    if not jsonl_plain(buf):
+        return host("outside the subset")
     n = jsonl_records(buf)
     del buf
     clock("read: UTF-8 + JSON subset check")
     if n == 0:
-        return host()
+        return host("no record")
     try:
         gdf = cudf.read_json(io.BytesIO(memoryview(data)), lines=True, compression=None)  # decompressed
-    except Exception:  # noqa: BLE001 - the host reader reports the file's problem
-        return host()
+    except Exception as exc:  # noqa: BLE001 - the host reader reports the file's problem
+        return host(f"libcudf: {type(exc).__name__}: {exc}")
     clock("read: libcudf JSON")
-    path = piece.paths[0]
     if len(gdf) != n:
-        return host()
+        return host(f"libcudf gave {len(gdf)} rows for {n} records")
     try:
         text_cols = _pick(list(gdf.columns), piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
         id_cols = _pick(list(gdf.columns), piece.options.get("id_column"), ID_CANDIDATES, "id", path)
     except Exception:  # noqa: BLE001 - a missing named column: the host reader's message
-        return host()
+        return host("column missing")
     from cudf.api.types import is_string_dtype
 
     if text_cols is None or not all(is_string_dtype(gdf[c].dtype) for c in text_cols):
-        return host()
+        return host("no text column of strings")
     if id_cols is not None:
         ids = gdf[id_cols[0]]
         if ids.null_count or not (is_string_dtype(ids.dtype) or ids.dtype == np.int64):
-            return host()
+            return host(f"id column of {ids.dtype} with {ids.null_count} nulls")
         ids = ids.astype(str).reset_index(drop=True)
     else:
         ids = to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True)
