@@ -684,6 +684,19 @@ def jsonl_records(data) -> int:
     return int((line[1:] != line[:-1]).sum()) + 1
 
 
+def _host_reader(piece, fs, what: str):
+    """``host(why)``: the piece read by the host reader as a cudf frame, ``why`` logged at DEBUG
+    (logger ``cutext.stages.gputext``) -- why a table reader did not parse the piece on the device."""
+    def host(why):
+        from cutext.kernels.backend import to_cudf
+        from cutext.stages.read import read_piece
+
+        log.debug("%s: %s read by the host reader: %s", piece.paths[0], what, why)
+        return to_cudf(read_piece(piece, fs))
+
+    return host
+
+
 def read_jsonl_device(piece, fs):
     """Read a ``jsonl`` piece into a cudf frame ``(source_id, text, replaced)`` with libcudf's JSON reader.
 
@@ -708,14 +721,10 @@ def read_jsonl_device(piece, fs):
     import cupy
 
     from cutext.kernels.backend import to_cudf
-    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, read_piece
+    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick
 
     path = piece.paths[0]
-
-    def host(why):  # logged at DEBUG: why this piece is not parsed on the device
-        log.debug("%s: JSON Lines read by the host reader: %s", path, why)
-        return to_cudf(read_piece(piece, fs))
-
+    host = _host_reader(piece, fs, "JSON Lines")
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return host("encoding")
     clock = StepClock(cupy)
@@ -935,14 +944,10 @@ def read_csv_device(piece, fs):
 
     from cutext.kernels.backend import to_cudf
     from cutext.stages.compute import device_memory_budget
-    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, _strip_compression, read_piece
+    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, _strip_compression
 
     path = piece.paths[0]
-
-    def host(why):  # logged at DEBUG: why this piece is not parsed on the device
-        log.debug("%s: CSV read by the host reader: %s", path, why)
-        return to_cudf(read_piece(piece, fs))
-
+    host = _host_reader(piece, fs, "CSV")
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return host("encoding")
     delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
