@@ -47,7 +47,8 @@ from cutext.stages.tokenize import TokenizerConfig
 log = logging.getLogger(__name__)
 
 __all__ = ["scan_arrays", "scan_partition", "read_lines_device", "read_parquet_device", "read_files_device",
-           "read_jsonl_device", "jsonl_plain", "jsonl_records", "read_csv_device", "csv_layout", "csv_plain", "csv_column",
+           "read_jsonl_device", "jsonl_plain", "jsonl_records",
+           "read_csv_device", "csv_layout", "csv_plain", "csv_column",
            "read_piece_bytes", "piece_to_device", "split_lines", "strings_series", "profile"]
 def _xp(a):
     return __import__("cupy") if type(a).__module__.startswith("cupy") else np
@@ -785,6 +786,7 @@ class CsvLayout(NamedTuple):
     lengths: object   # int64 (n_fields,): bytes of every field's value
     keep: object      # bool (n,): the byte is part of a field's value (not a delimiter, a line break, a
                       # quote that opens or closes a field, nor the first quote of a "" pair)
+
 
 def csv_layout(data, delim: int) -> CsvLayout | None:
     r"""The fields of a CSV/TSV file, when its bytes are in the subset that the device parse

@@ -430,6 +430,7 @@ def _csv_cases(tmp, shared_data):
         "no_text.csv": (b"a,b\n1,2\n", False),
         "bad_utf8.csv": (b"text,id\nab\xffcd,1\n", False),
         "only_header.csv": (b"text,id\n", False),
+        "no_id.csv": (b'text,n\n"a, b",1\nc,2\n', True),           # no id column: ids numbered later
     }
     for name, (data, _) in odd.items():
         (tmp / name).write_bytes(data)
