@@ -460,6 +460,24 @@ def piece_to_device(piece, fs):
     return host, buf
 
 
+def _device_frame(text, ids=None):
+    """The read stage's cudf frame ``(source_id, text, replaced)`` of device text: ``ids`` a cudf
+    Series or a pyarrow array of strings, or None for null ids (numbered later); ``replaced`` zeros
+    (only valid UTF-8 is read on the device)."""
+    import cudf
+    import cupy
+
+    from cutext.kernels.backend import to_cudf
+
+    n = len(text)
+    if ids is None:
+        ids = pa.nulls(n, pa.string())
+    if not isinstance(ids, cudf.Series):
+        ids = to_cudf(ids)
+    return cudf.DataFrame({"source_id": ids.reset_index(drop=True), "text": text.reset_index(drop=True),
+                           "replaced": cupy.zeros(n, dtype=np.int32)})
+
+
 def read_lines_device(piece, fs):
     """Read a ``lines`` piece into a cudf frame ``(source_id, text, replaced)`` through device buffers.
 
@@ -476,7 +494,6 @@ def read_lines_device(piece, fs):
     CorpusError
         The file cannot be read (the message names it).
     """
-    import cudf
     import cupy
 
     from cutext.kernels.backend import to_cudf
@@ -496,12 +513,9 @@ def read_lines_device(piece, fs):
     del data
     chars, offsets = split_lines(buf)
     del buf
-    n = len(offsets) - 1
     text = strings_series(chars, offsets)
     clock("read: line split")
-    return cudf.DataFrame({"source_id": to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True),
-                           "text": text,
-                           "replaced": cupy.zeros(n, dtype=np.int32)})
+    return _device_frame(text)
 
 
 # ----------------------------------------------------------------------------- read (parquet)
@@ -534,7 +548,6 @@ def read_parquet_device(piece, fs):
         the file).
     """
     import cudf
-    import cupy
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from fsspec.implementations.local import LocalFileSystem
@@ -560,17 +573,14 @@ def read_parquet_device(piece, fs):
     except Exception:  # noqa: BLE001 - the host reader reports the file's problem
         return to_cudf(read_piece(piece, fs))
     text = _joined_text(gdf, text_cols)
-    n = len(text)
-    if id_cols is None:
-        ids = pa.nulls(n, pa.string())
-    else:
+    ids = None
+    if id_cols is not None:
         col = pq.read_table(path, columns=[id_cols[0]]).column(0)
         ids = pc.cast(col, pa.large_string())
         if ids.null_count:
             raise CorpusError(f"{path}: id column {id_cols[0]!r} has {ids.null_count} empty ids")
         ids = pa.chunked_array(ids).combine_chunks().cast(pa.string())
-    return cudf.DataFrame({"source_id": to_cudf(ids).reset_index(drop=True), "text": text,
-                           "replaced": cupy.zeros(n, dtype=np.int32)})
+    return _device_frame(text, ids)
 
 
 # ----------------------------------------------------------------------------- read (jsonl)
@@ -721,7 +731,6 @@ def read_jsonl_device(piece, fs):
     import cudf
     import cupy
 
-    from cutext.kernels.backend import to_cudf
     from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick
 
     path = piece.paths[0]
@@ -760,11 +769,10 @@ def read_jsonl_device(piece, fs):
         ids = gdf[id_cols[0]]
         if ids.null_count or not (is_string_dtype(ids.dtype) or ids.dtype == np.int64):
             return host(f"id column of {ids.dtype} with {ids.null_count} nulls")
-        ids = ids.astype(str).reset_index(drop=True)
+        ids = ids.astype(str)
     else:
-        ids = to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True)
-    text = _joined_text(gdf, text_cols)
-    return cudf.DataFrame({"source_id": ids, "text": text, "replaced": cupy.zeros(n, dtype=np.int32)})
+        ids = None
+    return _device_frame(_joined_text(gdf, text_cols), ids)
 
 
 # ----------------------------------------------------------------------------- read (csv)
@@ -944,7 +952,6 @@ def read_csv_device(piece, fs):
     import cudf
     import cupy
 
-    from cutext.kernels.backend import to_cudf
     from cutext.stages.compute import device_memory_budget
     from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, _strip_compression
 
@@ -974,16 +981,11 @@ def read_csv_device(piece, fs):
         return host("column missing")
     if text_cols is None:
         return host("no text column")
-    n = lay.n_rows
     cols = {c: strings_series(*csv_column(buf, lay, names.index(c))) for c in dict.fromkeys(text_cols + (id_cols or []))}
     del buf, lay
     clock("read: CSV columns")
-    if id_cols is not None:
-        ids = cols[id_cols[0]]
-    else:
-        ids = to_cudf(pa.nulls(n, pa.string())).reset_index(drop=True)
     text = _joined_text(cudf.DataFrame({c: cols[c] for c in text_cols}), text_cols)
-    return cudf.DataFrame({"source_id": ids, "text": text, "replaced": cupy.zeros(n, dtype=np.int32)})
+    return _device_frame(text, None if id_cols is None else cols[id_cols[0]])
 
 
 # ----------------------------------------------------------------------------- read (files)
@@ -1004,7 +1006,6 @@ def read_files_device(piece, fs):
     CorpusError
         A file cannot be read (the message names it).
     """
-    import cudf
     import cupy
 
     from cutext.kernels.backend import to_cudf
@@ -1029,7 +1030,4 @@ def read_files_device(piece, fs):
     del raws
     if not utf8_valid(buf):
         return to_cudf(read_piece(piece, fs))
-    n = len(piece.paths)
-    return cudf.DataFrame({"source_id": to_cudf(pa.array(piece.labels, pa.string())).reset_index(drop=True),
-                           "text": strings_series(buf, cupy.asarray(offsets)),
-                           "replaced": cupy.zeros(n, dtype=np.int32)})
+    return _device_frame(strings_series(buf, cupy.asarray(offsets)), pa.array(piece.labels, pa.string()))
