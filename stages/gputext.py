@@ -185,18 +185,13 @@ def _prepare_host(text):
 
 def _prepare_device(text, lowercase: bool):
     """Rules 1-2 on a cudf strings Series, as :func:`cutext.stages.tokenize._split_gpu` does."""
-    from cutext.stages.tokenize import _lower_gpu, _nfc_gpu
+    from cutext.stages.tokenize import normalize_gpu
 
     import cupy
 
     clock = StepClock(cupy)
-    s = _nfc_gpu(text.fillna("").reset_index(drop=True))
-    clock("scan: NFC")
-    if lowercase:
-        s = _lower_gpu(s)
-        clock("scan: lowercase")
-        s = _nfc_gpu(s)
-        clock("scan: NFC after lowercase")
+    s = normalize_gpu(text, lowercase)
+    clock("scan: NFC + lowercase")
     return s
 
 
@@ -221,12 +216,8 @@ def scan_partition(text, cfg: TokenizerConfig):
     if is_gpu_object(text):
         from cutext.stages.tokenize import cudf_string_buffers
 
-        import cupy
-
-        clock = StepClock(cupy)
         s = _prepare_device(text, cfg.lowercase)
         _, data, offsets = cudf_string_buffers(s)
-        clock("scan: NFC + lowercase (all)")
         out = scan_arrays(data, offsets, cfg)
         del s, data, offsets
         if out is None:

@@ -129,3 +129,30 @@ def test_ascii_lowercase_path_equals_cudf_lower(max_fraction):
         want = col.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
         got = _lower_gpu(col, max_fraction=max_fraction)
         assert got.to_arrow().cast("binary").to_pylist() == want.to_arrow().cast("binary").to_pylist()
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("max_fraction", [0.0, 0.05, 1.0])
+def test_normalize_gpu_equals_the_cpu_rules(lowercase, max_fraction):
+    """``normalize_gpu`` (ASCII rows by the byte kernel, the others by the CPU rules on the host, put
+    back in place or rebuilt; above ``max_fraction`` the device's own rules) == the CPU rules: the
+    cases, 20 Newsgroups with its non-ASCII posts, a slice with nulls."""
+    import cudf
+    import pyarrow as pa
+
+    from cutext.stages.tokenize import _normalize_cpu, normalize_gpu
+
+    d = datasets.default_data_dir()
+    corpus = datasets.shared_corpora(d)["20news"]()["text"].tolist() if d is not None else []
+    rows_sets = [CASES, corpus[:3000] + [t for t in corpus if not t.isascii()],
+                 ["ASCII", "caf\u00e9 N\u00c4IVE", "cafe\u0301", "İx", "Q"]]
+    for rows in rows_sets:
+        if not rows:
+            continue
+        want = _normalize_cpu(pa.array(rows, type=pa.large_string()), lowercase).to_pylist()
+        got = normalize_gpu(cudf.Series(rows), lowercase, max_fraction=max_fraction).to_arrow().to_pylist()
+        assert got == want, [(a, b) for a, b in zip(got, want) if a != b][:3]
+    s = cudf.Series(["x", None, "Ab\u00c9", None, "CD"])[1:]
+    got = normalize_gpu(s, lowercase, max_fraction=max_fraction)
+    assert got.index.tolist() == [0, 1, 2, 3]
+    assert got.to_arrow().to_pylist() == (["", "ab\u00e9", "", "cd"] if lowercase else ["", "Ab\u00c9", "", "CD"])

@@ -439,3 +439,64 @@ def test_csv_layout_reads_real_corpora_written_as_csv(shared_data, tmp_path):
             want = table.column(col).to_pylist()
             got = [bytes(chars[offsets[i]:offsets[i + 1]]).decode() for i in range(len(want))]
             assert got == want, (name, col)
+
+
+# ----------------------------------------------------------------------------- rules 1-2 (normalize_buffers)
+
+NORMALIZE_ROWS = ["The QUICK Brown fox", "", "cafe\u0301 CAFÉ", "İstanbul IŞIK", "ΟΔΟΣ οδός Σ", "H\u0331 x",
+                  "plain ascii 123", "\u212bngstro\u0308m", "東京 TOKYO", "A\u030a\u0301 e\u0301\u0301", "MiXeD_Z"]
+
+
+def _normalize_via_buffers(texts, lowercase, max_fraction):
+    """normalize_buffers on numpy, the column rebuilt as its callers do; None when it declines."""
+    import pyarrow.compute as pc
+
+    from cutext.stages.tokenize import normalize_buffers
+
+    arr = pa.array(texts, type=pa.large_string())
+    data, offsets = K.arrow_buffers(arr)
+    got = normalize_buffers(data.copy(), offsets.copy(), lowercase, max_fraction)
+    if got is None:
+        return None
+    out = pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(offsets.copy()), pa.py_buffer(got.chars))
+    if got.fixed is not None:
+        mask = np.zeros(len(arr), bool)
+        mask[got.fix] = True
+        out = pc.replace_with_mask(out, pa.array(mask), got.fixed)
+    return out.to_pylist()
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_normalize_buffers_equals_the_cpu_rules(lowercase):
+    """ASCII rows folded on the array, the others through the CPU rules and put back (in place, or
+    rebuilt when NFC or lowercase changed their length) == the CPU rules on every row; it declines
+    (None) above ``max_fraction`` of non-ASCII bytes and on bytes that are not UTF-8."""
+    from cutext.stages.tokenize import _normalize_cpu
+
+    rng = np.random.default_rng(5)
+    for rows in ([NORMALIZE_ROWS[i] for i in rng.integers(0, len(NORMALIZE_ROWS), 300)],
+                 ["ASCII ONLY", "Row Two", ""], ["caf\u00e9 na\u00efve", "ABC"],  # same lengths: in place
+                 ["cafe\u0301", "XY"], ["İ", "Q"]):                                  # lengths change
+        want = _normalize_cpu(pa.array(rows, type=pa.large_string()), lowercase).to_pylist()
+        assert _normalize_via_buffers(rows, lowercase, 1.0) == want, rows[:4]
+    assert _normalize_via_buffers(["ASCII", "\u00e9\u00e9\u00e9"], lowercase, 0.1) is None
+    from cutext.stages.tokenize import normalize_buffers
+
+    data, offsets = _pack([b"AB \xff CD", b"xy"])
+    assert normalize_buffers(data, offsets, lowercase) is None
+    data, offsets = _pack([b"AB CD", b"xy"])  # no row to fix: the input itself, or its fold
+    got = normalize_buffers(data, offsets, lowercase)
+    assert bytes(got.chars) == (b"ab cdxy" if lowercase else b"AB CDxy") and got.fixed is None
+    assert (got.chars is data) == (not lowercase)
+
+
+def test_normalize_buffers_on_a_corpus_equals_the_cpu_rules(shared_data):
+    from cutext.stages.tokenize import _normalize_cpu
+
+    texts = datasets.shared_corpora(shared_data)["20news"]()["text"].tolist()
+    nonascii = [t for t in texts if not t.isascii()]
+    assert nonascii, "20 Newsgroups has posts with bytes >= 0x80"
+    rows = texts[:2000] + nonascii
+    for lowercase in (True, False):
+        want = _normalize_cpu(pa.array(rows, type=pa.large_string()), lowercase).to_pylist()
+        assert _normalize_via_buffers(rows, lowercase, 0.05) == want
