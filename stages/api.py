@@ -591,6 +591,8 @@ def _term_range(slices, weight_fn):
     """One term range of the postings: the slices of every counts partition, weighted, sorted."""
     import importlib
 
+    from cutext.stages.sort import sort_frame_by_pairs
+
     kept = [s for s in slices if len(s)] or slices[:1]
     lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
     clock = StepClock(__import__("cupy") if lib.__name__ == "cudf" else np)
@@ -598,7 +600,7 @@ def _term_range(slices, weight_fn):
     clock("weight: concat")
     df = _drop_dl(weight_fn(df))
     clock("weight: weights")
-    df = df.sort_values(["term_id", "doc_id"], ignore_index=True)
+    df = sort_frame_by_pairs(df)
     clock("weight: sort")
     return df
 

@@ -117,7 +117,7 @@ class WeightPartition:
         idf_t = xp.asarray(self.idf_t)
         w = idf_t[t] * tf_component(values(df["tf"]), values(df["dl"]), self.avgdl, self.variant,
                                     self.k1, self.b, self.delta)
-        out = df.copy()
+        out = df.copy(deep=False)  # the new column only: no copy of the range's other columns
         out["weight"] = w.astype(np.float32)
         return out
 

@@ -40,6 +40,26 @@ def sort_pairs(term_id, doc_id):
     return xp.sort(keys), doc_min, span
 
 
+def sort_frame_by_pairs(df):
+    """The rows of a pandas or cudf frame in (term_id, doc_id) order, index 0..n-1.
+
+    One sort of the packed keys (:func:`pair_keys`; pairs are unique, so no stability is needed)
+    and one gather of every column: on the GPU a radix sort of int64 keys instead of libcudf's
+    two-column sort; when the packed key could overflow int64, ``sort_values``.
+    """
+    from cutext.kernels.backend import values
+
+    if len(df) == 0:
+        return df.reset_index(drop=True)
+    t, d = values(df["term_id"]), values(df["doc_id"])
+    span = int(d.max()) - int(d.min()) + 1
+    if int(t.min()) < 0 or (int(t.max()) + 1) * span >= 2**63:
+        return df.sort_values(["term_id", "doc_id"], ignore_index=True)
+    keys, _, _ = pair_keys(t, d)
+    order = array_module(keys).argsort(keys)
+    return df.take(order).reset_index(drop=True)
+
+
 def term_divisions(df: np.ndarray, nparts: int) -> list[int]:
     """Term-id boundaries giving ``nparts`` ranges of about equal posting counts.
 

@@ -115,3 +115,20 @@ def test_document_lengths(lee_encoded):
     want = np.bincount(pairs["doc_id"].to_numpy(), minlength=n)
     np.testing.assert_array_equal(lengths, want)
     assert (lengths[-3:] == 0).all()
+
+
+@pytest.mark.parametrize("doc_base", [0, 5_000_000_000, 2**62])
+def test_sort_frame_by_pairs_equals_sort_values(lee_encoded, doc_base):
+    """The packed-key sort of a term range (weight step of bm25) gives sort_values' rows: counts of
+    real text in shuffled order, doc ids far from 0, and ids whose packed key would overflow int64
+    (then sort_values itself); an empty frame keeps its columns."""
+    from cutext.stages.sort import sort_frame_by_pairs
+
+    c = count_partition(lee_encoded["pairs"]).sample(frac=1.0, random_state=3)
+    c["doc_id"] = c["doc_id"].astype(np.int64) + doc_base
+    if doc_base == 2**62:
+        c.loc[c.index[0], "doc_id"] = 0  # a span of 2**62: the key would overflow
+    want = c.sort_values(["term_id", "doc_id"], ignore_index=True)
+    got = sort_frame_by_pairs(c)
+    pd.testing.assert_frame_equal(got, want)
+    assert list(sort_frame_by_pairs(c.iloc[:0]).columns) == list(c.columns)
