@@ -1,0 +1,146 @@
+# A/B of the 2 GB GPU index (issue 10, sixth pass) in one process, variants alternated, medians of
+# --repeats; run on the lent GPU from the repository root after `source benchmarks/gpu_env.sh`:
+#   python benchmarks/micro/index_ab.py --data .devdata [--repeats 3] [--variants now,before,...]
+# The corpus is benchmarks/bm25.py's replicated 20 Newsgroups (2.00 GB of lines files, written once).
+# Variants:
+#   before      rules 1-2 by the old device chain (NFC, cudf-assisted lowercase, NFC again) and each term
+#               range sorted by libcudf's two-column sort_values (main before this pass, but for the weight
+#               step's shallow copy, which no variant undoes)
+#   now         normalize_gpu (ASCII rows by one byte kernel, the rest on the host by the CPU rules) and
+#               the packed-key sort of each term range
+#   bsN         now, reader blocksize N MiB (default 64)
+#   ppfN        now, N M postings a file (default 8; two files in flight on one GPU)
+# Prints a table: wall seconds (median, runs), RMM peak MiB, stage seconds (medians), files written.
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (bm25.py's corpus writer)
+
+
+def old_prepare(text, lowercase):
+    from cutext.stages.tokenize import _lower_gpu, _nfc_gpu
+
+    s = _nfc_gpu(text.fillna("").reset_index(drop=True))
+    return _nfc_gpu(_lower_gpu(s)) if lowercase else s
+
+
+def old_sort(df):
+    return df.sort_values(["term_id", "doc_id"], ignore_index=True)
+
+
+def variant(name):
+    """(context manager, run kwargs) of a variant."""
+    from cutext.pipelines import bm25 as bm25_pipe
+    from cutext.stages import gputext, sort
+
+    stack = contextlib.ExitStack()
+    kw = {}
+    if name == "before":
+        for mod, attr, fn in ((gputext, "_prepare_device", old_prepare), (sort, "sort_frame_by_pairs", old_sort)):
+            stack.callback(setattr, mod, attr, getattr(mod, attr))
+            setattr(mod, attr, fn)
+    for part in name.split("+"):
+        if part.startswith("bs"):
+            kw["blocksize"] = int(part[2:]) << 20
+        if part.startswith("ppf"):
+            stack.callback(setattr, bm25_pipe, "POSTINGS_PER_FILE", bm25_pipe.POSTINGS_PER_FILE)
+            bm25_pipe.POSTINGS_PER_FILE = int(part[3:]) * 1_000_000
+    return stack, kw
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--gb", type=float, default=2.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--variants", default="before,now,bs256,ppf32,bs256+ppf32")
+    ap.add_argument("--workdir", default="/tmp/cutext-bench")
+    ap.add_argument("--profile", default="now",
+                    help="variants run once more with $CUTEXT_GPUTEXT_PROFILE=1 (sub-steps; '' for none)")
+    args = ap.parse_args()
+
+    import cupy
+    import rmm
+    import rmm.statistics
+
+    from bm25 import Corpus, tokenizer_kwargs, write_replicated
+    from cutext import pipelines
+    from cutext.stages.compute import step_profile
+
+    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+    rmm.statistics.enable_statistics()
+    from cutext.pipelines import bm25 as bm25_pipe
+
+    stage_peaks = {}
+    run_stage = bm25_pipe._Stages.run
+
+    def run_measured(self, name, fn, *a, **k):  # RMM peak of each stage (allocations held before it included)
+        rmm.statistics.push_statistics()
+        try:
+            return run_stage(self, name, fn, *a, **k)
+        finally:
+            stage_peaks[name] = max(stage_peaks.get(name, 0), rmm.statistics.pop_statistics().peak_bytes)
+
+    bm25_pipe._Stages.run = run_measured
+    data = Path(args.workdir) / f"data-{args.gb:g}GB"
+    man = write_replicated(Corpus(Path(args.data) / "corpora" / "20news-bydate.tar.gz"), data, args.gb * 1e9,
+                           256e6, 0)
+    nbytes = man.get("bytes") or sum(p.stat().st_size for p in data.iterdir())
+    out = Path(args.workdir) / "ab-index"
+    tok = tokenizer_kwargs("plain")[0]
+    names = args.variants.split(",")
+    print(f"{nbytes / 1e9:.2f} GB in {len(list(data.iterdir()))} files; variants {names}; "
+          f"repeats {args.repeats}", flush=True)
+    pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync", format="lines",
+                  progress=False, **tok)  # warm-up: CUDA context, kernel compilation
+    res = {n: [] for n in names}
+    for r in range(args.repeats):
+        for n in names:
+            stack, kw = variant(n)
+            with stack:
+                cupy.get_default_memory_pool().free_all_blocks()
+                step_profile(reset=True)
+                rmm.statistics.push_statistics()
+                t = time.perf_counter()
+                got = pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync",
+                                    format="lines", progress=False, **kw, **tok)
+                sec = time.perf_counter() - t
+                peak = rmm.statistics.pop_statistics().peak_bytes
+            files = len(list((out / "postings").iterdir()))
+            res[n].append((sec, peak, got.timings, files, dict(stage_peaks)))
+            stage_peaks.clear()
+            print(f"  repeat {r + 1} {n:14s} {sec:6.2f} s  RMM peak {peak / 2**20:7,.0f} MiB  "
+                  f"{files} postings files", flush=True)
+    print("\n| variant | seconds (median) | runs | GB/s | RMM peak MiB | x input | stages (median s) | stage peaks MiB "
+          "| postings files |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in names:
+        secs = [x[0] for x in res[n]]
+        st = {k: statistics.median(x[2][k] for x in res[n]) for k in res[n][0][2]}
+        peak = max(x[1] for x in res[n])
+        print(f"| {n} | {statistics.median(secs):.2f} | {', '.join(f'{s:.2f}' for s in secs)} "
+              f"| {nbytes / 1e9 / statistics.median(secs):.3f} | {peak / 2**20:,.0f} | {peak / nbytes:.2f} "
+              f"| {', '.join(f'{k} {v:.2f}' for k, v in st.items())} "
+              f"| {', '.join(f'{k} {max(x[4].get(k, 0) for x in res[n]) / 2**20:,.0f}' for k in st)} "
+              f"| {res[n][0][3]} |")
+    os.environ["CUTEXT_GPUTEXT_PROFILE"] = "1"  # read by every StepClock as it starts
+    for n in filter(None, args.profile.split(",")):
+        stack, kw = variant(n)
+        with stack:
+            step_profile(reset=True)
+            t = time.perf_counter()
+            pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync", format="lines",
+                          progress=False, **kw, **tok)
+            sec = time.perf_counter() - t
+        prof = step_profile(reset=True)
+        print(f"\nprofiled {n} ({sec:.2f} s, device synchronized at each mark): "
+              + ", ".join(f"{k} {v:.3f}" for k, v in prof.items()))
+
+
+if __name__ == "__main__":
+    main()
