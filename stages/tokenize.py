@@ -386,6 +386,17 @@ def scatter_ranges(dst, dst_starts, src, src_offsets):
 
 
 _ASCII_LOWER = None
+CAPITAL_I_DOT = "\u0130"
+
+
+def _cudf_lower(s):
+    """cudf ``str.lower`` as the CPU rule lowercases: U+0130 (İ) first mapped to ``i``, then final sigma folded.
+
+    libcudf applies the full lowercase mapping of U+0130 (``i`` + U+0307, SpecialCasing.txt, the only
+    unconditional lowercase mapping to two code points) while pyarrow's ``utf8_lower`` (utf8proc) and
+    so the CPU backend apply the simple one (``i``).
+    """
+    return s.str.replace(CAPITAL_I_DOT, "i", regex=False).str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
 
 
 def _lower_gpu(s, max_fraction: float = 0.25):
@@ -406,11 +417,11 @@ def _lower_gpu(s, max_fraction: float = 0.25):
         return s
     fix = non_ascii_rows(chars, offsets)
     if len(fix) > max_fraction * n:
-        return s.str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
+        return _cudf_lower(s)
     low = ascii_lower(chars)
     fixed = None
     if len(fix):
-        fixed = s.take(fix).str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False).reset_index(drop=True)
+        fixed = _cudf_lower(s.take(fix)).reset_index(drop=True)
         _, fchars, foff = cudf_string_buffers(fixed)
         if bool(((foff[1:] - foff[:-1]) == (offsets[fix + 1] - offsets[fix])).all()):
             scatter_ranges(low, offsets[fix], fchars, foff)  # same byte lengths: copied in place
