@@ -259,7 +259,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.read.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
-        partitions on the CPU, 128 MiB on the GPU (``GPU_BLOCKSIZE``).
+        partitions on the CPU, 128 MiB on the GPU (``GPU_BLOCKSIZE``; 64 MiB when the device is
+        too small to hold the run and the partitions' results are spilled to files).
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.
@@ -293,11 +294,15 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
-    if blocksize is None:
+    default_blocksize = blocksize is None
+    if default_blocksize:
         blocksize = GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE
-    src = open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
-                      blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                      glob=glob)
+
+    def _open(blocksize):
+        return open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+
+    src = _open(blocksize)
     nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
     stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
     names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
@@ -310,6 +315,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             # GPU: the same when the device is too small to hold them (issue 10)
             budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
             spill = tmp / ".spill" if be == "cpu" or budget is not None else None
+            if budget is not None and default_blocksize and blocksize > DEFAULT_BLOCKSIZE:
+                src = _open(DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's smaller partitions
+                pieces = src.pieces
             per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
             if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
                 per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
