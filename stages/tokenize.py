@@ -12,8 +12,10 @@ Rules (the same on both backends, applied in this order)
    in cudf 26.10, and pyarrow's ``utf8_normalize`` is not NFC in every build).  By the UAX #15
    quick check the other rows are already NFC, so both give NFC of the text.
 2. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
-   ``utf8_lower`` on the CPU, cudf ``str.lower`` on the GPU), then final sigma ``ς`` folded
-   into ``σ``, then NFC again (same row selection).  NFC comes first so that the result depends
+   ``utf8_lower``), then final sigma ``ς`` folded into ``σ``, then NFC again (same row selection).
+   On the GPU (:func:`normalize_gpu`) ASCII rows are lowered by a byte fold and the other rows go
+   through these same CPU rules on the host; only when they hold most of the text does cudf's
+   ``str.lower`` run (U+0130 mapped to ``i`` first, as pyarrow lowers it).  NFC comes first so that the result depends
    only on the canonical equivalence class of the text (lowercasing before NFC splits them:
    ``İ`` lowercases to ``i`` while its decomposition ``I\u0307`` lowercases to ``i\u0307``);
    the second NFC makes the lowercased text NFC again (``H\u0331`` is NFC, its lowercase
