@@ -699,6 +699,20 @@ def _host_reader(piece, fs, what: str):
     return host
 
 
+def _table_columns(names, piece):
+    """(text columns, id columns or None) of a table piece with columns ``names``, picked as the host
+    reader picks them (:func:`cutext.stages.read._pick`); None when a named column is missing (the
+    host reader then gives its message)."""
+    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _pick
+
+    path = piece.paths[0]
+    try:
+        return (_pick(names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path),
+                _pick(names, piece.options.get("id_column"), ID_CANDIDATES, "id", path))
+    except Exception:  # noqa: BLE001 - a missing named column: the host reader's message
+        return None
+
+
 def read_jsonl_device(piece, fs):
     """Read a ``jsonl`` piece into a cudf frame ``(source_id, text, replaced)`` with libcudf's JSON reader.
 
@@ -722,9 +736,8 @@ def read_jsonl_device(piece, fs):
     import cudf
     import cupy
 
-    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick
+    from cutext.stages.read import _is_utf8
 
-    path = piece.paths[0]
     host = _host_reader(piece, fs, "JSON Lines")
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return host("encoding")
@@ -747,11 +760,10 @@ def read_jsonl_device(piece, fs):
     clock("read: libcudf JSON")
     if len(gdf) != n:
         return host(f"libcudf gave {len(gdf)} rows for {n} records")
-    try:
-        text_cols = _pick(list(gdf.columns), piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
-        id_cols = _pick(list(gdf.columns), piece.options.get("id_column"), ID_CANDIDATES, "id", path)
-    except Exception:  # noqa: BLE001 - a missing named column: the host reader's message
+    picked = _table_columns(list(gdf.columns), piece)
+    if picked is None:
         return host("column missing")
+    text_cols, id_cols = picked
     from cudf.api.types import is_string_dtype
 
     if text_cols is None or not all(is_string_dtype(gdf[c].dtype) for c in text_cols):
@@ -944,7 +956,7 @@ def read_csv_device(piece, fs):
     import cupy
 
     from cutext.stages.compute import device_memory_budget
-    from cutext.stages.read import ID_CANDIDATES, TEXT_CANDIDATES, _is_utf8, _pick, _strip_compression
+    from cutext.stages.read import _is_utf8, _strip_compression
 
     path = piece.paths[0]
     host = _host_reader(piece, fs, "CSV")
@@ -965,11 +977,10 @@ def read_csv_device(piece, fs):
     names = next(csv.reader([bytes(data[:lay.header_end]).decode("utf-8")], delimiter=delim))
     if len(set(names)) != len(names) or not all(names) or len(names) != lay.n_cols:
         return host(f"header {names}")
-    try:
-        text_cols = _pick(names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
-        id_cols = _pick(names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
-    except Exception:  # noqa: BLE001 - a missing named column: the host reader's message
+    picked = _table_columns(names, piece)
+    if picked is None:
         return host("column missing")
+    text_cols, id_cols = picked
     if text_cols is None:
         return host("no text column")
     cols = {c: strings_series(*csv_column(buf, lay, names.index(c))) for c in dict.fromkeys(text_cols + (id_cols or []))}
