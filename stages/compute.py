@@ -307,8 +307,55 @@ def gpu_spill_budget(nbytes: int, info: ComputeInfo) -> int | None:
     return budget if need / n > budget else None
 
 
+def _in_process() -> bool:
+    """Whether dask computes in this process now (the synchronous, threaded or multiprocessing
+    scheduler, or none configured and no default client), not on a ``distributed`` cluster."""
+    import dask.base
+    import dask.local
+    import dask.multiprocessing
+    import dask.threaded
+
+    get = dask.base.get_scheduler()
+    return get is None or get in (dask.local.get_sync, dask.threaded.get, dask.multiprocessing.get)
+
+
+def _is_frame_collection(obj) -> bool:
+    return all(hasattr(obj, a) for a in ("to_delayed", "_meta", "npartitions", "known_divisions"))
+
+
+def _persist_in_process(objs: list) -> list:
+    """``dask.persist(*objs)`` for an in-process scheduler, without naming the persisted frame
+    collections by their contents.
+
+    dask names a persisted DataFrame collection by a token of its computed partitions; for cudf
+    partitions that token hashes every row on the device and copies the hashes to the host
+    (``cudf.DataFrame.__dask_tokenize__``): 0.4-0.6 s of the 2 GB bm25 index on an H200
+    (issue 10, seventh pass, cProfile).  Here the partitions are computed in one graph and wrapped
+    as a collection again under random keys (``dask.delayed(pure=False)``), with the same meta and
+    divisions.  Other objects (delayed) are persisted as usual.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    out = list(objs)
+    frames = [i for i, o in enumerate(objs) if _is_frame_collection(o)]
+    if frames:
+        parts = dask.compute(*[objs[i].to_delayed() for i in frames])
+        for i, ps in zip(frames, parts):
+            o = objs[i]
+            out[i] = dd.from_delayed([dask.delayed(p, pure=False, traverse=False) for p in ps], meta=o._meta,
+                                     divisions=o.divisions if o.known_divisions else None, verify_meta=False)
+    rest = [i for i in range(len(objs)) if i not in frames]
+    if rest:
+        for i, p in zip(rest, dask.persist(*[objs[i] for i in rest])):
+            out[i] = p
+    return out
+
+
 def materialize(ddf, info: ComputeInfo):
     """Persist a collection and wait until it is computed (so stage timings are honest)."""
+    if info.client is None and _in_process():
+        return _persist_in_process([ddf])[0]
     out = ddf.persist()
     if info.client is not None:
         from cutext.stages.progress import wait  # distributed.wait, feeding the stage's progress
@@ -320,9 +367,12 @@ def materialize(ddf, info: ComputeInfo):
 def persist_all(objs: list) -> list:
     """Persist a list of dask objects (delayed, collections) and wait until they are computed: on a
     ``distributed.Client`` (the one in effect, found from the futures) the finished futures feed the
-    current stage's progress (:func:`cutext.stages.progress.wait`)."""
+    current stage's progress (:func:`cutext.stages.progress.wait`); in-process without dask's
+    content tokens of the results (:func:`_persist_in_process`)."""
     import dask
 
+    if _in_process():
+        return _persist_in_process(objs)
     out = list(dask.persist(*objs))
     try:
         from distributed import futures_of
