@@ -10,11 +10,17 @@
 #               the packed-key sort of each term range
 #   bsN         now, reader blocksize N MiB (bm25's GPU default: GPU_BLOCKSIZE, 64 MiB before this pass)
 #   ppfN        now, N M postings a file (GPU_POSTINGS_PER_FILE, 8 before this pass; two files in flight)
+#   persist0    (seventh pass) in-process persists by dask.persist, which names the results by hashing
+#               every cudf partition (cutext.stages.compute._persist_in_process avoids it)
+#   enc0        (seventh pass) the GPU index files without the delta encoding of the sorted ids
+#               (GPU_POSTINGS_ENCODING / GPU_DOCUMENTS_ENCODING empty)
+# Each timed build writes a new directory (the removal of the previous index is not timed).
 # (the first two runs of the log of this pass predate those defaults: "now" there is 64 MiB and 8 M)
 # Prints a table: wall seconds (median, runs), RMM peak MiB, stage seconds (medians), files written.
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -46,6 +52,15 @@ def variant(name):
             stack.callback(setattr, mod, attr, getattr(mod, attr))
             setattr(mod, attr, fn)
     for part in name.split("+"):
+        if part == "persist0":
+            from cutext.stages import compute
+
+            stack.callback(setattr, compute, "_in_process", compute._in_process)
+            compute._in_process = lambda: False
+        if part == "enc0":
+            for attr in ("GPU_POSTINGS_ENCODING", "GPU_DOCUMENTS_ENCODING"):
+                stack.callback(setattr, bm25_pipe, attr, getattr(bm25_pipe, attr))
+                setattr(bm25_pipe, attr, {})
         if part.startswith("bs"):
             kw["blocksize"] = int(part[2:]) << 20
         if part.startswith("ppf"):
@@ -105,6 +120,7 @@ def main():
             stack, kw = variant(n)
             with stack:
                 cupy.get_default_memory_pool().free_all_blocks()
+                shutil.rmtree(out, ignore_errors=True)  # a new directory each build (not the removal of the last)
                 step_profile(reset=True)
                 rmm.statistics.push_statistics()
                 t = time.perf_counter()
@@ -133,6 +149,7 @@ def main():
     for n in filter(None, args.profile.split(",")):
         stack, kw = variant(n)
         with stack:
+            shutil.rmtree(out, ignore_errors=True)
             step_profile(reset=True)
             t = time.perf_counter()
             pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync", format="lines",
