@@ -52,9 +52,17 @@ def main():
     def via_cudf(i):
         frames[i].to_parquet(f"{args.tmp}/c{i}.parquet", index=False, compression="snappy", column_encoding=enc)
 
+    def plc_column(c):  # the column's pylibcudf view (the accessor's name and arguments vary by cudf version)
+        for get in (lambda: c.to_pylibcudf(mode="read"), lambda: c.to_pylibcudf(), lambda: c.plc_column):
+            try:
+                return get()
+            except (TypeError, AttributeError):
+                continue
+        raise TypeError(f"no pylibcudf view of {type(c).__name__}")
+
     def plc_write(i, stream=None):
         df = frames[i]
-        tbl = plc.Table([c.to_pylibcudf(mode="read") for c in df._columns])
+        tbl = plc.Table([plc_column(c) for c in df._columns])
         meta = plc.io.types.TableInputMetadata(tbl)
         for j, name in enumerate(df.columns):
             meta.column_metadata[j].set_name(name)
