@@ -44,8 +44,8 @@ GPU_BLOCKSIZE = 128 << 20
 GPU_POSTINGS_PER_FILE = 16_000_000
 DOCUMENTS_PER_FILE = 4_000_000
 # The GPU writes the index files with cudf's writer straight to their paths, the sorted integer
-# columns DELTA_BINARY_PACKED (Parquet's delta encoding; the format's columns and types are
-# unchanged, every Parquet reader decodes it). On 14.7 M postings of the 2 GB index on an H200
+# columns DELTA_BINARY_PACKED (an encoding of the Parquet format; the index's columns and types are
+# unchanged, and pyarrow, the index loader, reads it). On 14.7 M postings of the 2 GB index on an H200
 # (benchmarks/micro/postings_writer.py): 122 -> 74 ms a file and 89 -> 47 MB; the plain int64
 # doc_id column alone was 82 ms of the write.
 GPU_POSTINGS_ENCODING = {"term_id": "DELTA_BINARY_PACKED", "doc_id": "DELTA_BINARY_PACKED"}

@@ -137,6 +137,42 @@ def test_build_corpus_in_an_explicit_context_and_without_counts(lines):
     assert calls == ["read", "tokenize", "encode"] and c.timings == {} and info.scheduler == "sync"
 
 
+def test_in_process_persist_keeps_rows_and_divisions_without_hashing_partitions(lines, monkeypatch):
+    """materialize / persist_all in-process: the same rows, meta and divisions as dask.persist, delayed
+    objects persisted too, and no computed partition tokenized (dask names a persisted collection by
+    hashing its partitions, which for cudf hashes every row on the device); dask.persist itself does
+    hash them (so the check can fail), and on a client the persist stays dask's own."""
+    import dask
+    import dask.dataframe as dd
+
+    from cutext.stages.compute import ComputeInfo, materialize, persist_all
+
+    pdf = pd.DataFrame({"a": np.arange(40), "b": np.arange(40) * 0.5})
+    ddf = dd.from_pandas(pdf, npartitions=4).map_partitions(lambda f: f.assign(c=f.a * 2))
+    hashed = []
+
+    from dask.tokenize import normalize_token
+
+    pandas_token = normalize_token.dispatch(pd.DataFrame)  # (registers dask's pandas tokenizers)
+
+    def tokenize_frame(df):  # only the computed partitions have rows (metas are empty)
+        if len(df):
+            hashed.append(len(df))
+        return pandas_token(df)
+
+    monkeypatch.setitem(normalize_token._lookup, pd.DataFrame, tokenize_frame)
+    with dask.config.set(scheduler="sync"):
+        got = materialize(ddf, ComputeInfo("cpu", "sync", 1))
+        (again, total) = persist_all([ddf, dask.delayed(sum)([1, 2, 3])])
+        assert hashed == []
+        pd.testing.assert_frame_equal(got.compute(), ddf.compute())
+        pd.testing.assert_frame_equal(again.compute(), ddf.compute())
+        assert got.divisions == ddf.divisions == again.divisions and got.npartitions == 4
+        assert list(got._meta.columns) == ["a", "b", "c"] and total.compute() == 6
+        dask.persist(ddf)
+        assert hashed  # what the in-process path avoids
+
+
 def test_open_corpus_wants_a_resolved_backend(lines):
     with pytest.raises(ValueError, match="resolve 'auto' first"):
         open_corpus(str(lines), backend="auto")
