@@ -8,25 +8,11 @@
 # (to_parquet), serially and in two threads through pylibcudf on the default stream and on one new
 # stream a thread. Every file is written with the index's options (snappy, delta-encoded ids).
 import argparse
-import statistics
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-
-def med(fn, r=3):
-    import cupy as cp
-
-    fn()
-    ts = []
-    for _ in range(r):
-        cp.cuda.runtime.deviceSynchronize()
-        t = time.perf_counter()
-        fn()
-        cp.cuda.runtime.deviceSynchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+from _common import med
 
 
 def two(fn, n):
@@ -95,7 +81,7 @@ def main():
         print(f"no streams: {type(e).__name__}: {e}")
     for name, fn in rows:
         try:
-            print(f"| {name} | {med(fn) * 1e3:.1f} ms |", flush=True)
+            print(f"| {name} | {med(fn, warmup=True) * 1e3:.1f} ms |", flush=True)
         except Exception as e:  # an API this pylibcudf lacks
             print(f"| {name} | failed: {type(e).__name__}: {str(e)[:200]} |", flush=True)
     try:
