@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 __all__ = ["scan_arrays", "scan_partition", "read_lines_device", "read_parquet_device", "read_files_device",
            "read_jsonl_device", "jsonl_plain", "jsonl_records",
            "read_csv_device", "csv_layout", "csv_plain", "csv_column",
-           "read_piece_bytes", "piece_to_device", "split_lines", "strings_series", "profile"]
+           "read_piece_bytes", "piece_to_device", "piece_device_bytes", "split_lines", "strings_series", "profile"]
 def _xp(a):
     return __import__("cupy") if type(a).__module__.startswith("cupy") else np
 
@@ -324,6 +324,24 @@ READ_THREADS = 8
 READ_CHUNK = 8 << 20
 
 
+def _pread_chunk(fd: int, mv, offset: int) -> None:
+    """Fill the memoryview ``mv`` with the file's bytes from ``offset`` (``os.preadv`` until full).
+
+    Raises
+    ------
+    EOFError
+        The file ends before ``mv`` is full (it changed since it was sized).
+    """
+    import os
+
+    a, e = 0, len(mv)
+    while a < e:
+        got = os.preadv(fd, [mv[a:]], offset + a)
+        if got <= 0:
+            raise EOFError(f"file ended {e - a} bytes early")
+        a += got
+
+
 def _pread_into(fd: int, out: np.ndarray, offset: int, threads: int = READ_THREADS) -> None:
     """Fill ``out`` with the file's bytes from ``offset`` by ``os.preadv`` in parallel chunks
     (the GIL is released while the kernel copies from the page cache or the disk).
@@ -333,18 +351,12 @@ def _pread_into(fd: int, out: np.ndarray, offset: int, threads: int = READ_THREA
     EOFError
         The file ends before ``out`` is full (it changed since it was sized).
     """
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
     mv = memoryview(out)
 
     def fill(a: int) -> None:
-        e = min(a + READ_CHUNK, len(out))
-        while a < e:
-            got = os.preadv(fd, [mv[a:e]], offset + a)
-            if got <= 0:
-                raise EOFError(f"file ended {len(out) - a} bytes early")
-            a += got
+        _pread_chunk(fd, mv[a:a + READ_CHUNK], offset + a)
 
     starts = list(range(0, len(out), READ_CHUNK))
     if len(starts) <= 1 or threads <= 1:
@@ -353,6 +365,83 @@ def _pread_into(fd: int, out: np.ndarray, offset: int, threads: int = READ_THREA
         return
     with ThreadPoolExecutor(min(threads, len(starts))) as pool:
         list(pool.map(fill, starts))
+
+
+def _pread_to_device(fd: int, dst, offset: int, threads: int = READ_THREADS) -> None:
+    """Fill the device array ``dst`` (cupy uint8) with the file's bytes from ``offset``: chunks of
+    ``READ_CHUNK`` bytes are read by ``os.preadv`` into a pinned staging buffer of the thread that
+    reads them and copied to the device from there (``cudaMemcpy``, ~55 GB/s from pinned memory).
+
+    The staging buffers (``threads x READ_CHUNK``, 64 MiB) come from CuPy's pinned pool, which
+    reuses blocks of one size: a piece of any size pins nothing new after the first read.  Pinning
+    a buffer of the piece's size instead (``cudaHostAlloc``, page by page) cost more than the copy:
+    the pool reuses only blocks of the same size, and pieces differ by their last line.
+
+    Raises
+    ------
+    EOFError
+        The file ends before ``dst`` is full (it changed since it was sized).
+    """
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupy
+
+    n = len(dst)
+    starts = list(range(0, n, READ_CHUNK))
+    if not starts:
+        return
+    k = max(1, min(threads, len(starts)))
+    free = queue.SimpleQueue()
+    for _ in range(k):
+        free.put(_pinned(READ_CHUNK, np.uint8))
+    # dst was allocated on the current stream; the copies below run on the legacy default stream
+    cupy.cuda.get_current_stream().synchronize()
+    h2d = cupy.cuda.runtime.memcpyHostToDevice
+
+    def fill(a: int) -> None:
+        host = free.get()
+        try:
+            m = min(READ_CHUNK, n - a)
+            _pread_chunk(fd, memoryview(host)[:m], offset + a)
+            cupy.cuda.runtime.memcpy(dst.data.ptr + a, host.ctypes.data, m, h2d)
+        finally:
+            free.put(host)
+
+    if k == 1:
+        for a in starts:
+            fill(a)
+        return
+    with ThreadPoolExecutor(k) as pool:
+        list(pool.map(fill, starts))
+
+
+def _piece_range(fh, piece) -> tuple[int, int, bytes]:
+    """(start, end, tail) of an uncompressed ``lines`` piece of the open file ``fh``: the bytes
+    ``[start, end)`` and then ``tail`` are the piece as ``_read_bytes`` of :mod:`cutext.stages.read`
+    gives them (the line that holds the range's first byte belongs to the previous piece; a range that
+    ends inside a line is extended to the line's end).  ``end <= start``: the piece is empty."""
+    import os
+
+    size = os.fstat(fh.fileno()).st_size
+    start = piece.start
+    if start > 0:
+        fh.seek(start - 1)
+        if fh.read(1) != b"\n":
+            start += len(fh.readline())
+    end = size if piece.end is None else min(piece.end, size)
+    tail = b""
+    if end > start and piece.end is not None and end < size:
+        fh.seek(end - 1)
+        if fh.read(1) != b"\n":
+            tail = fh.readline()
+    return start, end, tail
+
+
+def _local_plain(fs, piece) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return not piece.compression and isinstance(fs, LocalFileSystem)
 
 
 def read_piece_bytes(fs, piece, alloc=np.empty):
@@ -367,28 +456,12 @@ def read_piece_bytes(fs, piece, alloc=np.empty):
         The bytes and their offset in the file; None where this reader does not apply (not a
         local file, compressed): use ``_read_bytes`` then.
     """
-    import os
-
-    from fsspec.implementations.local import LocalFileSystem
-
-    if piece.compression or not isinstance(fs, LocalFileSystem):
+    if not _local_plain(fs, piece):
         return None
-    path = piece.paths[0]
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        start = piece.start
-        if start > 0:
-            fh.seek(start - 1)
-            if fh.read(1) != b"\n":
-                start += len(fh.readline())
-        end = size if piece.end is None else min(piece.end, size)
+    with open(piece.paths[0], "rb") as fh:
+        start, end, tail = _piece_range(fh, piece)
         if end <= start:
             return alloc(0, np.uint8), start
-        tail = b""
-        if piece.end is not None and end < size:
-            fh.seek(end - 1)
-            if fh.read(1) != b"\n":
-                tail = fh.readline()
         out = alloc(end - start + len(tail), np.uint8)
         _pread_into(fh.fileno(), out[:end - start], start)
         out[end - start:] = np.frombuffer(tail, np.uint8)
@@ -422,15 +495,20 @@ def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
 
 
 def _pinned(n, dtype):
+    """``n`` items of pinned host memory from CuPy's pinned pool, the block rounded up to a multiple of
+    ``READ_CHUNK`` bytes: the pool reuses only blocks of the same size, so pieces that differ by their
+    last line share blocks."""
     import cupy
 
-    mem = cupy.cuda.alloc_pinned_memory(max(int(n), 1))
+    nbytes = int(n) * np.dtype(dtype).itemsize
+    mem = cupy.cuda.alloc_pinned_memory(max(-(-nbytes // READ_CHUNK) * READ_CHUNK, READ_CHUNK))
     return np.frombuffer(mem, dtype, int(n))
 
 
 def piece_to_device(piece, fs):
     """The bytes of :func:`piece_bytes`, read into pinned host memory and copied to the device once
-    (~55 GB/s, against ~15 from pageable memory).
+    (~55 GB/s, against ~15 from pageable memory).  Readers that need only the device bytes take
+    :func:`piece_device_bytes` (no host buffer of the piece's size).
 
     Returns
     -------
@@ -449,6 +527,38 @@ def piece_to_device(piece, fs):
     buf = cupy.asarray(host)
     cupy.cuda.get_current_stream().synchronize()  # the pinned buffer may be reused once freed
     return host, buf
+
+
+def piece_device_bytes(piece, fs):
+    """The bytes of :func:`piece_bytes` on the device (cupy uint8, the byte order mark of a file start
+    dropped): a local uncompressed piece streams through pinned staging buffers
+    (:func:`_pread_to_device`), anything else is read on the host (decompressed there) and copied.
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read (the message names it).
+    """
+    import cupy
+
+    from cutext.stages.read import BOM, CorpusError, _read_errors
+
+    if not _local_plain(fs, piece):
+        return cupy.asarray(piece_bytes(piece, fs))
+    try:
+        with open(piece.paths[0], "rb") as fh:
+            start, end, tail = _piece_range(fh, piece)
+            n = max(end - start, 0)
+            buf = cupy.empty(n + len(tail), np.uint8)
+            _pread_to_device(fh.fileno(), buf[:n], start)
+            if tail:
+                buf[n:] = cupy.asarray(np.frombuffer(tail, np.uint8))
+    except _read_errors() as exc:
+        raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
+    cupy.cuda.get_current_stream().synchronize()
+    if start == 0 and len(buf) >= len(BOM) and bytes(buf[:len(BOM)].get()) == BOM:
+        buf = buf[len(BOM):]
+    return buf
 
 
 def _device_frame(text, ids=None):
@@ -494,14 +604,13 @@ def read_lines_device(piece, fs):
     if not _is_utf8(encoding):
         return to_cudf(read_piece(piece, fs))
     clock = StepClock(cupy)
-    data, buf = piece_to_device(piece, fs)
+    buf = piece_device_bytes(piece, fs)
     clock("read: host bytes + copy to device")
     valid = utf8_valid(buf)
     clock("read: UTF-8 check")
     if not valid:
         del buf
         return to_cudf(read_piece(piece, fs))
-    del data
     chars, offsets = split_lines(buf)
     del buf
     text = strings_series(chars, offsets)

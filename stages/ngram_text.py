@@ -51,8 +51,8 @@ def read_lines_buffers(piece, fs, device: bool = True):
     general reader must run (another format, an archive, a codec other than UTF-8, invalid UTF-8).
 
     The bytes are read as they are (:func:`cutext.stages.gputext.piece_bytes`: the reader's byte range,
-    decompressed, BOM removed; into pinned host memory for the device), copied to the device once,
-    checked there to be valid UTF-8 (:func:`cutext.kernels.tokenize.utf8_valid`, the numba twin on the
+    decompressed, BOM removed; for the device :func:`~cutext.stages.gputext.piece_device_bytes`, through
+    pinned staging buffers), checked there to be valid UTF-8 (:func:`cutext.kernels.tokenize.utf8_valid`, the numba twin on the
     host), and the lines found there: row r ends after its ``\n``.  The terminator stays inside the
     row: it is white space, so the words, sentences and scores are those of the reader's lines (which
     drop it). Text that is not valid UTF-8 returns None: the reader replaces such bytes (and counts
@@ -78,19 +78,18 @@ def read_lines_buffers(piece, fs, device: bool = True):
     if device:
         import cupy
 
-        from cutext.stages.gputext import piece_to_device
+        from cutext.stages.gputext import piece_device_bytes
 
-        host, chars = piece_to_device(piece, fs)
+        chars = piece_device_bytes(piece, fs)
         xp = cupy
     else:
-        host = piece_bytes(piece, fs)
-        xp, chars = np, host
+        xp, chars = np, piece_bytes(piece, fs)
     if not utf8_valid(chars):
         return None
     ends = xp.flatnonzero(chars == 10).astype(np.int64) + 1
     parts = [xp.zeros(1, np.int64), ends]
-    if len(host) and host[-1] != 10:
-        parts.append(xp.full(1, len(host), np.int64))
+    if len(chars) and (len(ends) == 0 or int(ends[-1]) != len(chars)):
+        parts.append(xp.full(1, len(chars), np.int64))
     return TextBuffers(chars, xp.concatenate(parts))
 
 

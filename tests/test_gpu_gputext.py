@@ -152,6 +152,36 @@ def test_read_lines_device_equals_host_reader(tmp_path):
         assert got["source_id"].isna().all() and want["source_id"].isna().all(), where
 
 
+@pytest.mark.parametrize("chunk", [5, 1 << 20])
+def test_piece_device_bytes_equal_the_host_bytes(tmp_path, monkeypatch, chunk):
+    """The device bytes of every piece (streamed through pinned staging buffers, several threads,
+    short chunks) == the host reader's bytes (BOM of a file start dropped, CRLF kept, a last line
+    without newline, an empty file); and the pinned reader of JSON/CSV pieces gives them too."""
+    import cupy
+
+    from cutext.stages.read import _read_bytes
+
+    monkeypatch.setattr(G, "READ_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    (tmp_path / "b.txt").write_bytes(b"\n".join(lines[:50]))
+    (tmp_path / "c.txt").write_bytes(b"")
+    (tmp_path / "d.txt").write_bytes(b"\xef\xbb\xbfx\n\n\ny")
+    fs, pieces, _ = plan(str(tmp_path), format="lines", blocksize=997)
+    assert len(pieces) >= 8
+    for p in pieces:
+        where = (p.paths[0], p.start, p.end)
+        want = G.piece_bytes(p, fs)
+        raw, start = _read_bytes(fs, p)
+        assert bytes(want) == (raw[3:] if start == 0 and raw[:3] == b"\xef\xbb\xbf" else raw), where
+        got = G.piece_device_bytes(p, fs)
+        assert isinstance(got, cupy.ndarray), where
+        assert bytes(got.get()) == bytes(want), where
+        host, dev = G.piece_to_device(p, fs)
+        assert bytes(host) == bytes(want) and bytes(dev.get()) == bytes(want), where
+
+
 def _build(src, out, **kw):
     return pipelines.run("bm25", str(src), out=str(out), progress=False, format="lines", **kw)
 
