@@ -14,6 +14,12 @@
 #               every cudf partition (cutext.stages.compute._persist_in_process avoids it)
 #   enc0        (seventh pass) the GPU index files without the delta encoding of the sorted ids
 #               (GPU_POSTINGS_ENCODING / GPU_DOCUMENTS_ENCODING empty)
+#   wN          now, N index files in flight while the GPU writes (GPU_WRITE_WORKERS, 2)
+#   pin0        (eighth pass) the read as before: each piece read into pinned memory of its own size (CuPy's
+#               pinned pool reuses only blocks of one size) and copied to the device; now the bytes stream through
+#               fixed pinned staging buffers (cutext.stages.gputext.piece_device_bytes)
+# --free-pinned empties CuPy's pinned pool before each timed build, as a new process starts (bm25.py's
+# DevicePools does; without it the warm-up's pinned blocks serve the timed builds).
 # Each timed build writes a new directory (the removal of the previous index is not timed).
 # (the first two runs of the log of this pass predate those defaults: "now" there is 64 MiB and 8 M)
 # Prints a table: wall seconds (median, runs), RMM peak MiB, stage seconds (medians), files written.
@@ -40,6 +46,21 @@ def old_sort(df):
     return df.sort_values(["term_id", "doc_id"], ignore_index=True)
 
 
+def old_device_bytes(piece, fs):
+    """The read of the seventh pass: pinned memory of the piece's exact size, one copy to the device."""
+    import cupy
+    import numpy as np
+
+    from cutext.stages import gputext
+
+    def pinned(n, dtype):
+        return np.frombuffer(cupy.cuda.alloc_pinned_memory(max(int(n), 1)), dtype, int(n))
+
+    buf = cupy.asarray(gputext.piece_bytes(piece, fs, alloc=pinned))
+    cupy.cuda.get_current_stream().synchronize()
+    return buf
+
+
 def variant(name):
     """(context manager, run kwargs) of a variant."""
     from cutext.pipelines import bm25 as bm25_pipe
@@ -57,12 +78,18 @@ def variant(name):
 
             stack.callback(setattr, compute, "_in_process", compute._in_process)
             compute._in_process = lambda: False
+        if part == "pin0":
+            stack.callback(setattr, gputext, "piece_device_bytes", gputext.piece_device_bytes)
+            gputext.piece_device_bytes = old_device_bytes
         if part == "enc0":
             for attr in ("GPU_POSTINGS_ENCODING", "GPU_DOCUMENTS_ENCODING"):
                 stack.callback(setattr, bm25_pipe, attr, getattr(bm25_pipe, attr))
                 setattr(bm25_pipe, attr, {})
         if part.startswith("bs"):
             kw["blocksize"] = int(part[2:]) << 20
+        if part.startswith("w") and part[1:].isdigit():
+            stack.callback(setattr, bm25_pipe, "GPU_WRITE_WORKERS", bm25_pipe.GPU_WRITE_WORKERS)
+            bm25_pipe.GPU_WRITE_WORKERS = int(part[1:])
         if part.startswith("ppf"):
             stack.callback(setattr, bm25_pipe, "GPU_POSTINGS_PER_FILE", bm25_pipe.GPU_POSTINGS_PER_FILE)
             bm25_pipe.GPU_POSTINGS_PER_FILE = int(part[3:]) * 1_000_000
@@ -78,6 +105,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp/cutext-bench")
     ap.add_argument("--profile", default="now",
                     help="variants run once more with $CUTEXT_GPUTEXT_PROFILE=1 (sub-steps; '' for none)")
+    ap.add_argument("--free-pinned", action="store_true",
+                    help="empty CuPy's pinned memory pool before each timed build (as in a new process)")
     args = ap.parse_args()
 
     import cupy
@@ -120,6 +149,8 @@ def main():
             stack, kw = variant(n)
             with stack:
                 cupy.get_default_memory_pool().free_all_blocks()
+                if args.free_pinned:
+                    cupy.get_default_pinned_memory_pool().free_all_blocks()
                 shutil.rmtree(out, ignore_errors=True)  # a new directory each build (not the removal of the last)
                 step_profile(reset=True)
                 rmm.statistics.push_statistics()
