@@ -332,17 +332,42 @@ class _PeakPoller:
 
 
 class GpuMemWatch(_PeakPoller):
-    """Peak of ``nvidia-smi`` memory.used (all visible GPUs summed) polled every ``interval`` s.
+    """Peak of the devices' memory.used (all GPUs summed, as ``nvidia-smi`` shows it) polled every
+    ``interval`` s, read through NVML in this process (pynvml); ``nvidia-smi`` where pynvml is missing.
 
-    ``peak_mib`` is the peak minus ``baseline`` (MiB), None where nvidia-smi is unavailable.
+    ``peak_mib`` is the peak minus ``baseline`` (MiB), None where neither is available.  An
+    ``nvidia-smi`` process every 0.1 s slowed what it watched (searches up to 1.6x,
+    results/search-poller-ab-gpu-h200-2026-11-23.log); an NVML query in this process does not start one.
     """
+
+    _nvml = None  # list of device handles once NVML is initialised; False where it cannot be
 
     def __init__(self, baseline: float | None, interval: float = 0.1, enabled: bool = True):
         super().__init__(interval, enabled and baseline is not None)
         self.baseline = baseline
 
-    @staticmethod
-    def used_mib() -> float | None:
+    @classmethod
+    def _handles(cls):
+        if cls._nvml is None:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                cls._nvml = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            except Exception:  # pynvml absent, or no driver
+                cls._nvml = False
+        return cls._nvml
+
+    @classmethod
+    def used_mib(cls) -> float | None:
+        handles = cls._handles()
+        if handles:
+            import pynvml
+
+            try:
+                return float(sum(pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles)) / 2**20
+            except Exception:
+                return None
         if not shutil.which("nvidia-smi"):
             return None
         txt = _run_text(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], timeout=10)
@@ -1253,12 +1278,13 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
 
     baseline = GpuMemWatch.used_mib() if be == "gpu" else None
     if be == "gpu" and baseline is None:
-        log("gpu: nvidia-smi memory.used unavailable; no peak memory numbers")
+        log("gpu: memory.used unavailable (no pynvml, no nvidia-smi); no peak memory numbers")
     pools = DevicePools(enabled=(be == "gpu") and not args.no_rmm_stats)
     blocksize = int(args.gpu_blocksize_mb * 2**20) if args.gpu_blocksize_mb else None
     mem_note = f"peak over a {baseline:,.0f} MiB baseline" if baseline is not None else None
     if baseline is not None:
-        log(f"gpu: peak MiB = max of nvidia-smi memory.used (summed over GPUs, polled every 0.1 s) minus "
+        log(f"gpu: peak MiB = max of memory.used (summed over GPUs, polled every 0.1 s "
+            f"{'through NVML in this process' if GpuMemWatch._handles() else 'by nvidia-smi'}) minus "
             f"{baseline:,.0f} MiB used before the section")
     gbase = {"section": "gpu", "tokenizer": setting}
     try:
