@@ -50,6 +50,9 @@ DOCUMENTS_PER_FILE = 4_000_000
 # doc_id column alone was 82 ms of the write.
 GPU_POSTINGS_ENCODING = {"term_id": "DELTA_BINARY_PACKED", "doc_id": "DELTA_BINARY_PACKED"}
 GPU_DOCUMENTS_ENCODING = {"doc_id": "DELTA_BINARY_PACKED"}
+# Index files in flight in an in-process GPU build (threads): one file's Parquet encoding and copy
+# to the host overlap the next term range's weights and sort.
+GPU_WRITE_WORKERS = 2
 
 
 class _Stages:
@@ -389,8 +392,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 if be == "gpu":
                     # cudf writes each term range and document file straight to its path, with the
                     # delta encoding of the sorted ids (GPU_POSTINGS_ENCODING), while a host thread
-                    # writes the vocabulary. In-process: two files in flight, so one file's encoding
-                    # and copy to the host overlap the next range's weights and sort.
+                    # writes the vocabulary. In-process: GPU_WRITE_WORKERS files in flight.
                     import concurrent.futures
 
                     tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING)
@@ -398,7 +400,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     overlap = info.client is None and info.scheduler == "sync"
                     with concurrent.futures.ThreadPoolExecutor(1) as side:
                         vocab_written = side.submit(_vocabulary)
-                        with dask.config.set(scheduler="threads", num_workers=2) if overlap else contextlib.nullcontext():
+                        with dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS) if overlap else contextlib.nullcontext():
                             compute_all(tasks, info)
                         clock("write: postings + documents (weight + sort + parquet)")
                         vocab_written.result()
