@@ -50,6 +50,7 @@ DOCUMENTS_PER_FILE = 4_000_000
 # doc_id column alone was 82 ms of the write.
 GPU_POSTINGS_ENCODING = {"term_id": "DELTA_BINARY_PACKED", "doc_id": "DELTA_BINARY_PACKED"}
 GPU_DOCUMENTS_ENCODING = {"doc_id": "DELTA_BINARY_PACKED"}
+GPU_COMPRESSION = "snappy"
 # Index files in flight in an in-process GPU build (threads): one file's Parquet encoding and copy
 # to the host overlap the next term range's weights and sort.
 GPU_WRITE_WORKERS = 2
@@ -101,8 +102,8 @@ def _drop_dl(df):
 
 
 def _write_part_gpu(df, path: str, column_encoding: dict) -> int:
-    """One index file from a cudf partition, written by cudf to ``path`` (snappy); returns its rows."""
-    df.to_parquet(path, index=False, compression="snappy", column_encoding=column_encoding)
+    """One index file from a cudf partition, written by cudf to ``path`` (``GPU_COMPRESSION``); returns its rows."""
+    df.to_parquet(path, index=False, compression=GPU_COMPRESSION, column_encoding=column_encoding)
     return len(df)
 
 

@@ -15,6 +15,8 @@
 #   enc0        (seventh pass) the GPU index files without the delta encoding of the sorted ids
 #               (GPU_POSTINGS_ENCODING / GPU_DOCUMENTS_ENCODING empty)
 #   wN          now, N index files in flight while the GPU writes (GPU_WRITE_WORKERS, 2)
+#   zstd, lz4, nocomp  now, the GPU index files compressed by ZSTD / LZ4 / not (GPU_COMPRESSION, snappy)
+#   shm         now, the index written to /dev/shm (memory, not the disk: what the disk costs)
 #   pin0        (eighth pass) the read as before: each piece read into pinned memory of its own size (CuPy's
 #               pinned pool reuses only blocks of one size) and copied to the device; now the bytes stream through
 #               fixed pinned staging buffers (cutext.stages.gputext.piece_device_bytes)
@@ -90,6 +92,11 @@ def variant(name):
         if part.startswith("w") and part[1:].isdigit():
             stack.callback(setattr, bm25_pipe, "GPU_WRITE_WORKERS", bm25_pipe.GPU_WRITE_WORKERS)
             bm25_pipe.GPU_WRITE_WORKERS = int(part[1:])
+        if part in ("zstd", "lz4", "nocomp"):
+            stack.callback(setattr, bm25_pipe, "GPU_COMPRESSION", bm25_pipe.GPU_COMPRESSION)
+            bm25_pipe.GPU_COMPRESSION = {"zstd": "ZSTD", "lz4": "LZ4", "nocomp": None}[part]
+        if part == "shm":
+            kw["out"] = "/dev/shm/cutext-ab-index"
         if part.startswith("ppf"):
             stack.callback(setattr, bm25_pipe, "GPU_POSTINGS_PER_FILE", bm25_pipe.GPU_POSTINGS_PER_FILE)
             bm25_pipe.GPU_POSTINGS_PER_FILE = int(part[3:]) * 1_000_000
@@ -147,26 +154,30 @@ def main():
     for r in range(args.repeats):
         for n in names:
             stack, kw = variant(n)
+            o = Path(kw.pop("out", out))
             with stack:
                 cupy.get_default_memory_pool().free_all_blocks()
                 if args.free_pinned:
                     cupy.get_default_pinned_memory_pool().free_all_blocks()
-                shutil.rmtree(out, ignore_errors=True)  # a new directory each build (not the removal of the last)
+                shutil.rmtree(o, ignore_errors=True)  # a new directory each build (not the removal of the last)
                 step_profile(reset=True)
                 rmm.statistics.push_statistics()
                 t = time.perf_counter()
-                got = pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync",
+                got = pipelines.run("bm25", str(data), out=str(o), backend="gpu", scheduler="sync",
                                     format="lines", progress=False, **kw, **tok)
                 sec = time.perf_counter() - t
                 peak = rmm.statistics.pop_statistics().peak_bytes
-            files = len(list((out / "postings").iterdir()))
-            res[n].append((sec, peak, got.timings, files, dict(stage_peaks)))
+            files = len(list((o / "postings").iterdir()))
+            mb = sum(f.stat().st_size for f in o.rglob("*") if f.is_file()) / 1e6
+            res[n].append((sec, peak, got.timings, files, dict(stage_peaks), mb))
             stage_peaks.clear()
+            if o != out:
+                shutil.rmtree(o, ignore_errors=True)
             print(f"  repeat {r + 1} {n:14s} {sec:6.2f} s  RMM peak {peak / 2**20:7,.0f} MiB  "
-                  f"{files} postings files", flush=True)
+                  f"{files} postings files, {mb:,.0f} MB", flush=True)
     print("\n| variant | seconds (median) | runs | GB/s | RMM peak MiB | x input | stages (median s) | stage peaks MiB "
-          "| postings files |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| postings files | index MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in names:
         secs = [x[0] for x in res[n]]
         st = {k: statistics.median(x[2][k] for x in res[n]) for k in res[n][0][2]}
@@ -175,15 +186,16 @@ def main():
               f"| {nbytes / 1e9 / statistics.median(secs):.3f} | {peak / 2**20:,.0f} | {peak / nbytes:.2f} "
               f"| {', '.join(f'{k} {v:.2f}' for k, v in st.items())} "
               f"| {', '.join(f'{k} {max(x[4].get(k, 0) for x in res[n]) / 2**20:,.0f}' for k in st)} "
-              f"| {res[n][0][3]} |")
+              f"| {res[n][0][3]} | {res[n][0][5]:,.0f} |")
     os.environ["CUTEXT_GPUTEXT_PROFILE"] = "1"  # read by every StepClock as it starts
     for n in filter(None, args.profile.split(",")):
         stack, kw = variant(n)
+        o = Path(kw.pop("out", out))
         with stack:
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(o, ignore_errors=True)
             step_profile(reset=True)
             t = time.perf_counter()
-            pipelines.run("bm25", str(data), out=str(out), backend="gpu", scheduler="sync", format="lines",
+            pipelines.run("bm25", str(data), out=str(o), backend="gpu", scheduler="sync", format="lines",
                           progress=False, **kw, **tok)
             sec = time.perf_counter() - t
         prof = step_profile(reset=True)

@@ -52,6 +52,7 @@ VARIANTS2 = [
     ("now, row groups of 4 M rows", dict(PIPE, row_group_size_rows=1 << 22, row_group_size_bytes=1 << 40)),
     ("now, pages of 256 k rows / 4 MiB", dict(PIPE, max_page_size_rows=1 << 18, max_page_size_bytes=4 << 20)),
     ("now, LZ4", dict(PIPE, compression="LZ4")),
+    ("now, ZSTD", dict(PIPE, compression="ZSTD")),
 ]
 
 
