@@ -1573,7 +1573,7 @@ def parse_args(argv=None):
     g.add_argument("--gpu-workspace-mb", type=int, default=1024,
                    help="max_workspace of the GPU search engine in MiB (default 1024)")
     g.add_argument("--gpu-blocksize-mb", type=float, default=None,
-                   help="cutext reader blocksize for GPU runs in MiB (default: cutext's own, 64)")
+                   help="cutext reader blocksize for GPU runs in MiB (default: cutext's own, GPU_BLOCKSIZE = 128)")
     g.add_argument("--cluster", action="store_true",
                    help="also index the full data on a LocalCUDACluster (one worker per GPU)")
     g.add_argument("--client-gpus", type=_int_list, default=[],
