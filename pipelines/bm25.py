@@ -401,7 +401,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     overlap = info.client is None and info.scheduler == "sync"
                     with concurrent.futures.ThreadPoolExecutor(1) as side:
                         vocab_written = side.submit(_vocabulary)
-                        with dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS) if overlap else contextlib.nullcontext():
+                        in_flight = (dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS)
+                                     if overlap else contextlib.nullcontext())
+                        with in_flight:
                             compute_all(tasks, info)
                         clock("write: postings + documents (weight + sort + parquet)")
                         vocab_written.result()
