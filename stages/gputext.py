@@ -479,7 +479,7 @@ def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
     CorpusError
         The file cannot be read (the message names it).
     """
-    from cutext.stages.read import BOM, CorpusError, _read_bytes, _read_errors
+    from cutext.stages.read import CorpusError, _read_bytes, _read_errors
 
     try:
         got = read_piece_bytes(fs, piece, alloc=alloc)
@@ -488,9 +488,16 @@ def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
             got = np.frombuffer(raw, dtype=np.uint8), start
     except _read_errors() as exc:
         raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
-    data, start = got
-    if start == 0 and len(data) >= len(BOM) and bytes(data[:len(BOM)]) == BOM:
-        data = data[len(BOM):]
+    return _drop_bom(*got)
+
+
+def _drop_bom(data, start: int):
+    """``data`` (numpy or cupy bytes read from offset ``start`` of a file) without the byte order mark
+    that a file may start with."""
+    from cutext.stages.read import BOM
+
+    if start == 0 and len(data) >= len(BOM) and bytes(to_host(data[:len(BOM)])) == BOM:
+        return data[len(BOM):]
     return data
 
 
@@ -507,8 +514,9 @@ def _pinned(n, dtype):
 
 def piece_to_device(piece, fs):
     """The bytes of :func:`piece_bytes`, read into pinned host memory and copied to the device once
-    (~55 GB/s, against ~15 from pageable memory).  Readers that need only the device bytes take
-    :func:`piece_device_bytes` (no host buffer of the piece's size).
+    (~55 GB/s, against ~15 from pageable memory), for the JSON Lines reader (libcudf's JSON reader
+    takes host bytes).  Readers that need only the device bytes take :func:`piece_device_bytes` (no
+    host buffer of the piece's size).
 
     Returns
     -------
@@ -541,7 +549,7 @@ def piece_device_bytes(piece, fs):
     """
     import cupy
 
-    from cutext.stages.read import BOM, CorpusError, _read_errors
+    from cutext.stages.read import CorpusError, _read_errors
 
     if not _local_plain(fs, piece):
         return cupy.asarray(piece_bytes(piece, fs))
@@ -555,10 +563,7 @@ def piece_device_bytes(piece, fs):
                 buf[n:] = cupy.asarray(np.frombuffer(tail, np.uint8))
     except _read_errors() as exc:
         raise CorpusError(f"{piece.paths[0]}: cannot read: {type(exc).__name__}: {exc}") from exc
-    cupy.cuda.get_current_stream().synchronize()
-    if start == 0 and len(buf) >= len(BOM) and bytes(buf[:len(BOM)].get()) == BOM:
-        buf = buf[len(BOM):]
-    return buf
+    return _drop_bom(buf, start)
 
 
 def _device_frame(text, ids=None):
@@ -1038,8 +1043,8 @@ def read_csv_device(piece, fs):
     parsed on the device.
 
     Same rows as :func:`cutext.stages.read.read_piece` (then ``to_backend(..., "gpu")``): the file's
-    bytes are read on the host (:func:`piece_bytes`, pinned; decompressed there when compressed),
-    copied to the device once and checked there: strict UTF-8
+    bytes go to the device (:func:`piece_device_bytes`: through pinned staging buffers, or read and
+    decompressed on the host when compressed) and are checked there: strict UTF-8
     (:func:`cutext.kernels.tokenize.utf8_valid`) and :func:`csv_layout`, which finds every field.  The
     header is split on the host (Python's :mod:`csv`, RFC 4180 as the subset is); its names must be
     unique and non-empty.  The text and id columns are cut out of the device buffer
@@ -1073,17 +1078,17 @@ def read_csv_device(piece, fs):
         return host("encoding")
     delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
     clock = StepClock(cupy)
-    data, buf = piece_to_device(piece, fs)
+    buf = piece_device_bytes(piece, fs)
     clock("read: host bytes + copy to device")
-    if CSV_DEVICE_BYTES_PER_BYTE * len(data) > device_memory_budget():
-        return host(f"{len(data)} bytes: too large for the device memory left")
+    if CSV_DEVICE_BYTES_PER_BYTE * len(buf) > device_memory_budget():
+        return host(f"{len(buf)} bytes: too large for the device memory left")
     if not utf8_valid(buf):
         return host("not UTF-8")
     lay = csv_layout(buf, ord(delim))
     clock("read: UTF-8 + CSV layout")
     if lay is None or lay.n_rows == 0:
         return host("outside the subset" if lay is None else "no rows")
-    names = next(csv.reader([bytes(data[:lay.header_end]).decode("utf-8")], delimiter=delim))
+    names = next(csv.reader([bytes(to_host(buf[:lay.header_end])).decode("utf-8")], delimiter=delim))
     if len(set(names)) != len(names) or not all(names) or len(names) != lay.n_cols:
         return host(f"header {names}")
     picked = _table_columns(names, piece)
