@@ -53,10 +53,10 @@ def read_lines_buffers(piece, fs, device: bool = True):
     The bytes are read as they are (:func:`cutext.stages.gputext.piece_bytes`: the reader's byte range,
     decompressed, BOM removed; for the device :func:`~cutext.stages.gputext.piece_device_bytes`, through
     pinned staging buffers), checked there to be valid UTF-8 (:func:`cutext.kernels.tokenize.utf8_valid`,
-    the numba twin on the host), and the lines found there: row r ends after its ``\n``.  The terminator stays inside the
-    row: it is white space, so the words, sentences and scores are those of the reader's lines (which
-    drop it). Text that is not valid UTF-8 returns None: the reader replaces such bytes (and counts
-    them), and the scores must be those of the replaced text.
+    the numba twin on the host), and the lines found there: row r ends after its ``\n``.  The terminator
+    stays inside the row: it is white space, so the words, sentences and scores are those of the reader's
+    lines (which drop it). Text that is not valid UTF-8 returns None: the reader replaces such bytes (and
+    counts them), and the scores must be those of the replaced text.
 
     Returns
     -------
