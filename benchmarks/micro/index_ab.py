@@ -17,9 +17,12 @@
 #   wN          now, N index files in flight while the GPU writes (GPU_WRITE_WORKERS, 2)
 #   zstd, lz4, nocomp  now, the GPU index files compressed by ZSTD / LZ4 / not (GPU_COMPRESSION, snappy)
 #   shm         now, the index written to /dev/shm (memory, not the disk: what the disk costs)
+#   sN          (ninth pass) the in-process build on dask's threaded scheduler with N threads (N pieces in
+#               flight in every stage) instead of the synchronous one
 #   pin0        (eighth pass) the read as before: each piece read into pinned memory of its own size (CuPy's
 #               pinned pool reuses only blocks of one size) and copied to the device; now the bytes stream through
 #               fixed pinned staging buffers (cutext.stages.gputext.piece_device_bytes)
+# --check compares each variant's first index with the first variant's (postings, documents, vocabulary).
 # --free-pinned empties CuPy's pinned pool before each timed build, as a new process starts (bm25.py's
 # DevicePools does; without it the warm-up's pinned blocks serve the timed builds).
 # Each timed build writes a new directory (the removal of the previous index is not timed).
@@ -63,6 +66,33 @@ def old_device_bytes(piece, fs):
     return buf
 
 
+def threaded_context(orig, n):
+    """compute._context with the in-process scheduler replaced by dask's threaded one of ``n`` threads."""
+    import dask
+
+    def ctx(*a):
+        gen = orig(*a)
+        info = next(gen)
+        try:
+            with dask.config.set(scheduler="threads", num_workers=n):
+                yield info
+        finally:
+            gen.close()
+
+    return ctx
+
+
+def same_index(a: Path, b: Path) -> bool:
+    """Whether two index directories hold equal postings, documents and vocabulary (values, file order)."""
+    import pyarrow.parquet as pq
+
+    for sub in ("postings", "documents", "vocab.parquet"):
+        ta, tb = pq.read_table(a / sub), pq.read_table(b / sub)
+        if ta.column_names != tb.column_names or not all(ta.column(c).equals(tb.column(c)) for c in ta.column_names):
+            return False
+    return True
+
+
 def variant(name):
     """(context manager, run kwargs) of a variant."""
     from cutext.pipelines import bm25 as bm25_pipe
@@ -97,6 +127,11 @@ def variant(name):
             bm25_pipe.GPU_COMPRESSION = {"zstd": "ZSTD", "lz4": "LZ4", "nocomp": None}[part]
         if part == "shm":
             kw["out"] = "/dev/shm/cutext-ab-index"
+        if part.startswith("s") and part[1:].isdigit():
+            from cutext.stages import compute
+
+            stack.callback(setattr, compute, "_context", compute._context)
+            compute._context = threaded_context(compute._context, int(part[1:]))
         if part.startswith("ppf"):
             stack.callback(setattr, bm25_pipe, "GPU_POSTINGS_PER_FILE", bm25_pipe.GPU_POSTINGS_PER_FILE)
             bm25_pipe.GPU_POSTINGS_PER_FILE = int(part[3:]) * 1_000_000
@@ -112,6 +147,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp/cutext-bench")
     ap.add_argument("--profile", default="now",
                     help="variants run once more with $CUTEXT_GPUTEXT_PROFILE=1 (sub-steps; '' for none)")
+    ap.add_argument("--check", action="store_true",
+                    help="compare each variant's first index with the first variant's")
     ap.add_argument("--free-pinned", action="store_true",
                     help="empty CuPy's pinned memory pool before each timed build (as in a new process)")
     args = ap.parse_args()
@@ -171,6 +208,13 @@ def main():
             mb = sum(f.stat().st_size for f in o.rglob("*") if f.is_file()) / 1e6
             res[n].append((sec, peak, got.timings, files, dict(stage_peaks), mb))
             stage_peaks.clear()
+            if args.check and r == 0:
+                ref = Path(args.workdir) / "ab-ref"
+                if n == names[0]:
+                    shutil.rmtree(ref, ignore_errors=True)
+                    shutil.copytree(o, ref)
+                else:
+                    print(f"  {n}: index equal to {names[0]}'s: {same_index(o, ref)}", flush=True)
             if o != out:
                 shutil.rmtree(o, ignore_errors=True)
             print(f"  repeat {r + 1} {n:14s} {sec:6.2f} s  RMM peak {peak / 2**20:7,.0f} MiB  "
