@@ -1,0 +1,196 @@
+# Ad hoc profile (issue 10, ninth pass): where does the 2 GB GPU index spend its time on a
+# LocalCUDACluster? Run on the lent GPU machine from the repository root after
+# `source benchmarks/gpu_env.sh`:
+#   python benchmarks/micro/client_profile.py --data .devdata [--workers 1,2] [--same-gpu] [--repeats 2]
+#       [--variants spread,nospread] [--cprofile]
+# Per worker count: a LocalCUDACluster (rmm_async, as cutext's own; --same-gpu: every worker on GPU 0,
+# to see the transfers on a one-GPU machine), one warm-up build, then --repeats builds with client=
+# under distributed's task stream. Prints per build the stage seconds, and per task kind (the key's
+# name) the tasks, compute seconds, and the seconds and number of the transfers of their inputs from
+# other workers (distributed records a transfer on the task that waited for it), summed over workers.
+import argparse
+import contextlib
+import cProfile
+import io
+import pstats
+import re
+import shutil
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (bm25.py's corpus writer)
+
+
+def kind(key) -> str:
+    """A task's kind: its key's name without the token (hex, uuid) or the object address."""
+    name = key[0] if isinstance(key, tuple) else str(key)
+    name = re.sub(r" object at 0x[0-9a-f]+>?", ">", name)
+    name = re.sub(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", "", name)
+    return re.sub(r"-[0-9a-f]{16,}$", "", name)
+
+
+def busy(intervals, lo, hi) -> float:
+    """Seconds of [lo, hi) covered by the union of the intervals."""
+    t, end = 0.0, lo
+    for a, b in sorted(intervals):
+        a, b = max(a, end), min(b, hi)
+        if b > a:
+            t += b - a
+            end = b
+    return t
+
+
+def windows(stream, stages):
+    """Per stage: wall seconds, and per worker the seconds its threads computed (union) and the tasks."""
+    out = []
+    for name, lo, hi in stages:
+        per = defaultdict(list)
+        for t in stream:
+            for ss in t.get("startstops", ()):
+                if ss["action"] == "compute" and ss["stop"] > lo and ss["start"] < hi:
+                    per[t["worker"]].append((ss["start"], ss["stop"]))
+        out.append((name, hi - lo, {w: (busy(v, lo, hi), len(v)) for w, v in sorted(per.items())}))
+    return out
+
+
+def summarize(stream):
+    rows = defaultdict(lambda: [0, 0.0, 0.0, 0])  # tasks, compute s, transfer s, transfers
+    for t in stream:
+        r = rows[kind(t["key"])]
+        r[0] += 1
+        for ss in t.get("startstops", ()):
+            d = ss["stop"] - ss["start"]
+            if ss["action"] == "compute":
+                r[1] += d
+            elif ss["action"] == "transfer":
+                r[2] += d
+                r[3] += 1
+    return rows
+
+
+@contextlib.contextmanager
+def spread(on: bool):
+    """The term ranges spread over the workers (on) or left to the scheduler (off)."""
+    from cutext.pipelines import bm25 as bm25_pipe
+    from cutext.stages import api
+
+    saved = api.cluster_workers, bm25_pipe.cluster_workers
+    if not on:
+        api.cluster_workers = bm25_pipe.cluster_workers = lambda client=None: None
+    try:
+        yield
+    finally:
+        api.cluster_workers, bm25_pipe.cluster_workers = saved
+
+
+def async_pool():
+    import rmm
+
+    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--gb", type=float, default=2.0)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--same-gpu", action="store_true",
+                    help="every worker on GPU 0 (distributed's LocalCluster of processes: dask-cuda refuses a GPU twice)")
+    ap.add_argument("--cprofile", action="store_true", help="cProfile the client process in the last build")
+    ap.add_argument("--variants", default="spread",
+                    help="spread (main: term ranges spread over the workers, cutext.stages.compute.on_worker), "
+                         "nospread (as before: where the scheduler puts them); alternated")
+    ap.add_argument("--workdir", default="/tmp/cutext-bench")
+    args = ap.parse_args()
+
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from bm25 import Corpus, tokenizer_kwargs, write_replicated
+    from cutext import pipelines
+    from cutext.stages.compute import rmm_cupy
+
+    from cutext.pipelines import bm25 as bm25_pipe
+
+    stages = []  # (name, start, end) in time.time(), as the task stream
+    run_stage = bm25_pipe._Stages.run
+
+    def run_timed(self, name, fn, *a, **k):
+        t0 = time.time()
+        try:
+            return run_stage(self, name, fn, *a, **k)
+        finally:
+            stages.append((name, t0, time.time()))
+
+    bm25_pipe._Stages.run = run_timed
+    data = Path(args.workdir) / f"data-{args.gb:g}GB"
+    write_replicated(Corpus(Path(args.data) / "corpora" / "20news-bydate.tar.gz"), data, args.gb * 1e9, 256e6, 0)
+    tok = tokenizer_kwargs("plain")[0]
+    out = Path(args.workdir) / "client-profile-index"
+    for w in map(int, args.workers.split(",")):
+        t = time.perf_counter()
+        if args.same_gpu:
+            cluster = LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None)
+        else:
+            cluster = LocalCUDACluster(n_workers=w, rmm_async=True)
+        with cluster, Client(cluster) as client:
+            if args.same_gpu:
+                client.run(async_pool)
+            client.run(rmm_cupy)
+            print(f"\n== {w} workers{' on GPU 0' if args.same_gpu else ''}: cluster up in "
+                  f"{time.perf_counter() - t:.1f} s", flush=True)
+
+            def build():
+                stages.clear()
+                shutil.rmtree(out, ignore_errors=True)
+                t = time.perf_counter()
+                r = pipelines.run("bm25", str(data), out=str(out), backend="gpu", client=client, format="lines",
+                                  progress=False, **tok)
+                return time.perf_counter() - t, r
+
+            build()  # warm-up
+            walls = defaultdict(list)
+            variants = args.variants.split(",")
+            for i, v in [(i, v) for i in range(args.repeats) for v in variants]:
+                prof = cProfile.Profile() if args.cprofile and i == args.repeats - 1 and v == variants[-1] else None
+                with spread(v != "nospread"), get_task_stream(client) as ts:
+                    if prof:
+                        prof.enable()
+                    sec, r = build()
+                    if prof:
+                        prof.disable()
+                walls[v].append(sec)
+                print(f"\n{v} build {i + 1}: {sec:.2f} s; stages "
+                      + ", ".join(f"{k} {x:.2f}" for k, x in r.timings.items()), flush=True)
+                rows = summarize(ts.data)
+                print("| task | tasks | compute s | transfer s | transfers |")
+                print("| --- | --- | --- | --- | --- |")
+                for k, (n, c, tr, nt) in sorted(rows.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+                    if c + tr >= 0.01:
+                        print(f"| {k} | {n} | {c:.2f} | {tr:.2f} | {nt} |")
+                tot = [sum(x[j] for x in rows.values()) for j in (1, 2, 3)]
+                print(f"| all | {sum(x[0] for x in rows.values())} | {tot[0]:.2f} | {tot[1]:.2f} | {tot[2]} |",
+                      flush=True)
+                print("| stage | wall s | per worker: seconds computing (union of its tasks), tasks |")
+                print("| --- | --- | --- |")
+                for name, wall, per in windows(ts.data, stages):
+                    print(f"| {name} | {wall:.2f} | " + "; ".join(f"{w.rsplit(':', 1)[-1]}: {b:.2f} s, {n}"
+                                                              for w, (b, n) in per.items()) + " |")
+                if prof:
+                    for key in ("tottime", "cumulative"):
+                        buf = io.StringIO()
+                        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(30)
+                        print(f"\ncProfile of the client process, by {key}:\n"
+                              + "\n".join(buf.getvalue().splitlines()[6:40]), flush=True)
+            print(f"\n{w} workers, median of {args.repeats}: "
+                  + "; ".join(f"{v} {statistics.median(x):.2f} s ({', '.join(f'{y:.2f}' for y in x)})"
+                              for v, x in walls.items()), flush=True)
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
