@@ -28,7 +28,8 @@ from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages import search as search_stage
-from cutext.stages.compute import StepClock, compute_all, compute_context, gpu_spill_budget
+from cutext.stages.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
+                                   on_worker)
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
 from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError
@@ -107,12 +108,21 @@ def _write_part_gpu(df, path: str, column_encoding: dict) -> int:
     return len(df)
 
 
-def _parts_tasks(frames, folder: Path, column_encoding: dict) -> list:
-    """Delayed writes of a cudf collection's partitions as ``folder/part.NNNNN.parquet`` (the file
-    names of dask's ``to_parquet`` with the index's ``name_function``), one file a partition."""
+def _parts_tasks(frames, folder: Path, column_encoding: dict, workers: list[str] | None = None) -> list:
+    """Delayed writes of cudf partitions as ``folder/part.NNNNN.parquet`` (the file names of dask's
+    ``to_parquet`` with the index's ``name_function``), one file a partition.
+
+    ``frames``: a collection, or a list of delayed partitions; with ``workers`` (a list's partitions
+    made under :func:`cutext.stages.compute.on_worker`, e.g. the term ranges of
+    :class:`cutext.stages.api.BM25Postings`), partition ``i``'s write goes preferably to worker
+    ``i`` mod the workers, beside it."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [dask.delayed(_write_part_gpu)(p, str(folder / f"part.{i:05d}.parquet"), column_encoding)
-            for i, p in enumerate(frames.to_delayed())]
+    parts = frames if isinstance(frames, list) else frames.to_delayed()
+    tasks = []
+    for i, p in enumerate(parts):
+        with on_worker(i, workers):
+            tasks.append(dask.delayed(_write_part_gpu)(p, str(folder / f"part.{i:05d}.parquet"), column_encoding))
+    return tasks
 
 
 def read_postings(folder, N: int, V: int, df: np.ndarray):
@@ -244,9 +254,11 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
 
 
 def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts, like=None):
-    """:func:`_term_major` over counts partitions spilled to ``folders`` (a task per term range
-    reads its slice of every partition's files; nothing of the corpus is held in memory); the
-    ranges are frames of ``like``'s library."""
+    """:func:`cutext.stages.api._term_ranges` over counts partitions spilled to ``folders`` (a task per
+    term range reads its slice of every partition's files; nothing of the corpus is held in memory);
+    the ranges are frames of ``like``'s library: a collection, or for cudf ``(delayed ranges, workers)``
+    when there are several (on a cluster range ``i`` on worker ``i`` mod ``workers``,
+    :func:`cutext.stages.compute.on_worker`; None in-process)."""
     import dask
     import dask.dataframe as dd
 
@@ -257,8 +269,14 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
         weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
         weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
         return term_major(weighted, df_t, nparts)
-    out = [dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2, weight_fn,
-                                        like) for i in range(len(divisions) - 1)]
+    workers = cluster_workers()
+    out = []
+    for i in range(len(divisions) - 1):
+        with on_worker(i, workers):
+            out.append(dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2,
+                                                    weight_fn, like))
+    if like is not None and type(like).__module__.split(".")[0] == "cudf":
+        return out, workers  # the GPU writes each range's delayed frame, beside it (see BM25Postings.ranges)
     m = _drop_dl(bm25_stage.weights_meta(counts._meta))
     return dd.from_delayed(out, meta=m, verify_meta=False)
 
@@ -374,8 +392,11 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     nparts = max(1, -(-n_postings // per_file))
                     folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
                     postings = _term_major_spilled(folders, df_t, nparts, weight_fn, counts, counts._meta)
+                    postings, range_workers = postings if isinstance(postings, tuple) else (postings, None)
+                elif weights.ranges is not None and be == "gpu":  # the ranges' own delayed objects keep their workers
+                    postings, range_workers = weights.ranges, weights.range_workers
                 else:
-                    postings = weights.postings
+                    postings, range_workers = weights.postings, None
                 documents = docs.map_partitions(_DocumentsPartition(lengths),
                                                 meta=_DocumentsPartition(np.zeros(0, np.int64))(docs._meta))
                 n_files = max(1, -(-n_docs // DOCUMENTS_PER_FILE))
@@ -396,7 +417,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     # writes the vocabulary. In-process: GPU_WRITE_WORKERS files in flight.
                     import concurrent.futures
 
-                    tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING)
+                    tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING, range_workers)
                              + _parts_tasks(documents, tmp / "documents", GPU_DOCUMENTS_ENCODING))
                     overlap = info.client is None and info.scheduler == "sync"
                     with concurrent.futures.ThreadPoolExecutor(1) as side:

@@ -44,7 +44,8 @@ import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
 from cutext.stages import bm25 as _bm25
-from cutext.stages.compute import StepClock, persist_all
+from cutext.stages.compute import (StepClock, cluster_client, cluster_workers, on_worker, partition_homes,
+                                   persist_all)
 from cutext.stages.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.sources import is_dask, is_frame
@@ -478,7 +479,13 @@ def _count(encoded, n_terms, n_docs, release: bool) -> Counts:
     like = encoded._meta
     plan = _plan(encoded)
     if plan is not None:
-        vf_key = dask.delayed(plan.vocab_frame, pure=True)
+        client = cluster_client()
+        if client is not None and not release:
+            # the vocabulary straight from this process to every worker, once, instead of inside the
+            # graph (through the scheduler to one worker, which the others then ask for it)
+            vf_key = client.scatter(plan.vocab_frame, broadcast=True, hash=False)
+        else:
+            vf_key = dask.delayed(plan.vocab_frame, pure=True)
         if release:
             taker = dask.delayed(_Taker(plan.tokens.summaries), pure=True)
             parts = [dask.delayed(count_partition_taken)(taker, i, vf_key, like)
@@ -517,6 +524,14 @@ class BM25Postings:
     n_docs : int
     delta : float
         The delta in effect (0 for variants without one).
+    ranges : list of dask.delayed.Delayed, optional
+        The partitions of ``postings`` as delayed objects (one term range each) when they are built
+        from slices of every counts partition.
+    range_workers : list of str, optional
+        When the ranges are spread over a distributed cluster: range ``i`` goes preferably to worker
+        ``i`` mod these, and a task made under ``cutext.stages.compute.on_worker(i, range_workers)``
+        from ``ranges[i]`` (writing it, say) runs beside it.  (``postings.to_delayed()`` loses that
+        placement: dask's ``from_delayed`` drops the annotations.)
     """
 
     postings: object
@@ -525,6 +540,8 @@ class BM25Postings:
     avgdl: float
     n_docs: int
     delta: float
+    ranges: list | None = None
+    range_workers: list | None = None
 
 
 def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75, delta=None,
@@ -550,6 +567,8 @@ def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float =
     ValueError
         Bad BM25 parameters, or a corpus without a token (avgdl = 0).
     """
+    import dask.dataframe as dd
+
     from cutext.stages.sort import term_major, term_divisions
 
     delta = _bm25.check_params(variant, k1, b, delta)
@@ -566,12 +585,14 @@ def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float =
     weight_fn = _bm25.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
     wmeta = _bm25.weights_meta(c._meta)
     divisions = term_divisions(counts.df, nparts)
+    ranges = range_workers = None
     if len(divisions) < 2 or divisions[0] == divisions[-1] or c.npartitions == 1 and nparts == 1:
         weighted = c.map_partitions(weight_fn, meta=wmeta).map_partitions(_drop_dl, meta=_drop_dl(wmeta))
         postings = term_major(weighted, counts.df, nparts)
     else:
-        postings = _term_major(c, divisions, weight_fn)
-    return BM25Postings(postings, idf_t, w0, avgdl, n_docs, delta)
+        ranges, range_workers = _term_ranges(c, divisions, weight_fn)
+        postings = dd.from_delayed(ranges, meta=_drop_dl(wmeta), verify_meta=False)
+    return BM25Postings(postings, idf_t, w0, avgdl, n_docs, delta, ranges, range_workers)
 
 
 def _drop_dl(df):
@@ -605,25 +626,36 @@ def _term_range(slices, weight_fn):
     return df
 
 
-def _term_major(counts, divisions, weight_fn):
-    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15).
+def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
+    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15), as one
+    delayed frame per term range, and the workers they were spread over (None: not spread).
 
     ``counts`` partitions are sorted by term, so the postings of a term range are a slice of every
-    partition: output partition ``i`` concatenates the slices of the range
-    ``[div_i, div_{i+1})`` (:func:`cutext.stages.sort.term_divisions`, the last range closed),
-    weights and sorts them.  Same partitions and rows as :func:`cutext.stages.sort.term_major`.
+    partition: range ``i`` concatenates the slices of ``[div_i, div_{i+1})``
+    (:func:`cutext.stages.sort.term_divisions`, the last range closed), weights and sorts them.
+    Same partitions and rows as :func:`cutext.stages.sort.term_major`.  On a distributed cluster
+    range ``i`` goes preferably to worker ``i`` mod the workers (:func:`cutext.stages.compute.on_worker`):
+    left to the scheduler, every range went where most of its slices were, all on one worker of two
+    (issue 10, ninth pass).
     """
     import dask
-    import dask.dataframe as dd
 
-    parts = counts.to_delayed()
+    workers = cluster_workers()
+    placed = partition_homes(counts) if workers else None
+    if placed is None:  # in-process, one worker, or partitions that are not futures: no placement
+        parts, homes, workers = counts.to_delayed(), [None] * counts.npartitions, None
+    else:  # each slice where its partition is (else it would follow its range's annotation)
+        parts, homes = placed
     out = []
     for i in range(len(divisions) - 1):
         lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
-        slices = [dask.delayed(_term_slice)(p, lo, hi, last) for p in parts]
-        out.append(dask.delayed(_term_range)(slices, weight_fn))
-    m = _drop_dl(_bm25.weights_meta(counts._meta))
-    return dd.from_delayed(out, meta=m, verify_meta=False)
+        slices = []
+        for p, home in zip(parts, homes):
+            with on_worker(0, [home] if home else None):
+                slices.append(dask.delayed(_term_slice)(p, lo, hi, last))
+        with on_worker(i, workers):
+            out.append(dask.delayed(_term_range)(slices, weight_fn))
+    return out, workers
 
 
 # ----------------------------------------------------------------------------- LDA

@@ -319,6 +319,77 @@ def _in_process() -> bool:
     return get is None or get in (dask.local.get_sync, dask.threaded.get, dask.multiprocessing.get)
 
 
+def cluster_client():
+    """The ``distributed.Client`` that dask computes on now, or None (an in-process scheduler, or none)."""
+    if _in_process():
+        return None
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def cluster_workers(client=None) -> list[str] | None:
+    """The worker addresses (sorted) of ``client`` (default :func:`cluster_client`), or None when dask
+    computes in-process or the cluster has fewer than two workers (nothing to spread)."""
+    client = client or cluster_client()
+    if client is None:
+        return None
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    return workers if len(workers) > 1 else None
+
+
+def on_worker(i: int, workers: list[str] | None):
+    """Context in which the dask tasks made go preferably to worker ``i mod len(workers)``.
+
+    Spreads tasks that depend on every partition alike (a term range gathers a slice of each counts
+    partition), which the scheduler would otherwise put where most of their inputs are: on a
+    2-worker LocalCUDACluster it ran all 11 term ranges of the 2 GB bm25 index, and wrote all their
+    files, on one GPU (issue 10, ninth pass, ``benchmarks/micro/client_profile.py``).  A preference
+    (``allow_other_workers``), so a lost worker's tasks still run elsewhere.  No-op when ``workers``
+    is None.
+    """
+    if not workers:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True)
+
+
+def partition_homes(frame, client=None):
+    """``(futures, workers)``: the future and a worker holding it of each partition of a collection
+    persisted on a distributed cluster, in partition order; None when its partitions are not futures.
+
+    For tasks on single partitions that must run where their partition is: a task made under
+    :func:`on_worker` passes that annotation on to dependencies that have none of their own (dask,
+    measured with distributed 2026.8), so the slices of a spread term range otherwise ran on the
+    range's worker and pulled whole partitions there (issue 10, ninth pass).  Passing the futures
+    themselves also skips the alias task a persisted collection puts before each partition.
+    """
+    client = client or cluster_client()
+    if client is None:
+        return None
+    from distributed import futures_of
+
+    futs = {f.key: f for f in futures_of(frame)}
+    if not futs:
+        return None
+    graph = dict(frame.__dask_graph__())
+    keys = []
+    for k in frame.__dask_keys__():
+        if k not in futs:  # an alias of the future's key
+            deps = getattr(graph.get(k), "dependencies", None) or ()
+            k = next(iter(deps)) if len(deps) == 1 else None
+        if k not in futs:
+            return None
+        keys.append(k)
+    who = client.who_has([futs[k] for k in keys])
+    homes = [(who.get(k) or [None])[0] for k in keys]
+    if not all(homes):
+        return None
+    return [futs[k] for k in keys], homes
+
+
 def _is_frame_collection(obj) -> bool:
     return all(hasattr(obj, a) for a in ("to_delayed", "_meta", "npartitions", "known_divisions"))
 

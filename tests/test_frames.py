@@ -356,6 +356,51 @@ def test_an_unsplittable_file_is_spread_over_the_workers(cacm, tmp_path):
     assert_same_index(read_index(ref.path), read_index(r.path), rtol=0)
 
 
+def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
+    """Issue 10, ninth pass: every term range gathers a slice of each counts partition, so the scheduler
+    put them all on one worker of two; on a 2-worker Client range ``i`` now runs on worker ``i mod 2``
+    (``BM25Postings.ranges``), each slice where its partition is, with the vocabulary scattered to the
+    workers, and the postings do not change."""
+    distributed = pytest.importorskip("distributed")
+
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=3, sort=False)
+    ref = stages.bm25(stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS),
+                      n_partitions=6)
+    ref_post = ref.postings.compute().reset_index(drop=True)
+
+    def where(frame):
+        from distributed import get_worker
+
+        return frame, get_worker().address
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        tokens = stages.tokenize(texts, **ANALYSIS)
+        vocab, encoded = stages.encode(tokens)
+        c = stages.count(encoded, n_docs=N_DOCS)  # the vocabulary scattered to the workers
+        w = stages.bm25(c, n_partitions=6)
+        assert w.ranges is not None and len(w.ranges) == 6 and w.range_workers == workers
+        from cutext.stages.compute import on_worker
+
+        tasks = []
+        for i, r in enumerate(w.ranges):  # a task made beside range i (as the GPU index writes it)
+            with on_worker(i, workers):
+                tasks.append(dask.delayed(where)(r))
+        with distributed.get_task_stream(client=client) as ts:
+            got = dask.compute(*tasks)
+    assert [workers.index(a) for _, a in got] == [i % 2 for i in range(6)]
+    # no range moved to the task beside it, and every slice ran where its counts partition is (only
+    # the slices move to their range)
+    beside = [t for t in ts.data if str(t["key"]).startswith("where")]
+    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slice")]
+    assert len(beside) == 6 and len(slices) == 6 * c.counts.npartitions
+    assert not any(s["action"] == "transfer" for t in beside + slices for s in t["startstops"])
+    post = pd.concat([f for f, _ in got], ignore_index=True)
+    for col in ("term_id", "doc_id", "tf", "weight"):
+        np.testing.assert_array_equal(post[col].to_numpy(), ref_post[col].to_numpy(), err_msg=col)
+
+
 # ----------------------------------------------------------------------------- GPU frames
 
 @pytest.mark.gpu

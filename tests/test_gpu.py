@@ -111,6 +111,33 @@ def test_20news_index_on_two_gpus_equals_cpu(news_dir, news_cpu, tmp_path):
     assert_same_index(news_cpu[1], read_index(gpu.path))
 
 
+def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, tmp_path, monkeypatch):
+    """Two worker processes sharing GPU 0 (dask-cuda refuses a GPU twice, so distributed's LocalCluster):
+    the 2-worker GPU path (term ranges spread over the workers, the vocabulary scattered to them, slices
+    moved between processes) on a one-GPU machine, with the index files written by both workers."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from cutext.pipelines import bm25 as bm25_pipe
+    from cutext.stages.compute import rmm_cupy
+
+    monkeypatch.setattr(bm25_pipe, "GPU_POSTINGS_PER_FILE", 400_000)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.run(rmm_cupy)
+        with get_task_stream(client) as ts:
+            gpu = _build(news_dir, tmp_path / "gpu2", backend="gpu", client=client, blocksize=4 << 20, **ANALYSIS)
+    assert gpu.n_workers == 2 and gpu.counts["partitions"] >= 4
+    writes = [t for t in ts.data if str(t["key"]).startswith("_write_part_gpu")]
+    files = len(list((gpu.path / "postings").glob("*.parquet"))) + len(list((gpu.path / "documents").glob("*.parquet")))
+    assert len(writes) == files and len({t["worker"] for t in writes}) == 2
+    # each postings file is written where its term range was made (no range moved to its writer), and
+    # each slice of a range is cut where its counts partition is (only slices move)
+    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slice")]
+    assert slices and not any(s["action"] == "transfer" for t in writes + slices for s in t["startstops"])
+    assert len(list((gpu.path / "postings").glob("*.parquet"))) >= 4
+    assert_same_index(news_cpu[1], read_index(gpu.path))
+
+
 def _same_rows_close(cpu, gpu, rtol=1e-6):
     """Rows of two runs: the same (query, doc) pairs at >= 99.9 % (a float32 sum in another order can swap
     two documents whose scores differ in the last bit) and scores within ``rtol``."""
