@@ -256,9 +256,10 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
 def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts, like=None):
     """:func:`cutext.stages.api._term_ranges` over counts partitions spilled to ``folders`` (a task per
     term range reads its slice of every partition's files; nothing of the corpus is held in memory);
-    the ranges are frames of ``like``'s library: a collection, or for cudf ``(delayed ranges, workers)``
-    when there are several (on a cluster range ``i`` on worker ``i`` mod ``workers``,
-    :func:`cutext.stages.compute.on_worker`; None in-process)."""
+    the ranges are frames of ``like``'s library.  Returns ``(postings, workers)``: a collection and
+    None, or for cudf, when there are several ranges, the delayed ranges and the workers they are
+    spread over (range ``i`` on worker ``i`` mod ``workers``, :func:`cutext.stages.compute.on_worker`;
+    None in-process)."""
     import dask
     import dask.dataframe as dd
 
@@ -268,7 +269,7 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
     if len(divisions) < 2 or divisions[0] == divisions[-1]:
         weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
         weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
-        return term_major(weighted, df_t, nparts)
+        return term_major(weighted, df_t, nparts), None
     workers = cluster_workers()
     out = []
     for i in range(len(divisions) - 1):
@@ -278,7 +279,7 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
     if like is not None and type(like).__module__.split(".")[0] == "cudf":
         return out, workers  # the GPU writes each range's delayed frame, beside it (see BM25Postings.ranges)
     m = _drop_dl(bm25_stage.weights_meta(counts._meta))
-    return dd.from_delayed(out, meta=m, verify_meta=False)
+    return dd.from_delayed(out, meta=m, verify_meta=False), None
 
 
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
@@ -391,8 +392,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
                     nparts = max(1, -(-n_postings // per_file))
                     folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
-                    postings = _term_major_spilled(folders, df_t, nparts, weight_fn, counts, counts._meta)
-                    postings, range_workers = postings if isinstance(postings, tuple) else (postings, None)
+                    postings, range_workers = _term_major_spilled(folders, df_t, nparts, weight_fn, counts,
+                                                                  counts._meta)
                 elif weights.ranges is not None and be == "gpu":  # the ranges' own delayed objects keep their workers
                     postings, range_workers = weights.ranges, weights.range_workers
                 else:

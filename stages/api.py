@@ -480,7 +480,7 @@ def _count(encoded, n_terms, n_docs, release: bool) -> Counts:
     plan = _plan(encoded)
     if plan is not None:
         client = cluster_client()
-        if client is not None and not release:
+        if client is not None:
             # the vocabulary straight from this process to every worker, once, instead of inside the
             # graph (through the scheduler to one worker, which the others then ask for it)
             vf_key = client.scatter(plan.vocab_frame, broadcast=True, hash=False)
@@ -643,15 +643,15 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
     workers = cluster_workers()
     placed = partition_homes(counts) if workers else None
     if placed is None:  # in-process, one worker, or partitions that are not futures: no placement
-        parts, homes, workers = counts.to_delayed(), [None] * counts.npartitions, None
-    else:  # each slice where its partition is (else it would follow its range's annotation)
+        parts, homes, workers = counts.to_delayed(), None, None
+    else:  # slice j where partition j is (else it would follow its range's annotation)
         parts, homes = placed
     out = []
     for i in range(len(divisions) - 1):
         lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
         slices = []
-        for p, home in zip(parts, homes):
-            with on_worker(0, [home] if home else None):
+        for j, p in enumerate(parts):
+            with on_worker(j, homes):
                 slices.append(dask.delayed(_term_slice)(p, lo, hi, last))
         with on_worker(i, workers):
             out.append(dask.delayed(_term_range)(slices, weight_fn))

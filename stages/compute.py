@@ -331,10 +331,10 @@ def cluster_client():
         return None
 
 
-def cluster_workers(client=None) -> list[str] | None:
-    """The worker addresses (sorted) of ``client`` (default :func:`cluster_client`), or None when dask
-    computes in-process or the cluster has fewer than two workers (nothing to spread)."""
-    client = client or cluster_client()
+def cluster_workers() -> list[str] | None:
+    """The worker addresses (sorted) of :func:`cluster_client`, or None when dask computes in-process
+    or the cluster has fewer than two workers (nothing to spread)."""
+    client = cluster_client()
     if client is None:
         return None
     workers = sorted(client.scheduler_info().get("workers", {}))
@@ -356,7 +356,7 @@ def on_worker(i: int, workers: list[str] | None):
     return dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True)
 
 
-def partition_homes(frame, client=None):
+def partition_homes(frame):
     """``(futures, workers)``: the future and a worker holding it of each partition of a collection
     persisted on a distributed cluster, in partition order; None when its partitions are not futures.
 
@@ -366,7 +366,7 @@ def partition_homes(frame, client=None):
     range's worker and pulled whole partitions there (issue 10, ninth pass).  Passing the futures
     themselves also skips the alias task a persisted collection puts before each partition.
     """
-    client = client or cluster_client()
+    client = cluster_client()
     if client is None:
         return None
     from distributed import futures_of

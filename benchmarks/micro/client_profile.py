@@ -79,7 +79,7 @@ def spread(on: bool):
 
     saved = api.cluster_workers, bm25_pipe.cluster_workers
     if not on:
-        api.cluster_workers = bm25_pipe.cluster_workers = lambda client=None: None
+        api.cluster_workers = bm25_pipe.cluster_workers = lambda: None
     try:
         yield
     finally:
