@@ -60,6 +60,87 @@ def sort_frame_by_pairs(df):
     return df.take(order).reset_index(drop=True)
 
 
+def _pairs_sorted(t, d) -> bool:
+    """Whether the (term_id, doc_id) pairs are strictly increasing (term-major), one reduction."""
+    if len(t) < 2:
+        return True
+    tn, tp = t[1:], t[:-1]
+    return bool(((tn > tp) | ((tn == tp) & (d[1:] > d[:-1]))).all())
+
+
+def merge_term_sorted(frames):
+    """Rows of several frames in (term_id, doc_id) order, by positions instead of a sort.
+
+    Each frame (pandas or cudf, the same columns) is sorted by (term_id, doc_id), and the frames hold
+    increasing document ranges (every doc id of frame ``j`` is below every doc id of frame ``j + 1``):
+    the slices of a term range cut from the count stage's partitions. The rows of term ``t`` then come
+    frame after frame, each frame's in its own order, so every row's place is known from counts
+    (paper 004 step 4, the range shuffle, without its sort)::
+
+        dest = base[t] + before[j, t] + (i - first[j, t])
+
+    ``base[t]``: rows of smaller terms; ``before[j, t]``: rows of term ``t`` in frames ``< j``;
+    ``first[j, t]``: frame ``j``'s first row of term ``t`` (a ``searchsorted``, since the frame is
+    sorted by term). One scatter a column, no key sort and no concatenation. Array code, so it runs
+    where the data is (numpy or cupy). The (frame, term) tables take ``frames x terms`` entries; when
+    that is more than twice the rows (a range of many rare terms), the rows are sorted instead.
+
+    Parameters
+    ----------
+    frames : list of pandas or cudf DataFrame
+        With integer ``term_id`` and ``doc_id`` columns.
+
+    Returns
+    -------
+    DataFrame
+        The rows of every frame, index 0..n-1, in (term_id, doc_id) order: the rows and order of
+        ``sort_frame_by_pairs(concat(frames))``, which is what is returned when a frame is not sorted
+        by term, or when the merged rows are not strictly increasing in (term_id, doc_id) (the doc
+        ranges do not increase from frame to frame). For frames sorted by term the positions are a
+        permutation of the rows, so that check suffices.
+    """
+    import importlib
+
+    from cutext.kernels.backend import values
+
+    kept = [f for f in frames if len(f)]
+    if not kept:
+        return frames[0].iloc[:0].reset_index(drop=True) if frames else None
+    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
+    if len(kept) == 1:
+        return kept[0].reset_index(drop=True)
+    ts = [values(f["term_id"]) for f in kept]
+    xp = array_module(ts[0])
+    # each frame's first and last term, and whether its terms are nondecreasing: one copy to the host
+    ends = xp.stack([t[0] for t in ts] + [t[-1] for t in ts]
+                    + [(t[1:] >= t[:-1]).all() for t in ts]).tolist()
+    if not all(ends[2 * len(ts):]):  # not sorted by term: the positions below would not be a permutation
+        return sort_frame_by_pairs(lib.concat(kept, ignore_index=True))
+    lo, hi = int(min(ends[:len(ts)])), int(max(ends[len(ts):2 * len(ts)]))
+    n = int(sum(len(t) for t in ts))
+    if len(ts) * (hi - lo + 2) > 2 * n + (1 << 20):  # a (frame, term) table larger than the rows: sort
+        return sort_frame_by_pairs(lib.concat(kept, ignore_index=True))
+    keys = xp.arange(lo, hi + 2, dtype=ts[0].dtype)  # terms lo..hi, and hi + 1 closing the last run
+    first = xp.stack([xp.searchsorted(t, keys, side="left") for t in ts]).astype(np.int64)  # (J, R + 1)
+    cnt = first[:, 1:] - first[:, :-1]                     # (J, R) rows of each term in each frame
+    tot = cnt.sum(axis=0)
+    base = xp.cumsum(tot) - tot                            # rows of the smaller terms
+    before = xp.cumsum(cnt, axis=0) - cnt                  # rows of the term in the earlier frames
+    shift = base[None, :] + before - first[:, :-1]         # dest - local row index, per (frame, term)
+    names = list(kept[0].columns)
+    cols = [[values(f[c]) for f in kept] for c in names]
+    out = [xp.empty(n, dtype=parts[0].dtype) for parts in cols]
+    for j, t in enumerate(ts):
+        dest = shift[j][(t - lo).astype(np.int64)] + xp.arange(len(t), dtype=np.int64)
+        for o, parts in zip(out, cols):
+            o[dest] = parts[j]
+    del shift, first, before, cnt
+    merged = lib.DataFrame(dict(zip(names, out)))
+    if _pairs_sorted(values(merged["term_id"]), values(merged["doc_id"])):
+        return merged
+    return sort_frame_by_pairs(lib.concat(kept, ignore_index=True))
+
+
 def term_divisions(df: np.ndarray, nparts: int) -> list[int]:
     """Term-id boundaries giving ``nparts`` ranges of about equal posting counts.
 

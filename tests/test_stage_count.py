@@ -132,3 +132,40 @@ def test_sort_frame_by_pairs_equals_sort_values(lee_encoded, doc_base):
     got = sort_frame_by_pairs(c)
     pd.testing.assert_frame_equal(got, want)
     assert list(sort_frame_by_pairs(c.iloc[:0]).columns) == list(c.columns)
+
+
+def _lee_partition_counts(lee_encoded):
+    """The count stage's partitions of the Lee corpus (increasing doc ranges, each sorted by (term, doc))."""
+    return [count_partition(p) for p in lee_encoded["encoded"].to_delayed() for p in [p.compute()]]
+
+
+@pytest.mark.parametrize("cut", [(0, 10**9), (0, 40), (40, 400), (7, 8)])
+def test_merge_term_sorted_equals_the_sort(lee_encoded, cut):
+    """A term range of the count stage's partitions (the bm25 weight step's slices), merged by
+    positions, equals concat + sort by (term_id, doc_id): all terms, frequent terms only, a middle
+    range, one term; slices with no row of the range are skipped."""
+    from cutext.stages.sort import merge_term_sorted, sort_frame_by_pairs
+
+    parts = _lee_partition_counts(lee_encoded)
+    lo, hi = cut
+    slices = [p[(p["term_id"] >= lo) & (p["term_id"] < hi)] for p in parts]
+    want = sort_frame_by_pairs(pd.concat(slices, ignore_index=True))
+    got = merge_term_sorted(slices)
+    pd.testing.assert_frame_equal(got, want)
+    assert len(got) == sum(map(len, slices)) > 0
+
+
+def test_merge_term_sorted_without_its_preconditions_still_sorts(lee_encoded):
+    """Frames whose doc ranges do not increase (given in reverse), or that are not sorted, still give
+    the (term_id, doc_id) order: the merge checks its result and falls back to the sort."""
+    from cutext.stages.sort import merge_term_sorted, sort_frame_by_pairs
+
+    parts = _lee_partition_counts(lee_encoded)
+    want = sort_frame_by_pairs(pd.concat(parts, ignore_index=True))
+    pd.testing.assert_frame_equal(merge_term_sorted(parts[::-1]), want)
+    shuffled = [p.sample(frac=1.0, random_state=1) for p in parts]
+    pd.testing.assert_frame_equal(merge_term_sorted(shuffled), want)
+    far = [parts[0].iloc[:3], parts[1].iloc[-3:].assign(term_id=np.int32(10**8))]  # (frame, term) table too large
+    pd.testing.assert_frame_equal(merge_term_sorted(far), sort_frame_by_pairs(pd.concat(far, ignore_index=True)))
+    empty = merge_term_sorted([parts[0].iloc[:0], parts[1].iloc[:0]])
+    assert len(empty) == 0 and list(empty.columns) == list(parts[0].columns)
