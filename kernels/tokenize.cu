@@ -230,4 +230,101 @@ __global__ void tk_utf8_invalid(const unsigned char* __restrict__ data, long lon
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Token boundaries of a blanked buffer (tk_blank_separators' output): a token is a maximal run of
+// bytes other than ' ' inside one row.  Two passes over chunks of `chunk` bytes of [lo, hi), one
+// thread a chunk (grid-stride): tk_bounds_count counts the tokens that start in each chunk,
+// the caller scans the counts, tk_bounds_write writes each token's start, end and row at its place.
+// A thread finds the row of its chunk's first byte by binary search and then walks the row starts
+// forward, so byte i starts a row when offsets[r] == i for its row r (the last row with
+// offsets[r] <= i; empty rows are skipped).  Twin: kernels/tokenize.py::_bounds_cpu.
+
+__device__ __forceinline__ bool tk_starts_token(const unsigned char* b, long long lo, long long i, bool row_start) {
+    return b[i] != ' ' && (i == lo || row_start || b[i - 1] == ' ');
+}
+
+__global__ void tk_bounds_count(const unsigned char* __restrict__ blanked, const long long* __restrict__ offsets,
+                                long long n_rows, long long chunk, long long n_chunks,
+                                long long* __restrict__ counts) {
+    long long lo = offsets[0], hi = offsets[n_rows];
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step) {
+        long long a = lo + c * chunk, e = a + chunk < hi ? a + chunk : hi;
+        long long r = tk_row_of(offsets, n_rows, a);
+        long long n = 0;
+        for (long long i = a; i < e; ++i) {
+            while (r + 1 < n_rows && offsets[r + 1] <= i) ++r;
+            n += tk_starts_token(blanked, lo, i, offsets[r] == i) ? 1 : 0;
+        }
+        counts[c] = n;
+    }
+}
+
+// first[c]: tokens starting before chunk c (the exclusive scan of tk_bounds_count's counts)
+__global__ void tk_bounds_write(const unsigned char* __restrict__ blanked, const long long* __restrict__ offsets,
+                                long long n_rows, long long chunk, long long n_chunks,
+                                const long long* __restrict__ first, long long* __restrict__ starts,
+                                long long* __restrict__ ends, long long* __restrict__ rows) {
+    long long lo = offsets[0], hi = offsets[n_rows];
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step) {
+        long long a = lo + c * chunk, e = a + chunk < hi ? a + chunk : hi;
+        long long r = tk_row_of(offsets, n_rows, a);
+        long long k = first[c];
+        for (long long i = a; i < e; ++i) {
+            while (r + 1 < n_rows && offsets[r + 1] <= i) ++r;
+            if (!tk_starts_token(blanked, lo, i, offsets[r] == i)) continue;
+            long long stop = offsets[r + 1];  // the next row start (> i), or hi
+            long long j = i + 1;
+            while (j < stop && blanked[j] != ' ') ++j;
+            starts[k] = i;
+            ends[k] = j;
+            rows[k] = r;
+            ++k;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lines of a read buffer (the device lines reader): every '\n', and a '\r' just before one, is
+// dropped; line L ends where the L-th '\n' was.  Two passes over chunks of `chunk` bytes, one thread
+// a chunk: tk_lines_count counts the kept bytes and the newlines of each chunk, the caller scans
+// both, tk_lines_write copies the kept bytes to their places and writes the end offset of each line
+// (ends[L] = kept bytes before the L-th newline).  Twin: kernels/tokenize.py::_lines_cpu.
+
+__device__ __forceinline__ bool tk_dropped_cr(const unsigned char* buf, long long n, long long i) {
+    return buf[i] == '\r' && i + 1 < n && buf[i + 1] == '\n';
+}
+
+__global__ void tk_lines_count(const unsigned char* __restrict__ buf, long long n, long long chunk, long long n_chunks,
+                               long long* __restrict__ kept, long long* __restrict__ newlines) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step) {
+        long long a = c * chunk, e = a + chunk < n ? a + chunk : n;
+        long long k = 0, nl = 0;
+        for (long long i = a; i < e; ++i) {
+            if (buf[i] == '\n') ++nl;
+            else if (!tk_dropped_cr(buf, n, i)) ++k;
+        }
+        kept[c] = k;
+        newlines[c] = nl;
+    }
+}
+
+// kept_first[c], nl_first[c]: kept bytes and newlines before chunk c (exclusive scans of the counts)
+__global__ void tk_lines_write(const unsigned char* __restrict__ buf, long long n, long long chunk, long long n_chunks,
+                               const long long* __restrict__ kept_first, const long long* __restrict__ nl_first,
+                               unsigned char* __restrict__ chars, long long* __restrict__ ends) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step) {
+        long long a = c * chunk, e = a + chunk < n ? a + chunk : n;
+        long long k = kept_first[c], nl = nl_first[c];
+        for (long long i = a; i < e; ++i) {
+            unsigned char b = buf[i];
+            if (b == '\n') ends[nl++] = k;
+            else if (!tk_dropped_cr(buf, n, i)) chars[k++] = b;
+        }
+    }
+}
+
 }  // extern "C"

@@ -23,7 +23,7 @@ fill, so the output is allocated once); the GPU tokenizer blanks the separator b
 :func:`blank_separators` and lets nvtext split on spaces, which gives the same tokens.
 
 The device text path (:mod:`cutext.stages.gputext`, issue 10) adds :func:`token_bounds` (token
-byte offsets of a blanked buffer, array code), :func:`hash_tokens` and :func:`tokens_equal` (a
+byte offsets of a blanked buffer, count and write passes), :func:`hash_tokens` and :func:`tokens_equal` (a
 64-bit hash per token and the byte-exact check of a hash group) and :func:`utf8_valid` (strict
 UTF-8 check of a read buffer); each has its numba twin and is checked under g++
 (tests/test_gputext.py) and on the device (tests/test_gpu_gputext.py).
@@ -214,6 +214,53 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 @numba.njit(cache=True, nogil=True)
+def _bounds_cpu(blanked, offsets, starts, ends, rows, fill):
+    """Twin of ``tk_bounds_count`` / ``tk_bounds_write`` (one sequential pass): the tokens of a blanked
+    buffer, maximal runs of bytes other than ``0x20`` inside a row; returns their count and, with
+    ``fill``, writes each one's start, end and row (the last row whose offset is <= its start)."""
+    n_rows = len(offsets) - 1
+    lo, hi = offsets[0], offsets[n_rows]
+    r = 0
+    k = 0
+    for i in range(lo, hi):
+        while r + 1 < n_rows and offsets[r + 1] <= i:
+            r += 1
+        if blanked[i] == 0x20 or not (i == lo or offsets[r] == i or blanked[i - 1] == 0x20):
+            continue
+        if fill:
+            j = i + 1
+            stop = offsets[r + 1]
+            while j < stop and blanked[j] != 0x20:
+                j += 1
+            starts[k] = i
+            ends[k] = j
+            rows[k] = r
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _lines_cpu(buf, chars, ends, fill):
+    """Twin of ``tk_lines_count`` / ``tk_lines_write`` (one sequential pass): drops every ``\\n`` and a
+    ``\\r`` just before one; returns (kept bytes, newlines) and, with ``fill``, copies the kept bytes
+    to ``chars`` and writes ``ends[L]`` = kept bytes before the L-th newline."""
+    n = len(buf)
+    k = 0
+    nl = 0
+    for i in range(n):
+        b = buf[i]
+        if b == 10:
+            if fill:
+                ends[nl] = k
+            nl += 1
+        elif not (b == 13 and i + 1 < n and buf[i + 1] == 10):
+            if fill:
+                chars[k] = b
+            k += 1
+    return k, nl
+
+
+@numba.njit(cache=True, nogil=True)
 def _hash_cpu(data, starts, ends, out):
     """Twin of ``tk_hash_tokens``: FNV-1a 64 of the bytes, the length, splitmix64 finalizer."""
     for k in range(len(starts)):
@@ -295,6 +342,8 @@ def _utf8_invalid_cpu(data):
 
 _COMPILE_OPTIONS = ("--std=c++17",)
 _THREADS = 256
+# bytes a thread of tk_bounds_count / tk_bounds_write scans (token_bounds)
+BOUNDS_CHUNK = 64
 _lock = threading.Lock()
 _modules: dict = {}
 _device_tables: dict = {}
@@ -451,13 +500,77 @@ def split_utf8(data: np.ndarray, offsets: np.ndarray):
     return tok_off, out, docs
 
 
+def split_lines(buf):
+    """Lines of a byte buffer, terminators (``\\n``, ``\\r\\n``) removed, as the host reader does.
+
+    Every ``\\n`` ends a line and is dropped with a ``\\r`` just before it; bytes after the last
+    ``\\n`` are one more line (a final newline adds none).  numpy: the numba twin ``_lines_cpu``;
+    cupy: ``tk_lines_count`` (kept bytes and newlines of each chunk of ``BOUNDS_CHUNK`` bytes), a scan
+    of both, ``tk_lines_write`` (bytes copied to their places, line ends written).
+
+    Parameters
+    ----------
+    buf : uint8 array, numpy or cupy
+        The bytes of a piece (BOM already stripped).
+
+    Returns
+    -------
+    (chars, offsets) : uint8 array, int64 array (n_lines + 1,), same library
+        Line ``i`` is ``chars[offsets[i]:offsets[i + 1]]``.
+
+    Raises
+    ------
+    ValueError
+        ``buf`` is not a 1-D uint8 array.
+    """
+    xp = _array_module(buf)
+    if buf.ndim != 1 or buf.dtype != np.uint8:
+        raise ValueError(f"buf must be a 1-D uint8 array, got {buf.dtype} with shape {buf.shape}")
+    n = len(buf)
+    if n == 0:
+        return buf[:0], xp.zeros(1, np.int64)
+    if xp is np:
+        buf = np.ascontiguousarray(buf)
+        k, nl = _lines_cpu(buf, np.zeros(0, np.uint8), np.zeros(0, np.int64), False)
+        chars, ends = np.empty(k, np.uint8), np.empty(nl, np.int64)
+        _lines_cpu(buf, chars, ends, True)
+        tail = int(buf[-1]) != 10
+        offsets = np.empty(nl + 1 + tail, np.int64)
+        offsets[0] = 0
+        offsets[1:nl + 1] = ends
+        if tail:
+            offsets[-1] = k
+        return chars, offsets
+    buf = xp.ascontiguousarray(buf)
+    chunk = BOUNDS_CHUNK
+    n_chunks = -(-n // chunk)
+    blocks = int(max(1, min(-(-n_chunks // _THREADS), 1 << 20)))
+    geometry = (xp.int64(n), xp.int64(chunk), xp.int64(n_chunks))
+    kept, newlines = xp.empty(n_chunks, np.int64), xp.empty(n_chunks, np.int64)
+    _fn("tk_lines_count")((blocks,), (_THREADS,), (buf,) + geometry + (kept, newlines))
+    kept_first, nl_first = xp.cumsum(kept), xp.cumsum(newlines)
+    k, nl, last = (int(v) for v in xp.stack([kept_first[-1], nl_first[-1], buf[-1].astype(np.int64)]).tolist())
+    kept_first -= kept
+    nl_first -= newlines
+    tail = last != 10
+    chars = xp.empty(k, np.uint8)
+    offsets = xp.empty(nl + 1 + tail, np.int64)
+    offsets[0] = 0
+    if tail:
+        offsets[-1] = k
+    _fn("tk_lines_write")((blocks,), (_THREADS,), (buf,) + geometry + (kept_first, nl_first, chars, offsets[1:]))
+    return chars, offsets
+
+
 def token_bounds(blanked, offsets):
     """Token boundaries of a blanked buffer (:func:`blank_separators`): start, end and row of
     every token, in row order (the device tokenizer's split; no token strings are built).
 
-    A token is a maximal run of bytes other than ``0x20`` inside one row; array code on numpy
-    or cupy (flags of token starts and ends, one ``flatnonzero`` each, a ``searchsorted`` for
-    the rows), so it runs where the data is.
+    A token is a maximal run of bytes other than ``0x20`` inside one row.  numpy: the numba twin
+    ``_bounds_cpu`` (count, then fill); cupy: ``tk_bounds_count`` (the tokens starting in each chunk of
+    ``BOUNDS_CHUNK`` bytes, a thread a chunk), a scan of the counts, ``tk_bounds_write`` (each token
+    written at its place): two passes over the bytes instead of the flag arrays and stream compactions
+    of array code (issue 10, tenth pass).
 
     Parameters
     ----------
@@ -478,23 +591,29 @@ def token_bounds(blanked, offsets):
     """
     xp = _array_module(blanked)
     n = _check(blanked, offsets)
-    lo = int(offsets[0])
     if n == 0:
         z = xp.zeros(0, np.int64)
         return z, z.copy(), z.copy()
-    tok = blanked[lo:lo + n] != 0x20
-    edge = xp.zeros(n + 1, dtype=bool)  # edge[j]: a row starts at byte lo + j (or the rows end there)
-    edge[offsets - lo] = True
-    begin = tok.copy()
-    begin[1:] &= edge[1:n] | ~tok[:-1]
-    finish = tok.copy()
-    finish[:-1] &= edge[1:n] | ~tok[1:]
-    del tok, edge
-    starts = xp.flatnonzero(begin).astype(np.int64) + lo
-    del begin
-    ends = xp.flatnonzero(finish).astype(np.int64) + (lo + 1)
-    del finish
-    rows = xp.searchsorted(offsets, starts, side="right").astype(np.int64) - 1
+    if xp is np:
+        blanked, offsets = np.ascontiguousarray(blanked), np.ascontiguousarray(offsets)
+        e = np.zeros(0, np.int64)
+        k = _bounds_cpu(blanked, offsets, e, e, e, False)
+        starts, ends, rows = (np.empty(k, np.int64) for _ in range(3))
+        _bounds_cpu(blanked, offsets, starts, ends, rows, True)
+        return starts, ends, rows
+    blanked, offsets = xp.ascontiguousarray(blanked), xp.ascontiguousarray(offsets)
+    n_rows, chunk = len(offsets) - 1, BOUNDS_CHUNK
+    n_chunks = -(-n // chunk)
+    blocks = int(max(1, min(-(-n_chunks // _THREADS), 1 << 20)))
+    geometry = (xp.int64(n_rows), xp.int64(chunk), xp.int64(n_chunks))
+    counts = xp.empty(n_chunks, np.int64)
+    _fn("tk_bounds_count")((blocks,), (_THREADS,), (blanked, offsets) + geometry + (counts,))
+    first = xp.cumsum(counts)
+    k = int(first[-1])
+    first -= counts  # exclusive
+    starts, ends, rows = (xp.empty(k, np.int64) for _ in range(3))
+    if k:
+        _fn("tk_bounds_write")((blocks,), (_THREADS,), (blanked, offsets) + geometry + (first, starts, ends, rows))
     return starts, ends, rows
 
 

@@ -38,7 +38,8 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import to_host
-from cutext.kernels.tokenize import blank_separators, hash_tokens, token_bounds, tokens_equal, utf8_valid
+from cutext.kernels.tokenize import (blank_separators, hash_tokens, split_lines, token_bounds, tokens_equal,  # noqa: F401
+                                     utf8_valid)
 from cutext.stages.compute import StepClock, step_profile as profile
 from cutext.stages.count import run_lengths
 from cutext.stages.sort import sort_pairs
@@ -253,46 +254,6 @@ def cudf_strings(arr):
 
 
 # ----------------------------------------------------------------------------- read (lines)
-
-def split_lines(buf):
-    """Lines of a byte buffer, terminators (``\\n``, ``\\r\\n``) removed, as the host reader does.
-
-    Parameters
-    ----------
-    buf : uint8 array, numpy or cupy
-        The bytes of a piece (BOM already stripped); a final newline ends the last line.
-
-    Returns
-    -------
-    (chars, offsets) : uint8 array, int64 array (n_lines + 1,), same library
-        Line ``i`` is ``chars[offsets[i]:offsets[i + 1]]`` (``_lines_table`` of
-        :mod:`cutext.stages.read`, which is the oracle in the tests).
-    """
-    xp = _xp(buf)
-    nb = len(buf)
-    nl = xp.flatnonzero(buf == 10).astype(np.int64)
-    if nb and (len(nl) == 0 or int(nl[-1]) != nb - 1):
-        raw_ends = xp.concatenate([nl + 1, xp.asarray([nb], dtype=np.int64)])
-    else:
-        raw_ends = nl + 1
-    n = len(raw_ends)
-    if n == 0:
-        return buf[:0], xp.zeros(1, np.int64)
-    starts = xp.zeros(n, dtype=np.int64)
-    starts[1:] = raw_ends[:-1]
-    has_nl = buf[raw_ends - 1] == 10
-    ends = raw_ends - has_nl.astype(np.int64)
-    has_cr = has_nl & (ends > starts)
-    has_cr &= buf[xp.maximum(ends - 1, 0)] == 13
-    ends = ends - has_cr.astype(np.int64)
-    keep = xp.ones(nb, dtype=bool)
-    keep[nl] = False
-    keep[ends[has_cr]] = False
-    chars = buf[keep]
-    offsets = xp.zeros(n + 1, dtype=np.int64)
-    offsets[1:] = xp.cumsum(ends - starts)
-    return chars, offsets
-
 
 def strings_series(chars, offsets):
     """A cudf strings Series over device buffers (no nulls): int32 offsets when they fit.

@@ -34,7 +34,9 @@ _DevArray.__module__ = "cupy"
 
 # kernel name in tokenize.cu -> launcher in tokenize_emu.cpp
 LAUNCHERS = {"tk_blank_separators": "launch_blank", "tk_rows_containing": "launch_rows",
-             "tk_hash_tokens": "launch_hash", "tk_tokens_equal": "launch_equal", "tk_utf8_invalid": "launch_utf8"}
+             "tk_hash_tokens": "launch_hash", "tk_tokens_equal": "launch_equal", "tk_utf8_invalid": "launch_utf8",
+             "tk_bounds_count": "launch_bounds_count", "tk_bounds_write": "launch_bounds_write",
+             "tk_lines_count": "launch_lines_count", "tk_lines_write": "launch_lines_write"}
 
 
 def _dev(x):
@@ -119,7 +121,9 @@ def _rows():
     return data, offsets
 
 
-def test_token_kernels_gpu_branch_equals_numpy(cp):
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
+    monkeypatch.setattr(K, "BOUNDS_CHUNK", chunk)  # tokens across chunk edges, chunks inside tokens
     data, offsets = _rows()
     dd, do = cp.asarray(data), cp.asarray(offsets)
     blanked = K.blank_separators(dd, do)
@@ -136,7 +140,14 @@ def test_token_kernels_gpu_branch_equals_numpy(cp):
                                   K.tokens_equal(data, s, e, rep))
     assert K.utf8_valid(cp.asarray(np.frombuffer("ok é".encode(), np.uint8))) is True
     assert K.utf8_valid(dd) is False  # \xff\xfe and a surrogate
-    assert {"tk_blank_separators", "tk_hash_tokens", "tk_tokens_equal", "tk_utf8_invalid"} <= set(cp.launches)
+    assert {"tk_blank_separators", "tk_hash_tokens", "tk_tokens_equal", "tk_utf8_invalid", "tk_bounds_count",
+            "tk_bounds_write"} <= set(cp.launches)
+    # rows that start after byte 0 and end before the buffer does, empty rows at both ends
+    sub = np.array([0, 5, 5, 40, 41, 41], np.int64) + 7
+    want = K.token_bounds(K.blank_separators(data, sub), sub)
+    got = K.token_bounds(K.blank_separators(dd, cp.asarray(sub)), cp.asarray(sub))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g.get())
 
 
 @pytest.mark.parametrize("cfg", [TokenizerConfig.make(), TokenizerConfig.make(stopwords="lucene", stemmer="porter",
@@ -153,7 +164,9 @@ def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
     assert "tk_tokens_equal" in cp.launches
 
 
-def test_split_lines_gpu_branch_equals_numpy(cp):
+@pytest.mark.parametrize("chunk", [1, 2, 64])
+def test_split_lines_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
+    monkeypatch.setattr(K, "BOUNDS_CHUNK", chunk)  # "\\r\\n" across chunk edges
     raw = b"a\r\nb\n\nc\r\r\n\xc3\xa9 d"
     want = G.split_lines(np.frombuffer(raw, np.uint8))
     got = G.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
@@ -161,3 +174,10 @@ def test_split_lines_gpu_branch_equals_numpy(cp):
         np.testing.assert_array_equal(w, g.get())
     assert pd.Series([bytes(want[0][want[1][i]:want[1][i + 1]]) for i in range(len(want[1]) - 1)]).tolist() == \
         [b"a", b"b", b"", b"c\r", b"\xc3\xa9 d"]
+    rng = np.random.default_rng(chunk)
+    for raw in [b"", b"\n", b"\r", b"\r\n", b"x\r", b"\n\n\r\n", bytes(rng.choice(list(b"ab\r\n "), 300))]:
+        want = G.split_lines(np.frombuffer(raw, np.uint8))
+        got = G.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(w, g.get() if hasattr(g, "get") else g, err_msg=repr(raw))
+    assert {"tk_lines_count", "tk_lines_write"} <= set(cp.launches)

@@ -19,6 +19,24 @@ void launch_equal(unsigned grid, unsigned block, const unsigned char* data, cons
                   const long long* ends, const long long* rep, long long n_tokens, unsigned char* same) {
     launch(grid, block, [&] { tk_tokens_equal(data, starts, ends, rep, n_tokens, same); });
 }
+void launch_bounds_count(unsigned grid, unsigned block, const unsigned char* blanked, const long long* offsets,
+                         long long n_rows, long long chunk, long long n_chunks, long long* counts) {
+    launch(grid, block, [&] { tk_bounds_count(blanked, offsets, n_rows, chunk, n_chunks, counts); });
+}
+void launch_bounds_write(unsigned grid, unsigned block, const unsigned char* blanked, const long long* offsets,
+                         long long n_rows, long long chunk, long long n_chunks, const long long* first,
+                         long long* starts, long long* ends, long long* rows) {
+    launch(grid, block, [&] { tk_bounds_write(blanked, offsets, n_rows, chunk, n_chunks, first, starts, ends, rows); });
+}
+void launch_lines_count(unsigned grid, unsigned block, const unsigned char* buf, long long n, long long chunk,
+                        long long n_chunks, long long* kept, long long* newlines) {
+    launch(grid, block, [&] { tk_lines_count(buf, n, chunk, n_chunks, kept, newlines); });
+}
+void launch_lines_write(unsigned grid, unsigned block, const unsigned char* buf, long long n, long long chunk,
+                        long long n_chunks, const long long* kept_first, const long long* nl_first, unsigned char* chars,
+                        long long* ends) {
+    launch(grid, block, [&] { tk_lines_write(buf, n, chunk, n_chunks, kept_first, nl_first, chars, ends); });
+}
 void launch_utf8(unsigned grid, unsigned block, const unsigned char* data, long long n, unsigned char* invalid) {
     launch(grid, block, [&] { tk_utf8_invalid(data, n, invalid); });
 }
