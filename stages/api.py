@@ -609,16 +609,20 @@ def _term_slice(part, lo: int, hi: int, last: bool):
 
 
 def _term_range(slices, weight_fn):
-    """One term range of the postings: the slices of every counts partition (partition order, so
-    increasing doc ids), merged into (term_id, doc_id) order by positions
-    (:func:`cutext.stages.sort.merge_term_sorted`), then weighted."""
-    from cutext.stages.sort import merge_term_sorted
+    """One term range of the postings: the slices of every counts partition, weighted, sorted."""
+    import importlib
 
-    clock = StepClock(array_module(values(slices[0]["term_id"])))
-    df = merge_term_sorted(slices)
-    clock("weight: merge")
+    from cutext.stages.sort import sort_frame_by_pairs
+
+    kept = [s for s in slices if len(s)] or slices[:1]
+    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
+    clock = StepClock(__import__("cupy") if lib.__name__ == "cudf" else np)
+    df = lib.concat(kept, ignore_index=True)
+    clock("weight: concat")
     df = _drop_dl(weight_fn(df))
     clock("weight: weights")
+    df = sort_frame_by_pairs(df)
+    clock("weight: sort")
     return df
 
 
