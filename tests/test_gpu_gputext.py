@@ -70,6 +70,23 @@ def test_token_kernels_gpu_equal_numba():
     assert np.array_equal(eq, eqg), f"tokens_equal: {np.count_nonzero(eq != eqg)} differ"
 
 
+def test_split_lines_gpu_equals_numba():
+    """The device line split (tk_lines_*) == its twin: real lines with LF and CRLF ends, stray CRs,
+    empty lines, a last line with and without its newline, lines across the kernels' chunks."""
+    import cupy
+
+    rng = np.random.default_rng(11)
+    texts = _shared()["nltk-brown"]()["text"].tolist()[:2000]
+    ends = rng.choice([b"\n", b"\r\n", b"\r\r\n", b"\n\n", b"\r"], size=len(texts))
+    body = b"".join(t.encode() + e for t, e in zip(texts, ends))
+    for raw in (body, body + b"tail", body[:-1], b"\r\n" * 100, b"x"):
+        buf = np.frombuffer(raw, np.uint8)
+        want = K.split_lines(buf)
+        got = K.split_lines(cupy.asarray(buf))
+        for name, w, g in zip(("chars", "offsets"), want, got):
+            assert np.array_equal(w, g.get()), f"split_lines {name} of {len(raw)} bytes"
+
+
 def _triples(uniq, code, pos, tf):
     u = np.asarray(to_host(uniq).astype(str).tolist(), dtype=object)
     c, p, t = (np.asarray(to_host(x)) for x in (code, pos, tf))

@@ -22,6 +22,10 @@
 #   pin0        (eighth pass) the read as before: each piece read into pinned memory of its own size (CuPy's
 #               pinned pool reuses only blocks of one size) and copied to the device; now the bytes stream through
 #               fixed pinned staging buffers (cutext.stages.gputext.piece_device_bytes)
+#   bounds0     (tenth pass) token bounds by array code (flag arrays, two flatnonzero, a searchsorted) instead of
+#               the tk_bounds_count / tk_bounds_write kernels
+#   lines0      (tenth pass) the line split by array code (flatnonzero of the newlines, a boolean mask copy)
+#               instead of the tk_lines_count / tk_lines_write kernels
 # --check compares each variant's first index with the first variant's (postings, documents, vocabulary).
 # --free-pinned empties CuPy's pinned pool before each timed build, as a new process starts (bm25.py's
 # DevicePools does; without it the warm-up's pinned blocks serve the timed builds).
@@ -64,6 +68,60 @@ def old_device_bytes(piece, fs):
     buf = cupy.asarray(gputext.piece_bytes(piece, fs, alloc=pinned))
     cupy.cuda.get_current_stream().synchronize()
     return buf
+
+
+def old_token_bounds(blanked, offsets):
+    """The token bounds of the ninth pass: array code (flags, two flatnonzero, a searchsorted)."""
+    import cupy as xp
+    import numpy as np
+
+    n = int(offsets[-1]) - int(offsets[0])
+    lo = int(offsets[0])
+    if n == 0:
+        z = xp.zeros(0, np.int64)
+        return z, z.copy(), z.copy()
+    tok = blanked[lo:lo + n] != 0x20
+    edge = xp.zeros(n + 1, dtype=bool)
+    edge[offsets - lo] = True
+    begin = tok.copy()
+    begin[1:] &= edge[1:n] | ~tok[:-1]
+    finish = tok.copy()
+    finish[:-1] &= edge[1:n] | ~tok[1:]
+    del tok, edge
+    starts = xp.flatnonzero(begin).astype(np.int64) + lo
+    ends = xp.flatnonzero(finish).astype(np.int64) + (lo + 1)
+    rows = xp.searchsorted(offsets, starts, side="right").astype(np.int64) - 1
+    return starts, ends, rows
+
+
+def old_split_lines(buf):
+    """The line split of the ninth pass: array code (flatnonzero of the newlines, a boolean mask copy)."""
+    import cupy as xp
+    import numpy as np
+
+    nb = len(buf)
+    nl = xp.flatnonzero(buf == 10).astype(np.int64)
+    if nb and (len(nl) == 0 or int(nl[-1]) != nb - 1):
+        raw_ends = xp.concatenate([nl + 1, xp.asarray([nb], dtype=np.int64)])
+    else:
+        raw_ends = nl + 1
+    n = len(raw_ends)
+    if n == 0:
+        return buf[:0], xp.zeros(1, np.int64)
+    starts = xp.zeros(n, dtype=np.int64)
+    starts[1:] = raw_ends[:-1]
+    has_nl = buf[raw_ends - 1] == 10
+    ends = raw_ends - has_nl.astype(np.int64)
+    has_cr = has_nl & (ends > starts)
+    has_cr &= buf[xp.maximum(ends - 1, 0)] == 13
+    ends = ends - has_cr.astype(np.int64)
+    keep = xp.ones(nb, dtype=bool)
+    keep[nl] = False
+    keep[ends[has_cr]] = False
+    chars = buf[keep]
+    offsets = xp.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = xp.cumsum(ends - starts)
+    return chars, offsets
 
 
 def threaded_context(orig, n):
@@ -110,6 +168,12 @@ def variant(name):
 
             stack.callback(setattr, compute, "_in_process", compute._in_process)
             compute._in_process = lambda: False
+        if part == "bounds0":
+            stack.callback(setattr, gputext, "token_bounds", gputext.token_bounds)
+            gputext.token_bounds = old_token_bounds
+        if part == "lines0":
+            stack.callback(setattr, gputext, "split_lines", gputext.split_lines)
+            gputext.split_lines = old_split_lines
         if part == "pin0":
             stack.callback(setattr, gputext, "piece_device_bytes", gputext.piece_device_bytes)
             gputext.piece_device_bytes = old_device_bytes
