@@ -599,25 +599,41 @@ def _drop_dl(df):
     return df[["term_id", "doc_id", "tf", "weight"]]
 
 
-def _term_slice(part, lo: int, hi: int, last: bool):
-    """Rows of a counts partition (sorted by term) with ``lo <= term_id < hi`` (``<= hi`` if ``last``)."""
+def _term_cuts(part, divisions):
+    """A counts partition (sorted by term) as ``(cuts, columns)``: its columns as arrays and the row
+    where each term range starts, ``cuts[i]`` = first row with ``term_id >= divisions[i]``, the last
+    cut after the rows ``<= divisions[-1]`` (the last range is closed).  One search and one copy to
+    the host for all the ranges of the partition."""
     t = values(part["term_id"])
     xp = array_module(t)
-    a = int(xp.searchsorted(t, lo, side="left"))
-    e = int(xp.searchsorted(t, hi, side="right" if last else "left"))
-    return part.iloc[a:e]
+    d = np.asarray(divisions, dtype=np.int64)
+    cuts = xp.concatenate([xp.searchsorted(t, xp.asarray(d[:-1], dtype=t.dtype), side="left"),
+                           xp.searchsorted(t, xp.asarray(d[-1:], dtype=t.dtype), side="right")])
+    return to_host(cuts).astype(np.int64), {c: values(part[c]) for c in part.columns}
+
+
+def _term_slice(cut, i: int) -> dict:
+    """The rows of term range ``i`` of a partition cut by :func:`_term_cuts`: views of its columns."""
+    cuts, cols = cut
+    a, e = int(cuts[i]), int(cuts[i + 1])
+    return {c: v[a:e] for c, v in cols.items()}
 
 
 def _term_range(slices, weight_fn):
-    """One term range of the postings: the slices of every counts partition, weighted, sorted."""
-    import importlib
-
+    """One term range of the postings: the slices of every counts partition (column arrays, partition
+    order) concatenated into one frame (cudf for device arrays, else pandas), weighted, sorted."""
     from cutext.stages.sort import sort_frame_by_pairs
 
-    kept = [s for s in slices if len(s)] or slices[:1]
-    lib = importlib.import_module(type(kept[0]).__module__.split(".")[0])  # pandas or cudf
-    clock = StepClock(__import__("cupy") if lib.__name__ == "cudf" else np)
-    df = lib.concat(kept, ignore_index=True)
+    xp = array_module(next(iter(slices[0].values())))
+    clock = StepClock(xp)
+    kept = [s for s in slices if len(next(iter(s.values())))] or slices[:1]
+    cols = {c: (xp.concatenate([s[c] for s in kept]) if len(kept) > 1 else kept[0][c].copy()) for c in kept[0]}
+    if xp is np:
+        df = pd.DataFrame(cols)
+    else:
+        import cudf
+
+        df = cudf.DataFrame(cols)
     clock("weight: concat")
     df = _drop_dl(weight_fn(df))
     clock("weight: weights")
@@ -646,13 +662,16 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
         parts, homes, workers = counts.to_delayed(), None, None
     else:  # slice j where partition j is (else it would follow its range's annotation)
         parts, homes = placed
+    cut = []
+    for j, p in enumerate(parts):  # each partition searched once for every range's first row
+        with on_worker(j, homes):
+            cut.append(dask.delayed(_term_cuts)(p, list(divisions)))
     out = []
     for i in range(len(divisions) - 1):
-        lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
         slices = []
-        for j, p in enumerate(parts):
+        for j, c in enumerate(cut):
             with on_worker(j, homes):
-                slices.append(dask.delayed(_term_slice)(p, lo, hi, last))
+                slices.append(dask.delayed(_term_slice)(c, i))
         with on_worker(i, workers):
             out.append(dask.delayed(_term_range)(slices, weight_fn))
     return out, workers
