@@ -327,4 +327,16 @@ __global__ void tk_lines_write(const unsigned char* __restrict__ buf, long long 
     }
 }
 
+// n_cp[k] = code points of token k (its bytes that are not UTF-8 continuation bytes; tokens hold
+// only valid sequences), for the length filters of the term map.  Twin: _code_points_cpu.
+__global__ void tk_code_points(const unsigned char* __restrict__ data, const long long* __restrict__ starts,
+                               const long long* __restrict__ ends, long long n_tokens, long long* __restrict__ n_cp) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n_tokens; k += step) {
+        long long n = 0;
+        for (long long i = starts[k]; i < ends[k]; ++i) n += (data[i] & 0xC0u) != 0x80u ? 1 : 0;
+        n_cp[k] = n;
+    }
+}
+
 }  // extern "C"

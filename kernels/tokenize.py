@@ -261,6 +261,17 @@ def _lines_cpu(buf, chars, ends, fill):
 
 
 @numba.njit(cache=True, nogil=True)
+def _code_points_cpu(data, starts, ends, out):
+    """Twin of ``tk_code_points``: bytes of each token that are not continuation bytes."""
+    for k in range(len(starts)):
+        n = 0
+        for i in range(starts[k], ends[k]):
+            if data[i] & 0xC0 != 0x80:
+                n += 1
+        out[k] = n
+
+
+@numba.njit(cache=True, nogil=True)
 def _hash_cpu(data, starts, ends, out):
     """Twin of ``tk_hash_tokens``: FNV-1a 64 of the bytes, the length, splitmix64 finalizer."""
     for k in range(len(starts)):
@@ -659,6 +670,37 @@ def hash_tokens(data, starts, ends):
         _hash_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
     elif len(starts):
         _launch_tokens("tk_hash_tokens", len(starts),
+                       (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
+                        xp.int64(len(starts)), out))
+    return out
+
+
+def code_points(data, starts, ends):
+    """Code points of every token (the count :func:`cutext.stages.tokenize.map_terms`' length filters
+    use), on the device for the term map of a scan.
+
+    Parameters
+    ----------
+    data : uint8 array, numpy or cupy
+        Valid UTF-8 at the tokens (a token is whole code points).
+    starts, ends : int64 arrays, shape (n_tokens,), same library
+
+    Returns
+    -------
+    int64 array, shape (n_tokens,), same library
+
+    Raises
+    ------
+    ValueError
+        Wrong dtypes or shapes.
+    """
+    xp = _array_module(data)
+    _check_tokens(data, starts, ends)
+    out = xp.empty(len(starts), dtype=np.int64)
+    if xp is np:
+        _code_points_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
+    elif len(starts):
+        _launch_tokens("tk_code_points", len(starts),
                        (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
                         xp.int64(len(starts)), out))
     return out

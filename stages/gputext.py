@@ -38,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import to_host
-from cutext.kernels.tokenize import (blank_separators, hash_tokens, split_lines, token_bounds, tokens_equal,  # noqa: F401
-                                     utf8_valid)
+from cutext.kernels.tokenize import (blank_separators, code_points, hash_tokens, split_lines,  # noqa: F401
+                                     token_bounds, tokens_equal, utf8_valid)
 from cutext.stages.compute import StepClock, step_profile as profile
 from cutext.stages.count import run_lengths
 from cutext.stages.sort import sort_pairs
@@ -150,25 +150,44 @@ def scan_arrays(data, offsets, cfg: TokenizerConfig):
     if not bool(tokens_equal(data, starts, ends, rep[codes]).all()):
         return None
     clock("scan: collision check")
-    uniq = _gather_strings(data, starts[rep], ends[rep])
+    dropped = cfg.needs_term_map
+    if dropped and not cfg.stopwords and cfg.stemmer is None:
+        # rule 4 alone (length bounds): code points counted on the device, only the kept terms copied
+        n_cp = code_points(data, starts[rep], ends[rep])
+        keep = n_cp >= cfg.min_len
+        if cfg.max_len is not None:
+            keep &= n_cp <= cfg.max_len
+        lut = xp.where(keep, xp.cumsum(keep, dtype=np.int64) - 1, -1)
+        kept = xp.flatnonzero(keep)
+        uniq = _gather_strings(data, starts[rep[kept]], ends[rep[kept]])
+        del n_cp, keep, kept
+    else:
+        uniq = _gather_strings(data, starts[rep], ends[rep])
+        lut = None
+        if dropped:  # stopwords, stemmer: the unique terms on the host
+            uniq, lut = _term_map(uniq, cfg)
+            lut = xp.asarray(lut)
     del starts, ends, rep
-    clock("scan: unique terms to host")
-    if cfg.needs_term_map:
-        uniq, lut = _term_map(uniq, cfg)
-        codes = xp.asarray(lut)[codes]
-        keep = codes >= 0
-        codes, rows = codes[keep], rows[keep]
-        if len(codes) == 0:
-            return (uniq,) + empty[1:]
-        clock("scan: term map (host)")
-    lengths = xp.bincount(rows, minlength=n_rows).astype(np.int64)
+    clock("scan: unique terms + term map")
+    if dropped:
+        codes = lut[codes]  # -1: the term is dropped; its pairs sort first and are cut below
+        del lut
+    else:
+        lengths = xp.bincount(rows, minlength=n_rows).astype(np.int64)
     keys, doc_min, span = sort_pairs(codes, rows)
     del codes, rows
     ukeys, tf = run_lengths(keys)
     del keys
+    if dropped:
+        cut = int(xp.searchsorted(ukeys, 0))
+        ukeys, tf = ukeys[cut:], tf[cut:]
+        if len(ukeys) == 0:
+            return (uniq,) + empty[1:]
+    code, pos = (ukeys // span).astype(np.int32), (ukeys % span + doc_min).astype(np.int32)
+    if dropped:  # terms per row: the counts of the kept pairs
+        lengths = xp.bincount(pos, weights=tf, minlength=n_rows).astype(np.int64)
     clock("scan: pair sort + tf")
-    return (uniq, (ukeys // span).astype(np.int32), (ukeys % span + doc_min).astype(np.int32),
-            tf.astype(np.int32), lengths)
+    return uniq, code, pos, tf.astype(np.int32), lengths
 
 
 def _prepare_host(text):

@@ -500,3 +500,12 @@ def test_normalize_buffers_on_a_corpus_equals_the_cpu_rules(shared_data):
     for lowercase in (True, False):
         want = _normalize_cpu(pa.array(rows, type=pa.large_string()), lowercase).to_pylist()
         assert _normalize_via_buffers(rows, lowercase, 0.05) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=7), max_size=30))
+def test_code_points_twin_counts_what_python_counts(tokens):
+    """The term map's length filters on the device count code points as Python's len() does."""
+    data, offsets = _pack([t.encode() for t in tokens])
+    got = K.code_points(data, offsets[:-1].copy(), offsets[1:].copy())
+    assert got.tolist() == [len(t) for t in tokens]

@@ -36,7 +36,8 @@ _DevArray.__module__ = "cupy"
 LAUNCHERS = {"tk_blank_separators": "launch_blank", "tk_rows_containing": "launch_rows",
              "tk_hash_tokens": "launch_hash", "tk_tokens_equal": "launch_equal", "tk_utf8_invalid": "launch_utf8",
              "tk_bounds_count": "launch_bounds_count", "tk_bounds_write": "launch_bounds_write",
-             "tk_lines_count": "launch_lines_count", "tk_lines_write": "launch_lines_write"}
+             "tk_lines_count": "launch_lines_count", "tk_lines_write": "launch_lines_write",
+             "tk_code_points": "launch_code_points"}
 
 
 def _dev(x):
@@ -151,7 +152,8 @@ def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", [TokenizerConfig.make(), TokenizerConfig.make(stopwords="lucene", stemmer="porter",
-                                                                            min_len=2)])
+                                                                            min_len=2),
+                                 TokenizerConfig.make(min_len=2, max_len=6)])
 def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
     data, offsets = _rows()
     want = G.scan_arrays(data, offsets, cfg)
@@ -162,6 +164,7 @@ def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
         assert isinstance(g, cp.ndarray)
         np.testing.assert_array_equal(w, g.get())
     assert "tk_tokens_equal" in cp.launches
+    assert ("tk_code_points" in cp.launches) == (cfg.needs_term_map and not cfg.stopwords)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 64])

@@ -37,6 +37,10 @@ void launch_lines_write(unsigned grid, unsigned block, const unsigned char* buf,
                         long long* ends) {
     launch(grid, block, [&] { tk_lines_write(buf, n, chunk, n_chunks, kept_first, nl_first, chars, ends); });
 }
+void launch_code_points(unsigned grid, unsigned block, const unsigned char* data, const long long* starts,
+                        const long long* ends, long long n_tokens, long long* n_cp) {
+    launch(grid, block, [&] { tk_code_points(data, starts, ends, n_tokens, n_cp); });
+}
 void launch_utf8(unsigned grid, unsigned block, const unsigned char* data, long long n, unsigned char* invalid) {
     launch(grid, block, [&] { tk_utf8_invalid(data, n, invalid); });
 }
