@@ -339,4 +339,18 @@ __global__ void tk_code_points(const unsigned char* __restrict__ data, const lon
     }
 }
 
+// flags[r] = 1 when row r holds a byte >= 0x80 (flags zeroed by the caller): one thread per byte,
+// the row found by binary search for those bytes only.  Twin: kernels/tokenize.py::_rows_high_cpu.
+__global__ void tk_rows_high(const unsigned char* __restrict__ data, const long long* __restrict__ offsets,
+                             long long n_rows, unsigned char* __restrict__ flags) {
+    if (n_rows <= 0) return;
+    long long base = offsets[0];
+    long long n = offsets[n_rows] - base;
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
+        long long i = base + t;
+        if (data[i] >= 0x80u) flags[tk_row_of(offsets, n_rows, i)] = 1;
+    }
+}
+
 }  // extern "C"

@@ -272,6 +272,16 @@ def _code_points_cpu(data, starts, ends, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def _rows_high_cpu(data, offsets, flags):
+    """Twin of ``tk_rows_high``: flags the rows holding a byte >= 0x80."""
+    for r in range(len(offsets) - 1):
+        for i in range(offsets[r], offsets[r + 1]):
+            if data[i] >= 0x80:
+                flags[r] = 1
+                break
+
+
+@numba.njit(cache=True, nogil=True)
 def _hash_cpu(data, starts, ends, out):
     """Twin of ``tk_hash_tokens``: FNV-1a 64 of the bytes, the length, splitmix64 finalizer."""
     for k in range(len(starts)):
@@ -477,6 +487,36 @@ def rows_containing(data, offsets, table: np.ndarray):
     elif n:
         _launch("tk_rows_containing", xp.ascontiguousarray(data), xp.ascontiguousarray(offsets), table, flags, n)
     return flags.astype(bool)
+
+
+def rows_with_high_bytes(data, offsets):
+    """Rows that hold a byte >= 0x80 (a non-ASCII character, or a byte that is not UTF-8).
+
+    Parameters
+    ----------
+    data : uint8 array, numpy or cupy
+    offsets : int64 array, shape (n_rows + 1,), same library, nondecreasing
+
+    Returns
+    -------
+    int64 array, same library: the sorted row indices (numpy: the twin ``_rows_high_cpu``; cupy:
+    ``tk_rows_high``, a thread a byte, then the flagged rows).
+
+    Raises
+    ------
+    ValueError
+        Wrong dtypes or shapes, or offsets outside ``data``.
+    """
+    xp = _array_module(data)
+    n = _check(data, offsets)
+    flags = xp.zeros(len(offsets) - 1, dtype=np.uint8)
+    if xp is np:
+        _rows_high_cpu(np.ascontiguousarray(data), np.ascontiguousarray(offsets), flags)
+    elif n:
+        blocks = int(max(1, min((n + _THREADS - 1) // _THREADS, 1 << 20)))
+        _fn("tk_rows_high")((blocks,), (_THREADS,), (xp.ascontiguousarray(data), xp.ascontiguousarray(offsets),
+                                                    xp.int64(len(offsets) - 1), flags))
+    return xp.flatnonzero(flags).astype(np.int64)
 
 
 def split_utf8(data: np.ndarray, offsets: np.ndarray):

@@ -226,7 +226,7 @@ def _nfc_cpu(arr):
 
 def non_ascii_rows(chars, offsets):
     """Rows of a strings buffer that hold a byte >= 0x80 (the rows whose NFC or lowercase is more than an
-    ASCII byte fold).
+    ASCII byte fold): :func:`cutext.kernels.tokenize.rows_with_high_bytes`.
 
     Parameters
     ----------
@@ -237,10 +237,9 @@ def non_ascii_rows(chars, offsets):
     -------
     int64 array of the same library, sorted row indices.
     """
-    xp = array_module(chars)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    high = xp.flatnonzero(chars[lo:hi] >= 0x80) + lo
-    return xp.unique(xp.searchsorted(offsets, high, side="right") - 1)
+    from cutext.kernels.tokenize import rows_with_high_bytes
+
+    return rows_with_high_bytes(chars, offsets)
 
 
 def _normalize_cpu(arr, lowercase: bool):

@@ -37,7 +37,7 @@ LAUNCHERS = {"tk_blank_separators": "launch_blank", "tk_rows_containing": "launc
              "tk_hash_tokens": "launch_hash", "tk_tokens_equal": "launch_equal", "tk_utf8_invalid": "launch_utf8",
              "tk_bounds_count": "launch_bounds_count", "tk_bounds_write": "launch_bounds_write",
              "tk_lines_count": "launch_lines_count", "tk_lines_write": "launch_lines_write",
-             "tk_code_points": "launch_code_points"}
+             "tk_code_points": "launch_code_points", "tk_rows_high": "launch_rows_high"}
 
 
 def _dev(x):
@@ -143,6 +143,8 @@ def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
     assert K.utf8_valid(dd) is False  # \xff\xfe and a surrogate
     assert {"tk_blank_separators", "tk_hash_tokens", "tk_tokens_equal", "tk_utf8_invalid", "tk_bounds_count",
             "tk_bounds_write"} <= set(cp.launches)
+    np.testing.assert_array_equal(K.rows_with_high_bytes(dd, do).get(), K.rows_with_high_bytes(data, offsets))
+    assert len(K.rows_with_high_bytes(data, offsets)) > 0
     # rows that start after byte 0 and end before the buffer does, empty rows at both ends
     sub = np.array([0, 5, 5, 40, 41, 41], np.int64) + 7
     want = K.token_bounds(K.blank_separators(data, sub), sub)

@@ -41,6 +41,10 @@ void launch_code_points(unsigned grid, unsigned block, const unsigned char* data
                         const long long* ends, long long n_tokens, long long* n_cp) {
     launch(grid, block, [&] { tk_code_points(data, starts, ends, n_tokens, n_cp); });
 }
+void launch_rows_high(unsigned grid, unsigned block, const unsigned char* data, const long long* offsets,
+                      long long n_rows, unsigned char* flags) {
+    launch(grid, block, [&] { tk_rows_high(data, offsets, n_rows, flags); });
+}
 void launch_utf8(unsigned grid, unsigned block, const unsigned char* data, long long n, unsigned char* invalid) {
     launch(grid, block, [&] { tk_utf8_invalid(data, n, invalid); });
 }
