@@ -26,6 +26,8 @@
 #               the tk_bounds_count / tk_bounds_write kernels
 #   lines0      (tenth pass) the line split by array code (flatnonzero of the newlines, a boolean mask copy)
 #               instead of the tk_lines_count / tk_lines_write kernels
+#   slices0     (tenth pass) each term range's slice of a counts partition cut by its own two searches and
+#               cudf's iloc, instead of one search of each partition for every range (stages.api._term_cuts)
 # --check compares each variant's first index with the first variant's (postings, documents, vocabulary).
 # --free-pinned empties CuPy's pinned pool before each timed build, as a new process starts (bm25.py's
 # DevicePools does; without it the warm-up's pinned blocks serve the timed builds).
@@ -124,6 +126,34 @@ def old_split_lines(buf):
     return chars, offsets
 
 
+def old_term_ranges(counts, divisions, weight_fn):
+    """The term ranges of the ninth pass (in process): a slice task a (range, partition), its own two
+    searches and a cudf iloc, the range concatenating cudf frames."""
+    import cudf
+    import dask
+
+    from cutext.kernels.backend import values
+    from cutext.stages.api import _drop_dl
+    from cutext.stages.sort import sort_frame_by_pairs
+
+    def cut(part, lo, hi, last):
+        t = values(part["term_id"])
+        a = int(t.searchsorted(lo, side="left"))
+        e = int(t.searchsorted(hi, side="right" if last else "left"))
+        return part.iloc[a:e]
+
+    def rng(slices, weight_fn):
+        kept = [s for s in slices if len(s)] or slices[:1]
+        return sort_frame_by_pairs(_drop_dl(weight_fn(cudf.concat(kept, ignore_index=True))))
+
+    parts = counts.to_delayed()
+    out = []
+    for i in range(len(divisions) - 1):
+        lo, hi, last = divisions[i], divisions[i + 1], i == len(divisions) - 2
+        out.append(dask.delayed(rng)([dask.delayed(cut)(p, lo, hi, last) for p in parts], weight_fn))
+    return out, None
+
+
 def threaded_context(orig, n):
     """compute._context with the in-process scheduler replaced by dask's threaded one of ``n`` threads."""
     import dask
@@ -174,6 +204,11 @@ def variant(name):
         if part == "lines0":
             stack.callback(setattr, gputext, "split_lines", gputext.split_lines)
             gputext.split_lines = old_split_lines
+        if part == "slices0":
+            from cutext.stages import api
+
+            stack.callback(setattr, api, "_term_ranges", api._term_ranges)
+            api._term_ranges = old_term_ranges
         if part == "pin0":
             stack.callback(setattr, gputext, "piece_device_bytes", gputext.piece_device_bytes)
             gputext.piece_device_bytes = old_device_bytes
