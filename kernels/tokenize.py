@@ -684,6 +684,20 @@ def _launch_tokens(name, n_tokens, args):
     return cupy
 
 
+def _per_token(kernel: str, twin, data, starts, ends, dtype):
+    """One value of ``dtype`` per token ``data[starts[k]:ends[k]]``: the numba ``twin`` on numpy, the
+    kernel of ``tokenize.cu`` named ``kernel`` (a thread a token) on cupy."""
+    xp = _array_module(data)
+    _check_tokens(data, starts, ends)
+    out = xp.empty(len(starts), dtype=dtype)
+    if xp is np:
+        twin(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
+    elif len(starts):
+        _launch_tokens(kernel, len(starts), (xp.ascontiguousarray(data), xp.ascontiguousarray(starts),
+                                             xp.ascontiguousarray(ends), xp.int64(len(starts)), out))
+    return out
+
+
 def hash_tokens(data, starts, ends):
     """A 64-bit hash of every token's bytes (FNV-1a 64, length, splitmix64 finalizer).
 
@@ -703,16 +717,7 @@ def hash_tokens(data, starts, ends):
     ValueError
         Wrong dtypes or shapes.
     """
-    xp = _array_module(data)
-    _check_tokens(data, starts, ends)
-    out = xp.empty(len(starts), dtype=np.uint64)
-    if xp is np:
-        _hash_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
-    elif len(starts):
-        _launch_tokens("tk_hash_tokens", len(starts),
-                       (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
-                        xp.int64(len(starts)), out))
-    return out
+    return _per_token("tk_hash_tokens", _hash_cpu, data, starts, ends, np.uint64)
 
 
 def code_points(data, starts, ends):
@@ -734,16 +739,7 @@ def code_points(data, starts, ends):
     ValueError
         Wrong dtypes or shapes.
     """
-    xp = _array_module(data)
-    _check_tokens(data, starts, ends)
-    out = xp.empty(len(starts), dtype=np.int64)
-    if xp is np:
-        _code_points_cpu(np.ascontiguousarray(data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
-    elif len(starts):
-        _launch_tokens("tk_code_points", len(starts),
-                       (xp.ascontiguousarray(data), xp.ascontiguousarray(starts), xp.ascontiguousarray(ends),
-                        xp.int64(len(starts)), out))
-    return out
+    return _per_token("tk_code_points", _code_points_cpu, data, starts, ends, np.int64)
 
 
 def tokens_equal(data, starts, ends, rep):
