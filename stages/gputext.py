@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import to_host
-from cutext.kernels.tokenize import (blank_separators, code_points, hash_tokens, split_lines,  # noqa: F401
+from cutext.kernels.tokenize import (blank_separators, code_points, hash_tokens, split_lines,
                                      token_bounds, tokens_equal, utf8_valid)
 from cutext.stages.compute import StepClock, step_profile as profile
 from cutext.stages.count import run_lengths

@@ -145,7 +145,7 @@ def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
             "tk_bounds_write"} <= set(cp.launches)
     np.testing.assert_array_equal(K.rows_with_high_bytes(dd, do).get(), K.rows_with_high_bytes(data, offsets))
     assert len(K.rows_with_high_bytes(data, offsets)) > 0
-    # rows that start after byte 0 and end before the buffer does, empty rows at both ends
+    # rows that start after byte 0 and end before the buffer does, empty rows inside and at the end
     sub = np.array([0, 5, 5, 40, 41, 41], np.int64) + 7
     want = K.token_bounds(K.blank_separators(data, sub), sub)
     got = K.token_bounds(K.blank_separators(dd, cp.asarray(sub)), cp.asarray(sub))
