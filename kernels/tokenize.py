@@ -460,6 +460,23 @@ def blank_separators(data, offsets, table: np.ndarray | None = None):
     return out
 
 
+def _flag_rows(kernel: str, twin, data, offsets, table: np.ndarray | None = None):
+    """uint8 flags (n_rows,) set by a row-flagging kernel of ``tokenize.cu`` (a thread a byte; with a
+    code point ``table`` when given) on cupy, by its numba ``twin`` on numpy."""
+    xp = _array_module(data)
+    n = _check(data, offsets)
+    flags = xp.zeros(len(offsets) - 1, dtype=np.uint8)
+    tab = () if table is None else (table,)
+    if xp is np:
+        twin(np.ascontiguousarray(data), np.ascontiguousarray(offsets), *tab, flags)
+    elif n:
+        blocks = int(max(1, min((n + _THREADS - 1) // _THREADS, 1 << 20)))
+        tab = tuple(_device_table(t) for t in tab)
+        _fn(kernel)((blocks,), (_THREADS,), (xp.ascontiguousarray(data), xp.ascontiguousarray(offsets),
+                                             xp.int64(len(offsets) - 1)) + tab + (flags,))
+    return flags
+
+
 def rows_containing(data, offsets, table: np.ndarray):
     """Which rows hold at least one code point ``cp`` with ``table[cp] != 0``.
 
@@ -479,14 +496,7 @@ def rows_containing(data, offsets, table: np.ndarray):
     ValueError
         Wrong dtypes or shapes, or offsets outside ``data``.
     """
-    xp = _array_module(data)
-    n = _check(data, offsets)
-    flags = xp.zeros(len(offsets) - 1, dtype=np.uint8)
-    if xp is np:
-        _rows_cpu(np.ascontiguousarray(data), np.ascontiguousarray(offsets), table, flags)
-    elif n:
-        _launch("tk_rows_containing", xp.ascontiguousarray(data), xp.ascontiguousarray(offsets), table, flags, n)
-    return flags.astype(bool)
+    return _flag_rows("tk_rows_containing", _rows_cpu, data, offsets, table).astype(bool)
 
 
 def rows_with_high_bytes(data, offsets):
@@ -507,16 +517,8 @@ def rows_with_high_bytes(data, offsets):
     ValueError
         Wrong dtypes or shapes, or offsets outside ``data``.
     """
-    xp = _array_module(data)
-    n = _check(data, offsets)
-    flags = xp.zeros(len(offsets) - 1, dtype=np.uint8)
-    if xp is np:
-        _rows_high_cpu(np.ascontiguousarray(data), np.ascontiguousarray(offsets), flags)
-    elif n:
-        blocks = int(max(1, min((n + _THREADS - 1) // _THREADS, 1 << 20)))
-        _fn("tk_rows_high")((blocks,), (_THREADS,), (xp.ascontiguousarray(data), xp.ascontiguousarray(offsets),
-                                                    xp.int64(len(offsets) - 1), flags))
-    return xp.flatnonzero(flags).astype(np.int64)
+    flags = _flag_rows("tk_rows_high", _rows_high_cpu, data, offsets)
+    return _array_module(data).flatnonzero(flags).astype(np.int64)
 
 
 def split_utf8(data: np.ndarray, offsets: np.ndarray):

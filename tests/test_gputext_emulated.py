@@ -144,6 +144,9 @@ def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
     assert {"tk_blank_separators", "tk_hash_tokens", "tk_tokens_equal", "tk_utf8_invalid", "tk_bounds_count",
             "tk_bounds_write"} <= set(cp.launches)
     np.testing.assert_array_equal(K.rows_with_high_bytes(dd, do).get(), K.rows_with_high_bytes(data, offsets))
+    table = K.nfc_unstable_table()
+    np.testing.assert_array_equal(K.rows_containing(dd, do, table).get(), K.rows_containing(data, offsets, table))
+    assert "tk_rows_containing" in cp.launches
     assert len(K.rows_with_high_bytes(data, offsets)) > 0
     # rows that start after byte 0 and end before the buffer does, empty rows inside and at the end
     sub = np.array([0, 5, 5, 40, 41, 41], np.int64) + 7
