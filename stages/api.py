@@ -619,24 +619,91 @@ def _term_slice(cut, i: int) -> dict:
     return {c: v[a:e] for c, v in cols.items()}
 
 
-def _term_range(slices, weight_fn):
-    """One term range of the postings: the slices of every counts partition (column arrays, partition
-    order) concatenated into one frame (cudf for device arrays, else pandas), weighted, sorted."""
+def _concat_slices(slices: list, own: bool = False) -> dict:
+    """Slices (dicts of column arrays) as one dict: the non-empty ones concatenated; a lone slice is
+    returned as it is (views), or copied when ``own`` (a frame of its own, not of the partition)."""
+    kept = [s for s in slices if len(next(iter(s.values())))] or slices[:1]
+    if len(kept) == 1:
+        return {c: v.copy() for c, v in kept[0].items()} if own else kept[0]
+    xp = array_module(next(iter(kept[0].values())))
+    return {c: xp.concatenate([s[c] for s in kept]) for c in kept[0]}
+
+
+# the rows a term range takes from another worker are weighted there and sent packed (issue 10, eleventh
+# pass): term ids as runs, doc ids as int32 and tf as uint16 where they fit, no dl: 10 bytes a posting
+# instead of 20 through the workers' comm (TCP between GPUs without UCX)
+PACK_REMOTE_SLICES = True
+
+
+def _term_slices(cuts: list, i: int, weight_fn, pack: bool = True):
+    """Term range ``i``'s rows of several cut partitions (those on one worker): what moves to the
+    range's worker, one transfer a worker instead of one a partition.  Weighted here and packed
+    (:class:`_PackedRows`), or (``pack`` False) one dict of the counts' column arrays."""
+    rows = _concat_slices([_term_slice(c, i) for c in cuts])
+    return _pack_rows(rows, weight_fn) if pack else rows
+
+
+@dataclass
+class _PackedRows:
+    """Weighted postings in few bytes: ``terms`` / ``runs`` the term ids as runs (in row order),
+    ``doc_id`` (int32 when the ids fit), ``tf`` (uint16 when the counts fit), ``weight`` float32."""
+
+    terms: object
+    runs: object
+    doc_id: object
+    tf: object
+    weight: object
+
+    def unpack(self) -> dict:
+        """``(term_id: int32, doc_id: int64, tf: int32, weight: float32)`` column arrays."""
+        xp = array_module(self.doc_id)
+        if xp is np:
+            t = np.repeat(self.terms, self.runs)
+        else:
+            t = self.terms[xp.searchsorted(xp.cumsum(self.runs), xp.arange(len(self.doc_id)), side="right")]
+        return {"term_id": t.astype(np.int32, copy=False), "doc_id": self.doc_id.astype(np.int64, copy=False),
+                "tf": self.tf.astype(np.int32, copy=False), "weight": self.weight}
+
+
+def _pack_rows(rows: dict, weight_fn) -> _PackedRows:
+    """:class:`_PackedRows` of ``(term_id, doc_id, tf, dl)`` column arrays, weighted by ``weight_fn``."""
+    from cutext.stages.count import run_lengths
+
+    t, d, tf = rows["term_id"], rows["doc_id"], rows["tf"]
+    xp = array_module(t)
+    w = weight_fn.weights(t, tf, rows["dl"])
+    terms, runs = run_lengths(t)
+    if len(t):  # one copy to the host for the three bounds
+        lo_d, hi_d, hi_tf = (int(v) for v in to_host(xp.stack([d.min(), d.max(), tf.max().astype(d.dtype)])))
+        if lo_d >= 0 and hi_d < 2**31:
+            d = d.astype(np.int32)
+        if 0 <= hi_tf < 2**16:
+            tf = tf.astype(np.uint16)
+    return _PackedRows(terms, runs.astype(np.int32), d, tf, w)
+
+
+def _term_range(parts, i: int, weight_fn):
+    """Term range ``i`` of the postings: its rows of every counts partition (``parts``: partitions cut by
+    :func:`_term_cuts` on this worker, or what :func:`_term_slices` sent from other workers), in one
+    frame (cudf for device arrays, else pandas), weighted, sorted by (term_id, doc_id)."""
     from cutext.stages.sort import sort_frame_by_pairs
 
-    xp = array_module(next(iter(slices[0].values())))
+    rows = [p.unpack() for p in parts if isinstance(p, _PackedRows)]  # weighted where they were cut
+    slices = [p if isinstance(p, dict) else _term_slice(p, i) for p in parts if not isinstance(p, _PackedRows)]
+    xp = array_module(next(iter((slices or rows)[0].values())))
     clock = StepClock(xp)
-    kept = [s for s in slices if len(next(iter(s.values())))] or slices[:1]
-    cols = {c: (xp.concatenate([s[c] for s in kept]) if len(kept) > 1 else kept[0][c].copy()) for c in kept[0]}
+    if slices:
+        cols = _concat_slices(slices, own=True)
+        rows.insert(0, {"term_id": cols["term_id"], "doc_id": cols["doc_id"], "tf": cols["tf"],
+                        "weight": weight_fn.weights(cols["term_id"], cols["tf"], cols["dl"])})
+    cols = _concat_slices(rows)
     if xp is np:
         df = pd.DataFrame(cols)
     else:
         import cudf
 
         df = cudf.DataFrame(cols)
-    clock("weight: concat")
-    df = _drop_dl(weight_fn(df))
-    clock("weight: weights")
+    clock("weight: concat + weights")
     df = sort_frame_by_pairs(df)
     clock("weight: sort")
     return df
@@ -647,12 +714,16 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
     delayed frame per term range, and the workers they were spread over (None: not spread).
 
     ``counts`` partitions are sorted by term, so the postings of a term range are a slice of every
-    partition: range ``i`` concatenates the slices of ``[div_i, div_{i+1})``
+    partition: range ``i`` concatenates the rows of ``[div_i, div_{i+1})`` of every partition
     (:func:`cutext.stages.sort.term_divisions`, the last range closed), weights and sorts them.
-    Same partitions and rows as :func:`cutext.stages.sort.term_major`.  On a distributed cluster
-    range ``i`` goes preferably to worker ``i`` mod the workers (:func:`cutext.stages.compute.on_worker`):
-    left to the scheduler, every range went where most of its slices were, all on one worker of two
-    (issue 10, ninth pass).
+    Same partitions and rows as :func:`cutext.stages.sort.term_major`.  Each partition is searched
+    once for the first row of every range (:func:`_term_cuts`).  In-process or on one worker a range
+    task takes those cut partitions themselves (no task a slice).  On a distributed cluster range ``i``
+    goes preferably to worker ``i`` mod the workers (:func:`cutext.stages.compute.on_worker`; left to
+    the scheduler, every range went where most of its slices were, all on one worker of two: issue 10,
+    ninth pass); it takes the cut partitions of its own worker, and from every other worker one
+    :func:`_term_slices` task, made there, with its rows of that worker's partitions (issue 10,
+    eleventh pass: one transfer a worker, not one a partition).
     """
     import dask
 
@@ -660,20 +731,32 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
     placed = partition_homes(counts) if workers else None
     if placed is None:  # in-process, one worker, or partitions that are not futures: no placement
         parts, homes, workers = counts.to_delayed(), None, None
-    else:  # slice j where partition j is (else it would follow its range's annotation)
+    else:  # cut partition j where it is (else it would follow its range's annotation)
         parts, homes = placed
     cut = []
     for j, p in enumerate(parts):  # each partition searched once for every range's first row
         with on_worker(j, homes):
             cut.append(dask.delayed(_term_cuts)(p, list(divisions)))
+    # weight_fn (idf: V + 1 floats) as one key, not a copy in every task; on a cluster sent to every worker
+    # at once (as the vocabulary in count)
+    wf = (cluster_client().scatter(weight_fn, broadcast=True, hash=False) if workers
+          else dask.delayed(weight_fn, pure=True, traverse=False))
+    groups = {}  # worker -> its partitions, in partition order
+    for j, h in enumerate(homes or ()):
+        groups.setdefault(h, []).append(j)
     out = []
     for i in range(len(divisions) - 1):
-        slices = []
-        for j, c in enumerate(cut):
-            with on_worker(j, homes):
-                slices.append(dask.delayed(_term_slice)(c, i))
+        if homes is None:
+            inputs = cut
+        else:
+            here = workers[i % len(workers)]
+            inputs = [cut[j] for j in groups.get(here, ())]
+            for h, js in groups.items():
+                if h != here:
+                    with on_worker(js[0], homes):
+                        inputs.append(dask.delayed(_term_slices)([cut[j] for j in js], i, wf, PACK_REMOTE_SLICES))
         with on_worker(i, workers):
-            out.append(dask.delayed(_term_range)(slices, weight_fn))
+            out.append(dask.delayed(_term_range)(inputs, i, wf))
     return out, workers
 
 

@@ -111,14 +111,17 @@ class WeightPartition:
         self.avgdl = float(avgdl)
         self.variant, self.k1, self.b, self.delta = variant, float(k1), float(b), float(delta)
 
-    def __call__(self, df):
-        t = values(df["term_id"])
+    def weights(self, t, tf, dl):
+        """float32 weights of rows given as arrays (numpy or cupy) of term ids, tf and dl."""
         xp = array_module(t)
         idf_t = xp.asarray(self.idf_t)
-        w = idf_t[t] * tf_component(values(df["tf"]), values(df["dl"]), self.avgdl, self.variant,
-                                    self.k1, self.b, self.delta)
+        w = idf_t[t] * tf_component(tf, dl, self.avgdl, self.variant, self.k1, self.b, self.delta)
+        return w.astype(np.float32)
+
+    def __call__(self, df):
+        w = self.weights(values(df["term_id"]), values(df["tf"]), values(df["dl"]))
         out = df.copy(deep=False)  # the new column only: no copy of the range's other columns
-        out["weight"] = w.astype(np.float32)
+        out["weight"] = w
         return out
 
 

@@ -381,7 +381,9 @@ def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
         c = stages.count(encoded, n_docs=N_DOCS)  # the vocabulary scattered to the workers
         w = stages.bm25(c, n_partitions=6)
         assert w.ranges is not None and len(w.ranges) == 6 and w.range_workers == workers
-        from cutext.stages.compute import on_worker
+        from cutext.stages.compute import on_worker, partition_homes
+
+        homes = set(partition_homes(c.counts)[1])  # the workers holding counts partitions
 
         tasks = []
         for i, r in enumerate(w.ranges):  # a task made beside range i (as the GPU index writes it)
@@ -390,18 +392,81 @@ def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
         with distributed.get_task_stream(client=client) as ts:
             got = dask.compute(*tasks)
     assert [workers.index(a) for _, a in got] == [i % 2 for i in range(6)]
-    # no range moved to the task beside it, and every slice ran where its counts partition is (only
-    # the slices move to their range)
+    # no range moved to the task beside it; a range takes the cut partitions of its own worker and one
+    # slice task from each other worker holding partitions, made where those partitions are (only
+    # those slices move to their range)
     beside = [t for t in ts.data if str(t["key"]).startswith("where")]
-    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slice")]
-    assert len(beside) == 6 and len(slices) == 6 * c.counts.npartitions
+    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slices")]
+    assert len(beside) == 6 and len(slices) == 6 * (len(homes) - 1) and len(homes) == 2
     assert not any(s["action"] == "transfer" for t in beside + slices for s in t["startstops"])
     post = pd.concat([f for f, _ in got], ignore_index=True)
     for col in ("term_id", "doc_id", "tf", "weight"):
         np.testing.assert_array_equal(post[col].to_numpy(), ref_post[col].to_numpy(), err_msg=col)
 
 
+def _packed_round_trip(cols: dict, weight_fn):
+    """(unpacked, packed, expected) of counts column arrays packed as a term range's remote rows."""
+    from cutext.stages.api import _pack_rows
+
+    packed = _pack_rows(cols, weight_fn)
+    expected = {"term_id": cols["term_id"], "doc_id": cols["doc_id"], "tf": cols["tf"],
+                "weight": weight_fn.weights(cols["term_id"], cols["tf"], cols["dl"])}
+    return packed.unpack(), packed, expected
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
+    """Issue 10, eleventh pass: the rows a term range takes from another worker are weighted there and
+    sent packed (term runs, int32 doc ids, uint16 tf); unpacked they are the rows and weights the range
+    would have made, and ids or counts too large for the narrow types stay wide (``wide``: a doc id past
+    2**31 and a tf of 70,000)."""
+    from cutext.stages.bm25 import WeightPartition
+
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
+    c = stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS)
+    part = c.counts.partitions[1].compute()
+    cols = {k: part[k].to_numpy() for k in ("term_id", "doc_id", "tf", "dl")}
+    if wide:
+        cols["doc_id"] = cols["doc_id"] + 2**31
+        cols["tf"] = cols["tf"].copy()
+        cols["tf"][len(cols["tf"]) // 2] = 70_000
+    weight_fn = WeightPartition(np.linspace(0.5, 3.0, c.n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
+    got, packed, want = _packed_round_trip(cols, weight_fn)
+    assert packed.doc_id.dtype == (np.int64 if wide else np.int32)
+    assert packed.tf.dtype == (np.int32 if wide else np.uint16)
+    assert len(packed.terms) < len(cols["term_id"]) // 2  # a partition's rows are term-sorted: few runs
+    for k in ("term_id", "doc_id", "tf", "weight"):
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
 # ----------------------------------------------------------------------------- GPU frames
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wide", [False, True])
+def test_packed_remote_rows_on_the_gpu_equal_the_cpu(cacm, wide):
+    """The packed rows of a term range (cupy arrays: term runs by a search of their cumulative counts)
+    equal the numpy twin's, weights included."""
+    import cupy
+
+    from cutext.stages.bm25 import WeightPartition
+
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
+    c = stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS)
+    part = c.counts.partitions[0].compute()
+    cols = {k: part[k].to_numpy() for k in ("term_id", "doc_id", "tf", "dl")}
+    if wide:
+        cols["doc_id"] = cols["doc_id"] + 2**31
+        cols["tf"] = cols["tf"].copy()
+        cols["tf"][-1] = 70_000
+    weight_fn = WeightPartition(np.linspace(0.5, 3.0, c.n_terms + 1), 40.0, "bm25+", 1.2, 0.75, 1.0)
+    cpu, _, _ = _packed_round_trip(cols, weight_fn)
+    gpu, packed, _ = _packed_round_trip({k: cupy.asarray(v) for k, v in cols.items()}, weight_fn)
+    assert isinstance(packed.doc_id, cupy.ndarray) and packed.tf.dtype == (np.int32 if wide else np.uint16)
+    for k in ("term_id", "doc_id", "tf", "weight"):
+        assert gpu[k].dtype == cpu[k].dtype, k
+        np.testing.assert_array_equal(cupy.asnumpy(gpu[k]), cpu[k], err_msg=k)
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["cudf", "dask_cudf"])

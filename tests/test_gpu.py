@@ -131,9 +131,11 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
     files = len(list((gpu.path / "postings").glob("*.parquet"))) + len(list((gpu.path / "documents").glob("*.parquet")))
     assert len(writes) == files and len({t["worker"] for t in writes}) == 2
     # each postings file is written where its term range was made (no range moved to its writer), and
-    # each slice of a range is cut where its counts partition is (only slices move)
-    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slice")]
-    assert slices and not any(s["action"] == "transfer" for t in writes + slices for s in t["startstops"])
+    # the rows a range takes from the other worker are cut there, one slice task a range (only those move)
+    slices = [t for t in ts.data if str(t["key"]).startswith("_term_slices")]
+    ranges = [t for t in ts.data if str(t["key"]).startswith("_term_range")]
+    assert ranges and len(slices) == len(ranges)
+    assert not any(s["action"] == "transfer" for t in writes + slices for s in t["startstops"])
     assert len(list((gpu.path / "postings").glob("*.parquet"))) >= 4
     assert_same_index(news_cpu[1], read_index(gpu.path))
 
