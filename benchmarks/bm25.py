@@ -832,9 +832,10 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
         if be == "gpu":
             from dask_cuda import LocalCUDACluster
 
-            from cutext.stages.compute import rmm_cupy
+            from cutext.stages.compute import GPU_THREADS_PER_WORKER, rmm_cupy
 
-            cluster = LocalCUDACluster(n_workers=n_gpus, rmm_async=True)  # as cutext's own cluster
+            cluster = LocalCUDACluster(n_workers=n_gpus, threads_per_worker=GPU_THREADS_PER_WORKER,
+                                       rmm_async=True)  # as cutext's own cluster
         else:
             from distributed import LocalCluster
 

@@ -226,6 +226,13 @@ def cupy_from_rmm():
         cupy.cuda.set_allocator(old)
 
 
+# threads a worker of cutext's own LocalCUDACluster: with two, one task's host work (the Parquet writer's,
+# Python's, the comm's) overlaps another's device work, as the in-process GPU index keeps two files in
+# flight. The 2 GB bm25 index on one worker of an H200: 3.75 s against 4.53 with one thread (issue 10,
+# eleventh pass, benchmarks/micro/client_profile.py)
+GPU_THREADS_PER_WORKER = 2
+
+
 def _context(backend, cfg, scheduler, nbytes, n_workers):
     if scheduler == "auto":
         # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
@@ -243,7 +250,8 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
     if backend == "gpu":
         from dask_cuda import LocalCUDACluster
 
-        cluster = LocalCUDACluster(n_workers=n_workers, rmm_async=True)  # as device_pool() in-process
+        # rmm_async as device_pool() in-process; two tasks in flight a GPU (GPU_THREADS_PER_WORKER)
+        cluster = LocalCUDACluster(n_workers=n_workers, threads_per_worker=GPU_THREADS_PER_WORKER, rmm_async=True)
     else:
         from distributed import LocalCluster
 

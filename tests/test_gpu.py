@@ -98,6 +98,28 @@ def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
     assert_same_index(news_cpu[1], read_index(gpu.path))
 
 
+def test_20news_index_on_cutexts_own_local_cuda_cluster_equals_cpu(news_dir, news_cpu, tmp_path, monkeypatch):
+    """scheduler="cluster" on the GPU: cutext's own LocalCUDACluster, with GPU_THREADS_PER_WORKER threads a
+    worker (two tasks in flight a GPU, issue 10 eleventh pass), gives the CPU index."""
+    import dask_cuda
+
+    from cutext.stages.compute import GPU_THREADS_PER_WORKER
+
+    made = []
+    real = dask_cuda.LocalCUDACluster
+
+    def recording(*args, **kw):
+        made.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(dask_cuda, "LocalCUDACluster", recording)
+    gpu = _build(news_dir, tmp_path / "gpu", backend="gpu", scheduler="cluster", blocksize=4 << 20, **ANALYSIS)
+    assert gpu.scheduler == "cluster" and len(made) == 1
+    assert made[0]["threads_per_worker"] == GPU_THREADS_PER_WORKER == 2
+    assert gpu.counts == news_cpu[0].counts
+    assert_same_index(news_cpu[1], read_index(gpu.path))
+
+
 def test_20news_index_on_two_gpus_equals_cpu(news_dir, news_cpu, tmp_path):
     if device_count() < 2:
         pytest.skip("needs 2 GPUs")
