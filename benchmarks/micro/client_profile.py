@@ -2,7 +2,7 @@
 # LocalCUDACluster? Run on the lent GPU machine from the repository root after
 # `source benchmarks/gpu_env.sh`:
 #   python benchmarks/micro/client_profile.py --data .devdata [--workers 1,2] [--same-gpu] [--repeats 2]
-#       [--variants spread,nospread] [--cprofile]
+#       [--variants now,nospread,slices0] [--cprofile] [--threads 1]
 # Per worker count: a LocalCUDACluster (rmm_async, as cutext's own; --same-gpu: every worker on GPU 0,
 # to see the transfers on a one-GPU machine), one warm-up build, then --repeats builds with client=
 # under distributed's task stream. Prints per build the stage seconds, and per task kind (the key's
@@ -86,6 +86,55 @@ def spread(on: bool):
         api.cluster_workers, bm25_pipe.cluster_workers = saved
 
 
+def tenth_term_ranges(counts, divisions, weight_fn):
+    """The term ranges of the tenth pass: a ``_term_slice`` task a (range, partition), each made where its
+    partition is, the range concatenating the slices of every partition."""
+    import dask
+
+    from cutext.stages import api
+    from cutext.stages.compute import cluster_workers, on_worker, partition_homes
+
+    def slice_(cut, i):
+        return api._term_slice(cut, i)
+
+    slice_.__name__ = "_term_slice"
+    workers = cluster_workers()
+    placed = partition_homes(counts) if workers else None
+    if placed is None:
+        parts, homes, workers = counts.to_delayed(), None, None
+    else:
+        parts, homes = placed
+    cut = []
+    for j, p in enumerate(parts):
+        with on_worker(j, homes):
+            cut.append(dask.delayed(api._term_cuts)(p, list(divisions)))
+    out = []
+    for i in range(len(divisions) - 1):
+        slices = []
+        for j, c in enumerate(cut):
+            with on_worker(j, homes):
+                slices.append(dask.delayed(slice_)(c, i))
+        with on_worker(i, workers):
+            out.append(dask.delayed(api._term_range)(slices, i, weight_fn))
+    return out, workers
+
+
+@contextlib.contextmanager
+def variant(v: str):
+    """now; nospread (term ranges where the scheduler puts them); slices0 (a slice task a (range, partition),
+    the tenth pass); pack0 (the rows from other workers unpacked; the flag is read where the graph is made)."""
+    from cutext.stages import api
+
+    with spread(v != "nospread"), contextlib.ExitStack() as stack:
+        if v == "slices0":
+            stack.callback(setattr, api, "_term_ranges", api._term_ranges)
+            api._term_ranges = tenth_term_ranges
+        if v == "pack0":
+            stack.callback(setattr, api, "PACK_REMOTE_SLICES", api.PACK_REMOTE_SLICES)
+            api.PACK_REMOTE_SLICES = False
+        yield
+
+
 def async_pool():
     import rmm
 
@@ -101,9 +150,12 @@ def main():
     ap.add_argument("--same-gpu", action="store_true",
                     help="every worker on GPU 0 (distributed's LocalCluster of processes: dask-cuda refuses a GPU twice)")
     ap.add_argument("--cprofile", action="store_true", help="cProfile the client process in the last build")
-    ap.add_argument("--variants", default="spread",
-                    help="spread (main: term ranges spread over the workers, cutext.stages.compute.on_worker), "
-                         "nospread (as before: where the scheduler puts them); alternated")
+    ap.add_argument("--variants", default="now",
+                    help="now (main), nospread (term ranges where the scheduler puts them, the eighth pass), "
+                         "slices0 (a slice task a range and partition, the tenth pass), pack0 (the rows of "
+                         "other workers sent unpacked: term_id, doc_id int64, tf, dl); alternated")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads a worker (default: cutext's own cluster's, GPU_THREADS_PER_WORKER)")
     ap.add_argument("--workdir", default="/tmp/cutext-bench")
     args = ap.parse_args()
 
@@ -112,7 +164,9 @@ def main():
 
     from bm25 import Corpus, tokenizer_kwargs, write_replicated
     from cutext import pipelines
-    from cutext.stages.compute import rmm_cupy
+    from cutext.stages.compute import GPU_THREADS_PER_WORKER, rmm_cupy
+
+    threads = args.threads or GPU_THREADS_PER_WORKER
 
     from cutext.pipelines import bm25 as bm25_pipe
 
@@ -134,9 +188,10 @@ def main():
     for w in map(int, args.workers.split(",")):
         t = time.perf_counter()
         if args.same_gpu:
-            cluster = LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None)
+            cluster = LocalCluster(n_workers=w, threads_per_worker=threads, processes=True,
+                                   dashboard_address=None)
         else:
-            cluster = LocalCUDACluster(n_workers=w, rmm_async=True)
+            cluster = LocalCUDACluster(n_workers=w, threads_per_worker=threads, rmm_async=True)
         with cluster, Client(cluster) as client:
             if args.same_gpu:
                 client.run(async_pool)
@@ -157,7 +212,7 @@ def main():
             variants = args.variants.split(",")
             for i, v in [(i, v) for i in range(args.repeats) for v in variants]:
                 prof = cProfile.Profile() if args.cprofile and i == args.repeats - 1 and v == variants[-1] else None
-                with spread(v != "nospread"), get_task_stream(client) as ts:
+                with variant(v), get_task_stream(client) as ts:
                     if prof:
                         prof.enable()
                     sec, r = build()
@@ -186,6 +241,14 @@ def main():
                         pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(30)
                         print(f"\ncProfile of the client process, by {key}:\n"
                               + "\n".join(buf.getvalue().splitlines()[6:40]), flush=True)
+                    # the client's own work (not its waits): cutext's functions, and who sleeps or
+                    # makes device frames in the client process
+                    buf = io.StringIO()
+                    st = pstats.Stats(prof, stream=buf).sort_stats("cumulative")
+                    st.print_stats("cutext", 40)
+                    st.print_callers(r"time.sleep|from_pandas|\(meta\)")
+                    print("\ncProfile of the client process, cutext's functions and callers:\n"
+                          + "\n".join(buf.getvalue().splitlines()[6:160]), flush=True)
             print(f"\n{w} workers, median of {args.repeats}: "
                   + "; ".join(f"{v} {statistics.median(x):.2f} s ({', '.join(f'{y:.2f}' for y in x)})"
                               for v, x in walls.items()), flush=True)
