@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
 from cutext.stages import bm25 as _bm25
-from cutext.stages.compute import (StepClock, cluster_client, cluster_workers, on_worker, partition_homes,
+from cutext.stages.compute import (StepClock, cluster_client, cluster_workers, nbytes_of, on_worker, partition_homes,
                                    persist_all)
 from cutext.stages.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
@@ -141,6 +141,9 @@ class _PartScan:
     scan: object
     offset: int
     doc_ids: object
+
+    def __sizeof__(self) -> int:  # the scan's arrays, not a few dozen bytes (compute.nbytes_of)
+        return object.__sizeof__(self) + nbytes_of(self.scan, self.doc_ids)
 
 
 def tokenize_partition_summary(df, cfg: TokenizerConfig, column: str):
@@ -653,6 +656,9 @@ class _PackedRows:
     doc_id: object
     tf: object
     weight: object
+
+    def __sizeof__(self) -> int:  # compute.nbytes_of
+        return object.__sizeof__(self) + nbytes_of(self.terms, self.runs, self.doc_id, self.tf, self.weight)
 
     def unpack(self) -> dict:
         """``(term_id: int32, doc_id: int64, tf: int32, weight: float32)`` column arrays."""

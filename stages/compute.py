@@ -327,6 +327,17 @@ def _in_process() -> bool:
     return get is None or get in (dask.local.get_sync, dask.threaded.get, dask.multiprocessing.get)
 
 
+def nbytes_of(*values) -> int:
+    """Bytes held by ``values`` as dask measures them (``dask.sizeof``: arrays, frames, series of either
+    library; None counts 0).  For the ``__sizeof__`` of the objects that stages pass between tasks: a
+    distributed scheduler places a task beside its largest inputs and moves (or steals) one whose inputs
+    look small, and an object without ``__sizeof__`` looks like a few dozen bytes whatever it holds
+    (issue 10, eleventh pass: count tasks pulled their tokenize summaries from the other worker)."""
+    from dask.sizeof import sizeof
+
+    return sum(int(sizeof(v)) for v in values if v is not None)
+
+
 def cluster_client():
     """The ``distributed.Client`` that dask computes on now, or None (an in-process scheduler, or none)."""
     if _in_process():

@@ -41,7 +41,8 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
-from cutext.stages.compute import ComputeInfo, StepClock, compute_all, compute_context, input_bytes, materialize
+from cutext.stages.compute import (ComputeInfo, StepClock, compute_all, compute_context, input_bytes, materialize,
+                                   nbytes_of)
 from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
 from cutext.stages.read import DEFAULT_BLOCKSIZE, read_corpus
@@ -264,6 +265,9 @@ class _Scan:
     pos: object
     tf: object
     lengths: object
+
+    def __sizeof__(self) -> int:  # what a distributed scheduler weighs before moving it (nbytes_of)
+        return object.__sizeof__(self) + nbytes_of(self.uniq, self.code, self.pos, self.tf, self.lengths)
 
 
 class _Tokens:

@@ -404,6 +404,22 @@ def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
         np.testing.assert_array_equal(post[col].to_numpy(), ref_post[col].to_numpy(), err_msg=col)
 
 
+def test_tokenize_summaries_weigh_their_arrays(cacm):
+    """A distributed scheduler places a task beside its largest inputs and moves one whose inputs look
+    small: a partition's tokenize summary reports the bytes of its arrays, not the few dozen bytes of a
+    plain object (issue 10, eleventh pass: count tasks pulled their summaries from the other worker)."""
+    from dask.sizeof import sizeof
+
+    from cutext.stages.api import _plan
+
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
+    item = _plan(stages.tokenize(texts, **ANALYSIS)).summaries[0]
+    summary = item.compute(scheduler="sync") if hasattr(item, "dask") else item
+    scan = summary.scan
+    arrays = sum(a.nbytes for a in (scan.code, scan.pos, scan.tf, scan.lengths))
+    assert arrays > 10_000 and sizeof(summary) >= arrays + len(scan.uniq)
+
+
 def _packed_round_trip(cols: dict, weight_fn):
     """(unpacked, packed, expected) of counts column arrays packed as a term range's remote rows."""
     from cutext.stages.api import _pack_rows
@@ -432,6 +448,9 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
         cols["tf"][len(cols["tf"]) // 2] = 70_000
     weight_fn = WeightPartition(np.linspace(0.5, 3.0, c.n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
     got, packed, want = _packed_round_trip(cols, weight_fn)
+    from dask.sizeof import sizeof
+
+    assert sizeof(packed) >= sum(a.nbytes for a in (packed.terms, packed.runs, packed.doc_id, packed.tf, packed.weight))
     assert packed.doc_id.dtype == (np.int64 if wide else np.int32)
     assert packed.tf.dtype == (np.int32 if wide else np.uint16)
     assert len(packed.terms) < len(cols["term_id"]) // 2  # a partition's rows are term-sorted: few runs
