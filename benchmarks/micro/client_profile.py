@@ -2,7 +2,7 @@
 # LocalCUDACluster? Run on the lent GPU machine from the repository root after
 # `source benchmarks/gpu_env.sh`:
 #   python benchmarks/micro/client_profile.py --data .devdata [--workers 1,2] [--same-gpu] [--repeats 2]
-#       [--variants now,nospread,slices0] [--cprofile] [--threads 1]
+#       [--variants now,nospread,slices0,pack0] [--cprofile] [--steps] [--threads N]
 # Per worker count: a LocalCUDACluster (rmm_async, as cutext's own; --same-gpu: every worker on GPU 0,
 # to see the transfers on a one-GPU machine), one warm-up build, then --repeats builds with client=
 # under distributed's task stream. Prints per build the stage seconds, and per task kind (the key's
@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import cProfile
 import io
+import os
 import pstats
 import re
 import shutil
@@ -150,6 +151,9 @@ def main():
     ap.add_argument("--same-gpu", action="store_true",
                     help="every worker on GPU 0 (distributed's LocalCluster of processes: dask-cuda refuses a GPU twice)")
     ap.add_argument("--cprofile", action="store_true", help="cProfile the client process in the last build")
+    ap.add_argument("--steps", action="store_true",
+                    help="print the client process's own sub-steps per build (cutext's StepClock, "
+                         "$CUTEXT_GPUTEXT_PROFILE=1 set in this process only, not on the workers)")
     ap.add_argument("--variants", default="now",
                     help="now (main), nospread (term ranges where the scheduler puts them, the eighth pass), "
                          "slices0 (a slice task a range and partition, the tenth pass), pack0 (the rows of "
@@ -164,7 +168,7 @@ def main():
 
     from bm25 import Corpus, tokenizer_kwargs, write_replicated
     from cutext import pipelines
-    from cutext.stages.compute import GPU_THREADS_PER_WORKER, rmm_cupy
+    from cutext.stages.compute import GPU_THREADS_PER_WORKER, PROFILE_ENV, rmm_cupy, step_profile
 
     threads = args.threads or GPU_THREADS_PER_WORKER
 
@@ -199,7 +203,11 @@ def main():
             print(f"\n== {w} workers{' on GPU 0' if args.same_gpu else ''}: cluster up in "
                   f"{time.perf_counter() - t:.1f} s", flush=True)
 
+            if args.steps:  # set after the workers started, so only this process records its steps
+                os.environ[PROFILE_ENV] = "1"
+
             def build():
+                step_profile(reset=True)
                 stages.clear()
                 shutil.rmtree(out, ignore_errors=True)
                 t = time.perf_counter()
@@ -221,6 +229,9 @@ def main():
                 walls[v].append(sec)
                 print(f"\n{v} build {i + 1}: {sec:.2f} s; stages "
                       + ", ".join(f"{k} {x:.2f}" for k, x in r.timings.items()), flush=True)
+                if args.steps:
+                    print("client steps (s): " + ", ".join(f"{k} {x:.3f}" for k, x in step_profile().items()),
+                          flush=True)
                 rows = summarize(ts.data)
                 print("| task | tasks | compute s | transfer s | transfers |")
                 print("| --- | --- | --- | --- | --- |")
