@@ -43,17 +43,24 @@ def build_vocabulary(tokens_ddf) -> pa.Array:
     parts = [dask.delayed(_distinct)(p) for p in tokens_ddf["token"].to_delayed()]
     while len(parts) > 1:
         parts = [dask.delayed(_distinct)(*parts[i:i + 8]) for i in range(0, len(parts), 8)]
-    uniq = parts[0].compute() if parts else tokens_ddf["token"]._meta
-    clock("encode: unique")
-    if is_gpu_object(uniq):
-        arr = uniq.to_arrow()
-    else:
-        arr = pa.array(uniq, type=pa.large_string())
-    arr = pa.chunked_array([arr]).combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    arr = arr.cast(pa.large_string())
-    out = pc.take(arr, pc.sort_indices(arr))
-    clock("encode: sort (host)")
+    # sorted where the last merge ran (on a cluster a worker): only the host array comes back
+    out = dask.delayed(sorted_terms)(parts[0]).compute() if parts else sorted_terms(tokens_ddf["token"]._meta)
+    clock("encode: unique + sort")
     return out
+
+
+def sorted_terms(uniq) -> pa.Array:
+    """Distinct terms (a pandas or cudf Series) as a pyarrow ``large_string`` array sorted by UTF-8
+    bytes.  On the device by libcudf's string sort, which compares bytes as unsigned chars (the same
+    order as pyarrow's sort of the host strings, which the CPU uses; tests/test_gpu.py checks the two
+    on real and constructed terms), then one copy to the host."""
+    if is_gpu_object(uniq):
+        arr = uniq.sort_values(ignore_index=True).to_arrow()
+        arr = pa.chunked_array([arr]).combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        return arr.cast(pa.large_string())
+    arr = pa.array(uniq, type=pa.large_string())
+    arr = pa.chunked_array([arr]).combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    return pc.take(arr, pc.sort_indices(arr))
 
 
 def _distinct(*series):

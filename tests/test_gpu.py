@@ -4,6 +4,7 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from cutext import pipelines
@@ -55,6 +56,30 @@ def test_tokens_gpu_equal_cpu_on_every_corpus(name, analysis):
                 pytest.fail(f"{name}: document {docs['source_id'][doc]} differs: cpu {len(a)} tokens, "
                             f"gpu {len(b)} tokens; first differences {diff}")
         pytest.fail(f"{name}: token streams differ")
+
+
+def test_vocabulary_sorted_on_the_gpu_in_the_cpus_order():
+    """Term ids are ranks in UTF-8 byte order: the device sort of the distinct terms (libcudf) gives the
+    order of pyarrow's host sort, on every shared corpus's terms and on constructed ones (case, digits,
+    accents, other scripts, U+FFFD, 4-byte characters, prefixes)."""
+    from cutext.stages.encode import sorted_terms
+
+    made = ["a", "A", "Z", "z", "0", "9", "aa", "a0", "ab", "é", "e\u0301", "ea", "ß", "ss", "\ufffd", "中文",
+            "中", "日本", "😀", "😀a", "\U0001F600\U0001F601", "ÿ", "\u0100", "\u07ff", "\u0800", "\uffff",
+            "x" * 300, "-", "_"]
+    sets = {"made": made}
+    d = datasets.default_data_dir()
+    for name, load in (datasets.shared_corpora(d).items() if d else []):
+        docs = load()
+        toks = tokenize_partition(_both(docs["text"])[0], TokenizerConfig.make())
+        sets[name] = toks["token"].drop_duplicates().astype(str).tolist()
+    for name, terms in sets.items():
+        series = pd.Series(terms, dtype=pd.StringDtype("pyarrow"))
+        cpu = sorted_terms(series)
+        gpu = sorted_terms(to_cudf(series))
+        assert len(set(terms)) == len(terms) == len(gpu) and gpu.type == cpu.type == pa.large_string(), name
+        assert cpu.to_pylist() == sorted(terms, key=lambda t: t.encode("utf-8")), name
+        assert gpu.to_pylist() == cpu.to_pylist(), name
 
 
 def test_count_partition_gpu_equals_cpu():

@@ -28,6 +28,8 @@
 #               instead of the tk_lines_count / tk_lines_write kernels
 #   slices0     (tenth pass) each term range's slice of a counts partition cut by its own two searches and
 #               cudf's iloc, instead of one search of each partition for every range (stages.api._term_cuts)
+#   sort0       (eleventh pass) the vocabulary sorted on the host by pyarrow after a copy of the distinct terms,
+#               instead of on the device (cutext.stages.encode.sorted_terms)
 # --check compares each variant's first index with the first variant's (postings, documents, vocabulary).
 # --free-pinned empties CuPy's pinned pool before each timed build, as a new process starts (bm25.py's
 # DevicePools does; without it the warm-up's pinned blocks serve the timed builds).
@@ -126,6 +128,17 @@ def old_split_lines(buf):
     return chars, offsets
 
 
+def host_sorted_terms(uniq):
+    """The vocabulary sort of the tenth pass: the distinct terms copied to the host, sorted by pyarrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = uniq.to_arrow() if hasattr(uniq, "to_arrow") else pa.array(uniq)
+    arr = pa.chunked_array([arr]).combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    arr = arr.cast(pa.large_string())
+    return pc.take(arr, pc.sort_indices(arr))
+
+
 def old_term_ranges(counts, divisions, weight_fn):
     """The term ranges of the ninth pass (in process): a slice task a (range, partition), its own two
     searches and a cudf iloc, the range concatenating cudf frames."""
@@ -209,6 +222,11 @@ def variant(name):
 
             stack.callback(setattr, api, "_term_ranges", api._term_ranges)
             api._term_ranges = old_term_ranges
+        if part == "sort0":
+            from cutext.stages import encode
+
+            stack.callback(setattr, encode, "sorted_terms", encode.sorted_terms)
+            encode.sorted_terms = host_sorted_terms
         if part == "pin0":
             stack.callback(setattr, gputext, "piece_device_bytes", gputext.piece_device_bytes)
             gputext.piece_device_bytes = old_device_bytes
