@@ -46,7 +46,7 @@ from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, v
 from cutext.stages import bm25 as _bm25
 from cutext.stages.compute import (StepClock, cluster_client, cluster_workers, nbytes_of, on_worker, partition_homes,
                                    persist_all)
-from cutext.stages.count import count_partition, document_frequencies, document_lengths
+from cutext.stages.count import count_partition, document_frequencies, document_frequencies_delayed, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.sources import is_dask, is_frame
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
@@ -315,8 +315,16 @@ def tokenize(texts, tokenizer: TokenizerConfig | None = None, *, text_column: st
     if not persist:
         return tokens
     parts = texts.to_delayed()
-    summaries = persist_all([dask.delayed(tokenize_partition_summary)(p, cfg, text_column) for p in parts])
-    docs = dask.compute(*[dask.delayed(_summary_docs)(s) for s in summaries])
+    tasks = [dask.delayed(tokenize_partition_summary)(p, cfg, text_column) for p in parts]
+    client = cluster_client()
+    if client is None:
+        summaries = persist_all(tasks)
+        docs = dask.compute(*[dask.delayed(_summary_docs)(s) for s in summaries])
+    else:  # each partition's lengths submitted with its summary, not after all of them (one round trip less)
+        summaries = list(dask.persist(*tasks))
+        docs_futures = client.compute([dask.delayed(_summary_docs)(s) for s in summaries])
+        persist_all(summaries)  # waits, feeding the stage's progress
+        docs = client.gather(docs_futures)
     doc_ids = np.concatenate([d for d, _ in docs]) if docs else np.zeros(0, np.int64)
     lengths = np.concatenate([n for _, n in docs]) if docs else np.zeros(0, np.int64)
     return _set_plan(tokens, _TokensPlan(cfg, summaries, doc_ids, lengths))
@@ -503,9 +511,17 @@ def _count(encoded, n_terms, n_docs, release: bool) -> Counts:
         V = int(encoded["term_id"].max().compute()) if n_terms is None else int(n_terms)
         nd = int(encoded["doc_id"].max().compute()) + 1 if n_docs is None else int(n_docs)
         lengths = document_lengths(encoded, nd)
-    counts = persist_all([counts])[0]
     clock = StepClock(np)
-    df = document_frequencies(counts, V)
+    client = cluster_client()
+    if client is None:
+        counts = persist_all([counts])[0]
+        df = document_frequencies(counts, V)
+    else:  # the df histograms submitted with the counts: each runs when its partition is counted
+        counts = counts.persist()
+        root = document_frequencies_delayed(counts, V)
+        df_future = client.compute(root) if root is not None else None
+        persist_all([counts])  # waits, feeding the stage's progress
+        df = np.asarray(df_future.result() if df_future is not None else np.zeros(V + 1), dtype=np.int64)
     clock("count: df")
     return Counts(counts, df, lengths, len(lengths), V)
 

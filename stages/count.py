@@ -111,14 +111,21 @@ def document_frequencies(counts_ddf, n_terms: int) -> np.ndarray:
     ValueError
         A term id outside ``[0, n_terms]``.
     """
+    root = document_frequencies_delayed(counts_ddf, n_terms)
+    return np.zeros(n_terms + 1, dtype=np.int64) if root is None else np.asarray(root.compute(), dtype=np.int64)
+
+
+def document_frequencies_delayed(counts_ddf, n_terms: int):
+    """The graph of :func:`document_frequencies`: a delayed ``df`` array (of the partitions' device), or
+    None for a collection without partitions."""
     import dask
 
     hs = [dask.delayed(_term_histogram)(p, n_terms) for p in counts_ddf.to_delayed()]
     if not hs:
-        return np.zeros(n_terms + 1, dtype=np.int64)
+        return None
     while len(hs) > 1:
         hs = [dask.delayed(_add)(*hs[i:i + 8]) for i in range(0, len(hs), 8)]
-    return np.asarray(hs[0].compute(), dtype=np.int64)
+    return hs[0]
 
 
 def document_lengths(tokens_ddf, n_docs: int) -> np.ndarray:
