@@ -228,8 +228,9 @@ def cupy_from_rmm():
 
 # threads a worker of cutext's own LocalCUDACluster: with two, one task's host work (the Parquet writer's,
 # Python's, the comm's) overlaps another's device work, as the in-process GPU index keeps two files in
-# flight. The 2 GB bm25 index on one worker of an H200: 3.75 s against 4.53 with one thread (issue 10,
-# eleventh pass, benchmarks/micro/client_profile.py)
+# flight. The 2 GB bm25 index on one worker of an H200: 2.74 s against 3.14 with one thread, and 3.75 against
+# 4.53 on a slower machine of the kind (issue 10, eleventh pass, benchmarks/micro/client_profile.py). The two
+# threads share the device's default stream: host work overlaps, device work does not.
 GPU_THREADS_PER_WORKER = 2
 
 
