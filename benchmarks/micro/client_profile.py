@@ -191,6 +191,7 @@ def main():
     out = Path(args.workdir) / "client-profile-index"
     for w in map(int, args.workers.split(",")):
         t = time.perf_counter()
+        os.environ.pop(PROFILE_ENV, None)  # the workers start without it (see --steps)
         if args.same_gpu:
             cluster = LocalCluster(n_workers=w, threads_per_worker=threads, processes=True,
                                    dashboard_address=None)
