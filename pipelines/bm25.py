@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
-from cutext.kernels.backend import ARRAY_STACK, array_module, resolve_backend
+from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu, resolve_backend
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages import search as search_stage
 from cutext.stages.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
-                                   on_worker)
+                                   on_worker, shared_key)
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
 from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError
@@ -274,7 +274,7 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
         with on_worker(i, workers):
             out.append(dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2,
                                                     weight_fn, like))
-    if like is not None and type(like).__module__.split(".")[0] == "cudf":
+    if like is not None and is_gpu(like):
         return out, workers  # the GPU writes each range's delayed frame, beside it (see BM25Postings.ranges)
     m = _drop_dl(bm25_stage.weights_meta(counts._meta))
     return dd.from_delayed(out, meta=m, verify_meta=False), None
@@ -396,12 +396,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                     postings, range_workers = weights.ranges, weights.range_workers
                 else:
                     postings, range_workers = weights.postings, None
-                # the lengths (8 bytes a document) as one key, not a copy in every task (on a cluster each
-                # task's copy went from the scheduler to its worker: 16 x 8.4 MB for 2 GB); on a cluster
-                # sent to every worker at once, so that no documents file waits on a transfer
-                lengths_key = (info.client.scatter(lengths, broadcast=True, hash=False) if info.client is not None
-                               else dask.delayed(lengths, traverse=False))
-                documents = docs.map_partitions(_documents_partition, lengths_key,
+                # the lengths (8 bytes a document) as one key, on every worker before any documents file
+                documents = docs.map_partitions(_documents_partition, shared_key(lengths, info.client),
                                                 meta=_documents_partition(docs._meta, np.zeros(0, np.int64)))
                 n_files = max(1, -(-n_docs // DOCUMENTS_PER_FILE))
                 if documents.npartitions > n_files:  # a file per read partition costs ~28 ms each on the GPU

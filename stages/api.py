@@ -45,7 +45,7 @@ import pyarrow as pa
 from cutext.kernels.backend import array_module, is_gpu_object, meta, to_host, values
 from cutext.stages import bm25 as _bm25
 from cutext.stages.compute import (StepClock, cluster_client, cluster_workers, nbytes_of, on_worker, partition_homes,
-                                   persist_all)
+                                   persist_all, shared_key)
 from cutext.stages.count import count_partition, document_frequencies, document_frequencies_delayed, document_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.sources import is_dask, is_frame
@@ -490,13 +490,7 @@ def _count(encoded, n_terms, n_docs, release: bool) -> Counts:
     like = encoded._meta
     plan = _plan(encoded)
     if plan is not None:
-        client = cluster_client()
-        if client is not None:
-            # the vocabulary straight from this process to every worker, once, instead of inside the
-            # graph (through the scheduler to one worker, which the others then ask for it)
-            vf_key = client.scatter(plan.vocab_frame, broadcast=True, hash=False)
-        else:
-            vf_key = dask.delayed(plan.vocab_frame, pure=True)
+        vf_key = shared_key(plan.vocab_frame)  # to every worker once, not through the scheduler
         if release:
             taker = dask.delayed(_Taker(plan.tokens.summaries), pure=True)
             parts = [dask.delayed(count_partition_taken)(taker, i, vf_key, like)
@@ -759,10 +753,7 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
     for j, p in enumerate(parts):  # each partition searched once for every range's first row
         with on_worker(j, homes):
             cut.append(dask.delayed(_term_cuts)(p, list(divisions)))
-    # weight_fn (idf: V + 1 floats) as one key, not a copy in every task; on a cluster sent to every worker
-    # at once (as the vocabulary in count)
-    wf = (cluster_client().scatter(weight_fn, broadcast=True, hash=False) if workers
-          else dask.delayed(weight_fn, pure=True, traverse=False))
+    wf = shared_key(weight_fn)  # idf: V + 1 floats, one key for every range and slice task
     groups = {}  # worker -> its partitions, in partition order
     for j, h in enumerate(homes or ()):
         groups.setdefault(h, []).append(j)

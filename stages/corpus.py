@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu, meta, to_host, values
 from cutext.stages.compute import (ComputeInfo, StepClock, compute_all, compute_context, input_bytes, materialize,
-                                   nbytes_of)
+                                   nbytes_of, shared_key)
 from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
 from cutext.stages.read import DEFAULT_BLOCKSIZE, read_corpus
@@ -611,7 +611,7 @@ def _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, ke
         count_dirs = [spill_dir(spill, SPILL_COUNTS, i) for i in range(n_parts)]
 
         def _count():
-            vf_key = dask.delayed(vf, pure=True)
+            vf_key = shared_key(vf, info.client)
             tasks = [dask.delayed(count_partition_spill)(f, vf_key, int(o), ln, like, c)
                      for f, o, ln, c in zip(scan_dirs, offsets, part_lengths, count_dirs)]
             df_t = np.zeros(len(vocab) + 1, np.int64)
