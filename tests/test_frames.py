@@ -420,6 +420,20 @@ def test_tokenize_summaries_weigh_their_arrays(cacm):
     assert arrays > 10_000 and sizeof(summary) >= arrays + len(scan.uniq)
 
 
+def _counts_columns(cacm, partition: int, wide: bool, wide_row):
+    """``(term_id, doc_id, tf, dl)`` numpy columns of one counts partition of the CACM sample, and V;
+    ``wide``: doc ids moved past 2**31 and a tf of 70,000 at row ``wide_row(n_rows)``."""
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
+    c = stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS)
+    part = c.counts.partitions[partition].compute()
+    cols = {k: part[k].to_numpy() for k in ("term_id", "doc_id", "tf", "dl")}
+    if wide:
+        cols["doc_id"] = cols["doc_id"] + 2**31
+        cols["tf"] = cols["tf"].copy()
+        cols["tf"][wide_row(len(cols["tf"]))] = 70_000
+    return cols, c.n_terms
+
+
 def _packed_round_trip(cols: dict, weight_fn):
     """(unpacked, packed, expected) of counts column arrays packed as a term range's remote rows."""
     from cutext.stages.api import _pack_rows
@@ -438,15 +452,8 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
     2**31 and a tf of 70,000)."""
     from cutext.stages.bm25 import WeightPartition
 
-    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
-    c = stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS)
-    part = c.counts.partitions[1].compute()
-    cols = {k: part[k].to_numpy() for k in ("term_id", "doc_id", "tf", "dl")}
-    if wide:
-        cols["doc_id"] = cols["doc_id"] + 2**31
-        cols["tf"] = cols["tf"].copy()
-        cols["tf"][len(cols["tf"]) // 2] = 70_000
-    weight_fn = WeightPartition(np.linspace(0.5, 3.0, c.n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
+    cols, n_terms = _counts_columns(cacm, 1, wide, lambda n: n // 2)
+    weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
     got, packed, want = _packed_round_trip(cols, weight_fn)
     from dask.sizeof import sizeof
 
@@ -470,15 +477,8 @@ def test_packed_remote_rows_on_the_gpu_equal_the_cpu(cacm, wide):
 
     from cutext.stages.bm25 import WeightPartition
 
-    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
-    c = stages.count(stages.encode(stages.tokenize(texts, **ANALYSIS))[1], n_docs=N_DOCS)
-    part = c.counts.partitions[0].compute()
-    cols = {k: part[k].to_numpy() for k in ("term_id", "doc_id", "tf", "dl")}
-    if wide:
-        cols["doc_id"] = cols["doc_id"] + 2**31
-        cols["tf"] = cols["tf"].copy()
-        cols["tf"][-1] = 70_000
-    weight_fn = WeightPartition(np.linspace(0.5, 3.0, c.n_terms + 1), 40.0, "bm25+", 1.2, 0.75, 1.0)
+    cols, n_terms = _counts_columns(cacm, 0, wide, lambda n: n - 1)
+    weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "bm25+", 1.2, 0.75, 1.0)
     cpu, _, _ = _packed_round_trip(cols, weight_fn)
     gpu, packed, _ = _packed_round_trip({k: cupy.asarray(v) for k, v in cols.items()}, weight_fn)
     assert isinstance(packed.doc_id, cupy.ndarray) and packed.tf.dtype == (np.int32 if wide else np.uint16)
