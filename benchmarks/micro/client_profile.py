@@ -21,6 +21,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (bm25.py's corpus writer)
 
@@ -72,21 +73,6 @@ def summarize(stream):
     return rows
 
 
-@contextlib.contextmanager
-def spread(on: bool):
-    """The term ranges spread over the workers (on) or left to the scheduler (off)."""
-    from cutext.pipelines import bm25 as bm25_pipe
-    from cutext.stages import api
-
-    saved = api.cluster_workers, bm25_pipe.cluster_workers
-    if not on:
-        api.cluster_workers = bm25_pipe.cluster_workers = lambda: None
-    try:
-        yield
-    finally:
-        api.cluster_workers, bm25_pipe.cluster_workers = saved
-
-
 def tenth_term_ranges(counts, divisions, weight_fn):
     """The term ranges of the tenth pass: a ``_term_slice`` task a (range, partition), each made where its
     partition is, the range concatenating the slices of every partition."""
@@ -122,17 +108,20 @@ def tenth_term_ranges(counts, divisions, weight_fn):
 
 @contextlib.contextmanager
 def variant(v: str):
-    """now; nospread (term ranges where the scheduler puts them); slices0 (a slice task a (range, partition),
-    the tenth pass); pack0 (the rows from other workers unpacked; the flag is read where the graph is made)."""
+    """now; nospread (term ranges where the scheduler puts them: no workers to spread over); slices0 (a
+    slice task a (range, partition), the tenth pass); pack0 (the rows from other workers unpacked; the
+    flag is read where the graph is made)."""
+    from cutext.pipelines import bm25 as bm25_pipe
     from cutext.stages import api
 
-    with spread(v != "nospread"), contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
+        if v == "nospread":
+            stack.enter_context(mock.patch.object(api, "cluster_workers", lambda: None))
+            stack.enter_context(mock.patch.object(bm25_pipe, "cluster_workers", lambda: None))
         if v == "slices0":
-            stack.callback(setattr, api, "_term_ranges", api._term_ranges)
-            api._term_ranges = tenth_term_ranges
+            stack.enter_context(mock.patch.object(api, "_term_ranges", tenth_term_ranges))
         if v == "pack0":
-            stack.callback(setattr, api, "PACK_REMOTE_SLICES", api.PACK_REMOTE_SLICES)
-            api.PACK_REMOTE_SLICES = False
+            stack.enter_context(mock.patch.object(api, "PACK_REMOTE_SLICES", False))
         yield
 
 

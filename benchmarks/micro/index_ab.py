@@ -44,6 +44,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (bm25.py's corpus writer)
 
@@ -195,63 +196,47 @@ def same_index(a: Path, b: Path) -> bool:
 
 
 def variant(name):
-    """(context manager, run kwargs) of a variant."""
+    """(context manager, run kwargs) of a variant: its swaps are in effect until the stack is closed."""
     from cutext.pipelines import bm25 as bm25_pipe
-    from cutext.stages import gputext, sort
+    from cutext.stages import api, compute, encode, gputext, sort
 
     stack = contextlib.ExitStack()
+
+    def swap(obj, attr, value):
+        stack.enter_context(mock.patch.object(obj, attr, value))
+
     kw = {}
     if name.split("+")[0] == "before":
-        for mod, attr, fn in ((gputext, "_prepare_device", old_prepare), (sort, "sort_frame_by_pairs", old_sort)):
-            stack.callback(setattr, mod, attr, getattr(mod, attr))
-            setattr(mod, attr, fn)
+        swap(gputext, "_prepare_device", old_prepare)
+        swap(sort, "sort_frame_by_pairs", old_sort)
     for part in name.split("+"):
         if part == "persist0":
-            from cutext.stages import compute
-
-            stack.callback(setattr, compute, "_in_process", compute._in_process)
-            compute._in_process = lambda: False
+            swap(compute, "_in_process", lambda: False)
         if part == "bounds0":
-            stack.callback(setattr, gputext, "token_bounds", gputext.token_bounds)
-            gputext.token_bounds = old_token_bounds
+            swap(gputext, "token_bounds", old_token_bounds)
         if part == "lines0":
-            stack.callback(setattr, gputext, "split_lines", gputext.split_lines)
-            gputext.split_lines = old_split_lines
+            swap(gputext, "split_lines", old_split_lines)
         if part == "slices0":
-            from cutext.stages import api
-
-            stack.callback(setattr, api, "_term_ranges", api._term_ranges)
-            api._term_ranges = old_term_ranges
+            swap(api, "_term_ranges", old_term_ranges)
         if part == "sort0":
-            from cutext.stages import encode
-
-            stack.callback(setattr, encode, "sorted_terms", encode.sorted_terms)
-            encode.sorted_terms = host_sorted_terms
+            swap(encode, "sorted_terms", host_sorted_terms)
         if part == "pin0":
-            stack.callback(setattr, gputext, "piece_device_bytes", gputext.piece_device_bytes)
-            gputext.piece_device_bytes = old_device_bytes
+            swap(gputext, "piece_device_bytes", old_device_bytes)
         if part == "enc0":
-            for attr in ("GPU_POSTINGS_ENCODING", "GPU_DOCUMENTS_ENCODING"):
-                stack.callback(setattr, bm25_pipe, attr, getattr(bm25_pipe, attr))
-                setattr(bm25_pipe, attr, {})
+            swap(bm25_pipe, "GPU_POSTINGS_ENCODING", {})
+            swap(bm25_pipe, "GPU_DOCUMENTS_ENCODING", {})
         if part.startswith("bs"):
             kw["blocksize"] = int(part[2:]) << 20
         if part.startswith("w") and part[1:].isdigit():
-            stack.callback(setattr, bm25_pipe, "GPU_WRITE_WORKERS", bm25_pipe.GPU_WRITE_WORKERS)
-            bm25_pipe.GPU_WRITE_WORKERS = int(part[1:])
+            swap(bm25_pipe, "GPU_WRITE_WORKERS", int(part[1:]))
         if part in ("zstd", "lz4", "nocomp"):
-            stack.callback(setattr, bm25_pipe, "GPU_COMPRESSION", bm25_pipe.GPU_COMPRESSION)
-            bm25_pipe.GPU_COMPRESSION = {"zstd": "ZSTD", "lz4": "LZ4", "nocomp": None}[part]
+            swap(bm25_pipe, "GPU_COMPRESSION", {"zstd": "ZSTD", "lz4": "LZ4", "nocomp": None}[part])
         if part == "shm":
             kw["out"] = "/dev/shm/cutext-ab-index"
         if part.startswith("s") and part[1:].isdigit():
-            from cutext.stages import compute
-
-            stack.callback(setattr, compute, "_context", compute._context)
-            compute._context = threaded_context(compute._context, int(part[1:]))
+            swap(compute, "_context", threaded_context(compute._context, int(part[1:])))
         if part.startswith("ppf"):
-            stack.callback(setattr, bm25_pipe, "GPU_POSTINGS_PER_FILE", bm25_pipe.GPU_POSTINGS_PER_FILE)
-            bm25_pipe.GPU_POSTINGS_PER_FILE = int(part[3:]) * 1_000_000
+            swap(bm25_pipe, "GPU_POSTINGS_PER_FILE", int(part[3:]) * 1_000_000)
     return stack, kw
 
 
