@@ -434,14 +434,19 @@ def _counts_columns(cacm, partition: int, wide: bool, wide_row):
     return cols, c.n_terms
 
 
-def _packed_round_trip(cols: dict, weight_fn):
-    """(unpacked, packed, expected) of counts column arrays packed as a term range's remote rows."""
-    from cutext.stages.api import _pack_rows
+def _packed_round_trip(cols: dict, weight_fn, serializers=("dask", "pickle")):
+    """(unpacked, sent, frames, expected) of counts column arrays packed as a term range's remote rows and
+    sent as they travel between workers: the tuple through distributed's serialize (``serializers``,
+    raising if none applies), its frames, and deserialize."""
+    from distributed.protocol import deserialize, serialize
 
-    packed = _pack_rows(cols, weight_fn)
+    from cutext.stages.api import _pack_rows, _PackedRows
+
+    header, frames = serialize(_pack_rows(cols, weight_fn).astuple(), serializers=serializers, on_error="raise")
+    sent = _PackedRows(*deserialize(header, frames))
     expected = {"term_id": cols["term_id"], "doc_id": cols["doc_id"], "tf": cols["tf"],
                 "weight": weight_fn.weights(cols["term_id"], cols["tf"], cols["dl"])}
-    return packed.unpack(), packed, expected
+    return sent.unpack(), sent, frames, expected
 
 
 @pytest.mark.parametrize("wide", [False, True])
@@ -454,10 +459,10 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
 
     cols, n_terms = _counts_columns(cacm, 1, wide, lambda n: n // 2)
     weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
-    got, packed, want = _packed_round_trip(cols, weight_fn)
+    got, packed, _, want = _packed_round_trip(cols, weight_fn)
     from dask.sizeof import sizeof
 
-    assert sizeof(packed) >= sum(a.nbytes for a in (packed.terms, packed.runs, packed.doc_id, packed.tf, packed.weight))
+    assert sizeof(packed.astuple()) >= sum(a.nbytes for a in packed.astuple())
     assert packed.doc_id.dtype == (np.int64 if wide else np.int32)
     assert packed.tf.dtype == (np.int32 if wide else np.uint16)
     assert len(packed.terms) < len(cols["term_id"]) // 2  # a partition's rows are term-sorted: few runs
@@ -472,15 +477,18 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
 @pytest.mark.parametrize("wide", [False, True])
 def test_packed_remote_rows_on_the_gpu_equal_the_cpu(cacm, wide):
     """The packed rows of a term range (cupy arrays: term runs by a search of their cumulative counts)
-    equal the numpy twin's, weights included."""
+    equal the numpy twin's, weights included.  They serialize with distributed's ``cuda`` family alone,
+    to device frames: what UCX sends device to device (issue 10, twelfth pass)."""
     import cupy
 
     from cutext.stages.bm25 import WeightPartition
 
     cols, n_terms = _counts_columns(cacm, 0, wide, lambda n: n - 1)
     weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "bm25+", 1.2, 0.75, 1.0)
-    cpu, _, _ = _packed_round_trip(cols, weight_fn)
-    gpu, packed, _ = _packed_round_trip({k: cupy.asarray(v) for k, v in cols.items()}, weight_fn)
+    cpu, _, _, _ = _packed_round_trip(cols, weight_fn)
+    gpu, packed, frames, _ = _packed_round_trip({k: cupy.asarray(v) for k, v in cols.items()}, weight_fn,
+                                                serializers=("cuda",))
+    assert frames and all(hasattr(f, "__cuda_array_interface__") for f in frames)
     assert isinstance(packed.doc_id, cupy.ndarray) and packed.tf.dtype == (np.int32 if wide else np.uint16)
     for k in ("term_id", "doc_id", "tf", "weight"):
         assert gpu[k].dtype == cpu[k].dtype, k
