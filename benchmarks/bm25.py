@@ -820,13 +820,15 @@ def sharded_search_rows(bench, sbase, index_dir, be, gpu_label, queries, k, bs, 
 
 
 def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, tok_c, args, blocksize,
-                      data, nbytes, ndocs, notes, baseline, n_gpus) -> None:
+                      data, nbytes, ndocs, notes, baseline, n_gpus, protocol="tcp") -> None:
     """The full data indexed with ``client=`` on a LocalCUDACluster of ``n_gpus`` workers (one GPU
     each) started before the row: cluster start-up and one warm-up build (CUDA contexts, kernels)
-    excluded, so the row compares with the in-process one-GPU row (issue 10: 2 GPUs >= 1.8x one)."""
+    excluded, so the row compares with the in-process one-GPU row (issue 10: 2 GPUs >= 1.8x one).
+    ``protocol`` "ucx": the workers talk over UCX and allocate from an RMM pool (8 GiB to start), since
+    UCX sends cudaMalloc memory by CUDA IPC but stages cudaMallocAsync memory through the host."""
     from distributed import Client
 
-    label = f"cutext {gpu_label} client ({n_gpus} GPU{'s' * (n_gpus > 1)})"
+    label = f"cutext {gpu_label} client ({n_gpus} GPU{'s' * (n_gpus > 1)}{', ucx' * (protocol == 'ucx')})"
     try:
         t = time.perf_counter()
         if be == "gpu":
@@ -834,12 +836,13 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
 
             from cutext.stages.compute import GPU_THREADS_PER_WORKER, rmm_cupy
 
+            memory = dict(rmm_pool_size="8GiB") if protocol == "ucx" else dict(rmm_async=True)  # tcp: as cutext's own
             cluster = LocalCUDACluster(n_workers=n_gpus, threads_per_worker=GPU_THREADS_PER_WORKER,
-                                       rmm_async=True)  # as cutext's own cluster
+                                       protocol=protocol, **memory)
         else:
             from distributed import LocalCluster
 
-            cluster = LocalCluster(n_workers=n_gpus, threads_per_worker=1, dashboard_address=":0")
+            cluster = LocalCluster(n_workers=n_gpus, threads_per_worker=1, dashboard_address=":0", protocol=protocol)
         with cluster, Client(cluster) as client:
             if be == "gpu":
                 client.run(rmm_cupy)
@@ -850,7 +853,7 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
             warm = time.perf_counter() - t
             shutil.rmtree(idx_root / f"warm-client{n_gpus}", ignore_errors=True)
             bench.measure(dict(gbase, task="index", system=label, data=data, nbytes=nbytes, n_docs=ndocs,
-                               notes=notes + [f"LocalCUDACluster({n_gpus} workers) passed as client=; start-up "
+                               notes=notes + [f"LocalCUDACluster({n_gpus} workers, {protocol}) passed as client=; start-up "
                                               f"{start:.1f} s and a warm-up build {warm:.1f} s excluded"]),
                           cutext_index_run(data_dir, idx_root / f"full-client{n_gpus}", backend=be, scheduler=None,
                                            tok=tok_c, args=args, blocksize=blocksize, mem_baseline=baseline,
@@ -1324,8 +1327,9 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
                                            pools=pools))
             shutil.rmtree(idx_root / "full-cluster", ignore_errors=True)
         for n_gpus in args.client_gpus:
-            client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, tok_c, args, blocksize,
-                              data, nbytes, ndocs, notes, baseline, n_gpus)
+            for protocol in args.client_protocols:
+                client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, tok_c, args, blocksize,
+                                  data, nbytes, ndocs, notes, baseline, n_gpus, protocol)
 
         # the subset: cutext GPU (its index serves the queries), then the CPU peers
         sbase = dict(gbase, data=sub_data, nbytes=sub_bytes, n_docs=sub_docs)
@@ -1580,6 +1584,10 @@ def parse_args(argv=None):
     g.add_argument("--client-gpus", type=_int_list, default=[],
                    help="also index the full data with client= on a LocalCUDACluster of N workers started "
                         "beforehand (start-up and a warm-up excluded), e.g. 1,2")
+    g.add_argument("--client-protocols", type=lambda v: v.split(","), default=["tcp"],
+                   help="the --client-gpus clusters' comm, a row each: tcp (default; cutext's own cluster's), "
+                        "ucx (distributed-ucxx; the workers then allocate from an RMM pool over cudaMalloc, "
+                        "which UCX can send by CUDA IPC), e.g. tcp,ucx")
     g.add_argument("--no-rmm-stats", action="store_true", help="do not enable rmm statistics (rmm peak column)")
     g.add_argument("--gpu-backend", default="gpu", choices=("gpu", "cpu"), help=argparse.SUPPRESS)  # dry runs
     args = ap.parse_args(argv)

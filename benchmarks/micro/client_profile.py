@@ -125,10 +125,16 @@ def variant(v: str):
         yield
 
 
-def async_pool():
+def device_resource(kind: str):
+    """The worker's RMM resource: ``async`` (cudaMallocAsync, as cutext's own cluster), ``async-ipc`` (the
+    same with an IPC-exportable pool), ``pool`` (an RMM pool over cudaMalloc, 8 GiB to start)."""
     import rmm
 
-    rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+    if kind == "pool":
+        mr = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), 8 << 30)
+    else:
+        mr = rmm.mr.CudaAsyncMemoryResource(enable_ipc=kind == "async-ipc")
+    rmm.mr.set_current_device_resource(mr)
 
 
 def main():
@@ -149,6 +155,10 @@ def main():
                          "other workers sent unpacked: term_id, doc_id int64, tf, dl); alternated")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads a worker (default: cutext's own cluster's, GPU_THREADS_PER_WORKER)")
+    ap.add_argument("--protocol", default="tcp", help="the workers' comm: tcp, or ucx (distributed-ucxx)")
+    ap.add_argument("--rmm", default="async", choices=("async", "async-ipc", "pool"),
+                    help="the workers' device memory resource (device_resource); UCX's CUDA IPC needs "
+                         "async-ipc or pool")
     ap.add_argument("--workdir", default="/tmp/cutext-bench")
     args = ap.parse_args()
 
@@ -182,16 +192,19 @@ def main():
         t = time.perf_counter()
         os.environ.pop(PROFILE_ENV, None)  # the workers start without it (see --steps)
         if args.same_gpu:
+            # UCX on a worker without dask-cuda: a CUDA context before UCX starts (as LocalCUDACluster does)
+            os.environ["DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT"] = "True"
             cluster = LocalCluster(n_workers=w, threads_per_worker=threads, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=None, protocol=args.protocol)
         else:
-            cluster = LocalCUDACluster(n_workers=w, threads_per_worker=threads, rmm_async=True)
+            cluster = LocalCUDACluster(n_workers=w, threads_per_worker=threads, rmm_async=True,
+                                       protocol=args.protocol)
         with cluster, Client(cluster) as client:
-            if args.same_gpu:
-                client.run(async_pool)
+            if args.same_gpu or args.rmm != "async":
+                client.run(device_resource, args.rmm)
             client.run(rmm_cupy)
-            print(f"\n== {w} workers{' on GPU 0' if args.same_gpu else ''}: cluster up in "
-                  f"{time.perf_counter() - t:.1f} s", flush=True)
+            print(f"\n== {w} workers{' on GPU 0' if args.same_gpu else ''}, {args.protocol}, rmm {args.rmm}: "
+                  f"cluster up in {time.perf_counter() - t:.1f} s", flush=True)
 
             if args.steps:  # set after the workers started, so only this process records its steps
                 os.environ[PROFILE_ENV] = "1"
