@@ -673,9 +673,6 @@ class _PackedRows:
     tf: object
     weight: object
 
-    def __sizeof__(self) -> int:  # compute.nbytes_of
-        return object.__sizeof__(self) + nbytes_of(self.terms, self.runs, self.doc_id, self.tf, self.weight)
-
     def astuple(self) -> tuple:
         """``(terms, runs, doc_id, tf, weight)``: what travels between workers; ``_PackedRows(*t)`` again."""
         return (self.terms, self.runs, self.doc_id, self.tf, self.weight)
