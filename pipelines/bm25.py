@@ -437,12 +437,11 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                          name_function=lambda i: f"part.{i:05d}.parquet")
                     clock("write: documents")
                     _vocabulary()
+                    replaced = int(docs["replaced"].sum().compute())
                 if spill is not None:
                     import shutil
 
                     shutil.rmtree(spill, ignore_errors=True)
-                if be != "gpu":
-                    replaced = int(docs["replaced"].sum().compute())
                 clock("write: replaced + vocabulary")
                 return replaced
 

@@ -157,8 +157,8 @@ def main():
                     help="threads a worker (default: cutext's own cluster's, GPU_THREADS_PER_WORKER)")
     ap.add_argument("--protocol", default="tcp", help="the workers' comm: tcp, or ucx (distributed-ucxx)")
     ap.add_argument("--rmm", default="async", choices=("async", "async-ipc", "pool"),
-                    help="the workers' device memory resource (device_resource); UCX's CUDA IPC needs "
-                         "async-ipc or pool")
+                    help="the workers' device memory resource (device_resource); UCX sent only pool memory "
+                         "by CUDA IPC in the twelfth pass (async and async-ipc went through the host)")
     ap.add_argument("--workdir", default="/tmp/cutext-bench")
     args = ap.parse_args()
 

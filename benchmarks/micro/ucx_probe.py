@@ -21,15 +21,16 @@ N = 7_400_000  # ~74 MB packed (10 B a posting)
 
 
 def setup(kind):
-    import cupy
+    """The worker's RMM resource (as client_profile.py's device_resource), and CuPy allocating from it."""
     import rmm
-    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    from cutext.stages.compute import rmm_cupy
 
     if kind.startswith("async"):
         rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource(enable_ipc=kind == "async-ipc"))
     else:
         rmm.mr.set_current_device_resource(rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), 8 << 30))
-    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    rmm_cupy()
 
 
 def make(form, n, seed):
