@@ -5,7 +5,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cutext.stages.output import atomic_directory, check_output, write_json  # noqa: F401 (re-exported)
+from cutext.stages.output import atomic_directory, check_output, param_files, write_json  # noqa: F401 (re-exported)
 
 
 def default_out(name: str) -> str:

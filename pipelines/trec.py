@@ -40,6 +40,8 @@ import fsspec.utils
 import numpy as np
 import pandas as pd
 
+from cutext.stages.output import check_output_file
+
 __all__ = [
     "read_trec_topics",
     "read_trec_qrels",
@@ -388,9 +390,13 @@ def write_trec_run(run_df: pd.DataFrame, path: str | os.PathLike, tag: str = "cu
     ValueError
         Missing columns, NaN scores, empty or whitespace-containing ids or tag, or a
         duplicate (query_id, doc_id) pair.
+    OutputDirectoryError (FileExistsError)
+        ``path`` is a directory or lies inside a cutext output (an index or a model)
+        (:func:`cutext.stages.output.check_output_file`).
     """
     if not tag or re.search(r"\s", tag):
         raise ValueError(f"run tag must be non-empty and contain no whitespace, got {tag!r}")
+    check_output_file(path)
     df = _coerce_run(run_df)
     for col in ("query_id", "doc_id"):
         for value in pd.unique(df[col]).tolist():

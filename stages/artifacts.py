@@ -1,9 +1,11 @@
 """Checks for saved outputs (BM25 index, LDA model, cluster state) before anything uses them.
 
-A loader reads its manifest with :func:`read_manifest`, its tables with :func:`read_table`, and checks
-every value that later indexes an array (:func:`check_range`) or enters a score (:func:`check_finite`),
-so a corrupt or crafted directory raises :class:`ArtifactError` naming the directory and the file,
-instead of a segmentation fault, a bare ``KeyError`` or silently wrong results.
+A loader reads its manifest with :func:`read_manifest`, which first verifies the output against the
+sizes and CRC32 checksums its manifest records (:mod:`cutext.stages.checksums`, as Lucene checks each
+file's footer), then its tables with :func:`read_table`, and checks every value that later indexes an
+array (:func:`check_range`) or enters a score (:func:`check_finite`), so a corrupt or crafted directory
+raises :class:`ArtifactError` naming the directory and the file, instead of a segmentation fault, a
+bare ``KeyError`` or silently wrong results.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from cutext.stages import checksums
 
 __all__ = ["ArtifactError", "ArtifactNotFoundError", "read_manifest", "read_table", "field_int",
            "field_float", "field_dict", "check_range", "check_finite"]
@@ -26,8 +30,9 @@ class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
     """A saved output, or one of its files, does not exist."""
 
 
-def read_manifest(directory, name: str, kind: str, what: str) -> dict:
-    """The JSON manifest ``directory/name``, checked to be an object of the given ``kind``.
+def read_manifest(directory, name: str, kind: str, what: str, verify: bool = True) -> dict:
+    """The JSON manifest ``directory/name``, checked to be an object of the given ``kind``, and the
+    output checked against it (:func:`cutext.stages.checksums.verify`).
 
     Parameters
     ----------
@@ -38,13 +43,19 @@ def read_manifest(directory, name: str, kind: str, what: str) -> dict:
         Expected value of its ``"kind"`` key, e.g. ``"cutext.bm25"``.
     what : str
         What the directory should be, for messages (``"a cutext BM25 index"``).
+    verify : bool, default True
+        Check the CRC32 of the manifest and of every file it lists: one read of the whole output
+        (on a pool of threads; on a warm page cache several GB/s, see ``benchmarks/checksums.py``).
+        False skips the checksums, and still checks, where the manifest lists its files, that
+        nothing unlisted is there (a listing: no reads).
 
     Raises
     ------
     ArtifactNotFoundError
         No such directory or manifest.
     ArtifactError
-        Invalid JSON, not an object, or another kind.
+        Invalid JSON, not an object, or another kind; with ``verify``, no checksums recorded, a
+        checksum, size or listing that does not match (the message names the file).
     """
     d = Path(directory)
     f = d / name
@@ -58,6 +69,15 @@ def read_manifest(directory, name: str, kind: str, what: str) -> dict:
         raise ArtifactError(f"{f}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("kind") != kind:
         raise ArtifactError(f"{f}: not {what} (kind={meta.get('kind')!r}, expected {kind!r})")
+    try:
+        if verify:
+            checksums.verify(d, name, meta)
+        elif isinstance(meta.get("files"), dict):
+            checksums.verify(d, name, meta, contents=False)
+    except checksums.MissingFileError as exc:
+        raise ArtifactNotFoundError(str(exc)) from None
+    except checksums.ChecksumError as exc:
+        raise ArtifactError(str(exc)) from None
     return meta
 
 

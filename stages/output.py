@@ -6,9 +6,14 @@ Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.
    the *same* pipeline: a directory whose manifest (``index.json``, ``params.json``...) says
    ``"kind": <the pipeline's kind>``.  Anything else (a folder of the user's files, an output of
    another pipeline, a file) is refused with :class:`OutputDirectoryError` naming it, and
-   :func:`check_output` lets a pipeline refuse it before any work.  Never replaced, whatever they
-   hold: the working directory or a parent of it, an input of the run or a parent of an input.
-   Remote URLs (``s3://...``) are refused with a clear error: outputs are written locally.
+   :func:`check_output` lets a pipeline refuse it before any work.  An earlier output is replaced
+   only when every entry in it is one its manifest lists (:mod:`cutext.stages.checksums`): a forged
+   manifest beside a user's files, or files a user added inside an earlier output, are refused with
+   the unknown entries named.  Never replaced, whatever they hold: the working directory or a parent
+   of it, an input of the run or a parent of an input (every file a run reads is an input: the
+   corpus and parameter files such as a stopword list or a vocabulary), a symbolic link.  Never
+   written inside an input folder either (the next run over that folder would read the output as
+   documents).  Remote URLs (``s3://...``) are refused with a clear error: outputs are written locally.
 2. **No window.**  The new output is written into a hidden temporary directory beside ``out``
    (``.<name>.tmp-<tag>-<pid>-<host>``) and swapped in with one ``renameat2(RENAME_EXCHANGE)``
    (Linux): at every instant ``out`` is either the old complete output or the new one, as Lucene
@@ -20,6 +25,11 @@ Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.
    :class:`OutputBusyError` and removes its temporary directory; nothing is left behind.
 4. **Temporaries of dead writers.**  Every run removes the temporary directories of ``out`` whose
    writer process (pid, same host) is gone; a live writer's are never touched.
+5. **Sealed.**  Before the swap, the manifest records the size and CRC32 of every file and its own
+   CRC32 (:func:`cutext.stages.checksums.seal`); loaders verify them.
+
+Files the command line writes (a TREC run of ``search --out``) go through :func:`check_output_file`:
+never an input of the command, never a folder, never inside a cutext output.
 """
 from __future__ import annotations
 
@@ -27,6 +37,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import fnmatch
 import json
 import os
 import re
@@ -35,8 +46,10 @@ import socket
 import uuid
 from pathlib import Path
 
-__all__ = ["OutputDirectoryError", "OutputBusyError", "check_output", "atomic_directory", "write_json",
-           "clean_stale"]
+from cutext.stages import checksums
+
+__all__ = ["OutputDirectoryError", "OutputBusyError", "check_output", "check_output_file", "atomic_directory",
+           "write_json", "clean_stale", "param_files"]
 
 
 class OutputDirectoryError(FileExistsError):
@@ -73,14 +86,8 @@ def _within(child: Path, parent: Path) -> bool:
 
 def _input_paths(inputs) -> list[Path]:
     """Local paths among the run's inputs (a path, a list of paths, globs reduced to their fixed part)."""
-    if inputs is None:
-        return []
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    elif not isinstance(inputs, (list, tuple)):
-        return []  # frames and other in-memory inputs have no path to protect
     found = []
-    for p in inputs:
+    for p in _flat(inputs):  # frames and other in-memory inputs have no path to protect
         if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
             continue
         s = os.fspath(p)
@@ -94,6 +101,55 @@ def _input_paths(inputs) -> list[Path]:
             q = q if fixed.endswith(os.sep) else q.parent
         found.append(q.resolve())
     return found
+
+
+def _literal_dirs(inputs) -> set:
+    """The inputs that are existing folders (read whole: every file below them is a document)."""
+    return {q for q in _input_paths([p for p in _flat(inputs) if isinstance(p, (str, os.PathLike))
+                                     and os.path.isdir(os.fspath(p))])}
+
+
+def _flat(inputs) -> list:
+    """``inputs`` as one flat list: a pipeline passes ``[path, *param_files(...)]``, and path may be a list."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [inputs]
+    if not isinstance(inputs, (list, tuple)):
+        return []
+    return [x for p in inputs for x in (p if isinstance(p, (list, tuple)) else [p])]
+
+
+def _globs(inputs) -> list[str]:
+    """The inputs that are glob patterns (no such path, ``*?[`` in the name), absolute, with the folder
+    before the first wildcard resolved."""
+    out = []
+    for p in _flat(inputs):
+        if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
+            continue
+        s = os.fspath(p)
+        s = os.path.abspath(os.path.expanduser(s[len("file://"):] if s.lower().startswith("file://") else s))
+        m = re.search(r"[*?\[]", s)
+        if m and not os.path.exists(s):
+            cut = s.rfind(os.sep, 0, m.start())
+            out.append(str(Path(s[:cut] or os.sep).resolve()) + s[cut:])
+    return out
+
+
+def _read_by_glob(real: Path, patterns: list[str]) -> str | None:
+    """The pattern that matches ``real`` or a folder above it (so a run would read the output), else None;
+    fnmatch's ``*`` also crosses ``/``, which errs on the side of refusing."""
+    for pat in patterns:
+        for d in (real, *real.parents):
+            if fnmatch.fnmatchcase(str(d), pat):
+                return pat
+    return None
+
+
+def param_files(*values) -> list:
+    """The values that name existing local files (a stopword list, a vocabulary, a model): protected
+    inputs of a run, like its corpus.  Names of built-in lists (``"lucene"``), lists of words, None
+    and missing paths are left out."""
+    return [v for v in values if isinstance(v, (str, os.PathLike)) and not _is_remote(v)
+            and os.path.isfile(os.fspath(v))]
 
 
 def _manifest_kind(path: Path) -> str | None:
@@ -138,6 +194,9 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
         raise ValueError(f"out={out!r}: remote output directories are not supported; write to a local "
                          "directory and copy it (e.g. with fsspec's put)")
     path = _local_path(out)
+    if path.is_symlink():  # swapping would replace the link by a folder and strand the link in a temporary
+        raise OutputDirectoryError(f"out={os.fspath(out)!r} is a symbolic link (to {os.readlink(path)}); "
+                                   "pass the directory it points to, or a new path")
     real = path.resolve()
     cwd = Path.cwd().resolve()
     if _within(cwd, real):
@@ -148,6 +207,15 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
             what = "the input" if q == real else f"a parent of the input {q}"
             raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is {what}; "
                                        "choose a directory outside the corpus")
+        if q.is_dir() and _within(real, q) and q in _literal_dirs(inputs):
+            raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is inside the input folder {q}: the "
+                                       "next run over that folder would read the output as documents; "
+                                       "choose a directory outside the corpus")
+    pat = _read_by_glob(real, _globs(inputs))
+    if pat is not None:
+        raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) matches the input pattern {pat!r}: the next "
+                                   "run of that pattern would read the output as documents; choose a directory "
+                                   "outside the corpus")
     if not os.path.lexists(path):
         return path
     if not overwrite:
@@ -164,6 +232,70 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
         raise OutputDirectoryError(
             f"refusing to replace {path}: it is not empty and not an earlier {kind!r} output ({why}). "
             "Choose a new or empty directory, or remove this one yourself.")
+    meta = json.loads((path / manifest).read_text(encoding="utf-8"))
+    if not isinstance(meta.get("files"), dict):
+        raise OutputDirectoryError(
+            f"refusing to replace {path}: its {manifest} lists none of its files (written by an older cutext, "
+            "or not by cutext), so nothing shows that every file in it is cutext's. Remove it yourself.")
+    extra = checksums.unlisted(path, manifest, meta)
+    if extra:
+        raise OutputDirectoryError(
+            f"refusing to replace {path}: it holds entries its {manifest} does not list: "
+            + ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+            + ". Move them out (or remove the directory yourself).")
+    return path
+
+
+def _artifact_above(path: Path) -> Path | None:
+    """The nearest folder at or above ``path`` that holds a cutext output's manifest, else None."""
+    for d in (path, *path.parents):
+        for m in _MANIFESTS:
+            k = _manifest_kind(d / m)
+            if isinstance(k, str) and k.startswith("cutext."):
+                return d
+    return None
+
+
+def check_output_file(out, *, inputs=None) -> Path:
+    """Check that the command line may write the file ``out`` (a TREC run, a table); change nothing.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The file to write (replaced if it exists).
+    inputs : path, list of paths, or None
+        What the command reads (an index directory, a queries file, qrels): ``out`` may be none of
+        them, nor lie inside one.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out`` as an absolute local path.
+
+    Raises
+    ------
+    OutputDirectoryError
+        ``out`` is an input or lies inside an input folder, is a directory, or lies inside a cutext
+        output (an index, a model: writing there changes a sealed output, and the file would be
+        deleted with it at the next run).
+    ValueError
+        ``out`` is a remote URL.
+    """
+    if _is_remote(out):
+        raise ValueError(f"{os.fspath(out)!r}: remote output files are not supported; write locally and copy")
+    path = _local_path(out)
+    real = path.resolve()
+    for q in _input_paths(inputs):
+        if real == q or (q.is_dir() and _within(real, q)):
+            raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r} ({real}): it is "
+                                       + ("an input of this command" if real == q else f"inside the input {q}")
+                                       + "; choose another file")
+    if real.is_dir():
+        raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: {real} is a directory")
+    art = _artifact_above(real.parent)
+    if art is not None:
+        raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: it lies inside the cutext output {art}, "
+                                   "whose files are checksummed and replaced whole; choose a path outside it")
     return path
 
 
@@ -282,6 +414,15 @@ def _swap_in(tmp: Path, out: Path, tag: str, suffix: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _seal_all(tmp: Path, manifest: str) -> None:
+    """Seal the outputs nested inside ``tmp`` (a cluster run's ``state/``), deepest first, then ``tmp``."""
+    nested = [m for name in _MANIFESTS for m in tmp.rglob(name)
+              if m.parent != tmp and (_manifest_kind(m) or "").startswith("cutext.")]
+    for m in sorted(nested, key=lambda m: -len(m.parts)):
+        checksums.seal(m.parent, m.name)
+    checksums.seal(tmp, manifest)
+
+
 @contextlib.contextmanager
 def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, manifest: str | None = None,
                      inputs=None):
@@ -322,6 +463,8 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
     tmp.mkdir()
     try:
         yield tmp
+        if manifest != "\0none" and (tmp / manifest).is_file():
+            _seal_all(tmp, manifest)
         with _lock(path):
             check_output(out, kind=kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
             _swap_in(tmp, path, tag, suffix)

@@ -153,6 +153,7 @@ def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
     import pyarrow.parquet as pq
 
     from cutext import pipelines
+    from cutext.stages import checksums
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     src = tmp_path / "cacm.jsonl"
@@ -160,6 +161,7 @@ def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
     r = pipelines.run("bm25", src, out=tmp_path / "idx", backend="cpu", scheduler="sync", progress=False)
     for f in sorted((r.path / "postings").glob("*.parquet")):
         pq.write_table(pq.read_table(f), f, row_group_size=5000)
+    checksums.seal(r.path, "index.json")  # the rewritten files are the index's now
     out = subprocess.run([PY, "-c", _LOAD_CHILD, str(r.path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     m = json.loads(out.stdout.strip().splitlines()[-1])
