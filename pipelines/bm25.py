@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from pathlib import Path
 
@@ -21,21 +22,23 @@ import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu, resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
+from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
+                                     write_json)
 from cutext.stages import bm25 as bm25_stage
 from cutext.stages import search as search_stage
 from cutext.stages.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
                                    on_worker, shared_key)
 from cutext.stages import api as stage_api
 from cutext.stages.corpus import build_corpus, open_corpus
-from cutext.stages.read import DEFAULT_BLOCKSIZE, CorpusError
+from cutext.stages.read import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
 from cutext.stages.sort import term_major
 from cutext.stages.sources import input_label
-from cutext.stages.tokenize import TokenizerConfig, normalize_texts, tokenize_flat
+from cutext.stages.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (issue 10, sixth pass; benchmarks/micro/index_ab.py, 2.00 GB on an H200):
@@ -123,7 +126,7 @@ def _parts_tasks(frames, folder: Path, column_encoding: dict, workers: list[str]
     return tasks
 
 
-def read_postings(folder, N: int, V: int, df: np.ndarray):
+def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
     """The postings of an index, read file by file and row group by row group into preallocated arrays.
 
     Bounded memory (issue 15): the result is one copy of each column in its final dtype, filled
@@ -138,6 +141,9 @@ def read_postings(folder, N: int, V: int, df: np.ndarray):
         Documents and vocabulary size from the manifest and the vocabulary.
     df : int64 array, shape (V + 1,)
         The vocabulary's df (its sum is the number of postings).
+    wmax : float array, shape (V + 1,), optional
+        The largest weight each term can have (:func:`weight_bounds`); weights must lie in
+        ``[0, wmax[term_id]]``.
 
     Returns
     -------
@@ -196,6 +202,10 @@ def read_postings(folder, N: int, V: int, df: np.ndarray):
             art.check_range(tt, 1, V, "posting term ids", f)
             art.check_range(dd, 0, N - 1, "posting doc ids", f)
             art.check_finite(ww, "posting weights", f)
+            if wmax is not None and k and ((ww < 0).any() or (ww > wmax[tt]).any()):
+                i = int(np.flatnonzero((ww < 0) | (ww > wmax[tt]))[0])
+                raise art.ArtifactError(f"{f}: posting weight {float(ww[i])!r} of term id {int(tt[i])} is outside "
+                                        f"[0, {float(wmax[tt[i]])!r}], the range its idf, k1 and delta allow")
             t[pos:pos + k], d[pos:pos + k], w[pos:pos + k] = tt, dd, ww
             counts += np.bincount(t[pos:pos + k], minlength=V + 1)
             pos += k
@@ -283,8 +293,8 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
-                encoding="utf-8", storage_options=None, glob=None, backend="auto", client=None,
-                scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
+                encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
+                client=None, scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
     """Index a corpus for BM25 (paper 004, section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -307,6 +317,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
         partitions on the CPU, 128 MiB on the GPU (``GPU_BLOCKSIZE``; 64 MiB when the device is
         too small to hold the run and the partitions' results are spilled to files).
+    max_ratio : float or None, default 100
+        Refuse a compressed file or archive member that expands more than this many times its
+        compressed bytes (a zip or gz bomb; :data:`cutext.stages.read.DEFAULT_MAX_RATIO`); None: no limit.
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.
@@ -336,7 +349,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
-    check_output(out, kind="cutext.bm25", manifest="index.json", inputs=path, overwrite=overwrite)
+    check_output(out, kind="cutext.bm25", manifest="index.json", inputs=[path, *param_files(stopwords)],
+                 overwrite=overwrite)
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = resolve_backend(backend)
@@ -346,7 +360,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
     def _open(blocksize):
         return open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
-                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                           max_ratio=max_ratio)
 
     src = _open(blocksize)
     nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
@@ -355,7 +370,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     try:
         with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
                 atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
-                                 inputs=path) as tmp:
+                                 inputs=[path, *param_files(stopwords)]) as tmp:
             # CPU: the per-partition results go to files inside the output's temporary directory
             # (removed before the swap), so host memory holds the partitions in flight (issue 15);
             # GPU: the same when the device is too small to hold them (issue 10)
@@ -503,7 +518,14 @@ def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
 topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.search)
 
 
-def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = None):
+def weight_bounds(idf_t: np.ndarray, k1: float, delta: float) -> np.ndarray:
+    """The largest weight a posting of each term can have, float64 (V + 1,): ``idf * (k1 + 1 + delta)``
+    bounds every variant's weight (the tf factor of each variant is below ``k1 + 1 + delta``,
+    :mod:`cutext.stages.bm25`), widened by float32 rounding."""
+    return np.abs(idf_t) * (k1 + 1.0 + delta) * (1 + 1e-5) + 1e-6
+
+
+def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = None, wmax=None):
     """The postings of documents ``[lo, hi)`` as a scipy CSR (V + 1, hi - lo) float32 of ``w - w0``
     (columns = doc id - lo), validated (see :meth:`BM25Index.load`; :func:`read_postings` reads them
     row group by row group into one copy of each column, issue 15)."""
@@ -512,7 +534,7 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
     from cutext.stages import artifacts as art
 
     hi = N if hi is None else hi
-    t, d, w, counts = read_postings(path / "postings", N, V, df)
+    t, d, w, counts = read_postings(path / "postings", N, V, df, wmax)
     if lo == 0 and hi == N:
         if not np.array_equal(counts, df):
             raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
@@ -535,6 +557,29 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
     return sp.csr_matrix((w, d, indptr), shape=(V + 1, hi - lo), copy=False)
 
 
+def _read_documents(folder: Path, N: int) -> pd.DataFrame:
+    """The documents table (``doc_id``, ``source_id``, ``length``) in doc id order, checked: each file holds
+    ascending consecutive doc ids (as the build writes them) and together they are 0..N-1."""
+    from cutext.stages import artifacts as art
+
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not folder.exists():
+        raise art.ArtifactNotFoundError(f"{folder}: missing documents table")
+    parts = []
+    for f in files:
+        t = art.read_table(f, {"doc_id": "int", "source_id": "any", "length": "int"}, "documents table")
+        ids = t.column("doc_id").to_numpy()
+        if len(ids) and not np.array_equal(ids, np.arange(ids[0], ids[0] + len(ids))):
+            raise art.ArtifactError(f"{f}: doc ids are not ascending and consecutive (reordered rows)")
+        parts.append((int(ids[0]) if len(ids) else -1, t))
+    parts = [t for _, t in sorted(parts, key=lambda x: x[0])]
+    docs = (pa.concat_tables(parts).to_pandas() if parts else
+            pd.DataFrame({"doc_id": np.zeros(0, np.int64), "source_id": [], "length": np.zeros(0, np.int64)}))
+    if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
+        raise art.ArtifactError(f"{folder}: documents table does not hold doc ids 0..{N - 1}")
+    return docs
+
+
 def _to_backend(M, backend: str):
     """The CSR on the device for ``backend == "gpu"`` (cupyx), else as is."""
     if backend != "gpu":
@@ -555,10 +600,10 @@ class _Shard:
         self.sm = search_stage.SearchMatrix(matrix)
 
 
-def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w0) -> _Shard:
+def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w0, wmax=None) -> _Shard:
     """Worker side of :meth:`BM25Index.load` with a client: read the shard, put it on this worker's device."""
     be = resolve_backend(backend, needs=ARRAY_STACK)
-    return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi), be), be)
+    return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
 
 
 def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
@@ -642,7 +687,7 @@ class BM25Index:
                 f"backend={self.backend!r}{shards}, path={str(self.path)!r})")
 
     @classmethod
-    def load(cls, path, backend="auto", client=None) -> "BM25Index":
+    def load(cls, path, backend="auto", client=None, verify: bool = True) -> "BM25Index":
         """Load an index directory written by :func:`build_index`.
 
         Parameters
@@ -657,26 +702,40 @@ class BM25Index:
             range per worker (about equal token counts, :func:`shard_ranges`); each worker reads and
             keeps its range's postings (the path must be readable by the workers).  Search results are
             the same as without a client.
+        verify : bool, default True
+            Check the CRC32 of every file against index.json before reading (one extra read of the
+            index; :func:`cutext.stages.artifacts.read_manifest`, ``benchmarks/checksums.py`` for its
+            cost).  False skips it; the value checks below still run.
 
         Raises
         ------
         ArtifactNotFoundError (ArtifactError, FileNotFoundError)
             Not an index directory (no index.json), or a missing table.
         ArtifactError (ValueError)
-            A corrupt index, naming the directory and file: invalid JSON, another kind, a missing or
-            ill-typed field or column, doc ids outside [0, N), term ids outside [1, V], weights that
-            are not finite, postings that disagree with the vocabulary's df.
+            A corrupt index, naming the directory and file: a file whose checksum or size does not
+            match index.json or that it does not list (with ``verify``), invalid JSON, another kind, a
+            missing or ill-typed field or column, BM25 parameters out of range, a vocabulary that is
+            not strictly sorted (shuffled or duplicated terms), df outside [1, N], idf or w0 that do
+            not follow from df, N and the variant, document ids that are not 0..N-1 ascending in
+            every file, doc ids outside [0, N), term ids outside [1, V], weights that are not finite
+            or outside [0, idf * (k1 + 1 + delta)], postings that disagree with the vocabulary's df.
         ValueError
             A client without workers.
         """
         from cutext.stages import artifacts as art
 
         path = Path(path)
-        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index")
+        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
         mf = path / "index.json"
         N = art.field_int(meta, "N", mf, lo=0)
-        art.field_float(meta, "avgdl", mf, lo=0)
-        art.field_dict(meta, "tokenizer", mf)
+        avgdl = art.field_float(meta, "avgdl", mf, lo=0)
+        try:
+            TokenizerConfig.from_dict(art.field_dict(meta, "tokenizer", mf))
+            variant = meta.get("variant", "lucene")
+            delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
+            k1 = float(meta.get("k1", 0.9))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise art.ArtifactError(f"{mf}: {exc}") from None
         if client is None:
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
@@ -689,28 +748,37 @@ class BM25Index:
         if not np.array_equal(vt.column("term_id").to_numpy(), np.arange(1, V + 1)):
             raise art.ArtifactError(f"{path / 'vocab.parquet'}: term ids must be 1..{V} in order")
         vocab = vt.column("term").combine_chunks().cast(pa.large_string())
+        vf = path / "vocab.parquet"
+        if V > 1 and not pc.all(pc.less(vocab[:-1], vocab[1:])).as_py():  # sorted at build: a shuffle or repeat
+            raise art.ArtifactError(f"{vf}: terms are not strictly ascending (shuffled or duplicated terms)")
+        docs = _read_documents(path / "documents", N)
         df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
         idf_t = np.concatenate([[0.0], vt.column("idf").to_numpy()])
         w0 = np.concatenate([[0.0], vt.column("w0").to_numpy()]).astype(np.float32)
-        art.check_finite(idf_t, "idf", path / "vocab.parquet")
-        art.check_finite(w0, "w0", path / "vocab.parquet")
-        dt = art.read_table(path / "documents", {"doc_id": "int", "source_id": "any", "length": "int"},
-                            "documents table")
-        docs = (dt.to_pandas() if dt is not None else
-                pd.DataFrame({"doc_id": [], "source_id": [], "length": []})).sort_values("doc_id")
-        if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
-            raise art.ArtifactError(f"{path / 'documents'}: documents table does not hold doc ids 0..{N - 1}")
-        art.check_range(docs["length"].to_numpy(), 0, np.iinfo(np.int64).max, "lengths", path / "documents")
-        source_ids, lengths = docs["source_id"].to_numpy(dtype=object), docs["length"].to_numpy()
+        art.check_range(df[1:], 1, N, "df", vf)
+        art.check_finite(idf_t, "idf", vf)
+        art.check_finite(w0, "w0", vf)
+        if V and not np.allclose(idf_t[1:], bm25_stage.idf(df[1:], N, variant), rtol=1e-6, atol=1e-9):
+            raise art.ArtifactError(f"{vf}: idf does not follow from df, N={N} and variant {variant!r}")
+        if V and not np.allclose(w0[1:], bm25_stage.absent_weight(idf_t[1:], variant, k1, delta), rtol=1e-5,
+                                 atol=1e-6):
+            raise art.ArtifactError(f"{vf}: w0 does not follow from idf, k1 and delta of index.json")
+        lengths = docs["length"].to_numpy()
+        art.check_range(lengths, 0, np.iinfo(np.int64).max, "lengths", path / "documents")
+        if N and not math.isclose(float(lengths.sum()) / N, avgdl, rel_tol=1e-6, abs_tol=1e-9):
+            raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the mean length of the documents table "
+                                    f"({float(lengths.sum()) / N})")
+        source_ids = docs["source_id"].to_numpy(dtype=object)
+        wmax = weight_bounds(idf_t, k1, delta)
         if client is None:
-            M = _to_backend(_read_postings(path, N, V, df, w0), be)
+            M = _to_backend(_read_postings(path, N, V, df, w0, wmax=wmax), be)
             return cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, M, be)
         workers = sorted(client.scheduler_info()["workers"])
         if not workers:
             raise ValueError("BM25Index.load(client=...): the client has no workers")
         futures = []
         for (lo, hi), w in zip(shard_ranges(lengths, len(workers)), workers):
-            f = client.submit(_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, workers=[w],
+            f = client.submit(_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, wmax, workers=[w],
                               allow_other_workers=False, pure=False)
             futures.append((lo, hi, w, f))
         infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
@@ -850,7 +918,7 @@ class BM25Index:
         """
         from cutext.stages.params import choice, count
 
-        k = count("k", k, lo=1)
+        k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
         engine = choice("engine", engine, search_stage.ENGINES)
         if self._sm is not None:  # check the options before any work (shards check them on their worker)
@@ -881,7 +949,11 @@ class BM25Index:
         # kernels end; the other engines have finished when it returns)
         pending = None
         for s in rng:
-            Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
+            try:
+                Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
+            except TextEncodingError as exc:
+                why = str(exc).split(f"row {exc.row} ", 1)[-1]
+                raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {why}") from None
             clock("search: query csr")
             if pending is not None:
                 collect(*pending)
@@ -942,6 +1014,7 @@ def add_cli(sub) -> None:
                    help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
                         "patterns), on (always), off (never)")
     p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
+    add_max_ratio_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress (bar or plain lines) on standard error")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(cli_main=_cli_main)
@@ -978,7 +1051,7 @@ def _cli_main(args) -> int:
                     delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
                     lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
                     format=args.format, text_column=text_col, id_column=args.id_column,
-                    blocksize=args.blocksize, encoding=args.encoding,
+                    blocksize=args.blocksize, encoding=args.encoding, max_ratio=args.max_ratio,
                     glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
@@ -989,7 +1062,10 @@ def _search_cli_main(args) -> int:
     import sys
 
     from cutext.pipelines.trec import read_queries, write_trec_run
+    from cutext.stages.output import check_output_file
 
+    if args.out != "-":  # before any work: never over the queries, the index or inside any cutext output
+        check_output_file(args.out, inputs=[args.index, args.queries])
     queries = read_queries(args.queries, args.topic_field)
     index = BM25Index.load(args.index, backend=args.backend)
     run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty(),

@@ -31,11 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
+from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
+                                     write_json)
 from cutext.stages.corpus import corpus_session
-from cutext.stages.read import CorpusError
+from cutext.stages import artifacts as art
+from cutext.stages.read import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option, input_format
 from cutext.stages.sources import frame_column, input_label, is_frame
-from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.tokenize import TokenizerConfig
 
@@ -57,8 +59,8 @@ class _Stages:
 
 
 def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
-                  id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, glob=None, client=None,
-                  scheduler="auto", n_workers=None, timings=None):
+                  id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, glob=None,
+                  max_ratio=DEFAULT_MAX_RATIO, client=None, scheduler="auto", n_workers=None, timings=None):
     """The corpus front end (:mod:`cutext.stages.corpus`) with its counts taken to the host.
 
     Parameters
@@ -67,8 +69,8 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
     tok_cfg : TokenizerConfig
     backend : {"cpu", "gpu"}
         The resolved backend.
-    format, text_column, id_column, blocksize, encoding, storage_options
-        Reader settings.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+        Reader settings (:func:`cutext.stages.read.read_corpus`).
     client, scheduler, n_workers
         Where the stages run (:func:`cutext.stages.compute.compute_context`).
     timings : dict, optional
@@ -90,7 +92,7 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
     t0 = time.perf_counter()
     with corpus_session(path, tok_cfg, backend, client=client, scheduler=scheduler, n_workers=n_workers,
                         format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-                        encoding=encoding, storage_options=storage_options, glob=glob) as c:
+                        encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio) as c:
         t1 = time.perf_counter()
         ids = c.source_ids()
         t2 = time.perf_counter()
@@ -108,12 +110,16 @@ def _reference_df(idf_from, vocab: pa.Array, tok_cfg, backend, **read_kw):
     """(df over our vocabulary (V + 1,), N) from a BM25 index directory or a reference corpus."""
     p = Path(str(idf_from))
     if p.is_dir() and (p / "index.json").is_file() and (p / "vocab.parquet").is_file():
-        import json
-
-        meta = json.loads((p / "index.json").read_text(encoding="utf-8"))
-        vt = pq.read_table(p / "vocab.parquet", columns=["term", "df"])
-        ref_terms, ref_df, n_ref = vt.column("term").combine_chunks(), vt.column("df").to_numpy(), int(meta["N"])
+        meta = art.read_manifest(p, "index.json", "cutext.bm25", "a cutext BM25 index")  # checksums verified
+        n_ref = art.field_int(meta, "N", p / "index.json", lo=0)
+        vt = art.read_table(p / "vocab.parquet", {"term": "string", "df": "int"}, "vocabulary")
+        ref_terms, ref_df = vt.column("term").combine_chunks(), vt.column("df").to_numpy()
+        art.check_range(ref_df, 0, n_ref, "df", p / "vocab.parquet")
     else:
+        fmt = None if is_frame(idf_from) else input_format(idf_from, read_kw.get("format", "auto"),
+                                                          read_kw.get("storage_options"), read_kw.get("glob"))
+        if fmt in ("files", "lines"):  # plain text: the main input's columns name nothing here
+            read_kw = dict(read_kw, text_column=None, id_column=None)
         rc = corpus_counts(idf_from, tok_cfg, backend, **read_kw)
         ref_terms = rc["vocab"]
         ref_df = np.bincount(rc["term_id"], minlength=len(ref_terms) + 1)[1:]
@@ -173,7 +179,8 @@ def _default_batch(backend, method):
 def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_from=None, weighting="tficf",
                    lowercase=True, stopwords="lucene", stemmer=None, min_len=2, max_len=None,
                    format="auto", text_column=None, id_column=None, blocksize=64 << 20, encoding="utf-8",
-                   storage_options=None, glob=None, backend="auto", method=None, batch_size=None, devices=None,
+                   storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto", method=None,
+                   batch_size=None, devices=None,
                    candidates="auto", client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
                    progress=True) -> RunResult:
     """Cluster a corpus as a document stream (paper 002, Algorithm 1; GPU: Algorithms 2-3).
@@ -191,7 +198,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         ``T`` in [0, 1]: a document joins its most similar cluster when the cosine similarity
         is ``> T`` (paper: 0.1 to 0.9; 0.6 in its throughput runs).
     top_k : int
-        Terms kept per document and per cluster (paper: 35 to 60).
+        Terms kept per document and per cluster (paper: 35 to 60), in [1, 512] (the clusterer's rows hold
+        at most 512 terms).
     order_by : None, str or array-like
         Stream order: None or ``"doc_id"`` = input order; ``"source_id"``; the name of a column
         of a jsonl / parquet / csv input or of a frame input (dates are parsed); or one key per document (doc_id
@@ -203,7 +211,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         See :mod:`cutext.stages.termvec` (natural logarithms).
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer (default: lowercase, Lucene's 33 stopwords, tokens of 2+ code points).
-    format, text_column, id_column, blocksize, encoding, storage_options, glob
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
         Reader settings (:func:`cutext.stages.read.read_corpus`), also used for an ``idf_from`` corpus.
     backend : {"auto", "cpu", "gpu"}
     method : {"reference", "brute", "ellpack"}, optional
@@ -264,13 +272,14 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                          "count) on its own workers, and the clustering is one ordered stream in this process "
                          "(paper 002 Algorithm 1 is sequential), so there is no local cluster to size; drop "
                          f"{given.split('=')[0]}")
-    check_output(out, kind="cutext.cluster", manifest="cluster.json", inputs=[path, idf_from], overwrite=overwrite)
+    check_output(out, kind="cutext.cluster", manifest="cluster.json",
+                 inputs=[path, idf_from, *param_files(stopwords)], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     from cutext.stages.params import count, number
 
     threshold = number("threshold", threshold, lo=0, hi=1)
-    top_k = count("top_k", top_k, lo=1)
+    top_k = count("top_k", top_k, lo=1, hi=MAX_TOP_K)  # before the n_docs x top_k term vectors are sized
     n_top_terms = count("n_top_terms", n_top_terms, lo=1)
     batch_size = count("batch_size", batch_size, lo=1, none_ok=True)
     count("n_workers", n_workers, lo=1, none_ok=True)
@@ -279,7 +288,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     method = method or ("ellpack" if be == "gpu" else "reference")
     batch_size = batch_size or _default_batch(be, method)
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-                   encoding=encoding, storage_options=storage_options, glob=glob)
+                   encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     timings: dict[str, float] = {}
     from cutext.stages.progress import pipeline_progress, progress_bar
 
@@ -359,7 +368,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
               "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
               "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
     with atomic_directory(out, overwrite=overwrite, kind="cutext.cluster", manifest="cluster.json",
-                          inputs=[path, idf_from]) as tmp:
+                          inputs=[path, idf_from, *param_files(stopwords)]) as tmp:
         pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
         pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
         (tmp / "state").mkdir()
@@ -444,6 +453,7 @@ def add_cli(sub) -> None:
     p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
                    help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
                         "patterns), on (always), off (never)")
+    add_max_ratio_option(p)
     p.add_argument("--text-column", action="append", default=None)
     p.add_argument("--id-column", default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -463,6 +473,7 @@ def _cli_main(args) -> int:
                        batch_size=args.batch_size, devices=devices, candidates=candidates,
                        stopwords=args.stopwords, stemmer=args.stemmer,
                        min_len=args.min_len, format=args.format, text_column=text_col, id_column=args.id_column,
-                       glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
+                       glob={"auto": None, "on": True, "off": False}[args.glob], max_ratio=args.max_ratio,
+                       progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

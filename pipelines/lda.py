@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
+from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
+                                     write_json)
 from cutext.stages.lda_chunk import (
     BagOfWords,
     LDAInputError,
@@ -50,6 +51,7 @@ from cutext.stages.lda_chunk import (
 from cutext.stages.api import lda_chunks
 from cutext.stages.sources import input_label, is_dask, is_frame
 from cutext.stages.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
+from cutext.stages.params import FLOAT_LIMITS, check_memory
 
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
@@ -75,9 +77,11 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     iterations : int
         Gibbs passes over every token, >= 0.
     alpha : float, optional
-        Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B).
+        Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B), in
+        [1e-10, 1e6] (:data:`cutext.stages.params.FLOAT_LIMITS`: one count must still move the float32
+        sampling tables).
     beta : float
-        Symmetric topic-word prior (default 0.01).
+        Symmetric topic-word prior (default 0.01), in [1e-10, 1e6] (same reason).
     sampler : {"auto", "sparse", "three_branch", "dense", "hybrid"}
         ``sparse``: paper 000's two-branch sparsity-aware sampler (Eq. 3-4); ``three_branch``: Eq. 6-10
         with g = 2; ``dense``: paper 001's sampler (DNT precomputed, W panels in shared memory),
@@ -150,14 +154,20 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     Raises
     ------
     ValueError
-        K < 2, iterations < 0, alpha or beta <= 0, unknown sampler; ``LDAInputError`` (a ValueError)
-        for malformed input, a corpus without tokens or with a single distinct word.
+        K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), unknown sampler, stopwords
+        that are not a name, path or list of words; ``LDAInputError`` (a ValueError) for malformed input, a
+        corpus without tokens or with a single distinct word.
+    ResourceLimitError (MemoryError, ValueError)
+        The sampler's arrays for this K and vocabulary (word-topic counts and tables, V x K) exceed the
+        memory available (host, or the device's on the GPU); checked after reading the corpus, before
+        any K-sized array is allocated (:func:`cutext.stages.lda_gibbs.check_state_memory`).
     FileNotFoundError
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier lda output, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
     """
-    check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab], overwrite=overwrite)
+    check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
+                 overwrite=overwrite)
     from cutext.stages.params import count, number
 
     K = count("K", K, lo=2)
@@ -194,6 +204,10 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     n_shards = len(workers) if workers else n_devices
     ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
     timings["chunk"] = time.perf_counter() - t0
+    if not workers:  # a client's workers hold their shards in their own memory
+        from cutext.stages.lda_gibbs import check_state_memory
+
+        check_state_memory(ch, K, sampler, gpu=gpu, n_states=1 if gpu else n_devices)
     t0 = time.perf_counter()
     if workers:
         from cutext.stages.lda_dist import DistributedGibbs
@@ -249,7 +263,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
               "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
               "tokens_per_s": tps}
     with atomic_directory(out, overwrite=overwrite, kind="cutext.lda", manifest="params.json",
-                          inputs=[path, vocab]) as tmp:
+                          inputs=[path, vocab, *param_files(stopwords)]) as tmp:
         wv, wk, wc = state.topic_word_table()
         pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
         pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
@@ -344,8 +358,11 @@ class LDAModel:
         self._index = {w: i for i, w in enumerate(vocab)}
 
     @classmethod
-    def load(cls, path) -> LDAModel:
+    def load(cls, path, verify: bool = True) -> LDAModel:
         """Read a model directory written by :func:`train`, checking every table against params.json.
+
+        ``verify`` (default True) first checks every file's CRC32 against params.json
+        (:func:`cutext.stages.artifacts.read_manifest`); False skips it, the value checks still run.
 
         Raises
         ------
@@ -353,19 +370,27 @@ class LDAModel:
             Missing directory or file.
         ArtifactError (ValueError)
             Not an LDA model directory, or a corrupt one (the message names the directory and file):
-            K, alpha, beta, V, n_docs or n_tokens missing or out of range; word ids outside [0, V),
+            with ``verify``, a file whose checksum does not match or that params.json does not list;
+            K, alpha, beta, V, n_docs or n_tokens missing or out of range; repeated vocabulary terms;
+            word ids outside [0, V),
             topics outside [0, K), doc ids outside [0, n_docs), negative counts, counts that do not
             add up to n_tokens or to the document lengths.
+        ResourceLimitError (MemoryError, ValueError)
+            K and V of params.json make a V x K int32 W larger than the host memory available
+            (checked before any array is allocated; the message names params.json, K and V).
         """
         from cutext.stages import artifacts as art
 
         path = Path(path)
-        params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model")
+        params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model", verify=verify)
         pf = path / "params.json"
         K = art.field_int(params, "K", pf, lo=2)
-        art.field_float(params, "alpha", pf, lo=0, lo_open=True)
-        art.field_float(params, "beta", pf, lo=0, lo_open=True)
+        for prior in ("alpha", "beta"):  # the bounds of training: past them the tables are uniform or inf
+            art.field_float(params, prior, pf, lo=0, hi=FLOAT_LIMITS[prior][1], lo_open=True)
+            art.field_float(params, prior, pf, lo=FLOAT_LIMITS[prior][0])
         V = art.field_int(params, "V", pf, lo=1)
+        # W below is V x K int32: refuse a size no memory holds before allocating it
+        check_memory(V * K * 4, f"{pf}: K={K:,} and V={V:,} (the V x K int32 word-topic counts W)")
         n_docs = art.field_int(params, "n_docs", pf, lo=0)
         n_tokens = art.field_int(params, "n_tokens", pf, lo=0)
         f = path / "vocab.parquet"
@@ -373,6 +398,9 @@ class LDAModel:
         if len(voc) != V or not np.array_equal(np.sort(voc["word_id"].to_numpy()), np.arange(V)):
             raise art.ArtifactError(f"{f}: expected word ids 0..{V - 1} (V={V} in params.json), got {len(voc)} rows")
         voc = voc.sort_values("word_id")
+        if voc["term"].duplicated().any():
+            raise art.ArtifactError(f"{f}: repeated terms in the vocabulary, e.g. "
+                                    f"{voc['term'][voc['term'].duplicated()].iloc[0]!r}")
         f = path / "topic_word.parquet"
         tw = art.read_table(f, {"word_id": "int", "topic": "int", "count": "int"}, "topic-word table").to_pandas()
         art.check_range(tw["word_id"].to_numpy(), 0, V - 1, "word ids", f)
@@ -455,7 +483,8 @@ class LDAModel:
                 a, b = docs.doc_ptr[d], docs.doc_ptr[d + 1]
                 lists.append([docs.vocab[w] for w, c in zip(docs.word[a:b], docs.count[a:b]) for _ in range(int(c))])
             docs = lists
-        docs = list(docs)
+        # one str is one document (as BM25Index.search takes one str as one query), not its characters
+        docs = [docs] if isinstance(docs, str) else list(docs)
         if docs and isinstance(docs[0], str):
             from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
 
@@ -466,12 +495,17 @@ class LDAModel:
         return bow_from_tokens(docs, self.vocab)
 
     def _fold_in(self, docs, iterations, seed, backend, sampler):
+        iterations = check_fold_in_iterations(iterations)
         bow = self._bow(docs)
         be = resolve_backend(backend, needs=ARRAY_STACK)
         if bow.n_tokens == 0:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
         ch.keys = document_keys(bow, ch)  # a document draws the same topics in any batch / partition
+        from cutext.stages.lda_gibbs import check_state_memory
+
+        check_state_memory(ch, self.K, "sparse" if sampler in ("auto", "hybrid") else sampler, gpu=be == "gpu",
+                           fixed=be != "gpu", V=len(self.vocab), owner="LDAModel.transform")
         state = GibbsState(ch, self.K, self.alpha, self.beta, seed=seed, gpu=be == "gpu", W_fixed=self.W,
                            vbeta=len(self.vocab) * self.beta)
         smp = "sparse" if sampler in ("auto", "hybrid") else sampler  # W fixed is dense: hybrid = sparse
@@ -489,14 +523,16 @@ class LDAModel:
 
         Parameters
         ----------
-        docs : list of str, list of token lists, BagOfWords, or a DataFrame
+        docs : str, list of str, list of token lists, BagOfWords, or a DataFrame
             A list of str is tokenized as in training; words not in the model's vocabulary are ignored.
+            A single str is one document (as :meth:`cutext.pipelines.bm25.BM25Index.search` takes a
+            single str as one query): the result has one row.
             A DataFrame -- pandas, cudf, dask or dask-cudf -- needs ``text_column`` and gets new columns
             (see Returns).
         text_column : str, optional
             The text column of a DataFrame (required for frames, refused for lists).
         iterations : int
-            Gibbs passes.
+            Gibbs passes, in [1, 100000] (:data:`MAX_FOLD_IN_ITERATIONS`).
         seed : int
         backend : {"auto", "cpu", "gpu"}
             Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
@@ -528,11 +564,14 @@ class LDAModel:
         Raises
         ------
         ValueError
-            A frame without ``text_column``, a column name that already exists, a dask Series, or
-            ``text_column`` given with a list.
+            A frame without ``text_column``, a column name that already exists, a dask Series,
+            ``text_column`` given with a list or a str, ``iterations`` not an integer in [1, 100000].
         TypeError
             Non-string values in the text column.
+        ResourceLimitError (MemoryError, ValueError)
+            The fold-in's (V, K) tables exceed the memory available (checked before allocating them).
         """
+        iterations = check_fold_in_iterations(iterations)
         if _is_frame(docs):
             return self._transform_frame(docs, text_column, iterations=iterations, seed=seed, backend=backend,
                                          sampler=sampler, theta_columns=theta_columns)
@@ -581,10 +620,13 @@ class LDAModel:
         from :meth:`transform` of the same documents (fold-in with W fixed).  ``backend``: as in
         :meth:`transform` (default ``"auto"``).
 
+        ``docs`` as in :meth:`transform` (a single str is one document).
+
         Raises
         ------
         ValueError
-            None of the documents' words is in the vocabulary.
+            None of the documents' words is in the vocabulary; ``iterations`` not an integer in
+            [1, 100000].
         """
         state, _ = self._fold_in(docs, iterations, seed, backend, "auto")
         if state is None:
@@ -595,6 +637,24 @@ class LDAModel:
     def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
         """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
+
+
+# Fold-in converges in tens of passes (paper 001 uses 50); 1e5 is far past that and keeps a slip such as
+# 10**9 from sampling for days.
+MAX_FOLD_IN_ITERATIONS = 100_000
+
+
+def check_fold_in_iterations(iterations) -> int:
+    """``iterations`` of an inference (:meth:`LDAModel.transform`) as an int in [1, MAX_FOLD_IN_ITERATIONS].
+
+    Raises
+    ------
+    ValueError
+        Not an integer, or outside the range (the message names ``iterations`` and the range).
+    """
+    from cutext.stages.params import count
+
+    return count("iterations", iterations, lo=1, hi=MAX_FOLD_IN_ITERATIONS)
 
 
 # ----------------------------------------------------------------------------- frames

@@ -34,6 +34,7 @@ from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 
 METHODS = ("reference", "brute", "ellpack")
+MAX_TOP_K = ellpack.MAX_K  # terms per document and cluster: the ELLPACK rows (and every engine) hold at most this
 CANDIDATES = ("auto", True, False)
 STATE_VERSION = 1
 # candidates="auto": the candidate pass for micro-batches (more than one document) when there are at
@@ -458,7 +459,8 @@ class StreamVectorizer:
     Lucene's stopwords, tokens of 2+ code points).  ``idf="stream"`` counts document
     frequencies over every document seen (:func:`cutext.stages.termvec.term_vectors` with
     ``stream=True``); ``idf="fixed"`` keeps the reference ``df`` / ``n_ref`` (terms it lacks get no
-    weight).
+    weight).  ``top_k``: terms per document, in [1, :data:`MAX_TOP_K`] (512, what a clusterer's rows hold);
+    a ValueError names it otherwise.
     """
 
     def __init__(self, top_k: int, weighting: str = "tficf", idf: str = "stream", tokenizer=None,
@@ -472,6 +474,9 @@ class StreamVectorizer:
         from cutext.stages.params import count
 
         self.top_k = count("top_k", top_k, lo=1)
+        if self.top_k > MAX_TOP_K:  # term vectors are sized n_docs x top_k, and no clusterer takes more
+            raise ValueError(f"top_k must be <= {MAX_TOP_K} (the clusterer's rows hold at most {MAX_TOP_K} terms), "
+                             f"got {self.top_k}")
         self.weighting = weighting
         self.idf = idf
         self.tokenizer = tokenizer if tokenizer is not None else TokenizerConfig.make(stopwords="lucene", min_len=2)
@@ -686,13 +691,15 @@ class StreamClusterer:
 
     @classmethod
     def load(cls, path, *, backend: str = "auto", method=None, batch_size: int = 1, devices=None,
-             n_shards: int = 1, candidates="auto", threshold=None) -> "StreamClusterer":
+             n_shards: int = 1, candidates="auto", threshold=None, verify: bool = True) -> "StreamClusterer":
         """Resume from :meth:`save` (or a pipeline's ``state/`` folder); runs on the backend given here.
 
         ``backend`` (default ``"auto"``), ``method``, ``batch_size``, ``devices``, ``n_shards`` and
         ``candidates`` are those of :class:`StreamClusterer`; the saved state is the same for all.
 
         The ELLPACK engine rebuilds its matrix and its inverted index from the saved clusters.
+        ``verify`` (default True) checks every file's CRC32 against state.json first
+        (:func:`cutext.stages.artifacts.read_manifest`).
 
         Raises
         ------
@@ -702,13 +709,15 @@ class StreamClusterer:
             Not a cutext cluster state, or a corrupt one (the message names the directory and file):
             a missing or out-of-range field (top_k >= 1, threshold in [0, 1], counts >= 0), cluster
             rows that disagree with n_clusters, term ids outside the vocabulary, weights or norms
-            that are not finite, a vocabulary shorter than the one saved.
+            that are not finite, a vocabulary shorter than the one saved or with repeated terms,
+            ``n_ref`` below the largest df; with ``verify``, a file whose checksum does not match.
         """
         from cutext.stages import artifacts as art
         from cutext.stages.tokenize import TokenizerConfig
 
         d = Path(path)
-        meta = art.read_manifest(d, "state.json", "cutext.cluster.state", "a saved StreamClusterer state")
+        meta = art.read_manifest(d, "state.json", "cutext.cluster.state", "a saved StreamClusterer state",
+                                 verify=verify)
         f = d / "state.json"
         K = art.field_int(meta, "top_k", f, lo=1)
         art.field_float(meta, "threshold", f, lo=0.0, hi=1.0)
@@ -735,10 +744,13 @@ class StreamClusterer:
             if "n_terms" in meta and art.field_int(meta, "n_terms", f, lo=0) != len(terms):
                 raise art.ArtifactError(f"{vf}: {len(terms)} terms, state.json says n_terms={meta['n_terms']}")
             art.check_range(term_ids, 1, len(terms), "cluster term ids", cf)
+            if len(set(terms)) != len(terms):
+                raise art.ArtifactError(f"{vf}: repeated terms in the vocabulary")
             df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
             art.check_range(df, 0, np.iinfo(np.int64).max, "document frequencies", vf)
+            n_ref = art.field_int(v, "n_ref", f, lo=int(df.max()) if len(df) else 0)
             vec = StreamVectorizer(K, v["weighting"], v["idf"], TokenizerConfig.from_dict(v["tokenizer"]),
-                                   terms=terms, df=df, n_ref=v["n_ref"])
+                                   terms=terms, df=df, n_ref=n_ref)
         else:
             art.check_range(term_ids, 0, np.iinfo(np.int64).max, "cluster term ids", cf)
         try:
