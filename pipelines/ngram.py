@@ -49,7 +49,7 @@ from cutext.kernels.backend import (ARRAY_STACK, array_module, gpu_stack_install
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages.sources import input_label, is_frame
 from cutext.stages.arpa import ArpaModel, read_arpa
-from cutext.stages.read import CorpusError
+from cutext.stages.read import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
 # the per-document columns of scores.parquet (and of NGramModel.score_frame), in order
@@ -302,7 +302,9 @@ class NGramModel:
         ------
         FileNotFoundError
         cutext.stages.arpa.ArpaError
-            Malformed ARPA input (message names the file and line).
+            Malformed ARPA input (message names the file and line); a path that is not a regular file
+            (``/dev/zero``, a FIFO, a directory; refused before it is opened) or a line without an end
+            (over :data:`cutext.stages.arpa.MAX_LINE_BYTES`).
         ValueError
             ``encoding`` is not a codec that writes ASCII as ASCII.
         """
@@ -1032,8 +1034,8 @@ def _score_on_client(client, lm, pieces, read_remote, sentence, bos, eos, bar):
 
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
                  eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=64 << 20,
-                 encoding="utf-8", storage_options=None, glob=None, overwrite: bool = True, progress: bool = True,
-                 client=None, scheduler="auto", n_workers=None) -> RunResult:
+                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO,
+                 overwrite: bool = True, progress: bool = True, client=None, scheduler="auto", n_workers=None) -> RunResult:
     """Score every document of a corpus with an n-gram model; write Parquet (per document) and JSON.
 
     Parameters
@@ -1056,7 +1058,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``"line"``: every non-blank line of a document is a sentence; ``"document"``: one sentence.
     bos, eos : bool
         KenLM's sentence boundaries.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
         Reader settings (:func:`cutext.stages.read.read_corpus`).
     overwrite : bool
     progress : bool
@@ -1116,7 +1118,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         from cutext.stages.corpus import open_corpus
 
         src = open_corpus(path, backend="cpu", format=format, text_column=text_column, id_column=id_column,
-                          blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+                          blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                          max_ratio=max_ratio)
         pieces, fmt, check = src.pieces, src.format, src.check_documents
         parts = src.docs.to_delayed()
 
@@ -1128,7 +1131,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     else:
         fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
                                blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                               glob=glob)
+                               glob=glob, max_ratio=max_ratio)
 
         def read_local(i):
             return _read_for(lm, pieces[i], fs)
@@ -1381,6 +1384,7 @@ def add_cli(sub):
     p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
                    help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
                         "patterns), on (always), off (never)")
+    add_max_ratio_option(p)
     p.add_argument("--batch-lines", type=int, default=10000, help="stdin lines scored per batch")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -1419,6 +1423,7 @@ def _cli_main(args) -> int:
     path = args.path[0] if len(args.path) == 1 else args.path
     r = score_corpus(path, args.out or default_out("ngram"), model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
                      eos=eos, format=args.format, text_column=args.text_column, id_column=args.id_column,
-                     glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
+                     glob={"auto": None, "on": True, "off": False}[args.glob], max_ratio=args.max_ratio,
+                     progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

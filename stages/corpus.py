@@ -45,7 +45,7 @@ from cutext.stages.compute import (ComputeInfo, StepClock, compute_all, compute_
                                    nbytes_of, shared_key)
 from cutext.stages.count import run_lengths
 from cutext.stages.encode import build_vocabulary, encode_partition, lookup_ids, vocabulary_frame
-from cutext.stages.read import DEFAULT_BLOCKSIZE, read_corpus
+from cutext.stages.read import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, read_corpus
 from cutext.stages.sort import pair_keys, sort_pairs
 from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
 
@@ -87,7 +87,8 @@ class CorpusSource:
 
 
 def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
-                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None, glob=None) -> CorpusSource:
+                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None, glob=None,
+                max_ratio=DEFAULT_MAX_RATIO) -> CorpusSource:
     """Plan a corpus (list its pieces, measure its bytes); nothing is read yet.
 
     Parameters
@@ -97,7 +98,7 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
         pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.sources.frame_source`).
     backend : {"cpu", "gpu"}
         The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
         Reader settings (:func:`cutext.stages.read.read_corpus`; for a frame only ``text_column``,
         ``id_column`` and ``blocksize`` apply, the others are refused unless at their defaults).
 
@@ -122,10 +123,11 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     is_gpu(backend)  # validates the resolved string
     if is_frame(path):
         return frame_source(path, backend=backend, format=format, text_column=text_column, id_column=id_column,
-                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                            max_ratio=max_ratio)
     docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
                                     blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                                    glob=glob, backend=backend)
+                                    glob=glob, backend=backend, max_ratio=max_ratio)
     p0 = path[0] if isinstance(path, (list, tuple)) else path
     fs = url_to_fs(str(p0), **(storage_options or {}))[0]
     return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend)

@@ -583,7 +583,7 @@ def read_lines_device(piece, fs):
     import cupy
 
     from cutext.kernels.backend import to_cudf
-    from cutext.stages.read import _is_utf8, read_piece
+    from cutext.stages.read import SNIFF_BYTES, _is_utf8, check_text, read_piece
 
     encoding = piece.options.get("encoding", "utf-8")
     if not _is_utf8(encoding):
@@ -596,6 +596,8 @@ def read_lines_device(piece, fs):
     if not valid:
         del buf
         return to_cudf(read_piece(piece, fs))
+    if piece.start == 0:   # valid UTF-8 may still be binary (NUL bytes, a tar): the host reader's rule
+        check_text(piece, [(piece.paths[0], bytes(to_host(buf[:SNIFF_BYTES])), len(buf), 0, True)])
     chars, offsets = split_lines(buf)
     del buf
     text = strings_series(chars, offsets)
@@ -1105,16 +1107,18 @@ def read_files_device(piece, fs):
     import cupy
 
     from cutext.kernels.backend import to_cudf
-    from cutext.stages.read import BOM, CorpusError, _is_utf8, _read_errors, _strip_compression, read_piece
+    from cutext.stages.read import (BOM, SNIFF_BYTES, CorpusError, _is_utf8, _read_errors, _read_file,
+                                    _strip_compression, check_text, read_piece)
 
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return to_cudf(read_piece(piece, fs))
     raws = []
     try:
         for p in piece.paths:
-            with fs.open(p, "rb", compression=_strip_compression(p)[1]) as fh:
-                raw = fh.read()
+            raw = _read_file(fs, p, _strip_compression(p)[1], piece)  # compressed: under max_ratio
             raws.append(raw[len(BOM):] if raw.startswith(BOM) else raw)
+    except CorpusError:  # already names the file (an expansion past max_ratio)
+        raise
     except _read_errors() as exc:
         where = piece.paths[0] if len(piece.paths) == 1 else f"{piece.paths[0]} (+{len(piece.paths) - 1} files)"
         raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
@@ -1123,7 +1127,10 @@ def read_files_device(piece, fs):
     offsets = np.zeros(len(raws) + 1, np.int64)
     np.cumsum([len(r) for r in raws], out=offsets[1:])
     buf = cupy.asarray(np.frombuffer(b"".join(raws), np.uint8))
+    heads = [(p, r[:SNIFF_BYTES], len(r), 0, True) for p, r in zip(piece.paths, raws)]
     del raws
     if not utf8_valid(buf):
         return to_cudf(read_piece(piece, fs))
+    # valid UTF-8 may still be binary (NUL bytes, an uncompressed tar): the host reader's rule
+    check_text(piece, heads)
     return _device_frame(strings_series(buf, cupy.asarray(offsets)), pa.array(piece.labels, pa.string()))

@@ -31,10 +31,19 @@ Archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``, ``.tar.xz``/``
 ``.tar.zst``, ``.zip``; by suffix) are collections: ``auto`` reads them as ``files``, one document
 per member, ``source_id`` = the member path (``./`` dropped; ``"<archive>/<member>"`` when the
 archive is one of several inputs); ``format="lines"`` reads one document per line of each member
-(``source_id`` = ``"<member>:<line>"``).  Directories, links and other non-regular members, and
-hidden members and marker files (the directory rules below) are skipped; a member compressed on
-its own (``x.txt.gz``) is decompressed.  Members are streamed from the archive (fsspec file
-objects, Python's ``tarfile``/``zipfile``), never extracted to disk.  Table formats inside
+(``source_id`` = ``"<member>:<line>"``).  Directories, hidden members and marker files (the
+directory rules below) are skipped silently; members whose path has a ``..`` component (path
+traversal names), symbolic and hard links and other non-regular members (devices, FIFOs, sparse
+files) are skipped with one :class:`ArchiveMemberWarning` per archive giving their counts.  Source
+ids are unique: a member whose name was already taken (a tar may hold a path twice) gets ``#2``,
+``#3`` ... (the first free suffix), as a frame's ids must be unique too.  Member names that are not
+UTF-8 (tar) become ``\\xNN`` escapes in the source id; a zip name flagged as UTF-8 that is not is an
+error naming the bytes.  A member compressed on its own (``x.txt.gz``) is decompressed.  Members are
+streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
+disk; compressed data is decompressed in 1 MiB pieces, and a file or member that expands more than
+``max_ratio`` (default 100) times its compressed bytes is an :class:`ExpansionError` naming the
+archive, the member and the ratio (zip/gz bombs; a zip member's declared size is checked while
+planning).  Table formats inside
 archives are not read (extract them).  Reuters-21578's tarball holds SGML files of many articles
 each: read as an archive it is one document per file; ``cutext.pipelines.datasets.load_reuters21578``
 gives one document per article.
@@ -45,9 +54,19 @@ either reading.
 
 Columns are taken as written: JSON strings and the CSV text/id columns stay strings (no date or
 number inference: an id ``"007"`` or ``"2020-01-01"`` is kept verbatim); numbers become their
-decimal string.  A UTF-8 byte order mark at the start of a file is dropped.  Source ids missing
-from a table become the row number within its file.  ``encoding`` must be ASCII-compatible
-(lines are split at the byte ``\n``).
+decimal string.  A UTF-8 byte order mark at the start of a file is dropped.  Without an id column
+the source ids are the row numbers within each file; an id column with a null value is an error
+naming the column and the first such line (JSON Lines) or row.  ``text_column`` / ``id_column``
+apply to tables only: given for input read as ``files`` or ``lines`` they are refused.
+``encoding`` must be a known, ASCII-compatible codec (lines are split at the byte ``\n``); it is
+checked before any file is read.
+
+Only regular files, directories and archives are read: a FIFO, a character or block device
+(``/dev/zero``), a socket or a broken link is refused from its listing entry, never opened
+(opening a FIFO blocks).  A file read as text that looks binary -- NUL bytes or a compression,
+archive or image signature in its first 8 KiB, or more than 1 % of its bytes undecodable -- gives
+one :class:`BinaryInputWarning` naming it (:func:`binary_reason`; a file split into blocks is
+judged by its first block; the GPU reader applies the same function); it is still read as asked.
 
 A directory is read recursively; hidden entries (a path component starting with ``.``) and the
 dataset marker files ``_SUCCESS``, ``_metadata``, ``_common_metadata`` are skipped.
@@ -72,6 +91,9 @@ import os
 import posixpath
 import stat
 import threading
+import uuid
+import warnings
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,6 +121,24 @@ ARCHIVE_SUFFIXES = {".tar": ("tar", None), ".tgz": ("tar", "gzip"), ".taz": ("ta
                     ".tbz": ("tar", "bz2"), ".tbz2": ("tar", "bz2"), ".txz": ("tar", "xz"),
                     ".tzst": ("tar", "zstd"), ".zip": ("zip", None)}
 MAX_MEMBERS_PER_PIECE = 4096
+# Expansion guard of compressed input (zip/gz bombs).  100x is Apache POI's ZipSecureFile default
+# (MIN_INFLATE_RATIO = 0.01); text compresses 3-10x under gzip/bz2/xz/zstd, so real corpora stay far
+# below it, while a member can never grow past 100x its compressed bytes in memory (deflate allows
+# 1,032x, bzip2 more).  Output under RATIO_GRACE is never refused (tiny repetitive members).
+DEFAULT_MAX_RATIO = 100
+RATIO_GRACE = 1 << 20
+READ_CHUNK = 1 << 20             # decompressed bytes read at a time from a compressed stream
+# The text rule: more than this share of undecodable (replaced) bytes, or NUL bytes / a known binary
+# signature in the first SNIFF_BYTES, means "this is probably not text" (one warning per file).
+REPLACED_SHARE = 0.01
+SNIFF_BYTES = 8192
+# (offset, signature, what): formats whose bytes are never text in an ASCII-compatible encoding
+MAGIC = ((0, b"\x1f\x8b", "gzip"), (0, b"\xfd7zXZ\x00", "xz"), (0, b"\x28\xb5\x2f\xfd", "zstd"),
+         (0, b"PK\x03\x04", "zip"), (0, b"PK\x05\x06", "zip (empty)"), (0, b"7z\xbc\xaf\x27\x1c", "7z"),
+         (0, b"Rar!\x1a\x07", "rar"), (257, b"ustar", "tar"), (0, b"%PDF-", "PDF"),
+         (0, b"\x89PNG\r\n\x1a\n", "PNG"), (0, b"\xff\xd8\xff", "JPEG"), (0, b"\x7fELF", "ELF"))
+_FILE_TYPES = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+               stat.S_IFSOCK: "socket", stat.S_IFLNK: "symbolic link (broken)", stat.S_IFDIR: "directory"}
 
 _tls = threading.local()
 
@@ -129,6 +169,238 @@ class CorpusError(ValueError):
     """Bad input: the message names the file (and the line where there is one)."""
 
 
+class ExpansionError(CorpusError):
+    """A compressed file or archive member that expands beyond ``max_ratio`` (a zip/gz bomb)."""
+
+
+class InputWarning(UserWarning):
+    """Input that was read, but probably not as the user meant (the message names the file)."""
+
+
+class BinaryInputWarning(InputWarning):
+    """A file read as text that looks binary: NUL bytes or a binary signature at its start, or more
+    than 1 % of its bytes undecodable (replaced by U+FFFD)."""
+
+
+class ArchiveMemberWarning(InputWarning):
+    """Archive members skipped (path traversal names, links, devices) or renamed (duplicate names)."""
+
+
+_WARNED: OrderedDict = OrderedDict()   # (read id, file) -> None: the warnings already given
+_WARNED_LOCK = threading.Lock()
+_WARNED_MAX = 10_000
+
+
+def warn_once(key, message: str, category=InputWarning, stacklevel: int = 3) -> bool:
+    """Issue ``message`` unless ``key`` was warned about in this process (pieces of one file share the
+    key, so a file split into blocks warns once); returns whether it was issued."""
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return False
+        _WARNED[key] = None
+        while len(_WARNED) > _WARNED_MAX:
+            _WARNED.popitem(last=False)
+    warnings.warn(message, category, stacklevel=stacklevel)
+    return True
+
+
+def binary_reason(head: bytes, nbytes: int, replaced: int, file_start: bool = True) -> str | None:
+    """Why bytes read as text look binary, or None: the one rule of the CPU and GPU readers.
+
+    Parameters
+    ----------
+    head : bytes
+        The first bytes read (up to :data:`SNIFF_BYTES` are looked at).
+    nbytes : int
+        Bytes read (after decompression).
+    replaced : int
+        Undecodable byte sequences replaced by U+FFFD in them (each is at least one byte).
+    file_start : bool
+        Whether ``head`` is the start of the file (the signatures are only looked for there).
+
+    Returns
+    -------
+    str or None
+        ``"it starts like a gzip stream"``, ``"it holds NUL bytes ..."`` or ``"... undecodable"``
+        when more than :data:`REPLACED_SHARE` (1 %) of the bytes were replaced; None for text.
+    """
+    head = bytes(head[:SNIFF_BYTES])
+    if file_start:
+        for off, sig, what in MAGIC:
+            if head[off:off + len(sig)] == sig:
+                return f"it starts like a {what} file"
+        if head.startswith(b"BZh") and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+            return "it starts like a bzip2 file"
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        return f"it holds NUL bytes (the first at byte {nul:,})"
+    if nbytes and replaced > REPLACED_SHARE * nbytes:
+        return (f"{replaced:,} of its {nbytes:,} bytes ({100 * replaced / nbytes:.1f} %) are undecodable "
+                f"and were replaced by U+FFFD")
+    return None
+
+
+def check_text(piece, items, archive: str | None = None) -> int:
+    """Warn (:class:`BinaryInputWarning`) when bytes read as text look binary (:func:`binary_reason`):
+    the one check of the CPU and GPU readers.
+
+    One warning per file and read (pieces of one file share it): it names the first such file (or
+    archive member) and counts the others of the piece.
+
+    Parameters
+    ----------
+    piece : Piece
+        The piece being read (``options["read_id"]`` tells one read from another).
+    items : iterable of (str, bytes, int, int, bool)
+        ``(where, head, nbytes, replaced, file_start)`` per file or member: ``where`` names it (a
+        path, or ``"member 'x'"`` with ``archive``), the rest as for :func:`binary_reason`.
+    archive : str, optional
+        The archive the members belong to.
+
+    Returns
+    -------
+    int
+        How many of ``items`` look binary.
+    """
+    bad = [(where, why) for where, head, nbytes, replaced, first in items
+           if (why := binary_reason(head, nbytes, replaced, first)) is not None]
+    if not bad:
+        return 0
+    where, why = bad[0]
+    name = f"{archive}: {where}" if archive else where
+    encoding = piece.options.get("encoding") or "utf-8"
+    more = ""
+    if len(bad) > 1:
+        unit = "member(s) of this archive" if archive else "file(s) read with it"
+        more = f" ({len(bad) - 1} more {unit} too, e.g. {bad[1][0]})"
+    warn_once((piece.options.get("read_id"), archive or where),
+              f"{name}: read as text ({encoding}), but {why}{more}: is it really text? A compressed file "
+              f"or an archive needs its suffix (.gz, .tar.gz, .zip ...), text in another encoding needs "
+              f"encoding=", BinaryInputWarning, stacklevel=4)
+    return len(bad)
+
+
+def input_format(path, format="auto", storage_options=None, glob=None) -> str:
+    """The format a read of ``path`` uses (``format`` itself unless ``"auto"``): ``files``, ``lines``,
+    ``jsonl``, ``parquet`` or ``csv``; only the listing is read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The path matches nothing.
+    """
+    if format != "auto":
+        return format
+    fs, files, root = _fs_and_paths(path, storage_options, glob)
+    if not files:
+        raise FileNotFoundError(f"{path}: no input files found")
+    return detect_format(files, root is not None or len(files) > 1)
+
+
+def add_max_ratio_option(parser) -> None:
+    """Add ``--max-ratio`` (a number, or ``none`` for no limit) to a command-line parser."""
+    parser.add_argument("--max-ratio", default=DEFAULT_MAX_RATIO,
+                        type=lambda v: None if v.lower() == "none" else float(v),
+                        help=f"refuse compressed input that expands more than this many times (zip/gz bombs; "
+                             f"default {DEFAULT_MAX_RATIO}; 'none': no limit)")
+
+
+def check_max_ratio(max_ratio):
+    """``max_ratio`` as a float >= 1, or None (no limit).
+
+    Raises
+    ------
+    ValueError
+        Not None nor a finite number >= 1 (the message names ``max_ratio``).
+    """
+    from cutext.stages.params import number
+
+    return number("max_ratio", max_ratio, lo=1, none_ok=True)
+
+
+def check_encoding(encoding) -> str:
+    """``encoding`` if it is a known, ASCII-compatible text codec (``None`` is ``"utf-8"``).
+
+    Lines are split at the byte ``\n``, so the codec must write ASCII as ASCII (UTF-16/32 do not).
+
+    Raises
+    ------
+    ValueError
+        An unknown codec, a codec that is not a text encoding, or one that is not ASCII-compatible;
+        the message names ``encoding``.
+    """
+    if encoding is None:
+        return "utf-8"
+    if not isinstance(encoding, str):
+        raise ValueError(f"encoding must be a codec name (str), got {encoding!r}")
+    try:
+        codecs.lookup(encoding)
+        probe = "\n\r\t az09{}\"".encode(encoding)
+        back = probe.decode(encoding)
+    except LookupError as exc:
+        raise ValueError(f"encoding={encoding!r}: unknown text codec ({exc}); use a Python codec name "
+                         f"such as 'utf-8', 'latin-1' or 'cp1252'") from None
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"encoding={encoding!r}: not usable for text ({exc})") from None
+    if probe != "\n\r\t az09{}\"".encode("ascii") or back != "\n\r\t az09{}\"":
+        raise ValueError(f"encoding={encoding!r} is not ASCII-compatible (lines are split at the byte "
+                         f"\\n); convert the input to UTF-8 first")
+    return encoding
+
+
+def _escape_name(name: str) -> str:
+    """A file or member name as text: bytes that were not UTF-8 (surrogate escapes) become ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def text_array(values, what: str, row_name=None, error=ValueError) -> pa.Array:
+    """Python strings as a pyarrow ``large_string`` array; a string that is not valid Unicode (a lone
+    surrogate, e.g. from ``os.fsdecode`` or ``bytes.decode(errors="surrogateescape")``) is an error
+    naming its row, where pyarrow raises a bare ``UnicodeEncodeError``.
+
+    Parameters
+    ----------
+    values : sequence of str or None, or a pandas Series
+    what : str
+        The start of the message: the input and column (``"<pandas DataFrame: 3 rows>: text column 'text'"``).
+    row_name : callable, optional
+        ``row_name(i)`` names row ``i`` (e.g. with its id); default ``"row i"`` (0-based).
+    error : type
+        The exception class raised (a ``ValueError`` subclass).
+
+    Returns
+    -------
+    pyarrow.LargeStringArray
+
+    Raises
+    ------
+    ValueError (``error``)
+        A lone surrogate: the message names the row and the character's position; the exception's
+        ``row`` attribute is the row's position in ``values``.
+    """
+    try:
+        return pa.array(values, type=pa.large_string(), from_pandas=True)
+    except UnicodeEncodeError:
+        pass
+    seq = values.tolist() if hasattr(values, "tolist") else list(values)
+    for i, v in enumerate(seq):
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                who = row_name(i) if row_name is not None else f"row {i}"
+                err = error(f"{what}: {who} holds a lone surrogate {v[exc.start]!r} at character {exc.start} "
+                            f"({v[max(0, exc.start - 20):exc.start + 20]!r}); text must be valid Unicode "
+                            "(decode bytes with errors='replace' rather than 'surrogateescape')")
+                err.row = i  # a caller that batches can name the row in its own terms
+                raise err from None
+    raise error(f"{what}: holds strings that are not valid Unicode")  # pragma: no cover
+
+
 @dataclass
 class Piece:
     """One partition's worth of input: a file, or a byte range of one, or a group of files."""
@@ -143,7 +415,8 @@ class Piece:
     numbered: bool = False          # source ids are row numbers to be filled in by assign_doc_ids
     options: dict = field(default_factory=dict)
     archive: str | None = None      # "tar" or "zip": ``paths[0]`` is an archive read member by member
-    members: list | None = None     # the members to read: zip names, or tar ``(name, data offset, size)``;
+    members: list | None = None     # the members to read: zip ``(name, header offset)``, or tar
+                                    # ``(name, data offset, size)``;
                                     # None = every member (a compressed tar, streamed in one pass)
 
 
@@ -175,18 +448,41 @@ def _fs_and_paths(path, storage_options, glob=None):
     path = os.fspath(path)
     fs, fspath = url_to_fs(path, **(storage_options or {}))
     if _is_glob(fs, fspath, glob):
-        files = sorted(f for f in fs.glob(fspath) if fs.isfile(f))
+        found = fs.glob(fspath, detail=True)
+        files = sorted(f for f, info in found.items() if info.get("type") != "directory")
+        for f in files:
+            _check_regular(f, found[f])
         root = fspath.split("*")[0].split("?")[0].split("[")[0]
         root = root if root.endswith("/") else posixpath.dirname(root)
         return fs, files, root
-    if fs.isdir(fspath):
-        files = sorted(f for f in fs.find(fspath) if not _ignored(posixpath.relpath(f, fspath)))
-        return fs, files, fspath
-    if not fs.exists(fspath):
+    try:
+        info = fs.info(fspath)
+    except FileNotFoundError:
         hint = ("" if glob is not False or not any(ch in fspath for ch in "*?[")
                 else " (glob=False: the name is taken literally, not as a pattern)")
-        raise FileNotFoundError(f"{path}: no such file or directory{hint}")
+        raise FileNotFoundError(f"{path}: no such file or directory{hint}") from None
+    if info.get("type") == "directory":
+        found = fs.find(fspath, detail=True)
+        files = sorted(f for f in found if not _ignored(posixpath.relpath(f, fspath)))
+        for f in files:
+            _check_regular(f, found[f])
+        return fs, files, fspath
+    _check_regular(fspath, info)
     return fs, [fspath], None
+
+
+def _check_regular(path: str, info: dict) -> None:
+    """Refuse what is neither a regular file nor a directory (a FIFO, a device, a socket, a broken
+    link), from its listing entry: opening a FIFO blocks and ``/dev/zero`` never ends, so such a path
+    is never opened."""
+    kind = info.get("type")
+    if kind in ("file", "directory"):
+        return
+    mode = info.get("mode")
+    what = _FILE_TYPES.get(stat.S_IFMT(mode)) if isinstance(mode, int) else None
+    raise CorpusError(f"{_escape_name(path)}: not a regular file but a {what or kind or 'special file'}; "
+                      "only regular files, directories and archives are read (a FIFO or a device "
+                      "would block or never end: copy its data to a file first)")
 
 
 def _ignored(relpath: str) -> bool:
@@ -196,10 +492,11 @@ def _ignored(relpath: str) -> bool:
 
 
 def _label(path: str, root: str | None) -> str:
+    """The source id of a file: its path relative to ``root`` (else its name), bytes that are not
+    UTF-8 written as ``\\xNN``."""
     if root:
-        rel = posixpath.relpath(path, root)
-        return rel
-    return posixpath.basename(path)
+        return _escape_name(posixpath.relpath(path, root))
+    return _escape_name(posixpath.basename(path))
 
 
 def archive_kind(path: str) -> tuple[str | None, str | None]:
@@ -239,45 +536,220 @@ def detect_format(files: list[str], is_collection: bool) -> str:
 
 
 def _member_name(name: str) -> str:
-    """A member's path as its source id: without a leading ``/`` or ``./``."""
+    """A member's path as its source id: without a leading ``/`` or ``./``; bytes that are not UTF-8
+    (tarfile gives them as surrogate escapes) written as ``\\xNN``."""
     while name.startswith("./"):
         name = name[2:]
-    return name.lstrip("/")
+    return _escape_name(name.lstrip("/"))
 
 
-def _archive_members(fs, path: str, kind: str, compression: str | None):
-    """The members of an archive to read, in archive order: ``(name, data offset, size)``.
+class _MemberNames:
+    """The member rules of one archive: which members are documents, under which unique source id.
 
-    Directories, links and other non-regular members, hidden members and dataset marker files
-    (the rules of directory input, :func:`_ignored`) are left out.  Returns None for a compressed
-    tar, whose listing would cost a full decompression: it is read in one streaming pass.
+    Directories, hidden members and dataset markers are left out silently (the rules of directory
+    input).  Members whose path has a ``..`` component (path traversal names), symbolic and hard
+    links, and other non-regular members (devices, FIFOs, sparse files) are skipped and counted; a
+    name already taken gets ``#2``, ``#3`` ... (the first free suffix; a tar may hold one path
+    several times, e.g. appended versions), so source ids are unique.  :meth:`warn` gives one
+    :class:`ArchiveMemberWarning` for the archive with the counts.
+    """
+
+    REASONS = {"traversal": "with '..' in the path (path traversal names are not read)",
+               "link": "symbolic or hard link(s) (links are not followed)",
+               "other": "not regular file(s) (devices, FIFOs, sparse files)"}
+
+    def __init__(self, archive: str):
+        self.archive = archive
+        self.taken: set = set()
+        self.skipped: Counter = Counter()
+        self.example: dict = {}
+        self.renamed: list = []
+
+    def source_id(self, raw: str, kind: str) -> str | None:
+        """The member's source id, or None when it is no document; ``kind``: ``"file"``, ``"dir"``,
+        ``"link"`` or ``"other"``."""
+        if kind == "dir":
+            return None
+        reason = ("traversal" if ".." in raw.replace("\\", "/").split("/") else
+                  None if kind == "file" else kind)
+        if reason is not None:
+            self.skipped[reason] += 1
+            self.example.setdefault(reason, _escape_name(raw))
+            return None
+        name = _member_name(raw)
+        if not name or _ignored(name):
+            return None
+        sid, k = name, 2
+        while sid in self.taken:
+            sid, k = f"{name}#{k}", k + 1
+        if sid != name:
+            self.renamed.append((name, sid))
+        self.taken.add(sid)
+        return sid
+
+    def message(self) -> str | None:
+        parts = [f"{n} {self.REASONS[r]}, e.g. {self.example[r]!r}" for r, n in self.skipped.items()]
+        text = f"skipped {sum(self.skipped.values())} member(s): " + "; ".join(parts) if parts else ""
+        if self.renamed:
+            a, b = self.renamed[0]
+            text += ("; " if text else "") + (f"{len(self.renamed)} member(s) repeat an earlier name and got a "
+                                              f"'#k' suffix to keep source ids unique, e.g. {a!r} -> {b!r}")
+        return f"{self.archive}: {text}" if text else None
+
+    def warn(self, read_id=None) -> None:
+        msg = self.message()
+        if msg is not None:
+            warn_once((read_id, self.archive, "members"), msg, ArchiveMemberWarning, stacklevel=4)
+
+
+def _tar_kind(m) -> str:
+    if m.isdir():
+        return "dir"
+    if m.issym() or m.islnk():
+        return "link"
+    return "file" if m.isreg() and not m.issparse() else "other"
+
+
+def _zip_kind(info) -> str:
+    if info.is_dir():
+        return "dir"
+    ftype = stat.S_IFMT(info.external_attr >> 16)   # 0: no Unix type recorded
+    return "file" if ftype in (0, stat.S_IFREG) else "link" if ftype == stat.S_IFLNK else "other"
+
+
+def _zip_name_error(path: str, exc: UnicodeDecodeError) -> CorpusError:
+    return CorpusError(f"{path}: cannot read zip archive: member name {exc.object!r} is flagged as UTF-8 but "
+                       f"is not UTF-8 ({exc.reason} at byte {exc.start}); repack the archive")
+
+
+def _ratio_error(where: str, out: int, consumed: int, max_ratio: float) -> ExpansionError:
+    return ExpansionError(f"{where}: expands more than max_ratio={max_ratio:g} times ({out:,} bytes out of "
+                          f"{consumed:,} compressed bytes so far, {out / max(consumed, 1):,.0f}x): a "
+                          "decompression bomb? Pass a larger max_ratio= (or None) to read it anyway")
+
+
+def read_capped(fh, consumed, max_ratio, where: str) -> bytes:
+    """Read a decompressing stream to its end in :data:`READ_CHUNK` pieces, refusing a bomb.
+
+    Parameters
+    ----------
+    fh : file object
+        The decompressed stream.
+    consumed : callable
+        ``consumed()`` -> compressed bytes read so far (the raw file's ``tell``, or a member's size).
+    max_ratio : float or None
+        Refuse more than ``max_ratio`` times the compressed bytes once past :data:`RATIO_GRACE`
+        (1 MiB) of output; None: no limit.
+    where : str
+        The file (and member) for the message.
+
+    Returns
+    -------
+    bytes
+        The decompressed bytes (at most ``max(RATIO_GRACE, max_ratio * compressed) + READ_CHUNK``
+        are ever held when the limit trips).
+
+    Raises
+    ------
+    ExpansionError
+        The limit was passed (the message names ``where``, the ratio and ``max_ratio``).
+    """
+    chunks, out = [], 0
+    while True:
+        chunk = fh.read(READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        out += len(chunk)
+        if max_ratio is not None and out > RATIO_GRACE:
+            c = consumed()
+            if out > max_ratio * c:
+                raise _ratio_error(where, out, c, max_ratio)
+    return b"".join(chunks)
+
+
+def _read_compressed(fs, path: str, compression: str, max_ratio, where: str | None = None) -> bytes:
+    """A compressed file's decompressed bytes, read in pieces under the ``max_ratio`` limit."""
+    from fsspec.compression import compr
+
+    with fs.open(path, "rb") as raw, compr[compression](raw, mode="rb") as fh:
+        return read_capped(fh, raw.tell, max_ratio, where or path)
+
+
+def _read_file(fs, path: str, compression: str | None, piece: "Piece") -> bytes:
+    """A whole file's bytes, decompressed (under ``max_ratio``) when it is compressed."""
+    if compression:
+        return _read_compressed(fs, path, compression, piece.options.get("max_ratio", DEFAULT_MAX_RATIO))
+    with fs.open(path, "rb") as fh:
+        return fh.read()
+
+
+class _CappedStream:
+    """A decompressing stream (a compressed tar) whose total output is held to ``max_ratio`` times the
+    compressed bytes read so far; ``where`` names the member being read for the message."""
+
+    def __init__(self, fh, consumed, max_ratio, path: str):
+        self.fh, self.consumed, self.max_ratio, self.path = fh, consumed, max_ratio, path
+        self.out = 0
+        self.where = path
+
+    def read(self, n=-1) -> bytes:
+        data = self.fh.read(n)
+        self.out += len(data)
+        if self.max_ratio is not None and self.out > RATIO_GRACE:
+            c = self.consumed()
+            if self.out > self.max_ratio * c:
+                raise _ratio_error(self.where, self.out, c, self.max_ratio)
+        return data
+
+
+def _archive_members(fs, path: str, kind: str, compression: str | None, max_ratio=DEFAULT_MAX_RATIO,
+                     read_id=None):
+    """The members of an archive to read, in archive order: ``(name, source id, data offset, size)``
+    (zip: the offset of the member's header).
+
+    The member rules of :class:`_MemberNames` apply (skipped members and renamed duplicates are
+    warned about once).  Returns None for a compressed tar, whose listing would cost a full
+    decompression: it is read in one streaming pass.
+
+    Raises
+    ------
+    CorpusError
+        The archive cannot be read (the message names it), or a zip member name flagged as UTF-8 is not.
+    ExpansionError
+        A zip member whose declared size is more than ``max_ratio`` times its compressed size.
     """
     import tarfile
     import zipfile
 
+    names = _MemberNames(path)
     try:
         if kind == "zip":
             with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
                 out = []
                 for info in zf.infolist():
-                    ftype = stat.S_IFMT(info.external_attr >> 16)   # 0: no Unix type recorded
-                    if info.is_dir() or ftype not in (0, stat.S_IFREG):
+                    sid = names.source_id(info.filename, _zip_kind(info))
+                    if sid is None:
                         continue
-                    name = _member_name(info.filename)
-                    if name and not _ignored(name):
-                        out.append((info.filename, name, info.file_size))
-                return out
-        if compression is not None:
+                    if max_ratio is not None and info.file_size > max(RATIO_GRACE, max_ratio * info.compress_size):
+                        raise _ratio_error(f"{path}: member {info.filename!r}", info.file_size,
+                                           info.compress_size, max_ratio)
+                    out.append((info.filename, sid, info.header_offset, info.file_size))
+        elif compression is not None:
             return None
-        with fs.open(path, "rb") as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
-            out = []
-            for m in tf:   # uncompressed: tarfile seeks over member data, only headers are read
-                name = _member_name(m.name)
-                if m.isreg() and name and not _ignored(name):
-                    out.append((m.name, name, m.offset_data, m.size))
-            return out
+        else:
+            with fs.open(path, "rb") as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
+                out = []
+                for m in tf:   # uncompressed: tarfile seeks over member data, only headers are read
+                    sid = names.source_id(m.name, _tar_kind(m))
+                    if sid is not None:
+                        out.append((m.name, sid, m.offset_data, m.size))
+    except UnicodeDecodeError as exc:
+        raise _zip_name_error(path, exc) from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise CorpusError(f"{path}: cannot read {kind} archive: {type(exc).__name__}: {exc}") from None
+    names.warn(read_id)
+    return out
 
 
 def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize: int,
@@ -285,7 +757,7 @@ def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize:
     """Pieces of one archive: its members grouped to about ``blocksize`` bytes (a compressed tar:
     one piece, streamed)."""
     kind, comp = archive_kind(path)
-    members = _archive_members(fs, path, kind, comp)
+    members = _archive_members(fs, path, kind, comp, opts.get("max_ratio", DEFAULT_MAX_RATIO), opts.get("read_id"))
     if members is None:
         return [Piece(fmt, [path], [prefix], comp, 0, None, file_index, False, opts, kind, None)]
     pieces, group, size = [], [], 0
@@ -300,7 +772,7 @@ def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize:
     out = []
     for g in pieces:
         labels = [prefix + m[1] for m in g]
-        ref = [m[0] if kind == "zip" else (m[0], m[2], m[3]) for m in g]
+        ref = [(m[0], m[2]) if kind == "zip" else (m[0], m[2], m[3]) for m in g]
         out.append(Piece(fmt, [path], labels, None, 0, None, file_index, False, opts, kind, ref))
     return out
 
@@ -335,21 +807,26 @@ def check_blocksize(blocksize, n_pieces: int | None = None, nbytes: int | None =
 
 
 def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-         encoding="utf-8", storage_options=None, glob=None):
+         encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
     """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
 
     ``blocksize``: bytes per piece, an integer >= 1; under 1 MiB only while the input makes at most
-    1,000 pieces (:func:`check_blocksize`).  Other parameters and the result: see the inner planner
-    below.
+    1,000 pieces (:func:`check_blocksize`).  ``encoding`` must be a known ASCII-compatible codec
+    (:func:`check_encoding`), ``max_ratio`` a number >= 1 or None (:func:`check_max_ratio`); both are
+    checked before any file is touched.  Other parameters and the result: see the inner planner below.
 
     Raises
     ------
     ValueError
-        A bad ``blocksize`` (:func:`check_blocksize`), plus the errors listed below.
+        A bad ``blocksize`` (:func:`check_blocksize`), ``encoding`` or ``max_ratio``, plus the errors
+        listed below.
     """
     blocksize = check_blocksize(blocksize)
+    encoding = check_encoding(encoding)
+    max_ratio = check_max_ratio(max_ratio)
     fs, pieces, fmt = _plan(path, format=format, text_column=text_column, id_column=id_column,
-                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob)
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                            max_ratio=max_ratio)
     if blocksize < MIN_BLOCKSIZE and len(pieces) > MAX_SMALL_PIECES:
         nbytes = 0
         for f in dict.fromkeys(f for p in pieces for f in p.paths):
@@ -362,7 +839,7 @@ def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEF
 
 
 def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-          encoding="utf-8", storage_options=None, glob=None):
+          encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
     """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
 
     ``glob``: None (a path that exists is taken literally, else a path holding ``*?[`` is a
@@ -380,7 +857,11 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
     ValueError
         Unknown ``format``.
     CorpusError
-        An archive that cannot be listed, or an archive with a table format (jsonl, parquet, csv).
+        An archive that cannot be listed, or an archive with a table format (jsonl, parquet, csv);
+        a path that is not a regular file nor a directory (a FIFO, a device, a socket: never
+        opened); ``text_column`` / ``id_column`` given for text read as ``files`` or ``lines``.
+    ExpansionError
+        A zip member that declares more than ``max_ratio`` times its compressed size.
     """
     if glob is not None and not isinstance(glob, bool):
         raise ValueError(f"glob must be None (auto), True or False, got {glob!r}")
@@ -395,7 +876,17 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
     if archives and fmt not in ("files", "lines"):
         raise CorpusError(f"{archives[0]}: archives are read with format 'files' (one document per "
                           f"member) or 'lines' (one per line of each member), not {fmt!r}")
-    opts = dict(text_column=text_column, id_column=id_column, encoding=encoding)
+    if fmt in ("files", "lines"):
+        given = [f"{k}={v!r}" for k, v in (("text_column", text_column), ("id_column", id_column)) if v is not None]
+        if given:
+            where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
+            unit = "file or archive member" if fmt == "files" else "line"
+            raise CorpusError(f"{where}: {' and '.join(given)} applies only to tables (JSON Lines, Parquet, "
+                              f"CSV/TSV), but this input is read as {fmt!r}: one document per {unit}, whose "
+                              "text is all of it; drop the option, or pass format= for a table")
+    # read_id tells this read's pieces from another read's (a file warns once per read)
+    opts = dict(text_column=text_column, id_column=id_column, encoding=encoding, max_ratio=max_ratio,
+                read_id=uuid.uuid4().hex)
     pieces: list[Piece] = []
     multi = len(files) > 1
 
@@ -449,8 +940,7 @@ def _read_bytes(fs, piece: Piece) -> tuple[bytes, int]:
     """Bytes of the piece and the byte offset where they start in the (uncompressed) file."""
     path = piece.paths[0]
     if piece.compression:
-        with fs.open(path, "rb", compression=piece.compression) as fh:
-            return fh.read(), 0
+        return _read_file(fs, path, piece.compression, piece), 0
     with fs.open(path, "rb") as fh:
         start = piece.start
         if start > 0:
@@ -544,6 +1034,17 @@ def _first_line_number(fs, piece: Piece, start: int) -> int:
     return n
 
 
+def _jsonl_row_line(data: bytes, fs, piece: Piece, start: int, row: int) -> str:
+    """``"line N"`` (1-based, in the file) of record ``row`` of a JSON Lines piece (messages only)."""
+    seen = -1
+    for i, line in enumerate(data.split(b"\n")):
+        if line.strip():
+            seen += 1
+            if seen == row:
+                return f"line {_first_line_number(fs, piece, start) + i + 1}"
+    return f"record {row}"
+
+
 def _pick(columns, wanted, candidates, what, path):
     if wanted is not None:
         wanted_list = [wanted] if isinstance(wanted, str) else list(wanted)
@@ -557,7 +1058,17 @@ def _pick(columns, wanted, candidates, what, path):
     return None
 
 
-def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, pa.Array | None]:
+def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> tuple[pa.Array, pa.Array | None]:
+    """(text, source ids or None) of a table: the text column(s) joined by a space, nulls as ``""``.
+
+    ``row_name(i)`` names row ``i`` of the table in messages (default ``"row i"``, 0-based).
+
+    Raises
+    ------
+    CorpusError
+        No text column, a named column missing or repeated, an id that is null (the message names the
+        column and the first such row) or of a type with no string form (a JSON object or list).
+    """
     text_cols = _pick(table.column_names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
     if text_cols is None:
         raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
@@ -576,9 +1087,18 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str) -> tuple[pa.Array, 
     text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))
     ids = None
     if id_cols is not None:
-        ids = pc.cast(table.column(id_cols[0]), pa.large_string())
-        if ids.null_count:
-            raise CorpusError(f"{path}: id column {id_cols[0]!r} has {ids.null_count} empty ids")
+        col = table.column(id_cols[0])
+        name = row_name or (lambda i: f"row {i}")
+        if col.null_count:
+            first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} has {col.null_count} missing (null) id(s), "
+                              f"the first at {name(first)}; every document needs an id (or pass no id_column "
+                              "and drop the column, for row numbers)")
+        try:
+            ids = pc.cast(col, pa.large_string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} holds {col.type} values, which have no "
+                              f"string form ({exc}); ids must be strings or numbers") from None
     return pa.chunked_array(text).combine_chunks().cast(pa.large_string()), (
         None if ids is None else pa.chunked_array(ids).combine_chunks())
 
@@ -645,15 +1165,15 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
         if piece.archive is not None:
             return _read_archive_piece(piece, fs)
         if fmt == "files":
-            texts, reps = [], []
+            texts, reps, checks = [], [], []
+            encoding = piece.options.get("encoding", "utf-8")
             for p in piece.paths:
-                _, comp = _strip_compression(p)
-                with fs.open(p, "rb", compression=comp) as fh:
-                    raw = fh.read()
-                encoding = piece.options.get("encoding", "utf-8")
+                raw = _read_file(fs, p, _strip_compression(p)[1], piece)
                 t, r = decode_counting(_strip_bom(raw, 0, encoding), encoding)
                 texts.append(t)
                 reps.append(r)
+                checks.append((p, raw[:SNIFF_BYTES], len(raw), r, True))
+            check_text(piece, checks)
             return _frame(pa.array(piece.labels, pa.large_string()), pa.array(texts, pa.large_string()),
                           np.asarray(reps, np.int32))
         path = piece.paths[0]
@@ -663,18 +1183,22 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
             data = _strip_bom(data, start, encoding)
             if fmt == "lines":
                 text, reps = _lines_table(data, piece, fs, start)
+                if piece.start == 0:   # a file is judged by its first block: one verdict per file
+                    check_text(piece, [(path, data[:SNIFF_BYTES], len(data), int(reps.sum()), True)])
                 return _frame(None, text, reps)
             record_reps = None
             if not _is_utf8(encoding) or not _valid_utf8(data):
                 # decode line by line (a '\n' byte never sits inside a UTF-8 sequence), so
                 # that the replacements are counted per record; blank lines hold no record
                 decoded = [decode_counting(line, encoding) for line in data.split(b"\n")]
+                if piece.start == 0:   # a file is judged by its first block: one verdict per file
+                    check_text(piece, [(path, data[:SNIFF_BYTES], len(data), sum(r for _, r in decoded), True)])
                 data = "\n".join(t for t, _ in decoded).encode("utf-8")
                 record_reps = [r for t, r in decoded if t.strip(" \t\r")]
             table = _jsonl_table(data, piece, fs, start)
             if table.num_rows == 0:
                 return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
-            text, ids = _table_to_docs(table, piece, path)
+            text, ids = _table_to_docs(table, piece, path, lambda row: _jsonl_row_line(data, fs, piece, start, row))
             reps = np.zeros(len(text), np.int32)
             if record_reps is not None:
                 if len(record_reps) == len(reps):
@@ -685,8 +1209,11 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            with fs.open(path, "rb", compression=piece.compression) as fh:
-                table = pq.read_table(fh)
+            if piece.compression:
+                table = pq.read_table(io.BytesIO(_read_file(fs, path, piece.compression, piece)))
+            else:
+                with fs.open(path, "rb") as fh:
+                    table = pq.read_table(fh)
             text, ids = _table_to_docs(table, piece, path)
             return _frame(ids, text, np.zeros(len(text), np.int32))
         if fmt != "csv":
@@ -701,16 +1228,27 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
 
 
 def _archive_members_data(fs, piece: Piece):
-    """Yield ``(source id, bytes)`` of the piece's archive members, in archive order, streaming
-    (nothing is extracted to disk; a compressed tar is decompressed once, front to back)."""
+    """Yield ``(source id, member name, bytes)`` of the piece's archive members, in archive order,
+    streaming (nothing is extracted to disk; a compressed tar is decompressed once, front to back).
+
+    Compressed data is read in :data:`READ_CHUNK` pieces under the ``max_ratio`` limit: a zip member
+    against its compressed size, a compressed tar's output against the compressed bytes read so far.
+    """
     import tarfile
     import zipfile
 
+    from fsspec.compression import compr
+
     path = piece.paths[0]
+    max_ratio = piece.options.get("max_ratio", DEFAULT_MAX_RATIO)
     if piece.archive == "zip":
         with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
-            for name, label in zip(piece.members, piece.labels):
-                yield label, zf.read(name)
+            by_offset = {info.header_offset: info for info in zf.infolist()}
+            for (name, offset), label in zip(piece.members, piece.labels):
+                info = by_offset[offset]   # by header: a zip may hold one name twice
+                with zf.open(info) as member:
+                    data = read_capped(member, lambda: info.compress_size, max_ratio, f"{path}: member {name!r}")
+                yield label, name, data
     elif piece.members is not None:   # uncompressed tar: seek to each member's data
         with fs.open(path, "rb") as fh:
             for (name, offset, size), label in zip(piece.members, piece.labels):
@@ -718,26 +1256,37 @@ def _archive_members_data(fs, piece: Piece):
                 data = fh.read(size)
                 if len(data) != size:
                     raise EOFError(f"member {name!r} is truncated ({len(data)} of {size} bytes)")
-                yield label, data
+                yield label, name, data
     else:
         prefix = piece.labels[0] or ""
-        with fs.open(path, "rb", compression=piece.compression) as fh, \
-                tarfile.open(fileobj=fh, mode="r|") as tf:
-            for m in tf:
-                name = _member_name(m.name)
-                if m.isreg() and name and not _ignored(name):
-                    yield prefix + name, tf.extractfile(m).read()
+        names = _MemberNames(path)
+        with fs.open(path, "rb") as raw, compr[piece.compression](raw, mode="rb") as dec:
+            stream = _CappedStream(dec, raw.tell, max_ratio, path)
+            with tarfile.open(fileobj=stream, mode="r|") as tf:
+                for m in tf:
+                    sid = names.source_id(m.name, _tar_kind(m))
+                    if sid is None:
+                        continue
+                    stream.where = f"{path}: member {m.name!r}"
+                    member = tf.extractfile(m)
+                    chunks = []
+                    while chunk := member.read(READ_CHUNK):
+                        chunks.append(chunk)
+                    yield prefix + sid, m.name, b"".join(chunks)
+        names.warn(piece.options.get("read_id"))
 
 
-def _decompress_member(data: bytes, name: str) -> bytes:
-    """A member compressed on its own (``x.txt.gz`` inside a tar) is decompressed, as a file is."""
+def _decompress_member(data: bytes, name: str, max_ratio=DEFAULT_MAX_RATIO, where: str = "") -> bytes:
+    """A member compressed on its own (``x.txt.gz`` inside a tar) is decompressed, as a file is, in
+    pieces under the ``max_ratio`` limit (against the member's compressed bytes)."""
     _, comp = _strip_compression(name)
     if comp is None:
         return data
     from fsspec.compression import compr
 
-    with compr[comp](io.BytesIO(data), mode="rb") as fh:
-        return fh.read()
+    raw = io.BytesIO(data)
+    with compr[comp](raw, mode="rb") as fh:
+        return read_capped(fh, raw.tell, max_ratio, where or name)
 
 
 def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
@@ -747,24 +1296,35 @@ def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
     import zipfile
 
     encoding = piece.options.get("encoding", "utf-8")
-    ids, texts, reps = [], [], []
+    max_ratio = piece.options.get("max_ratio", DEFAULT_MAX_RATIO)
+    path = piece.paths[0]
+    ids, texts, reps, checks = [], [], [], []
     label = None
     try:
-        for label, raw in _archive_members_data(fs, piece):
-            raw = _strip_bom(_decompress_member(raw, label), 0, encoding)
+        for label, name, raw in _archive_members_data(fs, piece):
+            raw = _strip_bom(_decompress_member(raw, name, max_ratio, f"{path}: member {name!r}"), 0, encoding)
             if piece.format == "lines":
                 t, r = _lines_table(raw, piece, fs, 0)
                 ids.append(pa.array([f"{label}:{i}" for i in range(len(t))], pa.large_string()))
                 texts.append(t)
                 reps.append(r)
+                checks.append((f"member {name!r}", raw[:SNIFF_BYTES], len(raw), int(r.sum()), True))
             else:
                 t, r = decode_counting(raw, encoding)
                 ids.append(label)
                 texts.append(t)
                 reps.append(r)
+                checks.append((f"member {name!r}", raw[:SNIFF_BYTES], len(raw), r, True))
+    except CorpusError:
+        raise
+    except UnicodeDecodeError as exc:
+        if piece.archive == "zip" and label is None:   # ZipFile() decodes every member name
+            raise _zip_name_error(path, exc) from None
+        raise CorpusError(f"{path}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
     except (tarfile.TarError, zipfile.BadZipFile) + _read_errors() as exc:
-        where = f"{piece.paths[0]}" + (f" (after member {label!r})" if label else "")
+        where = f"{path}" + (f" (after member {label!r})" if label else "")
         raise CorpusError(f"{where}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
+    check_text(piece, checks, archive=path)
     if piece.format == "lines":
         if not texts:
             return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
@@ -791,13 +1351,13 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
     import pyarrow.csv as pcsv
 
     delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
-    with fs.open(path, "rb", compression=piece.compression) as fh:
-        raw = fh.read()
+    raw = _read_file(fs, path, piece.compression, piece)
     total = 0
     had_fffd = False
     if not _is_utf8(encoding) or not _valid_utf8(raw):
         had_fffd = "\ufffd".encode() in raw
         t, total = decode_counting(raw, encoding)
+        check_text(piece, [(path, raw[:SNIFF_BYTES], len(raw), total, True)])
         raw = t.encode("utf-8")
     names = list(TEXT_CANDIDATES) + list(ID_CANDIDATES)
     for key in ("text_column", "id_column"):
@@ -811,7 +1371,7 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
                               convert_options=convert)
     except pa.ArrowInvalid as exc:
         raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
-    text, ids = _table_to_docs(table, piece, path)
+    text, ids = _table_to_docs(table, piece, path, lambda row: f"data row {row + 1} (after the header)")
     reps = np.zeros(len(text), np.int64)
     if total and len(reps):
         if not had_fffd:
@@ -912,7 +1472,7 @@ def to_backend(df: pd.DataFrame, backend: str):
 
 
 def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-                encoding="utf-8", storage_options=None, glob=None, backend="cpu"):
+                encoding="utf-8", storage_options=None, glob=None, backend="cpu", max_ratio=DEFAULT_MAX_RATIO):
     """Lazily read a corpus into a dask DataFrame ``(source_id, text, replaced)``, one partition a piece.
 
     Call :func:`assign_doc_ids` on the result to get the dense ``doc_id`` column.
@@ -924,11 +1484,13 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
         ``.zip``), a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
     format : {"auto", "files", "lines", "jsonl", "parquet", "csv"}
     text_column, id_column : str or list of str, optional
-        Column(s) holding the text (joined by a space) and the source id (table formats).
+        Column(s) holding the text (joined by a space) and the source id: table formats only (refused
+        for ``files`` / ``lines``).
     blocksize : int
         Bytes per partition for splittable inputs.
     encoding : str
-        Text encoding of the input; undecodable bytes are replaced and counted.
+        Text encoding of the input (a Python codec that writes ASCII as ASCII; checked before any
+        work); undecodable bytes are replaced and counted.
     storage_options : dict, optional
         fsspec options of the filesystem (credentials, endpoints).
     glob : bool or None
@@ -938,17 +1500,43 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     backend : {"cpu", "gpu"}
         The resolved backend (:func:`cutext.kernels.backend.resolve_backend`): pandas or cudf
         partitions.  Downstream stages take the library from the partitions.
+    max_ratio : float or None
+        Refuse a compressed file or archive member that expands more than ``max_ratio`` times its
+        compressed bytes (zip/gz bombs; default :data:`DEFAULT_MAX_RATIO` = 100, Apache POI's zip
+        bomb guard: text compresses 3-10x, so only a bomb or a freak input trips it, and no member
+        can take more memory than 100 times its compressed size); output under 1 MiB is never
+        refused; None: no limit.
 
     Returns
     -------
     (dask.dataframe.DataFrame, list[Piece], str)
         The lazy corpus, its pieces (one per partition) and the resolved format.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing matches ``path``.
+    ValueError
+        A bad ``format``, ``blocksize``, ``encoding`` or ``max_ratio`` (before any file is read).
+    CorpusError (ValueError)
+        Raised while planning: a path that is neither a regular file nor a directory (FIFO, device,
+        socket), ``text_column``/``id_column`` for text read as files or lines, an archive that
+        cannot be listed; raised by the partitions when computed: unreadable or malformed input
+        (:func:`read_piece`), :class:`ExpansionError` for a bomb.
+
+    Warns
+    -----
+    BinaryInputWarning
+        Once per file: read as text, it looks binary (:func:`binary_reason`).
+    ArchiveMemberWarning
+        Once per archive: members skipped (path traversal names, links, devices) or renamed
+        (duplicate names get ``#2``, ``#3`` ...).
     """
     import dask.dataframe as dd
 
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
                            blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                           glob=glob)
+                           glob=glob, max_ratio=max_ratio)
     ddf = dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
                       label="read-corpus")
     return ddf, pieces, fmt

@@ -23,12 +23,15 @@ the :class:`~cutext.stages.corpus.CorpusSource` that the file readers make, so t
 * **errors** (:class:`FrameError`, a ``CorpusError`` so a ``ValueError``): a frame without the
   text column (the message lists the columns), a text column that does not hold strings (numbers,
   categories, dates, or Python objects other than ``str``: the message names the column and the
-  first bad row), an id column with missing values, and **duplicate ids** (the message names
-  them): results are joined back to the user's table on ``source_id`` (search hits, cluster
-  assignments, topic mixtures, scores), so a frame's ids must be unique.  Missing text (None /
-  NA) is an empty document, as in table files.
+  first bad row), text or ids holding a lone surrogate (``"\\udc80"``, not valid Unicode: the
+  message names the row, its index and id), an id column with missing values (the message names
+  the first such row) or values with no string form (dicts, lists), and **duplicate ids** (the
+  message names them): results are joined back to the user's table on ``source_id`` (search hits,
+  cluster assignments, topic mixtures, scores), so a frame's ids must be unique.  Missing text
+  (None / NA) is an empty document, as in table files.  An object id column mixing numbers and
+  strings gives every id its string form (``1`` -> ``"1"``).
 * reader settings that mean nothing for a frame (``format`` other than ``"auto"``/``"frame"``,
-  ``encoding``, ``storage_options``, ``glob``) are refused, never ignored.
+  ``encoding``, ``storage_options``, ``glob``, ``max_ratio``) are refused, never ignored.
 
 The compute context's size test (in-process below 256 MiB) sees an in-memory frame's text bytes;
 a lazy dask frame's size is unknown without computing it, so it counts as small (in-process):
@@ -44,6 +47,7 @@ line numbers and ``doc_id`` stay those of the unsplit input) and the results are
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import numpy as np
 import pandas as pd
@@ -52,6 +56,7 @@ import pyarrow as pa
 from cutext.kernels.backend import is_gpu, is_gpu_object, to_host
 from cutext.stages.read import (
     DEFAULT_BLOCKSIZE,
+    DEFAULT_MAX_RATIO,
     ID_CANDIDATES,
     TEXT_CANDIDATES,
     CorpusError,
@@ -59,6 +64,7 @@ from cutext.stages.read import (
     _frame,
     _pick,
     meta_frame,
+    text_array,
     to_backend,
 )
 
@@ -120,8 +126,10 @@ def _string_dtype(dtype, gpu: bool) -> bool | None:
     return False
 
 
-def _check_reader_settings(format, encoding, storage_options, glob):
+def _check_reader_settings(format, encoding, storage_options, glob, max_ratio=DEFAULT_MAX_RATIO):
     bad = []
+    if max_ratio != DEFAULT_MAX_RATIO:
+        bad.append(f"max_ratio={max_ratio!r}")
     if format not in ("auto", FRAME_FORMAT):
         bad.append(f"format={format!r}")
     if encoding not in (None, "utf-8"):
@@ -157,15 +165,65 @@ class _FrameDocs:
             if v is not None and not isinstance(v, str) and not (isinstance(v, float) and np.isnan(v)) \
                     and v is not pd.NA:
                 return FrameError(f"{self.label}: text column {col!r} holds a {type(v).__name__} "
-                                  f"({v!r:.60}) at {where}row {i} (index {part.index[i]!r}); the text must be "
+                                  f"({v!r:.60}) at {where}row {i} (index {_index_value(part, i)!r}); the text must be "
                                   "strings (convert with .astype(str), or pick text_column=)")
         return None
 
+    def _row_name(self, part, partition_info, ids=None):
+        """``row_name(i)``: row ``i`` of a partition for messages, with its index and id."""
+        where = f"partition {partition_info['number']}, " if partition_info else ""
+
+        def name(i):
+            extra = f", id {ids[i].as_py()!r}" if ids is not None else ""
+            return f"{where}row {i} (index {_index_value(part, i)!r}{extra})"
+
+        return name
+
+    def _ids(self, part, partition_info):
+        """The id column as a ``large_string`` array (numbers as their decimal string).
+
+        Raises :class:`FrameError` naming the column and the first bad row: a missing id, a lone
+        surrogate, a value with no string form (dict, list, bytes)."""
+        col = part[self.id_col]
+        what = f"{self.label}: id column {self.id_col!r}"
+        row = self._row_name(part, partition_info)
+        try:
+            ids = pa.array(col, from_pandas=True)
+        except UnicodeEncodeError:
+            text_array(col, what, row, FrameError)
+            raise  # pragma: no cover - text_array raised
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            # an object column of mixed types (1 and "a"): every value's string form
+            values = []
+            for i, v in enumerate(col.tolist()):
+                if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) or isinstance(v, str):
+                    values.append(v)
+                elif isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, (bool, np.bool_)):
+                    values.append(str(v))
+                else:
+                    raise FrameError(f"{what} holds a {type(v).__name__} ({v!r:.60}) at {row(i)}; ids must be "
+                                     "strings or numbers") from None
+            ids = text_array(values, what, row, FrameError)
+        if ids.null_count:
+            first = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
+            raise FrameError(f"{what} has {ids.null_count} missing ids (the first at {row(first)}); every "
+                             "document needs an id (or pass no id_column, for row numbers)")
+        try:
+            return ids.cast(pa.large_string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise FrameError(f"{what} holds {ids.type} values, which have no string form ({exc}); ids must "
+                             "be strings or numbers") from None
+
     def _pandas(self, part, partition_info):
+        ids = self._ids(part, partition_info) if self.id_col is not None else None
         parts = []
         for c in self.text_cols:
             try:
                 arr = pa.array(part[c], type=pa.large_string(), from_pandas=True)
+            except UnicodeEncodeError:
+                text_array(part[c], f"{self.label}: text column {c!r}", self._row_name(part, partition_info, ids),
+                           FrameError)
+                raise  # pragma: no cover - text_array raised
             except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError) as exc:
                 raise (self._bad_row(c, part, partition_info) or FrameError(
                     f"{self.label}: text column {c!r} does not hold strings ({exc})")) from None
@@ -176,12 +234,6 @@ class _FrameDocs:
             import pyarrow.compute as pc
 
             text = pc.binary_join_element_wise(*parts, " ")
-        ids = None
-        if self.id_col is not None:
-            ids = pa.array(part[self.id_col], from_pandas=True)
-            if ids.null_count:
-                raise FrameError(f"{self.label}: id column {self.id_col!r} has {ids.null_count} missing ids")
-            ids = ids.cast(pa.large_string())
         return _frame(ids, text, np.zeros(len(text), np.int32))
 
     def _cudf(self, part):
@@ -202,6 +254,12 @@ class _FrameDocs:
                                "replaced": cudf.Series(np.zeros(n, np.int32))})
 
 
+def _index_value(part, i: int):
+    """The index label of row ``i`` as a plain Python value (``12``, not ``np.int64(12)``)."""
+    v = part.index[i]
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _columns(frame):
     return [frame.name] if _is_series(frame) else list(frame.columns)
 
@@ -215,7 +273,7 @@ def _text_bytes(frame, cols) -> int:
 
 def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=None,
                  blocksize=DEFAULT_BLOCKSIZE, format="auto", encoding="utf-8", storage_options=None,
-                 glob=None):
+                 glob=None, max_ratio=DEFAULT_MAX_RATIO):
     """A :class:`~cutext.stages.corpus.CorpusSource` reading a frame (module docstring).
 
     Parameters
@@ -229,7 +287,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     blocksize : int
         Bytes of text per partition for an in-memory (pandas / cudf) frame; a dask frame keeps its
         partitions.
-    format, encoding, storage_options, glob
+    format, encoding, storage_options, glob, max_ratio
         File reader settings: refused unless at their defaults.
 
     Returns
@@ -244,7 +302,9 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     ------
     FrameError (CorpusError, ValueError)
         No text column, a non-string text column (dtype known up front; object columns when their
-        partition is read), an ``id_column`` on a Series, a missing id column.
+        partition is read), an ``id_column`` on a Series, a missing id column; when a partition is
+        read: text or ids holding a lone surrogate, a missing id, an id with no string form (the
+        message names the column and the row).
     ValueError
         File reader settings given for a frame; an empty frame.
     """
@@ -253,7 +313,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     from cutext.stages.corpus import CorpusSource
 
     is_gpu(backend)
-    _check_reader_settings(format, encoding, storage_options, glob)
+    _check_reader_settings(format, encoding, storage_options, glob, max_ratio)
     label = input_label(frame)
     cols = _columns(frame)
     if _is_series(frame):
