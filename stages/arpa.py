@@ -52,7 +52,9 @@ import bz2
 import codecs
 import gzip
 import lzma
+import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +64,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 BLOCK_BYTES = 1 << 24
+# An ARPA line is a number, at most a few words and a number: a longer run without a newline is a file
+# that is not a model (or a stream with no end), and would otherwise be buffered without bound.
+MAX_LINE_BYTES = 1 << 24
 UNK_MISSING_LOGPROB = -100.0  # KenLM's config.unknown_missing_logprob
 
 _COUNT_RE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
@@ -142,6 +147,28 @@ class ArpaModel:
     @property
     def order(self) -> int:
         return len(self.orders)
+
+
+def check_regular_file(path) -> None:
+    """Refuse what is not a regular file (a device such as ``/dev/zero``, a FIFO, a directory), by
+    ``os.stat`` before opening it: opening a FIFO blocks and a device may never end.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such path.
+    ArpaError
+        Not a regular file; the message names the path and what it is.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a character device" if stat.S_ISCHR(st.st_mode) else "a block device"
+                if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
+        raise ArpaError(f"{path}: not a regular file ({kind}); an ARPA model is read from a file")
 
 
 def open_binary(path):
@@ -236,6 +263,9 @@ def _line_blocks(fh, name: str, block_bytes: int, encoding: str = "utf-8", state
         data = carry + data
         cut = data.rfind(b"\n")
         if cut < 0:
+            if len(data) > MAX_LINE_BYTES:
+                raise ArpaError(f"{name}:{lineno}: a line longer than {MAX_LINE_BYTES:,} bytes (no newline); "
+                                "not an ARPA file")
             carry = data
             continue
         carry = data[cut + 1:]
@@ -532,14 +562,15 @@ def read_arpa(path, *, encoding: str = "utf-8", block_bytes: int = BLOCK_BYTES) 
     ------
     FileNotFoundError
     ArpaError
-        Malformed input; the message names the file and the line.
+        Malformed input; the message names the file and the line.  A path that is not a regular file
+        (``/dev/zero``, a FIFO, a directory: checked by ``os.stat`` before opening), or a line longer than
+        :data:`MAX_LINE_BYTES` (a file with no end of line is never buffered whole).
     ValueError
         ``encoding`` is not a codec that writes ASCII as ASCII.
     """
     name = str(path)
     encoding = check_encoding(encoding)
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{name}: no such file")
+    check_regular_file(path)
     p = _Parser(name, encoding)
     state: dict = {}
     try:

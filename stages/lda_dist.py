@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from cutext.stages.lda_chunk import Chunks
-from cutext.stages.lda_gibbs import GibbsState, _sub_chunks
+from cutext.stages.lda_gibbs import GibbsState, _sub_chunks, check_state_memory
 
 COLLECTIVES = ("auto", "nccl", "client")
 
@@ -35,6 +35,8 @@ class _ShardActor:
     """One shard of the chain on one worker (created by :class:`DistributedGibbs` as an actor)."""
 
     def __init__(self, sub: Chunks, K, alpha, beta, seed, gpu, V):
+        # on the worker, against its own memory: refuse a K its shard's V x K arrays do not fit, before allocating
+        check_state_memory(sub, K, "sparse", gpu=gpu, V=V, owner="lda worker shard")
         self.state = GibbsState(sub, K, alpha, beta, seed=seed, gpu=gpu, V=V, shard=True)
         self.comm = None
 

@@ -15,6 +15,8 @@ whose CUDA kernels the GPU backend; both draw the same topics token for token.
   section V-B); equal to the one-shard chain draw for draw.
 * :func:`resolve_sampler`, :data:`SAMPLERS`, :func:`panel_words` -- sampler names and the dense sampler's
   panel width.
+* :func:`state_bytes` / :func:`check_state_memory` -- the bytes a chain's arrays will take, checked against
+  the memory available before any K-sized array is allocated.
 """
 from __future__ import annotations
 
@@ -43,6 +45,88 @@ def resolve_sampler(sampler: str, K: int) -> str:
     if sampler == "dense" and K > 4096:
         raise ValueError(f"the dense sampler stages K counts per word in shared memory; K={K} is too large")
     return sampler
+
+
+def state_bytes(V: int, K: int, n_docs: int, n_tokens: int, sampler: str = "sparse", *, fixed: bool = False,
+                hybrid_w: int | None = None, n_dense: int | None = None) -> dict:
+    """Bytes the arrays of one :class:`GibbsState` will take (all Python ints, so any K is exact).
+
+    Parameters
+    ----------
+    V, K, n_docs, n_tokens : int
+        Vocabulary size, topics, documents and tokens of the chain.
+    sampler : str
+        A resolved sampler name; ``"dense"`` adds its (n_docs, K) float32 DNT table.
+    fixed : bool
+        Inference with a trained W already held in this memory (:meth:`cutext.pipelines.lda.LDAModel.transform`
+        on the CPU): that W is not counted, the rebuild still makes a (V, K) int32 W of the new documents.
+    hybrid_w, n_dense : int, optional
+        The hybrid layout (``sampler="hybrid"``): bytes of its W (:meth:`Chunks.memory_estimate`
+        ``hybrid_w``) and the words with dense rows; W and its tables are then sized by them.
+
+    Returns
+    -------
+    dict
+        ``W`` (the (V, K) int32 counts, plus the one the rebuild makes beside them), ``tables``
+        (float32 (V, K) What and running sums and the per-word rows; the dense sampler's (n_docs, K)
+        float32 DNT), ``tokens`` (token arrays, topics, D in padded CSR), ``total``.
+    """
+    V, K, n_docs, n_tokens = int(V), int(K), int(n_docs), int(n_tokens)
+    if sampler == "hybrid" and hybrid_w is not None:
+        w = 2 * int(hybrid_w)
+        tables = int(n_dense or 0) * K * 8 + int(hybrid_w) + V * 28
+    else:
+        w = V * K * 4 * (1 if fixed else 2)
+        tables = V * K * 8 + V * 28  # what, qcum (float32 (V, K)); qtot, top, topv per word
+    if sampler == "dense":
+        tables += n_docs * K * 4
+    tokens = n_tokens * (4 + 4 + 8 + 4 + 8 + 4 + 1 + 8) + (n_docs + 1) * 8 * 2 + K * 8 * 2
+    return {"W": w, "tables": tables, "tokens": tokens, "total": w + tables + tokens}
+
+
+def check_state_memory(ch: Chunks, K: int, sampler: str, *, gpu: bool = False, n_states: int = 1,
+                       fixed: bool = False, V: int | None = None, owner: str = "lda") -> int:
+    """Refuse a chain whose arrays (:func:`state_bytes`) the memory available cannot hold, before any is
+    allocated.
+
+    Parameters
+    ----------
+    ch : Chunks
+    K : int
+    sampler : str
+        Resolved sampler name.
+    gpu : bool
+        Compare with the current device's free memory (each shard of a multi-GPU chain has its device).
+    n_states : int
+        Chains held in this memory at once (CPU shards of :class:`ShardedGibbs` share the host).
+    fixed : bool
+        Inference against a trained W already in this memory (see :func:`state_bytes`).
+    V : int, optional
+        Vocabulary size (default ``ch.V``; a model's for inference).
+    owner : str
+        Named in the message.
+
+    Returns
+    -------
+    int
+        Bytes needed.
+
+    Raises
+    ------
+    cutext.stages.params.ResourceLimitError (MemoryError, ValueError)
+        The estimate exceeds the memory available; the message names K, V and both sizes.
+    """
+    from cutext.stages.params import check_memory
+
+    V = ch.V if V is None else int(V)
+    hyb = None
+    if sampler == "hybrid":
+        hyb = ch.memory_estimate()["hybrid_w"]
+    est = state_bytes(V, K, ch.n_docs, ch.n_tokens, sampler, fixed=fixed, hybrid_w=hyb, n_dense=ch.n_dense)
+    need = est["total"] * max(1, int(n_states))
+    return check_memory(need, f"{owner}: K={int(K):,} topics with V={V:,} words and {ch.n_docs:,} documents "
+                              f"(word-topic arrays V x K: {est['W'] + est['tables']:,} bytes"
+                              f"{f', {n_states} shards' if n_states > 1 else ''}); lower K", gpu=gpu)
 
 
 class GibbsState:
@@ -471,4 +555,5 @@ class ShardedGibbs:
             np.testing.assert_array_equal(p.host(p.W), W)  # every shard holds the same summed W
 
 
-__all__ = ["DENSE_MAX_K", "PANEL_WORDS", "SAMPLERS", "GibbsState", "ShardedGibbs", "panel_words", "resolve_sampler"]
+__all__ = ["DENSE_MAX_K", "PANEL_WORDS", "SAMPLERS", "GibbsState", "ShardedGibbs", "check_state_memory",
+           "panel_words", "resolve_sampler", "state_bytes"]

@@ -6,6 +6,17 @@ Every check raises an error that names the parameter, the value and the accepted
 Traceback (most recent call last):
 ...
 ValueError: K must be an integer >= 2, got 2.7
+
+Float parameters named in :data:`FLOAT_LIMITS` also get the bounds of that table (where the arithmetic
+of the formulas that use them stays finite and meaningful), whatever range the caller passes:
+
+>>> number("k1", 1e308, lo=0)
+Traceback (most recent call last):
+...
+ValueError: k1 must be <= 1000, got 1e+308: ...
+
+Sizes that a parameter implies are checked against the memory available before anything is
+allocated (:func:`check_memory`, raising :class:`ResourceLimitError`).
 """
 from __future__ import annotations
 
@@ -13,8 +24,26 @@ import difflib
 import inspect
 import math
 import numbers
+import os
 
-__all__ = ["UnknownParameterError", "check_keywords", "keywords_of", "count", "number", "choice"]
+__all__ = ["FLOAT_LIMITS", "ResourceLimitError", "UnknownParameterError", "available_memory", "check_keywords",
+           "check_memory", "choice", "count", "format_bytes", "keywords_of", "number"]
+
+# Bounds of the float parameters, by name: (lowest, highest, reason).  number() applies them on top of the
+# caller's range, so the stages and the loaders that check through it share them.
+FLOAT_LIMITS = {
+    "k1": (None, 1e3, "tuning grids stay below 3, past 1e3 tf/(k1 + tf) is linear (no saturation left) and "
+                      "the float32 weights only shrink toward 0 (1e308 makes every weight 0)"),
+    "delta": (None, 1e3, "the tf part of the weight is at most k1 + 1; a larger constant swamps it in the "
+                         "float32 weights (1e308 overflows them to inf)"),
+    "alpha": (1e-10, 1e6, "one count must still move the float32 sampling tables (count + alpha) / "
+                          "(n_k + V beta), i.e. 1/alpha above float32's 6e-8 step, and alpha / (n_tokens + "
+                          "V beta) must stay a float32 normal (> 1.2e-38) up to 1e10 tokens"),
+    "beta": (1e-10, 1e6, "one count must still move the float32 word-topic tables (count + beta) / "
+                         "(n_k + V beta), i.e. 1/beta above float32's 6e-8 step (1e308 makes V beta infinite "
+                         "and the LLPT -inf), and beta / (n_tokens + V beta) must stay a float32 normal "
+                         "(> 1.2e-38) up to 1e10 tokens"),
+}
 
 
 # names other libraries of the field use for our parameters (gensim, tomotopy, sklearn, bm25s, KenLM)
@@ -28,6 +57,11 @@ SYNONYMS = {"n_topics": "K", "num_topics": "K", "topics": "K", "k": "K", "n_comp
 
 class UnknownParameterError(TypeError):
     """A keyword that the pipeline (or function) does not take; the message suggests the closest valid one."""
+
+
+class ResourceLimitError(MemoryError, ValueError):
+    """A parameter (or a saved model's field) implies arrays larger than the memory available; raised before
+    any of them is allocated.  A ``MemoryError`` and a ``ValueError`` (a parameter out of range)."""
 
 
 def keywords_of(*functions, exclude=()) -> set:
@@ -95,12 +129,14 @@ def count(name: str, value, lo: int | None = None, hi: int | None = None, *, non
 
 def number(name: str, value, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
            hi_open: bool = False, none_ok: bool = False):
-    """``value`` as a finite float in the range (open ends with ``lo_open`` / ``hi_open``).
+    """``value`` as a finite float in the range (open ends with ``lo_open`` / ``hi_open``), and within
+    ``FLOAT_LIMITS[name]`` when ``name`` is in that table.
 
     Raises
     ------
     ValueError
-        Not a real number, NaN or infinite, or outside the range.
+        Not a real number, NaN or infinite, outside the range, or outside the bounds of
+        :data:`FLOAT_LIMITS` (the message gives the bound and its reason).
     """
     if value is None and none_ok:
         return None
@@ -110,6 +146,11 @@ def number(name: str, value, lo: float | None = None, hi: float | None = None, *
     v = float(value)
     if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and (v >= hi if hi_open else v > hi)):
         raise ValueError(f"{name} must be a finite number{rng}, got {v}")
+    low, high, why = FLOAT_LIMITS.get(name, (None, None, ""))
+    if high is not None and v > high:
+        raise ValueError(f"{name} must be <= {high:g}, got {v:g}: {why}")
+    if low is not None and v < low:
+        raise ValueError(f"{name} must be >= {low:g}, got {v:g}: {why}")
     return v
 
 
@@ -130,3 +171,61 @@ def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:
     if lo is None:
         return f" {'<' if hi_open else '<='} {hi}"
     return f" in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes for a message: ``"1.5 GiB"``."""
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(x) < 1024 or unit == "PiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:.1f} EiB"  # pragma: no cover
+
+
+def available_memory(gpu: bool = False) -> int:
+    """Bytes that can be allocated now: free memory of the current CUDA device (``gpu``), else the host's
+    available memory (psutil, a dependency of distributed; ``os.sysconf`` where it is missing)."""
+    if gpu:
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - distributed brings psutil
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+
+
+def check_memory(nbytes: int, what: str, *, gpu: bool = False, available: int | None = None) -> int:
+    """Refuse an allocation of ``nbytes`` that the memory available cannot hold; call it before allocating.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes the arrays would take (a Python int: no overflow for any parameter).
+    what : str
+        What needs them and which parameter sizes them, for the message
+        (``"lda: K=10000000 and V=4258 words"``).
+    gpu : bool
+        Compare with the current CUDA device's free memory instead of the host's.
+    available : int, optional
+        Bytes available (default :func:`available_memory`).
+
+    Returns
+    -------
+    int
+        ``nbytes``.
+
+    Raises
+    ------
+    ResourceLimitError (MemoryError, ValueError)
+        ``nbytes`` exceeds the memory available; the message gives both sizes.
+    """
+    nbytes = int(nbytes)
+    avail = available_memory(gpu) if available is None else int(available)
+    if nbytes > avail:
+        raise ResourceLimitError(f"{what}: would need {format_bytes(nbytes)} ({nbytes:,} bytes) but "
+                                 f"{format_bytes(avail)} of {'device' if gpu else 'host'} memory is available")
+    return nbytes

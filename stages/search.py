@@ -10,6 +10,9 @@ Engines (``engine=``):
 * ``"auto"`` -- ``"gpu"`` for a matrix on the device (``"sparse"`` when ``k`` exceeds the GPU engine's
   4096), else ``"cpu"``.
 
+``k`` is capped at the number of documents (``min(k, n_docs)``, at least 1) before anything is sized
+by it, so any ``k`` (``10**9``, ``2**63``) is a request for every document, not an allocation.
+
 Every engine returns the same arrays: ``(doc int64 (nq, k), score float32 (nq, k), n int32 (nq,))``, row
 q holding its ``n[q]`` documents with a positive score ranked by score descending, **ties broken by the
 smaller doc id**; the float32 scores are the sums of ``q_w * weight`` in ascending term order (the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from cutext.kernels.backend import array_module, to_host
+from cutext.stages.params import count
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
 
@@ -31,6 +35,18 @@ def _sortable_u32(x):
     xp = array_module(x)
     u = x.astype(np.float32).view(np.uint32).astype(np.int64)
     return xp.where(u & 0x80000000, 0xFFFFFFFF - u, u | 0x80000000)
+
+
+def cap_k(k, n_docs: int) -> int:
+    """``k`` as an int capped at ``n_docs`` (at least 1): no query has more documents to return, and the
+    result arrays are sized by it.
+
+    Raises
+    ------
+    ValueError
+        ``k`` is not an integer >= 1.
+    """
+    return max(1, min(count("k", k, lo=1), int(n_docs)))
 
 
 def topk_rows(indptr, indices, data, k: int):
@@ -169,7 +185,14 @@ class SearchMatrix:
 
         Returns
         -------
-        (doc, score, n) : host int64 (nq, k), float32 (nq, k), int32 (nq,) (module docstring).
+        (doc, score, n) : host int64 (nq, k'), float32 (nq, k'), int32 (nq,) (module docstring), with
+            ``k' = min(k, n_docs)`` (at least 1).
+
+        Raises
+        ------
+        ValueError
+            ``k`` not an integer >= 1; the engine's options (:func:`resolve_engine`,
+            :func:`check_engine_options`).
         """
         return self.topk_start(Q, k, engine, max_workspace, n_threads)()
 
@@ -179,6 +202,7 @@ class SearchMatrix:
         so the host can tokenize the next batch meanwhile; the other engines have finished."""
         from cutext.kernels import search as ks
 
+        k = cap_k(k, self.n_docs)  # every engine sizes (nq, k) arrays: never more columns than documents
         engine = resolve_engine(engine, self.on_gpu, k, self.nonnegative)
         max_workspace, n_threads = check_engine_options(engine, max_workspace, n_threads)
         if engine == "gpu":
@@ -219,13 +243,15 @@ def merge_topk(parts, k: int):
 
     Returns
     -------
-    (doc, score, n) : int64 (nq, k), float32 (nq, k), int32 (nq,)
+    (doc, score, n) : int64 (nq, k'), float32 (nq, k'), int32 (nq,), ``k' = min(k, total columns of the
+        parts)``: shards capped at their own size (:meth:`SearchMatrix.topk`) give ``min(k, n_docs)``.
     """
     if len(parts) == 1:
         return parts[0]
     doc = np.concatenate([p[0] for p in parts], axis=1)
     score = np.concatenate([p[1] for p in parts], axis=1)
     nq, width = doc.shape
+    k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
     valid = doc >= 0
     s = np.where(valid, score.astype(np.float64), -np.inf)
     rows = np.repeat(np.arange(nq), width)
@@ -241,4 +267,4 @@ def merge_topk(parts, k: int):
     return out_doc, out_score, out_n
 
 
-__all__ = ["ENGINES", "SearchMatrix", "check_engine_options", "merge_topk", "resolve_engine", "topk_rows"]
+__all__ = ["ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine", "topk_rows"]

@@ -52,6 +52,7 @@ so they follow the same rules.
 """
 from __future__ import annotations
 
+import os
 import threading
 import unicodedata
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ import pyarrow as pa
 from dask.utils import Dispatch
 
 from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
+from cutext.stages.read import text_array as read_text_array
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -78,10 +80,44 @@ STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
 GPU_SPLIT_PATTERN = " "
 
 
+class TextEncodingError(ValueError):
+    """A text holds a lone surrogate (a str that UTF-8 cannot encode); ``row`` is its position in the batch."""
+
+    row: int = -1
+
+
+def text_array(texts):
+    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.read.text_array`).
+
+    Raises
+    ------
+    TextEncodingError (ValueError)
+        A text that UTF-8 cannot encode; the message and ``row`` give its position in ``texts``.
+    """
+    return read_text_array(texts if isinstance(texts, list) else list(texts), "texts", error=TextEncodingError)
+
+
 def resolve_stopwords(stopwords) -> frozenset:
-    """Stopword set from a name (``"lucene"``, ``"none"``), a file path (one word per line) or words."""
+    """Stopword set from a name (``"lucene"``, ``"none"``), a file path (str or ``os.PathLike``, one word per
+    line) or an iterable of words (str).
+
+    Raises
+    ------
+    ValueError
+        A str that is neither a known name nor an existing file.
+    TypeError
+        Anything else: a number, bytes, a mapping, an iterable holding a non-str (the message names
+        ``stopwords`` and what it got).
+    """
     if stopwords is None:
         return frozenset()
+    if isinstance(stopwords, os.PathLike):
+        stopwords = os.fspath(stopwords)
+        if not isinstance(stopwords, str):
+            raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got the "
+                            f"bytes path {stopwords!r}")
+        if not Path(stopwords).is_file():
+            raise ValueError(f"stopwords: no such file {stopwords!r}")
     if isinstance(stopwords, str):
         if stopwords in STOPWORD_SETS:
             return STOPWORD_SETS[stopwords]
@@ -89,7 +125,16 @@ def resolve_stopwords(stopwords) -> frozenset:
         if p.is_file():
             return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
         raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'none', a file path or a list of words")
-    return frozenset(str(w).lower() for w in stopwords)
+    # bytes and mappings iterate as ints / keys: neither is meant as a list of words
+    if isinstance(stopwords, (bytes, bytearray, dict)) or not hasattr(stopwords, "__iter__"):
+        raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got "
+                        f"{type(stopwords).__name__} {stopwords!r}"[:300])
+    words = list(stopwords)
+    bad = next((w for w in words if not isinstance(w, str)), None)
+    if bad is not None:
+        raise TypeError(f"stopwords must be a list of words (str), got an item of type {type(bad).__name__}: "
+                        f"{bad!r}"[:300])
+    return frozenset(w.lower() for w in words)
 
 
 @dataclass(frozen=True)
@@ -115,11 +160,7 @@ class TokenizerConfig:
     @classmethod
     def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
         """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
-        if stemmer is not None:
-            import Stemmer
-
-            if stemmer not in Stemmer.algorithms():
-                raise ValueError(f"unknown stemmer {stemmer!r}; PyStemmer has {sorted(Stemmer.algorithms())}")
+        check_stemmer(stemmer)
         from cutext.stages.params import count
 
         min_len = count("min_len", min_len, lo=1)
@@ -135,12 +176,60 @@ class TokenizerConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TokenizerConfig":
-        return cls(d.get("lowercase", True), frozenset(d.get("stopwords", ())), d.get("stemmer"),
-                   d.get("min_len", 1), d.get("max_len"))
+        """The settings recorded by :meth:`to_dict` (an index's or model's manifest), checked field by field.
+
+        Raises
+        ------
+        ValueError
+            A field of the wrong type or out of range, or an unknown stemmer; the message names the field
+            as ``tokenizer.<field>`` (the loaders prefix the manifest's path).
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"tokenizer settings must be an object, got {type(d).__name__}")
+        lowercase = d.get("lowercase", True)
+        if not isinstance(lowercase, bool):
+            raise ValueError(f"tokenizer.lowercase must be true or false, got {lowercase!r}")
+        stopwords = d.get("stopwords", ())
+        if not isinstance(stopwords, (list, tuple)) or not all(isinstance(w, str) for w in stopwords):
+            raise ValueError(f"tokenizer.stopwords must be a list of words (str), got {stopwords!r}"[:300])
+        try:
+            stemmer = check_stemmer(d.get("stemmer"), "tokenizer.stemmer")
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+        min_len, max_len = d.get("min_len", 1), d.get("max_len")
+        for name, v, lo in (("min_len", min_len, 1), ("max_len", max_len, min_len)):
+            if v is None and name == "max_len":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or (isinstance(lo, int) and v < lo):
+                raise ValueError(f"tokenizer.{name} must be an integer >= {lo!r}"
+                                 f"{' or null' if name == 'max_len' else ''}, got {v!r}")
+        return cls(lowercase, frozenset(stopwords), stemmer, min_len, max_len)
 
     @property
     def needs_term_map(self) -> bool:
         return bool(self.stopwords) or self.stemmer is not None or self.min_len > 1 or self.max_len is not None
+
+
+def check_stemmer(stemmer, name: str = "stemmer"):
+    """``stemmer`` if it is None or a PyStemmer algorithm name.
+
+    Raises
+    ------
+    TypeError
+        Not a str (nor None).
+    ValueError
+        A name PyStemmer does not know; the message lists the ones it has.
+    """
+    if stemmer is None:
+        return None
+    if not isinstance(stemmer, str):
+        raise TypeError(f"{name} must be a PyStemmer algorithm name (str) or None, got "
+                        f"{type(stemmer).__name__} {stemmer!r}")
+    import Stemmer
+
+    if stemmer not in Stemmer.algorithms():
+        raise ValueError(f"{name}: unknown stemmer {stemmer!r}; PyStemmer has {sorted(Stemmer.algorithms())}")
+    return stemmer
 
 
 _stemmers = threading.local()
@@ -276,7 +365,7 @@ def normalize_texts(texts, lowercase: bool):
 
     from cutext.kernels.tokenize import arrow_buffers
 
-    arr = pa.array(texts if isinstance(texts, list) else list(texts), type=pa.large_string())
+    arr = text_array(texts)
     data, offsets = arrow_buffers(arr)
     rows = non_ascii_rows(data, offsets)
     if len(rows):
@@ -731,7 +820,7 @@ def tokenize_flat(texts, cfg: TokenizerConfig):
     """
     import pyarrow as pa
 
-    s = pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))
+    s = pd.Series(pd.arrays.ArrowStringArray(text_array(texts).cast(pa.string())))
     ids = np.arange(len(s), dtype=np.int64)
     tokens, doc = split_tokens(s, ids, cfg.lowercase)
     tokens, doc = apply_term_map(tokens, doc, cfg)
