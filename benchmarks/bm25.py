@@ -646,7 +646,7 @@ def tokenizer_kwargs(setting: str) -> tuple[dict, dict]:
 def _log_gputext_profile(quiet: bool = False):
     """Sub-steps of the stages (read, tokenize, encode, count, write) when ``CUTEXT_GPUTEXT_PROFILE=1``;
     ``quiet``: only clear them (after the warm-up)."""
-    from cutext.stages import compute
+    from cutext.stages.runtime import compute
 
     prof = compute.step_profile(reset=True)
     if prof and not quiet:
@@ -834,7 +834,7 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
         if be == "gpu":
             from dask_cuda import LocalCUDACluster
 
-            from cutext.stages.compute import GPU_THREADS_PER_WORKER, rmm_cupy
+            from cutext.stages.runtime.compute import GPU_THREADS_PER_WORKER, rmm_cupy
 
             memory = dict(rmm_pool_size="8GiB") if protocol == "ucx" else dict(rmm_async=True)  # tcp: as cutext's own
             cluster = LocalCUDACluster(n_workers=n_gpus, threads_per_worker=GPU_THREADS_PER_WORKER,

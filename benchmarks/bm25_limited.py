@@ -7,7 +7,7 @@ Builds the index of ``--gb`` GB of replicated 20 Newsgroups posts (the data of `
    (cudf's and CuPy's allocations: cutext routes CuPy to RMM during a run);
 2. in-process again with RMM limited to ``--fraction`` of that peak (a ``LimitingResourceAdaptor``
    over the same ``cudaMallocAsync`` resource: an allocation past the limit raises), which makes the
-   pipeline keep its partitions in files (``spill=``, :func:`cutext.stages.compute.gpu_spill_budget`),
+   pipeline keep its partitions in files (``spill=``, :func:`cutext.stages.runtime.compute.gpu_spill_budget`),
 
 and checks that the two index directories hold the same vocabulary, documents and postings.
 Prints a table; ``--json`` writes the rows.
@@ -41,7 +41,7 @@ INDEX_TABLES = {  # file or folder of an index directory -> its columns (the for
 
 def read_dir(path: Path) -> dict:
     """The three tables of an index directory (folders read file by file in name order)."""
-    from cutext.stages.artifacts import read_table
+    from cutext.stages.runtime.artifacts import read_table
 
     return {name: read_table(path / name, cols, what=name) for name, cols in INDEX_TABLES.items()}
 

@@ -3,7 +3,7 @@
 Builds an index of ``--gb`` GB of replicated 20 Newsgroups posts (the data of ``benchmarks/bm25.py``),
 then times, medians of ``--repeats`` runs each:
 
-* ``seal``: :func:`cutext.stages.checksums.seal` of the built index (what every build now adds before
+* ``seal``: :func:`cutext.stages.runtime.checksums.seal` of the built index (what every build now adds before
   its swap: a CRC32 of every file, read back from the page cache on a pool of threads);
 * ``load verify=True`` and ``load verify=False``: :meth:`BM25Index.load` with and without the CRC32 of
   every file (both run the value checks); their difference is the verification's cost.
@@ -30,7 +30,7 @@ import bm25 as bench  # noqa: E402  (benchmarks/bm25.py: the replicated corpus)
 
 from cutext import pipelines  # noqa: E402
 from cutext.pipelines.bm25 import BM25Index  # noqa: E402
-from cutext.stages import checksums  # noqa: E402
+from cutext.stages.runtime import checksums  # noqa: E402
 
 
 def _median_time(fn, repeats: int) -> tuple[float, list[float]]:

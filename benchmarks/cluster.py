@@ -73,8 +73,8 @@ def load_pool(data_dir, top_k):
     import pandas as pd
     from cutext.pipelines import datasets
     from cutext.pipelines.cluster import corpus_counts
-    from cutext.stages.termvec import term_vectors
-    from cutext.stages.tokenize import TokenizerConfig
+    from cutext.stages.text.termvec import term_vectors
+    from cutext.stages.text.tokenize import TokenizerConfig
 
     news = datasets.load_20newsgroups(Path(data_dir) / "corpora" / "20news-bydate.tar.gz")
     reut = datasets.load_reuters21578(Path(data_dir) / "corpora" / "reuters21578.tar.gz", with_body_only=True)
@@ -99,7 +99,7 @@ def replicated(n_pool, n, seed):
 
 
 def state_of(tv, rows, K):
-    from cutext.stages.streamcluster import ClusterState
+    from cutext.stages.engines.streamcluster import ClusterState
 
     st = ClusterState(K, max(1024, len(rows) + 100_000))
     m = len(rows)
@@ -115,7 +115,7 @@ def state_of(tv, rows, K):
 # ----------------------------------------------------------------------------- sections
 
 def latency_rows(args, tv, texts, cfg, gpu_ok):
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     K = args.top_k
     rows = []
@@ -172,7 +172,7 @@ def river_rows(args, tv, texts, cfg):
         return [{"section": "latency", "system": "river TextClust", "error": "river not importable"}]
     from collections import Counter
 
-    from cutext.stages.tokenize import tokenize_texts
+    from cutext.stages.text.tokenize import tokenize_texts
 
     order = replicated(len(texts), args.river_docs, seed=2)
     toks = tokenize_texts([texts[i] for i in order], cfg)
@@ -205,7 +205,7 @@ def gpu_systems(args, max_m, n_docs):
 
 
 def throughput_rows(args, tv, gpu_ok):
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     K = args.top_k
     rows = []
@@ -237,7 +237,7 @@ def throughput_rows(args, tv, gpu_ok):
 
 def quality_rows(args, tv, labels, n_news, gpu_ok):
     from cutext.pipelines.cluster import nmi, purity
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     order = np.random.default_rng(4).permutation(n_news)
     docs = tv.take(order)

@@ -6,7 +6,7 @@ Builds two archives in a temporary folder (streamed, so building them takes litt
 * ``tar.gz``: a tar.gz (stored, gzip level 0) holding one member ``big.txt.gz``, itself a gzip
   stream of ``--gz-gib`` GiB (default 2) of NUL bytes, about 2 MB on disk;
 
-then reads each with :func:`cutext.stages.read.read_corpus` (synchronous scheduler) in a fresh
+then reads each with :func:`cutext.stages.readers.source.read_corpus` (synchronous scheduler) in a fresh
 subprocess, once per ``--max-ratio`` value, and prints a table of the subprocess' peak resident set
 (``ru_maxrss``), its wall time and the outcome.  A baseline row reads a small text file, so the cost
 of the interpreter and the imports can be subtracted.
@@ -38,7 +38,7 @@ CHUNK = 16 << 20
 CHILD = r"""
 import json, resource, sys, time
 import dask
-from cutext.stages.read import read_corpus
+from cutext.stages.readers.source import read_corpus
 path, ratio = sys.argv[1], sys.argv[2]
 ratio = None if ratio == "none" else float(ratio)
 t0 = time.perf_counter()

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Text ingestion of the ``cluster`` and ``lda`` pipelines: seconds from text files to counts.
 
-Both pipelines read text corpora through the corpus front end (``stages/corpus.py``): the cluster
+Both pipelines read text corpora through the corpus front end (``stages/text/frontend.py``): the cluster
 pipeline takes its ``(doc, term, tf)`` triples with :func:`cutext.pipelines.cluster.corpus_counts`,
-the lda pipeline its bag of words with :func:`cutext.stages.lda_chunk.bow_from_corpus`.  This script
+the lda pipeline its bag of words with :func:`cutext.stages.engines.lda_chunk.bow_from_corpus`.  This script
 times both, end to end from files on local disk to host arrays, on all of 20 Newsgroups
 (``20news-bydate.tar.gz``, 18,846 posts, read as the archive) and Reuters-21578 (one document per
 article, 21,578 articles, written once as a JSON Lines file by
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from cutext.pipelines.cluster import corpus_counts
-    from cutext.stages.lda_chunk import bow_from_corpus
-    from cutext.stages.tokenize import TokenizerConfig
+    from cutext.stages.engines.lda_chunk import bow_from_corpus
+    from cutext.stages.text.tokenize import TokenizerConfig
 
     cfg = TokenizerConfig.make()
     rows = []

@@ -71,7 +71,7 @@ def data_dir(arg):
 
 
 def load(name, ddir):
-    from cutext.stages.lda_chunk import read_uci
+    from cutext.stages.engines.lda_chunk import read_uci
 
     return read_uci(ddir / "bow" / "uci" / f"docword.{name}.txt.gz")
 
@@ -118,8 +118,8 @@ def env():
 # ----------------------------------------------------------------------------- sections
 
 def time_ours(bow, K, sampler, warmup, iterations, gpu, alpha, beta):
-    from cutext.stages.lda_gibbs import GibbsState
-    from cutext.stages.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
+    from cutext.stages.engines.lda_chunk import build_chunks
 
     ch = build_chunks(bow, K)
     st = GibbsState(ch, K, alpha, beta, seed=0, gpu=gpu)
@@ -169,8 +169,8 @@ def speed(args, ddir, rows):
 
 
 def quality(args, ddir, rows):
-    from cutext.stages.lda_gibbs import GibbsState
-    from cutext.stages.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
+    from cutext.stages.engines.lda_chunk import build_chunks
 
     K, alpha, beta, T = 128, 0.1, 0.1, args.quality_iterations
     for name in args.corpora:
@@ -211,7 +211,7 @@ def quality(args, ddir, rows):
 
 def replicate(bow, reps):
     """The corpus with its documents repeated ``reps`` times (each replica new documents)."""
-    from cutext.stages.lda_chunk import BagOfWords
+    from cutext.stages.engines.lda_chunk import BagOfWords
 
     if reps <= 1:
         return bow
@@ -235,9 +235,9 @@ def time_state(st, smp, warmup, iterations):
 
 def client_section(args, ddir, rows):
     import distributed
-    from cutext.stages.lda_chunk import build_chunks
-    from cutext.stages.lda_dist import DistributedGibbs
-    from cutext.stages.lda_gibbs import GibbsState, ShardedGibbs
+    from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_dist import DistributedGibbs
+    from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
 
     gpu = args.gpu
     dev = "gpu" if gpu else "cpu"
@@ -301,8 +301,8 @@ def client_section(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
-    from cutext.stages.lda_gibbs import GibbsState, ShardedGibbs
-    from cutext.stages.lda_chunk import BagOfWords, build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
+    from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
 
     bow = load("nips", ddir)
     reps = int(np.ceil(args.gpu_tokens / bow.n_tokens))

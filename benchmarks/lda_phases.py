@@ -34,7 +34,7 @@ from lda import data_dir, load  # noqa: E402  (the benchmark script beside this 
 
 
 def replicated_nips(ddir, tokens):
-    from cutext.stages.lda_chunk import BagOfWords
+    from cutext.stages.engines.lda_chunk import BagOfWords
 
     bow = load("nips", ddir)
     reps = int(np.ceil(tokens / bow.n_tokens))
@@ -78,8 +78,8 @@ def main(argv=None):
     import cupy
     from cutext.kernels import _cuda
     from cutext.kernels import lda as K_
-    from cutext.stages.lda_gibbs import GibbsState
-    from cutext.stages.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
+    from cutext.stages.engines.lda_chunk import build_chunks
 
     big = replicated_nips(data_dir(args.data), args.gpu_tokens)
     print(f"{big.source}: {big.n_docs} documents, {big.n_tokens:,} tokens", flush=True)

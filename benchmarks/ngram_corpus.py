@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from cutext.pipelines.datasets import default_data_dir, load_20newsgroups, load_reuters21578
-from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
 def _lines(texts):

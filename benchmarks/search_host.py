@@ -85,7 +85,7 @@ def main(argv=None) -> int:
                 idx.topk_arrays(Q, a.k, a.engine)
 
         arrays = [idx.topk_arrays(Q, a.k, a.engine) for Q in mats]
-        from cutext.stages import compute
+        from cutext.stages.runtime import compute
 
         rows = {
             "query_matrix": _median(lambda: [idx.query_matrix(b) for b in batches], a.repeats),

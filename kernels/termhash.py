@@ -6,7 +6,7 @@ vocabulary is the value set, or V probes when the batch is).  :class:`TermHash` 
 open-addressing table of the vocabulary once (FNV-1a 64 of the UTF-8 bytes, linear probing, size a
 power of two >= 2 V) over the vocabulary's Arrow buffers, and then a batch costs one probe per token.
 
-Ids follow :mod:`cutext.stages.encode`: ``vocab[i]`` has id ``i + 1``; an unknown term has id 0.
+Ids follow :mod:`cutext.stages.text.encode`: ``vocab[i]`` has id ``i + 1``; an unknown term has id 0.
 """
 from __future__ import annotations
 
@@ -274,7 +274,7 @@ def text_csr(data, offsets, term_hash: TermHash, fold: bool, n_threads: int | No
     Every text is split by the rule of :func:`cutext.kernels.tokenize.split_utf8` (maximal runs of
     word code points, a mark joining the run before it) and every token is looked up in
     ``term_hash``; unknown tokens are dropped, repeated ones counted.  The caller has normalized the
-    texts (:func:`cutext.stages.tokenize.normalize_texts`); ``fold`` reads ASCII capitals as small
+    texts (:func:`cutext.stages.text.tokenize.normalize_texts`); ``fold`` reads ASCII capitals as small
     letters, the lowercase of an ASCII text.
 
     Parameters

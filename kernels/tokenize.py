@@ -22,7 +22,7 @@ device).  :func:`split_utf8` is the CPU tokenizer itself (two passes over the by
 fill, so the output is allocated once); the GPU tokenizer blanks the separator bytes with
 :func:`blank_separators` and lets nvtext split on spaces, which gives the same tokens.
 
-The device text path (:mod:`cutext.stages.gputext`, issue 10) adds :func:`token_bounds` (token
+The device text path (:mod:`cutext.stages.text.device`, issue 10) adds :func:`token_bounds` (token
 byte offsets of a blanked buffer, count and write passes), :func:`hash_tokens` and :func:`tokens_equal` (a
 64-bit hash per token and the byte-exact check of a hash group) and :func:`utf8_valid` (strict
 UTF-8 check of a read buffer); each has its numba twin and is checked under g++
@@ -723,7 +723,7 @@ def hash_tokens(data, starts, ends):
 
 
 def code_points(data, starts, ends):
-    """Code points of every token (the count :func:`cutext.stages.tokenize.map_terms`' length filters
+    """Code points of every token (the count :func:`cutext.stages.text.tokenize.map_terms`' length filters
     use), on the device for the term map of a scan.
 
     Parameters

@@ -1,6 +1,6 @@
 """Forward-trie n-gram LM queries: CUDA kernels (CuPy) and their numba CPU twins (paper 003; gLM).
 
-The trie (built by :func:`cutext.stages.trie.build_trie`) is a :class:`Trie` of flat arrays; level 1
+The trie (built by :func:`cutext.stages.engines.trie.build_trie`) is a :class:`Trie` of flat arrays; level 1
 (the vocabulary) is indexed directly by word id, deeper levels hold each context's children as a
 sorted run searched as an implicit B-tree of 31-key nodes. On the GPU a warp searches one node at a
 time (31 lanes compare one key each and vote with ``__ballot_sync``; K-ary search, gLM section 3.2);

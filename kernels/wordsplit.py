@@ -1,6 +1,6 @@
 """Words of a strings column and their vocabulary ids: CUDA kernels (``wordsplit.cu``) and numba CPU twins.
 
-The GPU text path of the n-gram LM (:mod:`cutext.stages.ngram_text`): text bytes on the device are split
+The GPU text path of the n-gram LM (:mod:`cutext.stages.text.ngram_text`): text bytes on the device are split
 into words and the words mapped to the model's word ids without leaving the device, so that scoring from
 text runs near the speed of the trie kernel (:mod:`cutext.kernels.trie`).
 

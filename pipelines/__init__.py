@@ -11,7 +11,7 @@ import importlib
 
 from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
-from cutext.stages.params import UnknownParameterError, check_keywords, keywords_of
+from cutext.stages.runtime.params import UnknownParameterError, check_keywords, keywords_of
 
 # name -> "module:function"; each function is called as f(path, out, **params) and returns a
 # RunResult. Modules are imported on first use, so one pipeline's optional dependencies never
@@ -53,7 +53,7 @@ def pipeline_keywords(func) -> set:
 
     valid = keywords_of(func, exclude=("path",))
     if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
-        from cutext.stages.read import read_corpus
+        from cutext.stages.readers.source import read_corpus
 
         valid |= keywords_of(read_corpus, exclude=("path", "format", "backend"))
     return valid
@@ -69,7 +69,7 @@ def run(name: str, path, **params) -> RunResult:
     path : str, os.PathLike, list, or a frame
         The input corpus (file, directory, glob or fsspec URL), or a pandas / cudf / dask /
         dask-cudf DataFrame or Series with ``text_column=`` / ``id_column=`` as for tables
-        (:mod:`cutext.stages.sources`: its partitions are the corpus' partitions, nothing is
+        (:mod:`cutext.stages.readers.frames`: its partitions are the corpus' partitions, nothing is
         written to files).  The command line takes paths only.
     **params
         The pipeline's parameters; ``out=`` names the output directory (default, for every

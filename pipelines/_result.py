@@ -1,11 +1,11 @@
-"""Result of a pipeline run; the output directory helpers live in :mod:`cutext.stages.output`."""
+"""Result of a pipeline run; the output directory helpers live in :mod:`cutext.stages.runtime.output`."""
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cutext.stages.output import atomic_directory, check_output, param_files, write_json  # noqa: F401 (re-exported)
+from cutext.stages.runtime.output import (atomic_directory, check_output, param_files, write_json)  # noqa: F401 (re-exported)
 
 
 def default_out(name: str) -> str:
@@ -13,7 +13,7 @@ def default_out(name: str) -> str:
 
     ``pipelines.run("bm25", path)`` writes ``bm25-out/``, ``run("lda", path)`` ``lda-out/`` and so on;
     the command line uses the same default for ``--out``.  As any ``out=``, an existing directory is
-    replaced only when it is an earlier output of the same pipeline (:mod:`cutext.stages.output`).
+    replaced only when it is an earlier output of the same pipeline (:mod:`cutext.stages.runtime.output`).
     """
     return f"{name}-out"
 

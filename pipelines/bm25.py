@@ -29,16 +29,17 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu, resolve_backend
 from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
                                      write_json)
-from cutext.stages import bm25 as bm25_stage
-from cutext.stages import search as search_stage
-from cutext.stages.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
-                                   on_worker, shared_key)
-from cutext.stages import api as stage_api
-from cutext.stages.corpus import build_corpus, open_corpus
-from cutext.stages.read import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
-from cutext.stages.sort import term_major
-from cutext.stages.sources import input_label
-from cutext.stages.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
+from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.engines import search as search_stage
+from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
+                                           on_worker, shared_key)
+from cutext.stages.text import public as stage_api
+from cutext.stages.text.frontend import build_corpus
+from cutext.stages.readers.source import open_corpus
+from cutext.stages.readers.files import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
+from cutext.stages.text.sort import term_major
+from cutext.stages.readers.frames import input_label
+from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (issue 10, sixth pass; benchmarks/micro/index_ab.py, 2.00 GB on an H200):
@@ -62,17 +63,17 @@ GPU_WRITE_WORKERS = 2
 
 class _Stages:
     """The pipeline's stages: wall-clock timings, and the progress inside each (partitions done /
-    total, :mod:`cutext.stages.progress`: a bar on a terminal, plain periodic lines in a log)."""
+    total, :mod:`cutext.stages.runtime.progress`: a bar on a terminal, plain periodic lines in a log)."""
 
     def __init__(self, names, progress: bool):
-        from cutext.stages.progress import pipeline_progress
+        from cutext.stages.runtime.progress import pipeline_progress
 
         self.timings: dict[str, float] = {}
         self._shown = pipeline_progress("bm25", progress)
         self._shown.__enter__()
 
     def run(self, name, fn, *args, **kwargs):
-        from cutext.stages.progress import stage
+        from cutext.stages.runtime.progress import stage
 
         t0 = time.perf_counter()
         with stage(name):  # a no-op inside a front-end stage, which shows itself
@@ -114,8 +115,8 @@ def _parts_tasks(frames, folder: Path, column_encoding: dict, workers: list[str]
     ``to_parquet`` with the index's ``name_function``), one file a partition.
 
     ``frames``: a collection, or a list of delayed partitions; with ``workers`` (a list's partitions
-    made under :func:`cutext.stages.compute.on_worker`, e.g. the term ranges of
-    :class:`cutext.stages.api.BM25Postings`), partition ``i``'s write goes preferably to worker
+    made under :func:`cutext.stages.runtime.compute.on_worker`, e.g. the term ranges of
+    :class:`cutext.stages.text.public.BM25Postings`), partition ``i``'s write goes preferably to worker
     ``i`` mod the workers, beside it."""
     folder.mkdir(parents=True, exist_ok=True)
     parts = frames if isinstance(frames, list) else frames.to_delayed()
@@ -161,7 +162,7 @@ def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | Non
     """
     import pyarrow.parquet as pq
 
-    from cutext.stages import artifacts as art
+    from cutext.stages.runtime import artifacts as art
 
     cols = {"term_id": "int", "doc_id": "int", "weight": "float"}
     if not folder.exists():
@@ -238,7 +239,7 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
     (term_id, doc_id) order: the rows and order of :func:`_term_range` on the same slices.
     A frame of ``like``'s library (pandas by default; cudf: the range is weighted on the device).
     """
-    from cutext.stages.corpus import COUNT_COLUMNS, _to_like, load_spilled
+    from cutext.stages.text.partitions import COUNT_COLUMNS, _to_like, load_spilled
 
     pieces = {k: [] for k in COUNT_COLUMNS}
     for f in folders:
@@ -262,16 +263,16 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
 
 
 def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts, like=None):
-    """:func:`cutext.stages.api._term_ranges` over counts partitions spilled to ``folders`` (a task per
+    """:func:`cutext.stages.text.public._term_ranges` over counts partitions spilled to ``folders`` (a task per
     term range reads its slice of every partition's files; nothing of the corpus is held in memory);
     the ranges are frames of ``like``'s library.  Returns ``(postings, workers)``: a collection and
     None, or for cudf, when there are several ranges, the delayed ranges and the workers they are
-    spread over (range ``i`` on worker ``i`` mod ``workers``, :func:`cutext.stages.compute.on_worker`;
+    spread over (range ``i`` on worker ``i`` mod ``workers``, :func:`cutext.stages.runtime.compute.on_worker`;
     None in-process)."""
     import dask
     import dask.dataframe as dd
 
-    from cutext.stages.sort import term_divisions
+    from cutext.stages.text.sort import term_divisions
 
     divisions = term_divisions(df_t, nparts)
     if len(divisions) < 2 or divisions[0] == divisions[-1]:
@@ -300,9 +301,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     Parameters
     ----------
     path : str, os.PathLike, list, or a frame
-        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats), or a pandas / cudf /
+        Corpus (see :func:`cutext.stages.readers.source.read_corpus` for the formats), or a pandas / cudf /
         dask / dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
-        :mod:`cutext.stages.sources`).
+        :mod:`cutext.stages.readers.frames`).
     out : str or os.PathLike
         Index directory to write; written under a temporary name and renamed when complete.
         ``pipelines.run("bm25", path)`` and the CLI default to ``"bm25-out"`` (one rule for
@@ -311,15 +312,15 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     k1, b, delta : float
         BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
     lowercase, stopwords, stemmer, min_len, max_len
-        Tokenizer settings (:class:`cutext.stages.tokenize.TokenizerConfig`).
+        Tokenizer settings (:class:`cutext.stages.text.tokenize.TokenizerConfig`).
     format, text_column, id_column, blocksize, encoding, storage_options, glob
-        Reader settings (:func:`cutext.stages.read.read_corpus`; ``glob=None``: a path that
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
         partitions on the CPU, 128 MiB on the GPU (``GPU_BLOCKSIZE``; 64 MiB when the device is
         too small to hold the run and the partitions' results are spilled to files).
     max_ratio : float or None, default 100
         Refuse a compressed file or archive member that expands more than this many times its
-        compressed bytes (a zip or gz bomb; :data:`cutext.stages.read.DEFAULT_MAX_RATIO`); None: no limit.
+        compressed bytes (a zip or gz bomb; :data:`cutext.stages.readers.files.DEFAULT_MAX_RATIO`); None: no limit.
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.
@@ -347,7 +348,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         Bad BM25 or tokenizer parameters.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
-        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
+        directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
     check_output(out, kind="cutext.bm25", manifest="index.json", inputs=[path, *param_files(stopwords)],
                  overwrite=overwrite)
@@ -391,7 +392,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             if n_tokens == 0:
                 raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
             n_postings = int(df_t.sum())
-            # the public bm25 stage (cutext.stages.api.bm25) on the front end's counts
+            # the public bm25 stage (cutext.stages.text.public.bm25) on the front end's counts
             weights = stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
                                      k1=k1, b=b, delta=delta,
                                      n_partitions=max(1, -(-n_postings // per_file)))
@@ -400,7 +401,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             def _write():
                 clock = StepClock(np)
                 if spill is not None:  # an external merge of the spilled counts, a term range a task
-                    from cutext.stages.corpus import SPILL_COUNTS, spill_dir
+                    from cutext.stages.text.partitions import SPILL_COUNTS, spill_dir
 
                     weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
                     nparts = max(1, -(-n_postings // per_file))
@@ -515,13 +516,13 @@ def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
     return pd.Series(pd.array(taken, dtype=pd.Series([], dtype=str).dtype))
 
 
-topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.search)
+topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.engines.search)
 
 
 def weight_bounds(idf_t: np.ndarray, k1: float, delta: float) -> np.ndarray:
     """The largest weight a posting of each term can have, float64 (V + 1,): ``idf * (k1 + 1 + delta)``
     bounds every variant's weight (the tf factor of each variant is below ``k1 + 1 + delta``,
-    :mod:`cutext.stages.bm25`), widened by float32 rounding."""
+    :mod:`cutext.stages.text.bm25`), widened by float32 rounding."""
     return np.abs(idf_t) * (k1 + 1.0 + delta) * (1 + 1e-5) + 1e-6
 
 
@@ -531,7 +532,7 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
     row group by row group into one copy of each column, issue 15)."""
     import scipy.sparse as sp
 
-    from cutext.stages import artifacts as art
+    from cutext.stages.runtime import artifacts as art
 
     hi = N if hi is None else hi
     t, d, w, counts = read_postings(path / "postings", N, V, df, wmax)
@@ -560,7 +561,7 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
 def _read_documents(folder: Path, N: int) -> pd.DataFrame:
     """The documents table (``doc_id``, ``source_id``, ``length``) in doc id order, checked: each file holds
     ascending consecutive doc ids (as the build writes them) and together they are 0..N-1."""
-    from cutext.stages import artifacts as art
+    from cutext.stages.runtime import artifacts as art
 
     files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     if not folder.exists():
@@ -639,7 +640,7 @@ class BM25Index:
     ``w - w0``); a batch of queries is a CSR ``Q`` (n_queries, V + 1) of query term counts; the
     scores are the rows of ``Q @ M`` plus, for bm25l/bm25+, the weight ``w0`` of the query terms a
     document lacks.  The top k of each query come from one of the engines of
-    :mod:`cutext.stages.search` (CPU: numba threads; GPU: the tiled CUDA engine; or the sparse
+    :mod:`cutext.stages.engines.search` (CPU: numba threads; GPU: the tiled CUDA engine; or the sparse
     product itself), all with one ties rule: equal scores are ranked by the smaller ``doc_id``.
 
     Loaded with a dask ``client``, the documents are split into ranges (shards) over the client's
@@ -704,7 +705,7 @@ class BM25Index:
             the same as without a client.
         verify : bool, default True
             Check the CRC32 of every file against index.json before reading (one extra read of the
-            index; :func:`cutext.stages.artifacts.read_manifest`, ``benchmarks/checksums.py`` for its
+            index; :func:`cutext.stages.runtime.artifacts.read_manifest`, ``benchmarks/checksums.py`` for its
             cost).  False skips it; the value checks below still run.
 
         Raises
@@ -722,7 +723,7 @@ class BM25Index:
         ValueError
             A client without workers.
         """
-        from cutext.stages import artifacts as art
+        from cutext.stages.runtime import artifacts as art
 
         path = Path(path)
         meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
@@ -739,7 +740,7 @@ class BM25Index:
         if client is None:
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
-            from cutext.stages.params import choice
+            from cutext.stages.runtime.params import choice
 
             be = choice("backend", backend, ("auto", "cpu", "gpu"))
         vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
@@ -857,7 +858,7 @@ class BM25Index:
     def topk_start(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
         """:meth:`topk_arrays` in two halves: starts the engine and returns ``finish()`` -> ``(doc, score,
         n)``; the GPU engine is still running when this returns
-        (:meth:`cutext.stages.search.SearchMatrix.topk_start`)."""
+        (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`)."""
         if self._sm is not None:
             return self._sm.topk_start(Q, k, engine, max_workspace, n_threads)
         out = search_stage.merge_topk(self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads), k)
@@ -889,7 +890,7 @@ class BM25Index:
             ``"cpu"``: numba threads (an index on the CPU); ``"gpu"``: the tiled CUDA engine (an index
             on the GPU, ``k <= 4096``); ``"sparse"``: the sparse product ``Q @ M`` and a top-k of its rows
             (the oracle); ``"auto"``: ``"gpu"`` on the GPU (``"sparse"`` for ``k > 4096``), else ``"cpu"``.
-            :mod:`cutext.stages.search`.
+            :mod:`cutext.stages.engines.search`.
         max_workspace : int, optional
             Bytes of device workspace of the GPU engine (default 1 GiB, at least 1 MiB); the engine's
             device memory does not grow with ``batch_size``.  Refused by the other engines.
@@ -916,7 +917,7 @@ class BM25Index:
         TypeError
             A query that is not a string.
         """
-        from cutext.stages.params import choice, count
+        from cutext.stages.runtime.params import choice, count
 
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
@@ -1062,7 +1063,7 @@ def _search_cli_main(args) -> int:
     import sys
 
     from cutext.pipelines.trec import read_queries, write_trec_run
-    from cutext.stages.output import check_output_file
+    from cutext.stages.runtime.output import check_output_file
 
     if args.out != "-":  # before any work: never over the queries, the index or inside any cutext output
         check_output_file(args.out, inputs=[args.index, args.queries])

@@ -2,8 +2,8 @@
 
 ``cluster_corpus(path, out, threshold=0.6, top_k=35, order_by=None)`` reads a corpus, tokenizes,
 dictionary-encodes and counts it with the shared stages (dask, pandas or cudf partitions), builds
-TF-ICF / TF-IDF top-k term vectors (:mod:`cutext.stages.termvec`), and clusters the documents one
-after the other in stream order with :class:`cutext.stages.streamcluster.StreamClusterer`: the
+TF-ICF / TF-IDF top-k term vectors (:mod:`cutext.stages.text.termvec`), and clusters the documents one
+after the other in stream order with :class:`cutext.stages.engines.streamcluster.StreamClusterer`: the
 numba reference of Algorithm 1 on the CPU, the ELLPACK kernels of Algorithm 3 on the GPU (the
 assignments are identical).
 
@@ -33,13 +33,13 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
                                      write_json)
-from cutext.stages.corpus import corpus_session
-from cutext.stages import artifacts as art
-from cutext.stages.read import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option, input_format
-from cutext.stages.sources import frame_column, input_label, is_frame
-from cutext.stages.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
-from cutext.stages.termvec import WEIGHTINGS, term_vectors
-from cutext.stages.tokenize import TokenizerConfig
+from cutext.stages.text.frontend import corpus_session
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.readers.files import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option, input_format
+from cutext.stages.readers.frames import frame_column, input_label, is_frame
+from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
+from cutext.stages.text.termvec import WEIGHTINGS, term_vectors
+from cutext.stages.text.tokenize import TokenizerConfig
 
 CHUNK = 4096  # documents per progress step
 
@@ -61,7 +61,7 @@ class _Stages:
 def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
                   id_column=None, blocksize=64 << 20, encoding="utf-8", storage_options=None, glob=None,
                   max_ratio=DEFAULT_MAX_RATIO, client=None, scheduler="auto", n_workers=None, timings=None):
-    """The corpus front end (:mod:`cutext.stages.corpus`) with its counts taken to the host.
+    """The corpus front end (:mod:`cutext.stages.text.frontend`) with its counts taken to the host.
 
     Parameters
     ----------
@@ -70,9 +70,9 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
     backend : {"cpu", "gpu"}
         The resolved backend.
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings (:func:`cutext.stages.read.read_corpus`).
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`).
     client, scheduler, n_workers
-        Where the stages run (:func:`cutext.stages.compute.compute_context`).
+        Where the stages run (:func:`cutext.stages.runtime.compute.compute_context`).
     timings : dict, optional
         Filled with seconds: ``read`` (reading and the host copy of the source ids), ``tokenize``,
         ``encode+count`` (encoding, counting and the host copy of the counts).
@@ -188,8 +188,8 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     Parameters
     ----------
     path : str, os.PathLike, list, or a frame
-        Corpus (formats of :func:`cutext.stages.read.read_corpus`), or a pandas / cudf / dask /
-        dask-cudf DataFrame or Series (``text_column=``, ``id_column=``; :mod:`cutext.stages.sources`).
+        Corpus (formats of :func:`cutext.stages.readers.source.read_corpus`), or a pandas / cudf / dask /
+        dask-cudf DataFrame or Series (``text_column=``, ``id_column=``; :mod:`cutext.stages.readers.frames`).
     out : str or os.PathLike
         Output directory, written under a temporary name and renamed when complete.
         ``pipelines.run("cluster", path)`` and the CLI default to ``"cluster-out"`` (one rule for
@@ -208,11 +208,11 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         IDF reference: None = the corpus itself; ``"stream"`` = the documents seen so far;
         a path = a BM25 index directory (``pipelines.run("bm25", ...)``) or another corpus.
     weighting : {"tficf", "tfidf"}
-        See :mod:`cutext.stages.termvec` (natural logarithms).
+        See :mod:`cutext.stages.text.termvec` (natural logarithms).
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer (default: lowercase, Lucene's 33 stopwords, tokens of 2+ code points).
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings (:func:`cutext.stages.read.read_corpus`), also used for an ``idf_from`` corpus.
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`), also used for an ``idf_from`` corpus.
     backend : {"auto", "cpu", "gpu"}
     method : {"reference", "brute", "ellpack"}, optional
         Clustering engine (default: reference on the CPU, ellpack on the GPU).
@@ -227,14 +227,14 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         hold fewer than 1/4 as many entries as there are clusters; measured, see docs/decisions.md).
         Same assignments either way.
     client : distributed.Client, optional
-        Runs the corpus front end (read, tokenize, encode, count: :mod:`cutext.stages.corpus`) as tasks
+        Runs the corpus front end (read, tokenize, encode, count: :mod:`cutext.stages.text.frontend`) as tasks
         on the client's workers.  The clustering itself stays **one ordered stream in this process**
         (on its CPU, or its GPUs with ``devices``): paper 002's Algorithm 1 is sequential -- a document's
         cluster depends on the clusters every earlier document made or joined -- so it cannot be spread
         over workers without changing the result.  With a client, ``scheduler`` and ``n_workers`` (which
         choose a local cluster for the front end) are refused.
     scheduler, n_workers
-        Without a client: where the front end runs (:func:`cutext.stages.compute.compute_context`).
+        Without a client: where the front end runs (:func:`cutext.stages.runtime.compute.compute_context`).
     n_top_terms : int
         Terms per cluster written to clusters.parquet.
     progress : bool
@@ -263,7 +263,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         ordered stream in this process; the client only runs the front end).
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
-        directory, the input or a parent of either (:mod:`cutext.stages.output`).
+        directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`).
     """
     if client is not None and (scheduler != "auto" or n_workers is not None):
         given = ", ".join(f"{k}={v!r}" for k, v in (("scheduler", scheduler), ("n_workers", n_workers))
@@ -276,7 +276,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                  inputs=[path, idf_from, *param_files(stopwords)], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    from cutext.stages.params import count, number
+    from cutext.stages.runtime.params import count, number
 
     threshold = number("threshold", threshold, lo=0, hi=1)
     top_k = count("top_k", top_k, lo=1, hi=MAX_TOP_K)  # before the n_docs x top_k term vectors are sized
@@ -290,7 +290,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
                    encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     timings: dict[str, float] = {}
-    from cutext.stages.progress import pipeline_progress, progress_bar
+    from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
     with pipeline_progress("cluster", progress):  # the front end's stages show partitions done / total
         cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,

@@ -2,7 +2,7 @@
 
 Each loader returns a pandas DataFrame ``(source_id: str, text: str, ...)`` in a fixed order, with
 undecodable bytes replaced (latin-1 posts in 20 Newsgroups); :func:`write_files` and
-:func:`write_jsonl` turn one into the reader formats of :mod:`cutext.stages.read`.
+:func:`write_jsonl` turn one into the reader formats of :mod:`cutext.stages.readers.files`.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cutext.stages.read import decode_counting
+from cutext.stages.readers.files import decode_counting
 
 
 def load_20newsgroups(path, subset: str = "all") -> pd.DataFrame:

@@ -40,18 +40,11 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
                                      write_json)
-from cutext.stages.lda_chunk import (
-    BagOfWords,
-    LDAInputError,
-    bow_from_tokens,
-    build_chunks,
-    document_keys,
-    read_bow,
-)
-from cutext.stages.api import lda_chunks
-from cutext.stages.sources import input_label, is_dask, is_frame
-from cutext.stages.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
-from cutext.stages.params import FLOAT_LIMITS, check_memory
+from cutext.stages.engines.lda_chunk import (BagOfWords, LDAInputError, bow_from_tokens, build_chunks, document_keys,
+                                             lda_chunks, read_bow)
+from cutext.stages.readers.frames import input_label, is_dask, is_frame
+from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
+from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory
 
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
@@ -67,7 +60,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         A UCI ``docword.*.txt[.gz]`` (vocabulary ``vocab.*.txt`` next to it), an LDA-C file, or any
         corpus the readers take (tokenized and encoded by the stages), or a pandas / cudf / dask /
         dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
-        :mod:`cutext.stages.sources`).
+        :mod:`cutext.stages.readers.frames`).
     out : str or os.PathLike
         Model directory to write (atomically).
         ``pipelines.run("lda", path)`` and the CLI default to ``"lda-out"`` (one rule for
@@ -78,7 +71,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         Gibbs passes over every token, >= 0.
     alpha : float, optional
         Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B), in
-        [1e-10, 1e6] (:data:`cutext.stages.params.FLOAT_LIMITS`: one count must still move the float32
+        [1e-10, 1e6] (:data:`cutext.stages.runtime.params.FLOAT_LIMITS`: one count must still move the float32
         sampling tables).
     beta : float
         Symmetric topic-word prior (default 0.01), in [1e-10, 1e6] (same reason).
@@ -120,8 +113,8 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         ``callback(iteration, state)`` after every iteration (the tests check invariants there).
     client : distributed.Client, optional
         Run on this cluster: text corpora's front end (read, tokenize, encode, count;
-        :mod:`cutext.stages.corpus`) as tasks on its workers, then the sampler with one shard of
-        documents per worker (:class:`cutext.stages.lda_dist.DistributedGibbs`): every worker samples its
+        :mod:`cutext.stages.text.frontend`) as tasks on its workers, then the sampler with one shard of
+        documents per worker (:class:`cutext.stages.engines.lda_dist.DistributedGibbs`): every worker samples its
         chunk against the summed W of the previous pass, and the workers' W are summed after every
         iteration (``collective``).  The chain equals the in-process chain with the same chunking
         (``n_devices=n`` / ``n_chunks=n``) draw for draw.  On a dask-cuda cluster each worker uses its
@@ -130,7 +123,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         machine) nor ``sampler="hybrid"``.
     scheduler : {"auto", "sync", "threads", "cluster"}
         Text corpora without a client: where the front end runs
-        (:func:`cutext.stages.compute.compute_context`).
+        (:func:`cutext.stages.runtime.compute.compute_context`).
     n_workers : int, optional
         Without a client: workers of a local cluster for the front end.  With a client: how many of its
         workers sample (the first ``n_workers`` addresses in sorted order; default all).
@@ -140,7 +133,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         W copied to the client, summed, sent back; ``"auto"``: nccl on GPU workers where NCCL is
         available, else client.  Without a client only ``"auto"`` is accepted.
     **read_kw
-        Reader settings for text corpora, passed to :func:`cutext.stages.read.read_corpus`
+        Reader settings for text corpora, passed to :func:`cutext.stages.readers.source.read_corpus`
         (``text_column``, ``id_column``, ``blocksize``, ``encoding``, ``storage_options``,
         ``glob``); ``run()`` checks their names against the reader.
 
@@ -160,15 +153,15 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     ResourceLimitError (MemoryError, ValueError)
         The sampler's arrays for this K and vocabulary (word-topic counts and tables, V x K) exceed the
         memory available (host, or the device's on the GPU); checked after reading the corpus, before
-        any K-sized array is allocated (:func:`cutext.stages.lda_gibbs.check_state_memory`).
+        any K-sized array is allocated (:func:`cutext.stages.engines.lda_gibbs.check_state_memory`).
     FileNotFoundError
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier lda output, or is the working
-        directory, the input or a parent of either (:mod:`cutext.stages.output`); checked before any work.
+        directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
     check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
                  overwrite=overwrite)
-    from cutext.stages.params import count, number
+    from cutext.stages.runtime.params import count, number
 
     K = count("K", K, lo=2)
     iterations = count("iterations", iterations, lo=0)
@@ -181,12 +174,12 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     sampler = resolve_sampler(sampler, K)
     be = resolve_backend(backend)
     gpu = be == "gpu"
-    from cutext.stages.tokenize import TokenizerConfig
+    from cutext.stages.text.tokenize import TokenizerConfig
 
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     timings: dict = {}
     t0 = time.perf_counter()
-    from cutext.stages.progress import pipeline_progress, progress_bar
+    from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
     with pipeline_progress("lda", progress):  # a text corpus: the front end shows partitions done / total
         bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
@@ -205,12 +198,12 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
     timings["chunk"] = time.perf_counter() - t0
     if not workers:  # a client's workers hold their shards in their own memory
-        from cutext.stages.lda_gibbs import check_state_memory
+        from cutext.stages.engines.lda_gibbs import check_state_memory
 
         check_state_memory(ch, K, sampler, gpu=gpu, n_states=1 if gpu else n_devices)
     t0 = time.perf_counter()
     if workers:
-        from cutext.stages.lda_dist import DistributedGibbs
+        from cutext.stages.engines.lda_dist import DistributedGibbs
 
         state = DistributedGibbs(ch, K, alpha, beta, seed=seed, client=client, workers=workers, gpu=gpu,
                                  collective=collective)
@@ -304,7 +297,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
 def _sampling_workers(client, n_workers, n_devices, sampler, collective):
     """The worker addresses that sample (one shard each) when ``client`` is given, else None; checks the
     parameters that go with a client."""
-    from cutext.stages.lda_dist import COLLECTIVES
+    from cutext.stages.engines.lda_dist import COLLECTIVES
 
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
@@ -322,7 +315,7 @@ def _sampling_workers(client, n_workers, n_devices, sampler, collective):
     if not addrs:
         raise ValueError("client= has no workers (wait for them, e.g. client.wait_for_workers(n))")
     if n_workers is not None:
-        from cutext.stages.params import count
+        from cutext.stages.runtime.params import count
 
         n = count("n_workers", n_workers, lo=1)
         if n > len(addrs):
@@ -362,7 +355,7 @@ class LDAModel:
         """Read a model directory written by :func:`train`, checking every table against params.json.
 
         ``verify`` (default True) first checks every file's CRC32 against params.json
-        (:func:`cutext.stages.artifacts.read_manifest`); False skips it, the value checks still run.
+        (:func:`cutext.stages.runtime.artifacts.read_manifest`); False skips it, the value checks still run.
 
         Raises
         ------
@@ -379,7 +372,7 @@ class LDAModel:
             K and V of params.json make a V x K int32 W larger than the host memory available
             (checked before any array is allocated; the message names params.json, K and V).
         """
-        from cutext.stages import artifacts as art
+        from cutext.stages.runtime import artifacts as art
 
         path = Path(path)
         params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model", verify=verify)
@@ -486,7 +479,7 @@ class LDAModel:
         # one str is one document (as BM25Index.search takes one str as one query), not its characters
         docs = [docs] if isinstance(docs, str) else list(docs)
         if docs and isinstance(docs[0], str):
-            from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+            from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
             cfg = self.params.get("tokenizer") or {}
             tc = TokenizerConfig.make(cfg.get("lowercase", True), cfg.get("stopwords"), cfg.get("stemmer"),
@@ -502,7 +495,7 @@ class LDAModel:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
         ch.keys = document_keys(bow, ch)  # a document draws the same topics in any batch / partition
-        from cutext.stages.lda_gibbs import check_state_memory
+        from cutext.stages.engines.lda_gibbs import check_state_memory
 
         check_state_memory(ch, self.K, "sparse" if sampler in ("auto", "hybrid") else sampler, gpu=be == "gpu",
                            fixed=be != "gpu", V=len(self.vocab), owner="LDAModel.transform")
@@ -517,7 +510,7 @@ class LDAModel:
                   sampler: str = "auto", theta_columns: bool = True):
         """Topic distributions of new documents, W fixed (Gibbs sampling of their topics only).
 
-        Every document's draws are keyed by its own words (:func:`cutext.stages.lda_chunk.document_keys`),
+        Every document's draws are keyed by its own words (:func:`cutext.stages.engines.lda_chunk.document_keys`),
         so a document gets the same distribution whether it comes alone, in a list, in a pandas frame or
         in any partition of a dask frame.
 
@@ -652,7 +645,7 @@ def check_fold_in_iterations(iterations) -> int:
     ValueError
         Not an integer, or outside the range (the message names ``iterations`` and the range).
     """
-    from cutext.stages.params import count
+    from cutext.stages.runtime.params import count
 
     return count("iterations", iterations, lo=1, hi=MAX_FOLD_IN_ITERATIONS)
 

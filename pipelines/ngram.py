@@ -47,9 +47,9 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import (ARRAY_STACK, array_module, gpu_stack_installed, is_gpu_object, resolve_backend,
                                     to_cudf, to_host)
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
-from cutext.stages.sources import input_label, is_frame
-from cutext.stages.arpa import ArpaModel, read_arpa
-from cutext.stages.read import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
+from cutext.stages.readers.frames import input_label, is_frame
+from cutext.stages.readers.arpa import ArpaModel, read_arpa
+from cutext.stages.readers.files import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
 # the per-document columns of scores.parquet (and of NGramModel.score_frame), in order
@@ -105,7 +105,7 @@ def cached_model(path, backend: str = "auto", encoding: str = "utf-8") -> NGramM
 
     Raises
     ------
-    FileNotFoundError, cutext.stages.arpa.ArpaError
+    FileNotFoundError, cutext.stages.readers.arpa.ArpaError
         As :meth:`NGramModel.load`.
     """
     be = resolve_backend(backend, needs=ARRAY_STACK)
@@ -301,14 +301,14 @@ class NGramModel:
         Raises
         ------
         FileNotFoundError
-        cutext.stages.arpa.ArpaError
+        cutext.stages.readers.arpa.ArpaError
             Malformed ARPA input (message names the file and line); a path that is not a regular file
             (``/dev/zero``, a FIFO, a directory; refused before it is opened) or a line without an end
-            (over :data:`cutext.stages.arpa.MAX_LINE_BYTES`).
+            (over :data:`cutext.stages.readers.arpa.MAX_LINE_BYTES`).
         ValueError
             ``encoding`` is not a codec that writes ASCII as ASCII.
         """
-        from cutext.stages.trie import build_trie
+        from cutext.stages.engines.trie import build_trie
 
         be = resolve_backend(backend, needs=ARRAY_STACK)
         t0 = time.perf_counter()
@@ -417,7 +417,7 @@ class NGramModel:
     def _text_on_device(self, texts) -> bool:
         """Whether :meth:`score` splits ``texts`` on the device: a GPU model, and text that is bytes, a cudf
         column, or ``str`` under UTF-8 (other codecs encode on the host, word by word)."""
-        from cutext.stages.ngram_text import TextBuffers
+        from cutext.stages.text.ngram_text import TextBuffers
 
         if self.backend != "gpu":
             return False
@@ -446,7 +446,7 @@ class NGramModel:
         offsets : int64 (n_sent + 1,)
             Equal to :meth:`encode` for UTF-8 text.
         """
-        from cutext.stages.ngram_text import encode_text, text_buffers
+        from cutext.stages.text.ngram_text import encode_text, text_buffers
 
         if not is_gpu_object(sentences) and not (isinstance(sentences, (pa.Array, pa.ChunkedArray)) or (
                 isinstance(sentences, pd.Series) and sentences.dtype != object)):
@@ -486,7 +486,7 @@ class NGramModel:
         """
         if sentence not in ("line", "document"):
             raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
-        from cutext.stages.ngram_text import TextBuffers
+        from cutext.stages.text.ngram_text import TextBuffers
 
         if kernels is None:
             kernels = self._text_on_device(texts)
@@ -533,11 +533,11 @@ class NGramModel:
     def _score_documents_kernels(self, texts, sentence, bos, eos) -> dict:
         """:meth:`score_documents` with the wordsplit kernels where the model is: on a GPU model text,
         words, ids, scores and sums stay on the device (cupy out); on a CPU model the numba twins."""
-        from cutext.stages.ngram_text import document_scores, encode_text, text_buffers
+        from cutext.stages.text.ngram_text import document_scores, encode_text, text_buffers
 
         if eos and self.eos_id < 0:
             raise ValueError(f"{self.path}: the model has no </s>; score with eos=False")
-        from cutext.stages.ngram_text import TextBuffers
+        from cutext.stages.text.ngram_text import TextBuffers
 
         if not is_gpu_object(texts) and not isinstance(texts, (pa.Array, pa.ChunkedArray, pd.Series, TextBuffers)):
             texts = _as_string_array(texts)
@@ -860,7 +860,7 @@ class NGramModel:
             Host arrays; ties are broken by the smaller word id.
         """
         n = self._order(order)
-        from cutext.stages.params import count
+        from cutext.stages.runtime.params import count
 
         k = min(count("k", k, lo=1), self.vocab_size)
         xp = array_module(self.trie.keys)
@@ -913,8 +913,8 @@ def _sentences_of(texts: pa.Array, sentence: str):
 
 
 def _read_texts(piece, fs):
-    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.read`)."""
-    from cutext.stages.read import read_piece
+    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.readers.files`)."""
+    from cutext.stages.readers.files import read_piece
 
     df = read_piece(piece, fs)
     src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
@@ -933,9 +933,9 @@ def _frame_texts(df):
 
 def _read_for(lm, piece, fs):
     """A piece read for ``lm``: on a GPU model, a lines piece goes straight to device buffers
-    (:func:`cutext.stages.ngram_text.read_lines_buffers`), anything else through the reader."""
+    (:func:`cutext.stages.text.ngram_text.read_lines_buffers`), anything else through the reader."""
     if lm.backend == "gpu":
-        from cutext.stages.ngram_text import read_lines_buffers
+        from cutext.stages.text.ngram_text import read_lines_buffers
 
         buf = read_lines_buffers(piece, fs, device=True)
         if buf is not None:
@@ -951,7 +951,7 @@ def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool)
     """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document
     columns, and the address of the worker that scored it ("local" outside a worker)."""
     if not isinstance(table, pa.Table):  # TextBuffers of a lines piece: numbered source ids
-        from cutext.stages.ngram_text import TextBuffers
+        from cutext.stages.text.ngram_text import TextBuffers
 
         if (a, b) != (0, len(table)):
             table = TextBuffers(table.chars, table.offsets[a:b + 1])
@@ -1041,9 +1041,9 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     Parameters
     ----------
     path : str, os.PathLike, list, or a frame
-        Corpus (see :func:`cutext.stages.read.read_corpus` for the formats), or a pandas / cudf /
+        Corpus (see :func:`cutext.stages.readers.source.read_corpus` for the formats), or a pandas / cudf /
         dask / dask-cudf DataFrame or Series (``text_column=``, ``id_column=``;
-        :mod:`cutext.stages.sources`), read partition by partition.
+        :mod:`cutext.stages.readers.frames`), read partition by partition.
     out : str or os.PathLike
         Output directory (appears only when complete).
         ``pipelines.run("ngram", path)`` and the CLI default to ``"ngram-out"`` (one rule for
@@ -1059,7 +1059,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     bos, eos : bool
         KenLM's sentence boundaries.
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings (:func:`cutext.stages.read.read_corpus`).
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`).
     overwrite : bool
     progress : bool
         Show pieces scored / total: a bar when standard error is a terminal, else a plain line
@@ -1072,7 +1072,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         The per-document rows come back to this process, which writes the output. Scores are identical
         to a run in one process.
     scheduler : {"auto", "sync", "threads", "cluster"}
-        Without ``client``: ``"cluster"`` starts a local cluster (:func:`cutext.stages.compute.compute_context`;
+        Without ``client``: ``"cluster"`` starts a local cluster (:func:`cutext.stages.runtime.compute.compute_context`;
         ``n_workers`` workers) and scores there as with ``client``; the others (``"auto"`` whatever the
         input size) score the pieces one after another in this process (the numba kernels use every core).
     n_workers : int, optional
@@ -1093,10 +1093,10 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         Malformed model (message names the file and line).
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
-        directory, an input or a parent of one (:mod:`cutext.stages.output`); checked before any work.
+        directory, an input or a parent of one (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
-    from cutext.stages.compute import compute_context
-    from cutext.stages.read import plan
+    from cutext.stages.runtime.compute import compute_context
+    from cutext.stages.readers.files import plan
 
     check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
 
@@ -1112,10 +1112,10 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         lm = NGramModel.load(model, backend=backend)
     timings["load_model"] = time.perf_counter() - t0
     check = None
-    if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.sources)
+    if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.readers.frames)
         import dask
 
-        from cutext.stages.corpus import open_corpus
+        from cutext.stages.readers.source import open_corpus
 
         src = open_corpus(path, backend="cpu", format=format, text_column=text_column, id_column=id_column,
                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
@@ -1141,7 +1141,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                                  pure=False)
     bar = None
     if progress:  # a bar on a terminal, else a plain line every 10 s and one at the end
-        from cutext.stages.progress import progress_bar
+        from cutext.stages.runtime.progress import progress_bar
 
         bar = progress_bar(total=len(pieces), desc="ngram score", unit="partitions")
     workers_used = ["local"]

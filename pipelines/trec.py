@@ -2,7 +2,7 @@
 
 Every reader of a retrieval file lives here, beside the others (the command line's ``search`` and
 ``evaluate``, :mod:`cutext.pipelines.evaluate` and the notebooks use these); the corpus readers are
-``cutext.stages.read`` and the ARPA reader is ``cutext.stages.arpa``. Pure Python, numpy and pandas
+``cutext.stages.readers.files`` and the ARPA reader is ``cutext.stages.readers.arpa``. Pure Python, numpy and pandas
 (no GPU imports): these files are small (queries x depth).
 
 All readers open their input with ``fsspec`` (local paths or URLs), infer the compression
@@ -40,7 +40,7 @@ import fsspec.utils
 import numpy as np
 import pandas as pd
 
-from cutext.stages.output import check_output_file
+from cutext.stages.runtime.output import check_output_file
 
 __all__ = [
     "read_trec_topics",
@@ -392,7 +392,7 @@ def write_trec_run(run_df: pd.DataFrame, path: str | os.PathLike, tag: str = "cu
         duplicate (query_id, doc_id) pair.
     OutputDirectoryError (FileExistsError)
         ``path`` is a directory or lies inside a cutext output (an index or a model)
-        (:func:`cutext.stages.output.check_output_file`).
+        (:func:`cutext.stages.runtime.output.check_output_file`).
     """
     if not tag or re.search(r"\s", tag):
         raise ValueError(f"run tag must be non-empty and contain no whitespace, got {tag!r}")

@@ -1,7 +1,7 @@
 """cutext.stages: the dataflow's stages.
 
 The public stages are functions on dask (or dask-cudf) collections, the building blocks the
-pipelines are made of (:mod:`cutext.stages.api`, where each is documented)::
+pipelines are made of (:mod:`cutext.stages.text.public`, where each is documented)::
 
     from cutext import stages
 
@@ -11,42 +11,21 @@ pipelines are made of (:mod:`cutext.stages.api`, where each is documented)::
     w = stages.bm25(c)                           # term-major weighted postings
     chunks = stages.lda_chunks(c, vocab, K=20)   # LDA's chunked token list
 
-``tokenize``, ``encode``, ``count`` and ``bm25`` are also the names of the submodules that hold
-each stage's partition functions (``from cutext.stages.tokenize import TokenizerConfig``).  So
-that both keep working, those four submodules are *callable*: calling
-``cutext.stages.tokenize(...)`` calls :func:`cutext.stages.api.tokenize` (``inspect.signature``
-and ``__wrapped__`` lead to it), while ``cutext.stages.tokenize.TokenizerConfig`` is the
-submodule's class as before.
+The layers below (imports run one way, engines -> text -> readers -> runtime; ``tests/test_layers.py``):
+
+* :mod:`cutext.stages.readers` -- host files and archives, device buffers, frames, ARPA files; the
+  corpus source (a planned corpus and its lazy collection);
+* :mod:`cutext.stages.text` -- tokenize (host and device), encode, sort, count, term vectors, BM25
+  weights, the corpus front end and the public stages;
+* :mod:`cutext.stages.engines` -- LDA chunks and Gibbs samplers, stream clustering, search matrices,
+  the n-gram trie;
+* :mod:`cutext.stages.runtime` -- compute contexts, progress, outputs and checksums, parameters,
+  artifact checks.
 """
 from __future__ import annotations
 
-import importlib
-import types
-
-from cutext.stages import api
-from cutext.stages.api import (  # noqa: F401
-    BM25Postings,
-    Counts,
-    bag_of_words,
-    lda_chunks,
-    number_documents,
-    token_lengths,
-)
-
-
-class _StageModule(types.ModuleType):
-    """A stage's submodule that, called, runs the public stage function of :mod:`cutext.stages.api`."""
-
-    def __call__(self, *args, **kwargs):
-        return self.__wrapped__(*args, **kwargs)
-
-
-for _name in ("tokenize", "encode", "count", "bm25"):
-    _mod = importlib.import_module(f"cutext.stages.{_name}")
-    _mod.__class__ = _StageModule
-    _mod.__wrapped__ = getattr(api, _name)
-    globals()[_name] = _mod
-del _name, _mod
+from cutext.stages.engines.lda_chunk import bag_of_words, lda_chunks
+from cutext.stages.text.public import BM25Postings, Counts, bm25, count, encode, number_documents, token_lengths, tokenize
 
 __all__ = ["tokenize", "encode", "count", "bm25", "lda_chunks", "Counts", "BM25Postings", "number_documents",
-           "token_lengths", "bag_of_words", "api"]
+           "token_lengths", "bag_of_words"]

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import pytest
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.arpa import ArpaError, read_arpa
+from cutext.stages.readers.arpa import ArpaError, read_arpa
 
 kenlm = pytest.importorskip("kenlm")
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from cutext import pipelines
 from cutext.pipelines import bm25 as bm25_pipe
-from cutext.stages.count import count_partition, run_lengths
-from cutext.stages.sort import term_divisions
-from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+from cutext.stages.text.count import count_partition, run_lengths
+from cutext.stages.text.sort import term_divisions
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 from helpers import cacm_topics, qrels_dict, read_index, scifact_topics, assert_same_index
 
@@ -381,7 +381,7 @@ def test_term_hash_equals_encode_terms(terms, offset):
     import pyarrow as pa
 
     from cutext.kernels.termhash import TermHash
-    from cutext.stages.encode import encode_terms
+    from cutext.stages.text.encode import encode_terms
 
     words = sorted(["a", "bb", "c", "d", "zz", "é", "", "abc"], key=str.encode)
     vocab = pa.array(["pad"] * offset + words, pa.large_string()).slice(offset)
@@ -435,7 +435,7 @@ def test_query_csr_long_query_and_gaps():
 def _token_path_csr(texts, cfg, table):
     """The query CSR the long way: the token array of tokenize_flat, TermHash.lookup, query_csr."""
     from cutext.kernels.termhash import query_csr
-    from cutext.stages.tokenize import tokenize_flat
+    from cutext.stages.text.tokenize import tokenize_flat
 
     tokens, rows = tokenize_flat(texts, cfg)
     return query_csr(rows, table.lookup(tokens), len(texts))
@@ -460,7 +460,7 @@ def test_text_csr_equals_the_token_path(data_dir, cfg):
     import pyarrow as pa
 
     from cutext.kernels.termhash import TermHash, text_csr
-    from cutext.stages.tokenize import normalize_texts, tokenize_flat
+    from cutext.stages.text.tokenize import normalize_texts, tokenize_flat
 
     with gzip.open(data_dir / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
         docs = [json.loads(line)["text"] for _, line in zip(range(2000), fh)]
@@ -502,7 +502,7 @@ def test_tokenize_flat_batch_equals_each_text_alone():
     """The batch tokenizer of queries (one token array and the text of each token) gives, for every
     text, the tokens of that text tokenized alone, in order (stopwords and stemming on the batch's
     distinct terms); texts without a token add none."""
-    from cutext.stages.tokenize import tokenize_flat
+    from cutext.stages.text.tokenize import tokenize_flat
 
     texts = ["The computers are running", "", "--", "Ünïcode café and the CAFÉ", "x²  3.14 οδός", "a", "running"]
     for cfg in (TokenizerConfig(), TokenizerConfig.make(stopwords="lucene", stemmer="porter")):

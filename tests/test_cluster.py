@@ -12,10 +12,10 @@ from cutext import pipelines
 from cutext.kernels import cluster_ref, ellpack
 from cutext.pipelines import datasets
 from cutext.pipelines.cluster import nmi, purity, stream_order
-from cutext.stages.read import CorpusError
-from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
-from cutext.stages.termvec import TermVectors, term_vectors
-from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+from cutext.stages.readers.files import CorpusError
+from cutext.stages.engines.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.text.termvec import TermVectors, term_vectors
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 K = 35
 N_SUB = 1500
@@ -247,7 +247,7 @@ def test_candidate_pass_auto_switches_and_stays_exact(news_tv, monkeypatch):
     """"auto" mixes both passes within one stream of micro-batches (the index is kept while the all-rows pass
     runs); with batches of one document it always takes the all-rows pass (measured: never slower) and
     keeps no index."""
-    from cutext.stages import streamcluster
+    from cutext.stages.engines import streamcluster
 
     monkeypatch.setattr(streamcluster, "AUTO_MIN_CLUSTERS", 300)
     monkeypatch.setattr(streamcluster, "AUTO_WALK_FACTOR", 1)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from cutext.kernels import ellpack
 from cutext.pipelines import datasets
-from cutext.stages.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.engines.streamcluster import StreamClusterer, StreamVectorizer
 from helpers import build_cuda_emulation, install_fake_cupy
 
 K = 35

@@ -1,4 +1,4 @@
-"""The corpus front end (stages/corpus.py) and the backend form (kernels/backend.py) on the CPU."""
+"""The corpus front end (stages/text/frontend.py) and the backend form (kernels/backend.py) on the CPU."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,9 +8,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from cutext.kernels import backend as B
-from cutext.stages.compute import compute_context
-from cutext.stages.corpus import STAGES, build_corpus, corpus_session, open_corpus
-from cutext.stages.tokenize import TokenizerConfig, split_dispatch, split_tokens, tokenize_texts
+from cutext.stages.runtime.compute import compute_context
+from cutext.stages.text.frontend import STAGES, build_corpus, corpus_session
+from cutext.stages.readers.source import open_corpus
+from cutext.stages.text.tokenize import TokenizerConfig, split_dispatch, split_tokens, tokenize_texts
 
 TEXTS = ["The cat sat on the mat.", "", "Dogs and cats, cats and dogs!", "σοφία Σοφία ΣΟΦΊΑΣ",
          "x_1 y2 z-3", "the the THE"]
@@ -73,7 +74,7 @@ def test_loaders_default_to_auto():
     from cutext.pipelines.bm25 import BM25Index
     from cutext.pipelines.lda import LDAModel
     from cutext.pipelines.ngram import NGramModel
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     for f in (BM25Index.load, NGramModel.load, LDAModel.transform, LDAModel.log_likelihood, LDAModel.perplexity,
               StreamClusterer.__init__, StreamClusterer.load):
@@ -145,7 +146,7 @@ def test_in_process_persist_keeps_rows_and_divisions_without_hashing_partitions(
     import dask
     import dask.dataframe as dd
 
-    from cutext.stages.compute import ComputeInfo, materialize, persist_all
+    from cutext.stages.runtime.compute import ComputeInfo, materialize, persist_all
 
     pdf = pd.DataFrame({"a": np.arange(40), "b": np.arange(40) * 0.5})
     ddf = dd.from_pandas(pdf, npartitions=4).map_partitions(lambda f: f.assign(c=f.a * 2))

@@ -15,9 +15,9 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
-from cutext.stages import checksums
-from cutext.stages.artifacts import ArtifactError, ArtifactNotFoundError
-from cutext.stages.streamcluster import StreamClusterer
+from cutext.stages.runtime import checksums
+from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
+from cutext.stages.engines.streamcluster import StreamClusterer
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from cutext import pipelines
 from cutext.pipelines.__main__ import main as cli
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.trec import write_trec_run
-from cutext.stages.output import OutputDirectoryError, check_output_file
+from cutext.stages.runtime.output import OutputDirectoryError, check_output_file
 
 BM25 = dict(backend="cpu", scheduler="sync", progress=False)
 

@@ -17,12 +17,12 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
-from cutext.stages import bm25 as bm25_stage
-from cutext.stages import checksums
-from cutext.stages.artifacts import ArtifactError
-from cutext.stages.params import ResourceLimitError, check_memory, number
-from cutext.stages.search import merge_topk
-from cutext.stages.tokenize import TokenizerConfig
+from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.runtime import checksums
+from cutext.stages.runtime.artifacts import ArtifactError
+from cutext.stages.runtime.params import ResourceLimitError, check_memory, number
+from cutext.stages.engines.search import merge_topk
+from cutext.stages.text.tokenize import TokenizerConfig
 
 
 def _cacm(data_dir, tmp_path_factory, n: int) -> Path:
@@ -276,14 +276,14 @@ def _load_guarded(path):
 
 
 def test_ngram_load_refuses_dev_zero():
-    from cutext.stages.arpa import ArpaError
+    from cutext.stages.readers.arpa import ArpaError
 
     exc = _load_guarded("/dev/zero")
     assert isinstance(exc, ArpaError) and "/dev/zero: not a regular file (a character device)" in str(exc)
 
 
 def test_ngram_load_refuses_a_fifo(tmp_path):
-    from cutext.stages.arpa import ArpaError
+    from cutext.stages.readers.arpa import ArpaError
 
     fifo = tmp_path / "model.arpa"
     os.mkfifo(fifo)
@@ -292,7 +292,7 @@ def test_ngram_load_refuses_a_fifo(tmp_path):
 
 
 def test_ngram_load_caps_a_line_without_end(arpa, tmp_path):
-    from cutext.stages.arpa import MAX_LINE_BYTES, ArpaError
+    from cutext.stages.readers.arpa import MAX_LINE_BYTES, ArpaError
 
     # a real model's header, then a compressed run of bytes with no newline (as a device would give)
     head = (arpa / "kenlm" / "test.arpa").read_bytes().split(b"\\1-grams:")[0]

@@ -29,10 +29,10 @@ import dask
 import pandas as pd
 import pytest
 
-from cutext.stages.read import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
-                                ExpansionError, InputWarning, assign_doc_ids, binary_reason, read_corpus,
-                                text_array)
-from cutext.stages.sources import FrameError, frame_source
+from cutext.stages.readers.files import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
+                                         ExpansionError, InputWarning, assign_doc_ids, binary_reason, text_array)
+from cutext.stages.readers.source import read_corpus
+from cutext.stages.readers.frames import FrameError, frame_source
 
 
 def read_docs(path, **kw) -> pd.DataFrame:

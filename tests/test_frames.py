@@ -2,7 +2,7 @@
 
 Every pipeline is run on the same real documents (a CACM subset, the bundled collection) given as
 a Parquet file, a pandas DataFrame and a dask DataFrame; the output files must be identical.
-The public stages (``cutext.stages.tokenize/encode/count/bm25/lda_chunks``) composed by hand must
+The public stages (``cutext.stages.text.tokenize/encode/count/bm25/lda_chunks``) composed by hand must
 give the bm25 index and the LDA chunks of the pipelines.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cutext import pipelines, stages
-from cutext.stages.sources import FrameError
+from cutext.stages.readers.frames import FrameError
 from helpers import assert_same_index, read_index
 
 dd = pytest.importorskip("dask.dataframe")
@@ -188,7 +188,7 @@ def test_duplicate_ids_are_refused_by_every_pipeline(cacm, tmp_path, arpa):
 
 
 def test_output_checks_accept_a_frame_input(cacm, tmp_path):
-    from cutext.stages.output import check_output
+    from cutext.stages.runtime.output import check_output
 
     assert check_output(tmp_path / "o", kind="cutext.bm25", manifest="index.json", inputs=cacm) == tmp_path / "o"
     assert check_output(tmp_path / "o", kind="cutext.lda", manifest="params.json",
@@ -220,7 +220,7 @@ def test_public_stages_compose_to_the_bm25_index(cacm, cacm_parquet, tmp_path):
 def test_retext_keeps_the_summaries_and_recomputes_rows_from_the_new_texts(cacm):
     """``api.retext``: the rows come from the texts given (the GPU front end re-reads its input so that
     the device text can be freed), the encode / count results from the persisted summaries."""
-    from cutext.stages import api
+    from cutext.stages.text import public as api
 
     frame = cacm.rename(columns={"contents": "text"})[["text"]].iloc[:400]
     frame.insert(0, "doc_id", np.arange(len(frame), dtype=np.int64))
@@ -249,7 +249,7 @@ def test_count_releasing_equals_count_and_frees_the_summaries(cacm):
     summary dropped once counted, and the encoded frame still countable (from its rows) afterwards."""
     import weakref
 
-    from cutext.stages import api
+    from cutext.stages.text import public as api
 
     frame = cacm.rename(columns={"contents": "text"})[["text"]].iloc[:600]
     texts = dd.from_pandas(frame, npartitions=4, sort=False)
@@ -278,7 +278,7 @@ def test_public_stages_on_a_users_own_ids_and_filtered_tokens(cacm):
     """Given doc ids (not 0..N-1, not contiguous) are kept; a filtered token frame is counted row by row."""
     from collections import Counter
 
-    from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+    from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
     sub = cacm.iloc[:60]
     frame = pd.DataFrame({"doc_id": np.arange(60, dtype=np.int64) * 7 + 1000, "body": sub["contents"].to_numpy()})
@@ -309,20 +309,26 @@ def test_public_stage_errors(cacm):
         stages.encode(pd.DataFrame({"x": [1]}))
 
 
-def test_the_stage_submodules_stay_importable():
-    """``cutext.stages.tokenize`` is the public function when called and the submodule otherwise."""
+def test_the_public_stages_are_functions_and_the_submodules_stay_importable():
+    """``cutext.stages.tokenize`` is the public function (no module made callable); the partition
+    operations live in their own modules under ``cutext.stages.text``."""
     import inspect
+    import types
 
-    from cutext.stages import bm25 as bm25_module
-    from cutext.stages.tokenize import TokenizerConfig
+    from cutext.stages.text import bm25 as bm25_module
+    from cutext.stages.text import public
+    from cutext.stages.text.tokenize import TokenizerConfig
 
-    assert callable(stages.tokenize) and callable(stages.count) and callable(stages.encode)
+    for name in ("tokenize", "encode", "count", "bm25", "lda_chunks"):
+        f = getattr(stages, name)
+        assert inspect.isfunction(f) and not isinstance(f, types.ModuleType), name
+    assert stages.tokenize is public.tokenize
     assert "texts" in inspect.signature(stages.tokenize).parameters
-    assert bm25_module.VARIANTS and stages.tokenize.TokenizerConfig is TokenizerConfig
+    assert bm25_module.VARIANTS and TokenizerConfig.make().lowercase
 
 
 def test_lda_chunks_compose_to_the_pipelines_chunks(cacm, cacm_parquet):
-    from cutext.stages.lda_chunk import bow_from_corpus, build_chunks
+    from cutext.stages.engines.lda_chunk import bow_from_corpus, build_chunks
 
     bow = bow_from_corpus(str(cacm_parquet), backend="cpu")
     want = build_chunks(bow, 5, 2)
@@ -381,7 +387,7 @@ def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
         c = stages.count(encoded, n_docs=N_DOCS)  # the vocabulary scattered to the workers
         w = stages.bm25(c, n_partitions=6)
         assert w.ranges is not None and len(w.ranges) == 6 and w.range_workers == workers
-        from cutext.stages.compute import on_worker, partition_homes
+        from cutext.stages.runtime.compute import on_worker, partition_homes
 
         homes = set(partition_homes(c.counts)[1])  # the workers holding counts partitions
 
@@ -410,7 +416,7 @@ def test_tokenize_summaries_weigh_their_arrays(cacm):
     plain object (issue 10, eleventh pass: count tasks pulled their summaries from the other worker)."""
     from dask.sizeof import sizeof
 
-    from cutext.stages.api import _plan
+    from cutext.stages.text.public import _plan
 
     texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
     item = _plan(stages.tokenize(texts, **ANALYSIS)).summaries[0]
@@ -440,7 +446,7 @@ def _packed_round_trip(cols: dict, weight_fn, serializers=("dask", "pickle")):
     raising if none applies), its frames, and deserialize."""
     from distributed.protocol import deserialize, serialize
 
-    from cutext.stages.api import _pack_rows, _PackedRows
+    from cutext.stages.text.public import _pack_rows, _PackedRows
 
     header, frames = serialize(_pack_rows(cols, weight_fn).astuple(), serializers=serializers, on_error="raise")
     sent = _PackedRows(*deserialize(header, frames))
@@ -455,7 +461,7 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
     sent packed (term runs, int32 doc ids, uint16 tf); unpacked they are the rows and weights the range
     would have made, and ids or counts too large for the narrow types stay wide (``wide``: a doc id past
     2**31 and a tf of 70,000)."""
-    from cutext.stages.bm25 import WeightPartition
+    from cutext.stages.text.bm25 import WeightPartition
 
     cols, n_terms = _counts_columns(cacm, 1, wide, lambda n: n // 2)
     weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "lucene", 1.2, 0.75, 0.0)
@@ -481,7 +487,7 @@ def test_packed_remote_rows_on_the_gpu_equal_the_cpu(cacm, wide):
     to device frames: what UCX sends device to device (issue 10, twelfth pass)."""
     import cupy
 
-    from cutext.stages.bm25 import WeightPartition
+    from cutext.stages.text.bm25 import WeightPartition
 
     cols, n_terms = _counts_columns(cacm, 0, wide, lambda n: n - 1)
     weight_fn = WeightPartition(np.linspace(0.5, 3.0, n_terms + 1), 40.0, "bm25+", 1.2, 0.75, 1.0)

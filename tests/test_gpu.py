@@ -10,8 +10,8 @@ import pytest
 from cutext import pipelines
 from cutext.kernels.backend import device_count, to_cudf
 from cutext.pipelines import datasets
-from cutext.stages.count import count_partition
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+from cutext.stages.text.count import count_partition
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
 from helpers import assert_same_index, cacm_topics, read_index
 
@@ -62,7 +62,7 @@ def test_vocabulary_sorted_on_the_gpu_in_the_cpus_order():
     """Term ids are ranks in UTF-8 byte order: the device sort of the distinct terms (libcudf) gives the
     order of pyarrow's host sort, on every shared corpus's terms and on constructed ones (case, digits,
     accents, other scripts, U+FFFD, 4-byte characters, prefixes)."""
-    from cutext.stages.encode import sorted_terms
+    from cutext.stages.text.encode import sorted_terms
 
     made = ["a", "A", "Z", "z", "0", "9", "aa", "a0", "ab", "é", "e\u0301", "ea", "ß", "ss", "\ufffd", "中文",
             "中", "日本", "😀", "😀a", "\U0001F600\U0001F601", "ÿ", "\u0100", "\u07ff", "\u0800", "\uffff",
@@ -129,7 +129,7 @@ def test_20news_index_on_cutexts_own_local_cuda_cluster_equals_cpu(news_dir, new
     worker (two tasks in flight a GPU, issue 10 eleventh pass), gives the CPU index."""
     import dask_cuda
 
-    from cutext.stages.compute import GPU_THREADS_PER_WORKER
+    from cutext.stages.runtime.compute import GPU_THREADS_PER_WORKER
 
     made = []
     real = dask_cuda.LocalCUDACluster
@@ -166,7 +166,7 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
     from distributed import Client, LocalCluster, get_task_stream
 
     from cutext.pipelines import bm25 as bm25_pipe
-    from cutext.stages.compute import rmm_cupy
+    from cutext.stages.runtime.compute import rmm_cupy
 
     monkeypatch.setattr(bm25_pipe, "GPU_POSTINGS_PER_FILE", 400_000)
     # no work stealing: on this small corpus the scheduler may steal a task whose inputs are a few kB,
@@ -263,7 +263,7 @@ def test_real_device_oom_is_a_clear_error_and_leaves_no_output(tmp_path, shared_
     import rmm
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from cutext.stages.compute import GPUOutOfMemoryError
+    from cutext.stages.runtime.compute import GPUOutOfMemoryError
 
     corpus = shared_data / "corpora" / "20news-bydate.tar.gz"
     out = tmp_path / "idx"
@@ -287,7 +287,7 @@ def test_in_process_gpu_run_uses_a_stream_ordered_pool_and_restores_the_resource
     CuPy allocates from the resource in effect during the run, and its allocator is restored."""
     import rmm
 
-    from cutext.stages.compute import compute_context, device_pool
+    from cutext.stages.runtime.compute import compute_context, device_pool
 
     before = rmm.mr.get_current_device_resource()
     with compute_context("gpu", scheduler="sync") as info:

@@ -8,8 +8,8 @@ from cutext import pipelines
 from cutext.kernels import ellpack
 from cutext.kernels.backend import device_count
 from cutext.pipelines import datasets
-from cutext.stages.streamcluster import StreamClusterer
-from cutext.stages.termvec import term_vectors
+from cutext.stages.engines.streamcluster import StreamClusterer
+from cutext.stages.text.termvec import term_vectors
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,7 @@ def _vectors(name):
     """Corpus-IDF TF-ICF top-35 vectors of every document, in the loader's order (CPU stages)."""
     if name not in _VECTORS:
         from cutext.pipelines.cluster import corpus_counts
-        from cutext.stages.tokenize import TokenizerConfig
+        from cutext.stages.text.tokenize import TokenizerConfig
 
         docs = _corpus(name)
         import tempfile

@@ -18,10 +18,11 @@ from cutext import pipelines
 from cutext.kernels import tokenize as K
 from cutext.kernels.backend import device_count, to_cudf, to_host
 from cutext.pipelines import datasets
-from cutext.stages import gputext as G
-from cutext.stages.corpus import tokenize_partition_scan
-from cutext.stages.read import plan, read_piece
-from cutext.stages.tokenize import TokenizerConfig
+from cutext.stages.readers import device as GR
+from cutext.stages.text import device as GT
+from cutext.stages.text.partitions import tokenize_partition_scan
+from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.text.tokenize import TokenizerConfig
 
 from helpers import assert_same_index, read_index
 
@@ -110,7 +111,7 @@ def _check_scan(name, cfg):
     text = pd.Series(list(docs["text"]), dtype=pd.StringDtype("pyarrow"))
     c = CONFIGS[cfg]
     want = tokenize_partition_scan(pd.DataFrame({"text": text}), c)
-    got = G.scan_partition(to_cudf(text).reset_index(drop=True), c)
+    got = GT.scan_partition(to_cudf(text).reset_index(drop=True), c)
     assert got is not None, f"{name}: a 64-bit hash collision (the exact fallback would run); report it"
     uniq, code, pos, tf, lengths = got
     lg = lengths.get()
@@ -132,8 +133,8 @@ def test_scan_partition_gpu_falls_back_on_a_collision(monkeypatch):
 
     text = pd.Series(["ab cd ab", "cd xy", ""], dtype=pd.StringDtype("pyarrow"))
     want = tokenize_partition_scan(pd.DataFrame({"text": text}), CONFIGS["plain"])
-    monkeypatch.setattr(G, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
-    assert G.scan_partition(to_cudf(text), CONFIGS["plain"]) is None
+    monkeypatch.setattr(GT, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
+    assert GT.scan_partition(to_cudf(text), CONFIGS["plain"]) is None
     got = tokenize_partition_scan(cudf.DataFrame({"text": to_cudf(text)}), CONFIGS["plain"])
     pd.testing.assert_frame_equal(_triples(want.uniq, want.code, want.pos, want.tf),
                                   _triples(got.uniq, got.code, got.pos, got.tf))
@@ -161,7 +162,7 @@ def test_read_lines_device_equals_host_reader(tmp_path):
     assert fmt == "lines" and len(pieces) > 4
     for k, piece in enumerate(pieces):
         want = read_piece(piece, fs)
-        got = G.read_lines_device(piece, fs).to_pandas()
+        got = GR.read_lines_device(piece, fs).to_pandas()
         where = f"piece {k} ({piece.paths[0]} bytes {piece.start}-{piece.end})"
         assert len(got) == len(want), f"{where}: {len(got)} lines on the device, {len(want)} on the host"
         assert got["text"].astype(str).tolist() == want["text"].astype(str).tolist(), where
@@ -176,9 +177,9 @@ def test_piece_device_bytes_equal_the_host_bytes(tmp_path, monkeypatch, chunk):
     without newline, an empty file); and the pinned reader of JSON/CSV pieces gives them too."""
     import cupy
 
-    from cutext.stages.read import _read_bytes
+    from cutext.stages.readers.files import _read_bytes
 
-    monkeypatch.setattr(G, "READ_CHUNK", chunk)
+    monkeypatch.setattr(GR, "READ_CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
     (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
@@ -189,13 +190,13 @@ def test_piece_device_bytes_equal_the_host_bytes(tmp_path, monkeypatch, chunk):
     assert len(pieces) >= 8
     for p in pieces:
         where = (p.paths[0], p.start, p.end)
-        want = G.piece_bytes(p, fs)
+        want = GR.piece_bytes(p, fs)
         raw, start = _read_bytes(fs, p)
         assert bytes(want) == (raw[3:] if start == 0 and raw[:3] == b"\xef\xbb\xbf" else raw), where
-        got = G.piece_device_bytes(p, fs)
+        got = GR.piece_device_bytes(p, fs)
         assert isinstance(got, cupy.ndarray), where
         assert bytes(got.get()) == bytes(want), where
-        host, dev = G.piece_to_device(p, fs)
+        host, dev = GR.piece_to_device(p, fs)
         assert bytes(host) == bytes(want) and bytes(dev.get()) == bytes(want), where
 
 
@@ -226,8 +227,8 @@ def test_lines_index_under_a_device_memory_limit_spills_and_equals_cpu(lines_cpu
     partitions in files (``spill=``), stays under the limit (else RMM raises), and gives the same index."""
     import rmm
 
-    from cutext.stages import corpus as C
-    from cutext.stages.compute import device_memory_budget
+    from cutext.stages.text import frontend as C
+    from cutext.stages.runtime.compute import device_memory_budget
 
     src, cpu, cpu_index = lines_cpu
     limit = 2 * cpu.counts["input_bytes"]
@@ -284,7 +285,7 @@ def test_read_parquet_device_equals_host_reader(tmp_path):
         fs, pieces, fmt = plan(str(tmp_path / name), format="parquet", **opts)
         for piece in pieces:
             want = read_piece(piece, fs)
-            got = G.read_parquet_device(piece, fs).to_pandas()
+            got = GR.read_parquet_device(piece, fs).to_pandas()
             where = f"{name} {opts}"
             assert len(got) == len(want), where
             assert got["text"].astype(str).tolist() == want["text"].astype(str).tolist(), where
@@ -331,7 +332,7 @@ def test_read_files_device_equals_host_reader(tmp_path):
         n_fallback = 0
         for k, piece in enumerate(pieces):
             want = read_piece(piece, fs)
-            got = G.read_files_device(piece, fs).to_pandas()
+            got = GR.read_files_device(piece, fs).to_pandas()
             n_fallback += int(want["replaced"].sum() > 0)
             where = f"blocksize {blocksize} piece {k} ({len(piece.paths)} files from {piece.paths[0]})"
             assert got["source_id"].astype(str).tolist() == want["source_id"].astype(str).tolist(), where
@@ -376,10 +377,10 @@ def _jsonl_cases(tmp):
 
 
 def _read_both(piece, fs):
-    from cutext.stages.read import CorpusError
+    from cutext.stages.readers.files import CorpusError
 
     out = []
-    for fn in (lambda: read_piece(piece, fs), lambda: G.read_jsonl_device(piece, fs).to_pandas()):
+    for fn in (lambda: read_piece(piece, fs), lambda: GR.read_jsonl_device(piece, fs).to_pandas()):
         try:
             out.append(fn())
         except CorpusError as exc:
@@ -391,7 +392,7 @@ def test_read_jsonl_device_equals_host_reader(shared_data, tmp_path, monkeypatch
     """libcudf parses the JSON Lines the host reader would read the same way, and hands everything else
     (surrogate escapes, invalid JSON, values that are not strings) to the host reader: same texts, ids,
     replaced counts, and the same error messages naming file and line."""
-    import cutext.stages.read as R
+    import cutext.stages.readers.files as R
 
     odd = _jsonl_cases(tmp_path)
     host_calls = []
@@ -488,7 +489,7 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
     """The device parses the CSV/TSV files in the subset the host reader (pyarrow) reads the same way,
     and hands everything else to the host reader: same texts, ids, replaced counts, and the same error
     messages."""
-    import cutext.stages.read as R
+    import cutext.stages.readers.files as R
 
     odd = _csv_cases(tmp_path, shared_data)
     host_calls = []
@@ -500,7 +501,7 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
                                             ("news.csv", {"id_column": "title"})]
     cases += [(name, {}) for name in odd]
     problems = []
-    caplog.set_level("DEBUG", logger=G.__name__)
+    caplog.set_level("DEBUG", logger=GR.__name__)
     for name, opts in cases:
         caplog.clear()
         fs, pieces, fmt = plan(str(tmp_path / name), format="csv", **opts)
@@ -508,7 +509,7 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
         piece = pieces[0]
         host_calls.clear()
         out = []
-        for fn in (lambda: read_piece(piece, fs), lambda: G.read_csv_device(piece, fs).to_pandas()):
+        for fn in (lambda: read_piece(piece, fs), lambda: GR.read_csv_device(piece, fs).to_pandas()):
             try:
                 out.append(fn())
             except R.CorpusError as exc:
@@ -543,11 +544,11 @@ def test_csv_too_large_for_the_device_goes_to_the_host_reader(tmp_path, monkeypa
     p = tmp_path / "t.csv"
     p.write_bytes(b'id,text\n1,"a, b"\n2,c\n')
     fs, pieces, _ = plan(str(p), format="csv")
-    caplog.set_level("DEBUG", logger=G.__name__)
-    assert G.read_csv_device(pieces[0], fs).to_pandas()["text"].astype(str).tolist() == ["a, b", "c"]
+    caplog.set_level("DEBUG", logger=GR.__name__)
+    assert GR.read_csv_device(pieces[0], fs).to_pandas()["text"].astype(str).tolist() == ["a, b", "c"]
     assert not caplog.messages
-    monkeypatch.setattr(G, "CSV_DEVICE_BYTES_PER_BYTE", 1 << 50)
-    got = G.read_csv_device(pieces[0], fs).to_pandas()
+    monkeypatch.setattr(GR, "CSV_DEVICE_BYTES_PER_BYTE", 1 << 50)
+    got = GR.read_csv_device(pieces[0], fs).to_pandas()
     assert got["text"].astype(str).tolist() == ["a, b", "c"]
     assert got["source_id"].astype(str).tolist() == ["1", "2"]
     assert any("too large for the device" in m for m in caplog.messages)

@@ -11,8 +11,8 @@ from cutext import pipelines
 from cutext.kernels import lda as K_
 from cutext.kernels import lda_hybrid as KH
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.lda_chunk import build_chunks, read_ldac, read_uci
-from cutext.stages.lda_gibbs import GibbsState
+from cutext.stages.engines.lda_chunk import build_chunks, read_ldac, read_uci
+from cutext.stages.engines.lda_gibbs import GibbsState
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ from cutext import pipelines
 from cutext.kernels import wordsplit as ws
 from cutext.kernels.backend import device_count
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.ngram_text import encode_text
+from cutext.stages.text.ngram_text import encode_text
 
 pytestmark = pytest.mark.gpu
 
@@ -235,7 +235,7 @@ def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpor
     pieces of two files, jsonl ids, empty documents, NaN perplexities; column types as pyarrow reads them;
     a row group a piece, or all pieces gathered into one write."""
     from cutext.pipelines import ngram as ng
-    from cutext.stages.read import plan
+    from cutext.stages.readers.files import plan
 
     monkeypatch.setattr(ng, "DEVICE_ROWS_PER_WRITE", rows_per_write)
 

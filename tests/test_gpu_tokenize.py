@@ -13,7 +13,7 @@ import pytest
 from cutext.kernels import tokenize as K
 from cutext.kernels.backend import to_cudf
 from cutext.pipelines import datasets
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
 pytestmark = pytest.mark.gpu
 
@@ -110,8 +110,8 @@ def test_ascii_lowercase_path_equals_cudf_lower(max_fraction):
     row (mixed rows, bytes that are not UTF-8, a slice)."""
     import cupy
 
-    from cutext.stages.gputext import strings_series
-    from cutext.stages.tokenize import FINAL_SIGMA, SIGMA, _lower_gpu
+    from cutext.stages.readers.device import strings_series
+    from cutext.stages.text.tokenize import FINAL_SIGMA, SIGMA, _lower_gpu
 
     rng = np.random.default_rng(3)
     pool = ["The QUICK Brown fox", "ΟΔΟΣ οδός Σ", "ÉCOLE Straße İx", "MiXeD 123 _Z", "", "@[\\]^`{", "AZaz"]
@@ -141,7 +141,7 @@ def test_normalize_gpu_equals_the_cpu_rules(lowercase, max_fraction):
     import cudf
     import pyarrow as pa
 
-    from cutext.stages.tokenize import _normalize_cpu, normalize_gpu
+    from cutext.stages.text.tokenize import _normalize_cpu, normalize_gpu
 
     d = datasets.default_data_dir()
     corpus = datasets.shared_corpora(d)["20news"]()["text"].tolist() if d is not None else []

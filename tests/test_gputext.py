@@ -1,6 +1,6 @@
 """The device text path on the CPU (issue 10): its array code on numpy, its CUDA source under g++.
 
-:mod:`cutext.stages.gputext` is array code over numpy or cupy, so here it runs on numpy (the
+:mod:`cutext.stages.text.device` is array code over numpy or cupy, so here it runs on numpy (the
 kernels' numba twins) and is compared with the CPU front end; the new CUDA kernels of
 ``kernels/tokenize.cu`` (token hashes, byte-exact token comparison) are compiled as C++ and run
 thread by thread against their twins and against a pure-Python statement of the hash.
@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
-from cutext.stages import gputext as G
-from cutext.stages.corpus import tokenize_partition_scan
-from cutext.stages.read import _lines_table, _valid_utf8 as python_valid_utf8
-from cutext.stages.tokenize import TokenizerConfig
+from cutext.stages.readers import device as GR
+from cutext.stages.text import device as GT
+from cutext.stages.text.partitions import tokenize_partition_scan
+from cutext.stages.readers.files import _lines_table, _valid_utf8 as python_valid_utf8
+from cutext.stages.text.tokenize import TokenizerConfig
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 
 CONFIGS = {"plain": TokenizerConfig.make(),
@@ -141,7 +142,7 @@ def _triples(uniq, code, pos, tf):
 def _assert_scan_equal(texts, cfg, label):
     text = pd.Series(list(texts), dtype=pd.StringDtype("pyarrow"))
     want = tokenize_partition_scan(pd.DataFrame({"text": text}), cfg)
-    got = G.scan_partition(text, cfg)
+    got = GT.scan_partition(text, cfg)
     assert got is not None, f"{label}: hash collision on real text"
     uniq, code, pos, tf, lengths = got
     np.testing.assert_array_equal(lengths, want.lengths, err_msg=f"{label}: document lengths")
@@ -172,12 +173,12 @@ def test_scan_partition_on_scripts_marks_and_empty_rows(cfg):
 
 
 def test_scan_partition_without_tokens():
-    uniq, code, pos, tf, lengths = G.scan_partition(pd.Series(["", " .. ", "!"], dtype=pd.StringDtype("pyarrow")),
+    uniq, code, pos, tf, lengths = GT.scan_partition(pd.Series(["", " .. ", "!"], dtype=pd.StringDtype("pyarrow")),
                                                    CONFIGS["plain"])
     assert len(uniq) == len(code) == len(pos) == len(tf) == 0
     assert lengths.tolist() == [0, 0, 0]
     # every token a stopword
-    uniq, code, _, _, lengths = G.scan_partition(pd.Series(["the a", "an"], dtype=pd.StringDtype("pyarrow")),
+    uniq, code, _, _, lengths = GT.scan_partition(pd.Series(["the a", "an"], dtype=pd.StringDtype("pyarrow")),
                                                  CONFIGS["lucene+porter"])
     assert len(code) == 0 and lengths.tolist() == [0, 0]
 
@@ -188,10 +189,10 @@ def test_scan_partition_without_tokens():
                 unique=True, max_size=30),
        st.sampled_from(list(CONFIGS) + ["stop-only"]))
 def test_term_map_on_uniques_equals_map_terms(terms, which):
-    from cutext.stages.tokenize import map_terms
+    from cutext.stages.text.tokenize import map_terms
 
     cfg = TokenizerConfig.make(stopwords=["the", "a", "is"]) if which == "stop-only" else CONFIGS[which]
-    final, lut = G._term_map(pa.array(terms, type=pa.large_string()), cfg)
+    final, lut = GT._term_map(pa.array(terms, type=pa.large_string()), cfg)
     final = final.to_pylist()
     assert [None if k < 0 else final[k] for k in lut] == map_terms(terms, cfg)
     assert len(set(final)) == len(final) and set(final) <= {m for m in map_terms(terms, cfg) if m is not None}
@@ -201,10 +202,10 @@ def test_a_hash_collision_is_detected(monkeypatch):
     """Different tokens with one hash must not be merged: the scan reports it (the caller falls
     back to the exact string path); equal hashes of equal tokens pass."""
     data, offsets = _pack([b"ab cd ab", b"cd"])
-    monkeypatch.setattr(G, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
-    assert G.scan_arrays(data, offsets, CONFIGS["plain"]) is None
+    monkeypatch.setattr(GT, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
+    assert GT.scan_arrays(data, offsets, CONFIGS["plain"]) is None
     data, offsets = _pack([b"ab xyz ab", b"xyz"])  # lengths differ: no collision
-    uniq, code, pos, tf, lengths = G.scan_arrays(data, offsets, CONFIGS["plain"])
+    uniq, code, pos, tf, lengths = GT.scan_arrays(data, offsets, CONFIGS["plain"])
     assert _triples(uniq, code, pos, tf) == [("ab", 0, 2), ("xyz", 0, 1), ("xyz", 1, 1)]
     assert lengths.tolist() == [3, 1]
 
@@ -219,9 +220,9 @@ class _Piece:
 def test_read_piece_bytes_equals_the_host_reader(tmp_path, monkeypatch, blocksize):
     """The device reader's host side (parallel preadv into one buffer) reads every piece's bytes
     exactly as ``_read_bytes`` does: same start, same line-aligned range, for any block size."""
-    from cutext.stages.read import _read_bytes, plan
+    from cutext.stages.readers.files import _read_bytes, plan
 
-    monkeypatch.setattr(G, "READ_CHUNK", 5)  # many chunks, several threads, short reads in between
+    monkeypatch.setattr(GR, "READ_CHUNK", 5)  # many chunks, several threads, short reads in between
     rng = np.random.default_rng(blocksize)
     lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
     (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
@@ -232,7 +233,7 @@ def test_read_piece_bytes_equals_the_host_reader(tmp_path, monkeypatch, blocksiz
     assert len(pieces) >= 4
     for p in pieces:
         want = _read_bytes(fs, p)
-        got = G.read_piece_bytes(fs, p)
+        got = GR.read_piece_bytes(fs, p)
         assert got is not None
         assert (bytes(got[0]), got[1]) == want, (p.paths[0], p.start, p.end)
 
@@ -241,7 +242,7 @@ def test_read_piece_bytes_equals_the_host_reader(tmp_path, monkeypatch, blocksiz
 @given(st.lists(st.sampled_from([b"a", b"b c", b"", b"\r", b"\n", b"\r\n", b"\xc3\xa9", b" "]), max_size=20)
        .map(b"".join))
 def test_split_lines_equals_the_host_reader(data):
-    chars, offsets = G.split_lines(np.frombuffer(data, np.uint8))
+    chars, offsets = GR.split_lines(np.frombuffer(data, np.uint8))
     got = [bytes(chars[offsets[i]:offsets[i + 1]]).decode() for i in range(len(offsets) - 1)]
     want, reps = _lines_table(data, _Piece(), None, 0)
     assert got == want.to_pylist()
@@ -322,15 +323,15 @@ def test_jsonl_plain_accepts_valid_objects_and_counts_records(data):
     import json
 
     a = np.frombuffer(data, np.uint8)
-    assert G.jsonl_plain(a)
+    assert GR.jsonl_plain(a)
     lines = [ln for ln in data.split(b"\n") if ln.strip(b" \t\r")]
-    assert G.jsonl_records(a) == len(lines)
+    assert GR.jsonl_records(a) == len(lines)
     assert all(isinstance(json.loads(ln), dict) for ln in lines)  # the subset is valid JSON
 
 
 @pytest.mark.parametrize("data", _NOT_PLAIN)
 def test_jsonl_plain_refuses_what_readers_may_read_differently(data):
-    assert not G.jsonl_plain(np.frombuffer(data, np.uint8))
+    assert not GR.jsonl_plain(np.frombuffer(data, np.uint8))
 
 
 def test_jsonl_plain_accepts_real_corpora_written_as_json_lines(shared_data):
@@ -344,14 +345,14 @@ def test_jsonl_plain_accepts_real_corpora_written_as_json_lines(shared_data):
     data = "".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
                    for i, t in enumerate(news["text"])).encode("utf-8")
     a = np.frombuffer(data, np.uint8)
-    assert G.jsonl_plain(a) and G.jsonl_records(a) == len(news)
+    assert GR.jsonl_plain(a) and GR.jsonl_records(a) == len(news)
     with gzip.open(shared_data / "ir" / "scifact" / "corpus.jsonl.gz", "rb") as fh:
         sci = fh.read()
     lines = [ln for ln in sci.split(b"\n") if ln.strip()]
     surrogate = any(b"\\ud8" in ln.lower() or b"\\ud9" in ln.lower() or b"\\uda" in ln.lower()
                     or b"\\udb" in ln.lower() for ln in lines)
-    assert G.jsonl_plain(np.frombuffer(sci, np.uint8)) == (not surrogate)
-    assert G.jsonl_records(np.frombuffer(sci, np.uint8)) == len(lines)
+    assert GR.jsonl_plain(np.frombuffer(sci, np.uint8)) == (not surrogate)
+    assert GR.jsonl_records(np.frombuffer(sci, np.uint8)) == len(lines)
 
 
 # ----------------------------------------------------------------------------- CSV subset (read_csv_device)
@@ -394,7 +395,7 @@ def test_csv_layout_gives_the_header_rows_and_values_pyarrow_reads(data, delim):
     import pyarrow.csv as pcsv
 
     a = np.frombuffer(data, np.uint8)
-    layout = G.csv_plain(a, ord(delim))
+    layout = GR.csv_plain(a, ord(delim))
     assert layout is not None
     header_end, n_rows = layout
     names = next(csv.reader([data[:header_end].decode()], delimiter=delim))
@@ -403,16 +404,16 @@ def test_csv_layout_gives_the_header_rows_and_values_pyarrow_reads(data, delim):
     assert n_rows == table.num_rows
     assert data[header_end:header_end + 1] in (b"\n", b"")
     assert names == table.column_names
-    lay = G.csv_layout(a, ord(delim))
+    lay = GR.csv_layout(a, ord(delim))
     for j, name in enumerate(names):
-        chars, offsets = G.csv_column(a, lay, j)
+        chars, offsets = GR.csv_column(a, lay, j)
         got = [bytes(chars[offsets[i]:offsets[i + 1]]).decode() for i in range(n_rows)]
         assert got == table.column(name).to_pylist(), name
 
 
 @pytest.mark.parametrize("data,delim", _CSV_NOT_PLAIN)
 def test_csv_plain_refuses_what_readers_may_read_differently(data, delim):
-    assert G.csv_plain(np.frombuffer(data, np.uint8), ord(delim)) is None
+    assert GR.csv_plain(np.frombuffer(data, np.uint8), ord(delim)) is None
 
 
 def test_csv_layout_reads_real_corpora_written_as_csv(shared_data, tmp_path):
@@ -432,10 +433,10 @@ def test_csv_layout_reads_real_corpora_written_as_csv(shared_data, tmp_path):
         w.writerows(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
     for name in ("a.csv", "b.csv"):
         a = np.fromfile(tmp_path / name, np.uint8)
-        lay = G.csv_layout(a, ord(","))
+        lay = GR.csv_layout(a, ord(","))
         assert lay is not None and lay.n_rows == len(news), name
         for j, col in enumerate(["id", "text"]):
-            chars, offsets = G.csv_column(a, lay, j)
+            chars, offsets = GR.csv_column(a, lay, j)
             want = table.column(col).to_pylist()
             got = [bytes(chars[offsets[i]:offsets[i + 1]]).decode() for i in range(len(want))]
             assert got == want, (name, col)
@@ -451,7 +452,7 @@ def _normalize_via_buffers(texts, lowercase, max_fraction):
     """normalize_buffers on numpy, the column rebuilt as its callers do; None when it declines."""
     import pyarrow.compute as pc
 
-    from cutext.stages.tokenize import normalize_buffers
+    from cutext.stages.text.tokenize import normalize_buffers
 
     arr = pa.array(texts, type=pa.large_string())
     data, offsets = K.arrow_buffers(arr)
@@ -471,7 +472,7 @@ def test_normalize_buffers_equals_the_cpu_rules(lowercase):
     """ASCII rows folded on the array, the others through the CPU rules and put back (in place, or
     rebuilt when NFC or lowercase changed their length) == the CPU rules on every row; it declines
     (None) above ``max_fraction`` of non-ASCII bytes and on bytes that are not UTF-8."""
-    from cutext.stages.tokenize import _normalize_cpu
+    from cutext.stages.text.tokenize import _normalize_cpu
 
     rng = np.random.default_rng(5)
     for rows in ([NORMALIZE_ROWS[i] for i in rng.integers(0, len(NORMALIZE_ROWS), 300)],
@@ -480,7 +481,7 @@ def test_normalize_buffers_equals_the_cpu_rules(lowercase):
         want = _normalize_cpu(pa.array(rows, type=pa.large_string()), lowercase).to_pylist()
         assert _normalize_via_buffers(rows, lowercase, 1.0) == want, rows[:4]
     assert _normalize_via_buffers(["ASCII", "\u00e9\u00e9\u00e9"], lowercase, 0.1) is None
-    from cutext.stages.tokenize import normalize_buffers
+    from cutext.stages.text.tokenize import normalize_buffers
 
     data, offsets = _pack([b"AB \xff CD", b"xy"])
     assert normalize_buffers(data, offsets, lowercase) is None
@@ -491,7 +492,7 @@ def test_normalize_buffers_equals_the_cpu_rules(lowercase):
 
 
 def test_normalize_buffers_on_a_corpus_equals_the_cpu_rules(shared_data):
-    from cutext.stages.tokenize import _normalize_cpu
+    from cutext.stages.text.tokenize import _normalize_cpu
 
     texts = datasets.shared_corpora(shared_data)["20news"]()["text"].tolist()
     nonascii = [t for t in texts if not t.isascii()]

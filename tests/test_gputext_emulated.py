@@ -3,7 +3,7 @@
 A stand-in ``cupy`` module (numpy functions whose array results are marked as device arrays; its
 ``RawModule`` runs the launchers of ``tests/cuda_emu/tokenize_emu.cpp``, i.e. the CUDA C of
 ``kernels/tokenize.cu`` thread by thread) lets :mod:`cutext.kernels.tokenize` and
-:mod:`cutext.stages.gputext` take their GPU code paths here: kernel launches (argument order and
+:mod:`cutext.stages.text.device` take their GPU code paths here: kernel launches (argument order and
 types, grid shapes), device-table caching and the array code of :func:`scan_arrays` and
 :func:`split_lines` are compared with the numpy path.  tests/test_gpu_gputext.py runs the real thing.
 """
@@ -20,8 +20,9 @@ import pytest
 
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
-from cutext.stages import gputext as G
-from cutext.stages.tokenize import TokenizerConfig
+from cutext.stages.readers import device as GR
+from cutext.stages.text import device as GT
+from cutext.stages.text.tokenize import TokenizerConfig
 from helpers import build_cuda_emulation
 
 
@@ -161,8 +162,8 @@ def test_token_kernels_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
                                  TokenizerConfig.make(min_len=2, max_len=6)])
 def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
     data, offsets = _rows()
-    want = G.scan_arrays(data, offsets, cfg)
-    got = G.scan_arrays(cp.asarray(data), cp.asarray(offsets), cfg)
+    want = GT.scan_arrays(data, offsets, cfg)
+    got = GT.scan_arrays(cp.asarray(data), cp.asarray(offsets), cfg)
     assert want is not None and got is not None
     assert got[0].to_pylist() == want[0].to_pylist()  # same hashes, same order of the unique terms
     for w, g in zip(want[1:], got[1:]):
@@ -176,16 +177,16 @@ def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
 def test_split_lines_gpu_branch_equals_numpy(cp, chunk, monkeypatch):
     monkeypatch.setattr(K, "BOUNDS_CHUNK", chunk)  # "\\r\\n" across chunk edges
     raw = b"a\r\nb\n\nc\r\r\n\xc3\xa9 d"
-    want = G.split_lines(np.frombuffer(raw, np.uint8))
-    got = G.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
+    want = GR.split_lines(np.frombuffer(raw, np.uint8))
+    got = GR.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
     for w, g in zip(want, got):
         np.testing.assert_array_equal(w, g.get())
     assert pd.Series([bytes(want[0][want[1][i]:want[1][i + 1]]) for i in range(len(want[1]) - 1)]).tolist() == \
         [b"a", b"b", b"", b"c\r", b"\xc3\xa9 d"]
     rng = np.random.default_rng(chunk)
     for raw in [b"", b"\n", b"\r", b"\r\n", b"x\r", b"\n\n\r\n", bytes(rng.choice(list(b"ab\r\n "), 300))]:
-        want = G.split_lines(np.frombuffer(raw, np.uint8))
-        got = G.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
+        want = GR.split_lines(np.frombuffer(raw, np.uint8))
+        got = GR.split_lines(cp.asarray(np.frombuffer(raw, np.uint8)))
         for w, g in zip(want, got):
             np.testing.assert_array_equal(w, g.get() if hasattr(g, "get") else g, err_msg=repr(raw))
     assert {"tk_lines_count", "tk_lines_write"} <= set(cp.launches)

@@ -68,7 +68,7 @@ def test_lda_model_written_before_the_rule_still_loads(tmp_path, corpus):
 def test_reprs_are_one_short_line(tmp_path, corpus, arpa):
     from cutext.pipelines.lda import LDAModel
     from cutext.pipelines.ngram import NGramModel
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     path, ids = corpus
     b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", k1=0.9, b=0.4, **KW)

@@ -16,15 +16,9 @@ from cutext import pipelines
 from cutext.kernels import lda as K_
 from cutext.kernels import lda_hybrid as KH
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.lda_chunk import (
-    BagOfWords,
-    LDAInputError,
-    bow_from_tokens,
-    build_chunks,
-    read_ldac,
-    read_uci,
-)
-from cutext.stages.lda_gibbs import GibbsState
+from cutext.stages.engines.lda_chunk import (BagOfWords, LDAInputError, bow_from_tokens, build_chunks, read_ldac,
+                                             read_uci)
+from cutext.stages.engines.lda_gibbs import GibbsState
 
 
 @pytest.fixture(scope="module")
@@ -598,7 +592,7 @@ def test_state_likelihood_is_eq5(reuters, layout):
     """GibbsState's public likelihood (paper 000 Eq. 5) against the definition on dense counts: per token
     log2 sum_k (D[d][k] + alpha) / (L_d + K alpha) * (W[v][k] + beta) / (n_k + V beta).  The kernels use float32
     phi tables for dense rows, hence the tolerance; the sharded chain sums the same terms."""
-    from cutext.stages.lda_gibbs import ShardedGibbs
+    from cutext.stages.engines.lda_gibbs import ShardedGibbs
 
     K = 8
     ch = build_chunks(_subset(reuters, 40), K, n_chunks=2)
@@ -668,8 +662,8 @@ def test_bow_from_corpus_counts_every_token(tmp_path):
     """The front end's bag of words equals counting the tokenizer's output by hand."""
     from collections import Counter
 
-    from cutext.stages.lda_chunk import bow_from_corpus
-    from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+    from cutext.stages.engines.lda_chunk import bow_from_corpus
+    from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
     src = tmp_path / "two.txt"
     lines = _two_topic_lines(src, n_docs=23, seed=9)

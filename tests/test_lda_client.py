@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.lda_chunk import read_ldac
+from cutext.stages.engines.lda_chunk import read_ldac
 
 distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
@@ -135,7 +135,7 @@ def test_transform_pandas_and_dask_frames_equal_the_list_api(model, reuters_path
     np.testing.assert_array_equal(out["topic_prob"].to_numpy(), theta.max(1))
     assert out["topic"].dtype == np.int32 and list(out["topic"].iloc[-2:]) == [-1, -1]
     assert list(out["n_tokens"].iloc[-2:]) == [0, 0]
-    from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+    from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
     vocab = set(model.vocab)  # model trained on LDA-C: the default tokenizer
     known = [sum(t in vocab for t in toks) for toks in tokenize_texts(texts, TokenizerConfig.make())]

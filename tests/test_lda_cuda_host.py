@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cutext.kernels import lda as K_
-from cutext.stages.lda_chunk import build_chunks, read_ldac
-from cutext.stages.lda_gibbs import GibbsState, panel_words
+from cutext.stages.engines.lda_chunk import build_chunks, read_ldac
+from cutext.stages.engines.lda_gibbs import GibbsState, panel_words
 from helpers import build_cuda_emulation
 
 CU = Path(K_.__file__).with_name("lda.cu")
@@ -91,7 +91,7 @@ WINDOW = 300
 @pytest.fixture(scope="module")
 def nips_long(shared_data):
     """The 40 longest NIPS documents (UCI bag of words; 2,900 to 6,300 tokens each)."""
-    from cutext.stages.lda_chunk import BagOfWords, read_uci
+    from cutext.stages.engines.lda_chunk import BagOfWords, read_uci
 
     bow = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
     keep = np.sort(np.argsort(-bow.doc_lengths, kind="stable")[:40])
@@ -170,7 +170,7 @@ def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift
 @pytest.fixture(scope="module")
 def kos_part(shared_data):
     """The first 1,200 KOS documents (UCI bag of words; short documents, words of up to K tokens)."""
-    from cutext.stages.lda_chunk import BagOfWords, read_uci
+    from cutext.stages.engines.lda_chunk import BagOfWords, read_uci
 
     bow = read_uci(shared_data / "bow" / "uci" / "docword.kos.txt.gz")
     e = int(bow.doc_ptr[1200])

@@ -8,7 +8,7 @@ import textwrap
 
 import os
 import pytest
-from cutext.stages.compute import GPUOutOfMemoryError, compute_context, device_oom_error
+from cutext.stages.runtime.compute import GPUOutOfMemoryError, compute_context, device_oom_error
 
 # ----------------------------------------------------------------------------- GPU out of memory
 
@@ -106,7 +106,8 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
     import numpy as np
 
     from cutext import pipelines
-    from cutext.stages.corpus import build_corpus, open_corpus
+    from cutext.stages.text.frontend import build_corpus
+    from cutext.stages.readers.source import open_corpus
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     src = tmp_path / "cacm.jsonl"
@@ -153,7 +154,7 @@ def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
     import pyarrow.parquet as pq
 
     from cutext import pipelines
-    from cutext.stages import checksums
+    from cutext.stages.runtime import checksums
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     src = tmp_path / "cacm.jsonl"

@@ -19,8 +19,8 @@ import pytest
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.arpa import ArpaError, read_arpa
-from cutext.stages.trie import build_trie
+from cutext.stages.readers.arpa import ArpaError, read_arpa
+from cutext.stages.engines.trie import build_trie
 
 kenlm = pytest.importorskip("kenlm")
 

@@ -165,7 +165,7 @@ def test_client_single_compressed_file_uses_every_worker(client, abc, docs, tmp_
 def test_score_slice_of_text_buffers_names_the_worker_that_scored(client, abc, docs):
     """A lines piece read to buffers (what a GPU model's workers hold) reports the worker that scored
     it, as a table piece does: the pipeline's ``workers`` count is made of these addresses."""
-    from cutext.stages.ngram_text import TextBuffers, text_buffers
+    from cutext.stages.text.ngram_text import TextBuffers, text_buffers
 
     chars, offsets = text_buffers(docs[:6], device=False)
     buf = TextBuffers(chars, offsets)

@@ -1,6 +1,6 @@
 """The n-gram LM's device text path on the CPU: the numba twins of kernels/wordsplit.py against pyarrow.
 
-The twins (word bounds, byte-exact hash lookup) and the sentence structure of stages/ngram_text.py are the
+The twins (word bounds, byte-exact hash lookup) and the sentence structure of stages/text/ngram_text.py are the
 oracle of the GPU path; here they are checked against the CPU path of NGramModel (pyarrow's
 ``ascii_split_whitespace`` + ``index_in``, itself tested against KenLM in test_ngram.py) on the shared ARPA
 models and real text, ``str`` and ``bytes``, sliced columns and nulls.
@@ -16,7 +16,7 @@ import pytest
 from cutext.kernels.wordsplit import VocabHash, lookup_words, word_bounds
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.ngram_text import encode_text, sentences, text_buffers
+from cutext.stages.text.ngram_text import encode_text, sentences, text_buffers
 
 MODELS = ["lmplz/abc.o3.arpa.gz", "kenlm/test.arpa", "kenlm/test_nounk.arpa", "pocketsphinx/100.lm.gz"]
 EDGE = ["", " ", "\t\r\n", "a\tb\x0bc\x0cd\re  f", "<unk> <UNK> <s> </s> zzz", "caf\u00e9 na\u00efve \u00e9t\u00e9",
@@ -179,8 +179,8 @@ def test_read_lines_buffers_equal_reader(arpa, heldout, lee, tmp_path, compress)
     newline); invalid UTF-8 falls back to the reader (None)."""
     import gzip
 
-    from cutext.stages.ngram_text import read_lines_buffers
-    from cutext.stages.read import plan, read_piece
+    from cutext.stages.text.ngram_text import read_lines_buffers
+    from cutext.stages.readers.files import plan, read_piece
 
     m = _load(arpa, "lmplz/abc.o3.arpa.gz")
     body = ("\ufeff" + "\r\n".join(heldout[:300]) + "\n\n  \n" + "\n".join(lee[:40]) + "\nlast line").encode()

@@ -16,7 +16,7 @@ def test_lake_etl_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noqa:
     import numpy as np
     import pandas as pd
     from cutext.pipelines.datasets import load_20newsgroups
-    from cutext.stages.tokenize import TokenizerConfig, tokenize_texts
+    from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(tmp_path))
     monkeypatch.setenv("CUTEXT_DATA", str(shared_data))

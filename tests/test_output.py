@@ -19,8 +19,8 @@ import pytest
 
 from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
-from cutext.stages import output
-from cutext.stages.output import OutputBusyError, OutputDirectoryError
+from cutext.stages.runtime import output
+from cutext.stages.runtime.output import OutputBusyError, OutputDirectoryError
 
 BM25 = dict(backend="cpu", scheduler="sync", progress=False)
 
@@ -135,7 +135,7 @@ def test_empty_directory_and_earlier_output_are_replaced(tmp_path, corpus):
 
 
 def test_stream_clusterer_save_refuses_a_user_folder(tmp_path):
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     sc = StreamClusterer(0.5, 10, backend="cpu")
     sc.partial_fit(["oil prices rose", "oil prices fell", "a new chip design"])
@@ -205,7 +205,7 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     import pyarrow.parquet as pq
     from cutext import pipelines
-    from cutext.stages import output
+    from cutext.stages.runtime import output
 
     point, corpus, out = sys.argv[1:4]
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cutext import pipelines
-from cutext.stages.params import UnknownParameterError, check_keywords, choice, count, number
+from cutext.stages.runtime.params import UnknownParameterError, check_keywords, choice, count, number
 
 
 @pytest.mark.parametrize("name, kw, suggestion", [
@@ -157,7 +157,7 @@ def test_blocksize_that_is_not_a_positive_integer_is_refused(cacm200, tmp_path, 
 def test_tiny_blocksize_that_shreds_the_input_is_refused_with_the_range(tmp_path, data_dir):
     """blocksize=100 on 2 MB made 22k partitions (minutes); now: the error names the partitions and
     the accepted range, before any text is read.  A tiny blocksize on a small input still works."""
-    from cutext.stages.read import MAX_SMALL_PIECES, plan
+    from cutext.stages.readers.files import MAX_SMALL_PIECES, plan
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     p = tmp_path / "cacm.jsonl"
@@ -183,7 +183,7 @@ def test_tiny_blocksize_that_shreds_the_input_is_refused_with_the_range(tmp_path
     ({"threshold": math.nan}, r"threshold must be a finite number in \[0, 1\]"),
 ])
 def test_stream_clusterer_sizes_are_checked(kw, match):
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     with pytest.raises(ValueError, match=match):
         StreamClusterer(backend="cpu", **kw)
@@ -191,7 +191,7 @@ def test_stream_clusterer_sizes_are_checked(kw, match):
 
 
 def test_stream_clusterer_load_checks_batch_size(tmp_path):
-    from cutext.stages.streamcluster import StreamClusterer
+    from cutext.stages.engines.streamcluster import StreamClusterer
 
     sc = StreamClusterer(backend="cpu")
     sc.save(tmp_path / "state")
@@ -200,7 +200,7 @@ def test_stream_clusterer_load_checks_batch_size(tmp_path):
 
 
 def test_stream_vectorizer_top_k_is_checked():
-    from cutext.stages.streamcluster import StreamVectorizer
+    from cutext.stages.engines.streamcluster import StreamVectorizer
 
     for k in (0, 2.5, -1):
         with pytest.raises(ValueError, match="top_k must be an integer >= 1"):

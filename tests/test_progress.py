@@ -8,7 +8,7 @@ import re
 import pytest
 
 from cutext import pipelines
-from cutext.stages import progress as prog
+from cutext.stages.runtime import progress as prog
 
 
 class _Clock:
@@ -96,7 +96,7 @@ def test_periodic_lines_are_bounded_by_the_interval(tmp_path, data_dir, capsys, 
                   scheduler="sync", text_column="contents", progress=True)
     lines = _lines(capsys.readouterr().err)
     tok = [ln.split(":")[1].split()[0] for ln in lines if ln.startswith("bm25 tokenize:")]
-    # the stage tokenizes each partition once (cutext.stages.api.tokenize persists its summary; the
+    # the stage tokenizes each partition once (cutext.stages.text.public.tokenize persists its summary; the
     # lengths come from the summaries): 1/3 .. 3/3; the closing line would repeat the last one, so it
     # is left out
     assert tok == ["1/3", "2/3", "3/3"]

@@ -1,4 +1,4 @@
-"""Tests for cutext.stages.read: formats, splitting, undecodable bytes, errors, atomic index writes.
+"""Tests for cutext.stages.readers.files: formats, splitting, undecodable bytes, errors, atomic index writes.
 
 Every corpus here is built from the first 50 documents of the bundled CACM collection
 (``data/cacm/cacm.json``), written out in each reader format; the expected documents are the
@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cutext import pipelines
-from cutext.stages.read import CorpusError, assign_doc_ids, decode_counting, read_corpus
+from cutext.stages.readers.files import CorpusError, assign_doc_ids, decode_counting
+from cutext.stages.readers.source import read_corpus
 
 zstd = pytest.importorskip("zstandard")
 
@@ -690,7 +691,7 @@ import io as _io  # noqa: E402
 import tarfile  # noqa: E402
 import zipfile  # noqa: E402
 
-from cutext.stages.read import detect_format, plan  # noqa: E402
+from cutext.stages.readers.files import detect_format, plan  # noqa: E402
 
 from helpers import assert_same_index, read_index  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Unit tests of the count stage (stages/count.py): tf, document lengths and df.
+"""Unit tests of the count stage (stages/text/count.py): tf, document lengths and df.
 
 Tested through ``count_partition`` (one partition) and ``document_frequencies`` /
 ``document_lengths`` (global steps over dask partitions), on small inputs and on the Lee corpus,
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cutext.stages.count import count_partition, document_frequencies, document_lengths
-from cutext.stages.encode import build_vocabulary, encode_partition
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+from cutext.stages.text.count import count_partition, document_frequencies, document_lengths
+from cutext.stages.text.encode import build_vocabulary, encode_partition
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
 COLUMNS = {"term_id": np.int32, "doc_id": np.int64, "tf": np.int32, "dl": np.int32}
 
@@ -122,7 +122,7 @@ def test_sort_frame_by_pairs_equals_sort_values(lee_encoded, doc_base):
     """The packed-key sort of a term range (weight step of bm25) gives sort_values' rows: counts of
     real text in shuffled order, doc ids far from 0, and ids whose packed key would overflow int64
     (then sort_values itself); an empty frame keeps its columns."""
-    from cutext.stages.sort import sort_frame_by_pairs
+    from cutext.stages.text.sort import sort_frame_by_pairs
 
     c = count_partition(lee_encoded["pairs"]).sample(frac=1.0, random_state=3)
     c["doc_id"] = c["doc_id"].astype(np.int64) + doc_base

@@ -1,4 +1,4 @@
-"""Unit tests of the encode stage (stages/encode.py): the global vocabulary and term ids.
+"""Unit tests of the encode stage (stages/text/encode.py): the global vocabulary and term ids.
 
 Tested through ``build_vocabulary``, ``encode_partition`` and ``encode_terms``; the vocabulary
 frame is built here from its documented contract (``token: str, term_id: int32``, ids 1..V).
@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from cutext.stages.encode import UNKNOWN_TERM_ID, build_vocabulary, encode_partition, encode_terms
-from cutext.stages.tokenize import TokenizerConfig, tokenize_partition
+from cutext.stages.text.encode import UNKNOWN_TERM_ID, build_vocabulary, encode_partition, encode_terms
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
 
 def _vocab_frame(vocab: pa.Array) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Unit tests of the term-vector stage (stages/termvec.py): weights, top-k vectors, stream IDF.
+"""Unit tests of the term-vector stage (stages/text/termvec.py): weights, top-k vectors, stream IDF.
 
 Expected vectors come from a plain-Python reading of the module docstring (weights per formula,
 sort by weight then term id, keep k, sort by term id, L2-normalize), never from the stage.
@@ -11,13 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from cutext.stages.termvec import (
-    TermVectors,
-    count_pairs,
-    stream_df_update,
-    term_vectors,
-    weight_pairs,
-)
+from cutext.stages.text.termvec import TermVectors, count_pairs, stream_df_update, term_vectors, weight_pairs
 
 
 def _weight(tf, df, N, weighting):

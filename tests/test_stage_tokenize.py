@@ -1,4 +1,4 @@
-"""Unit tests of the tokenize stage (stages/tokenize.py) through ``tokenize_partition``.
+"""Unit tests of the tokenize stage (stages/text/tokenize.py) through ``tokenize_partition``.
 
 The expected tokens come from a plain-Python reading of the rules in the module docstring
 (``unicodedata.normalize``, ``str.lower``, ``unicodedata.category``, PyStemmer called directly), never
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cutext.stages.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
+from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
 
 
 def _docs(texts, ids=None) -> pd.DataFrame:
@@ -197,7 +197,7 @@ def test_no_empty_tokens_after_stemming():
 def test_scatter_ranges_copies_each_row_to_its_place():
     """``scatter_ranges`` (the GPU lowercase path puts cudf-lowered rows back with it), on numpy:
     random rows, empty ones included, from a buffer with a leading offset, into a poisoned buffer."""
-    from cutext.stages.tokenize import scatter_ranges
+    from cutext.stages.text.tokenize import scatter_ranges
 
     rng = np.random.default_rng(11)
     for _ in range(50):
@@ -217,7 +217,7 @@ def test_scatter_ranges_copies_each_row_to_its_place():
 def test_length_filter_alone_equals_the_term_map(min_len, max_len):
     """min_len / max_len without stopwords or a stemmer (counted per token by pyarrow, in code points)
     keep exactly the tokens that the per-term map keeps (forced here by a stopword no token can be)."""
-    from cutext.stages.tokenize import apply_term_map, split_tokens
+    from cutext.stages.text.tokenize import apply_term_map, split_tokens
 
     texts = ["The computers are running", "", "--", "Ünïcode café and the CAFÉ", "x²  3.14 οδός a ab abc",
              "ﬁ ǅ 𝔘𝔫𝔦 ab", "a b c dd eee ffff ggggg hhhhhh"]
@@ -238,7 +238,7 @@ def test_non_ascii_rows_are_the_rows_with_a_non_ascii_character(start):
     import pyarrow as pa
 
     from cutext.kernels.tokenize import arrow_buffers
-    from cutext.stages.tokenize import non_ascii_rows
+    from cutext.stages.text.tokenize import non_ascii_rows
 
     texts = ["plain", "café", "", "x\u0301", "ascii only", "ΟΔΟΣ", "tail é", "a", "日本", "zz"]
     data, offsets = arrow_buffers(pa.array(texts, pa.large_string()))

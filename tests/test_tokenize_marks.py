@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
 from cutext.kernels.tokenize import arrow_buffers
-from cutext.stages.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
+from cutext.stages.text.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 
 PLAIN = TokenizerConfig.make()

@@ -85,7 +85,7 @@ def test_empty_inputs_launch_nothing(fake_cupy):
 @pytest.mark.parametrize("sentence", ["line", "document"])
 def test_encode_text_on_fake_device_equals_host(fake_cupy, arpa, shared_data, sentence):
     """stages/ngram_text.encode_text and NGramModel.encode_device with device arrays == the host run."""
-    from cutext.stages.ngram_text import encode_text
+    from cutext.stages.text.ngram_text import encode_text
 
     m = NGramModel.load(arpa / "kenlm" / "test.arpa", backend="cpu")
     texts = _texts(arpa, shared_data)

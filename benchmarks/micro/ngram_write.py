@@ -27,8 +27,8 @@ def main():
     from cutext import pipelines
     from cutext.pipelines import ngram as ng
     from cutext.pipelines.ngram import NGramModel, _ScoresWriter
-    from cutext.stages.ngram_text import read_lines_buffers
-    from cutext.stages.read import plan
+    from cutext.stages.text.ngram_text import read_lines_buffers
+    from cutext.stages.readers.files import plan
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=".devdata", help="the shared data folder (arpa/lmplz/...)")

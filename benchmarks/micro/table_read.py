@@ -1,5 +1,5 @@
 # The GPU read stage of JSON Lines and CSV (issue 10): libcudf's JSON reader / our CSV parse after the device
-# checks (stages/gputext.py::read_jsonl_device, read_csv_device) against the host reader + one copy to
+# checks (stages/readers/device.py::read_jsonl_device, read_csv_device) against the host reader + one copy to
 # the device (what the GPU path did before), on 20 Newsgroups posts replicated to --mb MB: JSON Lines
 # (json.dumps) in one file read in pieces of 64 MiB; CSV (pyarrow's writer: every string quoted) in 8
 # files, a piece each. Then a bm25 index from those files on the GPU (read stage seconds). Medians of 3.
@@ -72,9 +72,9 @@ def _write(args, tmp: Path, fmt: str) -> Path:
 def bench(args, fmt):
     from cutext import pipelines
     from cutext.kernels.backend import to_cudf
-    from cutext.stages import gputext as G
-    from cutext.stages.compute import PROFILE_ENV
-    from cutext.stages.read import plan, read_piece
+    from cutext.stages.readers import device as G
+    from cutext.stages.runtime.compute import PROFILE_ENV
+    from cutext.stages.readers.files import plan, read_piece
 
     tmp = Path(args.tmp)
     tmp.mkdir(parents=True, exist_ok=True)

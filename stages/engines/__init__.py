@@ -1,0 +1,1 @@
+"""Model engines: LDA chunks and Gibbs samplers, stream clustering, search matrices, the n-gram trie."""

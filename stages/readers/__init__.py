@@ -1,0 +1,1 @@
+"""Readers: host files and archives, device buffers, frames, ARPA models; the corpus source."""

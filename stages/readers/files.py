@@ -1,0 +1,1579 @@
+"""Corpus readers: files, lines, JSON Lines, Parquet, CSV (plain or gzip/bz2/zstd/xz, any fsspec URL), archives.
+
+A corpus is a dask DataFrame with one row per document::
+
+    doc_id: int64      dense, 0..N-1 in input order (assigned by :func:`assign_doc_ids`)
+    source_id: string  the id the document had in its source (see below)
+    text: string       the document text (UTF-8; undecodable bytes replaced by U+FFFD)
+    replaced: int32    how many undecodable byte sequences were replaced in this document
+
+Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression suffix):
+
+``files``
+    one document per file (a directory or a glob); ``source_id`` is the path relative to the
+    directory (or to the glob's fixed prefix).  Chosen for directories and globs of anything that is
+    not .jsonl/.json/.ndjson/.parquet/.pq/.csv/.tsv.
+``lines``
+    one document per line of each text file (a single ``.txt`` file chooses it); a line ends at
+    ``\n`` or ``\r\n`` (the terminator is not part of the text), a last line without one is a
+    line, and empty lines are empty documents (a file of zero bytes holds no line).
+    ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when several files are read.
+``jsonl``
+    one JSON object per line; ``text_column`` (default ``"text"``, or ``"contents"`` when that is
+    the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
+    ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
+``parquet``, ``csv``
+    a table with a text column and an optional id column, as for ``jsonl``.  CSV/TSV quoting is
+    RFC 4180's (a quoted field may span lines, ``""`` is a quote); a quoted field that is never
+    closed is an error naming the line of its opening quote (it would swallow every later row).
+
+Archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``, ``.tar.xz``/``.txz``,
+``.tar.zst``, ``.zip``; by suffix) are collections: ``auto`` reads them as ``files``, one document
+per member, ``source_id`` = the member path (``./`` dropped; ``"<archive>/<member>"`` when the
+archive is one of several inputs); ``format="lines"`` reads one document per line of each member
+(``source_id`` = ``"<member>:<line>"``).  Directories, hidden members and marker files (the
+directory rules below) are skipped silently; members whose path has a ``..`` component (path
+traversal names), symbolic and hard links and other non-regular members (devices, FIFOs, sparse
+files) are skipped with one :class:`ArchiveMemberWarning` per archive giving their counts.  Source
+ids are unique: a member whose name was already taken (a tar may hold a path twice) gets ``#2``,
+``#3`` ... (the first free suffix), as a frame's ids must be unique too.  Member names that are not
+UTF-8 (tar) become ``\\xNN`` escapes in the source id; a zip name flagged as UTF-8 that is not is an
+error naming the bytes.  A member compressed on its own (``x.txt.gz``) is decompressed.  Members are
+streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
+disk; compressed data is decompressed in 1 MiB pieces, and a file or member that expands more than
+``max_ratio`` (default 100) times its compressed bytes is an :class:`ExpansionError` naming the
+archive, the member and the ratio (zip/gz bombs; a zip member's declared size is checked while
+planning).  Table formats inside
+archives are not read (extract them).  Reuters-21578's tarball holds SGML files of many articles
+each: read as an archive it is one document per file; ``cutext.pipelines.datasets.load_reuters21578``
+gives one document per article.
+
+Paths: a path that exists is read as itself even when its name holds ``*``, ``?`` or ``[``
+(``a[1].txt``); otherwise such a path is a glob pattern.  ``glob=True`` / ``False`` forces
+either reading.
+
+Columns are taken as written: JSON strings and the CSV text/id columns stay strings (no date or
+number inference: an id ``"007"`` or ``"2020-01-01"`` is kept verbatim); numbers become their
+decimal string.  A UTF-8 byte order mark at the start of a file is dropped.  Without an id column
+the source ids are the row numbers within each file; an id column with a null value is an error
+naming the column and the first such line (JSON Lines) or row.  ``text_column`` / ``id_column``
+apply to tables only: given for input read as ``files`` or ``lines`` they are refused.
+``encoding`` must be a known, ASCII-compatible codec (lines are split at the byte ``\n``); it is
+checked before any file is read.
+
+Only regular files, directories and archives are read: a FIFO, a character or block device
+(``/dev/zero``), a socket or a broken link is refused from its listing entry, never opened
+(opening a FIFO blocks).  A file read as text that looks binary -- NUL bytes or a compression,
+archive or image signature in its first 8 KiB, or more than 1 % of its bytes undecodable -- gives
+one :class:`BinaryInputWarning` naming it (:func:`binary_reason`; a file split into blocks is
+judged by its first block; the GPU reader applies the same function); it is still read as asked.
+
+A directory is read recursively; hidden entries (a path component starting with ``.``) and the
+dataset marker files ``_SUCCESS``, ``_metadata``, ``_common_metadata`` are skipped.
+
+Errors are :class:`CorpusError` (a ``ValueError``) whose message starts with the file's path
+and, for JSON Lines, names the 1-based line in the file; a corpus with no document at all (only
+empty files) is an error of :func:`assign_doc_ids`.
+
+Uncompressed ``lines``/``jsonl`` files larger than ``blocksize`` are split at line boundaries into
+several partitions; everything else is one partition per file (``files``: groups of files of about
+``blocksize`` bytes).  A ``.tar`` or ``.zip`` archive is one partition per group of members of
+about ``blocksize`` bytes (their member lists give random access); a compressed tar has no
+index, so it is one partition read in a single streaming pass (repack as ``.zip`` or ``.tar``
+for parallel reading).
+"""
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import posixpath
+import stat
+import threading
+import uuid
+import warnings
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
+from cutext.kernels.backend import meta as frame_meta
+
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd",
+                ".xz": "xz", ".lzma": "xz"}
+TABLE_SUFFIXES = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".parquet": "parquet", ".pq": "parquet",
+    ".csv": "csv", ".tsv": "csv",
+}
+ID_CANDIDATES = ("id", "_id", "doc_id", "docid", "docno")
+TEXT_CANDIDATES = ("text", "contents", "content", "body")
+DEFAULT_BLOCKSIZE = 64 << 20
+IGNORED_NAMES = {"_SUCCESS", "_metadata", "_common_metadata"}   # Spark / dask dataset markers
+BOM = codecs.BOM_UTF8
+# archive suffix -> (kind, compression of the whole archive); ".tar.gz" etc. are ".tar" after
+# the compression suffix is stripped
+ARCHIVE_SUFFIXES = {".tar": ("tar", None), ".tgz": ("tar", "gzip"), ".taz": ("tar", "gzip"),
+                    ".tbz": ("tar", "bz2"), ".tbz2": ("tar", "bz2"), ".txz": ("tar", "xz"),
+                    ".tzst": ("tar", "zstd"), ".zip": ("zip", None)}
+MAX_MEMBERS_PER_PIECE = 4096
+# Expansion guard of compressed input (zip/gz bombs).  100x is Apache POI's ZipSecureFile default
+# (MIN_INFLATE_RATIO = 0.01); text compresses 3-10x under gzip/bz2/xz/zstd, so real corpora stay far
+# below it, while a member can never grow past 100x its compressed bytes in memory (deflate allows
+# 1,032x, bzip2 more).  Output under RATIO_GRACE is never refused (tiny repetitive members).
+DEFAULT_MAX_RATIO = 100
+RATIO_GRACE = 1 << 20
+READ_CHUNK = 1 << 20             # decompressed bytes read at a time from a compressed stream
+# The text rule: more than this share of undecodable (replaced) bytes, or NUL bytes / a known binary
+# signature in the first SNIFF_BYTES, means "this is probably not text" (one warning per file).
+REPLACED_SHARE = 0.01
+SNIFF_BYTES = 8192
+# (offset, signature, what): formats whose bytes are never text in an ASCII-compatible encoding
+MAGIC = ((0, b"\x1f\x8b", "gzip"), (0, b"\xfd7zXZ\x00", "xz"), (0, b"\x28\xb5\x2f\xfd", "zstd"),
+         (0, b"PK\x03\x04", "zip"), (0, b"PK\x05\x06", "zip (empty)"), (0, b"7z\xbc\xaf\x27\x1c", "7z"),
+         (0, b"Rar!\x1a\x07", "rar"), (257, b"ustar", "tar"), (0, b"%PDF-", "PDF"),
+         (0, b"\x89PNG\r\n\x1a\n", "PNG"), (0, b"\xff\xd8\xff", "JPEG"), (0, b"\x7fELF", "ELF"))
+_FILE_TYPES = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+               stat.S_IFSOCK: "socket", stat.S_IFLNK: "symbolic link (broken)", stat.S_IFDIR: "directory"}
+
+_tls = threading.local()
+
+
+def _count_replace(exc):
+    _tls.replaced = getattr(_tls, "replaced", 0) + 1
+    return ("\ufffd", exc.end)
+
+
+codecs.register_error("cutext_count", _count_replace)
+
+
+def _is_utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def decode_counting(data: bytes, encoding: str = "utf-8") -> tuple[str, int]:
+    """Decode bytes, replacing undecodable sequences by U+FFFD; returns (text, replacements)."""
+    try:
+        return data.decode(encoding), 0
+    except UnicodeDecodeError:
+        _tls.replaced = 0
+        text = data.decode(encoding, errors="cutext_count")
+        return text, _tls.replaced
+
+
+class CorpusError(ValueError):
+    """Bad input: the message names the file (and the line where there is one)."""
+
+
+class ExpansionError(CorpusError):
+    """A compressed file or archive member that expands beyond ``max_ratio`` (a zip/gz bomb)."""
+
+
+class InputWarning(UserWarning):
+    """Input that was read, but probably not as the user meant (the message names the file)."""
+
+
+class BinaryInputWarning(InputWarning):
+    """A file read as text that looks binary: NUL bytes or a binary signature at its start, or more
+    than 1 % of its bytes undecodable (replaced by U+FFFD)."""
+
+
+class ArchiveMemberWarning(InputWarning):
+    """Archive members skipped (path traversal names, links, devices) or renamed (duplicate names)."""
+
+
+_WARNED: OrderedDict = OrderedDict()   # (read id, file) -> None: the warnings already given
+_WARNED_LOCK = threading.Lock()
+_WARNED_MAX = 10_000
+
+
+def warn_once(key, message: str, category=InputWarning, stacklevel: int = 3) -> bool:
+    """Issue ``message`` unless ``key`` was warned about in this process (pieces of one file share the
+    key, so a file split into blocks warns once); returns whether it was issued."""
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return False
+        _WARNED[key] = None
+        while len(_WARNED) > _WARNED_MAX:
+            _WARNED.popitem(last=False)
+    warnings.warn(message, category, stacklevel=stacklevel)
+    return True
+
+
+def binary_reason(head: bytes, nbytes: int, replaced: int, file_start: bool = True) -> str | None:
+    """Why bytes read as text look binary, or None: the one rule of the CPU and GPU readers.
+
+    Parameters
+    ----------
+    head : bytes
+        The first bytes read (up to :data:`SNIFF_BYTES` are looked at).
+    nbytes : int
+        Bytes read (after decompression).
+    replaced : int
+        Undecodable byte sequences replaced by U+FFFD in them (each is at least one byte).
+    file_start : bool
+        Whether ``head`` is the start of the file (the signatures are only looked for there).
+
+    Returns
+    -------
+    str or None
+        ``"it starts like a gzip stream"``, ``"it holds NUL bytes ..."`` or ``"... undecodable"``
+        when more than :data:`REPLACED_SHARE` (1 %) of the bytes were replaced; None for text.
+    """
+    head = bytes(head[:SNIFF_BYTES])
+    if file_start:
+        for off, sig, what in MAGIC:
+            if head[off:off + len(sig)] == sig:
+                return f"it starts like a {what} file"
+        if head.startswith(b"BZh") and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+            return "it starts like a bzip2 file"
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        return f"it holds NUL bytes (the first at byte {nul:,})"
+    if nbytes and replaced > REPLACED_SHARE * nbytes:
+        return (f"{replaced:,} of its {nbytes:,} bytes ({100 * replaced / nbytes:.1f} %) are undecodable "
+                f"and were replaced by U+FFFD")
+    return None
+
+
+def check_text(piece, items, archive: str | None = None) -> int:
+    """Warn (:class:`BinaryInputWarning`) when bytes read as text look binary (:func:`binary_reason`):
+    the one check of the CPU and GPU readers.
+
+    One warning per file and read (pieces of one file share it): it names the first such file (or
+    archive member) and counts the others of the piece.
+
+    Parameters
+    ----------
+    piece : Piece
+        The piece being read (``options["read_id"]`` tells one read from another).
+    items : iterable of (str, bytes, int, int, bool)
+        ``(where, head, nbytes, replaced, file_start)`` per file or member: ``where`` names it (a
+        path, or ``"member 'x'"`` with ``archive``), the rest as for :func:`binary_reason`.
+    archive : str, optional
+        The archive the members belong to.
+
+    Returns
+    -------
+    int
+        How many of ``items`` look binary.
+    """
+    bad = [(where, why) for where, head, nbytes, replaced, first in items
+           if (why := binary_reason(head, nbytes, replaced, first)) is not None]
+    if not bad:
+        return 0
+    where, why = bad[0]
+    name = f"{archive}: {where}" if archive else where
+    encoding = piece.options.get("encoding") or "utf-8"
+    more = ""
+    if len(bad) > 1:
+        unit = "member(s) of this archive" if archive else "file(s) read with it"
+        more = f" ({len(bad) - 1} more {unit} too, e.g. {bad[1][0]})"
+    warn_once((piece.options.get("read_id"), archive or where),
+              f"{name}: read as text ({encoding}), but {why}{more}: is it really text? A compressed file "
+              f"or an archive needs its suffix (.gz, .tar.gz, .zip ...), text in another encoding needs "
+              f"encoding=", BinaryInputWarning, stacklevel=4)
+    return len(bad)
+
+
+def input_format(path, format="auto", storage_options=None, glob=None) -> str:
+    """The format a read of ``path`` uses (``format`` itself unless ``"auto"``): ``files``, ``lines``,
+    ``jsonl``, ``parquet`` or ``csv``; only the listing is read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The path matches nothing.
+    """
+    if format != "auto":
+        return format
+    fs, files, root = _fs_and_paths(path, storage_options, glob)
+    if not files:
+        raise FileNotFoundError(f"{path}: no input files found")
+    return detect_format(files, root is not None or len(files) > 1)
+
+
+def add_max_ratio_option(parser) -> None:
+    """Add ``--max-ratio`` (a number, or ``none`` for no limit) to a command-line parser."""
+    parser.add_argument("--max-ratio", default=DEFAULT_MAX_RATIO,
+                        type=lambda v: None if v.lower() == "none" else float(v),
+                        help=f"refuse compressed input that expands more than this many times (zip/gz bombs; "
+                             f"default {DEFAULT_MAX_RATIO}; 'none': no limit)")
+
+
+def check_max_ratio(max_ratio):
+    """``max_ratio`` as a float >= 1, or None (no limit).
+
+    Raises
+    ------
+    ValueError
+        Not None nor a finite number >= 1 (the message names ``max_ratio``).
+    """
+    from cutext.stages.runtime.params import number
+
+    return number("max_ratio", max_ratio, lo=1, none_ok=True)
+
+
+def check_encoding(encoding) -> str:
+    """``encoding`` if it is a known, ASCII-compatible text codec (``None`` is ``"utf-8"``).
+
+    Lines are split at the byte ``\n``, so the codec must write ASCII as ASCII (UTF-16/32 do not).
+
+    Raises
+    ------
+    ValueError
+        An unknown codec, a codec that is not a text encoding, or one that is not ASCII-compatible;
+        the message names ``encoding``.
+    """
+    if encoding is None:
+        return "utf-8"
+    if not isinstance(encoding, str):
+        raise ValueError(f"encoding must be a codec name (str), got {encoding!r}")
+    try:
+        codecs.lookup(encoding)
+        probe = "\n\r\t az09{}\"".encode(encoding)
+        back = probe.decode(encoding)
+    except LookupError as exc:
+        raise ValueError(f"encoding={encoding!r}: unknown text codec ({exc}); use a Python codec name "
+                         f"such as 'utf-8', 'latin-1' or 'cp1252'") from None
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"encoding={encoding!r}: not usable for text ({exc})") from None
+    if probe != "\n\r\t az09{}\"".encode("ascii") or back != "\n\r\t az09{}\"":
+        raise ValueError(f"encoding={encoding!r} is not ASCII-compatible (lines are split at the byte "
+                         f"\\n); convert the input to UTF-8 first")
+    return encoding
+
+
+def _escape_name(name: str) -> str:
+    """A file or member name as text: bytes that were not UTF-8 (surrogate escapes) become ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def text_array(values, what: str, row_name=None, error=ValueError) -> pa.Array:
+    """Python strings as a pyarrow ``large_string`` array; a string that is not valid Unicode (a lone
+    surrogate, e.g. from ``os.fsdecode`` or ``bytes.decode(errors="surrogateescape")``) is an error
+    naming its row, where pyarrow raises a bare ``UnicodeEncodeError``.
+
+    Parameters
+    ----------
+    values : sequence of str or None, or a pandas Series
+    what : str
+        The start of the message: the input and column (``"<pandas DataFrame: 3 rows>: text column 'text'"``).
+    row_name : callable, optional
+        ``row_name(i)`` names row ``i`` (e.g. with its id); default ``"row i"`` (0-based).
+    error : type
+        The exception class raised (a ``ValueError`` subclass).
+
+    Returns
+    -------
+    pyarrow.LargeStringArray
+
+    Raises
+    ------
+    ValueError (``error``)
+        A lone surrogate: the message names the row and the character's position; the exception's
+        ``row`` attribute is the row's position in ``values``.
+    """
+    try:
+        return pa.array(values, type=pa.large_string(), from_pandas=True)
+    except UnicodeEncodeError:
+        pass
+    seq = values.tolist() if hasattr(values, "tolist") else list(values)
+    for i, v in enumerate(seq):
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                who = row_name(i) if row_name is not None else f"row {i}"
+                err = error(f"{what}: {who} holds a lone surrogate {v[exc.start]!r} at character {exc.start} "
+                            f"({v[max(0, exc.start - 20):exc.start + 20]!r}); text must be valid Unicode "
+                            "(decode bytes with errors='replace' rather than 'surrogateescape')")
+                err.row = i  # a caller that batches can name the row in its own terms
+                raise err from None
+    raise error(f"{what}: holds strings that are not valid Unicode")  # pragma: no cover
+
+
+@dataclass
+class Piece:
+    """One partition's worth of input: a file, or a byte range of one, or a group of files."""
+
+    format: str
+    paths: list
+    labels: list
+    compression: str | None = None
+    start: int = 0
+    end: int | None = None          # byte range [start, end) of an uncompressed file
+    file_index: int = 0             # which input file (for line numbering across blocks)
+    numbered: bool = False          # source ids are row numbers to be filled in by assign_doc_ids
+    options: dict = field(default_factory=dict)
+    archive: str | None = None      # "tar" or "zip": ``paths[0]`` is an archive read member by member
+    members: list | None = None     # the members to read: zip ``(name, header offset)``, or tar
+                                    # ``(name, data offset, size)``;
+                                    # None = every member (a compressed tar, streamed in one pass)
+
+
+def _strip_compression(path: str) -> tuple[str, str | None]:
+    root, ext = posixpath.splitext(path)
+    comp = COMPRESSIONS.get(ext.lower())
+    return (root, comp) if comp else (path, None)
+
+
+def _is_glob(fs, fspath: str, glob) -> bool:
+    """Whether ``fspath`` is taken as a glob pattern (``glob``: None = auto, True, False)."""
+    if glob is None:
+        # a path that exists is itself, even when its name holds ``*?[`` (a file ``a[1].txt``)
+        return any(ch in fspath for ch in "*?[") and not fs.exists(fspath)
+    return bool(glob)
+
+
+def _fs_and_paths(path, storage_options, glob=None):
+    from fsspec.core import url_to_fs
+
+    if isinstance(path, (list, tuple)):
+        if not path:
+            raise FileNotFoundError("no input path given (empty list)")
+        fs, _ = url_to_fs(str(path[0]), **(storage_options or {}))
+        files = []
+        for p in path:
+            files.extend(_fs_and_paths(p, storage_options, glob)[1])
+        return fs, files, None
+    path = os.fspath(path)
+    fs, fspath = url_to_fs(path, **(storage_options or {}))
+    if _is_glob(fs, fspath, glob):
+        found = fs.glob(fspath, detail=True)
+        files = sorted(f for f, info in found.items() if info.get("type") != "directory")
+        for f in files:
+            _check_regular(f, found[f])
+        root = fspath.split("*")[0].split("?")[0].split("[")[0]
+        root = root if root.endswith("/") else posixpath.dirname(root)
+        return fs, files, root
+    try:
+        info = fs.info(fspath)
+    except FileNotFoundError:
+        hint = ("" if glob is not False or not any(ch in fspath for ch in "*?[")
+                else " (glob=False: the name is taken literally, not as a pattern)")
+        raise FileNotFoundError(f"{path}: no such file or directory{hint}") from None
+    if info.get("type") == "directory":
+        found = fs.find(fspath, detail=True)
+        files = sorted(f for f in found if not _ignored(posixpath.relpath(f, fspath)))
+        for f in files:
+            _check_regular(f, found[f])
+        return fs, files, fspath
+    _check_regular(fspath, info)
+    return fs, [fspath], None
+
+
+def _check_regular(path: str, info: dict) -> None:
+    """Refuse what is neither a regular file nor a directory (a FIFO, a device, a socket, a broken
+    link), from its listing entry: opening a FIFO blocks and ``/dev/zero`` never ends, so such a path
+    is never opened."""
+    kind = info.get("type")
+    if kind in ("file", "directory"):
+        return
+    mode = info.get("mode")
+    what = _FILE_TYPES.get(stat.S_IFMT(mode)) if isinstance(mode, int) else None
+    raise CorpusError(f"{_escape_name(path)}: not a regular file but a {what or kind or 'special file'}; "
+                      "only regular files, directories and archives are read (a FIFO or a device "
+                      "would block or never end: copy its data to a file first)")
+
+
+def _ignored(relpath: str) -> bool:
+    """Directory entries that are not part of a corpus: hidden paths, dataset marker files."""
+    parts = relpath.split("/")
+    return any(p.startswith(".") for p in parts) or parts[-1] in IGNORED_NAMES
+
+
+def _label(path: str, root: str | None) -> str:
+    """The source id of a file: its path relative to ``root`` (else its name), bytes that are not
+    UTF-8 written as ``\\xNN``."""
+    if root:
+        return _escape_name(posixpath.relpath(path, root))
+    return _escape_name(posixpath.basename(path))
+
+
+def archive_kind(path: str) -> tuple[str | None, str | None]:
+    """``(kind, compression)`` of an archive path by its suffix: ``("tar", "gzip")`` for ``.tar.gz``
+    and ``.tgz``, ``("tar", None)`` for ``.tar``, ``("zip", None)`` for ``.zip``; ``(None, None)``
+    for anything else."""
+    name = path.lower()
+    ext = posixpath.splitext(name)[1]
+    if ext in ARCHIVE_SUFFIXES:
+        return ARCHIVE_SUFFIXES[ext]
+    base, comp = _strip_compression(name)
+    if comp is not None and posixpath.splitext(base)[1] == ".tar":
+        return "tar", comp
+    return None, None
+
+
+def detect_format(files: list[str], is_collection: bool) -> str:
+    """The format ``"auto"`` resolves to for these input files.
+
+    Table suffixes (``.jsonl``, ``.parquet``, ``.csv`` ...) choose their format when all files
+    share it; archives (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``, ``.zip``) are
+    collections read as ``files`` (one document per member); other collections are ``files`` and a
+    single other file is ``lines``.
+    """
+    kinds = set()
+    for f in files:
+        if archive_kind(f)[0] is not None:
+            kinds.add("archive")
+            continue
+        base, _ = _strip_compression(f)
+        kinds.add(TABLE_SUFFIXES.get(posixpath.splitext(base)[1].lower(), "text"))
+    if len(kinds) == 1 and kinds.isdisjoint(("text", "archive")):
+        return kinds.pop()
+    if is_collection or "archive" in kinds:
+        return "files"
+    return "lines"
+
+
+def _member_name(name: str) -> str:
+    """A member's path as its source id: without a leading ``/`` or ``./``; bytes that are not UTF-8
+    (tarfile gives them as surrogate escapes) written as ``\\xNN``."""
+    while name.startswith("./"):
+        name = name[2:]
+    return _escape_name(name.lstrip("/"))
+
+
+class _MemberNames:
+    """The member rules of one archive: which members are documents, under which unique source id.
+
+    Directories, hidden members and dataset markers are left out silently (the rules of directory
+    input).  Members whose path has a ``..`` component (path traversal names), symbolic and hard
+    links, and other non-regular members (devices, FIFOs, sparse files) are skipped and counted; a
+    name already taken gets ``#2``, ``#3`` ... (the first free suffix; a tar may hold one path
+    several times, e.g. appended versions), so source ids are unique.  :meth:`warn` gives one
+    :class:`ArchiveMemberWarning` for the archive with the counts.
+    """
+
+    REASONS = {"traversal": "with '..' in the path (path traversal names are not read)",
+               "link": "symbolic or hard link(s) (links are not followed)",
+               "other": "not regular file(s) (devices, FIFOs, sparse files)"}
+
+    def __init__(self, archive: str):
+        self.archive = archive
+        self.taken: set = set()
+        self.skipped: Counter = Counter()
+        self.example: dict = {}
+        self.renamed: list = []
+
+    def source_id(self, raw: str, kind: str) -> str | None:
+        """The member's source id, or None when it is no document; ``kind``: ``"file"``, ``"dir"``,
+        ``"link"`` or ``"other"``."""
+        if kind == "dir":
+            return None
+        reason = ("traversal" if ".." in raw.replace("\\", "/").split("/") else
+                  None if kind == "file" else kind)
+        if reason is not None:
+            self.skipped[reason] += 1
+            self.example.setdefault(reason, _escape_name(raw))
+            return None
+        name = _member_name(raw)
+        if not name or _ignored(name):
+            return None
+        sid, k = name, 2
+        while sid in self.taken:
+            sid, k = f"{name}#{k}", k + 1
+        if sid != name:
+            self.renamed.append((name, sid))
+        self.taken.add(sid)
+        return sid
+
+    def message(self) -> str | None:
+        parts = [f"{n} {self.REASONS[r]}, e.g. {self.example[r]!r}" for r, n in self.skipped.items()]
+        text = f"skipped {sum(self.skipped.values())} member(s): " + "; ".join(parts) if parts else ""
+        if self.renamed:
+            a, b = self.renamed[0]
+            text += ("; " if text else "") + (f"{len(self.renamed)} member(s) repeat an earlier name and got a "
+                                              f"'#k' suffix to keep source ids unique, e.g. {a!r} -> {b!r}")
+        return f"{self.archive}: {text}" if text else None
+
+    def warn(self, read_id=None) -> None:
+        msg = self.message()
+        if msg is not None:
+            warn_once((read_id, self.archive, "members"), msg, ArchiveMemberWarning, stacklevel=4)
+
+
+def _tar_kind(m) -> str:
+    if m.isdir():
+        return "dir"
+    if m.issym() or m.islnk():
+        return "link"
+    return "file" if m.isreg() and not m.issparse() else "other"
+
+
+def _zip_kind(info) -> str:
+    if info.is_dir():
+        return "dir"
+    ftype = stat.S_IFMT(info.external_attr >> 16)   # 0: no Unix type recorded
+    return "file" if ftype in (0, stat.S_IFREG) else "link" if ftype == stat.S_IFLNK else "other"
+
+
+def _zip_name_error(path: str, exc: UnicodeDecodeError) -> CorpusError:
+    return CorpusError(f"{path}: cannot read zip archive: member name {exc.object!r} is flagged as UTF-8 but "
+                       f"is not UTF-8 ({exc.reason} at byte {exc.start}); repack the archive")
+
+
+def _ratio_error(where: str, out: int, consumed: int, max_ratio: float) -> ExpansionError:
+    return ExpansionError(f"{where}: expands more than max_ratio={max_ratio:g} times ({out:,} bytes out of "
+                          f"{consumed:,} compressed bytes so far, {out / max(consumed, 1):,.0f}x): a "
+                          "decompression bomb? Pass a larger max_ratio= (or None) to read it anyway")
+
+
+def read_capped(fh, consumed, max_ratio, where: str) -> bytes:
+    """Read a decompressing stream to its end in :data:`READ_CHUNK` pieces, refusing a bomb.
+
+    Parameters
+    ----------
+    fh : file object
+        The decompressed stream.
+    consumed : callable
+        ``consumed()`` -> compressed bytes read so far (the raw file's ``tell``, or a member's size).
+    max_ratio : float or None
+        Refuse more than ``max_ratio`` times the compressed bytes once past :data:`RATIO_GRACE`
+        (1 MiB) of output; None: no limit.
+    where : str
+        The file (and member) for the message.
+
+    Returns
+    -------
+    bytes
+        The decompressed bytes (at most ``max(RATIO_GRACE, max_ratio * compressed) + READ_CHUNK``
+        are ever held when the limit trips).
+
+    Raises
+    ------
+    ExpansionError
+        The limit was passed (the message names ``where``, the ratio and ``max_ratio``).
+    """
+    chunks, out = [], 0
+    while True:
+        chunk = fh.read(READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        out += len(chunk)
+        if max_ratio is not None and out > RATIO_GRACE:
+            c = consumed()
+            if out > max_ratio * c:
+                raise _ratio_error(where, out, c, max_ratio)
+    return b"".join(chunks)
+
+
+def _read_compressed(fs, path: str, compression: str, max_ratio, where: str | None = None) -> bytes:
+    """A compressed file's decompressed bytes, read in pieces under the ``max_ratio`` limit."""
+    from fsspec.compression import compr
+
+    with fs.open(path, "rb") as raw, compr[compression](raw, mode="rb") as fh:
+        return read_capped(fh, raw.tell, max_ratio, where or path)
+
+
+def _read_file(fs, path: str, compression: str | None, piece: "Piece") -> bytes:
+    """A whole file's bytes, decompressed (under ``max_ratio``) when it is compressed."""
+    if compression:
+        return _read_compressed(fs, path, compression, piece.options.get("max_ratio", DEFAULT_MAX_RATIO))
+    with fs.open(path, "rb") as fh:
+        return fh.read()
+
+
+class _CappedStream:
+    """A decompressing stream (a compressed tar) whose total output is held to ``max_ratio`` times the
+    compressed bytes read so far; ``where`` names the member being read for the message."""
+
+    def __init__(self, fh, consumed, max_ratio, path: str):
+        self.fh, self.consumed, self.max_ratio, self.path = fh, consumed, max_ratio, path
+        self.out = 0
+        self.where = path
+
+    def read(self, n=-1) -> bytes:
+        data = self.fh.read(n)
+        self.out += len(data)
+        if self.max_ratio is not None and self.out > RATIO_GRACE:
+            c = self.consumed()
+            if self.out > self.max_ratio * c:
+                raise _ratio_error(self.where, self.out, c, self.max_ratio)
+        return data
+
+
+def _archive_members(fs, path: str, kind: str, compression: str | None, max_ratio=DEFAULT_MAX_RATIO,
+                     read_id=None):
+    """The members of an archive to read, in archive order: ``(name, source id, data offset, size)``
+    (zip: the offset of the member's header).
+
+    The member rules of :class:`_MemberNames` apply (skipped members and renamed duplicates are
+    warned about once).  Returns None for a compressed tar, whose listing would cost a full
+    decompression: it is read in one streaming pass.
+
+    Raises
+    ------
+    CorpusError
+        The archive cannot be read (the message names it), or a zip member name flagged as UTF-8 is not.
+    ExpansionError
+        A zip member whose declared size is more than ``max_ratio`` times its compressed size.
+    """
+    import tarfile
+    import zipfile
+
+    names = _MemberNames(path)
+    try:
+        if kind == "zip":
+            with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+                out = []
+                for info in zf.infolist():
+                    sid = names.source_id(info.filename, _zip_kind(info))
+                    if sid is None:
+                        continue
+                    if max_ratio is not None and info.file_size > max(RATIO_GRACE, max_ratio * info.compress_size):
+                        raise _ratio_error(f"{path}: member {info.filename!r}", info.file_size,
+                                           info.compress_size, max_ratio)
+                    out.append((info.filename, sid, info.header_offset, info.file_size))
+        elif compression is not None:
+            return None
+        else:
+            with fs.open(path, "rb") as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
+                out = []
+                for m in tf:   # uncompressed: tarfile seeks over member data, only headers are read
+                    sid = names.source_id(m.name, _tar_kind(m))
+                    if sid is not None:
+                        out.append((m.name, sid, m.offset_data, m.size))
+    except UnicodeDecodeError as exc:
+        raise _zip_name_error(path, exc) from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise CorpusError(f"{path}: cannot read {kind} archive: {type(exc).__name__}: {exc}") from None
+    names.warn(read_id)
+    return out
+
+
+def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize: int,
+                    file_index: int) -> list:
+    """Pieces of one archive: its members grouped to about ``blocksize`` bytes (a compressed tar:
+    one piece, streamed)."""
+    kind, comp = archive_kind(path)
+    members = _archive_members(fs, path, kind, comp, opts.get("max_ratio", DEFAULT_MAX_RATIO), opts.get("read_id"))
+    if members is None:
+        return [Piece(fmt, [path], [prefix], comp, 0, None, file_index, False, opts, kind, None)]
+    pieces, group, size = [], [], 0
+    for m in members:
+        group.append(m)
+        size += m[-1]
+        if size >= blocksize or len(group) >= MAX_MEMBERS_PER_PIECE:
+            pieces.append(group)
+            group, size = [], 0
+    if group or not pieces:
+        pieces.append(group)
+    out = []
+    for g in pieces:
+        labels = [prefix + m[1] for m in g]
+        ref = [(m[0], m[2]) if kind == "zip" else (m[0], m[2], m[3]) for m in g]
+        out.append(Piece(fmt, [path], labels, None, 0, None, file_index, False, opts, kind, ref))
+    return out
+
+
+MIN_BLOCKSIZE = 1 << 20
+MAX_SMALL_PIECES = 1000
+
+
+def check_blocksize(blocksize, n_pieces: int | None = None, nbytes: int | None = None) -> int:
+    """``blocksize`` as a positive int; with the plan's piece count, refuse a tiny one that shreds the input.
+
+    A blocksize under :data:`MIN_BLOCKSIZE` (1 MiB) is accepted while it splits the input into at most
+    :data:`MAX_SMALL_PIECES` (1,000) partitions (small inputs, tests); beyond that every partition is a
+    task and its overhead dominates (``blocksize=100`` on 2 MB made 22,000 partitions and ran minutes).
+
+    Raises
+    ------
+    ValueError
+        Not an integer >= 1, or under 1 MiB with more than 1,000 partitions; the message gives the
+        accepted range for this input.
+    """
+    from cutext.stages.runtime.params import count
+
+    bs = count("blocksize", blocksize, lo=1)
+    if n_pieces is not None and bs < MIN_BLOCKSIZE and n_pieces > MAX_SMALL_PIECES:
+        least = -(-int(nbytes) // MAX_SMALL_PIECES) if nbytes else MIN_BLOCKSIZE
+        raise ValueError(f"blocksize={bs:,} bytes splits the input{f' ({nbytes:,} bytes)' if nbytes else ''} "
+                         f"into {n_pieces:,} partitions; blocksize must be an integer >= {MIN_BLOCKSIZE:,} "
+                         f"(1 MiB), or >= {least:,} to stay within {MAX_SMALL_PIECES:,} partitions "
+                         f"(default {DEFAULT_BLOCKSIZE:,})")
+    return bs
+
+
+def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+         encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
+    """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
+
+    ``blocksize``: bytes per piece, an integer >= 1; under 1 MiB only while the input makes at most
+    1,000 pieces (:func:`check_blocksize`).  ``encoding`` must be a known ASCII-compatible codec
+    (:func:`check_encoding`), ``max_ratio`` a number >= 1 or None (:func:`check_max_ratio`); both are
+    checked before any file is touched.  Other parameters and the result: see the inner planner below.
+
+    Raises
+    ------
+    ValueError
+        A bad ``blocksize`` (:func:`check_blocksize`), ``encoding`` or ``max_ratio``, plus the errors
+        listed below.
+    """
+    blocksize = check_blocksize(blocksize)
+    encoding = check_encoding(encoding)
+    max_ratio = check_max_ratio(max_ratio)
+    fs, pieces, fmt = _plan(path, format=format, text_column=text_column, id_column=id_column,
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                            max_ratio=max_ratio)
+    if blocksize < MIN_BLOCKSIZE and len(pieces) > MAX_SMALL_PIECES:
+        nbytes = 0
+        for f in dict.fromkeys(f for p in pieces for f in p.paths):
+            try:
+                nbytes += fs.size(f) or 0
+            except Exception:
+                pass
+        check_blocksize(blocksize, len(pieces), nbytes)
+    return fs, pieces, fmt
+
+
+def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+          encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
+    """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
+
+    ``glob``: None (a path that exists is taken literally, else a path holding ``*?[`` is a
+    glob pattern), True (always a pattern) or False (never).
+
+    Returns
+    -------
+    (fsspec.AbstractFileSystem, list[Piece], str)
+        the filesystem, the pieces in input order, and the resolved format.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing matches ``path``.
+    ValueError
+        Unknown ``format``.
+    CorpusError
+        An archive that cannot be listed, or an archive with a table format (jsonl, parquet, csv);
+        a path that is not a regular file nor a directory (a FIFO, a device, a socket: never
+        opened); ``text_column`` / ``id_column`` given for text read as ``files`` or ``lines``.
+    ExpansionError
+        A zip member that declares more than ``max_ratio`` times its compressed size.
+    """
+    if glob is not None and not isinstance(glob, bool):
+        raise ValueError(f"glob must be None (auto), True or False, got {glob!r}")
+    fs, files, root = _fs_and_paths(path, storage_options, glob)
+    if not files:
+        raise FileNotFoundError(f"{path}: no input files found")
+    is_collection = root is not None or len(files) > 1
+    fmt = detect_format(files, is_collection) if format == "auto" else format
+    if fmt not in ("files", "lines", "jsonl", "parquet", "csv"):
+        raise ValueError(f"unknown format {format!r}; use auto, files, lines, jsonl, parquet or csv")
+    archives = [f for f in files if archive_kind(f)[0] is not None]
+    if archives and fmt not in ("files", "lines"):
+        raise CorpusError(f"{archives[0]}: archives are read with format 'files' (one document per "
+                          f"member) or 'lines' (one per line of each member), not {fmt!r}")
+    if fmt in ("files", "lines"):
+        given = [f"{k}={v!r}" for k, v in (("text_column", text_column), ("id_column", id_column)) if v is not None]
+        if given:
+            where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
+            unit = "file or archive member" if fmt == "files" else "line"
+            raise CorpusError(f"{where}: {' and '.join(given)} applies only to tables (JSON Lines, Parquet, "
+                              f"CSV/TSV), but this input is read as {fmt!r}: one document per {unit}, whose "
+                              "text is all of it; drop the option, or pass format= for a table")
+    # read_id tells this read's pieces from another read's (a file warns once per read)
+    opts = dict(text_column=text_column, id_column=id_column, encoding=encoding, max_ratio=max_ratio,
+                read_id=uuid.uuid4().hex)
+    pieces: list[Piece] = []
+    multi = len(files) > 1
+
+    def archive_prefix(f):
+        # a lone archive: source ids are member paths; among other inputs: "<archive>/<member>"
+        return _label(f, root) + "/" if multi or root is not None else ""
+
+    if fmt == "files":
+        group, size = [], 0
+
+        def flush():
+            if group:
+                pieces.append(Piece("files", list(group), [_label(g, root) for g in group], options=opts))
+                group.clear()
+
+        for i, f in enumerate(files):
+            if archive_kind(f)[0] is not None:
+                flush()
+                size = 0
+                pieces.extend(_archive_pieces(fs, f, fmt, archive_prefix(f), opts, blocksize, i))
+                continue
+            sz = fs.size(f) or 0
+            group.append(f)
+            size += sz
+            if size >= blocksize or len(group) >= MAX_MEMBERS_PER_PIECE:
+                flush()
+                size = 0
+        flush()
+        return fs, pieces, fmt
+    for i, f in enumerate(files):
+        if archive_kind(f)[0] is not None:
+            pieces.extend(_archive_pieces(fs, f, fmt, archive_prefix(f), opts, blocksize, i))
+            continue
+        _, comp = _strip_compression(f)
+        label = _label(f, root) if multi else None
+        if fmt in ("lines", "jsonl") and comp is None:
+            size = fs.size(f) or 0
+            nblocks = max(1, -(-size // blocksize))
+            for b in range(nblocks):
+                start = b * blocksize
+                end = None if b == nblocks - 1 else (b + 1) * blocksize
+                pieces.append(Piece(fmt, [f], [label], None, start, end, i, True, opts))
+        else:
+            pieces.append(Piece(fmt, [f], [label], comp, 0, None, i, True, opts))
+    return fs, pieces, fmt
+
+
+# ----------------------------------------------------------------------------- piece readers
+
+def _read_bytes(fs, piece: Piece) -> tuple[bytes, int]:
+    """Bytes of the piece and the byte offset where they start in the (uncompressed) file."""
+    path = piece.paths[0]
+    if piece.compression:
+        return _read_file(fs, path, piece.compression, piece), 0
+    with fs.open(path, "rb") as fh:
+        start = piece.start
+        if start > 0:
+            fh.seek(start - 1)
+            head = fh.read(1)
+            if head != b"\n":  # the line containing `start` belongs to the previous block
+                rest = fh.readline()
+                start += len(rest)
+        fh.seek(start)
+        if piece.end is None:
+            data = fh.read()
+        else:
+            if piece.end <= start:
+                return b"", start
+            data = fh.read(piece.end - start)
+            if data and not data.endswith(b"\n"):
+                data += fh.readline()
+        return data, start
+
+
+def _line_offsets(data: bytes) -> np.ndarray:
+    """int64 offsets (n+1) of the lines in ``data``; a final newline ends the last line."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    ends = nl + 1
+    if len(buf) and (len(nl) == 0 or nl[-1] != len(buf) - 1):
+        ends = np.append(ends, len(buf))
+    return np.concatenate([[0], ends]).astype(np.int64)
+
+
+def _strip_bom(data: bytes, start: int, encoding: str) -> bytes:
+    """Drop a UTF-8 byte order mark at the start of a file (it is not part of the first document)."""
+    if start == 0 and _is_utf8(encoding) and data.startswith(BOM):
+        return data[len(BOM):]
+    return data
+
+
+def _lines_table(data: bytes, piece: Piece, fs, start: int) -> tuple[pa.Array, np.ndarray]:
+    """Lines of ``data`` as a string array and per-line replacement counts.
+
+    The line terminator (``\n`` or ``\r\n``) is not part of the line.
+    """
+    offsets = _line_offsets(data)
+    n = len(offsets) - 1
+    if n == 0:
+        return pa.array([], pa.large_string()), np.zeros(0, np.int32)
+    encoding = piece.options.get("encoding", "utf-8")
+    if _is_utf8(encoding):
+        # strip the terminator: ends are offsets[1:] minus the '\n' (and a '\r' before it)
+        buf = np.frombuffer(data, dtype=np.uint8)
+        starts = offsets[:-1]
+        ends = offsets[1:].copy()
+        has_nl = buf[ends - 1] == 10          # only the last line can lack one
+        ends[has_nl] -= 1
+        has_cr = has_nl & (ends > starts)
+        has_cr[has_cr] = buf[ends[has_cr] - 1] == 13
+        ends[has_cr] -= 1
+        lengths = ends - starts
+        keep = np.ones(len(buf), dtype=bool)
+        keep[(offsets[1:] - 1)[has_nl]] = False
+        keep[ends[has_cr]] = False
+        values = buf[keep]
+        new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off), pa.py_buffer(values))
+        try:
+            arr.validate(full=True)
+            return arr, np.zeros(n, np.int32)
+        except pa.ArrowInvalid:
+            pass
+    texts, counts = [None] * n, np.zeros(n, np.int32)
+    for i in range(n):
+        raw = data[offsets[i]:offsets[i + 1]]
+        if raw.endswith(b"\n"):
+            raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+        texts[i], counts[i] = decode_counting(raw, encoding)
+    return pa.array(texts, pa.large_string()), counts
+
+
+def _first_line_number(fs, piece: Piece, start: int) -> int:
+    """0-based line number of byte ``start`` in the piece's file (only used for error messages)."""
+    if start == 0 or piece.compression:
+        return 0
+    with fs.open(piece.paths[0], "rb") as fh:
+        n, left = 0, start
+        while left > 0:
+            chunk = fh.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            left -= len(chunk)
+    return n
+
+
+def _jsonl_row_line(data: bytes, fs, piece: Piece, start: int, row: int) -> str:
+    """``"line N"`` (1-based, in the file) of record ``row`` of a JSON Lines piece (messages only)."""
+    seen = -1
+    for i, line in enumerate(data.split(b"\n")):
+        if line.strip():
+            seen += 1
+            if seen == row:
+                return f"line {_first_line_number(fs, piece, start) + i + 1}"
+    return f"record {row}"
+
+
+def _pick(columns, wanted, candidates, what, path):
+    if wanted is not None:
+        wanted_list = [wanted] if isinstance(wanted, str) else list(wanted)
+        missing = [c for c in wanted_list if c not in columns]
+        if missing:
+            raise CorpusError(f"{path}: missing {what} column(s) {missing}; columns are {list(columns)}")
+        return wanted_list
+    for c in candidates:
+        if c in columns:
+            return [c]
+    return None
+
+
+def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> tuple[pa.Array, pa.Array | None]:
+    """(text, source ids or None) of a table: the text column(s) joined by a space, nulls as ``""``.
+
+    ``row_name(i)`` names row ``i`` of the table in messages (default ``"row i"``, 0-based).
+
+    Raises
+    ------
+    CorpusError
+        No text column, a named column missing or repeated, an id that is null (the message names the
+        column and the first such row) or of a type with no string form (a JSON object or list).
+    """
+    text_cols = _pick(table.column_names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
+    if text_cols is None:
+        raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
+                          f"columns are {table.column_names}; pass text_column=")
+    id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
+    for c in text_cols + (id_cols or [])[:1]:
+        if table.column_names.count(c) > 1:  # a CSV header may repeat a name
+            raise CorpusError(f"{path}: column {c!r} appears {table.column_names.count(c)} times in the "
+                              f"header; columns are {table.column_names}")
+    parts = []
+    for c in text_cols:
+        col = table.column(c)
+        if not pa.types.is_large_string(col.type):  # one string type for the join below
+            col = pc.cast(col, pa.large_string())
+        parts.append(pc.fill_null(col, ""))
+    text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))
+    ids = None
+    if id_cols is not None:
+        col = table.column(id_cols[0])
+        name = row_name or (lambda i: f"row {i}")
+        if col.null_count:
+            first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} has {col.null_count} missing (null) id(s), "
+                              f"the first at {name(first)}; every document needs an id (or pass no id_column "
+                              "and drop the column, for row numbers)")
+        try:
+            ids = pc.cast(col, pa.large_string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise CorpusError(f"{path}: id column {id_cols[0]!r} holds {col.type} values, which have no "
+                              f"string form ({exc}); ids must be strings or numbers") from None
+    return pa.chunked_array(text).combine_chunks().cast(pa.large_string()), (
+        None if ids is None else pa.chunked_array(ids).combine_chunks())
+
+
+def _read_json(data: bytes) -> pa.Table:
+    """pyarrow's JSON Lines reader, keeping JSON strings as strings.
+
+    Arrow infers ``timestamp`` for strings that look like dates (an id ``"2020-01-01"`` would
+    come back as ``"2020-01-01 00:00:00"``); such columns are read again as strings.
+    """
+    import pyarrow.json as pj
+
+    ro = pj.ReadOptions(block_size=max(1 << 20, min(len(data), 1 << 30)))
+    table = pj.read_json(io.BytesIO(data), read_options=ro)
+    temporal = [f.name for f in table.schema
+                if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_time(f.type)]
+    if temporal:
+        schema = pa.schema([(c, pa.large_string()) for c in temporal])
+        table = pj.read_json(io.BytesIO(data), read_options=ro, parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="infer"))
+    return table
+
+
+def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
+    path = piece.paths[0]
+    if not data.strip():
+        return pa.table({})
+    try:
+        return _read_json(data)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        first = _first_line_number(fs, piece, start)
+        for i, line in enumerate(data.split(b"\n")):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise CorpusError(f"{path}: line {first + i + 1}: invalid JSON: {e}") from None
+            if not isinstance(obj, dict):
+                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}")
+        # every line parses alone: mixed types across lines; fall back to pandas
+        try:
+            rows = [json.loads(line) for line in data.split(b"\n") if line.strip()]
+            df = pd.DataFrame.from_records(rows)
+            for c in df.columns:
+                if df[c].dtype == object:
+                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+            return pa.Table.from_pandas(df, preserve_index=False)
+        except Exception:
+            raise CorpusError(f"{path}: cannot read JSON Lines: {exc}") from None
+
+
+def read_piece(piece: Piece, fs) -> pd.DataFrame:
+    """Read one piece into a pandas DataFrame ``(source_id, text, replaced)``.
+
+    Raises
+    ------
+    CorpusError
+        The file cannot be read or parsed, or lacks the text/id column; the message names the file
+        and the line where there is one.
+    """
+    fmt = piece.format
+    try:
+        if piece.archive is not None:
+            return _read_archive_piece(piece, fs)
+        if fmt == "files":
+            texts, reps, checks = [], [], []
+            encoding = piece.options.get("encoding", "utf-8")
+            for p in piece.paths:
+                raw = _read_file(fs, p, _strip_compression(p)[1], piece)
+                t, r = decode_counting(_strip_bom(raw, 0, encoding), encoding)
+                texts.append(t)
+                reps.append(r)
+                checks.append((p, raw[:SNIFF_BYTES], len(raw), r, True))
+            check_text(piece, checks)
+            return _frame(pa.array(piece.labels, pa.large_string()), pa.array(texts, pa.large_string()),
+                          np.asarray(reps, np.int32))
+        path = piece.paths[0]
+        encoding = piece.options.get("encoding", "utf-8")
+        if fmt in ("lines", "jsonl"):
+            data, start = _read_bytes(fs, piece)
+            data = _strip_bom(data, start, encoding)
+            if fmt == "lines":
+                text, reps = _lines_table(data, piece, fs, start)
+                if piece.start == 0:   # a file is judged by its first block: one verdict per file
+                    check_text(piece, [(path, data[:SNIFF_BYTES], len(data), int(reps.sum()), True)])
+                return _frame(None, text, reps)
+            record_reps = None
+            if not _is_utf8(encoding) or not _valid_utf8(data):
+                # decode line by line (a '\n' byte never sits inside a UTF-8 sequence), so
+                # that the replacements are counted per record; blank lines hold no record
+                decoded = [decode_counting(line, encoding) for line in data.split(b"\n")]
+                if piece.start == 0:   # a file is judged by its first block: one verdict per file
+                    check_text(piece, [(path, data[:SNIFF_BYTES], len(data), sum(r for _, r in decoded), True)])
+                data = "\n".join(t for t, _ in decoded).encode("utf-8")
+                record_reps = [r for t, r in decoded if t.strip(" \t\r")]
+            table = _jsonl_table(data, piece, fs, start)
+            if table.num_rows == 0:
+                return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
+            text, ids = _table_to_docs(table, piece, path, lambda row: _jsonl_row_line(data, fs, piece, start, row))
+            reps = np.zeros(len(text), np.int32)
+            if record_reps is not None:
+                if len(record_reps) == len(reps):
+                    reps[:] = record_reps
+                else:  # cannot happen with pyarrow's reader; keep the total exact anyway
+                    reps[0] = sum(record_reps)
+            return _frame(ids, text, reps)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            if piece.compression:
+                table = pq.read_table(io.BytesIO(_read_file(fs, path, piece.compression, piece)))
+            else:
+                with fs.open(path, "rb") as fh:
+                    table = pq.read_table(fh)
+            text, ids = _table_to_docs(table, piece, path)
+            return _frame(ids, text, np.zeros(len(text), np.int32))
+        if fmt != "csv":
+            raise ValueError(fmt)
+        text, ids, reps = _read_csv(fs, piece, path, encoding)
+        return _frame(ids, text, reps)
+    except CorpusError:
+        raise
+    except _read_errors() as exc:
+        where = piece.paths[0] if len(piece.paths) == 1 else f"{piece.paths[0]} (+{len(piece.paths) - 1} files)"
+        raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def _archive_members_data(fs, piece: Piece):
+    """Yield ``(source id, member name, bytes)`` of the piece's archive members, in archive order,
+    streaming (nothing is extracted to disk; a compressed tar is decompressed once, front to back).
+
+    Compressed data is read in :data:`READ_CHUNK` pieces under the ``max_ratio`` limit: a zip member
+    against its compressed size, a compressed tar's output against the compressed bytes read so far.
+    """
+    import tarfile
+    import zipfile
+
+    from fsspec.compression import compr
+
+    path = piece.paths[0]
+    max_ratio = piece.options.get("max_ratio", DEFAULT_MAX_RATIO)
+    if piece.archive == "zip":
+        with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+            by_offset = {info.header_offset: info for info in zf.infolist()}
+            for (name, offset), label in zip(piece.members, piece.labels):
+                info = by_offset[offset]   # by header: a zip may hold one name twice
+                with zf.open(info) as member:
+                    data = read_capped(member, lambda: info.compress_size, max_ratio, f"{path}: member {name!r}")
+                yield label, name, data
+    elif piece.members is not None:   # uncompressed tar: seek to each member's data
+        with fs.open(path, "rb") as fh:
+            for (name, offset, size), label in zip(piece.members, piece.labels):
+                fh.seek(offset)
+                data = fh.read(size)
+                if len(data) != size:
+                    raise EOFError(f"member {name!r} is truncated ({len(data)} of {size} bytes)")
+                yield label, name, data
+    else:
+        prefix = piece.labels[0] or ""
+        names = _MemberNames(path)
+        with fs.open(path, "rb") as raw, compr[piece.compression](raw, mode="rb") as dec:
+            stream = _CappedStream(dec, raw.tell, max_ratio, path)
+            with tarfile.open(fileobj=stream, mode="r|") as tf:
+                for m in tf:
+                    sid = names.source_id(m.name, _tar_kind(m))
+                    if sid is None:
+                        continue
+                    stream.where = f"{path}: member {m.name!r}"
+                    member = tf.extractfile(m)
+                    chunks = []
+                    while chunk := member.read(READ_CHUNK):
+                        chunks.append(chunk)
+                    yield prefix + sid, m.name, b"".join(chunks)
+        names.warn(piece.options.get("read_id"))
+
+
+def _decompress_member(data: bytes, name: str, max_ratio=DEFAULT_MAX_RATIO, where: str = "") -> bytes:
+    """A member compressed on its own (``x.txt.gz`` inside a tar) is decompressed, as a file is, in
+    pieces under the ``max_ratio`` limit (against the member's compressed bytes)."""
+    _, comp = _strip_compression(name)
+    if comp is None:
+        return data
+    from fsspec.compression import compr
+
+    raw = io.BytesIO(data)
+    with compr[comp](raw, mode="rb") as fh:
+        return read_capped(fh, raw.tell, max_ratio, where or name)
+
+
+def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
+    """Members of a tar/zip archive as documents: one per member (``files``) or per line of each
+    member (``lines``, source id ``"<member>:<line>"``, line 0-based)."""
+    import tarfile
+    import zipfile
+
+    encoding = piece.options.get("encoding", "utf-8")
+    max_ratio = piece.options.get("max_ratio", DEFAULT_MAX_RATIO)
+    path = piece.paths[0]
+    ids, texts, reps, checks = [], [], [], []
+    label = None
+    try:
+        for label, name, raw in _archive_members_data(fs, piece):
+            raw = _strip_bom(_decompress_member(raw, name, max_ratio, f"{path}: member {name!r}"), 0, encoding)
+            if piece.format == "lines":
+                t, r = _lines_table(raw, piece, fs, 0)
+                ids.append(pa.array([f"{label}:{i}" for i in range(len(t))], pa.large_string()))
+                texts.append(t)
+                reps.append(r)
+                checks.append((f"member {name!r}", raw[:SNIFF_BYTES], len(raw), int(r.sum()), True))
+            else:
+                t, r = decode_counting(raw, encoding)
+                ids.append(label)
+                texts.append(t)
+                reps.append(r)
+                checks.append((f"member {name!r}", raw[:SNIFF_BYTES], len(raw), r, True))
+    except CorpusError:
+        raise
+    except UnicodeDecodeError as exc:
+        if piece.archive == "zip" and label is None:   # ZipFile() decodes every member name
+            raise _zip_name_error(path, exc) from None
+        raise CorpusError(f"{path}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
+    except (tarfile.TarError, zipfile.BadZipFile) + _read_errors() as exc:
+        where = f"{path}" + (f" (after member {label!r})" if label else "")
+        raise CorpusError(f"{where}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
+    check_text(piece, checks, archive=path)
+    if piece.format == "lines":
+        if not texts:
+            return _frame(None, pa.array([], pa.large_string()), np.zeros(0, np.int32))
+        return _frame(pa.concat_arrays(ids), pa.concat_arrays(texts), np.concatenate(reps).astype(np.int32))
+    return _frame(pa.array(ids, pa.large_string()), pa.array(texts, pa.large_string()),
+                  np.asarray(reps, np.int32))
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _read_csv(fs, piece: Piece, path: str, encoding: str):
+    """(text, ids, replaced per row) of a CSV/TSV piece.
+
+    The text and id columns are read as strings (no type inference: id ``007`` stays ``"007"``).
+    Undecodable bytes are replaced before parsing; each row is charged the U+FFFD it holds
+    (any left over, e.g. in the header, go to the first row so that the total stays exact).
+    """
+    import pyarrow.csv as pcsv
+
+    delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
+    raw = _read_file(fs, path, piece.compression, piece)
+    total = 0
+    had_fffd = False
+    if not _is_utf8(encoding) or not _valid_utf8(raw):
+        had_fffd = "\ufffd".encode() in raw
+        t, total = decode_counting(raw, encoding)
+        check_text(piece, [(path, raw[:SNIFF_BYTES], len(raw), total, True)])
+        raw = t.encode("utf-8")
+    names = list(TEXT_CANDIDATES) + list(ID_CANDIDATES)
+    for key in ("text_column", "id_column"):
+        v = piece.options.get(key)
+        if v is not None:
+            names.extend([v] if isinstance(v, str) else v)
+    _check_csv_quotes(raw, delim, path)
+    convert = pcsv.ConvertOptions(column_types={c: pa.large_string() for c in names})
+    try:
+        table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
+                              convert_options=convert)
+    except pa.ArrowInvalid as exc:
+        raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
+    text, ids = _table_to_docs(table, piece, path, lambda row: f"data row {row + 1} (after the header)")
+    reps = np.zeros(len(text), np.int64)
+    if total and len(reps):
+        if not had_fffd:
+            for col in table.columns:
+                if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                    reps += pc.fill_null(pc.count_substring(col, "\ufffd"), 0).to_numpy()
+        reps[0] += total - min(int(reps.sum()), total)
+    return text, ids, reps.astype(np.int32)
+
+
+def _check_csv_quotes(raw: bytes, delim: str, path: str) -> None:
+    """Raise :class:`CorpusError` when a quoted CSV field is never closed.
+
+    pyarrow's reader (``newlines_in_values=True``) lets such a field run to the end of the file,
+    swallowing every later row into one value.  RFC 4180 quoting: a ``"`` opens a quoted field
+    only at the start of a field (after a delimiter, a line break or the file start; elsewhere it
+    is a literal character, as pyarrow reads it); inside, ``""`` is a quote and ``"`` closes.
+    Only the quote characters are visited, so the cost is small beside the parse.
+    """
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    quotes = np.flatnonzero(buf == 34)
+    if len(quotes) == 0:
+        return
+    prev = np.where(quotes > 0, buf[np.maximum(quotes - 1, 0)], 10)
+    at_start = (quotes == 0) | np.isin(prev, (ord(delim), 10, 13))
+    qs, starts = quotes.tolist(), at_start.tolist()
+    n, i, open_at = len(qs), 0, -1
+    while i < n:
+        if open_at < 0:
+            if starts[i]:
+                open_at = qs[i]
+            i += 1
+            continue
+        if i + 1 < n and qs[i + 1] == qs[i] + 1:   # "" inside a quoted field
+            i += 2
+            continue
+        open_at = -1                              # the closing quote
+        i += 1
+    if open_at >= 0:
+        line = int(np.count_nonzero(buf[:open_at] == 10)) + 1
+        raise CorpusError(f"{path}: line {line}: unterminated quoted field (the quote opened here is "
+                          f"never closed, so every later row would be read into this value)")
+
+
+def _read_errors() -> tuple:
+    """Exception types that mean "this input cannot be read" (corrupt, truncated, not the format)."""
+    import lzma
+    import zlib
+
+    errors = [OSError, EOFError, ValueError, pa.ArrowException, lzma.LZMAError, zlib.error]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+def _frame(ids, text, reps) -> pd.DataFrame:
+    n = len(text)
+    if ids is None:
+        ids = pa.nulls(n, pa.large_string())
+    table = pa.table({"source_id": ids, "text": text, "replaced": pa.array(reps, pa.int32())})
+    return table.to_pandas(types_mapper={pa.large_string(): pd.StringDtype("pyarrow")}.get)
+
+
+def meta_frame(backend: str = "cpu"):
+    """Empty ``(source_id: string, text: string, replaced: int32)`` frame: pandas, or cudf for ``"gpu"``."""
+    return frame_meta("corpus", backend)
+
+
+
+
+def to_backend(df: pd.DataFrame, backend: str):
+    """A host frame as a partition of the resolved ``backend``: itself (``"cpu"``) or cudf (``"gpu"``)."""
+    if not is_gpu(backend):
+        return df
+    return to_cudf(df)
+
+
+
+
+class _Numberer:
+    def __init__(self, doc_offsets, row_offsets, pieces):
+        self.doc_offsets = doc_offsets
+        self.row_offsets = row_offsets
+        self.pieces = pieces
+
+    def __call__(self, df, partition_info=None):
+        i = partition_info["number"]
+        n = len(df)
+        xp = array_module(df)
+        df = df.copy()
+        piece = self.pieces[i]
+        if piece.numbered:
+            src = df["source_id"]
+            missing = src.isna()
+            if bool(missing.any()):
+                prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
+                if is_gpu_object(df):  # the row numbers as strings on the device (issue 10)
+                    import cudf
+
+                    filled = cudf.Series(xp.arange(self.row_offsets[i], self.row_offsets[i] + n,
+                                                   dtype=np.int64)).astype(str)
+                    if prefix:
+                        filled = filled.str.insert(0, prefix)
+                else:
+                    rows = np.arange(self.row_offsets[i], self.row_offsets[i] + n).astype(str)
+                    filled = pd.Series([prefix + r for r in rows], dtype=pd.StringDtype("pyarrow"))
+                filled.index = src.index
+                df["source_id"] = src.where(~missing, filled)
+        df.insert(0, "doc_id", xp.arange(self.doc_offsets[i], self.doc_offsets[i] + n, dtype=np.int64))
+        return df
+
+
+def assign_doc_ids(ddf, pieces):
+    """Persist the corpus and give every document its dense ``doc_id`` (paper 004 step 2: a scan).
+
+    Source ids missing from the input become row numbers within their file.
+
+    Returns
+    -------
+    (dask.dataframe.DataFrame, numpy.ndarray)
+        The corpus ``(doc_id, source_id, text, replaced)`` and the document count of every partition.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document.
+    """
+    ddf = ddf.persist()
+    counts = np.asarray(ddf.map_partitions(len, meta=(None, "int64")).compute(), dtype=np.int64)
+    out, _ = number_documents(ddf, counts, pieces)
+    return out, counts
+
+
+def number_documents(ddf, counts: np.ndarray, pieces):
+    """Add the dense ``doc_id`` (and fill line-numbered source ids) given the rows of each partition.
+
+    Parameters
+    ----------
+    ddf : dask DataFrame, one partition a piece
+    counts : int64 array, shape (n_partitions,)
+        Documents per partition.
+    pieces : list of Piece
+
+    Returns
+    -------
+    (dask DataFrame, int64 array of shape (n_partitions,))
+        The numbered frame and the first doc_id of each partition.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document (the message names the file).
+    """
+    if counts.sum() == 0:
+        paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
+        where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
+        raise CorpusError(f"{where}: the corpus holds no document")
+    doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    row_offsets = np.zeros(len(pieces), np.int64)
+    seen: dict[int, int] = {}
+    for i, p in enumerate(pieces):
+        if p.numbered:
+            row_offsets[i] = seen.get(p.file_index, 0)
+            seen[p.file_index] = row_offsets[i] + counts[i]
+    meta = ddf._meta.copy()
+    meta.insert(0, "doc_id", array_module(meta).zeros(0, np.int64))
+    out = ddf.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=meta,
+                             enforce_metadata=False, align_dataframes=False)
+    return out, doc_offsets
+
+
+@dataclass
+class CorpusSource:
+    """A planned corpus: the lazy reader and what the compute context needs to know.
+
+    Attributes
+    ----------
+    path : str, os.PathLike or list
+        The input as given.
+    docs : dask.dataframe.DataFrame
+        Lazy ``(source_id: string, text: string, replaced: int32)``, one partition a piece, pandas
+        or cudf partitions.
+    pieces : list of cutext.stages.readers.files.Piece
+    format : str
+        The resolved reader format.
+    input_bytes : int
+        Bytes of the input files (the compute context's size test).
+    backend : {"cpu", "gpu"}
+        The resolved backend the partitions were made for.
+    check_documents : callable, optional
+        ``check_documents(table)`` on the read stage's document table ``(source_id, replaced)``
+        (a frame input's duplicate-id check, :mod:`cutext.stages.readers.frames`); raises on bad input.
+    """
+
+    path: object
+    docs: object
+    pieces: list
+    format: str
+    input_bytes: int
+    backend: str
+    check_documents: object = None

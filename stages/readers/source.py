@@ -1,0 +1,150 @@
+"""The corpus source: a path, a list of paths or a frame planned into pieces (nothing read yet),
+and the lazy dask collection of its documents, one partition a piece.
+"""
+from __future__ import annotations
+
+from cutext.kernels.backend import is_gpu
+from cutext.stages.readers import device
+from cutext.stages.readers.files import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusSource, Piece, meta_frame, plan,
+                                         read_piece, to_backend)
+from cutext.stages.readers.frames import frame_source, is_frame
+from cutext.stages.runtime.compute import input_bytes
+
+__all__ = ["CorpusSource", "open_corpus", "read_corpus", "DEVICE_READERS"]
+
+# the readers that put a piece's text straight into device buffers, by format
+DEVICE_READERS = {"lines": device.read_lines_device, "parquet": device.read_parquet_device,
+                  "files": device.read_files_device, "jsonl": device.read_jsonl_device,
+                  "csv": device.read_csv_device}
+
+
+def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
+                blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None, glob=None,
+                max_ratio=DEFAULT_MAX_RATIO) -> CorpusSource:
+    """Plan a corpus (list its pieces, measure its bytes); nothing is read yet.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, list, or a frame
+        A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.readers.source.read_corpus`); or a
+        pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.readers.frames.frame_source`).
+    backend : {"cpu", "gpu"}
+        The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`; for a frame only ``text_column``,
+        ``id_column`` and ``blocksize`` apply, the others are refused unless at their defaults).
+
+    Returns
+    -------
+    CorpusSource
+
+    Raises
+    ------
+    FileNotFoundError
+        The path matches nothing.
+    CorpusError (ValueError)
+        An unknown format or unreadable input found while planning; a frame without its text
+        column or with non-string text (``FrameError``).
+    ValueError
+        ``backend`` is not ``"cpu"`` / ``"gpu"`` (resolve ``"auto"`` first).
+    """
+    from fsspec.core import url_to_fs
+
+    is_gpu(backend)  # validates the resolved string
+    if is_frame(path):
+        return frame_source(path, backend=backend, format=format, text_column=text_column, id_column=id_column,
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                            max_ratio=max_ratio)
+    docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
+                                    blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                                    glob=glob, backend=backend, max_ratio=max_ratio)
+    p0 = path[0] if isinstance(path, (list, tuple)) else path
+    fs = url_to_fs(str(p0), **(storage_options or {}))[0]
+    return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend)
+
+
+class _PieceReader:
+    """Picklable callable for dask.dataframe.from_map: a piece -> a pandas or cudf partition."""
+
+    def __init__(self, fs, backend: str):
+        self.fs = fs
+        self.backend = backend
+
+    def __call__(self, piece: Piece):
+        if is_gpu(self.backend) and piece.archive is None and piece.format in DEVICE_READERS:
+            return DEVICE_READERS[piece.format](piece, self.fs)
+        df = read_piece(piece, self.fs)
+        return to_backend(df, self.backend)
+
+
+def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
+                encoding="utf-8", storage_options=None, glob=None, backend="cpu", max_ratio=DEFAULT_MAX_RATIO):
+    """Lazily read a corpus into a dask DataFrame ``(source_id, text, replaced)``, one partition a piece.
+
+    Call :func:`assign_doc_ids` on the result to get the dense ``doc_id`` column.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list
+        A file, a directory, an archive (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``,
+        ``.zip``), a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
+    format : {"auto", "files", "lines", "jsonl", "parquet", "csv"}
+    text_column, id_column : str or list of str, optional
+        Column(s) holding the text (joined by a space) and the source id: table formats only (refused
+        for ``files`` / ``lines``).
+    blocksize : int
+        Bytes per partition for splittable inputs.
+    encoding : str
+        Text encoding of the input (a Python codec that writes ASCII as ASCII; checked before any
+        work); undecodable bytes are replaced and counted.
+    storage_options : dict, optional
+        fsspec options of the filesystem (credentials, endpoints).
+    glob : bool or None
+        None (default): a path that exists is read as itself even when its name holds ``*``,
+        ``?`` or ``[`` (a file ``a[1].txt``), otherwise such a path is a glob pattern; True: always
+        a pattern; False: never (the name is literal).
+    backend : {"cpu", "gpu"}
+        The resolved backend (:func:`cutext.kernels.backend.resolve_backend`): pandas or cudf
+        partitions.  Downstream stages take the library from the partitions.
+    max_ratio : float or None
+        Refuse a compressed file or archive member that expands more than ``max_ratio`` times its
+        compressed bytes (zip/gz bombs; default :data:`DEFAULT_MAX_RATIO` = 100, Apache POI's zip
+        bomb guard: text compresses 3-10x, so only a bomb or a freak input trips it, and no member
+        can take more memory than 100 times its compressed size); output under 1 MiB is never
+        refused; None: no limit.
+
+    Returns
+    -------
+    (dask.dataframe.DataFrame, list[Piece], str)
+        The lazy corpus, its pieces (one per partition) and the resolved format.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing matches ``path``.
+    ValueError
+        A bad ``format``, ``blocksize``, ``encoding`` or ``max_ratio`` (before any file is read).
+    CorpusError (ValueError)
+        Raised while planning: a path that is neither a regular file nor a directory (FIFO, device,
+        socket), ``text_column``/``id_column`` for text read as files or lines, an archive that
+        cannot be listed; raised by the partitions when computed: unreadable or malformed input
+        (:func:`read_piece`), :class:`ExpansionError` for a bomb.
+
+    Warns
+    -----
+    BinaryInputWarning
+        Once per file: read as text, it looks binary (:func:`binary_reason`).
+    ArchiveMemberWarning
+        Once per archive: members skipped (path traversal names, links, devices) or renamed
+        (duplicate names get ``#2``, ``#3`` ...).
+    """
+    import dask.dataframe as dd
+
+    fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
+                           blocksize=blocksize, encoding=encoding, storage_options=storage_options,
+                           glob=glob, max_ratio=max_ratio)
+    ddf = dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
+                      label="read-corpus")
+    return ddf, pieces, fmt
+
+

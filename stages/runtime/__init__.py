@@ -1,0 +1,1 @@
+"""Runtime: compute contexts, progress, outputs and their checksums, parameters, artifact checks."""

@@ -1,0 +1,185 @@
+"""Checksums of saved outputs: every file's CRC32 in its manifest, and the manifest's own.
+
+Lucene ends every index file with a CRC32 footer and checks it when the file is opened
+(``CodecUtil.checkFooter``); cutext records the same checksum in the output's manifest instead, so
+the files stay plain Parquet / JSON that other tools read.  When a pipeline's output is complete,
+:func:`seal` adds to its manifest (``index.json``, ``params.json``, ...)
+
+* ``"files"``: ``{relative path: {"bytes": size, "crc32": "8 hex digits"}}`` for every file of the
+  output except the manifest, and ``"dirs"``: the relative paths of its folders;
+* ``"checksum"``: the CRC32 of the manifest's own bytes, computed with this value written as
+  ``"00000000"``.
+
+:func:`verify` checks them on load: any byte edit of any file (the manifest included), a missing or
+resized file is refused naming the file, and so is a file or folder the manifest does not list (a
+loader that reads every ``*.parquet`` of a folder would read it).  CRC32 is the checksum of Lucene's
+footers and of zlib (no dependency); it detects every burst error of up to 32 bits and any other
+edit with probability 1 - 2**-32.  It is not a signature: a writer that recomputes it can forge an
+output, which is why loaders also check values (:mod:`cutext.stages.runtime.artifacts`).
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+__all__ = ["crc32_file", "listing", "seal", "verify", "unlisted", "ChecksumError", "MissingFileError"]
+
+_BLOCK = 64 << 20  # bytes per zlib.crc32 call (it releases the GIL for each)
+_PLACEHOLDER = "00000000"
+_CHECKSUM_LINE = re.compile(rb'^  "checksum": "([0-9a-f]{8})",?$', re.MULTILINE)
+
+
+class ChecksumError(ValueError):
+    """A file of a saved output does not match its manifest (edited, truncated, missing or unknown)."""
+
+
+class MissingFileError(ChecksumError, FileNotFoundError):
+    """A file the manifest lists is not there."""
+
+
+def crc32_file(path) -> str:
+    """CRC32 of a file's bytes as 8 lowercase hex digits (memory-mapped: no copy, no Python buffer)."""
+    crc = 0
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return f"{crc:08x}"
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+            for a in range(0, size, _BLOCK):
+                crc = zlib.crc32(view[a:a + _BLOCK], crc)
+    return f"{crc:08x}"
+
+
+def listing(directory, manifest: str) -> tuple[list[str], list[str]]:
+    """The files (except ``manifest``) and the folders below ``directory``, as sorted relative POSIX
+    paths; symbolic links count as files (they are never followed)."""
+    d = Path(directory)
+    files, dirs = [], []
+    for root, dnames, fnames in os.walk(d):
+        rel = Path(root).relative_to(d)
+        for n in list(dnames):
+            p = d / rel / n
+            if p.is_symlink():  # never descend through a link
+                dnames.remove(n)
+                files.append((rel / n).as_posix())
+            else:
+                dirs.append((rel / n).as_posix())
+        files.extend((rel / n).as_posix() for n in fnames if not (rel == Path(".") and n == manifest))
+    return sorted(files), sorted(dirs)
+
+
+def _threads(n: int) -> int:
+    return max(1, min(n, os.cpu_count() or 1, 32))
+
+
+def _manifest_bytes(meta: dict) -> bytes:
+    return (json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def seal(directory, manifest: str) -> None:
+    """Record every file's size and CRC32 in ``directory/manifest`` and the manifest's own CRC32.
+
+    The manifest must already hold a JSON object; it is rewritten (indented, sorted keys) with the
+    keys ``files``, ``dirs`` and ``checksum`` (module docstring).  The files are read back on a pool
+    of threads (zlib releases the GIL), so sealing costs about one read of the output from the page
+    cache.
+
+    Raises
+    ------
+    ChecksumError
+        The manifest is not a JSON object.
+    """
+    d = Path(directory)
+    mf = d / manifest
+    meta = json.loads(mf.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict):
+        raise ChecksumError(f"{mf}: expected a JSON object")
+    files, dirs = listing(d, manifest)
+    with ThreadPoolExecutor(_threads(len(files))) as pool:
+        crcs = list(pool.map(lambda f: crc32_file(d / f), files))
+    meta["files"] = {f: {"bytes": os.lstat(d / f).st_size, "crc32": c} for f, c in zip(files, crcs)}
+    meta["dirs"] = dirs
+    meta["checksum"] = _PLACEHOLDER
+    raw = _manifest_bytes(meta)
+    crc = f"{zlib.crc32(raw):08x}"
+    m = _CHECKSUM_LINE.search(raw)
+    raw = raw[:m.start(1)] + crc.encode() + raw[m.end(1):]
+    tmp = mf.with_name(f".{manifest}.tmp")
+    tmp.write_bytes(raw)
+    os.replace(tmp, mf)
+
+
+def _manifest_ok(raw: bytes) -> bool:
+    m = _CHECKSUM_LINE.search(raw)
+    if m is None:
+        return False
+    blank = raw[:m.start(1)] + _PLACEHOLDER.encode() + raw[m.end(1):]
+    return f"{zlib.crc32(blank):08x}" == m.group(1).decode()
+
+
+def unlisted(directory, manifest: str, meta: dict) -> list[str]:
+    """Entries below ``directory`` that the manifest ``meta`` does not list (files and folders)."""
+    files, dirs = listing(directory, manifest)
+    known_f = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    known_d = set(meta.get("dirs") or ()) if isinstance(meta.get("dirs"), list) else set()
+    return [f for f in files if f not in known_f] + [x for x in dirs if x not in known_d]
+
+
+def verify(directory, manifest: str, meta: dict, *, contents: bool = True) -> None:
+    """Check a saved output against its sealed manifest (see :func:`seal`).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+    manifest : str
+        The manifest's file name, e.g. ``"index.json"``.
+    meta : dict
+        The manifest, parsed.
+    contents : bool, default True
+        Also check the CRC32 of the manifest and of every file (reads the whole output once, on a
+        pool of threads), their sizes and that they exist.  False checks only that nothing unlisted
+        is there.
+
+    Raises
+    ------
+    ChecksumError
+        The manifest records no checksums (written by an older cutext, or not by cutext), its own
+        checksum or a file's size or CRC32 does not match, or an entry is not listed; the message
+        names the file.
+    MissingFileError (ChecksumError, FileNotFoundError)
+        A listed file is missing.
+    """
+    d = Path(directory)
+    mf = d / manifest
+    files = meta.get("files")
+    if not isinstance(files, dict) or not isinstance(meta.get("checksum"), str):
+        raise ChecksumError(f"{mf}: records no file checksums (written by an older cutext, or not by "
+                            "cutext); rebuild it, or load it with verify=False to skip every integrity check")
+    if contents and not _manifest_ok(mf.read_bytes()):
+        raise ChecksumError(f"{mf}: the manifest's checksum does not match its bytes (edited or damaged)")
+    extra = unlisted(d, manifest, meta)
+    if extra:
+        raise ChecksumError(f"{d}: holds entries its {manifest} does not list: "
+                            + ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+                            + " (move them out of the output)")
+    if not contents:
+        return
+    for rel, rec in files.items():
+        p = d / rel
+        if not isinstance(rec, dict) or not os.path.lexists(p):
+            raise MissingFileError(f"{p}: listed in {manifest} but missing")
+        if os.lstat(p).st_size != rec.get("bytes"):
+            raise ChecksumError(f"{p}: {os.lstat(p).st_size} bytes, {manifest} records {rec.get('bytes')} "
+                                "(truncated, extended or replaced)")
+    names = sorted(files, key=lambda r: -files[r]["bytes"])  # the largest first: the pool ends together
+    with ThreadPoolExecutor(_threads(len(names))) as pool:
+        crcs = dict(zip(names, pool.map(lambda r: crc32_file(d / r), names)))
+    for rel in sorted(files):
+        if crcs[rel] != files[rel].get("crc32"):
+            raise ChecksumError(f"{d / rel}: CRC32 {crcs[rel]} does not match {files[rel].get('crc32')} "
+                                f"recorded in {manifest} (the file was edited or damaged)")

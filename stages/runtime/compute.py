@@ -1,0 +1,502 @@
+"""Where a pipeline computes: an existing Client, a local cluster, or an in-process scheduler (one policy).
+
+Used by the corpus front end (:mod:`cutext.stages.text.frontend`) and by every pipeline that maps dask
+partitions.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import dask
+
+SCHEDULERS = ("auto", "sync", "threads", "cluster")
+SMALL_INPUT_BYTES = 256 << 20
+
+
+@dataclass
+class ComputeInfo:
+    """Where one run computes: the resolved backend (``"cpu"``/``"gpu"``), the scheduler
+    (``"client"``, ``"sync"``, ``"threads"``, ``"cluster"``), its worker count and client (or None)."""
+
+    backend: str
+    scheduler: str
+    n_workers: int
+    client: object = None
+
+
+class GPUOutOfMemoryError(MemoryError):
+    """A device allocation failed during a GPU pipeline run; the message says what to change."""
+
+
+_DEVICE_OOM_TEXT = ("out_of_memory", "bad_alloc", "cudaErrorMemoryAllocation", "out of memory")
+
+
+def _is_device_oom(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed device allocation, judged by its type's name and module (no import):
+    cupy's ``cupy.cuda.memory.OutOfMemoryError``, rmm's / cudf's ``MemoryError`` (``std::bad_alloc:
+    out_of_memory``), including those re-raised by dask workers."""
+    t = type(exc)
+    mod, name = t.__module__ or "", t.__name__
+    if name == "OutOfMemoryError" and mod.startswith(("cupy", "cupy_backends")):
+        return True
+    if mod.startswith(("rmm", "cudf")) and "MemoryError" in name:
+        return True
+    if isinstance(exc, MemoryError) and not isinstance(exc, GPUOutOfMemoryError):
+        text = str(exc)
+        return any(s in text for s in _DEVICE_OOM_TEXT)
+    return False
+
+
+def device_oom_error(exc: BaseException, n_workers: int | None = None):
+    """The :class:`GPUOutOfMemoryError` for a device out-of-memory ``exc`` (or one in its cause
+    chain), else None.  The message names the remedies: a smaller ``blocksize=``, more GPUs
+    (workers), an RMM pool with spilling (``device_memory_limit``) on a ``LocalCUDACluster``."""
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if _is_device_oom(e):
+            where = f" on {n_workers} GPU worker(s)" if n_workers else ""
+            return GPUOutOfMemoryError(
+                f"the GPU ran out of memory{where} ({type(e).__module__}.{type(e).__name__}: {e}). "
+                "Try: a smaller blocksize= (bytes of text per partition, e.g. 16 << 20; each partition "
+                "is tokenized in device memory at once); more GPUs (a LocalCUDACluster with more "
+                "workers, or client=Client(LocalCUDACluster(...))); or spilling to host memory: "
+                "LocalCUDACluster(device_memory_limit=\"0.8\", rmm_pool_size=..., enable_cudf_spill=True) "
+                "passed as client=; or backend=\"cpu\".")
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def input_bytes(pieces, fs) -> int:
+    """Bytes of the files behind the reader's pieces (a file split into pieces counted once)."""
+    total = 0
+    for path in dict.fromkeys(path for p in pieces for path in p.paths):  # a split file once
+        try:
+            total += fs.size(path) or 0
+        except Exception:
+            pass
+    return total
+
+
+@contextlib.contextmanager
+def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: int = 0,
+                    n_workers: int | None = None):
+    """Configure dask for one pipeline run and yield a :class:`ComputeInfo`.
+
+    ``client`` (a ``distributed.Client``) wins.  Otherwise ``scheduler="auto"`` stays in-process
+    for inputs under 256 MiB (threads on the CPU, synchronous on the GPU) and uses a local cluster
+    above that: a
+    ``LocalCUDACluster`` (one worker per GPU) on the GPU backend, a ``LocalCluster`` (one
+    process per core) on the CPU backend.
+    """
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    from cutext.stages.runtime.params import count
+
+    n_workers = count("n_workers", n_workers, lo=1, none_ok=True)
+    cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
+           "dataframe.convert-string": False,
+           "dataframe.shuffle.method": "tasks"}
+    with _device_oom_guard(backend):
+        if client is not None:
+            with dask.config.set(cfg):
+                yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
+            return
+        yield from _context(backend, cfg, scheduler, nbytes, n_workers)
+
+
+@contextlib.contextmanager
+def _device_oom_guard(backend: str):
+    """The one place GPU stages run under: a device out-of-memory becomes :class:`GPUOutOfMemoryError`."""
+    try:
+        yield
+    except Exception as exc:  # MemoryError included
+        err = device_oom_error(exc) if backend == "gpu" else None
+        if err is None:
+            raise
+        raise err from exc
+
+
+# ----------------------------------------------------------------------------- step profile
+PROFILE_ENV = "CUTEXT_GPUTEXT_PROFILE"
+_profile: dict = {}
+_profile_lock = threading.Lock()
+
+
+class StepClock:
+    """Seconds per sub-step of a stage into :func:`step_profile` when ``$CUTEXT_GPUTEXT_PROFILE`` is
+    ``1`` (off by default).  ``StepClock(xp)`` starts it; ``clock(name)`` adds the time since the last
+    mark to ``name``.  With ``xp`` = cupy the device is synchronized at each mark (so the profile
+    slows the path a little); with numpy only the host clock is read."""
+
+    def __init__(self, xp):
+        import numpy as np
+
+        self.on = os.environ.get(PROFILE_ENV) == "1"
+        self.sync = xp is not np
+        self.xp = xp
+        if self.on and self.sync:  # work queued before the clock starts is not charged to its first step
+            xp.cuda.runtime.deviceSynchronize()
+        self.t = time.perf_counter()
+
+    def __call__(self, name):
+        if not self.on:
+            return
+        if self.sync:
+            self.xp.cuda.runtime.deviceSynchronize()
+        now = time.perf_counter()
+        with _profile_lock:
+            _profile[name] = _profile.get(name, 0.0) + now - self.t
+        self.t = now
+
+
+def step_profile(reset: bool = False) -> dict:
+    """Seconds per sub-step (read, tokenize, encode, count, write) summed over partitions in this
+    process (empty unless ``$CUTEXT_GPUTEXT_PROFILE=1``); ``reset`` clears it."""
+    with _profile_lock:
+        out = dict(_profile)
+        if reset:
+            _profile.clear()
+    return out
+
+
+@contextlib.contextmanager
+def device_pool():
+    """Allocate device memory from a stream-ordered pool (``cudaMallocAsync``, RMM's
+    ``CudaAsyncMemoryResource``) for the duration of an in-process GPU run, CuPy's arrays included
+    (:func:`cupy_from_rmm`).
+
+    The pool only when the process still has RMM's default resource (a plain ``CudaMemoryResource``, under
+    which every cupy and cudf allocation is a ``cudaMalloc`` and every free a device-wide
+    ``cudaFree``); a resource the caller chose (a pool, managed memory, statistics, a dask-cuda
+    worker's) is left alone, and CuPy allocates from it.  The previous resource and allocator are
+    restored afterwards; buffers allocated in the run keep their pool until they are freed.  Yields
+    whether the pool was installed.
+    """
+    try:
+        import rmm
+    except ImportError:  # pragma: no cover - GPU installs have rmm (cudf needs it)
+        yield False
+        return
+    old = rmm.mr.get_current_device_resource()
+    mine = type(old) is rmm.mr.CudaMemoryResource
+    if mine:
+        rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
+    try:
+        with cupy_from_rmm():
+            yield mine
+    finally:
+        if mine:
+            rmm.mr.set_current_device_resource(old)
+
+
+def rmm_cupy():
+    """Make CuPy allocate from RMM's current device resource (what a dask-cuda worker and an
+    in-process run use), so that cudf and the kernels share one pool, one limit and one count."""
+    import cupy
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+
+
+@contextlib.contextmanager
+def cupy_from_rmm():
+    """:func:`rmm_cupy` for the duration of a run; CuPy's previous allocator is restored afterwards.
+
+    Without it CuPy may keep its own pool beside RMM's: blocks one library freed stay reserved and
+    the other cannot reuse them, and RMM's statistics and limits miss every CuPy array.  Importing
+    cudf already routes CuPy to RMM in the RAPIDS 26.10 kit (measured: CuPy's pool stayed empty
+    without this context, benchmarks/micro/memory_ab.py); the context makes it hold whatever was
+    imported, e.g. for the kernels that use CuPy alone."""
+    try:
+        import cupy
+    except ImportError:  # pragma: no cover - GPU installs have cupy (and rmm, which cudf needs)
+        yield
+        return
+    old = cupy.cuda.get_allocator()
+    rmm_cupy()
+    try:
+        yield
+    finally:
+        cupy.cuda.set_allocator(old)
+
+
+# threads a worker of cutext's own LocalCUDACluster: with two, one task's host work (the Parquet writer's,
+# Python's, the comm's) overlaps another's device work, as the in-process GPU index keeps two files in
+# flight. The 2 GB bm25 index on one worker of an H200: 2.74 s against 3.14 with one thread, and 3.75 against
+# 4.53 on a slower machine of the kind (issue 10, eleventh pass, benchmarks/micro/client_profile.py). The two
+# threads share the device's default stream: host work overlaps, device work does not.
+GPU_THREADS_PER_WORKER = 2
+
+
+def _context(backend, cfg, scheduler, nbytes, n_workers):
+    if scheduler == "auto":
+        # small inputs stay in-process: threads on the CPU (pyarrow, numba and numpy release the
+        # GIL), one stream of work on the GPU
+        small = "sync" if backend == "gpu" else "threads"
+        scheduler = small if nbytes < SMALL_INPUT_BYTES else "cluster"
+    if scheduler in ("sync", "threads"):
+        cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
+        nw = 1 if scheduler == "sync" else (os.cpu_count() or 1)
+        with dask.config.set(cfg), (device_pool() if backend == "gpu" else contextlib.nullcontext()):
+            yield ComputeInfo(backend, scheduler, nw, None)
+        return
+    from distributed import Client
+
+    if backend == "gpu":
+        from dask_cuda import LocalCUDACluster
+
+        # rmm_async as device_pool() in-process; two tasks in flight a GPU (GPU_THREADS_PER_WORKER)
+        cluster = LocalCUDACluster(n_workers=n_workers, threads_per_worker=GPU_THREADS_PER_WORKER, rmm_async=True)
+    else:
+        from distributed import LocalCluster
+
+        n = n_workers or (os.cpu_count() or 1)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+    try:
+        with Client(cluster) as c, dask.config.set(cfg):
+            if backend == "gpu":
+                c.run(rmm_cupy)  # the workers' CuPy arrays from their RMM pool, as in-process
+            yield ComputeInfo(backend, "cluster", len(c.scheduler_info().get("workers", {})), c)
+    finally:
+        cluster.close()
+
+
+# Device bytes an in-memory GPU corpus build needs per input byte, at its peak (the count stage:
+# the tokenize scans, 12 bytes a distinct (term, document) pair, beside the counts, 20 bytes a
+# pair, and the sort's temporaries).  Measured 2.3-2.5x on 2 GB of replicated 20 Newsgroups with
+# the text and each scan freed as soon as they are used (3.9x before; issue 10,
+# benchmarks/bm25_limited.py); 4 leaves a margin.
+DEVICE_BYTES_PER_INPUT_BYTE = 4
+
+
+def device_memory_budget() -> int:
+    """Bytes of device memory this process can still allocate on the current GPU.
+
+    The device's free memory (``cudaMemGetInfo``) plus what CuPy's own pool holds unused, bounded
+    by what a :class:`rmm.mr.LimitingResourceAdaptor` in the current RMM resource chain still
+    allows (the way to give a run less than the whole device).
+    """
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    budget = int(free) + int(cupy.get_default_memory_pool().free_bytes())
+    try:
+        import rmm
+    except ImportError:  # pragma: no cover - GPU installs have rmm
+        return budget
+    mr, seen = rmm.mr.get_current_device_resource(), 0
+    while mr is not None and seen < 16:
+        if isinstance(mr, rmm.mr.LimitingResourceAdaptor):
+            budget = min(budget, int(mr.get_allocation_limit()) - int(mr.get_allocated_bytes()))
+        mr = mr.get_upstream() if hasattr(mr, "get_upstream") else None
+        seen += 1
+    return budget
+
+
+def gpu_spill_budget(nbytes: int, info: ComputeInfo) -> int | None:
+    """The per-GPU device budget (bytes, :func:`device_memory_budget`, the smallest over the
+    workers) when a GPU corpus build of ``nbytes`` of input should keep its per-partition results
+    in files (``spill=``) instead of device memory, else None: spill when
+    ``DEVICE_BYTES_PER_INPUT_BYTE * nbytes``, shared among the workers, exceeds that budget."""
+    need = DEVICE_BYTES_PER_INPUT_BYTE * int(nbytes)
+    if info.client is None:
+        budget, n = device_memory_budget(), 1
+    else:
+        budgets = list(info.client.run(device_memory_budget).values())
+        if not budgets:
+            return None
+        budget, n = min(budgets), len(budgets)
+    return budget if need / n > budget else None
+
+
+def _in_process() -> bool:
+    """Whether dask computes in this process now (the synchronous, threaded or multiprocessing
+    scheduler, or none configured and no default client), not on a ``distributed`` cluster."""
+    import dask.base
+    import dask.local
+    import dask.multiprocessing
+    import dask.threaded
+
+    get = dask.base.get_scheduler()
+    return get is None or get in (dask.local.get_sync, dask.threaded.get, dask.multiprocessing.get)
+
+
+def nbytes_of(*values) -> int:
+    """Bytes held by ``values`` as dask measures them (``dask.sizeof``: arrays, frames, series of either
+    library; None counts 0).  For the ``__sizeof__`` of the objects that stages pass between tasks: a
+    distributed scheduler places a task beside its largest inputs and moves (or steals) one whose inputs
+    look small, and an object without ``__sizeof__`` looks like a few dozen bytes whatever it holds
+    (issue 10, eleventh pass: count tasks pulled their tokenize summaries from the other worker)."""
+    from dask.sizeof import sizeof
+
+    return sum(int(sizeof(v)) for v in values if v is not None)
+
+
+def cluster_client():
+    """The ``distributed.Client`` that dask computes on now, or None (an in-process scheduler, or none)."""
+    if _in_process():
+        return None
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def shared_key(obj, client=None):
+    """One key for an object that many tasks take (a vocabulary, BM25 weights, document lengths): on a
+    distributed ``client`` (default: :func:`cluster_client`) scattered to every worker at once, else a
+    delayed literal of the in-process graph.  Not a copy inside every task (each went from the scheduler
+    to its worker: 16 x 8.4 MB of lengths for the 2 GB index), nor a graph key computed on one worker
+    that the others then fetch (issue 10, ninth and eleventh passes)."""
+    client = client if client is not None else cluster_client()
+    if client is not None:
+        return client.scatter(obj, broadcast=True, hash=False)
+    return dask.delayed(obj, pure=True, traverse=False)
+
+
+def cluster_workers() -> list[str] | None:
+    """The worker addresses (sorted) of :func:`cluster_client`, or None when dask computes in-process
+    or the cluster has fewer than two workers (nothing to spread)."""
+    client = cluster_client()
+    if client is None:
+        return None
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    return workers if len(workers) > 1 else None
+
+
+def on_worker(i: int, workers: list[str] | None):
+    """Context in which the dask tasks made go preferably to worker ``i mod len(workers)``.
+
+    Spreads tasks that depend on every partition alike (a term range gathers a slice of each counts
+    partition), which the scheduler would otherwise put where most of their inputs are: on a
+    2-worker LocalCUDACluster it ran all 11 term ranges of the 2 GB bm25 index, and wrote all their
+    files, on one GPU (issue 10, ninth pass, ``benchmarks/micro/client_profile.py``).  A preference
+    (``allow_other_workers``), so a lost worker's tasks still run elsewhere.  No-op when ``workers``
+    is None.
+    """
+    if not workers:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True)
+
+
+def partition_homes(frame):
+    """``(futures, workers)``: the future and a worker holding it of each partition of a collection
+    persisted on a distributed cluster, in partition order; None when its partitions are not futures.
+
+    For tasks on single partitions that must run where their partition is: a task made under
+    :func:`on_worker` passes that annotation on to dependencies that have none of their own (dask,
+    measured with distributed 2026.8), so the slices of a spread term range otherwise ran on the
+    range's worker and pulled whole partitions there (issue 10, ninth pass).  Passing the futures
+    themselves also skips the alias task a persisted collection puts before each partition.
+    """
+    client = cluster_client()
+    if client is None:
+        return None
+    from distributed import futures_of
+
+    futs = {f.key: f for f in futures_of(frame)}
+    if not futs:
+        return None
+    graph = dict(frame.__dask_graph__())
+    keys = []
+    for k in frame.__dask_keys__():
+        if k not in futs:  # an alias of the future's key
+            deps = getattr(graph.get(k), "dependencies", None) or ()
+            k = next(iter(deps)) if len(deps) == 1 else None
+        if k not in futs:
+            return None
+        keys.append(k)
+    who = client.who_has([futs[k] for k in keys])
+    homes = [(who.get(k) or [None])[0] for k in keys]
+    if not all(homes):
+        return None
+    return [futs[k] for k in keys], homes
+
+
+def _is_frame_collection(obj) -> bool:
+    return all(hasattr(obj, a) for a in ("to_delayed", "_meta", "npartitions", "known_divisions"))
+
+
+def _persist_in_process(objs: list) -> list:
+    """``dask.persist(*objs)`` for an in-process scheduler, without naming the persisted frame
+    collections by their contents.
+
+    dask names a persisted DataFrame collection by a token of its computed partitions; for cudf
+    partitions that token hashes every row on the device and copies the hashes to the host
+    (``cudf.DataFrame.__dask_tokenize__``): 0.4-0.6 s of the 2 GB bm25 index on an H200
+    (issue 10, seventh pass, cProfile).  Here the partitions are computed in one graph and wrapped
+    as a collection again under random keys (``dask.delayed(pure=False)``), with the same meta and
+    divisions.  Other objects (delayed) are persisted as usual.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    out = list(objs)
+    frames = [i for i, o in enumerate(objs) if _is_frame_collection(o)]
+    if frames:
+        parts = dask.compute(*[objs[i].to_delayed() for i in frames])
+        for i, ps in zip(frames, parts):
+            o = objs[i]
+            out[i] = dd.from_delayed([dask.delayed(p, pure=False, traverse=False) for p in ps], meta=o._meta,
+                                     divisions=o.divisions if o.known_divisions else None, verify_meta=False)
+    rest = [i for i in range(len(objs)) if i not in frames]
+    if rest:
+        for i, p in zip(rest, dask.persist(*[objs[i] for i in rest])):
+            out[i] = p
+    return out
+
+
+def materialize(ddf, info: ComputeInfo):
+    """Persist a collection and wait until it is computed (so stage timings are honest)."""
+    if info.client is None and _in_process():
+        return _persist_in_process([ddf])[0]
+    out = ddf.persist()
+    if info.client is not None:
+        from cutext.stages.runtime.progress import wait  # distributed.wait, feeding the stage's progress
+
+        wait(out)
+    return out
+
+
+def persist_all(objs: list) -> list:
+    """Persist a list of dask objects (delayed, collections) and wait until they are computed: on a
+    ``distributed.Client`` (the one in effect, found from the futures) the finished futures feed the
+    current stage's progress (:func:`cutext.stages.runtime.progress.wait`); in-process without dask's
+    content tokens of the results (:func:`_persist_in_process`)."""
+    import dask
+
+    if _in_process():
+        return _persist_in_process(objs)
+    out = list(dask.persist(*objs))
+    try:
+        from distributed import futures_of
+    except ImportError:  # pragma: no cover
+        return out
+    if futures_of(out):
+        from cutext.stages.runtime.progress import wait
+
+        wait(out)
+    return out
+
+
+def compute_all(tasks: list, info: ComputeInfo) -> list:
+    """``dask.compute(*tasks)`` as a list; on the context's ``distributed.Client`` through futures, so
+    that their completion feeds the current stage's progress (:func:`cutext.stages.runtime.progress.wait`)."""
+    import dask
+
+    if info.client is None:
+        return list(dask.compute(*tasks))
+    from cutext.stages.runtime.progress import wait
+
+    futures = info.client.compute(list(tasks))
+    wait(futures)
+    return info.client.gather(futures)

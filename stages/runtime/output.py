@@ -1,0 +1,480 @@
+"""Output directories that are replaced safely: never a user's folder, never a window with no output.
+
+Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.  The rules:
+
+1. **What may be replaced.**  ``out`` may be a new path, an empty directory, or an earlier output of
+   the *same* pipeline: a directory whose manifest (``index.json``, ``params.json``...) says
+   ``"kind": <the pipeline's kind>``.  Anything else (a folder of the user's files, an output of
+   another pipeline, a file) is refused with :class:`OutputDirectoryError` naming it, and
+   :func:`check_output` lets a pipeline refuse it before any work.  An earlier output is replaced
+   only when every entry in it is one its manifest lists (:mod:`cutext.stages.runtime.checksums`): a forged
+   manifest beside a user's files, or files a user added inside an earlier output, are refused with
+   the unknown entries named.  Never replaced, whatever they hold: the working directory or a parent
+   of it, an input of the run or a parent of an input (every file a run reads is an input: the
+   corpus and parameter files such as a stopword list or a vocabulary), a symbolic link.  Never
+   written inside an input folder either (the next run over that folder would read the output as
+   documents).  Remote URLs (``s3://...``) are refused with a clear error: outputs are written locally.
+2. **No window.**  The new output is written into a hidden temporary directory beside ``out``
+   (``.<name>.tmp-<tag>-<pid>-<host>``) and swapped in with one ``renameat2(RENAME_EXCHANGE)``
+   (Linux): at every instant ``out`` is either the old complete output or the new one, as Lucene
+   makes a commit visible with one rename of its segments file.  Where the exchange is not supported
+   (another OS, a file system without it), two renames are used and a later run restores the old
+   output if a writer died between them.
+3. **Concurrent writers.**  The swap happens under an exclusive, non-blocking ``flock`` on
+   ``.<name>.lock`` beside ``out``: of two runs finishing together one wins, the other gets
+   :class:`OutputBusyError` and removes its temporary directory; nothing is left behind.
+4. **Temporaries of dead writers.**  Every run removes the temporary directories of ``out`` whose
+   writer process (pid, same host) is gone; a live writer's are never touched.
+5. **Sealed.**  Before the swap, the manifest records the size and CRC32 of every file and its own
+   CRC32 (:func:`cutext.stages.runtime.checksums.seal`); loaders verify them.
+
+Files the command line writes (a TREC run of ``search --out``) go through :func:`check_output_file`:
+never an input of the command, never a folder, never inside a cutext output.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fnmatch
+import json
+import os
+import re
+import shutil
+import socket
+import uuid
+from pathlib import Path
+
+from cutext.stages.runtime import checksums
+
+__all__ = ["OutputDirectoryError", "OutputBusyError", "check_output", "check_output_file", "atomic_directory",
+           "write_json", "clean_stale", "param_files"]
+
+
+class OutputDirectoryError(FileExistsError):
+    """``out=`` names a directory that a pipeline must not replace (the message says which and why)."""
+
+
+class OutputBusyError(OutputDirectoryError):
+    """Another run is replacing the same output directory at this moment."""
+
+
+# manifests of the outputs cutext writes (named in the error when another kind is in the way)
+_MANIFESTS = ("index.json", "params.json", "cluster.json", "ngram.json", "state.json")
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<tag>[0-9a-f]{8})-(?P<pid>\d+)-(?P<host>.+)$")
+
+
+def _is_remote(out) -> bool:
+    s = os.fspath(out) if isinstance(out, os.PathLike) else out
+    if not isinstance(s, str):
+        return False
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", s)
+    return bool(m) and m.group(1).lower() != "file"
+
+
+def _local_path(out) -> Path:
+    if isinstance(out, str) and out.lower().startswith("file://"):
+        out = out[len("file://"):]
+    return Path(out).expanduser().absolute()
+
+
+def _within(child: Path, parent: Path) -> bool:
+    """True when ``child`` is ``parent`` or lies below it (both resolved)."""
+    return child == parent or parent in child.parents
+
+
+def _input_paths(inputs) -> list[Path]:
+    """Local paths among the run's inputs (a path, a list of paths, globs reduced to their fixed part)."""
+    found = []
+    for p in _flat(inputs):  # frames and other in-memory inputs have no path to protect
+        if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
+            continue
+        s = os.fspath(p)
+        if s.lower().startswith("file://"):
+            s = s[len("file://"):]
+        fixed = re.split(r"[*?\[]", s, maxsplit=1)[0] if not os.path.exists(s) else s
+        if not fixed:
+            continue
+        q = Path(fixed).expanduser().absolute()
+        if fixed != s:  # a glob: protect the folder its fixed part names
+            q = q if fixed.endswith(os.sep) else q.parent
+        found.append(q.resolve())
+    return found
+
+
+def _literal_dirs(inputs) -> set:
+    """The inputs that are existing folders (read whole: every file below them is a document)."""
+    return {q for q in _input_paths([p for p in _flat(inputs) if isinstance(p, (str, os.PathLike))
+                                     and os.path.isdir(os.fspath(p))])}
+
+
+def _flat(inputs) -> list:
+    """``inputs`` as one flat list: a pipeline passes ``[path, *param_files(...)]``, and path may be a list."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [inputs]
+    if not isinstance(inputs, (list, tuple)):
+        return []
+    return [x for p in inputs for x in (p if isinstance(p, (list, tuple)) else [p])]
+
+
+def _globs(inputs) -> list[str]:
+    """The inputs that are glob patterns (no such path, ``*?[`` in the name), absolute, with the folder
+    before the first wildcard resolved."""
+    out = []
+    for p in _flat(inputs):
+        if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
+            continue
+        s = os.fspath(p)
+        s = os.path.abspath(os.path.expanduser(s[len("file://"):] if s.lower().startswith("file://") else s))
+        m = re.search(r"[*?\[]", s)
+        if m and not os.path.exists(s):
+            cut = s.rfind(os.sep, 0, m.start())
+            out.append(str(Path(s[:cut] or os.sep).resolve()) + s[cut:])
+    return out
+
+
+def _read_by_glob(real: Path, patterns: list[str]) -> str | None:
+    """The pattern that matches ``real`` or a folder above it (so a run would read the output), else None;
+    fnmatch's ``*`` also crosses ``/``, which errs on the side of refusing."""
+    for pat in patterns:
+        for d in (real, *real.parents):
+            if fnmatch.fnmatchcase(str(d), pat):
+                return pat
+    return None
+
+
+def param_files(*values) -> list:
+    """The values that name existing local files (a stopword list, a vocabulary, a model): protected
+    inputs of a run, like its corpus.  Names of built-in lists (``"lucene"``), lists of words, None
+    and missing paths are left out."""
+    return [v for v in values if isinstance(v, (str, os.PathLike)) and not _is_remote(v)
+            and os.path.isfile(os.fspath(v))]
+
+
+def _manifest_kind(path: Path) -> str | None:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("kind") if isinstance(meta, dict) else None
+
+
+def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool = True) -> Path:
+    """Check that ``out`` may receive (or be replaced by) an output of kind ``kind``; change nothing.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The output directory.
+    kind : str
+        The pipeline's manifest kind, e.g. ``"cutext.bm25"``.
+    manifest : str
+        The manifest file inside an output of that kind, e.g. ``"index.json"``.
+    inputs : path, list of paths, or None
+        The run's inputs: ``out`` may be none of them nor a parent of one.
+    overwrite : bool
+        False: an existing ``out`` is refused even when it is an earlier output.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out`` as an absolute local path.
+
+    Raises
+    ------
+    OutputDirectoryError
+        ``out`` is the working directory or a parent of it, an input or a parent of one, a file, a
+        non-empty directory that is not an earlier output of kind ``kind``, or exists while
+        ``overwrite`` is False.
+    ValueError
+        ``out`` is a remote URL (not supported: write locally, then copy).
+    """
+    if _is_remote(out):
+        raise ValueError(f"out={out!r}: remote output directories are not supported; write to a local "
+                         "directory and copy it (e.g. with fsspec's put)")
+    path = _local_path(out)
+    if path.is_symlink():  # swapping would replace the link by a folder and strand the link in a temporary
+        raise OutputDirectoryError(f"out={os.fspath(out)!r} is a symbolic link (to {os.readlink(path)}); "
+                                   "pass the directory it points to, or a new path")
+    real = path.resolve()
+    cwd = Path.cwd().resolve()
+    if _within(cwd, real):
+        raise OutputDirectoryError(f"out={os.fspath(out)!r} is the working directory or a parent of it "
+                                   f"({real}); choose a new directory for the output")
+    for q in _input_paths(inputs):
+        if _within(q, real):
+            what = "the input" if q == real else f"a parent of the input {q}"
+            raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is {what}; "
+                                       "choose a directory outside the corpus")
+        if q.is_dir() and _within(real, q) and q in _literal_dirs(inputs):
+            raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is inside the input folder {q}: the "
+                                       "next run over that folder would read the output as documents; "
+                                       "choose a directory outside the corpus")
+    pat = _read_by_glob(real, _globs(inputs))
+    if pat is not None:
+        raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) matches the input pattern {pat!r}: the next "
+                                   "run of that pattern would read the output as documents; choose a directory "
+                                   "outside the corpus")
+    if not os.path.lexists(path):
+        return path
+    if not overwrite:
+        raise OutputDirectoryError(f"{path} exists (pass overwrite=True to replace an earlier output)")
+    if not path.is_dir():
+        raise OutputDirectoryError(f"out={os.fspath(out)!r}: {path} exists and is not a directory")
+    if not any(path.iterdir()):
+        return path
+    found = _manifest_kind(path / manifest)
+    if found != kind:
+        other = found or next((k for m in _MANIFESTS if (k := _manifest_kind(path / m))), None)
+        why = (f"it is a {other!r} output" if other is not None
+               else f"it holds no {manifest} of a cutext output")
+        raise OutputDirectoryError(
+            f"refusing to replace {path}: it is not empty and not an earlier {kind!r} output ({why}). "
+            "Choose a new or empty directory, or remove this one yourself.")
+    meta = json.loads((path / manifest).read_text(encoding="utf-8"))
+    if not isinstance(meta.get("files"), dict):
+        raise OutputDirectoryError(
+            f"refusing to replace {path}: its {manifest} lists none of its files (written by an older cutext, "
+            "or not by cutext), so nothing shows that every file in it is cutext's. Remove it yourself.")
+    extra = checksums.unlisted(path, manifest, meta)
+    if extra:
+        raise OutputDirectoryError(
+            f"refusing to replace {path}: it holds entries its {manifest} does not list: "
+            + ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+            + ". Move them out (or remove the directory yourself).")
+    return path
+
+
+def _artifact_above(path: Path) -> Path | None:
+    """The nearest folder at or above ``path`` that holds a cutext output's manifest, else None."""
+    for d in (path, *path.parents):
+        for m in _MANIFESTS:
+            k = _manifest_kind(d / m)
+            if isinstance(k, str) and k.startswith("cutext."):
+                return d
+    return None
+
+
+def check_output_file(out, *, inputs=None) -> Path:
+    """Check that the command line may write the file ``out`` (a TREC run, a table); change nothing.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The file to write (replaced if it exists).
+    inputs : path, list of paths, or None
+        What the command reads (an index directory, a queries file, qrels): ``out`` may be none of
+        them, nor lie inside one.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out`` as an absolute local path.
+
+    Raises
+    ------
+    OutputDirectoryError
+        ``out`` is an input or lies inside an input folder, is a directory, or lies inside a cutext
+        output (an index, a model: writing there changes a sealed output, and the file would be
+        deleted with it at the next run).
+    ValueError
+        ``out`` is a remote URL.
+    """
+    if _is_remote(out):
+        raise ValueError(f"{os.fspath(out)!r}: remote output files are not supported; write locally and copy")
+    path = _local_path(out)
+    real = path.resolve()
+    for q in _input_paths(inputs):
+        if real == q or (q.is_dir() and _within(real, q)):
+            raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r} ({real}): it is "
+                                       + ("an input of this command" if real == q else f"inside the input {q}")
+                                       + "; choose another file")
+    if real.is_dir():
+        raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: {real} is a directory")
+    art = _artifact_above(real.parent)
+    if art is not None:
+        raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: it lies inside the cutext output {art}, "
+                                   "whose files are checksummed and replaced whole; choose a path outside it")
+    return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(out) -> list[Path]:
+    """Remove the temporaries of ``out`` left by writers that are gone; restore a lost output.
+
+    A temporary (``.<name>.tmp-*`` or ``.<name>.old-*``) is stale when it was made on this host by a
+    process that no longer exists.  If ``out`` itself is missing and a stale ``.old-`` copy exists
+    (a writer died between the two renames of the fallback swap), the newest such copy is renamed
+    back to ``out`` instead of being removed.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The paths removed.
+    """
+    path = _local_path(out)
+    parent, name = path.parent, path.name
+    if not parent.is_dir():
+        return []
+    host = socket.gethostname()
+    stale = []
+    for entry in parent.iterdir():
+        m = _TEMP.match(entry.name)
+        if not m or m["name"] != name or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        stale.append((entry, m["what"]))
+    removed = []
+    if not os.path.lexists(path):
+        olds = sorted((e for e, w in stale if w == "old"), key=lambda e: e.stat().st_mtime)
+        if olds:
+            os.rename(olds[-1], path)
+            stale = [(e, w) for e, w in stale if e != olds[-1]]
+    for entry, _ in stale:
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """Exclusive non-blocking flock on ``.<name>.lock`` beside ``path``; the file is removed after."""
+    import fcntl
+
+    lock = path.parent / f".{path.name}.lock"
+    for _ in range(20):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputBusyError(f"another run is replacing {path} right now; this run's output was "
+                                  "not written (run it again when that one has finished)") from None
+        try:  # the lock file may have been unlinked by the previous holder: lock the current one
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    else:  # pragma: no cover - only under a storm of writers
+        raise OutputBusyError(f"could not lock {lock}")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2
+_libc = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    global _libc
+    if not hasattr(os, "uname") or os.uname().sysname != "Linux":
+        return False
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fn = getattr(_libc, "renameat2", None)
+    if fn is None:
+        return False
+    at_fdcwd = -100
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), ctypes.c_uint(_RENAME_EXCHANGE))
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
+
+
+def _swap_in(tmp: Path, out: Path, tag: str, suffix: str) -> None:
+    """Make ``tmp`` visible as ``out``; the old ``out`` (if any) is removed after the switch."""
+    if not os.path.lexists(out):
+        os.rename(tmp, out)
+        return
+    if _exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old output
+        return
+    old = out.parent / f".{out.name}.old-{tag}-{suffix}"
+    os.rename(out, old)
+    os.rename(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _seal_all(tmp: Path, manifest: str) -> None:
+    """Seal the outputs nested inside ``tmp`` (a cluster run's ``state/``), deepest first, then ``tmp``."""
+    nested = [m for name in _MANIFESTS for m in tmp.rglob(name)
+              if m.parent != tmp and (_manifest_kind(m) or "").startswith("cutext.")]
+    for m in sorted(nested, key=lambda m: -len(m.parts)):
+        checksums.seal(m.parent, m.name)
+    checksums.seal(tmp, manifest)
+
+
+@contextlib.contextmanager
+def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, manifest: str | None = None,
+                     inputs=None):
+    """Yield a temporary directory beside ``out``; make it ``out`` only when the block succeeds.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The output directory.
+    overwrite : bool
+        False: an existing ``out`` is an error.
+    kind, manifest : str
+        The output's kind and its manifest file (see :func:`check_output`).  Without them only a
+        new path or an empty directory is accepted.
+    inputs : path, list of paths or None
+        The run's inputs, which ``out`` must not be nor contain.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary directory to write into.
+
+    Raises
+    ------
+    OutputDirectoryError
+        ``out`` may not be replaced (see :func:`check_output`); checked on entry and again at the swap.
+    OutputBusyError
+        Another run held the output's lock at the swap: nothing was written and nothing is left behind.
+    """
+    kind = kind or "\0none"
+    manifest = manifest or "\0none"
+    path = check_output(out, kind=kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(path)
+    tag = uuid.uuid4().hex[:8]
+    suffix = f"{os.getpid()}-{socket.gethostname()}"
+    tmp = path.parent / f".{path.name}.tmp-{tag}-{suffix}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if manifest != "\0none" and (tmp / manifest).is_file():
+            _seal_all(tmp, manifest)
+        with _lock(path):
+            check_output(out, kind=kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
+            _swap_in(tmp, path, tag, suffix)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_json(path, obj) -> None:
+    """Write ``obj`` as indented, key-sorted JSON (a manifest or summary)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")

@@ -1,0 +1,841 @@
+"""Tokenize stage: ``(doc_id, text)`` partitions -> long table ``(doc_id, token)``.
+
+Rules (the same on both backends, applied in this order)
+-------------------------------------------------------
+1. **NFC**: text is put in Unicode Normalization Form C (UAX #15), so canonically equivalent
+   spellings (decomposed ``cafe\u0301`` and composed ``caf\u00e9``) give the same tokens.  Only the
+   rows that hold an NFC-unstable code point
+   (:func:`cutext.kernels.tokenize.nfc_unstable_table`: nonzero combining class, NFC_Quick_Check
+   No or Maybe) can change.  Both backends find those rows with
+   :func:`cutext.kernels.tokenize.rows_containing` (numba twin on the CPU, CUDA kernel on the GPU)
+   and normalize only them with Python's ``unicodedata`` (:func:`nfc_strings`; libcudf has no NFC
+   in cudf 26.10, and pyarrow's ``utf8_normalize`` is not NFC in every build).  By the UAX #15
+   quick check the other rows are already NFC, so both give NFC of the text.
+2. **Lowercase** (``lowercase=True``): Unicode lowercasing of every character (pyarrow
+   ``utf8_lower``), then final sigma ``ς`` folded into ``σ``, then NFC again (same row selection).
+   On the GPU (:func:`normalize_gpu`) ASCII rows are lowered by a byte fold and the other rows go
+   through these same CPU rules on the host; only when they hold most of the text does cudf's
+   ``str.lower`` run (U+0130 mapped to ``i`` first, as pyarrow lowers it).  NFC comes first so that the result depends
+   only on the canonical equivalence class of the text (lowercasing before NFC splits them:
+   ``İ`` lowercases to ``i`` while its decomposition ``I\u0307`` lowercases to ``i\u0307``);
+   the second NFC makes the lowercased text NFC again (``H\u0331`` is NFC, its lowercase
+   ``h\u0331`` composes to ``ẖ``), so tokens are always NFC and ``H\u0331`` matches ``ẖ``.  No
+   single code point lowercases differently before and after NFC; the order matters only for
+   a base character followed by marks (74 such pairs of a cased letter and one mark).
+3. **Split**: a token is a maximal run of *word characters*: code points whose Unicode general
+   category is a letter (``L*``), a mark (``Mn``, ``Mc``, ``Me``), a number (``N*``) or connector
+   punctuation (``Pc``, e.g. ``_``), :func:`cutext.kernels.tokenize.word_table`.  Marks belong to
+   words as in UAX #29 word boundaries (rule WB4), so ``हिन्दी`` and Arabic with harakat stay
+   whole.  Every other character (space, other punctuation, symbols such as emoji, control and
+   format characters, unassigned code points) separates tokens.  CPU: the numba kernel
+   :func:`cutext.kernels.tokenize.split_utf8` over the UTF-8 bytes; GPU: the CUDA kernel
+   :func:`cutext.kernels.tokenize.blank_separators` replaces every byte of a non-word code point
+   by a space in the column's character buffer (same word table, same UTF-8 decoding), then
+   nvtext ``tokenize`` splits on spaces.  The corpus front end's GPU path
+   (:mod:`cutext.stages.text.device`) takes the token byte offsets of that blanked buffer instead and
+   never builds the token strings (same tokens, tested).
+4. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
+   dropped (measured before stemming).
+5. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
+   stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses).
+6. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
+   original algorithm, as in Lucene's PorterStemFilter, and like Lucene and Porter's reference C
+   implementation it leaves words of one or two characters unstemmed; ``"english"`` is Snowball
+   English).
+   Stemming, stopwords and the length filter are applied to the *unique* tokens of a partition
+   (factorize, map the uniques on the host, gather back), so on the GPU only the vocabulary is
+   stemmed, never every token.
+
+Documents that yield no token stay in the corpus with length 0 (they appear in no row here).
+Queries (``BM25Index.search``), the cluster and LDA text inputs all tokenize through this module,
+so they follow the same rules.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from dask.utils import Dispatch
+
+from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
+from cutext.stages.readers.files import text_array as read_text_array
+
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
+LUCENE_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with".split())
+
+# Lowercasing folds final sigma into sigma (as Lucene's GreekLowerCaseFilter does): libcudf and
+# Arrow disagree on when "Σ" lowercases to "ς", so the fold also makes both backends agree.
+FINAL_SIGMA, SIGMA = "\u03c2", "\u03c3"
+STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
+# The GPU split: separators are blanked to this byte by a kernel, then nvtext splits on it.
+GPU_SPLIT_PATTERN = " "
+
+
+class TextEncodingError(ValueError):
+    """A text holds a lone surrogate (a str that UTF-8 cannot encode); ``row`` is its position in the batch."""
+
+    row: int = -1
+
+
+def text_array(texts):
+    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.readers.files.text_array`).
+
+    Raises
+    ------
+    TextEncodingError (ValueError)
+        A text that UTF-8 cannot encode; the message and ``row`` give its position in ``texts``.
+    """
+    return read_text_array(texts if isinstance(texts, list) else list(texts), "texts", error=TextEncodingError)
+
+
+def resolve_stopwords(stopwords) -> frozenset:
+    """Stopword set from a name (``"lucene"``, ``"none"``), a file path (str or ``os.PathLike``, one word per
+    line) or an iterable of words (str).
+
+    Raises
+    ------
+    ValueError
+        A str that is neither a known name nor an existing file.
+    TypeError
+        Anything else: a number, bytes, a mapping, an iterable holding a non-str (the message names
+        ``stopwords`` and what it got).
+    """
+    if stopwords is None:
+        return frozenset()
+    if isinstance(stopwords, os.PathLike):
+        stopwords = os.fspath(stopwords)
+        if not isinstance(stopwords, str):
+            raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got the "
+                            f"bytes path {stopwords!r}")
+        if not Path(stopwords).is_file():
+            raise ValueError(f"stopwords: no such file {stopwords!r}")
+    if isinstance(stopwords, str):
+        if stopwords in STOPWORD_SETS:
+            return STOPWORD_SETS[stopwords]
+        p = Path(stopwords)
+        if p.is_file():
+            return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
+        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'none', a file path or a list of words")
+    # bytes and mappings iterate as ints / keys: neither is meant as a list of words
+    if isinstance(stopwords, (bytes, bytearray, dict)) or not hasattr(stopwords, "__iter__"):
+        raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got "
+                        f"{type(stopwords).__name__} {stopwords!r}"[:300])
+    words = list(stopwords)
+    bad = next((w for w in words if not isinstance(w, str)), None)
+    if bad is not None:
+        raise TypeError(f"stopwords must be a list of words (str), got an item of type {type(bad).__name__}: "
+                        f"{bad!r}"[:300])
+    return frozenset(w.lower() for w in words)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Tokenizer settings (recorded in every index's JSON).
+
+    Parameters
+    ----------
+    lowercase : bool
+    stopwords : frozenset of str
+    stemmer : str or None
+        A PyStemmer algorithm name (``"porter"``, ``"english"``, ``"german"`` ...) or None.
+    min_len, max_len : int, int or None
+        Token length bounds in code points, before stemming.
+    """
+
+    lowercase: bool = True
+    stopwords: frozenset = field(default_factory=frozenset)
+    stemmer: str | None = None
+    min_len: int = 1
+    max_len: int | None = None
+
+    @classmethod
+    def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
+        """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
+        check_stemmer(stemmer)
+        from cutext.stages.runtime.params import count
+
+        min_len = count("min_len", min_len, lo=1)
+        max_len = count("max_len", max_len, lo=min_len, none_ok=True)
+        return cls(bool(lowercase), resolve_stopwords(stopwords), stemmer, int(min_len),
+                   None if max_len is None else int(max_len))
+
+    def to_dict(self) -> dict:
+        return {"lowercase": self.lowercase, "stopwords": sorted(self.stopwords), "stemmer": self.stemmer,
+                "min_len": self.min_len, "max_len": self.max_len,
+                "normalization": "NFC", "split": "maximal runs of Unicode letters (L*), marks (M*), numbers (N*) "
+                                                          "and connector punctuation (Pc)"}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TokenizerConfig":
+        """The settings recorded by :meth:`to_dict` (an index's or model's manifest), checked field by field.
+
+        Raises
+        ------
+        ValueError
+            A field of the wrong type or out of range, or an unknown stemmer; the message names the field
+            as ``tokenizer.<field>`` (the loaders prefix the manifest's path).
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"tokenizer settings must be an object, got {type(d).__name__}")
+        lowercase = d.get("lowercase", True)
+        if not isinstance(lowercase, bool):
+            raise ValueError(f"tokenizer.lowercase must be true or false, got {lowercase!r}")
+        stopwords = d.get("stopwords", ())
+        if not isinstance(stopwords, (list, tuple)) or not all(isinstance(w, str) for w in stopwords):
+            raise ValueError(f"tokenizer.stopwords must be a list of words (str), got {stopwords!r}"[:300])
+        try:
+            stemmer = check_stemmer(d.get("stemmer"), "tokenizer.stemmer")
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+        min_len, max_len = d.get("min_len", 1), d.get("max_len")
+        for name, v, lo in (("min_len", min_len, 1), ("max_len", max_len, min_len)):
+            if v is None and name == "max_len":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or (isinstance(lo, int) and v < lo):
+                raise ValueError(f"tokenizer.{name} must be an integer >= {lo!r}"
+                                 f"{' or null' if name == 'max_len' else ''}, got {v!r}")
+        return cls(lowercase, frozenset(stopwords), stemmer, min_len, max_len)
+
+    @property
+    def needs_term_map(self) -> bool:
+        return bool(self.stopwords) or self.stemmer is not None or self.min_len > 1 or self.max_len is not None
+
+
+def check_stemmer(stemmer, name: str = "stemmer"):
+    """``stemmer`` if it is None or a PyStemmer algorithm name.
+
+    Raises
+    ------
+    TypeError
+        Not a str (nor None).
+    ValueError
+        A name PyStemmer does not know; the message lists the ones it has.
+    """
+    if stemmer is None:
+        return None
+    if not isinstance(stemmer, str):
+        raise TypeError(f"{name} must be a PyStemmer algorithm name (str) or None, got "
+                        f"{type(stemmer).__name__} {stemmer!r}")
+    import Stemmer
+
+    if stemmer not in Stemmer.algorithms():
+        raise ValueError(f"{name}: unknown stemmer {stemmer!r}; PyStemmer has {sorted(Stemmer.algorithms())}")
+    return stemmer
+
+
+_stemmers = threading.local()
+
+
+def _stemmer(name):
+    cache = getattr(_stemmers, "cache", None)
+    if cache is None:
+        cache = _stemmers.cache = {}
+    if name not in cache:
+        import Stemmer
+
+        cache[name] = Stemmer.Stemmer(name)
+    return cache[name]
+
+
+def map_terms(terms: list[str], cfg: TokenizerConfig) -> list[str | None]:
+    """Apply length filter, stopwords and stemming to unique raw tokens (None = dropped)."""
+    out: list[str | None] = []
+    keep_idx, keep = [], []
+    lo, hi, stop = cfg.min_len, cfg.max_len, cfg.stopwords
+    for i, t in enumerate(terms):
+        n = len(t)
+        if n < lo or (hi is not None and n > hi) or t in stop:
+            out.append(None)
+        else:
+            out.append(t)
+            keep_idx.append(i)
+            keep.append(t)
+    if cfg.stemmer is not None and keep:
+        for i, s in zip(keep_idx, stem_words(keep, cfg.stemmer)):
+            out[i] = s
+    return out
+
+
+def stem_words(words: list[str], stemmer: str) -> list[str]:
+    """The stems of ``words`` (PyStemmer's Snowball algorithm ``stemmer``), one per word.
+
+    ``"porter"``: words of one or two characters are left as they are, as in Porter's reference C
+    stemmer and Lucene's PorterStemmer (Anserini): ``if (k <= k0+1) return``; Snowball's port of
+    Porter would stem ``"s"`` to ``""``.
+    """
+    st = _stemmer(stemmer)
+    if stemmer != "porter":
+        return st.stemWords(words)
+    out = list(words)
+    idx = [i for i, w in enumerate(words) if len(w) > 2]
+    for i, s in zip(idx, st.stemWords([words[i] for i in idx])):
+        out[i] = s
+    return out
+
+
+# ----------------------------------------------------------------------------- split
+
+def nfc_strings(values) -> pa.Array:
+    """NFC (UAX #15) of a list of Python strings by :func:`unicodedata.normalize`, as a LargeStringArray.
+
+    The one normalizer of both backends.  pyarrow's ``utf8_normalize`` is not used: some pyarrow
+    builds return decomposed text unchanged (pyarrow 25.0.1 of the lent GPU machine's image leaves
+    ``cafe\u0301`` as it is), and the rows that need it are few (:func:`_nfc_flagged`).
+    """
+    norm = unicodedata.normalize
+    return pa.array([None if v is None else norm("NFC", v) for v in values], type=pa.large_string())
+
+
+def _nfc_cpu(arr):
+    """Rule 1 on a LargeStringArray: NFC of the rows that hold an NFC-unstable code point.
+
+    :func:`cutext.kernels.tokenize.rows_containing` (the numba twin of the GPU kernel) flags the
+    rows; by the UAX #15 quick check every other row is already NFC.  The flagged rows are
+    normalized with :func:`nfc_strings`, the same rows and the same normalizer as on the GPU.
+    """
+    import pyarrow.compute as pc
+
+    from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing
+
+    flags = rows_containing(*arrow_buffers(arr), nfc_unstable_table()).astype(bool)
+    if not flags.any():
+        return arr
+    mask = pa.array(flags)
+    return pc.replace_with_mask(arr, mask, nfc_strings(arr.filter(mask).to_pylist()))
+
+
+def non_ascii_rows(chars, offsets):
+    """Rows of a strings buffer that hold a byte >= 0x80 (the rows whose NFC or lowercase is more than an
+    ASCII byte fold): :func:`cutext.kernels.tokenize.rows_with_high_bytes`.
+
+    Parameters
+    ----------
+    chars : uint8 array (numpy or cupy)
+    offsets : int64 array (n + 1,) of the same library, nondecreasing (absolute positions in ``chars``)
+
+    Returns
+    -------
+    int64 array of the same library, sorted row indices.
+    """
+    from cutext.kernels.tokenize import rows_with_high_bytes
+
+    return rows_with_high_bytes(chars, offsets)
+
+
+def _normalize_cpu(arr, lowercase: bool):
+    """Rules 1-2 before the split on a LargeStringArray: NFC, then (``lowercase``) Unicode lowercase with
+    final sigma folded to sigma and NFC again."""
+    import pyarrow.compute as pc
+
+    arr = _nfc_cpu(arr)
+    if lowercase:
+        arr = _nfc_cpu(pc.replace_substring(pc.utf8_lower(arr), FINAL_SIGMA, SIGMA).cast(pa.large_string()))
+    return arr
+
+
+def normalize_texts(texts, lowercase: bool):
+    """A batch of short texts (queries) made ready for a byte-level split, normalizing only the rows
+    that need it.
+
+    A row of ASCII bytes is its own NFC and its lowercase is a byte fold, so only the rows with a
+    byte >= 0x80 go through :func:`_normalize_cpu` (pyarrow); the caller folds the ASCII capitals
+    (``fold``) while splitting (:func:`cutext.kernels.termhash.text_csr`).  Splitting the result
+    gives the tokens of :func:`split_tokens` on ``texts``.
+
+    Parameters
+    ----------
+    texts : sequence of str, length n
+    lowercase : bool
+
+    Returns
+    -------
+    (data, offsets, fold)
+        uint8 bytes, int64 offsets (n + 1,), and whether ASCII capitals are still to be folded.
+    """
+    import pyarrow.compute as pc
+
+    from cutext.kernels.tokenize import arrow_buffers
+
+    arr = text_array(texts)
+    data, offsets = arrow_buffers(arr)
+    rows = non_ascii_rows(data, offsets)
+    if len(rows):
+        flags = np.zeros(len(arr), bool)
+        flags[rows] = True
+        mask = pa.array(flags)
+        arr = pc.replace_with_mask(arr, mask, _normalize_cpu(arr.filter(mask), lowercase))
+        data, offsets = arrow_buffers(arr)
+    return data, offsets, bool(lowercase)
+
+
+def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cutext.kernels.tokenize import arrow_buffers, split_utf8
+
+    arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = _normalize_cpu(pc.fill_null(arr.cast(pa.large_string()), ""), lowercase)
+    data, offsets = arrow_buffers(arr)
+    tok_off, tok_bytes, parent = split_utf8(data, offsets)
+    flat = pa.LargeStringArray.from_buffers(len(parent), pa.py_buffer(tok_off), pa.py_buffer(tok_bytes))
+    tokens = pd.Series(flat, dtype=pd.StringDtype("pyarrow"))
+    return tokens, doc_id[parent]
+
+
+def _cupy_view(mem, dtype, start, count):
+    """cupy array over ``count`` items of a pylibcudf gpumemoryview from item ``start`` (no copy)."""
+    import cupy
+
+    itemsize = np.dtype(dtype).itemsize
+    if mem is None or count == 0:
+        return cupy.zeros(count, dtype=dtype)
+    um = cupy.cuda.UnownedMemory(mem.ptr, mem.nbytes, mem)
+    return cupy.ndarray((count,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(um, start * itemsize))
+
+
+def cudf_string_buffers(s):
+    """(pylibcudf column, chars uint8 cupy, offsets int64 cupy (n + 1,)) of a cudf strings Series: views
+    of its device buffers, no copy (the offsets widened to int64); used by the GPU text path and ngram."""
+    import pylibcudf as plc
+
+    col, _ = s.to_pylibcudf()
+    n = col.size()
+    if n == 0 or col.num_children() == 0:
+        import cupy
+
+        return col, cupy.zeros(0, np.uint8), cupy.zeros(n + 1, np.int64)
+    off_col = col.child(0)
+    off_dtype = np.int64 if off_col.type().id() == plc.TypeId.INT64 else np.int32
+    offsets = _cupy_view(off_col.data(), off_dtype, off_col.offset() + col.offset(), n + 1).astype(np.int64)
+    data = col.data()
+    chars = _cupy_view(data, np.uint8, 0, 0 if data is None else data.nbytes)
+    return col, chars, offsets
+
+
+def _replace_rows(s, fix, fixed):
+    """``s`` (cudf strings, RangeIndex) with rows ``fix`` (sorted int64 cupy) replaced by ``fixed``."""
+    import cupy
+    import cudf
+
+    keep = cupy.ones(len(s), dtype=bool)
+    keep[fix] = False
+    keep = cupy.flatnonzero(keep)
+    joined = cudf.concat([s.take(keep).reset_index(drop=True), fixed.reset_index(drop=True)], ignore_index=True)
+    order = cupy.empty(len(s), dtype=np.int64)
+    order[cupy.concatenate([keep, fix])] = cupy.arange(len(s), dtype=np.int64)
+    return joined.take(order).reset_index(drop=True)
+
+
+def _nfc_gpu(s):
+    """Rule 1 on a cudf strings Series (no nulls, RangeIndex): NFC of the flagged rows on the host."""
+    import cupy
+    import pyarrow as pa
+
+    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
+
+    _, chars, offsets = cudf_string_buffers(s)
+    fix = cupy.flatnonzero(rows_containing(chars, offsets, nfc_unstable_table()))
+    if len(fix) == 0:
+        return s
+    fixed = to_cudf(nfc_strings(s.take(fix).to_arrow().to_pylist()).cast(pa.string()))
+    return _replace_rows(s, fix, fixed)
+
+
+def scatter_ranges(dst, dst_starts, src, src_offsets):
+    """Copy row ``k`` of a strings buffer, ``src[src_offsets[k]:src_offsets[k + 1]]``, to
+    ``dst[dst_starts[k]:]``, in place, for every row at once (numpy or cupy; one gather-scatter
+    over the copied bytes).  Rows must not overlap in ``dst``.
+
+    Parameters
+    ----------
+    dst, src : uint8 arrays, same library
+    dst_starts : int64 array (n,)
+    src_offsets : int64 array (n + 1,), nondecreasing (absolute positions in ``src``)
+    """
+    xp = array_module(dst)
+    rel = src_offsets - src_offsets[0]
+    total = int(rel[-1])
+    if total == 0:
+        return dst
+    j = xp.arange(total, dtype=np.int64)
+    k = xp.searchsorted(rel, j, side="right") - 1
+    dst[dst_starts[k] + (j - rel[k])] = src[int(src_offsets[0]):int(src_offsets[0]) + total]
+    return dst
+
+
+_ASCII_LOWER = None
+CAPITAL_I_DOT = "\u0130"
+
+
+def _cudf_lower(s):
+    """cudf ``str.lower`` as the CPU rule lowercases: U+0130 (İ) first mapped to ``i``, then final sigma folded.
+
+    libcudf applies the full lowercase mapping of U+0130 (``i`` + U+0307, SpecialCasing.txt, the only
+    unconditional lowercase mapping to two code points) while pyarrow's ``utf8_lower`` (utf8proc) and
+    so the CPU backend apply the simple one (``i``).
+    """
+    return s.str.replace(CAPITAL_I_DOT, "i", regex=False).str.lower().str.replace(FINAL_SIGMA, SIGMA, regex=False)
+
+
+def _lower_gpu(s, max_fraction: float = 0.25):
+    """Rule 2 on a cudf strings Series (no nulls, RangeIndex): lowercase, then final sigma -> sigma.
+
+    Rows of ASCII bytes only are lowered by one byte kernel over the character buffer ('A'-'Z' ->
+    'a'-'z', what ``str.lower`` does to them); rows with a byte >= 0x80 go through cudf's
+    ``str.lower`` and the sigma fold, as every row did before, and are put back in place (their
+    bytes copied into the kernel's output when no row changed length).  When
+    more than ``max_fraction`` of the rows have such a byte, cudf lowers the whole column.
+    """
+    import cudf
+    import pylibcudf as plc
+
+    col, chars, offsets = cudf_string_buffers(s)
+    n = len(s)
+    if n == 0 or len(chars) == 0:
+        return s
+    fix = non_ascii_rows(chars, offsets)
+    if len(fix) > max_fraction * n:
+        return _cudf_lower(s)
+    low = ascii_lower(chars)
+    fixed = None
+    if len(fix):
+        fixed = _cudf_lower(s.take(fix)).reset_index(drop=True)
+        _, fchars, foff = cudf_string_buffers(fixed)
+        if bool(((foff[1:] - foff[:-1]) == (offsets[fix + 1] - offsets[fix])).all()):
+            scatter_ranges(low, offsets[fix], fchars, foff)  # same byte lengths: copied in place
+            fixed = None
+    new = plc.Column(col.type(), col.size(), plc.gpumemoryview(low), col.null_mask(), col.null_count(),
+                     col.offset(), col.children())
+    out = cudf.Series.from_pylibcudf(new)
+    # a row that changed length (e.g. U+0130 -> i + U+0307) needs the rows rebuilt
+    return out if fixed is None else _replace_rows(out, fix, fixed)
+
+
+def ascii_lower(chars):
+    """A copy of a byte buffer with 'A'-'Z' folded to 'a'-'z' (numpy, or one CuPy byte kernel)."""
+    global _ASCII_LOWER
+    xp = array_module(chars)
+    if xp is np:
+        return np.where((chars - np.uint8(65)) < 26, chars + np.uint8(32), chars).astype(np.uint8)
+    if _ASCII_LOWER is None:
+        _ASCII_LOWER = xp.ElementwiseKernel("uint8 c", "uint8 o",
+                                            "o = (unsigned char)(c - 65) < 26 ? c + 32 : c", "cutext_ascii_lower")
+    return _ASCII_LOWER(chars)
+
+
+def gather_ranges(src, starts, rel):
+    """The byte ranges ``src[starts[k]:starts[k] + rel[k + 1] - rel[k]]`` back to back (numpy or cupy).
+
+    Parameters
+    ----------
+    src : uint8 array
+    starts : int64 array (n,)
+    rel : int64 array (n + 1,), ``rel[0] == 0``, the running lengths
+
+    Returns
+    -------
+    uint8 array (rel[-1],), same library
+    """
+    xp = array_module(src)
+    total = int(rel[-1])
+    if total == 0:
+        return xp.zeros(0, np.uint8)
+    j = xp.arange(total, dtype=np.int64)
+    k = xp.searchsorted(rel, j, side="right") - 1
+    return src[starts[k] + (j - rel[k])]
+
+
+class Normalized(NamedTuple):
+    """Rules 1-2 applied to a strings buffer (:func:`normalize_buffers`).
+
+    ``chars`` (same offsets as the input) holds every row's result, except, when ``fixed`` is not
+    None, the rows ``fix``: their results are ``fixed`` (a pyarrow LargeStringArray) and have other
+    byte lengths, so the caller rebuilds the column with them (:func:`_replace_rows`,
+    ``pyarrow.compute.replace_with_mask``).
+    """
+    chars: object
+    fix: object
+    fixed: object
+
+
+def normalize_buffers(chars, offsets, lowercase: bool, max_fraction: float = 0.05):
+    """Rules 1-2 (NFC, then lowercase + final sigma fold + NFC) on a strings buffer: ASCII rows on the
+    array's device, the rest by the CPU path's own code.
+
+    A row of ASCII bytes is its own NFC and its lowercase is the byte fold :func:`ascii_lower`, so
+    only the rows holding a byte >= 0x80 (a few in most corpora: 37 of 18,846 posts of 20 Newsgroups)
+    are copied to the host, where :func:`_normalize_cpu` (what the CPU backend runs on every row)
+    normalizes them; the results are copied back in place when no row changed length.  So both
+    backends give the same bytes by construction.  Used by the GPU tokenize paths
+    (:func:`normalize_gpu`); the same code runs on numpy in the CPU tests.
+
+    Parameters
+    ----------
+    chars : uint8 array, numpy or cupy
+    offsets : int64 array (n + 1,), same library, nondecreasing (absolute positions in ``chars``)
+    lowercase : bool
+    max_fraction : float
+        The most of the text's bytes that the rows with a byte >= 0x80 may hold for the host to
+        take them (above it, a text mostly in another script, the device does them).
+
+    Returns
+    -------
+    Normalized or None
+        None when the rows with a byte >= 0x80 hold more than ``max_fraction`` of the bytes or are
+        not valid UTF-8 (the caller takes its device path for the whole column).
+    """
+    from cutext.kernels.backend import to_host
+    from cutext.kernels.tokenize import arrow_buffers
+
+    xp = array_module(chars)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    fix = non_ascii_rows(chars, offsets)
+    out = ascii_lower(chars) if lowercase else chars
+    if len(fix) == 0:
+        return Normalized(out, fix, None)
+    starts = offsets[fix]
+    rel = xp.zeros(len(fix) + 1, dtype=np.int64)
+    xp.cumsum(offsets[fix + 1] - starts, out=rel[1:])
+    if int(rel[-1]) > max_fraction * (hi - lo):
+        return None
+    old = to_host(gather_ranges(chars, starts, rel))
+    rel_h = to_host(rel)
+    arr = pa.LargeStringArray.from_buffers(len(fix), pa.py_buffer(rel_h), pa.py_buffer(old))
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:  # bytes that are not UTF-8 (a frame handed in as is): the device's rules
+        return None
+    new = _normalize_cpu(arr, lowercase)
+    data, noff = arrow_buffers(new)
+    data = data[int(noff[0]):int(noff[-1])]
+    if not np.array_equal(np.diff(noff), np.diff(rel_h)):
+        return Normalized(out, fix, new)
+    if not lowercase:
+        if np.array_equal(data, old):
+            return Normalized(chars, fix[:0], None)
+        out = chars.copy()
+    scatter_ranges(out, starts, xp.asarray(data), xp.asarray(noff - noff[0]))
+    return Normalized(out, fix, None)
+
+
+def normalize_gpu(s, lowercase: bool, max_fraction: float = 0.05):
+    """Rules 1-2 on a cudf strings Series (nulls read as ""): :func:`normalize_buffers` on its device
+    buffers, the rows that changed length put back by :func:`_replace_rows`; when that returns None,
+    the device's rules (:func:`_nfc_gpu`, :func:`_lower_gpu`: NFC of the flagged rows on the host,
+    cudf ``str.lower``).  Returns a Series with index 0..n-1.
+    """
+    import cudf
+    import pylibcudf as plc
+
+    if s.null_count:
+        s = s.fillna("")
+    s = s.reset_index(drop=True)
+    col, chars, offsets = cudf_string_buffers(s)
+    if len(s) == 0 or len(chars) == 0:
+        return s
+    got = normalize_buffers(chars, offsets, lowercase, max_fraction)
+    if got is None:
+        s = _nfc_gpu(s)
+        return _nfc_gpu(_lower_gpu(s)) if lowercase else s
+    if got.chars is not chars:
+        new = plc.Column(col.type(), col.size(), plc.gpumemoryview(got.chars), col.null_mask(), col.null_count(),
+                         col.offset(), col.children())
+        s = cudf.Series.from_pylibcudf(new)
+    if got.fixed is not None:
+        s = _replace_rows(s, got.fix, to_cudf(got.fixed.cast(pa.string())))
+    return s
+
+
+def _blank_gpu(s):
+    """Rule 3 on the GPU: a copy of ``s`` with every byte of a non-word code point set to a space."""
+    import cudf
+    import pylibcudf as plc
+
+    from cutext.kernels.tokenize import blank_separators
+
+    col, chars, offsets = cudf_string_buffers(s)
+    if len(chars) == 0:
+        return s
+    out = blank_separators(chars, offsets)
+    new = plc.Column(col.type(), col.size(), plc.gpumemoryview(out), col.null_mask(), col.null_count(),
+                     col.offset(), col.children())
+    return cudf.Series.from_pylibcudf(new)
+
+
+def _split_gpu(text, doc_id, lowercase: bool):
+    import cupy
+
+    s = normalize_gpu(text, lowercase)
+    # separators (non-word code points, invalid bytes) become GPU_SPLIT_PATTERN, byte for byte, so
+    # nvtext splits on that single delimiter (empty tokens are skipped) into split_utf8's tokens
+    s = _blank_gpu(s)
+    counts = s.str.token_count(GPU_SPLIT_PATTERN).values.astype(np.int64)
+    tokens = s.str.tokenize(GPU_SPLIT_PATTERN)
+    tokens = tokens.reset_index(drop=True)
+    # the doc_id of every token: doc_id[r] repeated counts[r] times, by a search over the running
+    # counts (cupy.repeat takes no device array of repeats)
+    ends = cupy.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    ids = cupy.asarray(doc_id)[cupy.searchsorted(ends, cupy.arange(total, dtype=np.int64), side="right")]
+    return tokens, ids
+
+
+# the token split is where pandas/pyarrow and cudf differ: a type-keyed dispatch (as dask's
+# dataframe/dispatch.py does), cudf registered lazily so that CPU machines never import it
+split_dispatch = Dispatch("split_tokens")
+
+
+@split_dispatch.register((pd.Series, pa.Array, pa.ChunkedArray))
+def _split_host(text, doc_id, lowercase):
+    return _split_cpu(text, np.asarray(doc_id), lowercase)
+
+
+@split_dispatch.register_lazy("cudf")
+def _register_cudf():
+    import cudf
+
+    split_dispatch.register(cudf.Series, _split_gpu)
+
+
+def split_tokens(text, doc_id, lowercase=True):
+    """Steps 1-2 of the rules: lowercase and split (dispatched on the type of ``text``).
+
+    Parameters
+    ----------
+    text : pandas.Series, pyarrow string array or cudf.Series of str, shape (n_docs,)
+    doc_id : numpy or cupy int64 array, shape (n_docs,)
+
+    Returns
+    -------
+    (Series of str, int64 array)
+        Tokens in document order, shape (n_tokens,), and the doc_id of each: pandas and numpy for
+        host input (:func:`_split_cpu`), cudf and cupy for cudf input (:func:`_split_gpu`).
+
+    Raises
+    ------
+    TypeError
+        ``text`` of a type no split is registered for.
+    """
+    return split_dispatch(text, doc_id, lowercase)
+
+
+def _host_strings(uniq) -> list[str]:
+    if is_gpu_object(uniq):
+        return uniq.to_arrow().to_pylist()
+    return list(np.asarray(uniq, dtype=object))
+
+
+def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
+    """Steps 3-5 on the unique tokens of a partition, gathered back to every token."""
+    if not cfg.needs_term_map or len(tokens) == 0:
+        return tokens, doc_ids
+    if not cfg.stopwords and cfg.stemmer is None and not is_gpu_object(tokens):
+        # the length filter alone: code points counted by pyarrow, no Python string per unique token
+        n = tokens.str.len().to_numpy()
+        keep = n >= cfg.min_len
+        if cfg.max_len is not None:
+            keep &= n <= cfg.max_len
+        return tokens[keep].reset_index(drop=True), doc_ids[keep]
+    xp = array_module(doc_ids)
+    codes, uniq = tokens.factorize()
+    mapped = map_terms(_host_strings(uniq), cfg)
+    kept = [m for m in mapped if m is not None]
+    keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
+    lut = np.full(len(mapped), -1, dtype=np.int64)
+    if cfg.stemmer is None:  # survivors are still unique: no second factorize
+        final = kept
+        lut[keep_mask] = np.arange(len(kept))
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        enc = pc.dictionary_encode(pa.array(kept, type=pa.large_string()))
+        final = enc.dictionary.to_pylist()
+        lut[keep_mask] = enc.indices.to_numpy()
+    codes = xp.asarray(codes)
+    new_codes = xp.asarray(lut)[codes]
+    keep = new_codes >= 0
+    new_codes = new_codes[keep]
+    if is_gpu_object(tokens):
+        import pyarrow as pa
+
+        cats = to_cudf(pa.array(list(final), type=pa.string()))
+    else:
+        cats = pd.Series(list(final), dtype=pd.StringDtype("pyarrow"))
+    out = cats.take(new_codes).reset_index(drop=True)
+    return out, doc_ids[keep]
+
+
+def tokenize_partition(df, cfg: TokenizerConfig):
+    """Tokenize one partition.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame or cudf.DataFrame
+        Columns ``doc_id: int64`` and ``text: str``.
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    DataFrame of the same library, columns ``doc_id: int64, token: str``, one row per token, in
+    document order (``cutext.kernels.backend.meta("tokens", like=df)`` is its empty form).
+    """
+    from cutext.kernels.backend import values
+
+    tokens, ids = split_tokens(df["text"], values(df["doc_id"]), cfg.lowercase)
+    tokens, ids = apply_term_map(tokens, ids, cfg)
+    if is_gpu_object(df):
+        import cudf
+
+        return cudf.DataFrame({"doc_id": ids.astype(np.int64), "token": tokens})
+    return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
+
+
+def tokenize_flat(texts, cfg: TokenizerConfig):
+    """Tokenize a list of strings on the CPU into one flat array (a batch of queries).
+
+    Parameters
+    ----------
+    texts : sequence of str, length n
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    tokens : pyarrow.LargeStringArray, shape (n_tokens,)
+        Every kept token, text by text, in text order.
+    row : numpy int64 array, shape (n_tokens,)
+        The index in ``texts`` of each token's text.
+    """
+    import pyarrow as pa
+
+    s = pd.Series(pd.arrays.ArrowStringArray(text_array(texts).cast(pa.string())))
+    ids = np.arange(len(s), dtype=np.int64)
+    tokens, doc = split_tokens(s, ids, cfg.lowercase)
+    tokens, doc = apply_term_map(tokens, doc, cfg)
+    arr = pa.array(tokens.array)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string()), np.asarray(doc, dtype=np.int64)
+
+
+def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:
+    """Tokenize a list of strings on the CPU (tests, a few documents); returns one token list per
+    text (:func:`tokenize_flat` gives the same tokens as one array)."""
+    texts = list(texts)
+    tokens, doc = tokenize_flat(texts, cfg)
+    out: list[list[str]] = [[] for _ in range(len(texts))]
+    for d, t in zip(doc.tolist(), tokens.to_pylist()):
+        out[d].append(t)
+    return out
