@@ -12,6 +12,7 @@ import importlib
 from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
 from cutext.stages.runtime.params import UnknownParameterError, check_keywords, keywords_of
+from cutext.stages.readers.source import read_corpus
 
 # name -> "module:function"; each function is called as f(path, out, **params) and returns a
 # RunResult. Modules are imported on first use, so one pipeline's optional dependencies never
@@ -53,8 +54,6 @@ def pipeline_keywords(func) -> set:
 
     valid = keywords_of(func, exclude=("path",))
     if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
-        from cutext.stages.readers.source import read_corpus
-
         valid |= keywords_of(read_corpus, exclude=("path", "format", "backend"))
     return valid
 

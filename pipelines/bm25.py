@@ -40,6 +40,14 @@ from cutext.stages.readers.files import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, Co
 from cutext.stages.text.sort import term_major
 from cutext.stages.readers.frames import input_label
 from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
+from cutext.kernels.termhash import TermHash, query_csr, text_csr
+from cutext.pipelines.trec import read_queries, write_trec_run
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.output import check_output_file
+from cutext.stages.runtime.params import choice, count
+from cutext.stages.runtime.progress import pipeline_progress, stage
+from cutext.stages.text.partitions import COUNT_COLUMNS, _to_like, load_spilled
+from cutext.stages.text.sort import term_divisions
 
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (issue 10, sixth pass; benchmarks/micro/index_ab.py, 2.00 GB on an H200):
@@ -66,15 +74,11 @@ class _Stages:
     total, :mod:`cutext.stages.runtime.progress`: a bar on a terminal, plain periodic lines in a log)."""
 
     def __init__(self, names, progress: bool):
-        from cutext.stages.runtime.progress import pipeline_progress
-
         self.timings: dict[str, float] = {}
         self._shown = pipeline_progress("bm25", progress)
         self._shown.__enter__()
 
     def run(self, name, fn, *args, **kwargs):
-        from cutext.stages.runtime.progress import stage
-
         t0 = time.perf_counter()
         with stage(name):  # a no-op inside a front-end stage, which shows itself
             out = fn(*args, **kwargs)
@@ -162,7 +166,6 @@ def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | Non
     """
     import pyarrow.parquet as pq
 
-    from cutext.stages.runtime import artifacts as art
 
     cols = {"term_id": "int", "doc_id": "int", "weight": "float"}
     if not folder.exists():
@@ -239,7 +242,6 @@ def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
     (term_id, doc_id) order: the rows and order of :func:`_term_range` on the same slices.
     A frame of ``like``'s library (pandas by default; cudf: the range is weighted on the device).
     """
-    from cutext.stages.text.partitions import COUNT_COLUMNS, _to_like, load_spilled
 
     pieces = {k: [] for k in COUNT_COLUMNS}
     for f in folders:
@@ -272,7 +274,6 @@ def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, count
     import dask
     import dask.dataframe as dd
 
-    from cutext.stages.text.sort import term_divisions
 
     divisions = term_divisions(df_t, nparts)
     if len(divisions) < 2 or divisions[0] == divisions[-1]:
@@ -532,7 +533,6 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
     row group by row group into one copy of each column, issue 15)."""
     import scipy.sparse as sp
 
-    from cutext.stages.runtime import artifacts as art
 
     hi = N if hi is None else hi
     t, d, w, counts = read_postings(path / "postings", N, V, df, wmax)
@@ -561,7 +561,6 @@ def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = N
 def _read_documents(folder: Path, N: int) -> pd.DataFrame:
     """The documents table (``doc_id``, ``source_id``, ``length``) in doc id order, checked: each file holds
     ascending consecutive doc ids (as the build writes them) and together they are 0..N-1."""
-    from cutext.stages.runtime import artifacts as art
 
     files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     if not folder.exists():
@@ -723,7 +722,6 @@ class BM25Index:
         ValueError
             A client without workers.
         """
-        from cutext.stages.runtime import artifacts as art
 
         path = Path(path)
         meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
@@ -740,8 +738,6 @@ class BM25Index:
         if client is None:
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
-            from cutext.stages.runtime.params import choice
-
             be = choice("backend", backend, ("auto", "cpu", "gpu"))
         vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
                                                       "idf": "float", "w0": "float"}, "vocabulary")
@@ -801,7 +797,6 @@ class BM25Index:
         (default all)."""
         import scipy.sparse as sp
 
-        from cutext.kernels.termhash import TermHash, query_csr, text_csr
 
         texts = list(texts)
         if self._term_hash is None:  # built once: a batch then costs one probe per token
@@ -917,7 +912,6 @@ class BM25Index:
         TypeError
             A query that is not a string.
         """
-        from cutext.stages.runtime.params import choice, count
 
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
@@ -1062,8 +1056,6 @@ def _search_cli_main(args) -> int:
     """``search INDEX --queries FILE ...``: score the queries, write a TREC run (``--out -``: standard output)."""
     import sys
 
-    from cutext.pipelines.trec import read_queries, write_trec_run
-    from cutext.stages.runtime.output import check_output_file
 
     if args.out != "-":  # before any work: never over the queries, the index or inside any cutext output
         check_output_file(args.out, inputs=[args.index, args.queries])

@@ -40,6 +40,8 @@ from cutext.stages.readers.frames import frame_column, input_label, is_frame
 from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.text.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
+from cutext.stages.runtime.params import count, number
+from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
 CHUNK = 4096  # documents per progress step
 
@@ -276,7 +278,6 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                  inputs=[path, idf_from, *param_files(stopwords)], overwrite=overwrite)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    from cutext.stages.runtime.params import count, number
 
     threshold = number("threshold", threshold, lo=0, hi=1)
     top_k = count("top_k", top_k, lo=1, hi=MAX_TOP_K)  # before the n_docs x top_k term vectors are sized
@@ -290,7 +291,6 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
                    encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     timings: dict[str, float] = {}
-    from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
     with pipeline_progress("cluster", progress):  # the front end's stages show partitions done / total
         cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,

@@ -45,6 +45,13 @@ from cutext.stages.engines.lda_chunk import (BagOfWords, LDAInputError, bow_from
 from cutext.stages.readers.frames import input_label, is_dask, is_frame
 from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory
+from cutext.kernels.backend import device_count
+from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
+from cutext.stages.engines.lda_gibbs import check_state_memory
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.params import count, number
+from cutext.stages.runtime.progress import pipeline_progress, progress_bar
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
@@ -161,7 +168,6 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     """
     check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
                  overwrite=overwrite)
-    from cutext.stages.runtime.params import count, number
 
     K = count("K", K, lo=2)
     iterations = count("iterations", iterations, lo=0)
@@ -174,12 +180,10 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     sampler = resolve_sampler(sampler, K)
     be = resolve_backend(backend)
     gpu = be == "gpu"
-    from cutext.stages.text.tokenize import TokenizerConfig
 
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     timings: dict = {}
     t0 = time.perf_counter()
-    from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
     with pipeline_progress("lda", progress):  # a text corpus: the front end shows partitions done / total
         bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
@@ -190,21 +194,16 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     if sampler == "hybrid" and n_devices > 1:
         raise ValueError("sampler='hybrid' runs on one device; the sharded chain (n_devices > 1) keeps W dense")
     if gpu and n_devices > 1:
-        from cutext.kernels.backend import device_count
-
         if device_count() < n_devices:
             raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
     n_shards = len(workers) if workers else n_devices
     ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
     timings["chunk"] = time.perf_counter() - t0
     if not workers:  # a client's workers hold their shards in their own memory
-        from cutext.stages.engines.lda_gibbs import check_state_memory
 
         check_state_memory(ch, K, sampler, gpu=gpu, n_states=1 if gpu else n_devices)
     t0 = time.perf_counter()
     if workers:
-        from cutext.stages.engines.lda_dist import DistributedGibbs
-
         state = DistributedGibbs(ch, K, alpha, beta, seed=seed, client=client, workers=workers, gpu=gpu,
                                  collective=collective)
     elif n_devices > 1:
@@ -297,7 +296,6 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
 def _sampling_workers(client, n_workers, n_devices, sampler, collective):
     """The worker addresses that sample (one shard each) when ``client`` is given, else None; checks the
     parameters that go with a client."""
-    from cutext.stages.engines.lda_dist import COLLECTIVES
 
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
@@ -315,8 +313,6 @@ def _sampling_workers(client, n_workers, n_devices, sampler, collective):
     if not addrs:
         raise ValueError("client= has no workers (wait for them, e.g. client.wait_for_workers(n))")
     if n_workers is not None:
-        from cutext.stages.runtime.params import count
-
         n = count("n_workers", n_workers, lo=1)
         if n > len(addrs):
             raise ValueError(f"n_workers={n} but the client has {len(addrs)} worker(s)")
@@ -372,7 +368,6 @@ class LDAModel:
             K and V of params.json make a V x K int32 W larger than the host memory available
             (checked before any array is allocated; the message names params.json, K and V).
         """
-        from cutext.stages.runtime import artifacts as art
 
         path = Path(path)
         params = art.read_manifest(path, "params.json", "cutext.lda", "a cutext LDA model", verify=verify)
@@ -479,8 +474,6 @@ class LDAModel:
         # one str is one document (as BM25Index.search takes one str as one query), not its characters
         docs = [docs] if isinstance(docs, str) else list(docs)
         if docs and isinstance(docs[0], str):
-            from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
-
             cfg = self.params.get("tokenizer") or {}
             tc = TokenizerConfig.make(cfg.get("lowercase", True), cfg.get("stopwords"), cfg.get("stemmer"),
                                       cfg.get("min_len", 1), cfg.get("max_len"))
@@ -495,7 +488,6 @@ class LDAModel:
             return None, bow
         ch = build_chunks(bow, self.K, 1, relabel=False)
         ch.keys = document_keys(bow, ch)  # a document draws the same topics in any batch / partition
-        from cutext.stages.engines.lda_gibbs import check_state_memory
 
         check_state_memory(ch, self.K, "sparse" if sampler in ("auto", "hybrid") else sampler, gpu=be == "gpu",
                            fixed=be != "gpu", V=len(self.vocab), owner="LDAModel.transform")
@@ -541,7 +533,6 @@ class LDAModel:
         float64 (n_docs, K) ndarray for a list: (D + alpha) / (L + K alpha) after the last pass (rows sum
         to 1).  For a DataFrame, the same frame type with its rows, index and columns unchanged and these
         columns appended:
-
         * ``topic`` int32 -- the most probable topic (argmax of theta, the lowest topic on a tie);
           -1 for a document without a word of the model's vocabulary (its theta is the prior);
         * ``topic_prob`` float64 -- theta of that topic;
@@ -645,7 +636,6 @@ def check_fold_in_iterations(iterations) -> int:
     ValueError
         Not an integer, or outside the range (the message names ``iterations`` and the range).
     """
-    from cutext.stages.runtime.params import count
 
     return count("iterations", iterations, lo=1, hi=MAX_FOLD_IN_ITERATIONS)
 

@@ -50,6 +50,14 @@ from cutext.pipelines._result import RunResult, atomic_directory, check_output, 
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.readers.arpa import ArpaModel, read_arpa
 from cutext.stages.readers.files import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
+from cutext.kernels.wordsplit import VocabHash
+from cutext.stages.engines.trie import build_trie
+from cutext.stages.readers.files import read_piece, plan
+from cutext.stages.readers.source import open_corpus
+from cutext.stages.runtime.compute import compute_context
+from cutext.stages.runtime.params import count
+from cutext.stages.runtime.progress import progress_bar
+from cutext.stages.text.ngram_text import read_lines_buffers, TextBuffers, encode_text, text_buffers, document_scores
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
 # the per-document columns of scores.parquet (and of NGramModel.score_frame), in order
@@ -308,7 +316,6 @@ class NGramModel:
         ValueError
             ``encoding`` is not a codec that writes ASCII as ASCII.
         """
-        from cutext.stages.engines.trie import build_trie
 
         be = resolve_backend(backend, needs=ARRAY_STACK)
         t0 = time.perf_counter()
@@ -398,7 +405,6 @@ class NGramModel:
     def vocab_hash(self, device: bool = False):
         """The vocabulary as a byte-exact hash table (:class:`cutext.kernels.wordsplit.VocabHash`), built
         once on the host and copied once to the device (``device=True``)."""
-        from cutext.kernels.wordsplit import VocabHash
 
         key = "device" if device else "host"
         vh = self._vocab_hash.get(key)
@@ -417,7 +423,6 @@ class NGramModel:
     def _text_on_device(self, texts) -> bool:
         """Whether :meth:`score` splits ``texts`` on the device: a GPU model, and text that is bytes, a cudf
         column, or ``str`` under UTF-8 (other codecs encode on the host, word by word)."""
-        from cutext.stages.text.ngram_text import TextBuffers
 
         if self.backend != "gpu":
             return False
@@ -446,7 +451,6 @@ class NGramModel:
         offsets : int64 (n_sent + 1,)
             Equal to :meth:`encode` for UTF-8 text.
         """
-        from cutext.stages.text.ngram_text import encode_text, text_buffers
 
         if not is_gpu_object(sentences) and not (isinstance(sentences, (pa.Array, pa.ChunkedArray)) or (
                 isinstance(sentences, pd.Series) and sentences.dtype != object)):
@@ -486,7 +490,6 @@ class NGramModel:
         """
         if sentence not in ("line", "document"):
             raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
-        from cutext.stages.text.ngram_text import TextBuffers
 
         if kernels is None:
             kernels = self._text_on_device(texts)
@@ -533,11 +536,9 @@ class NGramModel:
     def _score_documents_kernels(self, texts, sentence, bos, eos) -> dict:
         """:meth:`score_documents` with the wordsplit kernels where the model is: on a GPU model text,
         words, ids, scores and sums stay on the device (cupy out); on a CPU model the numba twins."""
-        from cutext.stages.text.ngram_text import document_scores, encode_text, text_buffers
 
         if eos and self.eos_id < 0:
             raise ValueError(f"{self.path}: the model has no </s>; score with eos=False")
-        from cutext.stages.text.ngram_text import TextBuffers
 
         if not is_gpu_object(texts) and not isinstance(texts, (pa.Array, pa.ChunkedArray, pd.Series, TextBuffers)):
             texts = _as_string_array(texts)
@@ -860,7 +861,6 @@ class NGramModel:
             Host arrays; ties are broken by the smaller word id.
         """
         n = self._order(order)
-        from cutext.stages.runtime.params import count
 
         k = min(count("k", k, lo=1), self.vocab_size)
         xp = array_module(self.trie.keys)
@@ -914,7 +914,6 @@ def _sentences_of(texts: pa.Array, sentence: str):
 
 def _read_texts(piece, fs):
     """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.readers.files`)."""
-    from cutext.stages.readers.files import read_piece
 
     df = read_piece(piece, fs)
     src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
@@ -935,8 +934,6 @@ def _read_for(lm, piece, fs):
     """A piece read for ``lm``: on a GPU model, a lines piece goes straight to device buffers
     (:func:`cutext.stages.text.ngram_text.read_lines_buffers`), anything else through the reader."""
     if lm.backend == "gpu":
-        from cutext.stages.text.ngram_text import read_lines_buffers
-
         buf = read_lines_buffers(piece, fs, device=True)
         if buf is not None:
             return buf
@@ -951,7 +948,6 @@ def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool)
     """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document
     columns, and the address of the worker that scored it ("local" outside a worker)."""
     if not isinstance(table, pa.Table):  # TextBuffers of a lines piece: numbered source ids
-        from cutext.stages.text.ngram_text import TextBuffers
 
         if (a, b) != (0, len(table)):
             table = TextBuffers(table.chars, table.offsets[a:b + 1])
@@ -1095,8 +1091,6 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
         directory, an input or a parent of one (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
-    from cutext.stages.runtime.compute import compute_context
-    from cutext.stages.readers.files import plan
 
     check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
 
@@ -1115,7 +1109,6 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.readers.frames)
         import dask
 
-        from cutext.stages.readers.source import open_corpus
 
         src = open_corpus(path, backend="cpu", format=format, text_column=text_column, id_column=id_column,
                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
@@ -1141,7 +1134,6 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                                  pure=False)
     bar = None
     if progress:  # a bar on a terminal, else a plain line every 10 s and one at the end
-        from cutext.stages.runtime.progress import progress_bar
 
         bar = progress_bar(total=len(pieces), desc="ngram score", unit="partitions")
     workers_used = ["local"]

@@ -41,6 +41,8 @@ import pyarrow as pa
 from cutext.kernels.backend import to_host
 from cutext.stages.readers.files import CorpusError
 from cutext.stages.text.public import Counts
+from cutext.stages.readers.frames import input_label, is_frame
+from cutext.stages.text.frontend import corpus_session
 
 
 class LDAInputError(CorpusError):
@@ -359,9 +361,6 @@ def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", clien
     CorpusError
         Unreadable input or a corpus without documents.
     """
-    from cutext.stages.text.public import Counts
-    from cutext.stages.text.frontend import corpus_session
-    from cutext.stages.readers.frames import input_label
 
     with corpus_session(path, tokenizer, backend, client=client, scheduler=scheduler, n_workers=n_workers,
                         format=format, **read_kw) as c:
@@ -375,7 +374,6 @@ def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", clien
 
 def detect_format(path) -> str:
     """``"uci"`` for ``docword.*``, ``"ldac"`` for ``*.ldac`` / ``*.dat``, else ``"corpus"``."""
-    from cutext.stages.readers.frames import is_frame
 
     if isinstance(path, (list, tuple)) or is_frame(path):
         return "corpus"

@@ -25,6 +25,7 @@ import pandas as pd
 from cutext.kernels import lda as lda_kernels
 from cutext.kernels import lda_hybrid
 from cutext.stages.engines.lda_chunk import Chunks
+from cutext.stages.runtime.params import check_memory
 
 SAMPLERS = ("auto", "sparse", "three_branch", "dense", "hybrid")
 DENSE_MAX_K = 256
@@ -116,7 +117,6 @@ def check_state_memory(ch: Chunks, K: int, sampler: str, *, gpu: bool = False, n
     cutext.stages.runtime.params.ResourceLimitError (MemoryError, ValueError)
         The estimate exceeds the memory available; the message names K, V and both sizes.
     """
-    from cutext.stages.runtime.params import check_memory
 
     V = ch.V if V is None else int(V)
     hyb = None

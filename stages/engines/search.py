@@ -26,6 +26,9 @@ import numpy as np
 
 from cutext.kernels.backend import array_module, to_host
 from cutext.stages.runtime.params import count
+from cutext.kernels import search as ks
+from cutext.kernels.search import MAX_K_GPU
+from cutext.stages.runtime.params import choice
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
 
@@ -104,8 +107,6 @@ def resolve_engine(engine: str, on_gpu: bool, k: int, nonnegative: bool = True) 
         ``"cpu"``/``"gpu"`` on a matrix with a negative stored weight (the engines skip documents whose
         score stays 0 and need weights >= 0; no cutext variant stores one).
     """
-    from cutext.kernels.search import MAX_K_GPU
-    from cutext.stages.runtime.params import choice
 
     engine = choice("engine", engine, ENGINES)
     if engine == "auto":
@@ -136,7 +137,6 @@ def check_engine_options(engine: str, max_workspace, n_threads):
     """
     import numba
 
-    from cutext.stages.runtime.params import count
 
     if max_workspace is not None:
         if engine != "gpu":
@@ -200,7 +200,6 @@ class SearchMatrix:
         """:meth:`topk` in two halves: launches the work and returns ``finish()`` -> ``(doc, score, n)``.
         The GPU engine is still running when this returns (:func:`cutext.kernels.search.search_tiled_start`),
         so the host can tokenize the next batch meanwhile; the other engines have finished."""
-        from cutext.kernels import search as ks
 
         k = cap_k(k, self.n_docs)  # every engine sizes (nq, k) arrays: never more columns than documents
         engine = resolve_engine(engine, self.on_gpu, k, self.nonnegative)

@@ -31,6 +31,10 @@ from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.text.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.output import atomic_directory, write_json
+from cutext.stages.runtime.params import count, number
+from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 METHODS = ("reference", "brute", "ellpack")
 MAX_TOP_K = ellpack.MAX_K  # terms per document and cluster: the ELLPACK rows (and every engine) hold at most this
@@ -464,13 +468,10 @@ class StreamVectorizer:
 
     def __init__(self, top_k: int, weighting: str = "tficf", idf: str = "stream", tokenizer=None,
                  terms=None, df=None, n_ref: int = 0):
-        from cutext.stages.text.tokenize import TokenizerConfig
-
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
         if idf not in ("stream", "fixed"):
             raise ValueError(f"idf must be 'stream' or 'fixed', got {idf!r}")
-        from cutext.stages.runtime.params import count
 
         self.top_k = count("top_k", top_k, lo=1)
         if self.top_k > MAX_TOP_K:  # term vectors are sized n_docs x top_k, and no clusterer takes more
@@ -486,7 +487,6 @@ class StreamVectorizer:
 
     def transform(self, texts) -> TermVectors:
         """Vectorize a block of texts (stream mode: and count them into the document frequencies)."""
-        from cutext.stages.text.tokenize import tokenize_texts
 
         texts = [("" if t is None else str(t)) for t in texts]
         toks = tokenize_texts(texts, self.tokenizer)
@@ -565,8 +565,6 @@ class StreamClusterer:
     def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "auto", method=None,
                  batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
                  _state=None):
-        from cutext.stages.runtime.params import count, number
-
         threshold = number("threshold", threshold, lo=0, hi=1)
         top_k = count("top_k", top_k, lo=1, hi=ellpack.MAX_K)
         batch_size = count("batch_size", batch_size, lo=1)
@@ -668,15 +666,12 @@ class StreamClusterer:
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> Path:
         """Write the state (clusters Parquet, vocabulary Parquet, JSON) to a directory, atomically."""
-        from cutext.stages.runtime.output import atomic_directory
 
         with atomic_directory(path, kind="cutext.cluster.state", manifest="state.json") as tmp:
             self.write_state(tmp)
         return Path(path)
 
     def write_state(self, d) -> None:
-        from cutext.stages.runtime.output import write_json
-
         d = Path(d)
         pq.write_table(self.state.to_table(), d / "clusters.parquet")
         meta = {"kind": "cutext.cluster.state", "version": STATE_VERSION, "threshold": self.threshold,
@@ -711,8 +706,6 @@ class StreamClusterer:
             that are not finite, a vocabulary shorter than the one saved or with repeated terms,
             ``n_ref`` below the largest df; with ``verify``, a file whose checksum does not match.
         """
-        from cutext.stages.runtime import artifacts as art
-        from cutext.stages.text.tokenize import TokenizerConfig
 
         d = Path(path)
         meta = art.read_manifest(d, "state.json", "cutext.cluster.state", "a saved StreamClusterer state",

@@ -28,6 +28,9 @@ import pyarrow as pa
 from cutext.kernels.backend import to_host
 from cutext.kernels.tokenize import split_lines, utf8_valid
 from cutext.stages.runtime.compute import StepClock, step_profile as profile
+from cutext.kernels.backend import to_cudf
+from cutext.stages.readers.files import CorpusError, _read_bytes, _read_errors, BOM, SNIFF_BYTES, _is_utf8, check_text, read_piece, ID_CANDIDATES, TEXT_CANDIDATES, _pick, _strip_compression, _read_file
+from cutext.stages.runtime.compute import device_memory_budget
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,6 @@ def _arrow_nbytes(arr) -> int:
 
 def cudf_strings(arr):
     """A pyarrow LargeStringArray as a cudf Series (index 0..n-1), with 32-bit offsets when they fit."""
-    from cutext.kernels.backend import to_cudf
 
     if len(arr) == 0 or _arrow_nbytes(arr) < 2**31 - 1:
         arr = arr.cast(pa.string())
@@ -73,8 +75,6 @@ def strings_series(chars, offsets):
     n = len(offsets) - 1
     total = int(offsets[-1]) if n else 0
     if total == 0:
-        from cutext.kernels.backend import to_cudf
-
         return to_cudf(pa.array([""] * n, type=pa.string()))
     if total < 2**31 - 1:
         off, tid = offsets.astype(np.int32), plc.TypeId.INT32
@@ -244,7 +244,6 @@ def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
     CorpusError
         The file cannot be read (the message names it).
     """
-    from cutext.stages.readers.files import CorpusError, _read_bytes, _read_errors
 
     try:
         got = read_piece_bytes(fs, piece, alloc=alloc)
@@ -259,7 +258,6 @@ def piece_bytes(piece, fs, alloc=np.empty) -> np.ndarray:
 def _drop_bom(data, start: int):
     """``data`` (numpy or cupy bytes read from offset ``start`` of a file) without the byte order mark
     that a file may start with."""
-    from cutext.stages.readers.files import BOM
 
     if start == 0 and len(data) >= len(BOM) and bytes(to_host(data[:len(BOM)])) == BOM:
         return data[len(BOM):]
@@ -314,7 +312,6 @@ def piece_device_bytes(piece, fs):
     """
     import cupy
 
-    from cutext.stages.readers.files import CorpusError, _read_errors
 
     if not _local_plain(fs, piece):
         return cupy.asarray(piece_bytes(piece, fs))
@@ -338,7 +335,6 @@ def _device_frame(text, ids=None):
     import cudf
     import cupy
 
-    from cutext.kernels.backend import to_cudf
 
     n = len(text)
     if ids is None:
@@ -367,8 +363,6 @@ def read_lines_device(piece, fs):
     """
     import cupy
 
-    from cutext.kernels.backend import to_cudf
-    from cutext.stages.readers.files import SNIFF_BYTES, _is_utf8, check_text, read_piece
 
     encoding = piece.options.get("encoding", "utf-8")
     if not _is_utf8(encoding):
@@ -424,8 +418,6 @@ def read_parquet_device(piece, fs):
     import pyarrow.parquet as pq
     from fsspec.implementations.local import LocalFileSystem
 
-    from cutext.kernels.backend import to_cudf
-    from cutext.stages.readers.files import ID_CANDIDATES, TEXT_CANDIDATES, CorpusError, _pick, read_piece
 
     path = piece.paths[0]
     if piece.compression or not isinstance(fs, LocalFileSystem):
@@ -464,7 +456,6 @@ _ESCAPE_NEXT[list(b'"/bfnrtu')] = True
 def jsonl_plain(data) -> bool:
     r"""Whether the bytes of a JSON Lines piece are in the subset that libcudf's JSON reader and
     pyarrow's read the same way (checked before :func:`read_jsonl_device` trusts libcudf):
-
     * no control byte but ``\n`` and ``\r`` (a raw tab or other control inside a string is invalid
       JSON that a lenient reader may accept);
     * every escape is valid JSON: an odd run of backslashes is followed by one of ``"/bfnrtu``, and
@@ -571,9 +562,6 @@ def _host_reader(piece, fs, what: str):
     """``host(why)``: the piece read by the host reader as a cudf frame, ``why`` logged at DEBUG
     (logger ``cutext.stages.text.device``) -- why a table reader did not parse the piece on the device."""
     def host(why):
-        from cutext.kernels.backend import to_cudf
-        from cutext.stages.readers.files import read_piece
-
         log.debug("%s: %s read by the host reader: %s", piece.paths[0], what, why)
         return to_cudf(read_piece(piece, fs))
 
@@ -584,7 +572,6 @@ def _table_columns(names, piece):
     """(text columns, id columns or None) of a table piece with columns ``names``, picked as the host
     reader picks them (:func:`cutext.stages.readers.files._pick`); None when a named column is missing (the
     host reader then gives its message)."""
-    from cutext.stages.readers.files import ID_CANDIDATES, TEXT_CANDIDATES, _pick
 
     path = piece.paths[0]
     try:
@@ -617,7 +604,6 @@ def read_jsonl_device(piece, fs):
     import cudf
     import cupy
 
-    from cutext.stages.readers.files import _is_utf8
 
     host = _host_reader(piece, fs, "JSON Lines")
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
@@ -686,7 +672,6 @@ def csv_layout(data, delim: int) -> CsvLayout | None:
     same way; else None.
 
     The subset:
-
     * no control byte but ``\n`` and tab outside quoted fields (``\r\n`` line ends, which pyarrow
       accepts, go to the host reader); inside them, any but NUL (20 Newsgroups posts hold form feeds,
       escapes, ``\r\n``);
@@ -836,8 +821,6 @@ def read_csv_device(piece, fs):
     import cudf
     import cupy
 
-    from cutext.stages.runtime.compute import device_memory_budget
-    from cutext.stages.readers.files import _is_utf8, _strip_compression
 
     path = piece.paths[0]
     host = _host_reader(piece, fs, "CSV")
@@ -891,9 +874,6 @@ def read_files_device(piece, fs):
     """
     import cupy
 
-    from cutext.kernels.backend import to_cudf
-    from cutext.stages.readers.files import (BOM, SNIFF_BYTES, CorpusError, _is_utf8, _read_errors, _read_file,
-                                             _strip_compression, check_text, read_piece)
 
     if not _is_utf8(piece.options.get("encoding", "utf-8")):
         return to_cudf(read_piece(piece, fs))

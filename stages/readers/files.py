@@ -102,6 +102,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
 from cutext.kernels.backend import meta as frame_meta
+from cutext.stages.runtime.params import number, count
 
 COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd",
                 ".xz": "xz", ".lzma": "xz"}
@@ -313,7 +314,6 @@ def check_max_ratio(max_ratio):
     ValueError
         Not None nor a finite number >= 1 (the message names ``max_ratio``).
     """
-    from cutext.stages.runtime.params import number
 
     return number("max_ratio", max_ratio, lo=1, none_ok=True)
 
@@ -794,7 +794,6 @@ def check_blocksize(blocksize, n_pieces: int | None = None, nbytes: int | None =
         Not an integer >= 1, or under 1 MiB with more than 1,000 partitions; the message gives the
         accepted range for this input.
     """
-    from cutext.stages.runtime.params import count
 
     bs = count("blocksize", blocksize, lo=1)
     if n_pieces is not None and bs < MIN_BLOCKSIZE and n_pieces > MAX_SMALL_PIECES:

@@ -56,6 +56,7 @@ import pyarrow as pa
 from cutext.kernels.backend import is_gpu, is_gpu_object, to_host
 from cutext.stages.readers.files import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, TEXT_CANDIDATES,
                                          CorpusError, Piece, _frame, _pick, meta_frame, text_array, to_backend)
+from cutext.stages.readers.files import CorpusSource
 
 __all__ = ["FrameError", "is_frame", "input_label", "frame_source", "spread_source", "frame_column",
            "check_unique_ids"]
@@ -299,7 +300,6 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     """
     import dask.dataframe as dd
 
-    from cutext.stages.readers.files import CorpusSource
 
     is_gpu(backend)
     _check_reader_settings(format, encoding, storage_options, glob, max_ratio)

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 
 import dask
+from cutext.stages.runtime.params import count
+from cutext.stages.runtime.progress import wait
 
 SCHEDULERS = ("auto", "sync", "threads", "cluster")
 SMALL_INPUT_BYTES = 256 << 20
@@ -96,7 +98,6 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
-    from cutext.stages.runtime.params import count
 
     n_workers = count("n_workers", n_workers, lo=1, none_ok=True)
     cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
@@ -461,8 +462,6 @@ def materialize(ddf, info: ComputeInfo):
         return _persist_in_process([ddf])[0]
     out = ddf.persist()
     if info.client is not None:
-        from cutext.stages.runtime.progress import wait  # distributed.wait, feeding the stage's progress
-
         wait(out)
     return out
 
@@ -482,8 +481,6 @@ def persist_all(objs: list) -> list:
     except ImportError:  # pragma: no cover
         return out
     if futures_of(out):
-        from cutext.stages.runtime.progress import wait
-
         wait(out)
     return out
 
@@ -495,7 +492,6 @@ def compute_all(tasks: list, info: ComputeInfo) -> list:
 
     if info.client is None:
         return list(dask.compute(*tasks))
-    from cutext.stages.runtime.progress import wait
 
     futures = info.client.compute(list(tasks))
     wait(futures)

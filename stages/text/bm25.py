@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from cutext.kernels.backend import array_module, values
+from cutext.stages.runtime.params import number
 
 VARIANTS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
@@ -46,7 +47,6 @@ def check_params(variant: str, k1: float, b: float, delta: float | None) -> floa
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown BM25 variant {variant!r}; choose from {VARIANTS}")
-    from cutext.stages.runtime.params import number
 
     number("k1", k1, lo=0)
     number("b", b, lo=0, hi=1)

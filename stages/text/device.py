@@ -28,6 +28,9 @@ from cutext.stages.runtime.compute import StepClock
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.sort import sort_pairs
 from cutext.stages.text.tokenize import TokenizerConfig
+from cutext.kernels.backend import is_gpu_object
+from cutext.kernels.tokenize import arrow_buffers
+from cutext.stages.text.tokenize import stem_words, _nfc_cpu, normalize_gpu, FINAL_SIGMA, SIGMA, cudf_string_buffers
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,6 @@ def _term_map(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
     """
     import pyarrow.compute as pc
 
-    from cutext.stages.text.tokenize import stem_words
 
     n_cp = pc.utf8_length(uniq)
     keep = pc.greater_equal(n_cp, cfg.min_len)
@@ -174,7 +176,6 @@ def _prepare_host(text):
     """Rules 1-2 on host text (the CPU split's own steps): (data uint8, offsets int64)."""
     import pyarrow.compute as pc
 
-    from cutext.stages.text.tokenize import _nfc_cpu
 
     arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
     if isinstance(arr, pa.ChunkedArray):
@@ -185,7 +186,6 @@ def _prepare_host(text):
 
 def _prepare_device(text, lowercase: bool):
     """Rules 1-2 on a cudf strings Series, as :func:`cutext.stages.text.tokenize._split_gpu` does."""
-    from cutext.stages.text.tokenize import normalize_gpu
 
     import cupy
 
@@ -211,11 +211,8 @@ def scan_partition(text, cfg: TokenizerConfig):
     """
     import pandas as pd
 
-    from cutext.kernels.backend import is_gpu_object
 
     if is_gpu_object(text):
-        from cutext.stages.text.tokenize import cudf_string_buffers
-
         s = _prepare_device(text, cfg.lowercase)
         _, data, offsets = cudf_string_buffers(s)
         out = scan_arrays(data, offsets, cfg)
@@ -225,8 +222,6 @@ def scan_partition(text, cfg: TokenizerConfig):
         return (cudf_strings(out[0]),) + tuple(out[1:])
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import arrow_buffers
-    from cutext.stages.text.tokenize import FINAL_SIGMA, SIGMA, _nfc_cpu
 
     arr = _prepare_host(text)
     if cfg.lowercase:

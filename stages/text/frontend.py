@@ -49,6 +49,10 @@ from cutext.stages.text.partitions import (SPILL_COUNTS, SPILL_SCAN, _doc_table,
                                            encode_partition_uniques_spilled, load_counts_partition, spill_dir,
                                            tokenize_partition_spill)
 from cutext.stages.text.tokenize import TokenizerConfig
+from cutext.stages.readers.files import number_documents
+from cutext.stages.readers.frames import spread_source
+from cutext.stages.runtime.progress import stage
+from cutext.stages.text import public as api
 
 __all__ = ["Corpus", "build_corpus", "corpus_session", "STAGES"]
 
@@ -142,7 +146,6 @@ class Corpus:
 def _shown(run, partitions: int):
     """``run`` with each stage's progress shown (partitions done / total) inside a pipeline run
     (:func:`cutext.stages.runtime.progress.stage`; a no-op outside one or with ``progress=False``)."""
-    from cutext.stages.runtime.progress import stage
 
     def shown(name, fn):
         with stage(name, partitions):
@@ -161,7 +164,6 @@ def _timed(timings: dict):
 
 def _number_documents(table, counts: np.ndarray, pieces):
     """``doc_id`` and filled-in source ids for the document table (as ``assign_doc_ids`` does)."""
-    from cutext.stages.readers.files import number_documents
 
     return number_documents(table, counts, pieces)
 
@@ -211,8 +213,6 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     CorpusError (ValueError)
         Unreadable input, or a corpus without documents (the message names the file).
     """
-    from cutext.stages.text import public as api
-    from cutext.stages.readers.frames import spread_source
 
     cfg = tokenizer or TokenizerConfig.make()
     timings: dict[str, float] = {}

@@ -21,6 +21,10 @@ import numpy as np
 import pyarrow as pa
 from cutext.kernels.backend import array_module, is_gpu_object
 from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_bounds
+from cutext.kernels.tokenize import utf8_valid
+from cutext.stages.readers.device import piece_bytes, piece_device_bytes
+from cutext.stages.readers.files import _is_utf8
+from cutext.stages.text.tokenize import cudf_string_buffers
 
 SENTENCE_MODES = ("line", "document")
 
@@ -67,9 +71,6 @@ def read_lines_buffers(piece, fs, device: bool = True):
     CorpusError
         The file cannot be read (the message names it).
     """
-    from cutext.kernels.tokenize import utf8_valid
-    from cutext.stages.readers.device import piece_bytes
-    from cutext.stages.readers.files import _is_utf8
 
     if piece.format != "lines" or piece.archive is not None or len(piece.paths) != 1:
         return None
@@ -78,7 +79,6 @@ def read_lines_buffers(piece, fs, device: bool = True):
     if device:
         import cupy
 
-        from cutext.stages.readers.device import piece_device_bytes
 
         chars = piece_device_bytes(piece, fs)
         xp = cupy
@@ -97,7 +97,6 @@ def _cudf_buffers(s):
     """(chars uint8, offsets int64 (n + 1,)) cupy views of a cudf strings Series (nulls are empty rows)."""
     import pylibcudf as plc
 
-    from cutext.stages.text.tokenize import cudf_string_buffers
 
     if s.null_count:
         s = s.fillna("")

@@ -15,6 +15,8 @@ from cutext.stages.text.count import run_lengths
 from cutext.stages.text.encode import lookup_ids
 from cutext.stages.text.sort import pair_keys, sort_pairs
 from cutext.stages.text.tokenize import tokenize_partition
+from cutext.stages.readers.device import cudf_strings
+from cutext.stages.text.device import scan_partition
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -76,8 +78,6 @@ def tokenize_partition_scan(df, cfg):
     token byte offsets and hashes, no token strings); the string path below is the CPU path and
     the device path's exact fallback (a hash collision)."""
     if is_gpu(df):
-        from cutext.stages.text.device import scan_partition
-
         got = scan_partition(df["text"], cfg)
         if got is not None:
             return _Scan(*got)
@@ -192,8 +192,6 @@ def _spilled_uniques(folder, like=None):
     with pa.memory_map(str(folder / "uniq.arrow")) as mm:
         arr = pa.ipc.open_file(mm).read_all().column("token").combine_chunks()
     if like is not None and is_gpu(like):
-        from cutext.stages.readers.device import cudf_strings
-
         return cudf_strings(arr)
     return pd.Series(arr, dtype=pd.StringDtype("pyarrow"))
 

@@ -51,6 +51,10 @@ from cutext.stages.text.count import (count_partition, document_frequencies, doc
 from cutext.stages.text.encode import build_vocabulary, encode_partition, vocabulary_frame
 from cutext.stages.readers.frames import is_dask, is_frame
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
+from cutext.stages.readers.frames import FrameError, _string_dtype
+from cutext.stages.text.count import run_lengths
+from cutext.stages.text.partitions import tokenize_partition_scan, encode_partition_uniques as uniques, count_partition_scan
+from cutext.stages.text.sort import term_major, term_divisions, sort_frame_by_pairs
 
 __all__ = ["tokenize", "encode", "count", "bm25", "Counts", "BM25Postings", "number_documents",
            "token_lengths"]
@@ -149,7 +153,6 @@ class _PartScan:
 
 def tokenize_partition_summary(df, cfg: TokenizerConfig, column: str):
     """Tokenize one partition and summarize it (the task key names the tokenize stage)."""
-    from cutext.stages.text.partitions import tokenize_partition_scan
 
     frame = _text_frame(df, column)
     d = values(frame["doc_id"])
@@ -171,14 +174,12 @@ def _summary_docs(ps: _PartScan):
 
 def encode_partition_uniques(ps: _PartScan, like):
     """The summary's distinct tokens as a ``(token,)`` frame (the encode stage's global step)."""
-    from cutext.stages.text.partitions import encode_partition_uniques as uniques
 
     return uniques(ps.scan, like)
 
 
 def count_partition_summary(ps: _PartScan, vocab_frame, like):
     """``(term_id, doc_id, tf, dl)`` of one partition from its summary (the count stage)."""
-    from cutext.stages.text.partitions import count_partition_scan
 
     if ps.doc_ids is None:
         return count_partition_scan(ps.scan, vocab_frame, ps.offset, like)
@@ -250,8 +251,6 @@ def number_documents(texts, text_column: str = "text"):
 
 
 def _check_texts(texts, column: str):
-    from cutext.stages.readers.frames import FrameError, _string_dtype
-
     m = texts._meta
     if m.ndim == 1:
         dtype = m.dtype
@@ -583,7 +582,6 @@ def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float =
     """
     import dask.dataframe as dd
 
-    from cutext.stages.text.sort import term_major, term_divisions
 
     delta = _bm25.check_params(variant, k1, b, delta)
     n_docs = counts.n_docs
@@ -691,7 +689,6 @@ class _PackedRows:
 
 def _pack_rows(rows: dict, weight_fn) -> _PackedRows:
     """:class:`_PackedRows` of ``(term_id, doc_id, tf, dl)`` column arrays, weighted by ``weight_fn``."""
-    from cutext.stages.text.count import run_lengths
 
     t, d, tf = rows["term_id"], rows["doc_id"], rows["tf"]
     xp = array_module(t)
@@ -715,7 +712,6 @@ def _term_range(parts, i: int, weight_fn):
     """Term range ``i`` of the postings: its rows of every counts partition (``parts``: partitions cut by
     :func:`_term_cuts` on this worker, or what :func:`_term_slices` sent from other workers), in one
     frame (cudf for device arrays, else pandas), weighted, sorted by (term_id, doc_id)."""
-    from cutext.stages.text.sort import sort_frame_by_pairs
 
     rows = [_PackedRows(*p).unpack() for p in parts if _is_packed(p)]  # weighted where they were cut
     slices = [p if isinstance(p, dict) else _term_slice(p, i) for p in parts if not _is_packed(p)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from cutext.kernels.backend import array_module
+from cutext.kernels.backend import values
 
 
 def pair_keys(term_id, doc_id):
@@ -47,7 +48,6 @@ def sort_frame_by_pairs(df):
     and one gather of every column: on the GPU a radix sort of int64 keys instead of libcudf's
     two-column sort; when the packed key could overflow int64, ``sort_values``.
     """
-    from cutext.kernels.backend import values
 
     if len(df) == 0:
         return df.reset_index(drop=True)

@@ -66,6 +66,9 @@ from dask.utils import Dispatch
 
 from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 from cutext.stages.readers.files import text_array as read_text_array
+from cutext.kernels.backend import to_host, values
+from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
+from cutext.stages.runtime.params import count
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -161,7 +164,6 @@ class TokenizerConfig:
     def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
         """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
         check_stemmer(stemmer)
-        from cutext.stages.runtime.params import count
 
         min_len = count("min_len", min_len, lo=1)
         max_len = count("max_len", max_len, lo=min_len, none_ok=True)
@@ -304,7 +306,6 @@ def _nfc_cpu(arr):
     """
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing
 
     flags = rows_containing(*arrow_buffers(arr), nfc_unstable_table()).astype(bool)
     if not flags.any():
@@ -326,7 +327,6 @@ def non_ascii_rows(chars, offsets):
     -------
     int64 array of the same library, sorted row indices.
     """
-    from cutext.kernels.tokenize import rows_with_high_bytes
 
     return rows_with_high_bytes(chars, offsets)
 
@@ -363,7 +363,6 @@ def normalize_texts(texts, lowercase: bool):
     """
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import arrow_buffers
 
     arr = text_array(texts)
     data, offsets = arrow_buffers(arr)
@@ -381,7 +380,6 @@ def _split_cpu(text: pd.Series, doc_id: np.ndarray, lowercase: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cutext.kernels.tokenize import arrow_buffers, split_utf8
 
     arr = pa.array(text, type=pa.large_string()) if not isinstance(text, (pa.Array, pa.ChunkedArray)) else text
     if isinstance(arr, pa.ChunkedArray):
@@ -443,7 +441,6 @@ def _nfc_gpu(s):
     import cupy
     import pyarrow as pa
 
-    from cutext.kernels.tokenize import nfc_unstable_table, rows_containing
 
     _, chars, offsets = cudf_string_buffers(s)
     fix = cupy.flatnonzero(rows_containing(chars, offsets, nfc_unstable_table()))
@@ -596,8 +593,6 @@ def normalize_buffers(chars, offsets, lowercase: bool, max_fraction: float = 0.0
         None when the rows with a byte >= 0x80 hold more than ``max_fraction`` of the bytes or are
         not valid UTF-8 (the caller takes its device path for the whole column).
     """
-    from cutext.kernels.backend import to_host
-    from cutext.kernels.tokenize import arrow_buffers
 
     xp = array_module(chars)
     lo, hi = int(offsets[0]), int(offsets[-1])
@@ -663,7 +658,6 @@ def _blank_gpu(s):
     import cudf
     import pylibcudf as plc
 
-    from cutext.kernels.tokenize import blank_separators
 
     col, chars, offsets = cudf_string_buffers(s)
     if len(chars) == 0:
@@ -792,7 +786,6 @@ def tokenize_partition(df, cfg: TokenizerConfig):
     DataFrame of the same library, columns ``doc_id: int64, token: str``, one row per token, in
     document order (``cutext.kernels.backend.meta("tokens", like=df)`` is its empty form).
     """
-    from cutext.kernels.backend import values
 
     tokens, ids = split_tokens(df["text"], values(df["doc_id"]), cfg.lowercase)
     tokens, ids = apply_term_map(tokens, ids, cfg)
