@@ -258,7 +258,7 @@ def test_term_divisions(df_list, nparts):
 def test_topk_rows_matches_full_sort(k):
     import scipy.sparse as sp
 
-    from cutext.pipelines.bm25 import topk_rows
+    from cutext.stages.engines.search import topk_rows
 
     M = sp.random(200, 3000, density=0.05, format="csr", random_state=k, dtype=np.float32)
     M.data = np.round(M.data * 5).astype(np.float32)  # many ties

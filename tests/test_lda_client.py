@@ -172,11 +172,11 @@ def test_transform_loads_the_model_once_per_worker(model, reuters_path, client):
     pd.testing.assert_frame_equal(got.drop(columns="text").reset_index(drop=True),
                                   want.drop(columns="text").reset_index(drop=True))
     ran = {t["worker"] for t in ts.data if "transform_partition" in str(t["key"])}
-    loads = client.run(lambda: __import__("cutext.pipelines.lda", fromlist=["x"]).MODEL_LOADS[0])
+    loads = client.run(lambda: __import__("cutext.stages.engines.lda_model", fromlist=["x"]).MODEL_LOADS[0])
     assert ran and all(loads[w] == 1 for w in ran), (ran, loads)
     # again: no new read
     client.compute(model.transform(ddf, "text", iterations=5)).result()
-    assert client.run(lambda: __import__("cutext.pipelines.lda", fromlist=["x"]).MODEL_LOADS[0]) == loads
+    assert client.run(lambda: __import__("cutext.stages.engines.lda_model", fromlist=["x"]).MODEL_LOADS[0]) == loads
 
 
 def test_transform_frame_errors(model):
@@ -202,14 +202,15 @@ def test_load_cached_reads_a_model_once_and_again_when_rewritten(model, tmp_path
     import shutil
 
     from cutext.pipelines import lda as lda_mod
+    from cutext.stages.engines import lda_model as lda_model
 
     d = tmp_path / "copy"
     shutil.copytree(model.path, d)
-    before = lda_mod.MODEL_LOADS[0]
-    a = lda_mod.load_cached(d)
-    assert lda_mod.load_cached(str(d)) is a and lda_mod.MODEL_LOADS[0] == before + 1
+    before = lda_model.MODEL_LOADS[0]
+    a = lda_model.load_cached(d)
+    assert lda_model.load_cached(str(d)) is a and lda_model.MODEL_LOADS[0] == before + 1
     st = os.stat(d / "params.json")
     os.utime(d / "params.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the directory was rewritten
-    b = lda_mod.load_cached(d)
-    assert b is not a and lda_mod.MODEL_LOADS[0] == before + 2
+    b = lda_model.load_cached(d)
+    assert b is not a and lda_model.MODEL_LOADS[0] == before + 2
     np.testing.assert_array_equal(a.W, b.W)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
+from cutext.stages.engines import ngram_model as ngm
 from cutext.pipelines.ngram import NGramModel
 
 COLS = ["sentences", "tokens", "oov", "log10_prob", "perplexity"]
@@ -148,7 +149,7 @@ def test_client_scores_identical_to_one_process(client, abc, docs, tmp_path):
     j2 = json.loads((r2.path / "ngram.json").read_text())
     assert j1["log10_prob"] == j2["log10_prob"] and j1["counts"]["n_tokens"] == j2["counts"]["n_tokens"]
     # the model was loaded once in each worker process, from its path (not shipped with the tasks)
-    cached = client.run(lambda: [k[0] for k in ng._MODELS])
+    cached = client.run(lambda: [k[0] for k in ngm._MODELS])
     assert len(cached) == 2
     assert all(v == [str(Path(abc.path).resolve())] for v in cached.values()), cached
 

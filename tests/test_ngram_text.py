@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from cutext.kernels.wordsplit import VocabHash, lookup_words, word_bounds
 from cutext.pipelines import ngram as ng
+from cutext.stages.engines import ngram_model as ngm
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.text.ngram_text import encode_text, sentences, text_buffers
 
@@ -92,7 +93,7 @@ def test_latin1_model_matches_bytes(tmp_path):
 
 def _host_lines(texts: pa.Array, sentence):
     """The CPU pipeline's sentences (ngram._sentences_of) encoded with pyarrow: ids, offsets, document."""
-    return ng._sentences_of(texts, sentence)
+    return ngm._sentences_of(texts, sentence)
 
 
 @pytest.mark.parametrize("sentence", ["line", "document"])
@@ -163,10 +164,10 @@ def test_model_pickles_as_a_reference(arpa, tmp_path):
     blob = pickle.dumps(m)
     assert len(blob) < 1000
     assert pickle.loads(blob) is m
-    assert ng.cached_model(str(copy), backend="cpu") is m
-    c = ng.cached_model(copy, backend="cpu")
+    assert ngm.cached_model(str(copy), backend="cpu") is m
+    c = ngm.cached_model(copy, backend="cpu")
     blob = pickle.dumps(c)
-    ng._MODELS.clear()
+    ngm._MODELS.clear()
     copy.write_bytes(copy.read_bytes() + b"\n")
     with pytest.raises(FileNotFoundError, match="changed"):
         pickle.loads(blob)

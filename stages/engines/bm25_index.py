@@ -1,0 +1,614 @@
+"""A BM25 index on disk, loaded for search: the vocabulary, the documents table and the postings as a
+CSR matrix on the host or the device (or one shard per worker of a Client), scored by the query
+engines of :mod:`cutext.stages.engines.search`.  Built by the ``bm25`` pipeline
+(:func:`cutext.pipelines.bm25.build_index`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend
+from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.engines import search as search_stage
+from cutext.stages.runtime.compute import (StepClock)
+from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
+from cutext.kernels.termhash import TermHash, query_csr, text_csr
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.params import choice, count
+
+
+def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
+    """The postings of an index, read file by file and row group by row group into preallocated arrays.
+
+    Bounded memory (issue 15): the result is one copy of each column in its final dtype, filled
+    from one row group at a time (about 1 M rows), so loading never holds the Arrow table and the
+    arrays together; ``tf`` is not read.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        ``<index>/postings``.
+    N, V : int
+        Documents and vocabulary size from the manifest and the vocabulary.
+    df : int64 array, shape (V + 1,)
+        The vocabulary's df (its sum is the number of postings).
+    wmax : float array, shape (V + 1,), optional
+        The largest weight each term can have (:func:`weight_bounds`); weights must lie in
+        ``[0, wmax[term_id]]``.
+
+    Returns
+    -------
+    (term_id, doc_id, weight, counts) : int32 array, int32 (int64 when N >= 2**31) array, float32
+        array, shape (n_postings,), in file order; int64 array (V + 1,), postings per term id.
+
+    Raises
+    ------
+    ArtifactNotFoundError
+        No postings folder.
+    ArtifactError
+        Unreadable Parquet, a missing or ill-typed column, nulls, term ids outside [1, V], doc ids
+        outside [0, N), weights that are not finite, or a row count other than ``df.sum()``;
+        the message names the file.
+    """
+    import pyarrow.parquet as pq
+
+
+    cols = {"term_id": "int", "doc_id": "int", "weight": "float"}
+    if not folder.exists():
+        raise art.ArtifactNotFoundError(f"{folder}: missing postings")
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else [folder]
+    try:
+        pfs = [pq.ParquetFile(f) for f in files]
+    except (OSError, pa.ArrowException) as exc:
+        raise art.ArtifactError(f"{folder}: unreadable postings ({exc})") from None
+    for f, pf in zip(files, pfs):
+        schema = pf.schema_arrow
+        for name, kind in cols.items():
+            if name not in schema.names:
+                raise art.ArtifactError(f"{f}: postings has no column {name!r} (columns: {schema.names})")
+            if not art._TYPES[kind](schema.field(name).type):
+                raise art.ArtifactError(f"{f}: column {name!r} of postings must be {kind}, "
+                                        f"got {schema.field(name).type}")
+    n = sum(pf.metadata.num_rows for pf in pfs)
+    if n != int(df.sum()):
+        raise art.ArtifactError(f"{folder}: postings do not match the vocabulary's df "
+                                f"({n} postings, df sums to {int(df.sum())})")
+    t = np.empty(n, np.int32)
+    d = np.empty(n, np.int32 if N < 2**31 else np.int64)
+    w = np.empty(n, np.float32)
+    counts = np.zeros(V + 1, np.int64)
+    pos = 0
+    for f, pf in zip(files, pfs):
+        for g in range(pf.num_row_groups):
+            try:
+                tb = pf.read_row_group(g, columns=list(cols))
+            except (OSError, pa.ArrowException) as exc:
+                raise art.ArtifactError(f"{f}: unreadable postings ({exc})") from None
+            k = tb.num_rows
+            if pos + k > n or any(c.null_count for c in tb.columns):
+                raise art.ArtifactError(f"{f}: postings row group {g} has nulls or more rows than its footer")
+            tt, dd, ww = (tb.column(c).to_numpy() for c in cols)
+            del tb
+            art.check_range(tt, 1, V, "posting term ids", f)
+            art.check_range(dd, 0, N - 1, "posting doc ids", f)
+            art.check_finite(ww, "posting weights", f)
+            if wmax is not None and k and ((ww < 0).any() or (ww > wmax[tt]).any()):
+                i = int(np.flatnonzero((ww < 0) | (ww > wmax[tt]))[0])
+                raise art.ArtifactError(f"{f}: posting weight {float(ww[i])!r} of term id {int(tt[i])} is outside "
+                                        f"[0, {float(wmax[tt[i]])!r}], the range its idf, k1 and delta allow")
+            t[pos:pos + k], d[pos:pos + k], w[pos:pos + k] = tt, dd, ww
+            counts += np.bincount(t[pos:pos + k], minlength=V + 1)
+            pos += k
+            del tt, dd, ww
+    if pos != n:
+        raise art.ArtifactError(f"{folder}: postings hold {pos} rows, their footers {n}")
+    pa.default_memory_pool().release_unused()  # the row groups' buffers, kept by the allocator
+    return t, d, w, counts
+
+
+def _term_major_order(t, d, block: int = 1 << 22) -> bool:
+    """Whether (t, d) pairs are strictly increasing (term-major, then doc), checked in blocks so
+    that the temporaries stay small (index load, issue 15)."""
+    n = len(t)
+    for a in range(0, max(n - 1, 0), block):
+        e = min(a + block + 1, n)
+        tt, dd = t[a:e], d[a:e]
+        dt = tt[1:] > tt[:-1]
+        if not bool(np.all(dt | ((tt[1:] == tt[:-1]) & (dd[1:] > dd[:-1])))):
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- retrieval
+
+def _as_queries(queries) -> tuple[pa.Array, list[str]]:
+    """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
+    number) is an error naming it."""
+    if isinstance(queries, str):
+        return pa.array(["0"], pa.string()), [queries]
+    if isinstance(queries, pd.DataFrame):
+        qcol = "query" if "query" in queries.columns else "text"
+        if qcol not in queries.columns or "query_id" not in queries.columns:
+            raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
+        ids, texts = queries["query_id"].astype(str).tolist(), queries[qcol].tolist()
+    elif isinstance(queries, pd.Series):
+        ids, texts = [str(i) for i in queries.index], queries.tolist()
+    elif isinstance(queries, dict):
+        ids, texts = [str(k) for k in queries], list(queries.values())
+    elif queries is None:
+        raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
+    else:
+        texts = list(queries)
+        ids = None  # "0", "1", ... made by pyarrow below
+    if not all(isinstance(t, str) for t in texts):
+        i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+        qid = str(i) if ids is None else ids[i]
+        raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
+    if ids is None:
+        return pa.array(np.arange(len(texts), dtype=np.int64)).cast(pa.string()), texts
+    return pa.array(ids, pa.string()), texts
+
+
+def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
+    """``values[idx]`` as a pandas Series of the default string dtype, gathered by pyarrow."""
+    taken = values.take(pa.array(idx, type=pa.int64()))
+    return pd.Series(pd.array(taken, dtype=pd.Series([], dtype=str).dtype))
+
+
+topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.engines.search)
+
+
+def weight_bounds(idf_t: np.ndarray, k1: float, delta: float) -> np.ndarray:
+    """The largest weight a posting of each term can have, float64 (V + 1,): ``idf * (k1 + 1 + delta)``
+    bounds every variant's weight (the tf factor of each variant is below ``k1 + 1 + delta``,
+    :mod:`cutext.stages.text.bm25`), widened by float32 rounding."""
+    return np.abs(idf_t) * (k1 + 1.0 + delta) * (1 + 1e-5) + 1e-6
+
+
+def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = None, wmax=None):
+    """The postings of documents ``[lo, hi)`` as a scipy CSR (V + 1, hi - lo) float32 of ``w - w0``
+    (columns = doc id - lo), validated (see :meth:`BM25Index.load`; :func:`read_postings` reads them
+    row group by row group into one copy of each column, issue 15)."""
+    import scipy.sparse as sp
+
+
+    hi = N if hi is None else hi
+    t, d, w, counts = read_postings(path / "postings", N, V, df, wmax)
+    if lo == 0 and hi == N:
+        if not np.array_equal(counts, df):
+            raise art.ArtifactError(f"{path / 'postings'}: postings do not match the vocabulary's df")
+    else:  # a shard: keep the rows of its document range
+        keep = (d >= lo) & (d < hi)
+        t, d, w = t[keep], d[keep] - lo, w[keep]
+        del keep
+        counts = np.bincount(t, minlength=V + 1) if len(t) else np.zeros(V + 1, np.int64)
+    if not _term_major_order(t, d):  # not term-major on disk: sort (older or foreign writers)
+        o = np.lexsort((d, t))
+        t, d, w = t[o], d[o], w[o]
+        del o
+    if hi - lo < 2**31 and d.dtype != np.int32:
+        d = d.astype(np.int32)
+    if np.any(w0):  # store w - w0 (in place, in blocks); search adds the w0 of every query term back
+        for a in range(0, len(w), 1 << 22):
+            w[a:a + (1 << 22)] -= w0[t[a:a + (1 << 22)]]
+    del t
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return sp.csr_matrix((w, d, indptr), shape=(V + 1, hi - lo), copy=False)
+
+
+def _read_documents(folder: Path, N: int) -> pd.DataFrame:
+    """The documents table (``doc_id``, ``source_id``, ``length``) in doc id order, checked: each file holds
+    ascending consecutive doc ids (as the build writes them) and together they are 0..N-1."""
+
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not folder.exists():
+        raise art.ArtifactNotFoundError(f"{folder}: missing documents table")
+    parts = []
+    for f in files:
+        t = art.read_table(f, {"doc_id": "int", "source_id": "any", "length": "int"}, "documents table")
+        ids = t.column("doc_id").to_numpy()
+        if len(ids) and not np.array_equal(ids, np.arange(ids[0], ids[0] + len(ids))):
+            raise art.ArtifactError(f"{f}: doc ids are not ascending and consecutive (reordered rows)")
+        parts.append((int(ids[0]) if len(ids) else -1, t))
+    parts = [t for _, t in sorted(parts, key=lambda x: x[0])]
+    docs = (pa.concat_tables(parts).to_pandas() if parts else
+            pd.DataFrame({"doc_id": np.zeros(0, np.int64), "source_id": [], "length": np.zeros(0, np.int64)}))
+    if len(docs) != N or not np.array_equal(docs["doc_id"].to_numpy(), np.arange(N)):
+        raise art.ArtifactError(f"{folder}: documents table does not hold doc ids 0..{N - 1}")
+    return docs
+
+
+def _to_backend(M, backend: str):
+    """The CSR on the device for ``backend == "gpu"`` (cupyx), else as is."""
+    if backend != "gpu":
+        return M
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    return csp.csr_matrix((cupy.asarray(M.data), cupy.asarray(M.indices.astype(np.int32)),
+                           cupy.asarray(M.indptr.astype(np.int32) if M.nnz < 2**31 else M.indptr)),
+                          shape=M.shape)
+
+
+class _Shard:
+    """The documents ``[lo, hi)`` of an index, held by one worker of a cluster (sharded search)."""
+
+    def __init__(self, lo: int, hi: int, matrix, backend: str):
+        self.lo, self.hi, self.backend = lo, hi, backend
+        self.sm = search_stage.SearchMatrix(matrix)
+
+
+def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w0, wmax=None) -> _Shard:
+    """Worker side of :meth:`BM25Index.load` with a client: read the shard, put it on this worker's device."""
+    be = resolve_backend(backend, needs=ARRAY_STACK)
+    return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
+
+
+def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
+    """Worker side of a sharded search: the shard's top k, doc ids made global."""
+    doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads)
+    return np.where(doc >= 0, doc + shard.lo, -1), score, n
+
+
+def _shard_dense(shard: _Shard, Q):
+    return shard.sm.dense(Q)
+
+
+def _shard_info(shard: _Shard):
+    return shard.lo, shard.hi, shard.backend, shard.sm.nonnegative
+
+
+def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
+    """Split documents ``0..N-1`` into at most ``n_shards`` contiguous non-empty ranges of about equal
+    token counts (postings), the cuts on document boundaries."""
+    N = len(lengths)
+    if N == 0:
+        return []
+    cum = np.cumsum(np.asarray(lengths, np.float64) + 1.0)  # +1: empty documents still count
+    cuts = [0] + [int(np.searchsorted(cum, cum[-1] * i / n_shards, side="right")) for i in range(1, n_shards)] + [N]
+    cuts = sorted(set(min(max(c, 0), N) for c in cuts))
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+class BM25Index:
+    """A BM25 index loaded for search.
+
+    The postings form a term-major CSR matrix ``M`` of shape (V + 1, N), float32 (stored weights
+    ``w - w0``); a batch of queries is a CSR ``Q`` (n_queries, V + 1) of query term counts; the
+    scores are the rows of ``Q @ M`` plus, for bm25l/bm25+, the weight ``w0`` of the query terms a
+    document lacks.  The top k of each query come from one of the engines of
+    :mod:`cutext.stages.engines.search` (CPU: numba threads; GPU: the tiled CUDA engine; or the sparse
+    product itself), all with one ties rule: equal scores are ranked by the smaller ``doc_id``.
+
+    Loaded with a dask ``client``, the documents are split into ranges (shards) over the client's
+    workers; each worker keeps its shard (on its GPU or CPU), every query batch is scored on every
+    shard and the top k merged on the caller, the same result as one index.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    meta : dict        (index.json)
+    vocab : pyarrow.LargeStringArray, shape (V,), sorted
+    df, idf, w0 : numpy arrays, shape (V + 1,), index = term id
+    source_ids : numpy object array, shape (N,)
+    lengths : numpy int32 array, shape (N,)
+    backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
+    matrix : scipy / cupyx CSR, or None for a sharded index
+    shards : list of (lo, hi, worker address), empty unless loaded with a client
+    """
+
+    def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
+                 client=None, shards=None):
+        self.path, self.meta, self.vocab = Path(path), meta, vocab
+        self.df, self.idf, self.w0 = df, idf, w0
+        self.source_ids, self.lengths = source_ids, lengths
+        self.matrix, self.backend = matrix, backend
+        self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
+        self._has_w0 = bool(np.any(w0 != 0))
+        self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
+        self._term_hash = None  # kernels.termhash.TermHash of the vocabulary, built at the first query
+        self._client = client
+        self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
+        self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.meta["N"])
+
+    def __repr__(self) -> str:
+        m = self.meta
+        delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
+        postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
+        shards = f", shards={len(self.shards)}" if self.shards else ""
+        return (f"BM25Index(N={self.n_docs:,}, V={len(self.vocab):,}, postings={postings:,}, "
+                f"variant={m.get('variant')!r}, k1={m.get('k1')}, b={m.get('b')}{delta}, "
+                f"backend={self.backend!r}{shards}, path={str(self.path)!r})")
+
+    @classmethod
+    def load(cls, path, backend="auto", client=None, verify: bool = True) -> "BM25Index":
+        """Load an index directory written by :func:`build_index`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        backend : {"auto", "cpu", "gpu"}
+            Where the matrix lives and queries are scored.  ``"auto"`` (the default of every loader)
+            = the GPU when cupy is installed and a device is visible, else the CPU; the index files
+            are the same for both.  With a ``client``, each worker resolves it for itself.
+        client : distributed.Client, optional
+            Shard the index over the client's workers: documents ``0..N-1`` are cut into one contiguous
+            range per worker (about equal token counts, :func:`shard_ranges`); each worker reads and
+            keeps its range's postings (the path must be readable by the workers).  Search results are
+            the same as without a client.
+        verify : bool, default True
+            Check the CRC32 of every file against index.json before reading (one extra read of the
+            index; :func:`cutext.stages.runtime.artifacts.read_manifest`, ``benchmarks/checksums.py`` for its
+            cost).  False skips it; the value checks below still run.
+
+        Raises
+        ------
+        ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+            Not an index directory (no index.json), or a missing table.
+        ArtifactError (ValueError)
+            A corrupt index, naming the directory and file: a file whose checksum or size does not
+            match index.json or that it does not list (with ``verify``), invalid JSON, another kind, a
+            missing or ill-typed field or column, BM25 parameters out of range, a vocabulary that is
+            not strictly sorted (shuffled or duplicated terms), df outside [1, N], idf or w0 that do
+            not follow from df, N and the variant, document ids that are not 0..N-1 ascending in
+            every file, doc ids outside [0, N), term ids outside [1, V], weights that are not finite
+            or outside [0, idf * (k1 + 1 + delta)], postings that disagree with the vocabulary's df.
+        ValueError
+            A client without workers.
+        """
+
+        path = Path(path)
+        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
+        mf = path / "index.json"
+        N = art.field_int(meta, "N", mf, lo=0)
+        avgdl = art.field_float(meta, "avgdl", mf, lo=0)
+        try:
+            TokenizerConfig.from_dict(art.field_dict(meta, "tokenizer", mf))
+            variant = meta.get("variant", "lucene")
+            delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
+            k1 = float(meta.get("k1", 0.9))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise art.ArtifactError(f"{mf}: {exc}") from None
+        if client is None:
+            be = resolve_backend(backend, needs=ARRAY_STACK)
+        else:
+            be = choice("backend", backend, ("auto", "cpu", "gpu"))
+        vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
+                                                      "idf": "float", "w0": "float"}, "vocabulary")
+        V = vt.num_rows
+        if not np.array_equal(vt.column("term_id").to_numpy(), np.arange(1, V + 1)):
+            raise art.ArtifactError(f"{path / 'vocab.parquet'}: term ids must be 1..{V} in order")
+        vocab = vt.column("term").combine_chunks().cast(pa.large_string())
+        vf = path / "vocab.parquet"
+        if V > 1 and not pc.all(pc.less(vocab[:-1], vocab[1:])).as_py():  # sorted at build: a shuffle or repeat
+            raise art.ArtifactError(f"{vf}: terms are not strictly ascending (shuffled or duplicated terms)")
+        docs = _read_documents(path / "documents", N)
+        df = np.concatenate([[0], vt.column("df").to_numpy()]).astype(np.int64)
+        idf_t = np.concatenate([[0.0], vt.column("idf").to_numpy()])
+        w0 = np.concatenate([[0.0], vt.column("w0").to_numpy()]).astype(np.float32)
+        art.check_range(df[1:], 1, N, "df", vf)
+        art.check_finite(idf_t, "idf", vf)
+        art.check_finite(w0, "w0", vf)
+        if V and not np.allclose(idf_t[1:], bm25_stage.idf(df[1:], N, variant), rtol=1e-6, atol=1e-9):
+            raise art.ArtifactError(f"{vf}: idf does not follow from df, N={N} and variant {variant!r}")
+        if V and not np.allclose(w0[1:], bm25_stage.absent_weight(idf_t[1:], variant, k1, delta), rtol=1e-5,
+                                 atol=1e-6):
+            raise art.ArtifactError(f"{vf}: w0 does not follow from idf, k1 and delta of index.json")
+        lengths = docs["length"].to_numpy()
+        art.check_range(lengths, 0, np.iinfo(np.int64).max, "lengths", path / "documents")
+        if N and not math.isclose(float(lengths.sum()) / N, avgdl, rel_tol=1e-6, abs_tol=1e-9):
+            raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the mean length of the documents table "
+                                    f"({float(lengths.sum()) / N})")
+        source_ids = docs["source_id"].to_numpy(dtype=object)
+        wmax = weight_bounds(idf_t, k1, delta)
+        if client is None:
+            M = _to_backend(_read_postings(path, N, V, df, w0, wmax=wmax), be)
+            return cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, M, be)
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise ValueError("BM25Index.load(client=...): the client has no workers")
+        futures = []
+        for (lo, hi), w in zip(shard_ranges(lengths, len(workers)), workers):
+            f = client.submit(_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, wmax, workers=[w],
+                              allow_other_workers=False, pure=False)
+            futures.append((lo, hi, w, f))
+        infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
+                               for _, _, w, f in futures])
+        bes = sorted({i[2] for i in infos})
+        index = cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, None, ",".join(bes),
+                    client=client, shards=futures)
+        index._shard_nonnegative = all(i[3] for i in infos)
+        return index
+
+    # -- queries
+    def query_matrix(self, texts, n_threads: int | None = None):
+        """CSR (n_queries, V + 1) float32 of query term counts (unknown terms dropped), canonical
+        (term ids ascending within a query), looked up in a hash of the vocabulary built at the first
+        call (:class:`cutext.kernels.termhash.TermHash`).  Without a stemmer the batch is split and
+        looked up in one pass over its bytes on numba's threads
+        (:func:`cutext.kernels.termhash.text_csr`); with one, it is tokenized into one array first
+        (stopwords and stemming on its distinct terms).  ``n_threads``: numba threads of the one pass
+        (default all)."""
+        import scipy.sparse as sp
+
+
+        texts = list(texts)
+        if self._term_hash is None:  # built once: a batch then costs one probe per token
+            self._term_hash = TermHash(self.vocab)
+        cfg = self.tokenizer
+        if cfg.stemmer is None:
+            # without a stemmer a kept token is the raw token, and a token that stopwords or the length
+            # bounds drop is not in the vocabulary (they dropped it from the corpus): the split and the
+            # lookup of the raw tokens are then one pass over the bytes, with no token array
+            data, offsets, fold = normalize_texts(texts, cfg.lowercase)
+            q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold, n_threads)
+        else:
+            tokens, rows = tokenize_flat(texts, cfg)  # one array for the batch, no list per query
+            ids = self._term_hash.lookup(tokens)
+            if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
+                o = np.argsort(rows, kind="stable")
+                rows, ids = rows[o], ids[o]
+            q_ptr, q_terms, q_w = query_csr(rows, ids, len(texts))
+        Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(len(texts), len(self.vocab) + 1))
+        Q.has_canonical_format = True  # ascending, distinct term ids within a query (query_csr)
+        return Q
+
+    def _absent(self, Q):
+        """Per-query constant: sum over query terms of w0 (bm25l / bm25+), shape (n_queries,)."""
+        return np.asarray(Q @ self.w0.astype(np.float64)).ravel()
+
+    def _submit(self, fn, *args):
+        """Run ``fn(shard, *args)`` on every shard's worker; the results in shard order."""
+        c = self._client
+        futs = [c.submit(fn, f, *args, workers=[w], allow_other_workers=False, pure=False)
+                for _, _, w, f in self._shard_futures]
+        return c.gather(futs)
+
+    def _source_ids_arrow(self) -> pa.Array:
+        """:attr:`source_ids` as a pyarrow string array (built once, for the result frames)."""
+        cached = getattr(self, "_source_ids_pa", None)
+        if cached is None or len(cached) != len(self.source_ids):
+            cached = self._source_ids_pa = pa.array(self.source_ids, type=pa.string())
+        return cached
+
+    def get_scores(self, query: str) -> np.ndarray:
+        """Dense BM25 scores of one query against every document, float32 array (N,), on the host
+        (the sparse product; on every shard for a sharded index)."""
+        Q = self.query_matrix([query])
+        if self._sm is not None:
+            dense = self._sm.dense(Q)[0].astype(np.float64)
+        else:
+            parts = self._submit(_shard_dense, Q)
+            dense = np.concatenate([p[0] for p in parts]).astype(np.float64) if parts else np.zeros(0)
+        if self._has_w0:
+            dense += self._absent(Q)[0]
+        return dense.astype(np.float32)
+
+    def topk_start(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+        """:meth:`topk_arrays` in two halves: starts the engine and returns ``finish()`` -> ``(doc, score,
+        n)``; the GPU engine is still running when this returns
+        (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`)."""
+        if self._sm is not None:
+            return self._sm.topk_start(Q, k, engine, max_workspace, n_threads)
+        out = search_stage.merge_topk(self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads), k)
+        return lambda: out
+
+    def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+        """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
+
+        Returns
+        -------
+        (doc, score, n) : int64 (nq, k) doc ids (-1 past ``n``), float32 (nq, k) scores of the stored
+            weights (without the per-query w0 constant), int32 (nq,) documents found per query.
+        """
+        return self.topk_start(Q, k, engine, max_workspace, n_threads)()
+
+    def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
+               engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None) -> pd.DataFrame:
+        """Top-``k`` documents for every query.
+
+        Parameters
+        ----------
+        queries : str, list of str, dict {query_id: text}, pandas Series (index = query id) or
+            DataFrame ``(query_id, query)``
+        k : int >= 1
+        batch_size : int >= 1
+            Queries tokenized and scored together.
+        progress : bool
+        engine : {"auto", "cpu", "gpu", "sparse"}
+            ``"cpu"``: numba threads (an index on the CPU); ``"gpu"``: the tiled CUDA engine (an index
+            on the GPU, ``k <= 4096``); ``"sparse"``: the sparse product ``Q @ M`` and a top-k of its rows
+            (the oracle); ``"auto"``: ``"gpu"`` on the GPU (``"sparse"`` for ``k > 4096``), else ``"cpu"``.
+            :mod:`cutext.stages.engines.search`.
+        max_workspace : int, optional
+            Bytes of device workspace of the GPU engine (default 1 GiB, at least 1 MiB); the engine's
+            device memory does not grow with ``batch_size``.  Refused by the other engines.
+        n_threads : int, optional
+            Threads of the CPU engine and of its query tokenization (default: all, numba's setting).
+            Refused by the other engines.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``query_id: str``; ``doc_id: int64``, the document's number in the index (0..N-1, the
+            ``doc_id`` of ``documents/``); ``source_id``: the caller's id of the document (the source
+            id the corpus gave it); ``rank: int64`` (1-based); ``score: float64``; ``doc_index:
+            int64``, an alias of ``doc_id`` (kept for the earlier contract).  Rows by query, then rank:
+            score descending, equal scores by the smaller ``doc_id`` (every engine and a sharded
+            index give the same rows).  Documents that match no query term (score of the stored
+            weights not > 0) are not returned, so a query may have fewer than ``k`` rows.
+
+        Raises
+        ------
+        ValueError
+            ``k``, ``batch_size``, ``engine``, ``max_workspace`` or ``n_threads`` out of range, or
+            an option the engine in effect does not use.
+        TypeError
+            A query that is not a string.
+        """
+
+        k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
+        batch_size = count("batch_size", batch_size, lo=1)
+        engine = choice("engine", engine, search_stage.ENGINES)
+        if self._sm is not None:  # check the options before any work (shards check them on their worker)
+            eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
+            search_stage.check_engine_options(eff, max_workspace, n_threads)
+        qids, texts = _as_queries(queries)
+        rng = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            rng = tqdm(rng, desc="search", unit="batch")
+        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the parts of a search
+        parts = []
+
+        def collect(s, Q, finish):
+            doc, score, n = finish()
+            if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
+                rows, rank = np.repeat(np.arange(len(n)), k), np.tile(np.arange(k), len(n))
+                docs, vals = doc.reshape(-1), score.reshape(-1).astype(np.float64)
+            else:
+                rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
+                docs, vals = doc[rows, rank], score[rows, rank].astype(np.float64)
+            if self._has_w0:
+                vals = vals + self._absent(Q)[rows]
+            parts.append((rows + s, rank, docs, vals))
+
+        # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
+        # kernels end; the other engines have finished when it returns)
+        pending = None
+        for s in rng:
+            try:
+                Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
+            except TextEncodingError as exc:
+                why = str(exc).split(f"row {exc.row} ", 1)[-1]
+                raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {why}") from None
+            clock("search: query csr")
+            if pending is not None:
+                collect(*pending)
+                clock("search: engine (wait)")
+            pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
+            clock("search: engine (start)")
+        if pending is not None:
+            collect(*pending)
+            clock("search: engine (wait)")
+        rows, rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
+                                  for i, dt in enumerate((np.int64, np.int64, np.int64, np.float64)))
+        # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
+        out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs,
+                            "source_id": _take_str(self._source_ids_arrow(), docs),
+                            "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs})
+        clock("search: result frame")
+        return out
+
+__all__ = ["BM25Index", "read_postings", "shard_ranges", "weight_bounds"]
