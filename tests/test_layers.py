@@ -42,7 +42,7 @@ def test_import_contracts_hold(linked_tree):
     assert exe, "import-linter's lint-imports is not installed (pip install -e '.[test]')"
     out = _run([exe, "--no-cache", str(ROOT / "pyproject.toml")], linked_tree)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "BROKEN" not in out.stdout and out.stdout.count("KEPT") >= 2
+    assert "BROKEN" not in out.stdout and out.stdout.count("KEPT") >= 3
 
 
 CYCLES = textwrap.dedent("""
