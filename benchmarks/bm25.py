@@ -682,7 +682,7 @@ def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None
         extra = pools.stop() if pools else {}
         extra["stage_sum_s"] = sum(r.timings.values())
         # host memory: peak RSS of this process + its LocalCluster workers (summed), and its
-        # multiple of the input bytes (issue 15: <= 3x the input plus a constant)
+        # multiple of the input bytes (<= 3x the input plus a constant)
         extra["rss_peak_mib"] = rw.peak_mib
         if rw.peak_mib is not None and r.counts.get("input_bytes"):
             extra["rss_peak_x_input"] = round(rw.peak / r.counts["input_bytes"], 2)
@@ -823,7 +823,7 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
                       data, nbytes, ndocs, notes, baseline, n_gpus, protocol="tcp") -> None:
     """The full data indexed with ``client=`` on a LocalCUDACluster of ``n_gpus`` workers (one GPU
     each) started before the row: cluster start-up and one warm-up build (CUDA contexts, kernels)
-    excluded, so the row compares with the in-process one-GPU row (issue 10: 2 GPUs >= 1.8x one).
+    excluded, so the row compares with the in-process one-GPU row (2 GPUs >= 1.8x one).
     ``protocol`` "ucx": the workers talk over UCX and allocate from an RMM pool (8 GiB to start), since
     UCX sends cudaMalloc memory by CUDA IPC but stages cudaMallocAsync memory through the host."""
     from distributed import Client
@@ -1179,7 +1179,7 @@ def section_cpu(bench: Bench, corpus: Corpus, args) -> None:
 # ----------------------------------------------------------------------------- memory section
 
 def section_memory(bench: Bench, corpus: Corpus, args) -> None:
-    """Host memory of CPU indexing and of index load on replicated 20 Newsgroups (issue 15):
+    """Host memory of CPU indexing and of index load on replicated 20 Newsgroups:
     ``--memory-mb`` sizes, the scheduler the pipeline picks (``auto``) and a 2-worker LocalCluster."""
     from cutext import pipelines
 

@@ -1,4 +1,4 @@
-"""The 2 GB bm25 index under limited device memory (issue 10, "Memory").
+"""The 2 GB bm25 index under limited device memory.
 
 Builds the index of ``--gb`` GB of replicated 20 Newsgroups posts (the data of ``benchmarks/bm25.py
 --gpu``, reused when it exists) twice:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Online document-stream clustering (paper 002): latency against the number of clusters, throughput, quality.
+"""Online document-stream clustering (Szasz and Samet): latency against the number of clusters, throughput, quality.
 
 Documents: all of 20 Newsgroups (18,846 posts) and Reuters-21578 (19,043 stories with a body), tokenized
 together (lowercase, Lucene stopwords, tokens of 2+ characters), TF-ICF top-``--top-k`` term vectors with
@@ -263,7 +263,7 @@ def quality_rows(args, tv, labels, n_news, gpu_ok):
 def print_tables(rows):
     lat = [r for r in rows if r["section"] == "latency" and "ms_per_doc" in r]
     if lat:
-        print("\nLatency per document against the number of clusters (paper 002 Fig. 3), T={}, top_k={}".format(
+        print("\nLatency per document against the number of clusters (Szasz and Samet Fig. 3), T={}, top_k={}".format(
             ENV["threshold"], ENV["top_k"]))
         print(f"{'system':38s} {'clusters':>10s} {'ms/doc':>10s} {'docs timed':>10s} {'clusters after':>15s} "
               f"{'postings/doc':>12s}")

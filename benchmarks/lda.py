@@ -10,7 +10,7 @@ speed (default)
     token plus the count rebuild (no likelihood).  Median over ``--iterations`` timed iterations after
     ``--warmup`` untimed ones (cutext: numba compilation excluded).
 quality (``--quality``)
-    KOS and NIPS, K=128, alpha=beta=0.1, ``--quality-iterations`` (200): paper 000 Eq. 5 (LLPT, log2,
+    KOS and NIPS, K=128, alpha=beta=0.1, ``--quality-iterations`` (200): EZLDA Eq. 5 (LLPT, log2,
     bits per token) computed from each system's own counts every 10 iterations: cutext from its W and
     D, tomotopy from ``get_topic_word_dist`` and ``doc.get_topic_dist`` (both (count + prior) /
     (total + prior mass)), alpha fixed on both sides (tomotopy ``optim_interval = 0``).  Also
@@ -20,7 +20,7 @@ gpu (``--gpu``)
     document), K in ``--gpu-ks`` (128, 1000, 32768): tokens/s per iteration for each sampler on one
     GPU (``--gpu-devices 1 2``: also the three-branch sampler sharded over 2 GPUs, W summed after every
     iteration), device memory in use (cupy memory pool, bytes) after setup and at the peak, and the hybrid-W
-    estimate of paper 000 Table I for the same corpus; ``sampler="hybrid"`` (sparse W rows) for K in
+    estimate of EZLDA Table I for the same corpus; ``sampler="hybrid"`` (sparse W rows) for K in
     ``--gpu-hybrid-ks``, with the state's own bytes (``GibbsState.nbytes``).  The timed iterations are
     3-7 from a random start, where D rows are densest (the slowest iterations); ``--gpu-late N`` also
     times iterations N+1..N+5 of the same chain, when D has become sparse.
@@ -402,7 +402,7 @@ def print_table(rows):
     rs = [r for r in rows if r.get("section") == "quality"]
     if rs:
         smps = [k[5:] for k in rs[0] if k.startswith("llpt_") and k != "llpt_tomotopy"]
-        print("\nquality: LLPT (paper 000 Eq. 5, bits/token) from each system's counts, K=128, alpha=beta=0.1")
+        print("\nquality: LLPT (EZLDA Eq. 5, bits/token) from each system's counts, K=128, alpha=beta=0.1")
         print(f"{'corpus':<6} {'iter':>5} " + " ".join(f"{s:>13}" for s in smps) + f" {'tomotopy':>10} "
               + " ".join(f"{'rel ' + s[:8]:>13}" for s in smps))
         for r in rs:

@@ -16,12 +16,12 @@ memory        trie bytes per n-gram (cutext: exact array sizes) / KenLM: growth 
 score         queries/s; cutext CPU = numba kernel over sentences (prange, all cores; word ids
               ready, as gLM times); cutext CPU end to end = ``NGramModel.score`` from strings;
               KenLM = ``Model.score(sentence)`` in a Python loop (includes the Python call per sentence)
-distribution  outputs/s of full next-word distributions (V floats per context, paper 003's query);
+distribution  outputs/s of full next-word distributions (V floats per context, the gLM paper's query);
               KenLM = ``BaseScore`` for every word of the vocabulary from the context's state (Python loop)
 gpu           (``--gpu``) the same on the device: trie and word ids resident (one copy), kernel time
               measured with CUDA events; ``--gpu-queries`` (default 100 M) queries; distributions for
               ``--gpu-contexts`` contexts; paper targets: gLM 65 M queries/s (Titan X), issue target
-              >= 650 M/s (H200); paper 003: 3.6 G outputs/s (K80)
+              >= 650 M/s (H200); the gLM paper (Li): 3.6 G outputs/s (K80)
 end to end    ``pipelines.run("ngram", file, format="lines")`` from a text file on local disk (the held-out
               sentences replicated to ``--e2e-queries`` queries, written to ``--tmp``) to a finished output
               directory: read (host), split + word ids + score + per-document sums (device, GPU rows;
@@ -365,7 +365,7 @@ def main(argv=None):
         t = statistics.median(times)
         outs = len(ctx) * gpu.vocab_size
         add(row="distribution", system=f"cutext GPU kernel ({name})", contexts=len(ctx), outputs=outs,
-            seconds=round(t, 5), outputs_per_s=round(outs / t), detail="vs paper 003: 3.6 G outputs/s (K80)")
+            seconds=round(t, 5), outputs_per_s=round(outs / t), detail="vs the gLM paper (Li): 3.6 G outputs/s (K80)")
 
     print()
     print(f"{'row':<13} {'system':<52} {'value':>18}  unit")

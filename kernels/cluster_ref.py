@@ -1,4 +1,4 @@
-"""Sequential document-stream clustering (paper 002, Algorithm 1) and its shared arithmetic (numba).
+"""Sequential document-stream clustering (Szasz and Samet, Algorithm 1) and its shared arithmetic (numba).
 
 Paper: M. J. Szasz and H. Samet, *Document Stream Clustering using GPUs*, section 4.1.
 
@@ -64,7 +64,7 @@ def _before(wa, ia, wb, ib):
 
 @numba.njit(cache=True, nogil=True)
 def merge_update(c_idx, c_w, c_len, c_norm, d_idx, d_w, d_len, d_norm, K, out_idx, out_w, tmp_idx, tmp_w, order):
-    """Add a document to a cluster (paper 002 section 4.1, steps 1-5).
+    """Add a document to a cluster (Szasz and Samet section 4.1, steps 1-5).
 
     Parameters
     ----------

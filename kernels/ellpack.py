@@ -1,4 +1,4 @@
-"""ELLPACK similarity kernel with block-local max reduction (paper 002, section 4.2, Algorithm 3).
+"""ELLPACK similarity kernel with block-local max reduction (Szasz and Samet, section 4.2, Algorithm 3).
 
 The cluster matrix ``C`` (one row per cluster, at most ``K = top_k`` terms a row) is stored in
 ELLPACK, column-major: two flat arrays ``ell_idx`` (int32 term ids, padding ``-1``) and ``ell_w``
@@ -167,7 +167,7 @@ def ellpack_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w, d
                  upd_row: int = -1, upd_idx=None, upd_w=None, return_blocks: bool = False):
     """Best cluster of every document: largest similarity over all rows, ties to the lowest row id.
 
-    Paper 002 Algorithm 3 (similarity, thread-block local max reduction) followed by the global
+    Szasz and Samet Algorithm 3 (similarity, thread-block local max reduction) followed by the global
     maximum over the block maxima (Alg. 2 line 9, here a second kernel).
 
     Parameters
@@ -573,7 +573,7 @@ def candidate_best(ell_idx, ell_w, stride: int, n_rows: int, K: int, d_idx, d_w,
                    walk=None, upd_row: int = -1, upd_idx=None, upd_w=None, return_candidates: bool = False):
     """Best row of every document among the rows that share a term with it (the candidate pass).
 
-    Beyond paper 002: ``ct_cand_gather`` collects the union of the document's posting lists (each row
+    Beyond Szasz and Samet: ``ct_cand_gather`` collects the union of the document's posting lists (each row
     once, through a per-document bitmap), ``ct_cand_block_max`` computes ``ct_dot`` for those rows
     only, with the block-local max, and ``ct_argmax`` (the kernel of :func:`ellpack_best`) gives the best
     (similarity, row), ties to the lowest row.  The similarities are those of the all-rows pass bit for

@@ -11,7 +11,7 @@ State (arrays of one backend; ``N`` tokens, ``D`` documents, ``V`` words, ``K`` 
 ``keys``        int64 (N,)     the token's position in document-major order: the RNG counter
 ``z``           int32 (N,)     topic of every token
 ``doc_ptr``     int64 (D+1,)   document-major token offsets (CSR of the inverted index)
-``doc_tok``     int64 (N,)     token positions of every document (paper 000 Fig. 5)
+``doc_tok``     int64 (N,)     token positions of every document (EZLDA Fig. 5)
 ``d_topic``     int32 (N,)     D in padded CSR: row d at ``doc_ptr[d]``, ``d_nnz[d]`` entries,
 ``d_cnt``       int32 (N,)     topics ascending, counts > 0
 ``d_nnz``       int32 (D,)
@@ -20,7 +20,7 @@ State (arrays of one backend; ``N`` tokens, ``D`` documents, ``V`` words, ``K`` 
 ==============  =============  ==========================================================
 
 Sampling semantics: one pass draws a topic for *every* token against the counts of the previous
-pass (paper 000: W and D are rebuilt from the token list after sampling), so tokens are independent
+pass (EZLDA: W and D are rebuilt from the token list after sampling), so tokens are independent
 within a pass and the result does not depend on thread scheduling.  Random numbers come from a
 counter-based generator, ``uniform(seed, iteration, key)`` = splitmix64 applied three times to
 (seed, iteration, token key), top 53 bits / 2^53, so a GPU thread and the CPU loop draw the same
@@ -180,7 +180,7 @@ def _twin_rebuild_d(doc_ptr, doc_tok, z, d_topic, d_cnt, d_nnz):
 
 
 def rebuild_counts(word, doc, z, doc_ptr, doc_tok, V: int, K: int):
-    """Rebuild W and D from the token list (paper 000 section IV-C).
+    """Rebuild W and D from the token list (EZLDA section IV-C).
 
     On the GPU, W is rebuilt with integer atomics; D with one block per document counting its topics
     in a shared-memory histogram when ``K`` bins fit (``lda_rebuild_d_hist``), else by sorting
@@ -279,7 +279,7 @@ def _twin_prepare(W, nk, beta, vbeta, what, qcum, qtot, top, topv):
 
 
 def prepare_words(W, nk, beta: float, vbeta: float):
-    """Per-word tables for sampling: What (paper 000 Eq. 1 part 2), its running sums, top-3 topics.
+    """Per-word tables for sampling: What (EZLDA Eq. 1 part 2), its running sums, top-3 topics.
 
     Parameters
     ----------
@@ -532,12 +532,12 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,
            vbeta: float, seed: int, iteration: int, three: bool = False, exclude: bool = True,
            fixed_w: bool = False):
-    """One sparsity-aware Gibbs pass over tokens (paper 000 Eq. 1-4; three-branch Eq. 6-10, g = 2).
+    """One sparsity-aware Gibbs pass over tokens (EZLDA Eq. 1-4; three-branch Eq. 6-10, g = 2).
 
     Every token draws from ``p(k) ∝ (D[d][k] + alpha) (W[v][k] + beta) / (n_k + V beta)`` with the
     counts of the previous pass.  The draw splits ``p`` into branches searched in this order: the
     max topic ``K1`` of ``What[v]`` (three-branch only, ``M`` of Eq. 8), the token's own topic (when
-    ``exclude``: its counts minus the token itself, as collapsed Gibbs sampling does, paper 001
+    ``exclude``: its counts minus the token itself, as collapsed Gibbs sampling does, Moon et al.
     Eq. 1), ``S`` = sum over the nonzeros of ``D[d]`` of ``D[d][k] What[v][k]`` (a linear prefix
     search over the sparse row), and ``Q = alpha sum_k What[v][k]`` (a binary search of the running
     sums).  Three-branch sampling first compares ``u`` with ``M / (M + S_est + Q')`` (Eq. 10,
@@ -586,7 +586,7 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
     return z_out, flags
 
 
-# ----------------------------------------------------------------------------- dense (paper 001)
+# ----------------------------------------------------------------------------- dense (Moon et al.)
 
 @numba.njit(cache=True, parallel=True)
 def _twin_dnt(doc_ptr, d_topic, d_cnt, d_nnz, nk, K, alpha, vbeta, dnt):
@@ -655,7 +655,7 @@ def word_panels(word, panel_words: int, max_tokens: int = 4096):
 
     ``word`` is sorted by word id inside each chunk; a panel starts where the word id leaves
     ``[word0, word0 + panel_words)``, decreases (a new chunk), or the panel already holds
-    ``max_tokens`` tokens: a frequent word is split over several thread blocks (paper 000 section V-A,
+    ``max_tokens`` tokens: a frequent word is split over several thread blocks (EZLDA section V-A,
     large-word dissection), which is possible because W is read-only during a pass.
 
     Returns
@@ -672,7 +672,7 @@ def word_panels(word, panel_words: int, max_tokens: int = 4096):
 def sample_dense(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, panels, *, alpha: float, beta: float,
                  vbeta: float, seed: int, iteration: int, exclude: bool = True, fixed_w: bool = False,
                  panel_words: int = 16):
-    """Paper 001's dense sampler for small K (Alg. 2 and 4): DNT precomputed, W panels in shared memory.
+    """Moon et al.'s dense sampler for small K (Alg. 2 and 4): DNT precomputed, W panels in shared memory.
 
     ``p(k) = (W[v][k] + beta) DNT[d][k]`` with ``DNT[d][k] = float32((D[d][k] + alpha) / (n_k + V beta))``,
     the own topic's term recomputed with the token taken out (when ``exclude``).  Two sweeps over K:
@@ -741,7 +741,7 @@ def _twin_llpt(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, what, qtot, K, alpha, 
 
 
 def log2_likelihood_terms(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, tables, *, alpha: float):
-    """Per-token ``log2 sum_k theta[d][k] phi[k][v]`` of paper 000 Eq. 5.
+    """Per-token ``log2 sum_k theta[d][k] phi[k][v]`` of EZLDA Eq. 5.
 
     ``theta[d][k] = (D[d][k] + alpha) / (L_d + K alpha)``, ``phi[k][v] = What[v][k]`` (float32 table of
     :func:`prepare_words`).  The mean of the result is the LLPT (bits per token).

@@ -1,4 +1,4 @@
-"""LDA Gibbs sampling with W in paper 000's hybrid dense/sparse layout (section IV-B, Table I).
+"""LDA Gibbs sampling with W in EZLDA's hybrid dense/sparse layout (section IV-B, Table I).
 
 CUDA kernels ``lda_*hybrid*`` / ``lda_rebuild_w_dense`` of ``lda.cu`` for cupy input, numba CPU twins
 (``_twin_*``) for numpy input, with the contract of :mod:`cutext.kernels.lda` (whose module docstring
@@ -28,7 +28,7 @@ def _kernel(name):
 
 
 class HybridW:
-    """Word-topic counts in paper 000's hybrid layout (section IV-B, Table I), on one backend.
+    """Word-topic counts in EZLDA's hybrid layout (section IV-B, Table I), on one backend.
 
     Words are relabelled by frequency, so the words with more than K tokens are ``0 .. n_dense - 1``.
 
@@ -117,7 +117,7 @@ def _twin_rebuild_w_dense(word, z, n_dense, W):
 
 
 def rebuild_hybrid(word, z, w_ptr, word_tok, n_dense: int, K: int) -> HybridW:
-    """Rebuild the hybrid W from the token topics (paper 000 section IV-C).
+    """Rebuild the hybrid W from the token topics (EZLDA section IV-C).
 
     Dense rows by integer atomics over the tokens of dense words (``lda_rebuild_w_dense``); sparse rows
     as D rows are (:func:`rebuild_d` over the word-major index: a shared-memory histogram per word when
@@ -365,12 +365,12 @@ def _twin_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, w_
 def sample_hybrid(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, nk, tables, htables,
                   dense_ranges, *, alpha: float, beta: float, vbeta: float, seed: int, iteration: int,
                   exclude: bool = True, doc_c: int = HYBRID_DOC_C):
-    """One Gibbs pass over every token with W in the hybrid layout (paper 000 section IV-B).
+    """One Gibbs pass over every token with W in the hybrid layout (EZLDA section IV-B).
 
     Tokens of dense words (``v < n_dense``; in every chunk the token range ``dense_ranges[c]``) are drawn
     by :func:`sample`'s two-branch sampler (``lda_sample``) against the dense rows.  Tokens of sparse
     words draw from the same conditional ``p(k) ∝ (D[d][k] + alpha)(W[v][k] + beta) / (n_k + V beta)``
-    (own topic taken out when ``exclude``, paper 001 Eq. 1) split into SparseLDA buckets searched in the
+    (own topic taken out when ``exclude``, Moon et al. Eq. 1) split into SparseLDA buckets searched in the
     order own topic, X (W[v]'s nonzeros with their D counts), Y (D[d]'s nonzeros times beta inv_k),
     R (alpha beta sum_k inv_k).  A token whose W row is long (``nnz(W[v]) > doc_c * nnz(D[d])``) splits X
     on the doc side instead: S (D[d]'s nonzeros times W[v][k] inv_k, W[v][k] by binary search) and
@@ -468,7 +468,7 @@ def _twin_llpt_hybrid(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, n_dense, what, 
 
 def log2_likelihood_terms_hybrid(word, doc, doc_ptr, d_topic, d_cnt, d_nnz, hw: HybridW, tables, htables, *,
                                  alpha: float, beta: float):
-    """Per-token log2 terms of paper 000 Eq. 5 for the hybrid layout (``lda_llpt_hybrid``).
+    """Per-token log2 terms of EZLDA Eq. 5 for the hybrid layout (``lda_llpt_hybrid``).
 
     Dense words as :func:`log2_likelihood_terms` (float32 What rows); sparse words with
     ``phi[k][v] = (W[v][k] + beta) inv[k]`` in float64 from the sparse row.

@@ -22,7 +22,7 @@ device).  :func:`split_utf8` is the CPU tokenizer itself (two passes over the by
 fill, so the output is allocated once); the GPU tokenizer blanks the separator bytes with
 :func:`blank_separators` and lets nvtext split on spaces, which gives the same tokens.
 
-The device text path (:mod:`cutext.stages.text.device`, issue 10) adds :func:`token_bounds` (token
+The device text path (:mod:`cutext.stages.text.device`) adds :func:`token_bounds` (token
 byte offsets of a blanked buffer, count and write passes), :func:`hash_tokens` and :func:`tokens_equal` (a
 64-bit hash per token and the byte-exact check of a hash group) and :func:`utf8_valid` (strict
 UTF-8 check of a read buffer); each has its numba twin and is checked under g++
@@ -623,7 +623,7 @@ def token_bounds(blanked, offsets):
     ``_bounds_cpu`` (count, then fill); cupy: ``tk_bounds_count`` (the tokens starting in each chunk of
     ``BOUNDS_CHUNK`` bytes, a thread a chunk), a scan of the counts, ``tk_bounds_write`` (each token
     written at its place): two passes over the bytes instead of the flag arrays and stream compactions
-    of array code (issue 10, tenth pass).
+    of array code.
 
     Parameters
     ----------

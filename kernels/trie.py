@@ -1,4 +1,4 @@
-"""Forward-trie n-gram LM queries: CUDA kernels (CuPy) and their numba CPU twins (paper 003; gLM).
+"""Forward-trie n-gram LM queries: CUDA kernels (CuPy) and their numba CPU twins (the gLM paper (Li); gLM).
 
 The trie (built by :func:`cutext.stages.engines.trie.build_trie`) is a :class:`Trie` of flat arrays; level 1
 (the vocabulary) is indexed directly by word id, deeper levels hold each context's children as a
@@ -348,7 +348,7 @@ def suffix_entries(trie: Trie, ids, offsets, max_len: int):
 
 
 def fill_distribution(trie: Trie, ctx, order: int, out=None):
-    """The full next-word distribution (log10) of each context (paper 003, section 3.3.2.2).
+    """The full next-word distribution (log10) of each context (the gLM paper (Li), section 3.3.2.2).
 
     Parameters
     ----------

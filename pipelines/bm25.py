@@ -45,7 +45,7 @@ from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
 
 POSTINGS_PER_FILE = 8_000_000
-# The GPU backend's defaults (issue 10, sixth pass; benchmarks/micro/index_ab.py, 2.00 GB on an H200):
+# The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
 # fewer, larger read partitions and term ranges cut the per-partition and per-file costs
 # (4.76 -> 3.27 s) while the RMM peak stays under 3x the input (2.82x; 256 MiB partitions: 3.5x).
 GPU_BLOCKSIZE = 128 << 20
@@ -190,7 +190,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
-    """Index a corpus for BM25 (paper 004, section 3: extract, ids by scan, sort, count, weight).
+    """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
     ----------
@@ -267,8 +267,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
                                  inputs=[path, *param_files(stopwords)]) as tmp:
             # CPU: the per-partition results go to files inside the output's temporary directory
-            # (removed before the swap), so host memory holds the partitions in flight (issue 15);
-            # GPU: the same when the device is too small to hold them (issue 10)
+            # (removed before the swap), so host memory holds the partitions in flight;
+            # GPU: the same when the device is too small to hold them
             budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
             spill = tmp / ".spill" if be == "cpu" or budget is not None else None
             if budget is not None and default_blocksize and blocksize > DEFAULT_BLOCKSIZE:

@@ -1,4 +1,4 @@
-"""The ``cluster`` pipeline: online document-stream clustering (paper 002, Szasz and Samet).
+"""The ``cluster`` pipeline: online document-stream clustering (Szasz and Samet, Szasz and Samet).
 
 ``cluster_corpus(path, out, threshold=0.6, top_k=35, order_by=None)`` reads a corpus, tokenizes,
 dictionary-encodes and counts it with the shared stages (dask, pandas or cudf partitions), builds
@@ -185,7 +185,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                    batch_size=None, devices=None,
                    candidates="auto", client=None, scheduler="auto", n_workers=None, n_top_terms=10, overwrite=True,
                    progress=True) -> RunResult:
-    """Cluster a corpus as a document stream (paper 002, Algorithm 1; GPU: Algorithms 2-3).
+    """Cluster a corpus as a document stream (Szasz and Samet, Algorithm 1; GPU: Algorithms 2-3).
 
     Parameters
     ----------
@@ -231,7 +231,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     client : distributed.Client, optional
         Runs the corpus front end (read, tokenize, encode, count: :mod:`cutext.stages.text.frontend`) as tasks
         on the client's workers.  The clustering itself stays **one ordered stream in this process**
-        (on its CPU, or its GPUs with ``devices``): paper 002's Algorithm 1 is sequential -- a document's
+        (on its CPU, or its GPUs with ``devices``): Szasz and Samet's Algorithm 1 is sequential -- a document's
         cluster depends on the clusters every earlier document made or joined -- so it cannot be spread
         over workers without changing the result.  With a client, ``scheduler`` and ``n_workers`` (which
         choose a local cluster for the front end) are refused.
@@ -272,7 +272,7 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                           if (k == "scheduler" and v != "auto") or (k == "n_workers" and v is not None))
         raise ValueError(f"cluster: {given} with client=: the client runs the front end (read, tokenize, encode, "
                          "count) on its own workers, and the clustering is one ordered stream in this process "
-                         "(paper 002 Algorithm 1 is sequential), so there is no local cluster to size; drop "
+                         "(Szasz and Samet Algorithm 1 is sequential), so there is no local cluster to size; drop "
                          f"{given.split('=')[0]}")
     check_output(out, kind="cutext.cluster", manifest="cluster.json",
                  inputs=[path, idf_from, *param_files(stopwords)], overwrite=overwrite)
@@ -428,7 +428,7 @@ def purity(labels, clusters) -> float:
 
 def add_cli(sub) -> None:
     """Register ``cluster`` with the ``python -m cutext.pipelines`` command line."""
-    p = sub.add_parser("cluster", help="online document-stream clustering (paper 002)",
+    p = sub.add_parser("cluster", help="online document-stream clustering (Szasz and Samet)",
                        description="Cluster a corpus as a document stream; writes assignments and clusters "
                                    "(Parquet + JSON) and a state to resume from.")
     p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")

@@ -17,7 +17,7 @@ Model directory (every file Parquet or JSON; written under a temporary name, ren
 ``source_id`` the caller's id (the UCI / LDA-C document number, the id column or member path of a
 text corpus).  Models written before this rule name the source id ``name``; ``LDAModel.load`` reads
 both.
-    llpt.parquet         iteration: int32, llpt: float64 (paper 000 Eq. 5, log2, bits per token, of the
+    llpt.parquet         iteration: int32, llpt: float64 (EZLDA Eq. 5, log2, bits per token, of the
                          counts after the iteration; iteration 0 = the random initialisation),
                          seconds: float64 (sampling + count rebuild of that iteration),
                          skipped: float64 (three-branch: fraction of tokens skipped by the S_est test),
@@ -25,7 +25,7 @@ both.
 
 ``LDAModel.load(dir)`` reads it back: ``top_words``, ``transform`` (inference with W fixed, of lists or of
 pandas / cudf / dask / dask-cudf frames),
-``log_likelihood`` / ``perplexity`` on held-out documents (paper 001 Eq. 3-4).
+``log_likelihood`` / ``perplexity`` on held-out documents (Moon et al. Eq. 3-4).
 """
 from __future__ import annotations
 
@@ -75,23 +75,23 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     iterations : int
         Gibbs passes over every token, >= 0.
     alpha : float, optional
-        Symmetric document-topic prior per topic (default 50 / K, paper 000 section II-B), in
+        Symmetric document-topic prior per topic (default 50 / K, EZLDA section II-B), in
         [1e-10, 1e6] (:data:`cutext.stages.runtime.params.FLOAT_LIMITS`: one count must still move the float32
         sampling tables).
     beta : float
         Symmetric topic-word prior (default 0.01), in [1e-10, 1e6] (same reason).
     sampler : {"auto", "sparse", "three_branch", "dense", "hybrid"}
-        ``sparse``: paper 000's two-branch sparsity-aware sampler (Eq. 3-4); ``three_branch``: Eq. 6-10
-        with g = 2; ``dense``: paper 001's sampler (DNT precomputed, W panels in shared memory),
-        for K <= 4096; ``hybrid``: the conditional of ``sparse`` with W in paper 000's hybrid layout
+        ``sparse``: EZLDA's two-branch sparsity-aware sampler (Eq. 3-4); ``three_branch``: Eq. 6-10
+        with g = 2; ``dense``: Moon et al.'s sampler (DNT precomputed, W panels in shared memory),
+        for K <= 4096; ``hybrid``: the conditional of ``sparse`` with W in EZLDA's hybrid layout
         (section IV-B: dense rows only for words with more than K tokens, sparse (topic, count) rows for
         the others; SparseLDA buckets for their tokens), for large K on one device (not with
         ``n_devices > 1``); ``auto`` = dense for K <= 256, else three_branch.
     seed : int
         Seed of the counter-based generator; a run is reproducible bit for bit, on CPU and GPU.
     exclude_self : bool
-        Take a token out of its own counts when sampling it (collapsed Gibbs, paper 001 Eq. 1).
-        False samples paper 000 Eq. 1 as printed (counts include the token).
+        Take a token out of its own counts when sampling it (collapsed Gibbs, Moon et al. Eq. 1).
+        False samples EZLDA Eq. 1 as printed (counts include the token).
     backend : {"auto", "cpu", "gpu"}
     format : str
         ``"auto"``, ``"uci"``, ``"ldac"`` or a reader format for text corpora.
@@ -102,7 +102,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         ``client``; the sampling result does not depend on it).
     n_devices : int
         GPUs to spread the chunks over (devices 0 .. n-1; each samples its chunks against a local W,
-        the W are summed after every iteration, paper 000 section V-B).  On the CPU backend, n > 1
+        the W are summed after every iteration, EZLDA section V-B).  On the CPU backend, n > 1
         runs the same sharded chain in-process (used to test the reduction).  The result equals the
         one-device result draw for draw.
     llpt_every : int
@@ -283,7 +283,7 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         if workers:
             state.close()
-    headline = {"LLPT": final}  # bits per token after the last iteration (paper 000 Eq. 5)
+    headline = {"LLPT": final}  # bits per token after the last iteration (EZLDA Eq. 5)
     if workers:
         return RunResult("lda", Path(out).absolute(), be, "client", len(workers), counts, timings, params,
                          headline=headline)
@@ -322,7 +322,7 @@ def _sampling_workers(client, n_workers, n_devices, sampler, collective):
 
 def add_cli(sub):
     p = sub.add_parser("lda", help="train an LDA topic model (GPU Gibbs sampling)",
-                       description="Train LDA by collapsed Gibbs sampling (EZLDA / paper 001 samplers). Input: a "
+                       description="Train LDA by collapsed Gibbs sampling (EZLDA / Moon et al. samplers). Input: a "
                                    "UCI docword file, an LDA-C file, or any text corpus the readers take.")
     p.add_argument("path", help="docword.*.txt[.gz], *.ldac, or a corpus (file, directory, glob)")
     p.add_argument("--out", default=default_out("lda"), help="model directory to write (default: lda-out)")
@@ -345,7 +345,7 @@ def _cli_main(args) -> int:
     r = train(args.path, args.out, K=args.topics, iterations=args.iterations, alpha=args.alpha, beta=args.beta,
               sampler=args.sampler, seed=args.seed, backend=args.backend, format=args.format, vocab=args.vocab,
               stopwords=args.stopwords, progress=not args.no_progress)
-    print(str(r))  # its headline: the final LLPT (paper 000 Eq. 5, bits per token)
+    print(str(r))  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
     if args.top:
         tw = LDAModel.load(r.path).top_words(args.top)
         for k, g in tw.groupby("topic"):

@@ -1,12 +1,12 @@
 """The ``ngram`` pipeline: an ARPA language model in a GPU forward trie, queried in batches.
 
-Paper 003 (Li, "Language Model on GPU", building on gLM by Bogoychev and Lopez): the model is a
+the gLM paper (Li) (Li, "Language Model on GPU", building on gLM by Bogoychev and Lopez): the model is a
 forward trie whose levels hold each context's children as B-tree nodes of 31 keys, searched K-ary
 by a warp; the queries are batched. :class:`NGramModel` loads an ARPA file and answers
 
 * :meth:`NGramModel.score` -- per-sentence and per-token log10 probabilities (KenLM's semantics);
 * :meth:`NGramModel.next_word_log10_prob` / :meth:`NGramModel.next_word_prob` -- the full
-  distribution over the vocabulary for each context (paper 003's query, for neural / n-gram
+  distribution over the vocabulary for each context (the gLM paper's query, for neural / n-gram
   mixtures), in log10 (dense) or as probabilities (dense or sparse); the scale is in the name;
 * :meth:`NGramModel.top_k_next` -- the k most probable next words;
 * :meth:`NGramModel.perplexity` -- of a corpus.
@@ -285,7 +285,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                                  inputs=[path, model]) as tmp:
             ta = time.perf_counter()
             # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
-            # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring, issue 10)
+            # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring)
             on_device = lm.backend == "gpu" and info.client is None and gpu_stack_installed()
             sink = _ScoresWriter(tmp / "scores.parquet", pieces, device=on_device)
             try:

@@ -1,4 +1,4 @@
-# A/B of the GPU corpus memory changes (issue 10) on the 2 GB index, in one process, variants alternated,
+# A/B of the GPU corpus memory changes on the 2 GB index, in one process, variants alternated,
 # median of 3 each; run on the lent GPU from the repository root after `source benchmarks/gpu_env.sh`
 # (the data of benchmarks/bm25.py --gpu under /tmp/cutext-bench/data-2GB must exist):
 #   python benchmarks/micro/memory_ab.py

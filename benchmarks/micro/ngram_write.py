@@ -1,4 +1,4 @@
-# Where the ngram end-to-end time goes on one GPU (issue 10): per piece read / score / frame / write,
+# Where the ngram end-to-end time goes on one GPU: per piece read / score / frame / write,
 # run one after another, then pipelines.run("ngram", ...) end to end (median of 5) for cudf's Parquet
 # writer options x rows gathered per write. Run on the lent GPU from the repository root after
 # `source benchmarks/gpu_env.sh`:

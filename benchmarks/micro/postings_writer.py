@@ -1,4 +1,4 @@
-# Ad hoc micro-benchmark of cudf's Parquet writer on real postings (issue 10, seventh pass): which
+# Ad hoc micro-benchmark of cudf's Parquet writer on real postings: which
 # options, encodings and columns cost what. Run on the lent GPU from the repository root after
 # `source benchmarks/gpu_env.sh`:
 #   python benchmarks/micro/postings_writer.py [--index /tmp/cutext-bench/ab-index] [--rows 16000000]

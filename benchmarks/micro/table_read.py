@@ -1,4 +1,4 @@
-# The GPU read stage of JSON Lines and CSV (issue 10): libcudf's JSON reader / our CSV parse after the device
+# The GPU read stage of JSON Lines and CSV: libcudf's JSON reader / our CSV parse after the device
 # checks (stages/readers/device.py::read_jsonl_device, read_csv_device) against the host reader + one copy to
 # the device (what the GPU path did before), on 20 Newsgroups posts replicated to --mb MB: JSON Lines
 # (json.dumps) in one file read in pieces of 64 MiB; CSV (pyarrow's writer: every string quoted) in 8

@@ -26,7 +26,7 @@ from cutext.stages.runtime.params import choice, count
 def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
     """The postings of an index, read file by file and row group by row group into preallocated arrays.
 
-    Bounded memory (issue 15): the result is one copy of each column in its final dtype, filled
+    Bounded memory: the result is one copy of each column in its final dtype, filled
     from one row group at a time (about 1 M rows), so loading never holds the Arrow table and the
     arrays together; ``tf`` is not read.
 
@@ -114,7 +114,7 @@ def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | Non
 
 def _term_major_order(t, d, block: int = 1 << 22) -> bool:
     """Whether (t, d) pairs are strictly increasing (term-major, then doc), checked in blocks so
-    that the temporaries stay small (index load, issue 15)."""
+    that the temporaries stay small (index load)."""
     n = len(t)
     for a in range(0, max(n - 1, 0), block):
         e = min(a + block + 1, n)
@@ -174,7 +174,7 @@ def weight_bounds(idf_t: np.ndarray, k1: float, delta: float) -> np.ndarray:
 def _read_postings(path, N: int, V: int, df, w0, lo: int = 0, hi: int | None = None, wmax=None):
     """The postings of documents ``[lo, hi)`` as a scipy CSR (V + 1, hi - lo) float32 of ``w - w0``
     (columns = doc id - lo), validated (see :meth:`BM25Index.load`; :func:`read_postings` reads them
-    row group by row group into one copy of each column, issue 15)."""
+    row group by row group into one copy of each column)."""
     import scipy.sparse as sp
 
 

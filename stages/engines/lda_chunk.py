@@ -1,4 +1,4 @@
-"""LDA inputs and the LDA-chunk stage (paper 000 EZLDA, section IV).
+"""LDA inputs and the LDA-chunk stage (EZLDA EZLDA, section IV).
 
 Inputs become a :class:`BagOfWords` (documents x words counts in CSR):
 
@@ -21,7 +21,7 @@ prior) and counted.
 3. tokens expanded from the counts and sorted by word id inside every chunk (documents ascending
    within a word, so the order is deterministic);
 4. a document inverted index: ``doc_ptr`` (CSR offsets over documents) and ``doc_tok`` (positions of
-   every document's tokens in the chunked token list, paper 000 Fig. 5);
+   every document's tokens in the chunked token list, EZLDA Fig. 5);
 5. the dense/sparse split of W: a word with more tokens than K can occupy every topic and is a
    dense row; after the relabelling those are the ids ``0 .. n_dense - 1``, so every chunk's token
    list is ``T_dense`` followed by ``T_sparse`` (``chunk_split``).
@@ -407,7 +407,7 @@ def read_bow(path, *, format="auto", vocab=None, tokenizer=None, backend="cpu", 
 
 @dataclass
 class Chunks:
-    """The chunked token list of paper 000 section IV (host arrays; see :func:`build_chunks`).
+    """The chunked token list of EZLDA section IV (host arrays; see :func:`build_chunks`).
 
     Attributes
     ----------
@@ -465,7 +465,7 @@ class Chunks:
         return slice(int(self.chunk_ptr[c]), int(self.chunk_ptr[c + 1]))
 
     def memory_estimate(self) -> dict:
-        """Bytes of W and D in the dense, the sparse-D and the hybrid layouts (paper 000 Table I).
+        """Bytes of W and D in the dense, the sparse-D and the hybrid layouts (EZLDA Table I).
 
         ``dense_w``: V x K int32.  ``hybrid_w``: n_dense x K int32 plus, for each sparse word,
         min(tokens, K) 32-bit (topic, count) pairs (16 + 16 bits, section IV-B) and a row offset.
@@ -497,7 +497,7 @@ def _expand(doc_ptr, new_word, count, n_tokens, doc_out, word_out):
 
 
 def build_chunks(bow: BagOfWords, K: int, n_chunks: int = 1, relabel: bool = True) -> Chunks:
-    """The LDA-chunk stage: relabel, partition, sort, index (paper 000 section IV-B, IV-C, V-B).
+    """The LDA-chunk stage: relabel, partition, sort, index (EZLDA section IV-B, IV-C, V-B).
 
     Parameters
     ----------
@@ -625,7 +625,7 @@ def document_keys(bow: BagOfWords, ch: Chunks) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- from the public stages
 def lda_chunks(counts, vocab=None, *, K: int, n_chunks: int = 1, doc_names=None, source: str = ""):
-    """LDA's chunked token list (paper 000 section IV) of a counted corpus.
+    """LDA's chunked token list (EZLDA section IV) of a counted corpus.
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
 """The LDA Gibbs chain on the workers of a dask ``distributed`` Client: one shard of documents per worker,
-W summed between the workers after every pass (paper 000 section V-B across processes / machines).
+W summed between the workers after every pass (EZLDA section V-B across processes / machines).
 
 :class:`DistributedGibbs` is :class:`cutext.stages.engines.lda_gibbs.ShardedGibbs` with its shards in other
 processes: every worker holds a :class:`_ShardActor` (a ``distributed`` actor) that owns one
@@ -242,7 +242,7 @@ class DistributedGibbs:
         return self.actors[0].topic_word_table().result()
 
     def llpt(self) -> float:
-        """Paper 000 Eq. 5 (log2, bits per token) over every shard's tokens."""
+        """EZLDA Eq. 5 (log2, bits per token) over every shard's tokens."""
         return sum(self._gather("llpt_sum")) / max(1, self.ch.n_tokens)
 
     def log_likelihood(self) -> float:

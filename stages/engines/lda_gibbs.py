@@ -8,10 +8,10 @@ whose CUDA kernels the GPU backend; both draw the same topics token for token.
 
 * :class:`GibbsState` -- the token list, the topics ``z``, W (dense, fixed for inference, or in the hybrid
   layout), n_k, D (padded CSR) and the per-word tables of one chain on one backend; :meth:`GibbsState.step`
-  samples every token against the previous pass's counts and rebuilds the counts (paper 000 section IV-C);
+  samples every token against the previous pass's counts and rebuilds the counts (EZLDA section IV-C);
   :meth:`GibbsState.llpt` / :meth:`GibbsState.log_likelihood` / :meth:`GibbsState.log2_likelihood_terms`
-  evaluate paper 000 Eq. 5.
-* :class:`ShardedGibbs` -- the same chain over several shards (GPUs), W summed after every pass (paper 000
+  evaluate EZLDA Eq. 5.
+* :class:`ShardedGibbs` -- the same chain over several shards (GPUs), W summed after every pass (EZLDA
   section V-B); equal to the one-shard chain draw for draw.
 * :func:`resolve_sampler`, :data:`SAMPLERS`, :func:`panel_words` -- sampler names and the dense sampler's
   panel width.
@@ -38,7 +38,7 @@ def panel_words(K: int) -> int:
 
 
 def resolve_sampler(sampler: str, K: int) -> str:
-    """``"auto"``: the dense sampler of paper 001 for K <= 256, else EZLDA's three-branch sampler."""
+    """``"auto"``: the dense sampler of Moon et al. for K <= 256, else EZLDA's three-branch sampler."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     if sampler == "auto":
@@ -151,7 +151,7 @@ class GibbsState:
         Part of a :class:`ShardedGibbs`: the rebuild keeps this shard's W in ``W_local`` and the
         caller installs the summed W with :meth:`set_global_w`.
     w_layout : {"dense", "hybrid"}
-        ``"dense"``: ``W`` int32 (V, K) with float32 (V, K) tables.  ``"hybrid"`` (paper 000 section IV-B):
+        ``"dense"``: ``W`` int32 (V, K) with float32 (V, K) tables.  ``"hybrid"`` (EZLDA section IV-B):
         dense rows only for the ``ch.n_dense`` words with more than K tokens, sparse rows (topic, count)
         for the others (``self.hw``, a :class:`cutext.kernels.lda_hybrid.HybridW`; ``self.W`` is None); sample
         with ``sampler="hybrid"``.  Not with ``W_fixed`` or ``shard``.
@@ -210,7 +210,7 @@ class GibbsState:
         return contextlib.nullcontext()
 
     def rebuild(self):
-        """W, n_k, D and the per-word tables from the current topics (paper 000 section IV-C)."""
+        """W, n_k, D and the per-word tables from the current topics (EZLDA section IV-C)."""
         with self.ctx():
             if self.hybrid:
                 self.hw = lda_hybrid.rebuild_hybrid(self.word, self.z, self._w_ptr, self._word_tok, self.ch.n_dense,
@@ -286,7 +286,7 @@ class GibbsState:
         return {"skipped": c["skipped"] / n, "changed": c["changed"] / n}
 
     def _llpt_terms(self):
-        """Per-token log2 terms of paper 000 Eq. 5 on this state's backend (:meth:`log2_likelihood_terms`)."""
+        """Per-token log2 terms of EZLDA Eq. 5 on this state's backend (:meth:`log2_likelihood_terms`)."""
         if self.hybrid:
             return lda_hybrid.log2_likelihood_terms_hybrid(self.word, self.doc, self.doc_ptr, self.d_topic,
                                                            self.d_cnt, self.d_nnz, self.hw, self.tables,
@@ -295,14 +295,14 @@ class GibbsState:
                                                  self.d_nnz, self.tables, alpha=self.alpha)
 
     def llpt_sum(self) -> float:
-        """Sum over tokens of the log2 terms of paper 000 Eq. 5."""
+        """Sum over tokens of the log2 terms of EZLDA Eq. 5."""
         if self.word.shape[0] == 0:
             return 0.0
         with self.ctx():
             return float(self._llpt_terms().sum())
 
     def llpt(self) -> float:
-        """Paper 000 Eq. 5 (log2, bits per token) of the current counts (hybrid: sparse words' phi in float64
+        """EZLDA Eq. 5 (log2, bits per token) of the current counts (hybrid: sparse words' phi in float64
         from their sparse rows, dense words' from the float32 What rows)."""
         if self.word.shape[0] == 0:
             return float("nan")
@@ -310,13 +310,13 @@ class GibbsState:
             return float(self._llpt_terms().mean())
 
     def log2_likelihood_terms(self) -> np.ndarray:
-        """Per-token log-likelihood of the current counts, paper 000 Eq. 5 before the mean.
+        """Per-token log-likelihood of the current counts, EZLDA Eq. 5 before the mean.
 
         ``log2 sum_k theta[d][k] phi[k][v]`` for every token (v, d) of the chunk list, with
         ``theta[d][k] = (D[d][k] + alpha) / (L_d + K alpha)`` and ``phi[k][v]`` the float32 What table
         (:func:`cutext.kernels.lda.log2_likelihood_terms`; hybrid layout: sparse words' phi in float64 from
         their sparse rows, :func:`cutext.kernels.lda_hybrid.log2_likelihood_terms_hybrid`).  For a state with
-        ``W_fixed`` (inference) this is the held-out likelihood of paper 001 Eq. 3-4, in log2.
+        ``W_fixed`` (inference) this is the held-out likelihood of Moon et al. Eq. 3-4, in log2.
 
         Returns
         -------
@@ -328,7 +328,7 @@ class GibbsState:
             return self.host(self._llpt_terms())
 
     def log_likelihood(self) -> float:
-        """Total log2 likelihood of the tokens under the current counts: the sum of paper 000 Eq. 5's terms.
+        """Total log2 likelihood of the tokens under the current counts: the sum of EZLDA Eq. 5's terms.
 
         ``llpt() = log_likelihood() / N`` (bits per token; summed per shard in :class:`ShardedGibbs`).
         Returns 0.0 for a state without tokens.
@@ -433,7 +433,7 @@ def _sub_chunks(ch: Chunks, c0: int, c1: int) -> Chunks:
 
 class ShardedGibbs:
     """One chain over several shards (GPUs): each samples its chunks against a local copy of W; the
-    shards' W are summed after every iteration and the sum installed on every shard (paper 000 V-B).
+    shards' W are summed after every iteration and the sum installed on every shard (EZLDA V-B).
 
     Because every token draws against the previous pass's counts with a counter-based RNG keyed by
     its global position, the chain equals the single-shard chain draw for draw.
@@ -531,11 +531,11 @@ class ShardedGibbs:
             p.sync()
 
     def llpt(self) -> float:
-        """Paper 000 Eq. 5 (log2, bits per token) over every shard's tokens."""
+        """EZLDA Eq. 5 (log2, bits per token) over every shard's tokens."""
         return sum(p.llpt_sum() for p in self.parts) / max(1, self.ch.n_tokens)
 
     def log_likelihood(self) -> float:
-        """Total log2 likelihood of every shard's tokens (the sum of paper 000 Eq. 5's terms)."""
+        """Total log2 likelihood of every shard's tokens (the sum of EZLDA Eq. 5's terms)."""
         return sum(p.llpt_sum() for p in self.parts)
 
     def doc_topic_table(self) -> pd.DataFrame:

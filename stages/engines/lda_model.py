@@ -297,7 +297,7 @@ class LDAModel:
                                     meta=meta, **kw)
 
     def log_likelihood(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
-        """Held-out per-word log-likelihood (natural log), paper 001 Eq. 3-4.
+        """Held-out per-word log-likelihood (natural log), Moon et al. Eq. 3-4.
 
         ``(1 / W_test) sum_tokens ln sum_k phi[k][v] theta[j][k]`` with phi from the model and theta
         from :meth:`transform` of the same documents (fold-in with W fixed).  ``backend``: as in
@@ -318,11 +318,11 @@ class LDAModel:
         return float(terms.mean() * np.log(2.0))
 
     def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
-        """``exp(-log_likelihood(docs))`` (paper 001 Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
+        """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 
-# Fold-in converges in tens of passes (paper 001 uses 50); 1e5 is far past that and keeps a slip such as
+# Fold-in converges in tens of passes (Moon et al. uses 50); 1e5 is far past that and keeps a slip such as
 # 10**9 from sampling for days.
 MAX_FOLD_IN_ITERATIONS = 100_000
 

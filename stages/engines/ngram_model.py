@@ -662,7 +662,7 @@ class NGramModel:
         return trie_kernels.suffix_entries(self.trie, ids, offsets, n - 1)
 
     def next_word_log10_prob(self, contexts, order=None, bos: bool = False):
-        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, paper 003, 3.3).
+        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, the gLM paper (Li), 3.3).
 
         Parameters
         ----------
@@ -709,7 +709,7 @@ class NGramModel:
 
     def next_word_distribution(self, contexts, order=None, sparse: bool = False, bos: bool = False,
                                log10=None):
-        """The distribution over the whole vocabulary of the word following each context (paper 003, 3.3).
+        """The distribution over the whole vocabulary of the word following each context (the gLM paper (Li), 3.3).
 
         Kept for compatibility; the scale is in the name of :meth:`next_word_log10_prob` (dense,
         log10) and :meth:`next_word_prob` (probabilities, dense or sparse), which new code should
@@ -724,7 +724,7 @@ class NGramModel:
             Use the model's n-grams of orders 1 .. ``order`` (default: the model's order).
         sparse : bool
             False: the dense back-off distribution, every word of the vocabulary.
-            True: paper 003's per-order answer -- only the n-grams ``(context, w)`` stored at exactly
+            True: the gLM paper's per-order answer -- only the n-grams ``(context, w)`` stored at exactly
             ``order`` (the children of the context's trie node), as a CSR matrix.
         bos : bool
             Prepend ``<s>`` to every context.

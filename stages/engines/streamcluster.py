@@ -1,4 +1,4 @@
-"""Online clustering of a document stream (paper 002): cluster state, engines, :class:`StreamClusterer`.
+"""Online clustering of a document stream (Szasz and Samet): cluster state, engines, :class:`StreamClusterer`.
 
 Engines (all give identical assignments; see :mod:`cutext.kernels.cluster_ref` for the rules):
 
@@ -219,7 +219,7 @@ class _Shard:
 
 
 class EllpackEngine:
-    """The GPU algorithm of paper 002 (Alg. 2/3) on cupy, or on the numba twin of its kernel.
+    """The GPU algorithm of Szasz and Samet (Alg. 2/3) on cupy, or on the numba twin of its kernel.
 
     Parameters
     ----------
@@ -526,7 +526,7 @@ class StreamVectorizer:
 # ----------------------------------------------------------------------------- the clusterer
 
 class StreamClusterer:
-    """Online document-stream clustering (paper 002, Alg. 1-3) for a live feed.
+    """Online document-stream clustering (Szasz and Samet, Alg. 1-3) for a live feed.
 
     Parameters
     ----------

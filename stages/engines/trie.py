@@ -1,4 +1,4 @@
-"""Build the forward trie of an ARPA model with vectorized numpy (paper 003, section 3.2; gLM's layout).
+"""Build the forward trie of an ARPA model with vectorized numpy (the gLM paper (Li), section 3.2; gLM's layout).
 
 Layout (one flat array per field; entry indices are global, levels are stored one after another)::
 

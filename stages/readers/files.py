@@ -1471,7 +1471,7 @@ class _Numberer:
             missing = src.isna()
             if bool(missing.any()):
                 prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
-                if is_gpu_object(df):  # the row numbers as strings on the device (issue 10)
+                if is_gpu_object(df):  # the row numbers as strings on the device
                     import cudf
 
                     filled = cudf.Series(xp.arange(self.row_offsets[i], self.row_offsets[i] + n,
@@ -1488,7 +1488,7 @@ class _Numberer:
 
 
 def assign_doc_ids(ddf, pieces):
-    """Persist the corpus and give every document its dense ``doc_id`` (paper 004 step 2: a scan).
+    """Persist the corpus and give every document its dense ``doc_id`` (Wakatsuki et al. step 2: a scan).
 
     Source ids missing from the input become row numbers within their file.
 

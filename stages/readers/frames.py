@@ -1,6 +1,6 @@
 """Corpus sources that are not files: data frames; and the spreading of a source over workers.
 
-Frames as corpora (issue 12)
+Frames as corpora
 ----------------------------
 Every pipeline takes, where it takes a path, a **frame**: a pandas or cudf ``DataFrame`` /
 ``Series``, or a dask / dask-cudf ``DataFrame`` / ``Series``.  :func:`frame_source` turns it into
@@ -37,7 +37,7 @@ The compute context's size test (in-process below 256 MiB) sees an in-memory fra
 a lazy dask frame's size is unknown without computing it, so it counts as small (in-process):
 pass ``client=`` (or ``scheduler="cluster"``) to run it on a cluster.
 
-Work for every worker (issue 12, item 5)
+Work for every worker
 ----------------------------------------
 A compressed file that cannot be split (``corpus.txt.gz``) is one partition: on a 2-worker
 Client the second worker would idle.  :func:`spread_source` cuts every partition into row

@@ -230,7 +230,7 @@ def cupy_from_rmm():
 # threads a worker of cutext's own LocalCUDACluster: with two, one task's host work (the Parquet writer's,
 # Python's, the comm's) overlaps another's device work, as the in-process GPU index keeps two files in
 # flight. The 2 GB bm25 index on one worker of an H200: 2.74 s against 3.14 with one thread, and 3.75 against
-# 4.53 on a slower machine of the kind (issue 10, eleventh pass, benchmarks/micro/client_profile.py). The two
+# 4.53 on a slower machine of the kind (benchmarks/micro/client_profile.py). The two
 # threads share the device's default stream: host work overlaps, device work does not.
 GPU_THREADS_PER_WORKER = 2
 
@@ -272,7 +272,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
 # Device bytes an in-memory GPU corpus build needs per input byte, at its peak (the count stage:
 # the tokenize scans, 12 bytes a distinct (term, document) pair, beside the counts, 20 bytes a
 # pair, and the sort's temporaries).  Measured 2.3-2.5x on 2 GB of replicated 20 Newsgroups with
-# the text and each scan freed as soon as they are used (3.9x before; issue 10,
+# the text and each scan freed as soon as they are used (3.9x when they were kept;
 # benchmarks/bm25_limited.py); 4 leaves a margin.
 DEVICE_BYTES_PER_INPUT_BYTE = 4
 
@@ -334,7 +334,7 @@ def nbytes_of(*values) -> int:
     library; None counts 0).  For the ``__sizeof__`` of the objects that stages pass between tasks: a
     distributed scheduler places a task beside its largest inputs and moves (or steals) one whose inputs
     look small, and an object without ``__sizeof__`` looks like a few dozen bytes whatever it holds
-    (issue 10, eleventh pass: count tasks pulled their tokenize summaries from the other worker)."""
+    (count tasks pulled their tokenize summaries from the other worker)."""
     from dask.sizeof import sizeof
 
     return sum(int(sizeof(v)) for v in values if v is not None)
@@ -357,7 +357,7 @@ def shared_key(obj, client=None):
     distributed ``client`` (default: :func:`cluster_client`) scattered to every worker at once, else a
     delayed literal of the in-process graph.  Not a copy inside every task (each went from the scheduler
     to its worker: 16 x 8.4 MB of lengths for the 2 GB index), nor a graph key computed on one worker
-    that the others then fetch (issue 10, ninth and eleventh passes)."""
+    that the others then fetch."""
     client = client if client is not None else cluster_client()
     if client is not None:
         return client.scatter(obj, broadcast=True, hash=False)
@@ -380,7 +380,7 @@ def on_worker(i: int, workers: list[str] | None):
     Spreads tasks that depend on every partition alike (a term range gathers a slice of each counts
     partition), which the scheduler would otherwise put where most of their inputs are: on a
     2-worker LocalCUDACluster it ran all 11 term ranges of the 2 GB bm25 index, and wrote all their
-    files, on one GPU (issue 10, ninth pass, ``benchmarks/micro/client_profile.py``).  A preference
+    files, on one GPU (``benchmarks/micro/client_profile.py``).  A preference
     (``allow_other_workers``), so a lost worker's tasks still run elsewhere.  No-op when ``workers``
     is None.
     """
@@ -396,7 +396,7 @@ def partition_homes(frame):
     For tasks on single partitions that must run where their partition is: a task made under
     :func:`on_worker` passes that annotation on to dependencies that have none of their own (dask,
     measured with distributed 2026.8), so the slices of a spread term range otherwise ran on the
-    range's worker and pulled whole partitions there (issue 10, ninth pass).  Passing the futures
+    range's worker and pulled whole partitions there.  Passing the futures
     themselves also skips the alias task a persisted collection puts before each partition.
     """
     client = cluster_client()
@@ -434,7 +434,7 @@ def _persist_in_process(objs: list) -> list:
     dask names a persisted DataFrame collection by a token of its computed partitions; for cudf
     partitions that token hashes every row on the device and copies the hashes to the host
     (``cudf.DataFrame.__dask_tokenize__``): 0.4-0.6 s of the 2 GB bm25 index on an H200
-    (issue 10, seventh pass, cProfile).  Here the partitions are computed in one graph and wrapped
+    (cProfile).  Here the partitions are computed in one graph and wrapped
     as a collection again under random keys (``dask.delayed(pure=False)``), with the same meta and
     divisions.  Other objects (delayed) are persisted as usual.
     """

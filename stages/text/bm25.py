@@ -15,7 +15,7 @@ variant        idf_t                                           weight w_td
 ``bm25+``      ln((N + 1) / df_t)                              idf * ((k1 + 1) tf / (K_d + tf) + delta)
 =============  ==============================================  =======================================
 
-``robertson`` is paper 004's Eq. 1 as printed (Okapi BM25 with idf ln(N/df)); it is the same
+``robertson`` is Wakatsuki et al.'s Eq. 1 as printed (Okapi BM25 with idf ln(N/df)); it is the same
 formula as ATIRE's (Kamphuis et al., ECIR 2020, Table 1), and differs from the Robertson-Sparck
 Jones idf that bm25s calls "robertson".  ``lucene`` is Lucene >= 8 (no ``k1 + 1`` factor).  For
 ``bm25l`` and ``bm25+`` a term absent from a document still scores ``w0_t = w(tf=0)``; postings

@@ -1,6 +1,6 @@
 """Count stage: tf per (doc, term), df per term, document lengths, N and avgdl.
 
-Paper 004's *count* primitive (sort, mark boundaries where the key changes, subtract boundary
+Wakatsuki et al.'s *count* primitive (sort, mark boundaries where the key changes, subtract boundary
 indices) applied to the sorted pair keys of :mod:`cutext.stages.text.sort`:
 
 * step 3, document length ``L_d``: a count over doc ids (``bincount``);

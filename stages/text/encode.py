@@ -1,6 +1,6 @@
 """Encode stage (dictionary-encode): a global vocabulary and a term id for every token.
 
-Paper 004 section 3.4 replaces string comparison by integer ids from a dictionary before the sort;
+Wakatsuki et al. section 3.4 replaces string comparison by integer ids from a dictionary before the sort;
 here the dictionary is the sorted global vocabulary:
 
 * :func:`build_vocabulary` is the one global step: the distributed ``unique`` of every partition's

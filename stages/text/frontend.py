@@ -1,4 +1,4 @@
-"""The corpus front end: read -> tokenize -> encode -> count on dask partitions (paper 004, steps 1-6).
+"""The corpus front end: read -> tokenize -> encode -> count on dask partitions (Wakatsuki et al., steps 1-6).
 
 Every pipeline that starts from text (``bm25``, ``cluster``, ``lda``) builds its input here, so the
 chain is written once and runs under the one scheduler policy
@@ -172,7 +172,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
                  count: bool = True, keep_tokens: bool = False, run_stage=None, spill=None) -> Corpus:
     """Run the front end's stages on a planned corpus, inside an entered compute context.
 
-    Memory stays bounded by the input (issue 15): the text is read twice (once to number the
+    Memory stays bounded by the input: the text is read twice (once to number the
     documents, once to tokenize) instead of being persisted, and no table with a row per token
     is persisted; ``encoded`` (and ``tokens`` unless ``keep_tokens``) are lazy collections that
     recompute from the input.
@@ -220,14 +220,14 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     run = _shown(run_stage or _timed(timings), raw.npartitions)
     like = raw._meta
 
-    # GPU (issue 10): the device keeps the read text until the tokenize stage has scanned it, so
+    # GPU: the device keeps the read text until the tokenize stage has scanned it, so
     # the input is read once; the CPU, and the GPU with spill=, read it twice and keep no text
-    # (issue 15's host bound, issue 10's limited device memory)
+    # (the host bound, limited device memory)
     held = {}
 
     def _read():
         nonlocal source, raw
-        if info.client is not None:  # issue 12: an unsplittable input still gives every worker partitions
+        if info.client is not None:  # an unsplittable input still gives every worker partitions
             source = spread_source(source, info.n_workers, info.client)
             raw = source.docs
         src = raw
@@ -259,7 +259,7 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     tokens_lazy = run("tokenize", functools.partial(api.tokenize, texts, cfg))
     if was_held:
         # the device text is not needed after the scan: its lazy token rows re-read the input, so the
-        # text is freed before the count stage adds its table (peak device memory, issue 10)
+        # text is freed before the count stage adds its table (peak device memory)
         tokens_lazy = api.retext(tokens_lazy, numbered_texts(raw))
     del texts
     vocab, encoded = run("encode", lambda: api.encode(tokens_lazy))

@@ -1,6 +1,6 @@
 """Text to word ids for the n-gram LM, where the text is: sentences, words and vocabulary ids in one pass.
 
-The GPU text path of :mod:`cutext.pipelines.ngram` (issue 10, item 5): the bytes of a strings column go
+The GPU text path of :mod:`cutext.pipelines.ngram`: the bytes of a strings column go
 to the device once (or are already there, in a cudf column), and sentences, words and word ids are found
 there by the kernels of :mod:`cutext.kernels.wordsplit`; only per-document numbers come back.  The same
 functions run on numpy arrays with the numba twins (the oracle of the GPU tests).

@@ -20,7 +20,7 @@ from cutext.stages.text.device import scan_partition
 
 
 # ----------------------------------------------------------------------------- partition tasks
-# Bounded memory (issue 15): no stage persists the text or a row per token.  The read stage keeps
+# Bounded memory: no stage persists the text or a row per token.  The read stage keeps
 # the document table without its text; the tokenize stage re-reads each piece and keeps only a
 # compact per-partition result (:class:`_Scan`: the partition's unique tokens and its distinct
 # (local code, document) pairs with their tf, 12 bytes a pair); the count stage turns those into
@@ -139,7 +139,7 @@ def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
 # persisted collections: host memory then holds the partitions in flight, never the corpus
 # (and on the GPU, device memory holds the partitions in flight: each is copied to the host when
 # written and back when read)
-# (issue 15: <= 3x the input plus a constant).  Each file is written under a temporary name and
+# (<= 3x the input plus a constant).  Each file is written under a temporary name and
 # renamed, so a retried task (a killed worker) rewrites it whole.
 
 SPILL_SCAN, SPILL_COUNTS = "scan", "counts"

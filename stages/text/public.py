@@ -26,7 +26,7 @@ Partition summaries
 persists a compact summary of it (the partition's distinct tokens and its distinct
 (token, document) pairs with their counts; no row per token is kept); :func:`encode` and
 :func:`count` of the *unchanged* results use those summaries, so the text is tokenized once
-and memory stays bounded by the distinct pairs (issue 15).  A collection derived from the
+and memory stays bounded by the distinct pairs.  A collection derived from the
 result (filtered, joined, re-partitioned) carries no summary and is processed row by row; both
 ways give the same tables.
 
@@ -229,7 +229,7 @@ class _EncodedPlan:
 def number_documents(texts, text_column: str = "text"):
     """``(doc_id, text)``: a text collection numbered ``0 .. N-1`` in partition order.
 
-    The scan of paper 004 step 2: the rows of every partition are counted, and partition ``i``
+    The scan of Wakatsuki et al. step 2: the rows of every partition are counted, and partition ``i``
     starts at the sum of the earlier counts (:func:`cutext.stages.readers.files.number_documents` does the
     same for files).
 
@@ -392,7 +392,7 @@ def encode(tokens):
 
 @dataclass
 class Counts:
-    """The count stage's result (paper 004 steps 3, 5, 6).
+    """The count stage's result (Wakatsuki et al. steps 3, 5, 6).
 
     Attributes
     ----------
@@ -471,7 +471,7 @@ def count(encoded, *, n_terms: int | None = None, n_docs: int | None = None) -> 
 def count_releasing(encoded, *, n_docs: int | None = None) -> Counts:
     """:func:`count` of an unchanged :func:`encode` result that frees each partition's tokenize
     summary as soon as its counts are computed, so that the stage's peak memory is about the
-    counts, not the counts and every summary (the corpus front end on one GPU, issue 10).
+    counts, not the counts and every summary (the corpus front end on one GPU).
 
     Only for in-process schedulers (the summaries must be in this process).  Afterwards the plan
     of ``encoded`` and of its tokens is spent (:func:`_plan` gives None): they are computed from
@@ -559,7 +559,7 @@ class BM25Postings:
 
 def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75, delta=None,
          n_partitions: int | None = None) -> BM25Postings:
-    """BM25 weights of every (term, document) pair, as term-major postings (paper 004 Eq. 1).
+    """BM25 weights of every (term, document) pair, as term-major postings (Wakatsuki et al. Eq. 1).
 
     Parameters
     ----------
@@ -641,7 +641,7 @@ def _concat_slices(slices: list, own: bool = False) -> dict:
     return {c: xp.concatenate([s[c] for s in kept]) for c in kept[0]}
 
 
-# the rows a term range takes from another worker are weighted there and sent packed (issue 10, eleventh
+# the rows a term range takes from another worker are weighted there and sent packed (eleventh
 # pass): term ids as runs, doc ids as int32 and tf as uint16 where they fit, no dl: 10 bytes a posting
 # instead of 20 through the workers' comm (TCP between GPUs without UCX)
 PACK_REMOTE_SLICES = True
@@ -655,7 +655,7 @@ def _term_slices(cuts: list, i: int, weight_fn, pack: bool = True):
 
     A tuple or dict of arrays, not an object: distributed serializes each array of a plain container
     by itself, so over UCX device arrays go device to device (CUDA IPC), where an object of its own
-    class is pickled through host memory (issue 10, twelfth pass: 74 MB of packed rows between two
+    class is pickled through host memory (74 MB of packed rows between two
     workers in 17 ms as a tuple, 140 ms as the dataclass).  dask also sizes the container by its arrays."""
     rows = _concat_slices([_term_slice(c, i) for c in cuts])
     return _pack_rows(rows, weight_fn).astuple() if pack else rows
@@ -735,7 +735,7 @@ def _term_range(parts, i: int, weight_fn):
 
 
 def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
-    """Term-major postings without a shuffle of the whole table (bounded memory, issue 15), as one
+    """Term-major postings without a shuffle of the whole table (bounded memory), as one
     delayed frame per term range, and the workers they were spread over (None: not spread).
 
     ``counts`` partitions are sorted by term, so the postings of a term range are a slice of every
@@ -745,10 +745,9 @@ def _term_ranges(counts, divisions, weight_fn) -> tuple[list, list | None]:
     once for the first row of every range (:func:`_term_cuts`).  In-process or on one worker a range
     task takes those cut partitions themselves (no task a slice).  On a distributed cluster range ``i``
     goes preferably to worker ``i`` mod the workers (:func:`cutext.stages.runtime.compute.on_worker`; left to
-    the scheduler, every range went where most of its slices were, all on one worker of two: issue 10,
-    ninth pass); it takes the cut partitions of its own worker, and from every other worker one
-    :func:`_term_slices` task, made there, with its rows of that worker's partitions (issue 10,
-    eleventh pass: one transfer a worker, not one a partition).
+    the scheduler, every range went where most of its slices were, all on one worker of two); it takes
+    the cut partitions of its own worker, and from every other worker one :func:`_term_slices` task,
+    made there, with its rows of that worker's partitions (one transfer a worker, not one a partition).
     """
     import dask
 

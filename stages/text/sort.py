@@ -1,4 +1,4 @@
-"""Sort stage: (term_id, doc_id) order, as one integer key sort (paper 004 step 4).
+"""Sort stage: (term_id, doc_id) order, as one integer key sort (Wakatsuki et al. step 4).
 
 Inside a partition the pair is packed into one int64 key ``term_id * span + (doc_id - doc_min)``
 (``span`` = the partition's doc-id range), so the sort is a single radix-friendly integer sort on

@@ -1,4 +1,4 @@
-"""Term-vector stage for stream clustering (paper 002 section 1 and 4.1): TF-ICF / TF-IDF top-k vectors.
+"""Term-vector stage for stream clustering (Szasz and Samet section 1 and 4.1): TF-ICF / TF-IDF top-k vectors.
 
 A document's term vector keeps its ``top_k`` largest weights (ties: smaller term id first), is
 L2-normalized, and is stored sorted by term id as fixed-width arrays:
@@ -6,12 +6,12 @@ L2-normalized, and is stored sorted by term id as fixed-width arrays:
 * ``idx``  int32 (n_docs, top_k): term ids, padded with ``-1``;
 * ``w``    float64 (n_docs, top_k): normalized weights, padded with 0;
 * ``length`` int32 (n_docs,): terms kept (0 for a document without a weighted term);
-* ``norm`` float64 (n_docs,): the magnitude before normalization (paper 002 keeps it to
+* ``norm`` float64 (n_docs,): the magnitude before normalization (Szasz and Samet keeps it to
   de-normalize when adding a document to a cluster).
 
 Weights (natural logarithms)
 ----------------------------
-* ``weighting="tficf"`` (default; Reed et al. 2006, the TF-ICF of paper 002's ref. [13]):
+* ``weighting="tficf"`` (default; Reed et al. 2006, the TF-ICF of Szasz and Samet's ref. [13]):
   ``w = ln(1 + tf) * ln(1 + N / df)``.
 * ``weighting="tfidf"``: ``w = tf * ln(N / df)``; terms in every document get weight 0.
 
@@ -163,7 +163,7 @@ def term_vectors(doc_pos, term_id, tf, n_docs: int, top_k: int, *, weighting: st
         Term frequencies.
     n_docs : int
     top_k : int
-        Terms kept per document (paper 002: 35 to 60).
+        Terms kept per document (Szasz and Samet: 35 to 60).
     weighting : {"tficf", "tfidf"}
     df : int array (V + 1,), optional
         Reference document frequencies by term id (fixed IDF), with ``n_ref`` documents.
