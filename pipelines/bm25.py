@@ -33,7 +33,8 @@ from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_a
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus
-from cutext.stages.readers.files import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import add_max_ratio_option
 from cutext.stages.text.sort import term_major
 from cutext.stages.readers.frames import input_label
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -214,7 +215,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         too small to hold the run and the partitions' results are spilled to files).
     max_ratio : float or None, default 100
         Refuse a compressed file or archive member that expands more than this many times its
-        compressed bytes (a zip or gz bomb; :data:`cutext.stages.readers.files.DEFAULT_MAX_RATIO`); None: no limit.
+        compressed bytes (a zip or gz bomb; :data:`cutext.stages.readers.base.DEFAULT_MAX_RATIO`); None: no limit.
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.

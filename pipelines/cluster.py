@@ -35,7 +35,8 @@ from cutext.pipelines._result import (RunResult, atomic_directory, check_output,
                                      write_json)
 from cutext.stages.text.frontend import corpus_session
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.readers.files import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option, input_format
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import add_max_ratio_option, input_format
 from cutext.stages.readers.frames import frame_column, input_label, is_frame
 from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.text.termvec import WEIGHTINGS, term_vectors

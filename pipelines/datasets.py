@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cutext.stages.readers.files import decode_counting
+from cutext.stages.readers.base import decode_counting
 
 
 def load_20newsgroups(path, subset: str = "all") -> pd.DataFrame:

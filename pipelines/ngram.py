@@ -43,7 +43,8 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import (gpu_stack_installed, to_cudf, to_host)
 from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
 from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.readers.files import DEFAULT_MAX_RATIO, CorpusError, add_max_ratio_option
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import add_max_ratio_option
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.compute import compute_context

@@ -29,8 +29,9 @@ import dask
 import pandas as pd
 import pytest
 
-from cutext.stages.readers.files import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
-                                         ExpansionError, InputWarning, assign_doc_ids, binary_reason, text_array)
+from cutext.stages.readers.base import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
+                                        ExpansionError, InputWarning, binary_reason, text_array)
+from cutext.stages.readers.files import assign_doc_ids
 from cutext.stages.readers.source import read_corpus
 from cutext.stages.readers.frames import FrameError, frame_source
 

@@ -377,7 +377,7 @@ def _jsonl_cases(tmp):
 
 
 def _read_both(piece, fs):
-    from cutext.stages.readers.files import CorpusError
+    from cutext.stages.readers.base import CorpusError
 
     out = []
     for fn in (lambda: read_piece(piece, fs), lambda: GR.read_jsonl_device(piece, fs).to_pandas()):

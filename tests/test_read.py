@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cutext import pipelines
-from cutext.stages.readers.files import CorpusError, assign_doc_ids, decode_counting
+from cutext.stages.readers.base import CorpusError, decode_counting
+from cutext.stages.readers.files import assign_doc_ids
 from cutext.stages.readers.source import read_corpus
 
 zstd = pytest.importorskip("zstandard")

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from cutext.kernels.backend import to_host
-from cutext.stages.readers.files import CorpusError
+from cutext.stages.readers.base import CorpusError
 from cutext.stages.text.public import Counts
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.text.frontend import corpus_session

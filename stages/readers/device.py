@@ -29,7 +29,10 @@ from cutext.kernels.backend import to_host
 from cutext.kernels.tokenize import split_lines, utf8_valid
 from cutext.stages.runtime.compute import StepClock, step_profile as profile
 from cutext.kernels.backend import to_cudf
-from cutext.stages.readers.files import CorpusError, _read_bytes, _read_errors, BOM, SNIFF_BYTES, _is_utf8, check_text, read_piece, ID_CANDIDATES, TEXT_CANDIDATES, _pick, _strip_compression, _read_file
+from cutext.stages.readers.archives import _read_file
+from cutext.stages.readers.base import (CorpusError, _read_errors, BOM, SNIFF_BYTES, _is_utf8, check_text,
+                                        ID_CANDIDATES, TEXT_CANDIDATES, _strip_compression)
+from cutext.stages.readers.files import _read_bytes, read_piece, _pick
 from cutext.stages.runtime.compute import device_memory_budget
 
 log = logging.getLogger(__name__)

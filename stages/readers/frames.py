@@ -54,8 +54,9 @@ import pandas as pd
 import pyarrow as pa
 
 from cutext.kernels.backend import is_gpu, is_gpu_object, to_host
-from cutext.stages.readers.files import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, TEXT_CANDIDATES,
-                                         CorpusError, Piece, _frame, _pick, meta_frame, text_array, to_backend)
+from cutext.stages.readers.base import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, TEXT_CANDIDATES,
+                                        CorpusError, Piece, _frame, text_array)
+from cutext.stages.readers.files import _pick, meta_frame, to_backend
 from cutext.stages.readers.files import CorpusSource
 
 __all__ = ["FrameError", "is_frame", "input_label", "frame_source", "spread_source", "frame_column",
@@ -284,7 +285,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     -------
     CorpusSource
         ``docs``: lazy ``(source_id: string, text: string, replaced: int32)``, one partition per
-        frame partition; ``pieces``: one :class:`~cutext.stages.readers.files.Piece` (format ``"frame"``) a
+        frame partition; ``pieces``: one :class:`~cutext.stages.readers.base.Piece` (format ``"frame"``) a
         partition; ``format = "frame"``; ``input_bytes``: text bytes of an in-memory frame, 0 for a
         lazy one; ``check_documents``: the duplicate-id check (with an id column).
 

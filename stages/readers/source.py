@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cutext.kernels.backend import is_gpu
 from cutext.stages.readers import device
-from cutext.stages.readers.files import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusSource, Piece, meta_frame, plan,
-                                         read_piece, to_backend)
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, Piece
+from cutext.stages.readers.files import CorpusSource, meta_frame, plan, read_piece, to_backend
 from cutext.stages.readers.frames import frame_source, is_frame
 from cutext.stages.runtime.compute import input_bytes
 

@@ -23,7 +23,7 @@ from cutext.kernels.backend import array_module, is_gpu_object
 from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_bounds
 from cutext.kernels.tokenize import utf8_valid
 from cutext.stages.readers.device import piece_bytes, piece_device_bytes
-from cutext.stages.readers.files import _is_utf8
+from cutext.stages.readers.base import _is_utf8
 from cutext.stages.text.tokenize import cudf_string_buffers
 
 SENTENCE_MODES = ("line", "document")

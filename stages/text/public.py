@@ -53,7 +53,8 @@ from cutext.stages.readers.frames import is_dask, is_frame
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 from cutext.stages.readers.frames import FrameError, _string_dtype
 from cutext.stages.text.count import run_lengths
-from cutext.stages.text.partitions import tokenize_partition_scan, encode_partition_uniques as uniques, count_partition_scan
+from cutext.stages.text.partitions import (tokenize_partition_scan, encode_partition_uniques as uniques,
+                                           count_partition_scan)
 from cutext.stages.text.sort import term_major, term_divisions, sort_frame_by_pairs
 
 __all__ = ["tokenize", "encode", "count", "bm25", "Counts", "BM25Postings", "number_documents",

@@ -65,7 +65,7 @@ import pyarrow as pa
 from dask.utils import Dispatch
 
 from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
-from cutext.stages.readers.files import text_array as read_text_array
+from cutext.stages.readers.base import text_array as read_text_array
 from cutext.kernels.backend import to_host, values
 from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
 from cutext.stages.runtime.params import count
@@ -90,7 +90,7 @@ class TextEncodingError(ValueError):
 
 
 def text_array(texts):
-    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.readers.files.text_array`).
+    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.readers.base.text_array`).
 
     Raises
     ------
