@@ -392,7 +392,7 @@ def test_read_jsonl_device_equals_host_reader(shared_data, tmp_path, monkeypatch
     """libcudf parses the JSON Lines the host reader would read the same way, and hands everything else
     (surrogate escapes, invalid JSON, values that are not strings) to the host reader: same texts, ids,
     replaced counts, and the same error messages naming file and line."""
-    import cutext.stages.readers.files as R
+    import cutext.stages.readers.device as R  # the device readers hand a piece to read_piece, the host reader
 
     odd = _jsonl_cases(tmp_path)
     host_calls = []
@@ -489,7 +489,7 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
     """The device parses the CSV/TSV files in the subset the host reader (pyarrow) reads the same way,
     and hands everything else to the host reader: same texts, ids, replaced counts, and the same error
     messages."""
-    import cutext.stages.readers.files as R
+    import cutext.stages.readers.device as R  # the device readers hand a piece to read_piece, the host reader
 
     odd = _csv_cases(tmp_path, shared_data)
     host_calls = []
