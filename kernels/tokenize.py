@@ -26,7 +26,7 @@ The device text path (:mod:`cutext.stages.text.device`) adds :func:`token_bounds
 byte offsets of a blanked buffer, count and write passes), :func:`hash_tokens` and :func:`tokens_equal` (a
 64-bit hash per token and the byte-exact check of a hash group) and :func:`utf8_valid` (strict
 UTF-8 check of a read buffer); each has its numba twin and is checked under g++
-(tests/test_gputext.py) and on the device (tests/test_gpu_gputext.py).
+(tests/kernels/test_device_text.py) and on the device (tests/gpu/test_device_text.py).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Each notebook runs top to bottom with nbclient in a kernel that is this interpre
 files under ``$CUTEXT_NOTEBOOK_WORKDIR`` = ``<tmp>/cutext-notebooks/<name>`` (emptied first).  The notebook's
 own metadata is kept (no kernel version, no timings), so a re-run changes only the outputs.  A
 notebook whose outputs would exceed :data:`MAX_BYTES` is refused: print less (no whole tables).
-``tests/test_notebook_committed.py`` checks the committed result; ``tests/test_notebook_<name>.py``
+``tests/notebooks/test_committed.py`` checks the committed result; ``tests/notebooks/test_<name>.py``
 execute the notebooks again.
 """
 from __future__ import annotations

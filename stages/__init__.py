@@ -11,7 +11,7 @@ pipelines are made of (:mod:`cutext.stages.text.public`, where each is documente
     w = stages.bm25(c)                           # term-major weighted postings
     chunks = stages.lda_chunks(c, vocab, K=20)   # LDA's chunked token list
 
-The layers below (imports run one way, engines -> text -> readers -> runtime; ``tests/test_layers.py``):
+The layers below (imports run one way, engines -> text -> readers -> runtime; ``tests/stages/test_layers.py``):
 
 * :mod:`cutext.stages.readers` -- host files and archives, device buffers, frames, ARPA files; the
   corpus source (a planned corpus and its lazy collection);

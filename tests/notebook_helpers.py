@@ -6,7 +6,7 @@ The notebooks are executed with nbclient in a kernel that is this interpreter
 ``argv[0]`` is a bare ``python`` found on ``PATH``) decides which Python runs the notebook.
 
 Importing this module skips the importing test module where nbformat, nbclient, ipykernel
-or matplotlib is missing. Tests of one notebook live in ``test_notebook_<name>.py``.
+or matplotlib is missing. Tests of one notebook live in ``tests/notebooks/test_<name>.py``.
 """
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def build_vocabulary(tokens_ddf) -> pa.Array:
 def sorted_terms(uniq) -> pa.Array:
     """Distinct terms (a pandas or cudf Series) as a pyarrow ``large_string`` array sorted by UTF-8
     bytes.  On the device by libcudf's string sort, which compares bytes as unsigned chars (the same
-    order as pyarrow's sort of the host strings, which the CPU uses; tests/test_gpu.py checks the two
+    order as pyarrow's sort of the host strings, which the CPU uses; tests/gpu/test_bm25.py checks the two
     on real and constructed terms), then one copy to the host."""
     if is_gpu_object(uniq):
         arr = uniq.sort_values(ignore_index=True).to_arrow()

@@ -70,7 +70,7 @@ class _Tokens:
 
 
 # the task keys name their stage (tokenize_/encode_/count_partition...): progress, task streams
-# and tests/test_faults.py find the stages by them
+# and tests/faults/test_workers.py find the stages by them
 def tokenize_partition_scan(df, cfg):
     """Tokenize one read partition and count its (token, document) pairs locally (a :class:`_Scan`).
 

@@ -5,8 +5,8 @@ Only what cutext's ELLPACK and trie paths use: ``ndarray`` (a numpy subclass who
 ``full``, ``arange``, the dtype names, ``.get()``, ``cuda.Device`` (ids and a context manager; several
 "devices" share the host) and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the
 launchers of the emulator library (``ellpack_emu.cpp``, ``trie_emu.cpp``) through ctypes.  Used by
-tests/test_cluster_cuda_emulated.py to run the GPU clustering engine (update buffer, micro-batches, capacity
-doubling, row partitions) and by tests/test_trie_cuda_emulated.py to run the trie queries without a GPU.
+tests/emulated/test_ellpack.py to run the GPU clustering engine (update buffer, micro-batches, capacity
+doubling, row partitions) and by tests/emulated/test_trie.py to run the trie queries without a GPU.
 """
 from __future__ import annotations
 

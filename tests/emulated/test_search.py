@@ -1,0 +1,183 @@
+"""The CUDA C of ``kernels/search.cu``, run on the CPU (g++, one thread per CUDA thread), equals the numba
+twin of the tiled engine and the CPU engine; and the engines' top-k against an independent brute force.
+
+``tests/cuda_emu/search_emu.cpp`` defines the CUDA names the search kernels use (``threadIdx``, ``blockIdx``,
+``__syncthreads`` as a block barrier (and its count / and forms), ``__shared__`` as block-wide storage, ``atomicAdd``, ``__float_as_uint``),
+includes the kernel source and runs every block's threads as ``std::thread`` s, built with
+``-ffp-contract=off`` (the CPU analogue of ``--fmad=false``) and ``-DSB_TILE=512`` (a tile of 512 scores, so
+the small problems here span several tiles).  ``tests/cuda_emu/fake_cupy.py`` stands in for cupy, so
+:func:`cutext.kernels.search.search_tiled` takes its GPU path (the loader, the launch shapes, the workspace
+plan, the passes of queries).  The GPU tests (tests/gpu/test_bm25.py) then check the real kernels.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cutext.kernels import search as ks
+from cutext.stages.engines.search import merge_topk
+from helpers import build_cuda_emulation, install_fake_cupy
+
+
+@pytest.fixture(scope="module")
+def emu_lib(tmp_path_factory):
+    return build_cuda_emulation(tmp_path_factory.mktemp("emu"), Path(ks.__file__).with_name("search.cu"),
+                                "search_emu.cpp", flags=("-O1", "-ffp-contract=off", "-DSB_TILE=512"))
+
+
+@pytest.fixture
+def fake_cupy(emu_lib, monkeypatch):
+    """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of search.cu."""
+    mod = install_fake_cupy(emu_lib, monkeypatch)
+    monkeypatch.setattr(ks, "THREADS", 32)  # 32 emulated threads per block keep the emulation fast
+    return mod
+
+
+def _problem(seed, n_terms=60, n_docs=2500, nq=12, levels=3):
+    """A random term-major index whose weights take few values (many equal scores) and query CSR."""
+    rng = np.random.default_rng(seed)
+    M = sp.random(n_terms + 1, n_docs, density=0.03, format="csr", random_state=seed, dtype=np.float32)
+    M.data = (np.ceil(M.data * levels) / 4).astype(np.float32)
+    M.eliminate_zeros()
+    M.sort_indices()
+    rows = np.repeat(np.arange(nq), rng.integers(0, 5, nq))
+    Q = sp.csr_matrix((rng.integers(1, 3, len(rows)).astype(np.float32),
+                       (rows, rng.integers(1, n_terms + 1, len(rows)))), shape=(nq, n_terms + 1))
+    Q.sum_duplicates()
+    return M, Q
+
+
+def _brute(M, Q, k):
+    """Dense scores (float32, the same term order), then a full lexsort: an independent top-k."""
+    nq = Q.shape[0]
+    doc = np.full((nq, k), -1, np.int64)
+    score = np.zeros((nq, k), np.float32)
+    n = np.zeros(nq, np.int32)
+    for q in range(nq):
+        acc = np.zeros(M.shape[1], np.float32)
+        for j in range(Q.indptr[q], Q.indptr[q + 1]):
+            t, w = Q.indices[j], Q.data[j]
+            s, e = M.indptr[t], M.indptr[t + 1]
+            acc[M.indices[s:e]] += np.float32(w) * M.data[s:e]
+        cand = np.flatnonzero(acc > 0)
+        o = cand[np.lexsort((cand, -acc[cand]))][:k]
+        n[q] = len(o)
+        doc[q, :len(o)] = o
+        score[q, :len(o)] = acc[o]
+    return doc, score, n
+
+
+def _same(a, b, what=""):
+    for x, y, name in zip(a, b, ("doc", "score", "n")):
+        np.testing.assert_array_equal(x, y, err_msg=f"{what} {name}")
+
+
+def _args(M):
+    return M.indptr.astype(np.int64), M.indices.astype(np.int32), M.data
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_engines_equal_brute_force(k):
+    M, Q = _problem(k, nq=40)
+    want = _brute(M, Q, k)
+    _same(ks.search_cpu(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k), want, "cpu")
+    _same(ks.search_cpu(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, n_threads=1), want, "cpu 1")
+    for ws in (1 << 30, 3 * (28 * k + 24 + 16 * 4)):
+        _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws), want,
+              f"twin ws={ws}")
+
+
+@pytest.mark.parametrize("tile", [1, 97, 2500])
+@pytest.mark.parametrize("k", [1, 6, 300])
+def test_twin_over_tiles_equals_brute_force(monkeypatch, tile, k):
+    """The twin's tiles (one document each, an odd width, all in one) with the append and select branches."""
+    monkeypatch.setattr(ks, "TILE", tile)
+    M, Q = _problem(11 * k + tile, nq=15)
+    _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k), _brute(M, Q, k), f"tile {tile}")
+
+
+@pytest.mark.parametrize("k,ws", [(5, 1 << 30), (5, 4 * (28 * 5 + 24 + 16 * 4)), (300, 1 << 30)])
+def test_emulated_cuda_equals_twin(fake_cupy, k, ws):
+    """search.cu through the GPU path of search_tiled (shared-memory tiles of 512 documents, per-term cursors,
+    the append branch while fewer than k are kept, the radix select after, several passes of queries, the
+    bitonic sort) equals the twin and the brute force."""
+    M, Q = _problem(3 + k, nq=9)
+    passes = ks.plan_passes(Q.indptr, k, ws)
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    got = ks.search_tiled(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws)
+    twin = ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws)
+    _same(got, twin, f"emulated vs twin (passes {passes})")
+    _same(got, _brute(M, Q, k), "emulated vs brute force")
+    names = [name for name, _ in fake_cupy.launches]
+    assert set(names) == {"bm25_block_search", "bm25_topk_sort"}
+    assert names.count("bm25_block_search") == len(passes)
+    assert (len(passes) > 1) == (ws < 1 << 30)
+
+
+def test_emulated_cuda_long_postings_and_ties(fake_cupy):
+    """Posting lists longer than a block's threads in one tile (cursor chunks), every score equal (the ties
+    rule alone decides), and a query without terms."""
+    n_docs = 1300
+    M = sp.csr_matrix(np.ones((3, n_docs), np.float32))
+    M.data[:] = 0.5
+    Q = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0], [0, 2, 1]], np.float32))
+    want = _brute(M, Q, 40)
+    assert want[2][1] == 0 and (want[0][0] == np.arange(40)).all()
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    _same(ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, 40), want, "emulated")
+
+
+@pytest.mark.parametrize("density", [0.3, 0.9])
+def test_emulated_cuda_dense_postings(fake_cupy, density):
+    """Terms with hundreds of postings per tile of 512 documents: a tile's postings of a term take several
+    steps of 4 x 32 postings, and a tile's end falls anywhere inside a step (the cursor of the next tile is
+    set by the thread that meets the first posting out of the tile)."""
+    M, Q = _problem(int(density * 10), n_terms=8, n_docs=2000, nq=10, levels=5)
+    M = (sp.random(9, 2000, density=density, format="csr", random_state=4, dtype=np.float32) + M).tocsr()
+    M.sort_indices()
+    Q = sp.csr_matrix(np.maximum(Q.toarray(), 0)[:, :9])
+    Q[np.arange(10), np.arange(10) % 9] = 1.0
+    Q.sort_indices()
+    assert np.diff(M.indptr).max() > 4 * 32 * 2000 // 512
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    for k in (3, 200):
+        _same(ks.search_tiled(*dev, 2000, Q.indptr, Q.indices, Q.data, k), _brute(M, Q, k), f"emulated k={k}")
+
+
+def test_workspace_plan_is_bounded_and_refuses_too_small():
+    rng = np.random.default_rng(0)
+    for nq, k, ws in [(10**5, 10, 1 << 30), (4096, 1000, 1 << 20), (3, 10, 1 << 20), (500, 7, 5000)]:
+        q_ptr = np.r_[0, np.cumsum(rng.integers(0, 30, nq))]
+        passes = ks.plan_passes(q_ptr, k, ws)
+        assert passes[0][0] == 0 and passes[-1][1] == nq
+        assert all(a[1] == b[0] for a, b in zip(passes, passes[1:]))
+        for s, e in passes:
+            assert e > s
+            assert (e - s) * (28 * k + 24) + 16 * (q_ptr[e] - q_ptr[s]) <= ws
+        if ws >= 1 << 30:
+            assert len(passes) == 1
+    with pytest.raises(ValueError, match="max_workspace=1000 bytes is too small for k=10: query 1 of the batch"):
+        ks.plan_passes(np.array([0, 1, 100]), 10, 1000)
+    with pytest.raises(ValueError, match="k must be <= 4096"):
+        ks.search_tiled(np.zeros(2, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), 5,
+                        np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), 5000)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 4), st.integers(1, 12))
+def test_merge_of_shards_equals_one_index(seed, n_shards, k):
+    """Top k of document ranges, merged, is the top k of the whole (ties across shard edges included)."""
+    M, Q = _problem(seed % 1000, n_terms=20, n_docs=300, nq=6, levels=2)
+    want = _brute(M, Q, k)
+    cuts = np.unique(np.r_[0, np.sort(np.random.default_rng(seed).integers(0, 300, n_shards - 1)), 300])
+    parts = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        S = M[:, lo:hi].tocsr()
+        d, s, n = ks.search_cpu(*_args(S), hi - lo, Q.indptr, Q.indices, Q.data, k)
+        parts.append((np.where(d >= 0, d + lo, -1), s, n))
+    _same(merge_topk(parts, k), want, f"shards {cuts}")
