@@ -29,7 +29,7 @@ from pathlib import Path
 
 __all__ = ["crc32_file", "listing", "seal", "verify", "unlisted", "ChecksumError", "MissingFileError"]
 
-_BLOCK = 64 << 20  # bytes per zlib.crc32 call (it releases the GIL for each)
+_BLOCK = 8 << 20  # bytes read and checked at a time (zlib.crc32 releases the GIL for each)
 _PLACEHOLDER = "00000000"
 _CHECKSUM_LINE = re.compile(rb'^  "checksum": "([0-9a-f]{8})",?$', re.MULTILINE)
 
@@ -43,15 +43,16 @@ class MissingFileError(ChecksumError, FileNotFoundError):
 
 
 def crc32_file(path) -> str:
-    """CRC32 of a file's bytes as 8 lowercase hex digits (memory-mapped: no copy, no Python buffer)."""
+    """CRC32 of a file's bytes as 8 lowercase hex digits.
+
+    Read with ``readinto`` into an anonymous mapping of 8 MiB: a file just written (the seal at the end of
+    a build) costs a page fault a 4 KiB page through ``mmap`` (5x slower, measured on a 0.5 GB index), and
+    the buffer is not a Python object (a load's Python memory stays one copy of the index).
+    """
     crc = 0
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return f"{crc:08x}"
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
-            for a in range(0, size, _BLOCK):
-                crc = zlib.crc32(view[a:a + _BLOCK], crc)
+    with open(path, "rb", buffering=0) as fh, mmap.mmap(-1, _BLOCK) as buf, memoryview(buf) as view:
+        while n := fh.readinto(view):
+            crc = zlib.crc32(view[:n], crc)
     return f"{crc:08x}"
 
 
