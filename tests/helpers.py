@@ -120,3 +120,51 @@ def c_ptr(a):
 
     assert a.flags.c_contiguous
     return ctypes.c_void_p(a.ctypes.data)
+
+
+# ----------------------------------------------------------------------------- saved artifacts of CACM
+def cacm_jsonl(folder: Path, data_dir: Path, n: int) -> Path:
+    """The first ``n`` CACM abstracts as one JSON Lines file in ``folder``."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:n]
+    p = folder / f"cacm{n}.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def saved_index(corpus: Path, out: Path, **params) -> Path:
+    """A BM25 index of ``corpus`` built on the CPU in one process."""
+    from cutext import pipelines
+
+    pipelines.run("bm25", corpus, out=out, backend="cpu", scheduler="sync", progress=False, **params)
+    return out
+
+
+def saved_lda_model(corpus: Path, out: Path) -> Path:
+    """A 4-topic LDA model of ``corpus`` after 2 iterations on the CPU."""
+    from cutext import pipelines
+
+    pipelines.run("lda", corpus, out=out, K=4, iterations=2, backend="cpu", progress=False)
+    return out
+
+
+def saved_cluster_state(data_dir: Path, out: Path) -> Path:
+    """The state of a StreamClusterer (T=0.3, top_k=20) after the first 100 CACM abstracts."""
+    import json
+
+    from cutext.stages.engines.streamcluster import StreamClusterer
+
+    texts = [json.loads(x)["contents"] for x in
+             (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:100]]
+    sc = StreamClusterer(0.3, 20, backend="cpu")
+    sc.partial_fit(texts)
+    sc.save(out)
+    return out
+
+
+def copy_artifact(src: Path, tmp_path: Path) -> Path:
+    """A copy of a saved output in ``tmp_path`` (to edit without touching the module's fixture)."""
+    import shutil
+
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst

@@ -12,45 +12,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.runtime import checksums
 from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.engines.streamcluster import StreamClusterer
+from helpers import cacm_jsonl, copy_artifact, saved_cluster_state, saved_index, saved_lda_model
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, data_dir) -> Path:
-    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:150]
-    p = tmp_path_factory.mktemp("corpus") / "cacm150.jsonl"
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return p
+    return cacm_jsonl(tmp_path_factory.mktemp("corpus"), data_dir, 150)
 
 
 @pytest.fixture(scope="module")
 def index(corpus, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("idx") / "index"
-    pipelines.run("bm25", corpus, out=out, backend="cpu", scheduler="sync", progress=False, blocksize=2**16)
-    return out
+    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index", blocksize=2**16)
 
 
 @pytest.fixture(scope="module")
 def model(corpus, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("lda") / "model"
-    pipelines.run("lda", corpus, out=out, K=4, iterations=2, backend="cpu", progress=False)
-    return out
+    return saved_lda_model(corpus, tmp_path_factory.mktemp("lda") / "model")
 
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory, data_dir) -> Path:
-    texts = [json.loads(x)["contents"] for x in
-             (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:100]]
-    sc = StreamClusterer(0.3, 20, backend="cpu")
-    sc.partial_fit(texts)
-    out = tmp_path_factory.mktemp("state") / "state"
-    sc.save(out)
-    return out
+    return saved_cluster_state(data_dir, tmp_path_factory.mktemp("state") / "state")
 
 
 LOADERS = {
@@ -59,11 +46,6 @@ LOADERS = {
     "state": (lambda d, **kw: StreamClusterer.load(d, backend="cpu", **kw), "state.json"),
 }
 
-
-def _copy(src: Path, tmp_path: Path) -> Path:
-    dst = tmp_path / src.name
-    shutil.copytree(src, dst)
-    return dst
 
 
 def _files(d: Path) -> list[str]:
@@ -96,7 +78,7 @@ def test_any_byte_edit_of_any_file_is_refused_naming_the_file(kind, request, tmp
     load, manifest = LOADERS[kind]
     rng = np.random.default_rng(7)
     for i, rel in enumerate(_files(src)):
-        d = _copy(src, tmp_path / str(i))
+        d = copy_artifact(src, tmp_path / str(i))
         raw = bytearray((d / rel).read_bytes())
         at = int(rng.integers(len(raw)))
         raw[at] ^= 1 << int(rng.integers(8))  # one bit of one byte
@@ -107,19 +89,19 @@ def test_any_byte_edit_of_any_file_is_refused_naming_the_file(kind, request, tmp
 
 
 def test_a_truncated_or_missing_file_is_refused(index, tmp_path):
-    d = _copy(index, tmp_path / "a")
+    d = copy_artifact(index, tmp_path / "a")
     f = sorted((d / "postings").glob("*.parquet"))[0]
     f.write_bytes(f.read_bytes()[:-10])
     with pytest.raises(ArtifactError, match=r"postings/.*bytes, index.json records"):
         BM25Index.load(d)
-    d = _copy(index, tmp_path / "b")
+    d = copy_artifact(index, tmp_path / "b")
     (d / "vocab.parquet").unlink()
     with pytest.raises(ArtifactNotFoundError, match="vocab.parquet: listed in index.json but missing"):
         BM25Index.load(d)
 
 
 def test_an_unlisted_file_is_refused_even_without_verify(index, tmp_path):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     shutil.copy(sorted((d / "postings").glob("*.parquet"))[0], d / "postings" / "zz-extra.parquet")
     for verify in (True, False):
         with pytest.raises(ArtifactError, match="does not list: postings/zz-extra.parquet"):
@@ -127,7 +109,7 @@ def test_an_unlisted_file_is_refused_even_without_verify(index, tmp_path):
 
 
 def test_a_manifest_without_checksums_loads_only_without_verify(index, tmp_path):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     meta = json.loads((d / "index.json").read_text())
     for key in ("files", "dirs", "checksum"):
         meta.pop(key)
@@ -166,7 +148,7 @@ def _shuffle(a):
     ("stemmer klingon", lambda d: _edit_json(d / "index.json", tokenizer={"stemmer": "klingon"}), "klingon"),
 ])
 def test_crafted_index_values_are_refused(index, tmp_path, case, edit, match):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     edit(d)
     with pytest.raises(ArtifactError):  # the checksums refuse every edit first
         BM25Index.load(d)
@@ -189,7 +171,7 @@ def _edit_json(path: Path, **changes):
     ("alpha 1e300", lambda d: _edit_json(d / "params.json", alpha=1e300), "field 'alpha'"),
 ])
 def test_crafted_lda_model_values_are_refused(model, tmp_path, case, edit, match):
-    d = _copy(model, tmp_path)
+    d = copy_artifact(model, tmp_path)
     edit(d)
     with pytest.raises(ArtifactError):
         LDAModel.load(d)
@@ -198,7 +180,7 @@ def test_crafted_lda_model_values_are_refused(model, tmp_path, case, edit, match
 
 
 def test_a_shuffled_lda_vocabulary_is_refused_by_its_checksum(model, tmp_path):
-    d = _copy(model, tmp_path)
+    d = copy_artifact(model, tmp_path)
     _rewrite_parquet(d / "vocab.parquet", "term", _shuffle)
     with pytest.raises(ArtifactError, match=r"vocab.parquet: (CRC32|\d+ bytes)"):
         LDAModel.load(d)
@@ -212,7 +194,7 @@ def test_a_shuffled_lda_vocabulary_is_refused_by_its_checksum(model, tmp_path):
      "repeated terms"),
 ])
 def test_crafted_cluster_state_values_are_refused(state, tmp_path, case, edit, match):
-    d = _copy(state, tmp_path)
+    d = copy_artifact(state, tmp_path)
     edit(d)
     with pytest.raises(ArtifactError):
         StreamClusterer.load(d, backend="cpu")
@@ -221,7 +203,7 @@ def test_crafted_cluster_state_values_are_refused(state, tmp_path, case, edit, m
 
 
 def test_a_shuffled_cluster_vocabulary_is_refused_by_its_checksum(state, tmp_path):
-    d = _copy(state, tmp_path)
+    d = copy_artifact(state, tmp_path)
     _rewrite_parquet(d / "vocab.parquet", "term", _shuffle)
     with pytest.raises(ArtifactError, match=r"vocab.parquet: (CRC32|\d+ bytes)"):
         StreamClusterer.load(d, backend="cpu")

@@ -7,7 +7,6 @@ ones that refuse them (with ``verify=True`` the checksums refuse every edit firs
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,50 +14,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.engines.streamcluster import StreamClusterer
+from helpers import cacm_jsonl, copy_artifact, saved_cluster_state, saved_index, saved_lda_model
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, data_dir) -> Path:
-    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:200]
-    p = tmp_path_factory.mktemp("corpus") / "cacm200.jsonl"
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return p
+    return cacm_jsonl(tmp_path_factory.mktemp("corpus"), data_dir, 200)
 
 
 @pytest.fixture(scope="module")
 def index(corpus, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("idx") / "index"
-    pipelines.run("bm25", corpus, out=out, backend="cpu", scheduler="sync", progress=False)
-    return out
+    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index")
 
 
 @pytest.fixture(scope="module")
 def model(corpus, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("lda") / "model"
-    pipelines.run("lda", corpus, out=out, K=4, iterations=2, backend="cpu", progress=False)
-    return out
+    return saved_lda_model(corpus, tmp_path_factory.mktemp("lda") / "model")
 
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory, data_dir) -> Path:
-    texts = [json.loads(x)["contents"] for x in
-             (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:100]]
-    sc = StreamClusterer(0.3, 20, backend="cpu")
-    sc.partial_fit(texts)
-    out = tmp_path_factory.mktemp("state") / "state"
-    sc.save(out)
-    return out
+    return saved_cluster_state(data_dir, tmp_path_factory.mktemp("state") / "state")
 
-
-def _copy(src: Path, tmp_path: Path) -> Path:
-    dst = tmp_path / src.name
-    shutil.copytree(src, dst)
-    return dst
 
 
 def _edit_json(path: Path, **changes):
@@ -106,7 +87,7 @@ def _set(i, v):
     ("term_id 0", "term_id", _set(0, 0), "posting term ids"),
 ])
 def test_corrupt_postings_are_refused(index, tmp_path, case, column, fn, match):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     f = _postings_file(d)
     _edit_parquet(f, column, fn)
     with pytest.raises(ArtifactError, match=match) as exc:
@@ -124,7 +105,7 @@ def test_corrupt_postings_are_refused(index, tmp_path, case, column, fn, match):
     ("a list", lambda f: f.write_text("[1, 2]"), "expected a JSON object"),
 ])
 def test_corrupt_manifest_is_refused(index, tmp_path, case, edit, match):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     edit(d / "index.json")
     with pytest.raises(ArtifactError, match=match) as exc:
         BM25Index.load(d, verify=False)
@@ -132,12 +113,12 @@ def test_corrupt_manifest_is_refused(index, tmp_path, case, edit, match):
 
 
 def test_missing_column_and_files_name_the_file(index, tmp_path):
-    d = _copy(index, tmp_path)
+    d = copy_artifact(index, tmp_path)
     t = pq.read_table(d / "vocab.parquet").drop(["idf"])
     pq.write_table(t, d / "vocab.parquet")
     with pytest.raises(ArtifactError, match=r"vocab.parquet: vocabulary has no column 'idf'"):
         BM25Index.load(d, verify=False)
-    d2 = _copy(index, tmp_path / "b")
+    d2 = copy_artifact(index, tmp_path / "b")
     (d2 / "vocab.parquet").unlink()
     with pytest.raises(ArtifactNotFoundError, match="vocab.parquet: missing vocabulary"):
         BM25Index.load(d2, verify=False)
@@ -158,7 +139,7 @@ def test_missing_column_and_files_name_the_file(index, tmp_path):
     ("lengths", lambda d: _edit_parquet(d / "documents.parquet", "length", _set(0, 10**4)), "do not match the lengths"),
 ])
 def test_corrupt_lda_model_is_refused(model, tmp_path, case, edit, match):
-    d = _copy(model, tmp_path)
+    d = copy_artifact(model, tmp_path)
     edit(d)
     with pytest.raises(ArtifactError, match=match) as exc:
         LDAModel.load(d, verify=False)
@@ -167,7 +148,7 @@ def test_corrupt_lda_model_is_refused(model, tmp_path, case, edit, match):
 
 # --------------------------------------------------------------------------- cluster state
 def test_truncated_cluster_vocabulary_is_refused(state, tmp_path):
-    d = _copy(state, tmp_path)
+    d = copy_artifact(state, tmp_path)
     t = pq.read_table(d / "vocab.parquet")
     pq.write_table(t.slice(0, t.num_rows // 2), d / "vocab.parquet")
     with pytest.raises(ArtifactError, match="vocab.parquet"):
@@ -181,7 +162,7 @@ def test_truncated_cluster_vocabulary_is_refused(state, tmp_path):
     ("NaN norm", lambda d: _edit_parquet(d / "clusters.parquet", "norm", _set(0, np.nan)), "norms must be finite"),
 ])
 def test_corrupt_cluster_state_is_refused(state, tmp_path, case, edit, match):
-    d = _copy(state, tmp_path)
+    d = copy_artifact(state, tmp_path)
     edit(d)
     with pytest.raises(ArtifactError, match=match):
         StreamClusterer.load(d, backend="cpu", verify=False)
