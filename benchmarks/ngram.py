@@ -26,7 +26,7 @@ end to end    ``pipelines.run("ngram", file, format="lines")`` from a text file 
               sentences replicated to ``--e2e-queries`` queries, written to ``--tmp``) to a finished output
               directory: read (host), split + word ids + score + per-document sums (device, GPU rows;
               numba / pyarrow, CPU row), write Parquet; queries/s = scored tokens / wall seconds, with
-              the per-stage seconds. Issue 10 target: >= 300 M queries/s on one H200.
+              the per-stage seconds. Target: >= 300 M queries/s on one H200.
               ``--cluster-gpus 1 2``: the same file on a LocalCUDACluster of 1 and 2 workers (``client=``).
 
 Every number is the median of ``--repeats`` runs. ``--json PATH`` writes the rows.

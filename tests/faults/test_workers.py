@@ -1,4 +1,4 @@
-"""Faults on a process-based LocalCluster (issue 15, item 8): a worker killed while a bm25 run is in flight.
+"""Faults on a process-based LocalCluster: a worker killed while a bm25 run is in flight.
 
 The kill is injected through dask's own plugin API: a WorkerPlugin that ends its worker process
 (``os._exit``) when a task whose key names the tokenize stage starts executing.

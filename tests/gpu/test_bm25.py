@@ -126,7 +126,7 @@ def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
 
 def test_20news_index_on_cutexts_own_local_cuda_cluster_equals_cpu(news_dir, news_cpu, tmp_path, monkeypatch):
     """scheduler="cluster" on the GPU: cutext's own LocalCUDACluster, with GPU_THREADS_PER_WORKER threads a
-    worker (two tasks in flight a GPU, issue 10 eleventh pass), gives the CPU index."""
+    worker (two tasks in flight a GPU), gives the CPU index."""
     import dask_cuda
 
     from cutext.stages.runtime.compute import GPU_THREADS_PER_WORKER
@@ -257,7 +257,7 @@ def test_20news_sharded_search_on_two_gpus_equals_one_index(news_cpu):
 
 
 def test_real_device_oom_is_a_clear_error_and_leaves_no_output(tmp_path, shared_data):
-    """Issue 15: with the RMM pool limited far below need (8 MiB) a GPU bm25 run fails with
+    """With the RMM pool limited far below need (8 MiB) a GPU bm25 run fails with
     GPUOutOfMemoryError naming the remedies, and leaves neither an output nor a temporary."""
     import cupy
     import rmm

@@ -1,4 +1,4 @@
-"""The device text path (issue 10) on a GPU == the CPU path (skipped without a device).
+"""The device text path on a GPU == the CPU path (skipped without a device).
 
 * the token kernels (offsets, hashes, byte comparison) on cupy == their numba twins;
 * the partition scan on cudf == the CPU front end's scan, on every shared corpus;

@@ -125,7 +125,7 @@ def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):
 
 
 def test_two_gpus_equal_one_cpu(shared_data, tmp_path):
-    """Paper 000 V-B: chunks on 2 GPUs, W summed after every iteration = the CPU chain draw for draw."""
+    """EZLDA V-B: chunks on 2 GPUs, W summed after every iteration = the CPU chain draw for draw."""
     from cutext.kernels.backend import device_count
 
     if device_count() < 2:

@@ -1,5 +1,4 @@
-"""The n-gram LM's GPU text path == the CPU path, on the shared ARPA models and corpora (issue 10 item 5,
-issue 12 items 3-4).
+"""The n-gram LM's GPU text path == the CPU path, on the shared ARPA models and corpora.
 
 Runs on the lent GPU machine (skipped without a device). The CPU references are the pyarrow path of
 NGramModel (tested against KenLM in tests/pipelines/test_ngram.py) and the numba twins of kernels/wordsplit.py (tested

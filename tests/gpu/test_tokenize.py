@@ -1,4 +1,4 @@
-"""GPU tokenizer == CPU tokenizer on scripts with marks, NFC variants and real corpora (issue 15.5).
+"""GPU tokenizer == CPU tokenizer on scripts with marks, NFC variants and real corpora.
 
 Run on the lent GPU machine; skipped without a device.  The CPU side (numba twin) is the oracle.
 """

@@ -1,4 +1,4 @@
-"""The device text path on the CPU (issue 10): its array code on numpy, its CUDA source under g++.
+"""The device text path on the CPU: its array code on numpy, its CUDA source under g++.
 
 :mod:`cutext.stages.text.device` is array code over numpy or cupy, so here it runs on numpy (the
 kernels' numba twins) and is compared with the CPU front end; the new CUDA kernels of
@@ -282,7 +282,7 @@ def test_utf8_validation_on_a_corpus():
     assert not K.utf8_valid(np.frombuffer(bad, np.uint8))
 
 
-# ----------------------------------------------------------------------------- JSON Lines subset (issue 10)
+# ----------------------------------------------------------------------------- JSON Lines subset
 
 _PLAIN = [
     b"",

@@ -1,4 +1,4 @@
-"""Word characters are letters, marks, numbers and connector punctuation; text is NFC first (issue 15.5).
+"""Word characters are letters, marks, numbers and connector punctuation; text is NFC first.
 
 The reference below is written from the rule's statement with ``unicodedata`` only (no shared code
 with the kernels): NFC, then maximal runs of L*/N*/Pc code points with the marks (M*) that follow

@@ -1,4 +1,4 @@
-"""Every committed notebook is executed, with its outputs and a plot embedded (issue 14 item 4), so that
+"""Every committed notebook is executed, with its outputs and a plot embedded, so that
 it shows its results on a code host; ``notebooks/execute.py`` writes them, and the
 ``tests/notebooks/test_<name>.py`` tests execute every notebook again.
 

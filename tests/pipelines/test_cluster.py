@@ -1,4 +1,4 @@
-"""Stream clustering (paper 002): reference == brute force == ELLPACK twin == micro-batches == resumed runs."""
+"""Stream clustering (Szasz and Samet): reference == brute force == ELLPACK twin == micro-batches == resumed runs."""
 from __future__ import annotations
 
 import json

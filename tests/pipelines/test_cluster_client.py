@@ -1,4 +1,4 @@
-"""The cluster pipeline on a Client (issue 12): the client runs the front end, the clustering stays one
+"""The cluster pipeline on a Client: the client runs the front end, the clustering stays one
 ordered stream in this process; assignments join back to the input on ``source_id``.
 
 Real data: the first 300 Reuters-21578 stories (../shared/data/corpora).

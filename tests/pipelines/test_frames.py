@@ -1,4 +1,4 @@
-"""Frames as pipeline input, the public stages, and work for every worker on a Client (issue 12).
+"""Frames as pipeline input, the public stages, and work for every worker on a Client.
 
 Every pipeline is run on the same real documents (a CACM subset, the bundled collection) given as
 a Parquet file, a pandas DataFrame and a dask DataFrame; the output files must be identical.
@@ -364,7 +364,7 @@ def test_an_unsplittable_file_is_spread_over_the_workers(cacm, tmp_path):
 
 
 def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
-    """Issue 10, ninth pass: every term range gathers a slice of each counts partition, so the scheduler
+    """Left to the scheduler, every term range went where most of its slices were, which
     put them all on one worker of two; on a 2-worker Client range ``i`` now runs on worker ``i mod 2``
     (``BM25Postings.ranges``), each slice where its partition is, with the vocabulary scattered to the
     workers, and the postings do not change."""
@@ -414,7 +414,7 @@ def test_term_ranges_are_spread_over_the_workers(cacm, tmp_path):
 def test_tokenize_summaries_weigh_their_arrays(cacm):
     """A distributed scheduler places a task beside its largest inputs and moves one whose inputs look
     small: a partition's tokenize summary reports the bytes of its arrays, not the few dozen bytes of a
-    plain object (issue 10, eleventh pass: count tasks pulled their summaries from the other worker)."""
+    plain object (count tasks pulled their summaries from the other worker)."""
     from dask.sizeof import sizeof
 
     from cutext.stages.text.public import _plan
@@ -458,7 +458,7 @@ def _packed_round_trip(cols: dict, weight_fn, serializers=("dask", "pickle")):
 
 @pytest.mark.parametrize("wide", [False, True])
 def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
-    """Issue 10, eleventh pass: the rows a term range takes from another worker are weighted there and
+    """The rows a term range takes from another worker are weighted there and
     sent packed (term runs, int32 doc ids, uint16 tf); unpacked they are the rows and weights the range
     would have made, and ids or counts too large for the narrow types stay wide (``wide``: a doc id past
     2**31 and a tf of 70,000)."""
@@ -485,7 +485,7 @@ def test_packed_remote_rows_unpack_to_the_weighted_rows(cacm, wide):
 def test_packed_remote_rows_on_the_gpu_equal_the_cpu(cacm, wide):
     """The packed rows of a term range (cupy arrays: term runs by a search of their cumulative counts)
     equal the numpy twin's, weights included.  They serialize with distributed's ``cuda`` family alone,
-    to device frames: what UCX sends device to device (issue 10, twelfth pass)."""
+    to device frames: what UCX sends device to device."""
     import cupy
 
     from cutext.stages.text.bm25 import WeightPartition

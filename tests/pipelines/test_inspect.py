@@ -1,4 +1,4 @@
-"""Results a user can inspect (issue 14 item 5): one meaning per name (doc_id = position, source_id =
+"""Results a user can inspect: one meaning per name (doc_id = position, source_id =
 the caller's id) in every pipeline's Parquet, short reprs, headline figures, one ``out=`` default."""
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_uci_errors_name_file_and_line(tmp_path):
 
 def test_uci_counts_and_ids_range_checked(tmp_path):
     """Values beyond int32 (counts, ids, header sizes, the token total) and ones beyond int64 are
-    refused naming file and line, before any array is sized from them (issue 15: a count of
+    refused naming file and line, before any array is sized from them (a count of
     99,999,999,999 used to wrap to 1.2e9 and the process was killed at 24 GB)."""
     with pytest.raises(LDAInputError, match=r"docword\.t\.txt:5: count 99999999999 out of range 1\.\.2,147,483,647"):
         read_uci(_write_uci(tmp_path, ["2", "4", "3", "1 1 2", "1 2 99999999999", "2 3 1"]))
@@ -395,7 +395,7 @@ def test_from_text_corpus_and_cli(shared_data, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_tomotopy_llpt_on_reuters(reuters):
-    """Paper 000 Eq. 5 computed from each system's counts after 100 iterations, K=20, alpha=beta=0.1
+    """EZLDA Eq. 5 computed from each system's counts after 100 iterations, K=20, alpha=beta=0.1
     (ours: the sparse sampler and the hybrid-W sampler)."""
     tp = pytest.importorskip("tomotopy")
     K, iters = 20, 100
@@ -449,7 +449,7 @@ def test_gzip_uci_subset_trains(kos_path, tmp_path):
 
 
 def test_sharded_chain_equals_single_chain(reuters_path, tmp_path):
-    """Paper 000 V-B on CPU shards: local W per shard, summed after every iteration = the one-shard chain."""
+    """EZLDA V-B on CPU shards: local W per shard, summed after every iteration = the one-shard chain."""
     seen = []
 
     def check(it, state):
@@ -591,7 +591,7 @@ def test_hybrid_dense_ranges_come_from_the_words(reuters):
 
 @pytest.mark.parametrize("layout", ["dense", "hybrid"])
 def test_state_likelihood_is_eq5(reuters, layout):
-    """GibbsState's public likelihood (paper 000 Eq. 5) against the definition on dense counts: per token
+    """GibbsState's public likelihood (EZLDA Eq. 5) against the definition on dense counts: per token
     log2 sum_k (D[d][k] + alpha) / (L_d + K alpha) * (W[v][k] + beta) / (n_k + V beta).  The kernels use float32
     phi tables for dense rows, hence the tolerance; the sharded chain sums the same terms."""
     from cutext.stages.engines.lda_gibbs import ShardedGibbs

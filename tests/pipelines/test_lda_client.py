@@ -1,4 +1,4 @@
-"""lda on a dask Client and LDAModel.transform of frames (issue 12, items 3 and 4), on the CPU.
+"""lda on a dask Client and LDAModel.transform of frames (items 3 and 4), on the CPU.
 
 * ``pipelines.run("lda", ..., client=c)`` on a 2-worker process LocalCluster: one shard per worker, W
   summed through the client every iteration; the oracle is the in-process sharded chain with the same

@@ -69,7 +69,7 @@ def test_reader_cmu_files_free_text_and_spaces(arpa):
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # <UNK> is KenLM's unknown word too: no "no <unk>" warning (issue 15)
+        warnings.simplefilter("error")  # <UNK> is KenLM's unknown word too: no "no <unk>" warning
         m = read_arpa(arpa / "pocketsphinx" / "100.lm.gz")
     assert m.preamble_lines > 40  # the real \data\ is after the documentation block
     assert m.vocab[0].as_py() == "<UNK>" and not m.unk_added and m.unk_id == 0  # KenLM: <unk> and <UNK> alike
@@ -390,7 +390,7 @@ def test_sparse_distribution_is_the_stored_ngrams(abc, heldout):
 
 
 def test_distribution_names_say_their_scale(abc, heldout):
-    """next_word_log10_prob is log10 (dense), next_word_prob probabilities (dense and sparse), issue 14.5."""
+    """next_word_log10_prob is log10 (dense), next_word_prob probabilities (dense and sparse)."""
     ctx = _contexts(heldout, 8, seed=5)
     lg = abc.next_word_log10_prob(ctx, bos=True)
     p = abc.next_word_prob(ctx, bos=True)

@@ -1,4 +1,4 @@
-"""Differential tests of the ARPA reader and NGramModel against the kenlm module (issue 15, KenLM parity).
+"""Differential tests of the ARPA reader and NGramModel against the kenlm module (KenLM parity).
 
 Every variant is generated from KenLM's own test model (../shared/data/arpa/kenlm/test.arpa) by a
 small edit of its bytes; the kenlm module (0.3.0, default Config) is run on the same file. Where KenLM

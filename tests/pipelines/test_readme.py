@@ -1,4 +1,4 @@
-"""The README's code blocks run as written (issue 14 item 3).
+"""The README's code blocks run as written.
 
 Every fenced ``python`` and ``bash`` block of README.md runs, in order, in a working folder laid out
 as the README assumes: ``data/`` is the repository's bundled data and ``../shared/data`` the shared

@@ -1,4 +1,4 @@
-"""Bounded memory (issue 15, item 8) and the GPU out-of-memory error, on the CPU."""
+"""Bounded memory and the GPU out-of-memory error, on the CPU."""
 from __future__ import annotations
 
 import json
@@ -149,7 +149,7 @@ _LOAD_CHILD = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
-    """BM25Index.load reads the postings a row group at a time into the CSR arrays (issue 15: a
+    """BM25Index.load reads the postings a row group at a time into the CSR arrays (a
     484 MB index took 5.2 GB): with the postings rewritten in row groups of 5,000 rows, the Arrow
     pool holds less than the postings table (it held all of it, with tf: 7.7 MB against 1.7 MB on
     CACM, the vocabulary and documents tables included), and the numpy peak is

@@ -1,4 +1,4 @@
-"""Output safety (issue 15, items 1 and 3): what ``out=`` may replace, and replacement without a window.
+"""Output safety (items 1 and 3): what ``out=`` may replace, and replacement without a window.
 
 Every case of the fault probe is here: a user's folder, the input corpus, a parent of the input,
 ``.`` and its parents, another pipeline's output, a remote URL; SIGKILL of a writer at several points

@@ -1,4 +1,4 @@
-"""Strict parameters (issue 14 item 2, issue 15 items 3 and 7): unknown keywords fail with a suggestion,
+"""Strict parameters: unknown keywords fail with a suggestion,
 numbers are checked for type and range, and the message names the parameter and the accepted range."""
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_cli_typo_fails_with_the_closest_option(argv, hint, capsys):
     assert hint in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- sizes and counts (issue 15 item 7)
+# --------------------------------------------------------------------------- sizes and counts
 @pytest.mark.parametrize("blocksize, match", [
     (0, r"blocksize must be an integer >= 1, got 0"),
     (-5, r"blocksize must be an integer >= 1, got -5"),

@@ -1,4 +1,4 @@
-"""Progress inside long stages (issue 14 item 6): partitions done / total for every pipeline, and a
+"""Progress inside long stages: partitions done / total for every pipeline, and a
 bounded number of plain lines (no bar, no carriage return) when standard error is not a terminal."""
 from __future__ import annotations
 

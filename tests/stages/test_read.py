@@ -686,7 +686,7 @@ def test_successful_rebuild_replaces_index(tmp_path, cacm):
     assert leftovers(tmp_path, "index") == []
 
 
-# ----------------------------------------------------------------------------- archives (issue 14)
+# ----------------------------------------------------------------------------- archives
 
 import io as _io  # noqa: E402
 import tarfile  # noqa: E402
@@ -845,7 +845,7 @@ def test_reuters_archive_one_document_per_member(shared_data):
     assert sum(n.endswith(".sgm") for n in names) == 22
 
 
-# ----------------------------------------------------------------------------- literal paths win over globs (issue 15)
+# ----------------------------------------------------------------------------- literal paths win over globs
 
 def test_existing_path_is_literal_not_a_glob(tmp_path):
     (tmp_path / "a[1].txt").write_text("literal one\nliteral two\n")
@@ -898,7 +898,7 @@ def test_glob_reaches_the_reader_from_every_text_pipeline(tmp_path):
         pipelines.run("lda", str(tmp_path / "a?.txt"), out=tmp_path / "lda2", K=2, iterations=2, glob=False, **kw)
 
 
-# ----------------------------------------------------------------------------- CSV quoting (issue 15)
+# ----------------------------------------------------------------------------- CSV quoting
 
 def test_csv_unterminated_quote_names_file_and_line(tmp_path):
     p = tmp_path / "q.csv"
