@@ -591,8 +591,7 @@ class BM25Index:
             try:
                 Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
             except TextEncodingError as exc:
-                why = str(exc).split(f"row {exc.row} ", 1)[-1]
-                raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {why}") from None
+                raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
             clock("search: query csr")
             if pending is not None:
                 collect(*pending)

@@ -259,7 +259,7 @@ def text_array(values, what: str, row_name=None, error=ValueError) -> pa.Array:
     ------
     ValueError (``error``)
         A lone surrogate: the message names the row and the character's position; the exception's
-        ``row`` attribute is the row's position in ``values``.
+        ``row`` attribute is the row's position in ``values``, its ``detail`` the message without the row.
     """
     try:
         return pa.array(values, type=pa.large_string(), from_pandas=True)
@@ -272,10 +272,11 @@ def text_array(values, what: str, row_name=None, error=ValueError) -> pa.Array:
                 v.encode("utf-8")
             except UnicodeEncodeError as exc:
                 who = row_name(i) if row_name is not None else f"row {i}"
-                err = error(f"{what}: {who} holds a lone surrogate {v[exc.start]!r} at character {exc.start} "
-                            f"({v[max(0, exc.start - 20):exc.start + 20]!r}); text must be valid Unicode "
-                            "(decode bytes with errors='replace' rather than 'surrogateescape')")
-                err.row = i  # a caller that batches can name the row in its own terms
+                detail = (f"holds a lone surrogate {v[exc.start]!r} at character {exc.start} "
+                          f"({v[max(0, exc.start - 20):exc.start + 20]!r}); text must be valid Unicode "
+                          "(decode bytes with errors='replace' rather than 'surrogateescape')")
+                err = error(f"{what}: {who} {detail}")
+                err.row, err.detail = i, detail  # a caller that batches names the row in its own terms
                 raise err from None
     raise error(f"{what}: holds strings that are not valid Unicode")  # pragma: no cover
 
