@@ -41,7 +41,7 @@ from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import read_queries, write_trec_run
 from cutext.stages.runtime.output import check_output_file
 from cutext.stages.runtime.progress import pipeline_progress, stage
-from cutext.stages.text.partitions import COUNT_COLUMNS, _to_like, load_spilled
+from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
 
@@ -296,8 +296,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             def _write():
                 clock = StepClock(np)
                 if spill is not None:  # an external merge of the spilled counts, a term range a task
-                    from cutext.stages.text.partitions import SPILL_COUNTS, spill_dir
-
                     weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
                     nparts = max(1, -(-n_postings // per_file))
                     folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
