@@ -84,54 +84,37 @@ def _within(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
 
 
-def _input_paths(inputs) -> list[Path]:
-    """Local paths among the run's inputs (a path, a list of paths, globs reduced to their fixed part)."""
-    found = []
-    for p in _flat(inputs):  # frames and other in-memory inputs have no path to protect
-        if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
-            continue
-        s = os.fspath(p)
-        if s.lower().startswith("file://"):
-            s = s[len("file://"):]
-        fixed = re.split(r"[*?\[]", s, maxsplit=1)[0] if not os.path.exists(s) else s
-        if not fixed:
-            continue
-        q = Path(fixed).expanduser().absolute()
-        if fixed != s:  # a glob: protect the folder its fixed part names
-            q = q if fixed.endswith(os.sep) else q.parent
-        found.append(q.resolve())
-    return found
-
-
-def _literal_dirs(inputs) -> set:
-    """The inputs that are existing folders (read whole: every file below them is a document)."""
-    return {q for q in _input_paths([p for p in _flat(inputs) if isinstance(p, (str, os.PathLike))
-                                     and os.path.isdir(os.fspath(p))])}
-
-
 def _flat(inputs) -> list:
     """``inputs`` as one flat list: a pipeline passes ``[path, *param_files(...)]``, and path may be a list."""
     if isinstance(inputs, (str, os.PathLike)):
         return [inputs]
     if not isinstance(inputs, (list, tuple)):
-        return []
+        return []  # frames and other in-memory inputs have no path to protect
     return [x for p in inputs for x in (p if isinstance(p, (list, tuple)) else [p])]
 
 
-def _globs(inputs) -> list[str]:
-    """The inputs that are glob patterns (no such path, ``*?[`` in the name), absolute, with the folder
-    before the first wildcard resolved."""
-    out = []
+def _inputs(inputs) -> list[tuple[Path, str | None, bool]]:
+    """Each local input as ``(path, pattern, is_dir)``: an existing path resolved with ``pattern`` None, or a
+    glob (no such path, ``*?[`` in the name) as the folder of its fixed part and the absolute pattern."""
+    found = []
     for p in _flat(inputs):
         if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
             continue
         s = os.fspath(p)
         s = os.path.abspath(os.path.expanduser(s[len("file://"):] if s.lower().startswith("file://") else s))
         m = re.search(r"[*?\[]", s)
-        if m and not os.path.exists(s):
+        if m is None or os.path.exists(s):
+            found.append((Path(s).resolve(), None, os.path.isdir(s)))
+        else:
             cut = s.rfind(os.sep, 0, m.start())
-            out.append(str(Path(s[:cut] or os.sep).resolve()) + s[cut:])
-    return out
+            folder = Path(s[:cut] or os.sep).resolve()
+            found.append((folder, str(folder) + s[cut:], False))
+    return found
+
+
+def _input_paths(inputs) -> list[Path]:
+    """Local paths among the run's inputs (a path, a list of paths, globs reduced to their fixed folder)."""
+    return [q for q, _, _ in _inputs(inputs)]
 
 
 def _read_by_glob(real: Path, patterns: list[str]) -> str | None:
@@ -202,16 +185,17 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
     if _within(cwd, real):
         raise OutputDirectoryError(f"out={os.fspath(out)!r} is the working directory or a parent of it "
                                    f"({real}); choose a new directory for the output")
-    for q in _input_paths(inputs):
+    specs = _inputs(inputs)
+    for q, _, is_dir in specs:
         if _within(q, real):
             what = "the input" if q == real else f"a parent of the input {q}"
             raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is {what}; "
                                        "choose a directory outside the corpus")
-        if q.is_dir() and _within(real, q) and q in _literal_dirs(inputs):
+        if is_dir and _within(real, q):
             raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is inside the input folder {q}: the "
                                        "next run over that folder would read the output as documents; "
                                        "choose a directory outside the corpus")
-    pat = _read_by_glob(real, _globs(inputs))
+    pat = _read_by_glob(real, [g for _, g, _ in specs if g is not None])
     if pat is not None:
         raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) matches the input pattern {pat!r}: the next "
                                    "run of that pattern would read the output as documents; choose a directory "
