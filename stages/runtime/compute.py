@@ -485,14 +485,16 @@ def persist_all(objs: list) -> list:
     return out
 
 
-def compute_all(tasks: list, info: ComputeInfo) -> list:
-    """``dask.compute(*tasks)`` as a list; on the context's ``distributed.Client`` through futures, so
-    that their completion feeds the current stage's progress (:func:`cutext.stages.runtime.progress.wait`)."""
+def compute_all(tasks: list, info: ComputeInfo | None = None) -> list:
+    """``dask.compute(*tasks)`` as a list; on the context's ``distributed.Client`` (``info=None``: the one
+    dask computes on now, :func:`cluster_client`) through futures, so that their completion feeds the
+    current stage's progress (:func:`cutext.stages.runtime.progress.wait`)."""
     import dask
 
-    if info.client is None:
+    client = info.client if info is not None else cluster_client()
+    if client is None:
         return list(dask.compute(*tasks))
 
-    futures = info.client.compute(list(tasks))
+    futures = client.compute(list(tasks))
     wait(futures)
-    return info.client.gather(futures)
+    return client.gather(futures)

@@ -35,26 +35,22 @@ import contextlib
 import functools
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
-
 from cutext.kernels.backend import is_gpu, meta, to_host
-from cutext.stages.runtime.compute import (ComputeInfo, compute_all, compute_context, materialize, shared_key)
-from cutext.stages.text.encode import build_vocabulary, encode_partition, vocabulary_frame
-from cutext.stages.readers.files import CorpusSource
-from cutext.stages.readers.source import open_corpus
-from cutext.stages.text.partitions import (SPILL_COUNTS, SPILL_SCAN, _doc_table, _Tokens, count_partition_spill,
-                                           encode_partition_uniques_spilled, load_counts_partition, spill_dir,
-                                           tokenize_partition_spill)
-from cutext.stages.text.tokenize import TokenizerConfig
-from cutext.stages.readers.files import number_documents
+from cutext.stages.readers.files import CorpusSource, number_documents
 from cutext.stages.readers.frames import spread_source
+from cutext.stages.readers.source import open_corpus
+from cutext.stages.runtime.compute import ComputeInfo, compute_context, materialize
 from cutext.stages.runtime.progress import stage
 from cutext.stages.text import public as api
+from cutext.stages.text.partitions import _doc_table
+from cutext.stages.text.tokenize import TokenizerConfig
+from cutext.stages.text.tokens import WithDocIds
 
-__all__ = ["Corpus", "build_corpus", "corpus_session", "STAGES"]
+__all__ = ["STAGES", "Corpus", "build_corpus", "corpus_session"]
 
 STAGES = ("read", "tokenize", "encode", "count")
 
@@ -243,93 +239,35 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     docs, part_counts, offsets = run("read", _read)
     n_docs = int(part_counts.sum())
 
-    if spill is not None:
-        return _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, keep_tokens,
-                              spill, timings)
-
-    # the public stages (cutext.stages.text.public), on the text numbered by the read stage's scan (on the GPU
-    # the text the read stage kept on the device)
+    # the public stages (cutext.stages.text.public) on the text numbered by the read stage's scan (on the GPU
+    # the text the read stage kept on the device); with spill= the token table's summaries are files
     def numbered_texts(frames):
-        return frames.map_partitions(api._WithDocIds(offsets, "text"),
-                                     meta=meta({"doc_id": "int64", "text": "string"}, like),
+        return frames.map_partitions(WithDocIds(offsets, "text"), meta=meta({"doc_id": "int64", "text": "string"}, like),
                                      enforce_metadata=False, align_dataframes=False)
 
     was_held = "text" in held
     texts = numbered_texts(held.pop("text", raw))
-    tokens_lazy = run("tokenize", functools.partial(api.tokenize, texts, cfg))
+    spill = Path(spill) if spill is not None else None
+    tokens = run("tokenize", functools.partial(api.tokenize, texts, cfg, spill=spill))
     if was_held:
-        # the device text is not needed after the scan: its lazy token rows re-read the input, so the
+        # the device text is not needed after the scan: the table's rows re-read the input, so the
         # text is freed before the count stage adds its table (peak device memory)
-        tokens_lazy = api.retext(tokens_lazy, numbered_texts(raw))
+        tokens = tokens.with_texts(numbered_texts(raw))
     del texts
-    vocab, encoded = run("encode", lambda: api.encode(tokens_lazy))
+    vocab, encoded = run("encode", lambda: api.encode(tokens))
     counts = df = None
     if count:
-        if info.client is None and not keep_tokens:
-            # in-process: each partition's scan is freed as its counts are made (peak memory:
-            # the counts, not the counts beside every scan); encoded / tokens_lazy then recompute
-            # from their rows if used again
-            c = run("count", lambda: api.count_releasing(encoded, n_docs=n_docs))
-        else:
-            c = run("count", lambda: api.count(encoded, n_docs=n_docs))
+        # in-process (or spilled): each partition's summary is freed as its counts are made (peak
+        # memory: the counts, not the counts beside every summary)
+        release = spill is not None or (info.client is None and not keep_tokens)
+        c = run("count", lambda: (api.count_releasing if release else api.count)(encoded, n_docs=n_docs))
         counts, df, lengths = c.counts, c.df, c.lengths
     else:
-        lengths = api.token_lengths(tokens_lazy, n_docs)
-    tokens = materialize(tokens_lazy, info) if keep_tokens else None
-    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, n_docs, source, info, timings)
-
-
-def _build_spilled(source, cfg, info, run, docs, part_counts, offsets, count, keep_tokens, spill, timings):
-    """:func:`build_corpus`'s tokenize, encode and count stages with the per-partition results in files."""
-    import shutil
-    from pathlib import Path
-
-    import dask
-
-    raw, like = source.docs, source.docs._meta
-    spill = Path(spill)
-    spill.mkdir(parents=True, exist_ok=True)
-    n_parts = raw.npartitions
-    scan_dirs = [spill_dir(spill, SPILL_SCAN, i) for i in range(n_parts)]
-
-    def _tokenize():
-        tasks = [dask.delayed(tokenize_partition_spill)(p, cfg, f) for p, f in zip(raw.to_delayed(), scan_dirs)]
-        lengths = compute_all(tasks, info)
-        return lengths, np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-
-    part_lengths, lengths = run("tokenize", _tokenize)
-    tokens_lazy = raw.map_partitions(_Tokens(cfg, offsets), meta=meta("tokens", like), enforce_metadata=False,
-                                     align_dataframes=False)
-
-    def _encode():
-        uniques = dd.from_delayed([dask.delayed(encode_partition_uniques_spilled)(f, like) for f in scan_dirs],
-                                  meta=meta({"token": "string"}, like), verify_meta=False)
-        vocab = build_vocabulary(uniques)
-        vf = vocabulary_frame(vocab, like)
-        enc = tokens_lazy.map_partitions(encode_partition, vf, meta=meta("encoded", like))
-        return vocab, vf, enc
-
-    vocab, vf, encoded = run("encode", _encode)
-    counts = df = None
-    if count:
-        count_dirs = [spill_dir(spill, SPILL_COUNTS, i) for i in range(n_parts)]
-
-        def _count():
-            vf_key = shared_key(vf, info.client)
-            tasks = [dask.delayed(count_partition_spill)(f, vf_key, int(o), ln, like, c)
-                     for f, o, ln, c in zip(scan_dirs, offsets, part_lengths, count_dirs)]
-            df_t = np.zeros(len(vocab) + 1, np.int64)
-            for terms, n in compute_all(tasks, info):
-                df_t[terms] += n
-            c = dd.from_delayed([dask.delayed(load_counts_partition)(f, like) for f in count_dirs],
-                                meta=meta("counts", like), verify_meta=False)
-            return c, df_t
-
-        counts, df = run("count", _count)
-    for f in scan_dirs:  # superseded by the vocabulary and the counts
-        shutil.rmtree(f, ignore_errors=True)
-    tokens = materialize(tokens_lazy, info) if keep_tokens else None
-    return Corpus(docs, tokens, vocab, encoded, counts, lengths, df, int(part_counts.sum()), source, info, timings)
+        lengths = api.token_lengths(tokens, n_docs)
+    if spill is not None:  # the summaries are superseded by the vocabulary and the counts
+        tokens.release()
+    kept = materialize(tokens.to_frame(), info) if keep_tokens else None
+    return Corpus(docs, kept, vocab, encoded.to_frame(), counts, lengths, df, n_docs, source, info, timings)
 
 
 @contextlib.contextmanager

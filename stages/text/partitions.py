@@ -8,16 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-
 from cutext.kernels.backend import array_module, is_gpu, to_host, values
-from cutext.stages.runtime.compute import (StepClock, nbytes_of)
+from cutext.stages.readers.device import cudf_strings
+from cutext.stages.runtime.compute import StepClock, nbytes_of
 from cutext.stages.text.count import run_lengths
+from cutext.stages.text.device import scan_partition
 from cutext.stages.text.encode import lookup_ids
 from cutext.stages.text.sort import pair_keys, sort_pairs
 from cutext.stages.text.tokenize import tokenize_partition
-from cutext.stages.readers.device import cudf_strings
-from cutext.stages.text.device import scan_partition
-
 
 # ----------------------------------------------------------------------------- partition tasks
 # Bounded memory: no stage persists the text or a row per token.  The read stage keeps
@@ -54,21 +52,6 @@ class _Scan:
         return object.__sizeof__(self) + nbytes_of(self.uniq, self.code, self.pos, self.tf, self.lengths)
 
 
-class _Tokens:
-    """``(doc_id, token)`` of one read partition, doc ids from the partition offsets."""
-
-    def __init__(self, cfg, offsets):
-        self.cfg = cfg
-        self.offsets = offsets
-
-    def __call__(self, df, partition_info=None):
-        xp = array_module(df)
-        off = int(self.offsets[partition_info["number"]]) if partition_info is not None else 0
-        frame = df[["text"]].copy()
-        frame.insert(0, "doc_id", xp.arange(off, off + len(df), dtype=np.int64))
-        return tokenize_partition(frame, self.cfg)
-
-
 # the task keys name their stage (tokenize_/encode_/count_partition...): progress, task streams
 # and tests/faults/test_workers.py find the stages by them
 def tokenize_partition_scan(df, cfg):
@@ -83,7 +66,10 @@ def tokenize_partition_scan(df, cfg):
             return _Scan(*got)
     xp = array_module(df)
     n = len(df)
-    toks = _Tokens(cfg, None)(df)  # doc_id = position within the partition
+    frame = df[["text"]].copy()
+    frame.insert(0, "doc_id", xp.arange(n, dtype=np.int64))  # doc_id = position within the partition
+    toks = tokenize_partition(frame, cfg)
+    del frame
     del df
     pos = values(toks["doc_id"])
     lengths = xp.bincount(pos, minlength=n).astype(np.int64) if len(pos) else xp.zeros(n, np.int64)
@@ -99,16 +85,6 @@ def tokenize_partition_scan(df, cfg):
     del keys
     return _Scan(uniq, (ukeys // span).astype(np.int32), (ukeys % span + doc_min).astype(np.int32),
                  tf.astype(np.int32), lengths)
-
-
-def encode_partition_uniques(scan: _Scan, like):
-    """The scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
-    lib = type(like)
-    return lib({"token": scan.uniq})
-
-
-def _scan_lengths(scan: _Scan):
-    return to_host(scan.lengths)
 
 
 def count_partition_scan(scan: _Scan, vocab_frame, offset: int, like):
@@ -168,23 +144,6 @@ def load_spilled(folder, names, mmap: bool = False) -> dict:
     return {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None, allow_pickle=False) for n in names}
 
 
-def tokenize_partition_spill(df, cfg, folder):
-    """:func:`tokenize_partition_scan` of one read partition, written to ``folder`` (numpy files and the
-    unique tokens as an Arrow IPC file); returns the partition's document lengths (int64)."""
-    import os
-
-    scan = tokenize_partition_scan(df, cfg)
-    del df
-    _save_arrays(folder, {"code": scan.code, "pos": scan.pos, "tf": scan.tf})
-    uniq = scan.uniq.to_arrow() if is_gpu(scan.uniq) else scan.uniq
-    uniq = pa.array(uniq, type=pa.large_string()) if len(uniq) else pa.array([], pa.large_string())
-    tmp = folder / f".uniq.{os.getpid()}.arrow"
-    with pa.OSFile(str(tmp), "wb") as fh, pa.ipc.new_file(fh, pa.schema([("token", pa.large_string())])) as w:
-        w.write_table(pa.table({"token": uniq}))
-    os.replace(tmp, folder / "uniq.arrow")
-    return np.asarray(to_host(scan.lengths), np.int64)
-
-
 def _spilled_uniques(folder, like=None):
     """The spilled scan's unique tokens: a pandas Series, or a cudf one when ``like`` is a cudf object."""
     import pandas as pd
@@ -203,31 +162,6 @@ def _to_like(arrays: dict, like) -> dict:
     import cupy
 
     return {k: cupy.asarray(a) for k, a in arrays.items()}
-
-
-def encode_partition_uniques_spilled(folder, like):
-    """The spilled scan's unique tokens as a ``(token,)`` frame (for :func:`build_vocabulary`)."""
-    return type(like)({"token": _spilled_uniques(folder, like)})
-
-
-def count_partition_spill(scan_folder, vocab_frame, offset: int, lengths, like, folder):
-    """:func:`count_partition_scan` of a spilled scan, written to ``folder`` as ``term_id`` (int32),
-    ``doc_id`` (int64), ``tf``, ``dl`` (int32) numpy files, sorted by (term_id, doc_id).
-
-    Returns
-    -------
-    (terms, n) : int32 and int64 arrays, the partition's distinct term ids and their document counts
-        (its share of ``df``).
-    """
-    a = _to_like(dict(load_spilled(scan_folder, ("code", "pos", "tf")), lengths=np.asarray(lengths)), like)
-    scan = _Scan(_spilled_uniques(scan_folder, like), a["code"], a["pos"], a["tf"], a["lengths"])
-    del a
-    c = count_partition_scan(scan, vocab_frame, offset, like)
-    del scan
-    terms, n = run_lengths(values(c["term_id"]))
-    terms, n = to_host(terms).astype(np.int32), to_host(n).astype(np.int64)
-    _save_arrays(folder, {k: values(c[k]) for k in COUNT_COLUMNS})
-    return terms, n
 
 
 def load_counts_partition(folder, like):

@@ -218,31 +218,57 @@ def test_public_stages_compose_to_the_bm25_index(cacm, cacm_parquet, tmp_path):
             np.testing.assert_array_equal(post[col].to_numpy(), ref["postings"][col].to_numpy(), err_msg=col)
 
 
-def test_retext_keeps_the_summaries_and_recomputes_rows_from_the_new_texts(cacm):
-    """``api.retext``: the rows come from the texts given (the GPU front end re-reads its input so that
-    the device text can be freed), the encode / count results from the persisted summaries."""
-    from cutext.stages.text import public as api
+def test_a_spilled_token_table_counts_as_the_one_in_memory(cacm, tmp_path):
+    """One intermediate, two storages: the summaries written to a folder per partition give the counts,
+    df and lengths of the persisted ones (and of the rows counted one by one); release removes them."""
+    texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}).iloc[:900], npartitions=3, sort=False)
+    mem = stages.tokenize(texts, **ANALYSIS)
+    spilled = stages.tokenize(texts, spill=tmp_path / "spill", **ANALYSIS)
+    lazy = stages.tokenize(texts, persist=False, **ANALYSIS)
+    assert (mem.storage, spilled.storage, lazy.storage) == ("memory", "spill", None)
+    assert [f.name for f in spilled.parts] == ["scan-00000", "scan-00001", "scan-00002"]
+    got = []
+    for table in (mem, spilled, lazy):
+        vocab, encoded = stages.encode(table)
+        c = stages.count(encoded, n_docs=900)
+        got.append((vocab, c, c.counts.compute().sort_values(["term_id", "doc_id"], ignore_index=True)))
+    (v0, c0, k0) = got[0]
+    for v, c, k in got[1:]:
+        assert v.equals(v0)
+        np.testing.assert_array_equal(c.df, c0.df)
+        np.testing.assert_array_equal(c.lengths, c0.lengths)
+        pd.testing.assert_frame_equal(k, k0)
+    assert got[1][1].folders == [tmp_path / "spill" / f"counts-{i:05d}" for i in range(3)]
+    pd.testing.assert_frame_equal(spilled.compute(), mem.compute())
+    spilled.release()
+    assert not spilled.summarized and not any((tmp_path / "spill").glob("scan-*"))
+    with pytest.raises(ValueError, match="persist=True"):
+        stages.tokenize(texts, persist=False, spill=tmp_path / "x")
 
+
+def test_with_texts_keeps_the_summaries_and_recomputes_rows_from_the_new_texts(cacm):
+    """``TokenTable.with_texts``: the rows come from the texts given (the GPU front end re-reads its input so
+    that the device text can be freed), the encode / count results from the persisted summaries."""
     frame = cacm.rename(columns={"contents": "text"})[["text"]].iloc[:400]
     frame.insert(0, "doc_id", np.arange(len(frame), dtype=np.int64))
     first = dd.from_pandas(frame, npartitions=3, sort=False)
     tokens = stages.tokenize(first, **ANALYSIS)
     again = dd.from_pandas(frame.copy(), npartitions=3, sort=False)
-    re = api.retext(tokens, again)
+    re = tokens.with_texts(again)
     pd.testing.assert_frame_equal(re.compute().reset_index(drop=True), tokens.compute().reset_index(drop=True))
-    assert api._plan(re) is api._plan(tokens)  # the summaries are shared, not recomputed
+    assert re.parts is tokens.parts  # the summaries are shared, not recomputed
     # rows come from the texts given: other texts give other rows, while encode / count still
     # give the summaries' results
     other = dd.from_pandas(frame.assign(text="zz " * 3), npartitions=3, sort=False)
-    rows = api.retext(tokens, other).compute()
+    rows = tokens.with_texts(other).compute()
     assert set(rows["token"]) == {"zz"} and len(rows) == 3 * len(frame)
-    (v1, e1), (v2, e2) = stages.encode(tokens), stages.encode(api.retext(tokens, other))
+    (v1, e1), (v2, e2) = stages.encode(tokens), stages.encode(tokens.with_texts(other))
     assert v1.equals(v2)
     c1, c2 = stages.count(e1, n_docs=len(frame)), stages.count(e2, n_docs=len(frame))
     np.testing.assert_array_equal(c1.df, c2.df)
     pd.testing.assert_frame_equal(c1.counts.compute(), c2.counts.compute())
     with pytest.raises(ValueError, match="persist=True"):
-        api.retext(stages.tokenize(first, persist=False), again)
+        stages.tokenize(first, persist=False).with_texts(again)
 
 
 def test_count_releasing_equals_count_and_frees_the_summaries(cacm):
@@ -257,15 +283,14 @@ def test_count_releasing_equals_count_and_frees_the_summaries(cacm):
     ref_tokens = stages.tokenize(texts, **ANALYSIS)
     ref = stages.count(stages.encode(ref_tokens)[1], n_docs=len(frame))
     tokens = stages.tokenize(texts, **ANALYSIS)
-    plan = api._plan(tokens)
-    scans = [weakref.ref(s.compute(scheduler="sync").scan) for s in plan.summaries]
+    scans = [weakref.ref(s.compute(scheduler="sync").scan) for s in tokens.parts]
     vocab, encoded = stages.encode(tokens)
     with dask.config.set(scheduler="sync"):
         got = api.count_releasing(encoded, n_docs=len(frame))
     np.testing.assert_array_equal(got.df, ref.df)
     np.testing.assert_array_equal(got.lengths, ref.lengths)
     pd.testing.assert_frame_equal(got.counts.compute(), ref.counts.compute())
-    assert plan.summaries == [None] * 4 and api._plan(encoded) is None
+    assert tokens.parts == [None] * 4 and not encoded.summarized
     gc.collect()
     assert all(r() is None for r in scans), "a counted summary is still alive"
     again = stages.count(encoded, n_docs=len(frame))  # from the rows now
@@ -285,7 +310,8 @@ def test_public_stages_on_a_users_own_ids_and_filtered_tokens(cacm):
     frame = pd.DataFrame({"doc_id": np.arange(60, dtype=np.int64) * 7 + 1000, "body": sub["contents"].to_numpy()})
     texts = dd.from_pandas(frame, npartitions=2, sort=False)
     tokens = stages.tokenize(texts, text_column="body")
-    tokens = tokens[tokens["token"].str.len() > 3]  # a user's filter: no summaries any more
+    rows = tokens.to_frame()
+    tokens = rows[rows["token"].str.len() > 3]  # a user's filter of the rows: counted row by row
     vocab, encoded = stages.encode(tokens)
     c = stages.count(encoded)
     by_hand = Counter()
@@ -417,10 +443,8 @@ def test_tokenize_summaries_weigh_their_arrays(cacm):
     plain object (count tasks pulled their summaries from the other worker)."""
     from dask.sizeof import sizeof
 
-    from cutext.stages.text.public import _plan
-
     texts = dd.from_pandas(cacm.rename(columns={"contents": "text"}), npartitions=2, sort=False)
-    item = _plan(stages.tokenize(texts, **ANALYSIS)).summaries[0]
+    item = stages.tokenize(texts, **ANALYSIS).parts[0]
     summary = item.compute(scheduler="sync") if hasattr(item, "dask") else item
     scan = summary.scan
     arrays = sum(a.nbytes for a in (scan.code, scan.pos, scan.tf, scan.lengths))
@@ -447,7 +471,7 @@ def _packed_round_trip(cols: dict, weight_fn, serializers=("dask", "pickle")):
     raising if none applies), its frames, and deserialize."""
     from distributed.protocol import deserialize, serialize
 
-    from cutext.stages.text.public import _pack_rows, _PackedRows
+    from cutext.stages.text.ranges import _pack_rows, _PackedRows
 
     header, frames = serialize(_pack_rows(cols, weight_fn).astuple(), serializers=serializers, on_error="raise")
     sent = _PackedRows(*deserialize(header, frames))

@@ -135,6 +135,7 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
 _LOAD_CHILD = textwrap.dedent("""
     import json, sys, tracemalloc
     import pyarrow as pa
+    import scipy.sparse  # the library's own import is not the postings' memory
     from cutext.pipelines.bm25 import BM25Index
     tracemalloc.start()
     pool0 = pa.default_memory_pool().max_memory()
