@@ -25,10 +25,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from cutext.kernels.backend import to_host
+from cutext.kernels.backend import to_cudf, to_host
 from cutext.kernels.tokenize import split_lines, utf8_valid
+from cutext.stages.readers.pread import _pinned, _pread_into, _pread_to_device
 from cutext.stages.runtime.compute import StepClock, step_profile as profile
-from cutext.kernels.backend import to_cudf
 from cutext.stages.readers.archives import _read_file
 from cutext.stages.readers.base import (CorpusError, _read_errors, BOM, SNIFF_BYTES, _is_utf8, check_text,
                                         ID_CANDIDATES, TEXT_CANDIDATES, _strip_compression)
@@ -86,102 +86,6 @@ def strings_series(chars, offsets):
     off_col = plc.Column(plc.DataType(tid), n + 1, plc.gpumemoryview(off), None, 0, 0, [])
     col = plc.Column(plc.DataType(plc.TypeId.STRING), n, plc.gpumemoryview(chars), None, 0, 0, [off_col])
     return cudf.Series.from_pylibcudf(col)
-
-
-READ_THREADS = 8
-READ_CHUNK = 8 << 20
-
-
-def _pread_chunk(fd: int, mv, offset: int) -> None:
-    """Fill the memoryview ``mv`` with the file's bytes from ``offset`` (``os.preadv`` until full).
-
-    Raises
-    ------
-    EOFError
-        The file ends before ``mv`` is full (it changed since it was sized).
-    """
-    import os
-
-    a, e = 0, len(mv)
-    while a < e:
-        got = os.preadv(fd, [mv[a:]], offset + a)
-        if got <= 0:
-            raise EOFError(f"file ended {e - a} bytes early")
-        a += got
-
-
-def _pread_into(fd: int, out: np.ndarray, offset: int, threads: int = READ_THREADS) -> None:
-    """Fill ``out`` with the file's bytes from ``offset`` by ``os.preadv`` in parallel chunks
-    (the GIL is released while the kernel copies from the page cache or the disk).
-
-    Raises
-    ------
-    EOFError
-        The file ends before ``out`` is full (it changed since it was sized).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    mv = memoryview(out)
-
-    def fill(a: int) -> None:
-        _pread_chunk(fd, mv[a:a + READ_CHUNK], offset + a)
-
-    starts = list(range(0, len(out), READ_CHUNK))
-    if len(starts) <= 1 or threads <= 1:
-        for a in starts:
-            fill(a)
-        return
-    with ThreadPoolExecutor(min(threads, len(starts))) as pool:
-        list(pool.map(fill, starts))
-
-
-def _pread_to_device(fd: int, dst, offset: int, threads: int = READ_THREADS) -> None:
-    """Fill the device array ``dst`` (cupy uint8) with the file's bytes from ``offset``: chunks of
-    ``READ_CHUNK`` bytes are read by ``os.preadv`` into a pinned staging buffer of the thread that
-    reads them and copied to the device from there (``cudaMemcpy``, ~55 GB/s from pinned memory).
-
-    The staging buffers (``threads x READ_CHUNK``, 64 MiB) come from CuPy's pinned pool, which
-    reuses blocks of one size: a piece of any size pins nothing new after the first read.  Pinning
-    a buffer of the piece's size instead (``cudaHostAlloc``, page by page) cost more than the copy:
-    the pool reuses only blocks of the same size, and pieces differ by their last line.
-
-    Raises
-    ------
-    EOFError
-        The file ends before ``dst`` is full (it changed since it was sized).
-    """
-    import queue
-    from concurrent.futures import ThreadPoolExecutor
-
-    import cupy
-
-    n = len(dst)
-    starts = list(range(0, n, READ_CHUNK))
-    if not starts:
-        return
-    k = max(1, min(threads, len(starts)))
-    free = queue.SimpleQueue()
-    for _ in range(k):
-        free.put(_pinned(READ_CHUNK, np.uint8))
-    # dst was allocated on the current stream; the copies below run on the legacy default stream
-    cupy.cuda.get_current_stream().synchronize()
-    h2d = cupy.cuda.runtime.memcpyHostToDevice
-
-    def fill(a: int) -> None:
-        host = free.get()
-        try:
-            m = min(READ_CHUNK, n - a)
-            _pread_chunk(fd, memoryview(host)[:m], offset + a)
-            cupy.cuda.runtime.memcpy(dst.data.ptr + a, host.ctypes.data, m, h2d)
-        finally:
-            free.put(host)
-
-    if k == 1:
-        for a in starts:
-            fill(a)
-        return
-    with ThreadPoolExecutor(k) as pool:
-        list(pool.map(fill, starts))
 
 
 def _piece_range(fh, piece) -> tuple[int, int, bytes]:
@@ -265,17 +169,6 @@ def _drop_bom(data, start: int):
     if start == 0 and len(data) >= len(BOM) and bytes(to_host(data[:len(BOM)])) == BOM:
         return data[len(BOM):]
     return data
-
-
-def _pinned(n, dtype):
-    """``n`` items of pinned host memory from CuPy's pinned pool, the block rounded up to a multiple of
-    ``READ_CHUNK`` bytes: the pool reuses only blocks of the same size, so pieces that differ by their
-    last line share blocks."""
-    import cupy
-
-    nbytes = int(n) * np.dtype(dtype).itemsize
-    mem = cupy.cuda.alloc_pinned_memory(max(-(-nbytes // READ_CHUNK) * READ_CHUNK, READ_CHUNK))
-    return np.frombuffer(mem, dtype, int(n))
 
 
 def piece_to_device(piece, fs):

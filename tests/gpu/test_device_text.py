@@ -19,6 +19,7 @@ from cutext.kernels import tokenize as K
 from cutext.kernels.backend import device_count, to_cudf, to_host
 from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
+from cutext.stages.readers import pread
 from cutext.stages.text import device as GT
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.readers.files import plan, read_piece
@@ -179,7 +180,7 @@ def test_piece_device_bytes_equal_the_host_bytes(tmp_path, monkeypatch, chunk):
 
     from cutext.stages.readers.files import _read_bytes
 
-    monkeypatch.setattr(GR, "READ_CHUNK", chunk)
+    monkeypatch.setattr(pread, "READ_CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
     (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
+from cutext.stages.readers import pread
 from cutext.stages.text import device as GT
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.readers.base import _lines_table
@@ -223,7 +224,7 @@ def test_read_piece_bytes_equals_the_host_reader(tmp_path, monkeypatch, blocksiz
     exactly as ``_read_bytes`` does: same start, same line-aligned range, for any block size."""
     from cutext.stages.readers.files import _read_bytes, plan
 
-    monkeypatch.setattr(GR, "READ_CHUNK", 5)  # many chunks, several threads, short reads in between
+    monkeypatch.setattr(pread, "READ_CHUNK", 5)  # many chunks, several threads, short reads in between
     rng = np.random.default_rng(blocksize)
     lines = [("w" * int(rng.integers(0, 40)) + " é").encode() for _ in range(300)]
     (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
