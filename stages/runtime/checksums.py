@@ -19,6 +19,7 @@ output, which is why loaders also check values (:mod:`cutext.stages.runtime.arti
 """
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 __all__ = ["crc32_file", "listing", "seal", "verify", "unlisted", "ChecksumError", "MissingFileError"]
 
 _BLOCK = 8 << 20  # bytes read and checked at a time (zlib.crc32 releases the GIL for each)
+_SPAN = 64 << 20  # a larger file is checked in spans of this size on several threads, then combined
 _PLACEHOLDER = "00000000"
 _CHECKSUM_LINE = re.compile(rb'^  "checksum": "([0-9a-f]{8})",?$', re.MULTILINE)
 
@@ -42,18 +44,81 @@ class MissingFileError(ChecksumError, FileNotFoundError):
     """A file the manifest lists is not there."""
 
 
-def crc32_file(path) -> str:
-    """CRC32 of a file's bytes as 8 lowercase hex digits.
-
-    Read with ``readinto`` into an anonymous mapping of 8 MiB: a file just written (the seal at the end of
-    a build) costs a page fault a 4 KiB page through ``mmap`` (5x slower, measured on a 0.5 GB index), and
-    the buffer is not a Python object (a load's Python memory stays one copy of the index).
-    """
+def _crc_span(path, start: int, length: int) -> int:
+    """CRC32 of ``length`` bytes of a file from ``start``, read with ``readinto`` into an anonymous mapping
+    of 8 MiB: a file just written (the seal at the end of a build) costs a page fault a 4 KiB page through
+    ``mmap`` (5x slower, measured on a 0.5 GB index), and the buffer is not a Python object (a load's Python
+    memory stays one copy of the index)."""
     crc = 0
     with open(path, "rb", buffering=0) as fh, mmap.mmap(-1, _BLOCK) as buf, memoryview(buf) as view:
-        while n := fh.readinto(view):
+        fh.seek(start)
+        while length > 0 and (n := fh.readinto(view[:min(_BLOCK, length)])):
             crc = zlib.crc32(view[:n], crc)
-    return f"{crc:08x}"
+            length -= n
+    return crc
+
+
+def _gf2_times(mat, vec: int) -> int:
+    """A 32x32 matrix over GF(2) (a column per bit) times a 32-bit vector."""
+    out, i = 0, 0
+    while vec:
+        if vec & 1:
+            out ^= mat[i]
+        vec >>= 1
+        i += 1
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros_operator(nbytes: int) -> tuple:
+    """The GF(2) matrix that runs a CRC32 register over ``nbytes`` zero bytes, by repeated squaring of the
+    one-bit step (the method of zlib's ``crc32_combine``)."""
+    op = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit through the reflected polynomial
+    for _ in range(3):  # 8 bits: one zero byte
+        op = [_gf2_times(op, c) for c in op]
+    result = [1 << n for n in range(32)]  # identity
+    while nbytes:
+        if nbytes & 1:
+            result = [_gf2_times(op, c) for c in result]
+        nbytes >>= 1
+        if nbytes:
+            op = [_gf2_times(op, c) for c in op]
+    return tuple(result)
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """CRC32 of ``A + B`` from ``crc1`` = CRC32(A), ``crc2`` = CRC32(B) and ``len2`` = len(B) in bytes."""
+    return _gf2_times(_zeros_operator(len2), crc1) ^ crc2
+
+
+def _spans(size: int) -> list[tuple[int, int]]:
+    """A file of ``size`` bytes as (start, length) spans checked on separate threads: a first span of
+    ``size mod _SPAN`` bytes (or ``_SPAN``) and full spans after it, so that every combine shifts by
+    ``_SPAN`` (one cached operator)."""
+    first = size % _SPAN or min(size, _SPAN)
+    return [(0, first)] + [(a, _SPAN) for a in range(first, size, _SPAN)]
+
+
+def _crc_files(paths: list) -> list[str]:
+    """CRC32 of each file as 8 lowercase hex digits, the spans of every file on one pool of threads
+    (zlib releases the GIL), so one large file is read by several threads."""
+    jobs = [(i, p, a, n) for i, p in enumerate(paths) for a, n in _spans(os.path.getsize(p))]
+    jobs.sort(key=lambda j: -j[3])  # the largest first: the pool ends together
+    with ThreadPoolExecutor(_threads(len(jobs))) as pool:
+        crcs = dict(zip(((i, a) for i, _, a, _ in jobs), pool.map(lambda j: _crc_span(j[1], j[2], j[3]), jobs)))
+    out = []
+    for i, p in enumerate(paths):
+        spans = _spans(os.path.getsize(p))
+        crc = crcs[(i, 0)]
+        for a, n in spans[1:]:
+            crc = crc32_combine(crc, crcs[(i, a)], n)
+        out.append(f"{crc:08x}")
+    return out
+
+
+def crc32_file(path) -> str:
+    """CRC32 of a file's bytes as 8 lowercase hex digits (``zlib.crc32`` of its whole content)."""
+    return _crc_files([path])[0]
 
 
 def listing(directory, manifest: str) -> tuple[list[str], list[str]]:
@@ -101,8 +166,7 @@ def seal(directory, manifest: str) -> None:
     if not isinstance(meta, dict):
         raise ChecksumError(f"{mf}: expected a JSON object")
     files, dirs = listing(d, manifest)
-    with ThreadPoolExecutor(_threads(len(files))) as pool:
-        crcs = list(pool.map(lambda f: crc32_file(d / f), files))
+    crcs = _crc_files([d / f for f in files])
     meta["files"] = {f: {"bytes": os.lstat(d / f).st_size, "crc32": c} for f, c in zip(files, crcs)}
     meta["dirs"] = dirs
     meta["checksum"] = _PLACEHOLDER
@@ -177,9 +241,8 @@ def verify(directory, manifest: str, meta: dict, *, contents: bool = True) -> No
         if os.lstat(p).st_size != rec.get("bytes"):
             raise ChecksumError(f"{p}: {os.lstat(p).st_size} bytes, {manifest} records {rec.get('bytes')} "
                                 "(truncated, extended or replaced)")
-    names = sorted(files, key=lambda r: -files[r]["bytes"])  # the largest first: the pool ends together
-    with ThreadPoolExecutor(_threads(len(names))) as pool:
-        crcs = dict(zip(names, pool.map(lambda r: crc32_file(d / r), names)))
+    names = sorted(files)
+    crcs = dict(zip(names, _crc_files([d / r for r in names])))
     for rel in sorted(files):
         if crcs[rel] != files[rel].get("crc32"):
             raise ChecksumError(f"{d / rel}: CRC32 {crcs[rel]} does not match {files[rel].get('crc32')} "

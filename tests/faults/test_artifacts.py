@@ -72,6 +72,23 @@ def test_every_file_is_listed_with_its_checksum(kind, request):
     load(d)  # and it verifies
 
 
+@pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 4095, 4096, 10_007])
+def test_a_file_checked_in_spans_has_the_crc_of_its_whole_bytes(tmp_path, monkeypatch, size):
+    """A large file is checked in spans on several threads and the spans' CRCs combined (zlib's
+    crc32_combine): the result is zlib.crc32 of the whole file for any size around the span boundaries."""
+    import zlib
+
+    monkeypatch.setattr(checksums, "_SPAN", 1000)
+    monkeypatch.setattr(checksums, "_BLOCK", 64)
+    checksums._zeros_operator.cache_clear()
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    (tmp_path / "f").write_bytes(data)
+    assert len(checksums._spans(size)) == max(1, -(-size // 1000))
+    assert checksums.crc32_file(tmp_path / "f") == f"{zlib.crc32(data):08x}"
+    a, b = data[:size // 3], data[size // 3:]
+    assert checksums.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(data)
+
+
 @pytest.mark.parametrize("kind", list(LOADERS))
 def test_any_byte_edit_of_any_file_is_refused_naming_the_file(kind, request, tmp_path):
     src = request.getfixturevalue(kind)
