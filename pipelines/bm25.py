@@ -13,8 +13,9 @@ Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dask
@@ -23,13 +24,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cutext.kernels._version import __version__
-from cutext.kernels.backend import array_module, is_gpu, resolve_backend
-from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
-                                     write_json)
+from cutext.kernels.backend import array_module, is_gpu
+from cutext.pipelines._result import RunResult, default_out, param_files
+from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context, gpu_spill_budget,
-                                           on_worker, shared_key)
+from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, gpu_spill_budget, on_worker,
+                                           shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus
@@ -40,7 +40,6 @@ from cutext.stages.readers.frames import input_label
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import read_queries, write_trec_run
 from cutext.stages.runtime.output import check_output_file
-from cutext.stages.runtime.progress import pipeline_progress, stage
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
@@ -63,26 +62,8 @@ GPU_COMPRESSION = "snappy"
 # Index files in flight in an in-process GPU build (threads): one file's Parquet encoding and copy
 # to the host overlap the next term range's weights and sort.
 GPU_WRITE_WORKERS = 2
-
-
-class _Stages:
-    """The pipeline's stages: wall-clock timings, and the progress inside each (partitions done /
-    total, :mod:`cutext.stages.runtime.progress`: a bar on a terminal, plain periodic lines in a log)."""
-
-    def __init__(self, names, progress: bool):
-        self.timings: dict[str, float] = {}
-        self._shown = pipeline_progress("bm25", progress)
-        self._shown.__enter__()
-
-    def run(self, name, fn, *args, **kwargs):
-        t0 = time.perf_counter()
-        with stage(name):  # a no-op inside a front-end stage, which shows itself
-            out = fn(*args, **kwargs)
-        self.timings[name] = time.perf_counter() - t0
-        return out
-
-    def close(self):
-        self._shown.__exit__(None, None, None)
+# the corpus front end's stage names -> this index's timing names
+_TIMING_NAMES = {"count": "sort+count"}
 
 
 def _documents_partition(df, lengths: np.ndarray):
@@ -245,132 +226,223 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
-    check_output(out, kind="cutext.bm25", manifest="index.json", inputs=[path, *param_files(stopwords)],
-                 overwrite=overwrite)
+    inputs = [path, *param_files(stopwords)]
+    run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
-    be = resolve_backend(backend)
+    be = run.resolve_backend(backend)
     default_blocksize = blocksize is None
     if default_blocksize:
         blocksize = GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE
+    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
+                               id_column=id_column, encoding=encoding, storage_options=storage_options,
+                               glob=glob, max_ratio=max_ratio)
+    src = reopen(blocksize=blocksize)
+    nbytes, fmt = src.input_bytes, src.format
+    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
+                                  n_workers=n_workers) as info, run.output() as tmp:
+        src, spill, per_file = _spill_plan(src, reopen, blocksize, default_blocksize, nbytes, info, tmp)
+        idx = _front_end(run, src, tok_cfg, info, spill, path)
+        weights = _weights(idx, variant, k1, b, delta, per_file)
+        replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
+                             delta=delta, spill=spill, per_file=per_file, info=info)
+        counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
+                  "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
+                  "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+        params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
+                  "tokenizer": tok_cfg.to_dict()}
+        run.write_manifest(tmp, {
+            "N": idx.n_docs, "avgdl": weights.avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
+            "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
+            "timings": run.timings})
+    return run.result(info.backend, info.scheduler, info.n_workers, counts, params,
+                      headline={"documents": idx.n_docs, "terms": idx.n_terms, "postings": idx.n_postings})
 
-    def _open(blocksize):
-        return open_corpus(path, backend=be, format=format, text_column=text_column, id_column=id_column,
-                           blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
-                           max_ratio=max_ratio)
 
-    src = _open(blocksize)
-    nbytes, pieces, fmt = src.input_bytes, src.pieces, src.format
-    stages = _Stages(["read", "tokenize", "encode", "sort+count", "weight+write"], progress)
-    names = {"count": "sort+count"}  # the front end's stage names -> this index's timing names
-    try:
-        with compute_context(be, client=client, scheduler=scheduler, nbytes=nbytes, n_workers=n_workers) as info, \
-                atomic_directory(out, overwrite=overwrite, kind="cutext.bm25", manifest="index.json",
-                                 inputs=[path, *param_files(stopwords)]) as tmp:
-            # CPU: the per-partition results go to files inside the output's temporary directory
-            # (removed before the swap), so host memory holds the partitions in flight;
-            # GPU: the same when the device is too small to hold them
-            budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
-            spill = tmp / ".spill" if be == "cpu" or budget is not None else None
-            if budget is not None and default_blocksize and blocksize > DEFAULT_BLOCKSIZE:
-                src = _open(DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's smaller partitions
-                pieces = src.pieces
-            per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
-            if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
-                per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
-            corpus = build_corpus(src, tok_cfg, info, spill=spill,
-                                  run_stage=lambda name, fn: stages.run(names.get(name, name), fn))
-            docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
-            n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
-            del corpus
-            n_tokens = int(lengths.sum())
-            if n_tokens == 0:
-                raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-            n_postings = int(df_t.sum())
-            # the public bm25 stage (cutext.stages.text.public.bm25) on the front end's counts
-            weights = stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
-                                     k1=k1, b=b, delta=delta,
-                                     n_partitions=max(1, -(-n_postings // per_file)))
-            avgdl, idf_t, w0 = weights.avgdl, weights.idf, weights.w0
+@dataclass
+class _IndexInput:
+    """The front end's outputs that the index is weighted and written from.
 
-            def _write():
-                clock = StepClock(np)
-                if spill is not None:  # an external merge of the spilled counts, a term range a task
-                    weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
-                    nparts = max(1, -(-n_postings // per_file))
-                    folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
-                    postings, range_workers = _term_major_spilled(folders, df_t, nparts, weight_fn, counts,
-                                                                  counts._meta)
-                elif weights.ranges is not None and be == "gpu":  # the ranges' own delayed objects keep their workers
-                    postings, range_workers = weights.ranges, weights.range_workers
-                else:
-                    postings, range_workers = weights.postings, None
-                # the lengths (8 bytes a document) as one key, on every worker before any documents file
-                documents = docs.map_partitions(_documents_partition, shared_key(lengths, info.client),
-                                                meta=_documents_partition(docs._meta, np.zeros(0, np.int64)))
-                n_files = max(1, -(-n_docs // DOCUMENTS_PER_FILE))
-                if documents.npartitions > n_files:  # a file per read partition costs ~28 ms each on the GPU
-                    documents = documents.repartition(npartitions=n_files)
+    Attributes
+    ----------
+    docs : dask DataFrame
+        The document table (doc_id, source_id, replaced), a row per document.
+    vocab : pyarrow.Array of str (n_terms,)
+        Term id ``i + 1`` is ``vocab[i]``.
+    counts : dask DataFrame
+        (term_id, doc_id, tf, dl), a row per distinct (document, term).
+    df_t : ndarray (n_terms + 1,) int64
+        Documents per term id (id 0: the unknown terms).
+    lengths : ndarray (n_docs,) int64
+        Tokens per document.
+    n_docs, n_terms : int
+    pieces : list
+        The read partitions.
+    n_tokens, n_postings : int
+    """
 
-                def _vocabulary():
-                    vt = pa.table({"term_id": pa.array(np.arange(1, n_terms + 1, dtype=np.int32)),
-                                   "term": vocab,
-                                   "df": pa.array(df_t[1:]),
-                                   "idf": pa.array(idf_t[1:]),
-                                   "w0": pa.array(w0[1:].astype(np.float32))})
-                    pq.write_table(vt, tmp / "vocab.parquet")
+    docs: object
+    vocab: object
+    counts: object
+    df_t: np.ndarray
+    lengths: np.ndarray
+    n_docs: int
+    n_terms: int
+    pieces: list
+    n_tokens: int
+    n_postings: int
 
-                if be == "gpu":
-                    # cudf writes each term range and document file straight to its path, with the
-                    # delta encoding of the sorted ids (GPU_POSTINGS_ENCODING), while a host thread
-                    # writes the vocabulary. In-process: GPU_WRITE_WORKERS files in flight.
-                    import concurrent.futures
 
-                    tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING, range_workers)
-                             + _parts_tasks(documents, tmp / "documents", GPU_DOCUMENTS_ENCODING))
-                    overlap = info.client is None and info.scheduler == "sync"
-                    with concurrent.futures.ThreadPoolExecutor(1) as side:
-                        vocab_written = side.submit(_vocabulary)
-                        in_flight = (dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS)
-                                     if overlap else contextlib.nullcontext())
-                        with in_flight:
-                            # the replaced-bytes total with the writes (one round trip less on a cluster)
-                            replaced = int(compute_all(tasks + [docs["replaced"].sum()], info)[-1])
-                        clock("write: postings + documents (weight + sort + parquet)")
-                        vocab_written.result()
-                else:
-                    postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
-                                        name_function=lambda i: f"part.{i:05d}.parquet")
-                    clock("write: postings (weight + sort + parquet)")
-                    documents.to_parquet(str(tmp / "documents"), write_index=False, write_metadata_file=False,
-                                         name_function=lambda i: f"part.{i:05d}.parquet")
-                    clock("write: documents")
-                    _vocabulary()
-                    replaced = int(docs["replaced"].sum().compute())
-                if spill is not None:
-                    import shutil
+def _spill_plan(src, reopen, blocksize: int, default_blocksize: bool, nbytes: int, info, tmp: Path):
+    """Where the per-partition results go and how many postings an index file holds.
 
-                    shutil.rmtree(spill, ignore_errors=True)
-                clock("write: replaced + vocabulary")
-                return replaced
+    Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions when
+    the default GPU blocksize does not fit the device), the spill directory (None: held in memory) and
+    the postings per file (bytes: ``nbytes`` of input; a posting takes <= 200 device bytes in flight).
+    """
+    be = info.backend
+    # CPU: the per-partition results go to files inside the output's temporary directory
+    # (removed before the swap), so host memory holds the partitions in flight;
+    # GPU: the same when the device is too small to hold them
+    budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
+    spill = tmp / ".spill" if be == "cpu" or budget is not None else None
+    if budget is not None and default_blocksize and blocksize > DEFAULT_BLOCKSIZE:
+        src = reopen(blocksize=DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's partitions
+    per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
+    if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
+        per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
+    return src, spill, per_file
 
-            replaced = stages.run("weight+write", _write)
-            result_counts = {"n_docs": n_docs, "n_terms": n_terms, "n_postings": n_postings,
-                             "n_tokens": n_tokens, "n_empty_docs": int((lengths == 0).sum()),
-                             "replaced": replaced, "input_bytes": nbytes, "partitions": len(pieces)}
-            params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
-                      "tokenizer": tok_cfg.to_dict()}
-            write_json(tmp / "index.json", {
-                "kind": "cutext.bm25", "version": __version__, "N": n_docs, "avgdl": avgdl,
-                "variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": tok_cfg.to_dict(),
-                "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers,
-                "source": input_label(path), "format": fmt, "counts": result_counts, "timings": stages.timings,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    finally:
-        stages.close()
-    return RunResult("bm25", Path(out).absolute(), info.backend, info.scheduler, info.n_workers,
-                     result_counts, stages.timings, params,
-                     headline={"documents": n_docs, "terms": n_terms, "postings": n_postings})
+
+def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path) -> _IndexInput:
+    """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names.
+
+    Raises
+    ------
+    CorpusError
+        No document has a token after tokenization.
+    """
+    corpus = build_corpus(src, tok_cfg, info, spill=spill,
+                          run_stage=lambda name, fn: run.stage(_TIMING_NAMES.get(name, name), fn))
+    docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
+    n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
+    del corpus
+    n_tokens = int(lengths.sum())
+    if n_tokens == 0:
+        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
+    n_postings = int(df_t.sum())
+    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings)
+
+
+def _weights(idx: _IndexInput, variant, k1, b, delta, per_file: int):
+    """The public bm25 stage (:func:`cutext.stages.text.public.bm25`) on the front end's counts, in term
+    ranges of about ``per_file`` postings."""
+    counts, df_t, lengths, n_docs, n_terms = idx.counts, idx.df_t, idx.lengths, idx.n_docs, idx.n_terms
+    n_postings = idx.n_postings
+    return stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
+                          k1=k1, b=b, delta=delta,
+                          n_partitions=max(1, -(-n_postings // per_file)))
+
+
+def _postings(idx: _IndexInput, weights, *, variant, k1, b, delta, spill, per_file: int, be: str):
+    """The weighted postings to write, ``(postings, range_workers)``: a collection (or the GPU's delayed
+    term ranges) and the workers its ranges were made on (None: anywhere)."""
+    counts, df_t, n_postings = idx.counts, idx.df_t, idx.n_postings
+    avgdl, idf_t = weights.avgdl, weights.idf
+    if spill is not None:  # an external merge of the spilled counts, a term range a task
+        weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
+        nparts = max(1, -(-n_postings // per_file))
+        folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
+        postings, range_workers = _term_major_spilled(folders, df_t, nparts, weight_fn, counts,
+                                                      counts._meta)
+    elif weights.ranges is not None and be == "gpu":  # the ranges' own delayed objects keep their workers
+        postings, range_workers = weights.ranges, weights.range_workers
+    else:
+        postings, range_workers = weights.postings, None
+    return postings, range_workers
+
+
+def _documents(idx: _IndexInput, info):
+    """The documents table to write, at most one file per ``DOCUMENTS_PER_FILE`` documents."""
+    docs, lengths, n_docs = idx.docs, idx.lengths, idx.n_docs
+    # the lengths (8 bytes a document) as one key, on every worker before any documents file
+    documents = docs.map_partitions(_documents_partition, shared_key(lengths, info.client),
+                                    meta=_documents_partition(docs._meta, np.zeros(0, np.int64)))
+    n_files = max(1, -(-n_docs // DOCUMENTS_PER_FILE))
+    if documents.npartitions > n_files:  # a file per read partition costs ~28 ms each on the GPU
+        documents = documents.repartition(npartitions=n_files)
+    return documents
+
+
+def _write_vocabulary(path: Path, idx: _IndexInput, weights) -> None:
+    """``vocab.parquet``: term_id, term, df, idf, w0 of the term ids 1..n_terms."""
+    n_terms, vocab, df_t = idx.n_terms, idx.vocab, idx.df_t
+    idf_t, w0 = weights.idf, weights.w0
+    vt = pa.table({"term_id": pa.array(np.arange(1, n_terms + 1, dtype=np.int32)),
+                   "term": vocab,
+                   "df": pa.array(df_t[1:]),
+                   "idf": pa.array(idf_t[1:]),
+                   "w0": pa.array(w0[1:].astype(np.float32))})
+    pq.write_table(vt, path)
+
+
+def _write_files_gpu(tmp: Path, postings, range_workers, documents, docs, info, vocabulary, clock) -> int:
+    """Write the postings, documents and (``vocabulary()``) vocabulary files on the GPU; returns the
+    replaced-bytes total."""
+    # cudf writes each term range and document file straight to its path, with the
+    # delta encoding of the sorted ids (GPU_POSTINGS_ENCODING), while a host thread
+    # writes the vocabulary. In-process: GPU_WRITE_WORKERS files in flight.
+    import concurrent.futures
+
+    tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING, range_workers)
+             + _parts_tasks(documents, tmp / "documents", GPU_DOCUMENTS_ENCODING))
+    overlap = info.client is None and info.scheduler == "sync"
+    with concurrent.futures.ThreadPoolExecutor(1) as side:
+        vocab_written = side.submit(vocabulary)
+        in_flight = (dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS)
+                     if overlap else contextlib.nullcontext())
+        with in_flight:
+            # the replaced-bytes total with the writes (one round trip less on a cluster)
+            replaced = int(compute_all(tasks + [docs["replaced"].sum()], info)[-1])
+        clock("write: postings + documents (weight + sort + parquet)")
+        vocab_written.result()
+    return replaced
+
+
+def _write_files_cpu(tmp: Path, postings, documents, docs, vocabulary, clock) -> int:
+    """Write the postings, documents and vocabulary files with dask's writer; returns the
+    replaced-bytes total."""
+    postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
+                        name_function=lambda i: f"part.{i:05d}.parquet")
+    clock("write: postings (weight + sort + parquet)")
+    documents.to_parquet(str(tmp / "documents"), write_index=False, write_metadata_file=False,
+                         name_function=lambda i: f"part.{i:05d}.parquet")
+    clock("write: documents")
+    vocabulary()
+    return int(docs["replaced"].sum().compute())
+
+
+def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta, spill, per_file: int,
+                 info) -> int:
+    """The weight+write stage: weight the postings, write ``postings/``, ``documents/`` and
+    ``vocab.parquet`` into ``tmp``, remove the spill directory; returns the replaced-bytes total."""
+    be = info.backend
+    clock = StepClock(np)
+    postings, range_workers = _postings(idx, weights, variant=variant, k1=k1, b=b, delta=delta, spill=spill,
+                                        per_file=per_file, be=be)
+    documents = _documents(idx, info)
+    vocabulary = functools.partial(_write_vocabulary, tmp / "vocab.parquet", idx, weights)
+    if be == "gpu":
+        replaced = _write_files_gpu(tmp, postings, range_workers, documents, idx.docs, info, vocabulary, clock)
+    else:
+        replaced = _write_files_cpu(tmp, postings, documents, idx.docs, vocabulary, clock)
+    if spill is not None:
+        import shutil
+
+        shutil.rmtree(spill, ignore_errors=True)
+    clock("write: replaced + vocabulary")
+    return replaced
 
 
 # ----------------------------------------------------------------------------- command line

@@ -29,10 +29,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from cutext.kernels._version import __version__
-from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
-                                     write_json)
+from cutext.pipelines._result import RunResult, default_out, param_files
+from cutext.pipelines._run import PipelineRun
 from cutext.stages.text.frontend import corpus_session
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
@@ -42,23 +40,10 @@ from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, Stre
 from cutext.stages.text.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.stages.runtime.params import count, number
-from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 
 CHUNK = 4096  # documents per progress step
 
 __all__ = ["cluster_corpus", "StreamClusterer", "corpus_counts", "nmi", "purity", "add_cli"]
-
-
-class _Stages:
-    def __init__(self, progress: bool):
-        self.timings: dict[str, float] = {}
-        self.progress = progress
-
-    def run(self, name, fn, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self.timings[name] = time.perf_counter() - t0
-        return out
 
 
 def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, format="auto", text_column=None,
@@ -268,6 +253,76 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`).
     """
+    _check_front_end_placement(client, scheduler, n_workers)
+    run = PipelineRun("cluster", out, manifest="cluster.json", inputs=[path, idf_from, *param_files(stopwords)],
+                      overwrite=overwrite, progress=progress)
+    threshold, top_k, n_top_terms, batch_size = _checked(weighting, threshold, top_k, n_top_terms, batch_size,
+                                                         n_workers)
+    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    be = run.resolve_backend(backend)
+    method = method or ("ellpack" if be == "gpu" else "reference")
+    batch_size = batch_size or _default_batch(be, method)
+    read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
+                   encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+    with run.shown():  # the front end's stages show partitions done / total
+        cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
+                           timings=run.timings, **read_kw)
+    if cc["n_docs"] == 0:
+        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+    order, tv, vec, idf_desc = run.stage("vectors", _vectors, cc, path, order_by, idf_from, top_k, weighting,
+                                         tok_cfg, be, read_kw)
+    sc, assign = run.stage("cluster", _cluster, run, tv, vec, cc["n_docs"], threshold, top_k, be, method=method,
+                           batch_size=batch_size, devices=devices, candidates=candidates)
+    params = {"threshold": float(threshold), "top_k": int(top_k), "order_by": order_by if isinstance(order_by, str)
+              or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
+              "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
+              "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
+    return _write_output(run, path, be, cc, sc, tv, vec, assign, order, params, n_top_terms)
+
+
+def _checked(weighting, threshold, top_k, n_top_terms, batch_size, n_workers):
+    """``(threshold, top_k, n_top_terms, batch_size)`` checked, in this order (``n_workers`` too).
+
+    Raises
+    ------
+    ValueError
+        An unknown weighting, threshold outside [0, 1], top_k outside [1, MAX_TOP_K], n_top_terms,
+        batch_size or n_workers < 1.
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    threshold = number("threshold", threshold, lo=0, hi=1)
+    top_k = count("top_k", top_k, lo=1, hi=MAX_TOP_K)  # before the n_docs x top_k term vectors are sized
+    n_top_terms = count("n_top_terms", n_top_terms, lo=1)
+    batch_size = count("batch_size", batch_size, lo=1, none_ok=True)
+    count("n_workers", n_workers, lo=1, none_ok=True)
+    return threshold, top_k, n_top_terms, batch_size
+
+
+def _write_output(run: PipelineRun, path, be: str, cc: dict, sc, tv, vec, assign: pd.DataFrame,
+                  order: np.ndarray, params: dict, n_top_terms: int) -> RunResult:
+    """The write stage: the assignments, clusters and clusterer state, and the manifest; the run's result."""
+    written = run.start("write")
+    assign, cl = _tables(assign, order, cc, sc, vec, n_top_terms)
+    n_docs, info = cc["n_docs"], cc["info"]
+    counts = {"n_docs": n_docs, "n_clusters": sc.n_clusters, "n_empty_docs": int((tv.length == 0).sum()),
+              "n_terms": len(cc["vocab"]), "n_singletons": int((cl["size"] == 1).sum())}
+    with run.output() as tmp:
+        _write_tables(tmp, assign, cl, sc)
+        written()
+        run.write_manifest(tmp, {
+            "backend": be, "scheduler": info.scheduler, "n_workers": info.n_workers, "clustering": "in-process",
+            "source": input_label(path), "params": params, "counts": counts, "timings": run.timings,
+            "kernel_restarts": getattr(sc.engine, "restarts", 0),
+            "candidate_batches": getattr(sc.engine, "candidate_batches", 0),
+            "all_rows_batches": getattr(sc.engine, "all_rows_batches", 0)})
+    return run.result(be, info.scheduler, info.n_workers, counts, params,
+                      headline={"clusters": sc.n_clusters, "documents": n_docs})
+
+
+def _check_front_end_placement(client, scheduler, n_workers) -> None:
+    """Refuse ``scheduler`` / ``n_workers`` with a client: they size a local cluster for the front end,
+    and the clustering stays one ordered stream in this process."""
     if client is not None and (scheduler != "auto" or n_workers is not None):
         given = ", ".join(f"{k}={v!r}" for k, v in (("scheduler", scheduler), ("n_workers", n_workers))
                           if (k == "scheduler" and v != "auto") or (k == "n_workers" and v is not None))
@@ -275,48 +330,52 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
                          "count) on its own workers, and the clustering is one ordered stream in this process "
                          "(Szasz and Samet Algorithm 1 is sequential), so there is no local cluster to size; drop "
                          f"{given.split('=')[0]}")
-    check_output(out, kind="cutext.cluster", manifest="cluster.json",
-                 inputs=[path, idf_from, *param_files(stopwords)], overwrite=overwrite)
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
-    threshold = number("threshold", threshold, lo=0, hi=1)
-    top_k = count("top_k", top_k, lo=1, hi=MAX_TOP_K)  # before the n_docs x top_k term vectors are sized
-    n_top_terms = count("n_top_terms", n_top_terms, lo=1)
-    batch_size = count("batch_size", batch_size, lo=1, none_ok=True)
-    count("n_workers", n_workers, lo=1, none_ok=True)
-    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
-    be = resolve_backend(backend)
-    method = method or ("ellpack" if be == "gpu" else "reference")
-    batch_size = batch_size or _default_batch(be, method)
-    read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-                   encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
-    timings: dict[str, float] = {}
 
-    with pipeline_progress("cluster", progress):  # the front end's stages show partitions done / total
-        cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
-                           timings=timings, **read_kw)
-    n_docs, vocab = cc["n_docs"], cc["vocab"]
-    if n_docs == 0:
-        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+def _stream_positions(cc: dict, path, order_by, storage_options) -> np.ndarray:
+    """The stream order of ``order_by`` (see :func:`cluster_corpus`): ``order[p]`` = doc_id at position p.
 
-    t0 = time.perf_counter()
+    Raises
+    ------
+    CorpusError
+        An order_by column with a value count other than the documents'.
+    ValueError
+        Keys of another length than the documents; a column name on an input that is not a table.
+    """
+    n_docs = cc["n_docs"]
     if order_by is None or (isinstance(order_by, str) and order_by == "doc_id"):
-        order = np.arange(n_docs, dtype=np.int64)
-    elif isinstance(order_by, str) and order_by == "source_id":
-        order = stream_order(cc["docs"]["source_id"].astype(str))
-    elif isinstance(order_by, str) and is_frame(path):
+        return np.arange(n_docs, dtype=np.int64)
+    if isinstance(order_by, str) and order_by == "source_id":
+        return stream_order(cc["docs"]["source_id"].astype(str))
+    if isinstance(order_by, str) and is_frame(path):
         col = frame_column(path, order_by)
         if len(col) != n_docs:
             raise CorpusError(f"order_by column {order_by!r} has {len(col)} values for {n_docs} documents")
-        order = stream_order(col)
-    elif isinstance(order_by, str):
-        order = stream_order(_order_column(cc["pieces"], cc["format"], order_by, n_docs, storage_options))
-    else:
-        keys = np.asarray(order_by)
-        if len(keys) != n_docs:
-            raise ValueError(f"order_by has {len(keys)} keys for {n_docs} documents")
-        order = stream_order(keys)
+        return stream_order(col)
+    if isinstance(order_by, str):
+        return stream_order(_order_column(cc["pieces"], cc["format"], order_by, n_docs, storage_options))
+    keys = np.asarray(order_by)
+    if len(keys) != n_docs:
+        raise ValueError(f"order_by has {len(keys)} keys for {n_docs} documents")
+    return stream_order(keys)
+
+
+def _vectors(cc: dict, path, order_by, idf_from, top_k: int, weighting: str, tok_cfg, be: str, read_kw: dict):
+    """The vectors stage: the stream order and the documents' top-k term vectors in it.
+
+    Returns
+    -------
+    order : ndarray (n_docs,) int64
+        doc_id at each stream position.
+    tv : TermVectors
+        A row per stream position (:func:`cutext.stages.text.termvec.term_vectors`).
+    vec : StreamVectorizer
+        The vocabulary and IDF reference the clusterer keeps in its state.
+    idf_desc : str
+        ``"corpus"``, ``"stream"`` or the reference's path (the ``idf_from`` parameter recorded).
+    """
+    n_docs, vocab = cc["n_docs"], cc["vocab"]
+    order = _stream_positions(cc, path, order_by, read_kw["storage_options"])
     position = np.empty(n_docs, np.int64)
     position[order] = np.arange(n_docs)
     V = len(vocab)
@@ -336,14 +395,22 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
         tv = term_vectors(doc_pos, cc["term_id"], cc["tf"], n_docs, top_k, weighting=weighting, df=df, n_ref=n_ref)
         vec = StreamVectorizer(top_k, weighting, "fixed", tok_cfg, terms=vocab.to_pylist(), df=df, n_ref=n_ref)
         idf_desc = str(idf_from)
-    timings["vectors"] = time.perf_counter() - t0
+    return order, tv, vec, idf_desc
 
-    t0 = time.perf_counter()
+
+def _cluster(run: PipelineRun, tv, vec, n_docs: int, threshold: float, top_k: int, be: str, *, method,
+             batch_size, devices, candidates):
+    """The cluster stage: the documents one after the other, in stream order, :data:`CHUNK` a progress step.
+
+    Returns
+    -------
+    sc : StreamClusterer
+    assign : pandas.DataFrame
+        A row per stream position: cluster_id, similarity, new_cluster.
+    """
     sc = StreamClusterer(threshold, top_k, backend=be, method=method, batch_size=batch_size, devices=devices,
                          candidates=candidates, vectorizer=vec)
-    bar = None
-    if progress:
-        bar = progress_bar(total=n_docs, desc="cluster", unit="docs")
+    bar = run.bar(n_docs, "cluster", "docs")
     parts = []
     for a in range(0, n_docs, CHUNK):
         parts.append(sc.partial_fit(tv.take(slice(a, min(a + CHUNK, n_docs)))))
@@ -352,40 +419,27 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
             bar.update(min(CHUNK, n_docs - a))
     if bar is not None:
         bar.close()
-    assign = pd.concat(parts, ignore_index=True)
-    timings["cluster"] = time.perf_counter() - t0
+    return sc, pd.concat(parts, ignore_index=True)
 
-    t0 = time.perf_counter()
+
+def _tables(assign: pd.DataFrame, order: np.ndarray, cc: dict, sc, vec, n_top_terms: int):
+    """``(assignments, clusters)`` as written: the assignments with their doc_id and source_id, the
+    clusters with their first document and top ``n_top_terms`` terms."""
     assign.insert(0, "doc_id", order)
     assign.insert(1, "source_id", cc["docs"]["source_id"].astype(str).to_numpy()[order])
     cl = sc.clusters(terms=vec.terms, n_terms=n_top_terms)
     first = assign.loc[assign["new_cluster"], ["cluster_id", "doc_id"]].set_index("cluster_id")["doc_id"]
     cl.insert(2, "first_doc_id", first.reindex(cl["cluster_id"]).to_numpy(np.int64))
     cl = cl.drop(columns=["norm"])
-    counts = {"n_docs": n_docs, "n_clusters": sc.n_clusters, "n_empty_docs": int((tv.length == 0).sum()),
-              "n_terms": V, "n_singletons": int((cl["size"] == 1).sum())}
-    params = {"threshold": float(threshold), "top_k": int(top_k), "order_by": order_by if isinstance(order_by, str)
-              or order_by is None else "keys", "idf_from": idf_desc, "weighting": weighting, "method": method,
-              "batch_size": int(batch_size), "devices": devices, "candidates": candidates,
-              "tokenizer": tok_cfg.to_dict(), "format": cc["format"]}
-    with atomic_directory(out, overwrite=overwrite, kind="cutext.cluster", manifest="cluster.json",
-                          inputs=[path, idf_from, *param_files(stopwords)]) as tmp:
-        pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
-        pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
-        (tmp / "state").mkdir()
-        sc.write_state(tmp / "state")
-        timings["write"] = time.perf_counter() - t0
-        info = cc["info"]
-        write_json(tmp / "cluster.json", {
-            "kind": "cutext.cluster", "version": __version__, "backend": be, "scheduler": info.scheduler,
-            "n_workers": info.n_workers, "clustering": "in-process", "source": input_label(path), "params": params,
-            "counts": counts,
-            "timings": timings, "kernel_restarts": getattr(sc.engine, "restarts", 0),
-            "candidate_batches": getattr(sc.engine, "candidate_batches", 0),
-            "all_rows_batches": getattr(sc.engine, "all_rows_batches", 0),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return RunResult("cluster", Path(out).absolute(), be, info.scheduler, info.n_workers, counts, timings, params,
-                     headline={"clusters": sc.n_clusters, "documents": n_docs})
+    return assign, cl
+
+
+def _write_tables(tmp: Path, assign: pd.DataFrame, cl: pd.DataFrame, sc) -> None:
+    """``assignments.parquet``, ``clusters.parquet`` and the clusterer's ``state/`` into ``tmp``."""
+    pq.write_table(pa.Table.from_pandas(assign, preserve_index=False), tmp / "assignments.parquet")
+    pq.write_table(pa.Table.from_pandas(cl, preserve_index=False), tmp / "clusters.parquet")
+    (tmp / "state").mkdir()
+    sc.write_state(tmp / "state")
 
 
 # ----------------------------------------------------------------------------- quality

@@ -183,6 +183,27 @@ def evaluate(
     K. Jarvelin and J. Kekalainen, "Cumulated gain-based evaluation of IR techniques",
     ACM TOIS 20(4), 2002.
     """
+    parsed = _parse_metrics(metrics)
+    run_df, qrels_df, qids = _shared_queries(run, qrels)
+    n_q = len(qids)
+    ranked = _ranked_run(run_df, qrels_df, qids)
+    ideal = _ideal_ranking(qrels_df, qids)
+    values = {canonical: _metric_values(family, k, ranked, ideal, n_q) for canonical, (family, k) in parsed.items()}
+    means = {name: float(np.mean(v)) for name, v in values.items()}
+    if not per_query:
+        return means
+    table = pd.DataFrame({"query_id": pd.Series(qids, dtype=str), **values})
+    return means, table
+
+
+def _parse_metrics(metrics: str | Iterable[str]) -> dict[str, tuple[str, int | None]]:
+    """``{canonical name: (family, cutoff)}`` of the requested metrics, in the order given, each once.
+
+    Raises
+    ------
+    ValueError
+        An unknown metric or a cutoff < 1 (:func:`_parse_metric`); no metrics.
+    """
     if isinstance(metrics, str):
         metrics = (metrics,)
     parsed: dict[str, tuple[str, int | None]] = {}
@@ -191,7 +212,18 @@ def evaluate(
         parsed.setdefault(canonical, (family, k))
     if not parsed:
         raise ValueError("no metrics requested")
+    return parsed
 
+
+def _shared_queries(run, qrels) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    """The run and the qrels as checked frames, and the sorted query ids they share (those evaluated).
+
+    Raises
+    ------
+    ValueError
+        A malformed run or qrels (:func:`cutext.pipelines.trec._coerce_run`), an empty one, or no
+        shared query id.
+    """
     run_df = _coerce_run(run)
     qrels_df = _coerce_qrels(qrels)
     if run_df.empty:
@@ -206,9 +238,13 @@ def evaluate(
             f"the run ({len(run_q)} queries, e.g. {_examples(run_q)}) and the qrels "
             f"({len(qrels_q)} queries, e.g. {_examples(qrels_q)}) share no query id; "
             "ids are compared as strings")
-    n_q = len(qids)
+    return run_df, qrels_df, qids
 
-    # run rows of evaluated queries, in trec_eval order
+
+def _ranked_run(run_df: pd.DataFrame, qrels_df: pd.DataFrame, qids: list) -> dict[str, np.ndarray]:
+    """The run rows of the evaluated queries in trec_eval order, as arrays of one entry a row:
+    ``q`` (query code, index in ``qids``), ``rank`` (1-based, float64), ``is_rel`` (0/1), ``gain``
+    (the judged relevance, >= 0) and ``discount`` (log2(rank + 1))."""
     run_df = run_df[run_df["query_id"].isin(qids)]
     run_df = run_df.assign(_q=pd.Categorical(run_df["query_id"], categories=qids).codes)
     run_df = run_df.sort_values(["_q", "score", "doc_id"], ascending=[True, False, False],
@@ -220,8 +256,13 @@ def evaluate(
     is_rel = (relevance >= 1.0).astype(np.float64)
     gain = np.maximum(relevance, 0.0)
     discount = np.log2(rank + 1.0)
+    return {"q": q, "rank": rank, "is_rel": is_rel, "gain": gain, "discount": discount}
 
-    # judgments of evaluated queries: R and the ideal ranking of gains
+
+def _ideal_ranking(qrels_df: pd.DataFrame, qids: list) -> dict[str, np.ndarray]:
+    """The judgments of the evaluated queries: ``num_rel`` (R per query, (n_q,)) and the ideal ranking
+    of gains, one entry a judgment: ``iq`` (query code), ``igain``, ``irank`` (1-based) and ``idiscount``."""
+    n_q = len(qids)
     qrels_df = qrels_df[qrels_df["query_id"].isin(qids)]
     qrels_df = qrels_df.assign(_q=pd.Categorical(qrels_df["query_id"], categories=qids).codes,
                                _g=np.maximum(qrels_df["relevance"].to_numpy(np.float64), 0.0))
@@ -232,40 +273,43 @@ def evaluate(
     idiscount = np.log2(irank + 1.0)
     judged_rel = (qrels_df["relevance"].to_numpy(np.float64) >= 1.0).astype(np.float64)
     num_rel = np.bincount(qrels_df["_q"].to_numpy(np.int64), weights=judged_rel, minlength=n_q)
+    return {"iq": iq, "igain": igain, "irank": irank, "idiscount": idiscount, "num_rel": num_rel}
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den``, 0 where ``den`` is 0."""
+    out = np.zeros(len(num))
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _metric_values(family: str, k: int | None, ranked: dict, ideal: dict, n_q: int) -> np.ndarray:
+    """The per-query values (n_q,) of one metric (``family`` at cutoff ``k``, None: no cutoff), from
+    :func:`_ranked_run` and :func:`_ideal_ranking`; the formulas of :func:`evaluate`."""
+    q, rank, is_rel = ranked["q"], ranked["rank"], ranked["is_rel"]
+    num_rel = ideal["num_rel"]
 
     def per_q(weights: np.ndarray, codes: np.ndarray = q) -> np.ndarray:
         return np.bincount(codes, weights=weights, minlength=n_q)
 
-    def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-        out = np.zeros(n_q)
-        np.divide(num, den, out=out, where=den > 0)
-        return out
-
-    values: dict[str, np.ndarray] = {}
-    for canonical, (family, k) in parsed.items():
-        top = np.ones_like(rank, dtype=bool) if k is None else rank <= k
-        if family == "map":
-            rel_so_far = pd.Series(is_rel).groupby(q).cumsum().to_numpy()
-            values[canonical] = ratio(per_q(is_rel * rel_so_far / rank), num_rel)
-        elif family == "p":
-            values[canonical] = per_q(is_rel * top) / k
-        elif family == "recall":
-            values[canonical] = ratio(per_q(is_rel * top), num_rel)
-        elif family == "ndcg":
-            itop = np.ones_like(irank, dtype=bool) if k is None else irank <= k
-            dcg = per_q(np.where(top, gain / discount, 0.0))
-            idcg = per_q(np.where(itop, igain / idiscount, 0.0), iq)
-            values[canonical] = ratio(dcg, idcg)
-        else:  # mrr
-            first = np.full(n_q, np.inf)
-            np.minimum.at(first, q[is_rel > 0], rank[is_rel > 0])
-            values[canonical] = np.where(np.isfinite(first), 1.0 / first, 0.0)
-
-    means = {name: float(np.mean(v)) for name, v in values.items()}
-    if not per_query:
-        return means
-    table = pd.DataFrame({"query_id": pd.Series(qids, dtype=str), **values})
-    return means, table
+    top = np.ones_like(rank, dtype=bool) if k is None else rank <= k
+    if family == "map":
+        rel_so_far = pd.Series(is_rel).groupby(q).cumsum().to_numpy()
+        return _ratio(per_q(is_rel * rel_so_far / rank), num_rel)
+    if family == "p":
+        return per_q(is_rel * top) / k
+    if family == "recall":
+        return _ratio(per_q(is_rel * top), num_rel)
+    if family == "ndcg":
+        irank = ideal["irank"]
+        itop = np.ones_like(irank, dtype=bool) if k is None else irank <= k
+        dcg = per_q(np.where(top, ranked["gain"] / ranked["discount"], 0.0))
+        idcg = per_q(np.where(itop, ideal["igain"] / ideal["idiscount"], 0.0), ideal["iq"])
+        return _ratio(dcg, idcg)
+    # mrr
+    first = np.full(n_q, np.inf)
+    np.minimum.at(first, q[is_rel > 0], rank[is_rel > 0])
+    return np.where(np.isfinite(first), 1.0 / first, 0.0)
 
 
 # --------------------------------------------------------------------------------------

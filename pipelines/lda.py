@@ -30,16 +30,15 @@ pandas / cudf / dask / dask-cudf frames),
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from cutext.kernels._version import __version__
-from cutext.kernels.backend import resolve_backend
-from cutext.pipelines._result import (RunResult, atomic_directory, check_output, default_out, param_files,
-                                     write_json)
+from cutext.pipelines._result import RunResult, default_out, param_files
+from cutext.pipelines._run import PipelineRun
 from cutext.stages.engines.lda_chunk import (LDAInputError, lda_chunks, read_bow)
 from cutext.stages.readers.frames import input_label
 from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
@@ -47,7 +46,6 @@ from cutext.kernels.backend import device_count
 from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
 from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime.params import count, number
-from cutext.stages.runtime.progress import pipeline_progress, progress_bar
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.stages.engines.lda_model import LDAModel
 
@@ -164,30 +162,125 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         ``out`` is not a new or empty directory nor an earlier lda output, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
-    check_output(out, kind="cutext.lda", manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
-                 overwrite=overwrite)
+    run = PipelineRun("lda", out, manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
+                      overwrite=overwrite, progress=progress)
+    chain = _Chain.checked(K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks, n_devices)
+    be, tok_cfg = run.resolve_backend(backend), TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    bow, fmt = _read(run, path, be, tok_cfg, format=format, vocab=vocab, client=client, scheduler=scheduler,
+                     n_workers=n_workers, **read_kw)
+    return _fit(run, path, bow, fmt, chain, be, tok_cfg, client=client, n_workers=n_workers, collective=collective,
+                callback=callback)
 
-    K = count("K", K, lo=2)
-    iterations = count("iterations", iterations, lo=0)
-    alpha = 50.0 / K if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
-    beta = number("beta", beta, lo=0, lo_open=True)
-    llpt_every = count("llpt_every", llpt_every, lo=1)
-    count("n_chunks", n_chunks, lo=1, none_ok=True)
-    count("seed", seed, lo=0)
-    n_devices = count("n_devices", n_devices, lo=1)
-    sampler = resolve_sampler(sampler, K)
-    be = resolve_backend(backend)
-    gpu = be == "gpu"
 
-    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
-    timings: dict = {}
-    t0 = time.perf_counter()
+@dataclass(frozen=True)
+class _Chain:
+    """The parameters of the Gibbs chain, checked (see :func:`train`)."""
 
-    with pipeline_progress("lda", progress):  # a text corpus: the front end shows partitions done / total
+    K: int
+    iterations: int
+    alpha: float
+    beta: float
+    sampler: str  # resolved: "sparse", "three_branch", "dense" or "hybrid"
+    seed: int
+    exclude_self: bool
+    llpt_every: int
+    n_chunks: int | None
+    n_devices: int
+
+    @classmethod
+    def checked(cls, K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks,
+                n_devices) -> _Chain:
+        """Check the chain's parameters, in this order, and resolve the defaults (alpha = 50 / K, the sampler).
+
+        Raises
+        ------
+        ValueError
+            K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), llpt_every < 1,
+            n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler.
+        """
+        K = count("K", K, lo=2)
+        iterations = count("iterations", iterations, lo=0)
+        alpha = 50.0 / K if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
+        beta = number("beta", beta, lo=0, lo_open=True)
+        llpt_every = count("llpt_every", llpt_every, lo=1)
+        count("n_chunks", n_chunks, lo=1, none_ok=True)
+        count("seed", seed, lo=0)
+        n_devices = count("n_devices", n_devices, lo=1)
+        sampler = resolve_sampler(sampler, K)
+        return cls(K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks, n_devices)
+
+
+def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, vocab, client, scheduler,
+          n_workers, **read_kw):
+    """The read stage: ``(bow, fmt)`` of :func:`cutext.stages.engines.lda_chunk.read_bow` (a text corpus
+    through the front end, which shows its stages' progress)."""
+    read = run.start("read")
+    with run.shown():  # a text corpus: the front end shows partitions done / total
         bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
                             scheduler=scheduler, n_workers=n_workers, **read_kw)
-    timings["read"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    read()
+    return bow, fmt
+
+
+def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg: TokenizerConfig, *, client,
+         n_workers, collective, callback) -> RunResult:
+    """Chunk, initialise, sample and write the model: the stages of :func:`train` after the read.
+
+    Raises
+    ------
+    ValueError, RuntimeError
+        See :func:`_chunks`.
+    ResourceLimitError
+        The sampler's state does not fit the memory (:func:`cutext.stages.engines.lda_gibbs.check_state_memory`).
+    """
+    c, gpu = chain, be == "gpu"
+    workers, ch = run.stage("chunk", _chunks, bow, c.K, c.n_chunks, c.n_devices, c.sampler, gpu, client=client,
+                            n_workers=n_workers, collective=collective)
+    if not workers:  # a client's workers hold their shards in their own memory
+        check_state_memory(ch, c.K, c.sampler, gpu=gpu, n_states=1 if gpu else c.n_devices)
+    state = run.stage("init", _init_state, ch, c, gpu, client=client, workers=workers, collective=collective)
+    rows = _sample(run, state, ch, c, callback)
+    written = run.start("write")
+    llpt_df = pd.DataFrame(rows).astype({"iteration": np.int32})
+    final = float(llpt_df["llpt"].iloc[-1])
+    n_empty = int((np.diff(ch.doc_ptr) == 0).sum())
+    counts = {"n_docs": ch.n_docs, "n_empty_docs": n_empty, "n_words": ch.V, "n_tokens": ch.n_tokens,
+              "n_dense_words": ch.n_dense, "K": c.K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
+    t_sample = run.timings["sample"]
+    tps = ch.n_tokens * c.iterations / t_sample if t_sample > 0 else float("nan")
+    params = {"K": c.K, "iterations": int(c.iterations), "alpha": c.alpha, "beta": c.beta, "sampler": c.sampler,
+              "seed": int(c.seed), "exclude_self": bool(c.exclude_self), "format": fmt, "llpt": final,
+              "tokens_per_s": tps}
+    with run.output() as tmp:
+        _write_model(tmp, state, ch, bow, llpt_df, c.K, c.alpha)
+        written()
+        run.write_manifest(tmp, {
+            **params, "V": ch.V, "n_docs": ch.n_docs, "n_tokens": ch.n_tokens, "backend": be,
+            "n_devices": c.n_devices, "source": input_label(path), "counts": counts,
+            "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
+                         if workers else {"scheduler": "in-process", "n_devices": c.n_devices}),
+            "timings": run.timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
+            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+            "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None})
+        if workers:
+            state.close()
+    headline = {"LLPT": final}  # bits per token after the last iteration (EZLDA Eq. 5)
+    if workers:
+        return run.result(be, "client", len(workers), counts, params, headline=headline)
+    return run.result(be, "in-process", c.n_devices, counts, params, headline=headline)
+
+
+def _chunks(bow, K: int, n_chunks, n_devices: int, sampler: str, gpu: bool, *, client, n_workers, collective):
+    """The chunk stage: the sampling workers (None in-process) and the token list cut into chunks
+    (:func:`cutext.stages.engines.lda_chunk.lda_chunks`), one shard per worker or device at least.
+
+    Raises
+    ------
+    ValueError
+        ``sampler="hybrid"`` with several devices; a client's parameters (:func:`_sampling_workers`).
+    RuntimeError
+        ``n_devices`` more than the visible CUDA devices.
+    """
     workers = _sampling_workers(client, n_workers, n_devices, sampler, collective)
     if sampler == "hybrid" and n_devices > 1:
         raise ValueError("sampler='hybrid' runs on one device; the sharded chain (n_devices > 1) keeps W dense")
@@ -196,11 +289,13 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
             raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
     n_shards = len(workers) if workers else n_devices
     ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
-    timings["chunk"] = time.perf_counter() - t0
-    if not workers:  # a client's workers hold their shards in their own memory
+    return workers, ch
 
-        check_state_memory(ch, K, sampler, gpu=gpu, n_states=1 if gpu else n_devices)
-    t0 = time.perf_counter()
+
+def _init_state(ch, c: _Chain, gpu: bool, *, client, workers, collective):
+    """The init stage: the sampler's state (on the client's workers, sharded over devices, or one state)
+    with the random initial topics, synchronized."""
+    K, alpha, beta, seed, sampler, n_devices = c.K, c.alpha, c.beta, c.seed, c.sampler, c.n_devices
     if workers:
         state = DistributedGibbs(ch, K, alpha, beta, seed=seed, client=client, workers=workers, gpu=gpu,
                                  collective=collective)
@@ -211,11 +306,20 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         state = GibbsState(ch, K, alpha, beta, seed=seed, gpu=gpu,
                            w_layout="hybrid" if sampler == "hybrid" else "dense")
     state.sync()
-    timings["init"] = time.perf_counter() - t0
+    return state
+
+
+def _sample(run: PipelineRun, state, ch, c: _Chain, callback) -> list:
+    """The Gibbs iterations; their seconds go to ``timings["sample"]`` and the LLPT's to ``timings["llpt"]``.
+
+    Returns
+    -------
+    list of dict
+        A row of ``llpt.parquet`` per iteration, 0 (the initialisation) included.
+    """
+    K, iterations, sampler, exclude_self, llpt_every = c.K, c.iterations, c.sampler, c.exclude_self, c.llpt_every
     rows = [{"iteration": 0, "llpt": state.llpt(), "seconds": 0.0, "skipped": 0.0, "changed": 1.0}]
-    bar = None
-    if progress:
-        bar = progress_bar(total=iterations, desc=f"lda K={K}", unit="it")
+    bar = run.bar(iterations, f"lda K={K}", "it")
     t_sample = t_ll = 0.0
     try:
         if callback is not None:
@@ -240,55 +344,29 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     finally:
         if bar is not None:
             bar.close()
-    timings["sample"] = t_sample
-    timings["llpt"] = t_ll
-    t0 = time.perf_counter()
-    llpt_df = pd.DataFrame(rows).astype({"iteration": np.int32})
-    final = float(llpt_df["llpt"].iloc[-1])
-    n_empty = int((np.diff(ch.doc_ptr) == 0).sum())
-    counts = {"n_docs": ch.n_docs, "n_empty_docs": n_empty, "n_words": ch.V, "n_tokens": ch.n_tokens,
-              "n_dense_words": ch.n_dense, "K": K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
-    tps = ch.n_tokens * iterations / t_sample if t_sample > 0 else float("nan")
-    params = {"K": K, "iterations": int(iterations), "alpha": alpha, "beta": beta, "sampler": sampler,
-              "seed": int(seed), "exclude_self": bool(exclude_self), "format": fmt, "llpt": final,
-              "tokens_per_s": tps}
-    with atomic_directory(out, overwrite=overwrite, kind="cutext.lda", manifest="params.json",
-                          inputs=[path, vocab, *param_files(stopwords)]) as tmp:
-        wv, wk, wc = state.topic_word_table()
-        pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
-        pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
-                                 "term": pa.array(ch.vocab, type=pa.string()),
-                                 "count": ch.word_count.astype(np.int64), "input_id": ch.old_id.astype(np.int64)}),
-                       tmp / "vocab.parquet")
-        dtab = state.doc_topic_table()
-        lengths = np.diff(ch.doc_ptr)
-        dtab["theta"] = (dtab["count"].to_numpy(np.float64) + alpha) / (lengths[dtab["doc_id"].to_numpy()] + K * alpha)
-        source_ids = pa.array([str(x) for x in bow.doc_names], type=pa.string())
-        dt_table = pa.Table.from_pandas(dtab, preserve_index=False)
-        dt_table = dt_table.add_column(1, "source_id", source_ids.take(dt_table.column("doc_id")))
-        pq.write_table(dt_table, tmp / "doc_topic.parquet")
-        pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64), "source_id": source_ids,
-                                 "length": lengths.astype(np.int64)}), tmp / "documents.parquet")
-        pq.write_table(pa.Table.from_pandas(llpt_df, preserve_index=False), tmp / "llpt.parquet")
-        timings["write"] = time.perf_counter() - t0
-        write_json(tmp / "params.json", {
-            "kind": "cutext.lda", "version": __version__, **params, "V": ch.V, "n_docs": ch.n_docs,
-            "n_tokens": ch.n_tokens, "backend": be, "n_devices": n_devices, "source": input_label(path),
-            "counts": counts,
-            "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
-                         if workers else {"scheduler": "in-process", "n_devices": n_devices}),
-            "timings": timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
-            "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        if workers:
-            state.close()
-    headline = {"LLPT": final}  # bits per token after the last iteration (EZLDA Eq. 5)
-    if workers:
-        return RunResult("lda", Path(out).absolute(), be, "client", len(workers), counts, timings, params,
-                         headline=headline)
-    return RunResult("lda", Path(out).absolute(), be, "in-process", n_devices, counts, timings, params,
-                     headline=headline)
+    run.timings["sample"] = t_sample
+    run.timings["llpt"] = t_ll
+    return rows
+
+
+def _write_model(tmp: Path, state, ch, bow, llpt_df: pd.DataFrame, K: int, alpha: float) -> None:
+    """The model's Parquet files into ``tmp``: topic_word, vocab, doc_topic (with theta), documents, llpt."""
+    wv, wk, wc = state.topic_word_table()
+    pq.write_table(pa.table({"word_id": wv, "topic": wk, "count": wc}), tmp / "topic_word.parquet")
+    pq.write_table(pa.table({"word_id": np.arange(ch.V, dtype=np.int32),
+                             "term": pa.array(ch.vocab, type=pa.string()),
+                             "count": ch.word_count.astype(np.int64), "input_id": ch.old_id.astype(np.int64)}),
+                   tmp / "vocab.parquet")
+    dtab = state.doc_topic_table()
+    lengths = np.diff(ch.doc_ptr)
+    dtab["theta"] = (dtab["count"].to_numpy(np.float64) + alpha) / (lengths[dtab["doc_id"].to_numpy()] + K * alpha)
+    source_ids = pa.array([str(x) for x in bow.doc_names], type=pa.string())
+    dt_table = pa.Table.from_pandas(dtab, preserve_index=False)
+    dt_table = dt_table.add_column(1, "source_id", source_ids.take(dt_table.column("doc_id")))
+    pq.write_table(dt_table, tmp / "doc_topic.parquet")
+    pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64), "source_id": source_ids,
+                             "length": lengths.astype(np.int64)}), tmp / "documents.parquet")
+    pq.write_table(pa.Table.from_pandas(llpt_df, preserve_index=False), tmp / "llpt.parquet")
 
 
 def _sampling_workers(client, n_workers, n_devices, sampler, collective):

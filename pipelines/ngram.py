@@ -39,16 +39,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from cutext.kernels._version import __version__
 from cutext.kernels.backend import (gpu_stack_installed, to_cudf, to_host)
-from cutext.pipelines._result import RunResult, atomic_directory, check_output, default_out, write_json
+from cutext.pipelines._result import RunResult, default_out
+from cutext.pipelines._run import PipelineRun
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.files import add_max_ratio_option
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
-from cutext.stages.runtime.compute import compute_context
-from cutext.stages.runtime.progress import progress_bar
 from cutext.stages.text.ngram_text import read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
 
@@ -232,28 +230,77 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
         directory, an input or a parent of one (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
-
-    check_output(out, kind="cutext.ngram", manifest="ngram.json", inputs=[path, model], overwrite=overwrite)
+    run = PipelineRun("ngram", out, manifest="ngram.json", inputs=[path, model], overwrite=overwrite,
+                      progress=progress)
 
     if sentence not in ("line", "document"):
         raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
     if n_workers is not None and client is not None:
         raise ValueError("pass client= or n_workers=, not both (n_workers sizes a local cluster)")
-    timings = {}
-    t0 = time.perf_counter()
+    lm = run.stage("load_model", _load_model, model, backend)
+    pieces, fmt, check, read_local, read_remote = _corpus_readers(
+        lm, path, format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
+        encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+    # a bar on a terminal, else a plain line every 10 s and one at the end
+    bar = run.bar(len(pieces), "ngram score", "partitions")
+    try:
+        # nbytes=0: "auto" scores in this process whatever the input size (a piece at a time, streaming)
+        with run.compute(lm.backend, client=client, scheduler=scheduler, nbytes=0, n_workers=n_workers) as info, \
+                run.output() as tmp:
+            sink, n_tasks, workers_used, written = _score(run, tmp, lm, pieces, read_local, read_remote, info,
+                                                          sentence, bos, eos, bar)
+            n_docs = sink.n_docs
+            if n_docs == 0:
+                raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+            if check is not None:  # a frame's id column: unique ids
+                check(pq.read_table(tmp / "scores.parquet", columns=["source_id"]))
+            tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
+            ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
+            written()  # what was left of the write (it overlaps scoring)
+            counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": len(pieces),
+                      "tasks": n_tasks, "workers": len(workers_used)}
+            run.write_manifest(tmp, {
+                "source": input_label(path), "format": fmt,
+                "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
+                "log10_prob": sum_log10, "perplexity": ppl_all, "counts": counts, "timings": run.timings,
+                "backend": lm.backend, "scheduler": info.scheduler, "n_workers": info.n_workers})
+    finally:
+        if bar is not None:
+            bar.close()
+    params = {"model": str(lm.path), "order": lm.order, "sentence": sentence, "bos": bos, "eos": eos,
+              "format": fmt, "perplexity": ppl_all, "log10_prob": sum_log10}
+    return run.result(lm.backend, info.scheduler, info.n_workers, counts, params,
+                      headline={"perplexity": ppl_all})  # 10 ** (-sum log10 p / tokens) over the corpus
+
+
+def _load_model(model, backend: str) -> NGramModel:
+    """``model`` itself when it is a loaded :class:`NGramModel`, else the ARPA file it names, loaded."""
     if isinstance(model, NGramModel):
-        lm = model
-    else:
-        lm = NGramModel.load(model, backend=backend)
-    timings["load_model"] = time.perf_counter() - t0
+        return model
+    return NGramModel.load(model, backend=backend)
+
+
+def _corpus_readers(lm: NGramModel, path, **read_kw):
+    """The corpus' pieces and how to read one, in this process or on a worker.
+
+    Returns
+    -------
+    pieces : list
+        The read partitions (the plan of :func:`cutext.stages.readers.files.plan`, or a frame's).
+    fmt : str
+        The input format.
+    check : callable or None
+        ``check(table)`` checks a frame's source ids (unique); None for files.
+    read_local : callable
+        ``read_local(i)``: piece ``i`` as a host table (or, for a GPU model, device text buffers).
+    read_remote : callable
+        ``read_remote(client, i, worker)``: a future of the same, read on ``worker``.
+    """
     check = None
     if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.readers.frames)
         import dask
 
-
-        src = open_corpus(path, backend="cpu", format=format, text_column=text_column, id_column=id_column,
-                          blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
-                          max_ratio=max_ratio)
+        src = open_corpus(path, backend="cpu", **read_kw)
         pieces, fmt, check = src.pieces, src.format, src.check_documents
         parts = src.docs.to_delayed()
 
@@ -263,9 +310,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         def read_remote(client, i, worker):
             return client.compute(dask.delayed(_frame_texts)(parts[i]), workers=[worker], allow_other_workers=True)
     else:
-        fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
-                               blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                               glob=glob, max_ratio=max_ratio)
+        fs, pieces, fmt = plan(path, **read_kw)
 
         def read_local(i):
             return _read_for(lm, pieces[i], fs)
@@ -273,78 +318,74 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         def read_remote(client, i, worker):
             return client.submit(_read_for, lm, pieces[i], fs, workers=[worker], allow_other_workers=True,
                                  pure=False)
-    bar = None
-    if progress:  # a bar on a terminal, else a plain line every 10 s and one at the end
+    return pieces, fmt, check, read_local, read_remote
 
-        bar = progress_bar(total=len(pieces), desc="ngram score", unit="partitions")
+
+def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, read_local, read_remote, info, sentence: str,
+           bos: bool, eos: bool, bar):
+    """Score every piece into ``tmp / "scores.parquet"``, on the client's workers or piece by piece here.
+
+    Its seconds go to ``timings["read+score"]`` (client) or ``timings["read"]`` and ``timings["score"]``.
+
+    Returns
+    -------
+    sink : _ScoresWriter
+        Closed: its rows written, its totals complete.
+    n_tasks : int
+        Row ranges scored.
+    workers_used : list of str
+        Addresses of the workers that scored (``["local"]`` in this process).
+    written : callable
+        Records ``timings["write"]``: the seconds since the last scores were handed to the writer.
+    """
+    ta = time.perf_counter()
+    # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
+    # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring)
+    on_device = lm.backend == "gpu" and info.client is None and gpu_stack_installed()
+    sink = _ScoresWriter(tmp / "scores.parquet", pieces, device=on_device)
     workers_used = ["local"]
     try:
-        # nbytes=0: "auto" scores in this process whatever the input size (a piece at a time, streaming)
-        with compute_context(lm.backend, client=client, scheduler=scheduler, nbytes=0,
-                             n_workers=n_workers) as info, \
-                atomic_directory(out, overwrite=overwrite, kind="cutext.ngram", manifest="ngram.json",
-                                 inputs=[path, model]) as tmp:
-            ta = time.perf_counter()
-            # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
-            # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring)
-            on_device = lm.backend == "gpu" and info.client is None and gpu_stack_installed()
-            sink = _ScoresWriter(tmp / "scores.parquet", pieces, device=on_device)
-            try:
-                if info.client is not None:
-                    n_rows, slices, workers_used = _score_on_client(info.client, lm, pieces, read_remote, sentence,
-                                                                    bos, eos, bar)
-                    for i, t in slices:
-                        sink.add(i, t)
-                    n_tasks = len(slices)
-                    timings["read+score"] = time.perf_counter() - ta
-                else:
-                    from concurrent.futures import ThreadPoolExecutor
+        if info.client is not None:
+            n_rows, slices, workers_used = _score_on_client(info.client, lm, pieces, read_remote, sentence,
+                                                            bos, eos, bar)
+            for i, t in slices:
+                sink.add(i, t)
+            n_tasks = len(slices)
+            run.timings["read+score"] = time.perf_counter() - ta
+        else:
+            t_read = _score_here(lm, pieces, read_local, sink, on_device, sentence, bos, eos, bar)
+            n_tasks = len(pieces)
+            # "read": waiting for reads (they overlap scoring); "score": the rest, but the write
+            run.timings.update({"read": t_read, "score": time.perf_counter() - ta - t_read})
+        written = run.start("write")
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    return sink, n_tasks, workers_used, written
 
-                    t_read = 0.0
-                    with ThreadPoolExecutor(1) as pool:  # the next piece is read while this one is scored
-                        nxt = pool.submit(read_local, 0) if pieces else None
-                        for i in range(len(pieces)):
-                            tr = time.perf_counter()
-                            texts = nxt.result()
-                            t_read += time.perf_counter() - tr
-                            nxt = pool.submit(read_local, i + 1) if i + 1 < len(pieces) else None
-                            n = _n_rows(texts)
-                            sink.add(i, _score_piece_device(lm, texts, sentence, bos, eos) if on_device
-                                     else _score_slice(lm, texts, 0, n, sentence, bos, eos)[0])
-                            del texts
-                            if bar is not None:
-                                bar.update(1)
-                    n_tasks = len(pieces)
-                    # "read": waiting for reads (they overlap scoring); "score": the rest, but the write
-                    timings.update({"read": t_read, "score": time.perf_counter() - ta - t_read})
-                tw = time.perf_counter()
-                sink.close()
-            except BaseException:
-                sink.abort()
-                raise
-            n_docs = sink.n_docs
-            if n_docs == 0:
-                raise CorpusError(f"{input_label(path)}: the corpus holds no document")
-            if check is not None:  # a frame's id column: unique ids
-                check(pq.read_table(tmp / "scores.parquet", columns=["source_id"]))
-            tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
-            ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
-            timings["write"] = time.perf_counter() - tw  # what was left of the write (it overlaps scoring)
-            counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": len(pieces),
-                      "tasks": n_tasks, "workers": len(workers_used)}
-            write_json(tmp / "ngram.json", {
-                "kind": "cutext.ngram", "version": __version__, "source": input_label(path), "format": fmt,
-                "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
-                "log10_prob": sum_log10, "perplexity": ppl_all, "counts": counts, "timings": timings,
-                "backend": lm.backend, "scheduler": info.scheduler, "n_workers": info.n_workers,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    finally:
-        if bar is not None:
-            bar.close()
-    params = {"model": str(lm.path), "order": lm.order, "sentence": sentence, "bos": bos, "eos": eos,
-              "format": fmt, "perplexity": ppl_all, "log10_prob": sum_log10}
-    return RunResult("ngram", Path(out).absolute(), lm.backend, info.scheduler, info.n_workers, counts, timings,
-                     params, headline={"perplexity": ppl_all})  # 10 ** (-sum log10 p / tokens) over the corpus
+
+def _score_here(lm: NGramModel, pieces, read_local, sink, on_device: bool, sentence: str, bos: bool, eos: bool,
+                bar) -> float:
+    """Score the pieces one after the other in this process, each handed to ``sink``; returns the
+    seconds spent waiting for reads (the next piece is read while this one is scored)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t_read = 0.0
+    with ThreadPoolExecutor(1) as pool:  # the next piece is read while this one is scored
+        nxt = pool.submit(read_local, 0) if pieces else None
+        for i in range(len(pieces)):
+            tr = time.perf_counter()
+            texts = nxt.result()
+            t_read += time.perf_counter() - tr
+            nxt = pool.submit(read_local, i + 1) if i + 1 < len(pieces) else None
+            n = _n_rows(texts)
+            sink.add(i, _score_piece_device(lm, texts, sentence, bos, eos) if on_device
+                     else _score_slice(lm, texts, 0, n, sentence, bos, eos)[0])
+            del texts
+            if bar is not None:
+                bar.update(1)
+    return t_read
 
 
 # options of cudf's chunked Parquet writer for scores.parquet on the device (benchmarks/micro/ngram_write.py
