@@ -228,14 +228,14 @@ def test_lines_index_under_a_device_memory_limit_spills_and_equals_cpu(lines_cpu
     partitions in files (``spill=``), stays under the limit (else RMM raises), and gives the same index."""
     import rmm
 
-    from cutext.stages.text import frontend as C
     from cutext.stages.runtime.compute import device_memory_budget
+    from cutext.stages.text import public as api
 
     src, cpu, cpu_index = lines_cpu
     limit = 2 * cpu.counts["input_bytes"]
-    calls = []
-    real = C._build_spilled
-    monkeypatch.setattr(C, "_build_spilled", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = []  # the spill= folder of each tokenize the front end runs
+    real = api.tokenize
+    monkeypatch.setattr(api, "tokenize", lambda *a, **k: calls.append(k.get("spill")) or real(*a, **k))
     before = rmm.mr.get_current_device_resource()
     rmm.mr.set_current_device_resource(rmm.mr.LimitingResourceAdaptor(rmm.mr.CudaAsyncMemoryResource(), limit))
     try:
@@ -244,7 +244,7 @@ def test_lines_index_under_a_device_memory_limit_spills_and_equals_cpu(lines_cpu
                      stopwords="lucene", stemmer="porter")
     finally:
         rmm.mr.set_current_device_resource(before)
-    assert calls, "the limited build did not take the spilled path"
+    assert calls and calls[0] is not None, "the limited build did not take the spilled path"
     assert gpu.counts["input_bytes"] == cpu.counts["input_bytes"]
     assert gpu.counts == cpu.counts
     assert_same_index(cpu_index, read_index(gpu.path))
