@@ -628,14 +628,8 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
     ValueError
         Bad BM25 parameters, or no document has a token (avgdl = 0).
     """
-    delta = bm25_stage.check_params(variant, k1, b, delta)
-    n_docs, sum_dl = merged.n_docs, merged.terms.sum_dl
-    if sum_dl == 0 or n_docs == 0:
-        raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
-    avgdl = sum_dl / n_docs
-    idf_t = bm25_stage.idf(merged.df, n_docs, variant)
-    w0 = bm25_stage.absent_weight(idf_t, variant, k1, delta)
-    fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
+    fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta)
+    idf_t, w0, avgdl = fn.idf_t, fn.w0, fn.avgdl
     t = merged.term_ids()
     out = np.empty(len(t), np.float32)
     for a in range(0, len(t), block):  # elementwise formulas: blocks give the same bits

@@ -125,6 +125,38 @@ class WeightPartition:
         return out
 
 
+def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: float, delta) -> WeightPartition:
+    """The weight function of a corpus from its global statistics (Eq. 1): checked parameters, ``avgdl =
+    n_tokens / n_docs`` (float64), idf per term id and the weights of absent terms.
+
+    Parameters
+    ----------
+    df : int64 array, shape (V + 1,)
+        Documents per term id (``df[0] = 0``).
+    n_docs, n_tokens : int
+    variant, k1, b, delta
+        As :func:`check_params` (``delta`` None: the variant's default).
+
+    Returns
+    -------
+    WeightPartition
+        With ``idf_t`` (float64, (V + 1,)), ``avgdl``, ``delta`` and ``w0`` (float64, (V + 1,), the weight
+        of an absent term) set.
+
+    Raises
+    ------
+    ValueError
+        Bad parameters, or no document has a token (avgdl = 0).
+    """
+    delta = check_params(variant, k1, b, delta)
+    if n_tokens == 0 or n_docs == 0:
+        raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
+    idf_t = idf(df, n_docs, variant)
+    fn = WeightPartition(idf_t, n_tokens / n_docs, variant, k1, b, delta)
+    fn.w0 = absent_weight(idf_t, variant, k1, delta)
+    return fn
+
+
 def weights_meta(counts_meta):
     meta = counts_meta.copy()
     meta["weight"] = np.zeros(0, np.float32) if isinstance(meta, pd.DataFrame) else meta["tf"].astype(np.float32)

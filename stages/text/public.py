@@ -496,19 +496,11 @@ def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float =
     """
     import dask.dataframe as dd
 
-
-    delta = _bm25.check_params(variant, k1, b, delta)
-    n_docs = counts.n_docs
-    n_tokens = counts.n_tokens
-    if n_tokens == 0 or n_docs == 0:
-        raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
-    avgdl = n_tokens / n_docs
-    idf_t = _bm25.idf(counts.df, n_docs, variant)
-    w0 = _bm25.absent_weight(idf_t, variant, k1, delta)
+    weight_fn = _bm25.corpus_weights(counts.df, counts.n_docs, counts.n_tokens, variant, k1, b, delta)
+    idf_t, w0, avgdl, delta, n_docs = weight_fn.idf_t, weight_fn.w0, weight_fn.avgdl, weight_fn.delta, counts.n_docs
     n_postings = int(counts.df.sum())
     nparts = int(n_partitions) if n_partitions else max(1, -(-n_postings // 8_000_000))
     c = counts.counts
-    weight_fn = _bm25.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
     wmeta = _bm25.weights_meta(c._meta)
     divisions = term_divisions(counts.df, nparts)
     ranges = range_workers = None
