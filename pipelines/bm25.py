@@ -44,6 +44,8 @@ from cutext.stages.runtime.output import check_output_file
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
+from cutext.stages.engines.segments import write_partition_segment
+from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
@@ -63,6 +65,8 @@ GPU_COMPRESSION = "snappy"
 # Index files in flight in an in-process GPU build (threads): one file's Parquet encoding and copy
 # to the host overlap the next term range's weights and sort.
 GPU_WRITE_WORKERS = 2
+INDEX_FORMATS = (1, 2)
+SEGMENTS_DIR = "segments"
 # the corpus front end's stage names -> this index's timing names
 _TIMING_NAMES = {"count": "sort+count"}
 
@@ -179,7 +183,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                client=None, scheduler="auto", n_workers=None, overwrite=True, progress=True) -> RunResult:
+                client=None, scheduler="auto", n_workers=None, index_format=1, overwrite=True,
+                progress=True) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -211,6 +216,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     scheduler : {"auto", "sync", "threads", "cluster"}
     n_workers : int, optional
         Workers of a local cluster (default: one per GPU / core).
+    index_format : {1, 2}
+        1: one global vocabulary with weighted term-major postings (``vocab.parquet``, ``postings/``,
+        ``documents/``). 2: segments (``segments/seg-NNNNN/``, :mod:`cutext.stages.engines.segments`), one
+        per read partition, each written by the worker that counted it, storing tf and document lengths;
+        the weights follow from the global statistics at load. Both load with :meth:`BM25Index.load` and
+        give the same scores.
     overwrite : bool
     progress : bool
         Show the progress inside each stage (partitions done / total): a bar when standard error is
@@ -237,6 +248,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     inputs = [path, *param_files(stopwords)]
     run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
+    if isinstance(index_format, bool):
+        raise ValueError(f"index_format must be one of {list(INDEX_FORMATS)}, got {index_format!r}")
+    index_format = choice("index_format", index_format, INDEX_FORMATS)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = run.resolve_backend(backend)
     default_blocksize = blocksize is None
@@ -251,16 +265,22 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                   n_workers=n_workers) as info, run.output() as tmp:
         src, spill, per_file = _spill_plan(src, reopen, blocksize, default_blocksize, nbytes, info, tmp)
         idx = _front_end(run, src, tok_cfg, info, spill, path)
-        weights = _weights(idx, variant, k1, b, delta, per_file)
-        replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
-                             delta=delta, spill=spill, per_file=per_file, info=info)
+        layout = {}
+        if index_format == 2:
+            replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info)
+            avgdl = idx.n_tokens / idx.n_docs
+        else:
+            weights = _weights(idx, variant, k1, b, delta, per_file)
+            replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
+                                 delta=delta, spill=spill, per_file=per_file, info=info)
+            avgdl = weights.avgdl
         counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
                   "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
                   "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
         params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
                   "tokenizer": tok_cfg.to_dict()}
         run.write_manifest(tmp, {
-            "N": idx.n_docs, "avgdl": weights.avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "index_format": index_format, **layout, "N": idx.n_docs, "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
             "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
             "timings": run.timings})
@@ -453,6 +473,25 @@ def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta,
     return replaced
 
 
+def _write_segments(tmp: Path, idx: _IndexInput, spill, info) -> tuple[int, list[str]]:
+    """The write stage of a segmented index: one segment a partition of the count stage, each written
+    where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`); returns the
+    replaced-bytes total and the segment names in document order."""
+    folder = tmp / SEGMENTS_DIR
+    folder.mkdir()
+    names = [f"seg-{i:05d}" for i in range(idx.counts.npartitions)]
+    vocab = shared_key(idx.vocab, info.client)  # the one O(V) input of every writer
+    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
+             for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
+    metas = compute_all(tasks, info)
+    if spill is not None:
+        import shutil
+
+        shutil.rmtree(spill, ignore_errors=True)
+    order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
+    return sum(m["replaced"] for m in metas), [names[i] for i in order]
+
+
 # ----------------------------------------------------------------------------- command line
 
 def add_cli(sub) -> None:
@@ -472,6 +511,8 @@ def add_cli(sub) -> None:
     p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
     p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
                    help="BM25 formula (default lucene)")
+    p.add_argument("--index-format", type=int, default=1, choices=[1, 2],
+                   help="1: weighted global postings; 2: segments storing tf, weighted at load (default 1)")
     p.add_argument("--k1", type=float, default=1.2, help="term-frequency saturation (default 1.2)")
     p.add_argument("--b", type=float, default=0.75, help="length normalization in [0, 1] (default 0.75)")
     p.add_argument("--delta", type=float, default=None, help="bm25l/bm25+ lower bound (default 0.5 / 1.0)")
@@ -532,7 +573,8 @@ def _cli_main(args) -> int:
                     lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
                     format=args.format, text_column=text_col, id_column=args.id_column,
                     blocksize=args.blocksize, encoding=args.encoding, max_ratio=args.max_ratio,
-                    glob={"auto": None, "on": True, "off": False}[args.glob], progress=not args.no_progress)
+                    glob={"auto": None, "on": True, "off": False}[args.glob], index_format=args.index_format,
+                    progress=not args.no_progress)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 

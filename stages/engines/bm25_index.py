@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
+from cutext.stages.engines import segments
 from cutext.stages.runtime.compute import (StepClock)
 from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
@@ -383,6 +384,12 @@ class BM25Index:
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
             be = choice("backend", backend, ("auto", "cpu", "gpu"))
+        fmt = meta.get("index_format", 1)
+        if fmt == 2:
+            return cls._load_segments(path, meta, N, avgdl, variant, k1, delta, be, client)
+        if fmt != 1:
+            raise art.ArtifactError(f"{mf}: index_format {fmt!r} is not one this cutext reads (1 or 2); "
+                                    "rebuild the index with this version (cutext bm25 PATH --out DIR)")
         vt = art.read_table(path / "vocab.parquet", {"term_id": "int", "term": "string", "df": "int",
                                                       "idf": "float", "w0": "float"}, "vocabulary")
         V = vt.num_rows
@@ -429,6 +436,42 @@ class BM25Index:
                     client=client, shards=futures)
         index._shard_nonnegative = all(i[3] for i in infos)
         return index
+
+    @classmethod
+    def _load_segments(cls, path: Path, meta: dict, N: int, avgdl: float, variant: str, k1: float, delta: float,
+                       be: str, client) -> "BM25Index":
+        """:meth:`load` of a segmented index (``index_format`` 2): the segments listed in index.json, merged
+        in their order, weighted from the global N, avgdl and df (:mod:`cutext.stages.engines.segments`)."""
+        import scipy.sparse as sp
+
+        mf = path / "index.json"
+        names = meta.get("segments")
+        if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
+                                                  for n in names):
+            raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
+        if client is not None:
+            raise ValueError("BM25Index.load(client=...): sharded search of a segmented index (index_format 2) "
+                             "is not available yet; load it without a client")
+        merged = segments.merge_segments([path / "segments" / n for n in names])
+        if merged.n_docs != N:
+            raise art.ArtifactError(f"{mf}: N={N}, the segments hold {merged.n_docs} documents")
+        if N and not math.isclose(merged.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12):
+            raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({merged.avgdl})")
+        try:
+            w = segments.segment_weights(merged, variant=variant, k1=k1, b=float(meta.get("b", 0.4)), delta=delta)
+        except ValueError as exc:
+            raise art.ArtifactError(f"{mf}: {exc}") from None
+        w0 = w.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
+        data = w.weight
+        if np.any(w0):  # store w - w0; search adds the w0 of every query term back
+            t = merged.term_ids()
+            for a in range(0, len(data), 1 << 22):
+                data[a:a + (1 << 22)] -= w0[t[a:a + (1 << 22)]]
+            del t
+        V = len(merged.vocab)
+        M = sp.csr_matrix((data, merged.doc, merged.indptr), shape=(V + 1, N), copy=False)
+        source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
+        return cls(path, meta, merged.vocab, merged.df, w.idf, w0, source_ids, merged.lengths, _to_backend(M, be), be)
 
     # -- queries
     def query_matrix(self, texts, n_threads: int | None = None):

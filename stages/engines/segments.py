@@ -49,7 +49,8 @@ from cutext.stages.runtime import checksums
 from cutext.stages.text import bm25 as bm25_stage
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
-           "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "postings_bytes"]
+           "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
+           "postings_bytes"]
 
 KIND = "cutext.segment"
 FORMAT = 1
@@ -716,3 +717,40 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
     return {"terms": vocab.take(pa.array(ids.astype(np.int64) - 1)), "df": df,
             "doc": (d - doc_lo).astype(np.int32), "tf": f.astype(np.int32, copy=False), "lengths": lengths,
             "source_ids": source_ids}
+
+
+def write_partition_segment(counts, docs, vocab, folder) -> dict:
+    """One segment from a partition of the count stage and the same partition of the document table:
+    the bm25 pipeline's segmented writer, run by the worker that holds the partition (no postings move
+    between workers; the vocabulary's strings are the one O(V) input every writer shares).
+
+    Parameters
+    ----------
+    counts : pandas or cudf DataFrame
+        ``(term_id, doc_id, tf, dl)`` of the partition's documents (:func:`segments_from_counts`).
+    docs : pandas or cudf DataFrame
+        ``(doc_id, source_id, replaced)`` of the partition, doc ids consecutive and ascending (the read
+        stage numbers them so).
+    vocab : pyarrow string array, shape (V,)
+    folder : str or os.PathLike
+        New or empty.
+
+    Returns
+    -------
+    dict
+        The segment's ``segment.json`` and ``doc_lo`` (its first global doc id) and ``replaced`` (U+FFFD
+        replacements of its documents).
+
+    Raises
+    ------
+    ValueError
+        Doc ids that are not consecutive; see :func:`segments_from_counts`, :func:`write_segment`.
+    """
+    docs = to_host(docs)
+    ids = docs["doc_id"].to_numpy()
+    lo, hi = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
+    if hi - lo != len(ids) or (len(ids) and not (np.diff(ids) == 1).all()):
+        raise ValueError(f"{folder}: the partition's doc ids are not consecutive ({len(ids)} ids in [{lo}, {hi}))")
+    source_ids = pa.array(docs["source_id"].to_numpy(dtype=object), pa.large_string())
+    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi))
+    return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)

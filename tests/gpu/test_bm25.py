@@ -103,6 +103,27 @@ def test_cacm_index_gpu_equals_cpu(tmp_path, data_dir):
     assert_same_index(read_index(cpu.path), read_index(gpu.path))
 
 
+def test_segmented_index_gpu_equals_cpu(tmp_path, data_dir):
+    """index_format=2 built on the GPU (segments written from cudf partitions) loads to the matrix, statistics
+    and results of the CPU's segmented index and of the CPU's format-1 index."""
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    src = data_dir / "cacm" / "cacm.json"
+    v1 = _build(src, tmp_path / "v1", backend="cpu", **ANALYSIS)
+    cpu = _build(src, tmp_path / "cpu", backend="cpu", index_format=2, **ANALYSIS)
+    gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", index_format=2, **ANALYSIS)
+    assert gpu.counts == cpu.counts == v1.counts
+    ref = BM25Index.load(v1.path, backend="cpu")
+    for r in (cpu, gpu):
+        got = BM25Index.load(r.path, backend="cpu")
+        assert got.vocab.equals(ref.vocab) and list(got.source_ids) == list(ref.source_ids)
+        for k in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(got.matrix, k), getattr(ref.matrix, k), err_msg=k)
+    queries = ["parallel sorting algorithms", "compiler optimization of loops"]
+    pd.testing.assert_frame_equal(BM25Index.load(gpu.path, backend="gpu").search(queries, k=10),
+                                  ref.search(queries, k=10))
+
+
 @pytest.fixture(scope="module")
 def news_dir(tmp_path_factory):
     d = datasets.default_data_dir()
