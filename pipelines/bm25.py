@@ -16,6 +16,7 @@ import contextlib
 import io
 import functools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -483,7 +484,11 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info) -> tuple[int, list
     vocab = shared_key(idx.vocab, info.client)  # the one O(V) input of every writer
     tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
              for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
-    metas = compute_all(tasks, info)
+    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
+    in_flight = (dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1) if info.client is None
+                 else contextlib.nullcontext())
+    with in_flight:
+        metas = compute_all(tasks, info)
     if spill is not None:
         import shutil
 
