@@ -6,6 +6,7 @@ engines of :mod:`cutext.stages.engines.search`.  Built by the ``bm25`` pipeline
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -251,6 +252,17 @@ def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w
     return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
 
 
+def _load_segment_shard(folders: list, terms, lo: int, hi: int, backend: str, fn, w0) -> _Shard:
+    """Worker side of a segmented :meth:`BM25Index.load` with a client: a consecutive run of segments
+    (``terms``: the index's global statistics, ``term_ids`` of this run) as the shard of documents
+    ``[lo, hi)``, weighted on this worker's device."""
+    be = resolve_backend(backend, needs=ARRAY_STACK)
+    segs = [segments.read_segment(Path(f), verify=False) for f in folders]
+    merged = segments.merge_segments(segs, terms=terms)
+    del segs
+    return _Shard(lo, hi, _segment_matrix(merged, fn, w0, be), be)
+
+
 def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
     """Worker side of a sharded search: the shard's top k, doc ids made global."""
     doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads)
@@ -275,6 +287,40 @@ def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
     cuts = [0] + [int(np.searchsorted(cum, cum[-1] * i / n_shards, side="right")) for i in range(1, n_shards)] + [N]
     cuts = sorted(set(min(max(c, 0), N) for c in cuts))
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
+    """The CSR (V + 1, N) float32 of ``w - w0`` of merged segments (``fn``: the corpus's weight function),
+    scipy on the host or, for ``be == "gpu"``, cupyx with the weights computed on the device (the same
+    formulas on the same operands: the same bits as the host)."""
+    V, N = len(merged.indptr) - 2, len(merged.lengths)
+    if be != "gpu":
+        import scipy.sparse as sp
+
+        t = merged.term_ids()
+        data = np.empty(len(t), np.float32)
+        for a in range(0, len(t), block):  # elementwise formulas: blocks give the same bits
+            e = a + block
+            data[a:e] = fn.weights(t[a:e], merged.tf[a:e], merged.lengths[merged.doc[a:e]])
+            if np.any(w0):  # store w - w0; search adds the w0 of every query term back
+                data[a:e] -= w0[t[a:e]]
+        return sp.csr_matrix((data, merged.doc, merged.indptr), shape=(V + 1, N), copy=False)
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    indptr = cupy.asarray(merged.indptr)
+    doc, tf, lengths = cupy.asarray(merged.doc), cupy.asarray(merged.tf), cupy.asarray(merged.lengths)
+    w0_d = cupy.asarray(w0)
+    data = cupy.empty(len(doc), np.float32)
+    for a in range(0, len(doc), block):
+        e = min(a + block, len(doc))
+        t = (cupy.searchsorted(indptr, cupy.arange(a, e, dtype=np.int64), side="right") - 1).astype(np.int32)
+        data[a:e] = fn.weights(t, tf[a:e], lengths[doc[a:e]])
+        if np.any(w0):
+            data[a:e] -= w0_d[t]
+    del tf, lengths
+    return csp.csr_matrix((data, doc.astype(np.int32), indptr.astype(np.int32) if len(doc) < 2**31 else indptr),
+                          shape=(V + 1, N))
 
 
 class BM25Index:
@@ -440,38 +486,77 @@ class BM25Index:
     @classmethod
     def _load_segments(cls, path: Path, meta: dict, N: int, avgdl: float, variant: str, k1: float, delta: float,
                        be: str, client) -> "BM25Index":
-        """:meth:`load` of a segmented index (``index_format`` 2): the segments listed in index.json, merged
-        in their order, weighted from the global N, avgdl and df (:mod:`cutext.stages.engines.segments`)."""
-        import scipy.sparse as sp
+        """:meth:`load` of a segmented index (``index_format`` 2): the segments listed in index.json, read on
+        a thread each and merged in their order, weighted from the global N, avgdl and df
+        (:mod:`cutext.stages.engines.segments`; on the GPU backend the weights are computed on the device)."""
+        from concurrent.futures import ThreadPoolExecutor
 
         mf = path / "index.json"
         names = meta.get("segments")
         if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
                                                   for n in names):
             raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
+        folders = [path / "segments" / n for n in names]
         if client is not None:
-            raise ValueError("BM25Index.load(client=...): sharded search of a segmented index (index_format 2) "
-                             "is not available yet; load it without a client")
-        merged = segments.merge_segments([path / "segments" / n for n in names])
+            return cls._load_segment_shards(path, meta, folders, N, avgdl, variant, k1, delta, be, client)
+        # the commit's manifest already holds (and load verified) every segment file's CRC32
+        with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:
+            segs = list(pool.map(lambda f: segments.read_segment(f, verify=False), folders))
+        merged = segments.merge_segments(segs)
+        del segs
         if merged.n_docs != N:
             raise art.ArtifactError(f"{mf}: N={N}, the segments hold {merged.n_docs} documents")
         if N and not math.isclose(merged.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12):
             raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({merged.avgdl})")
         try:
-            w = segments.segment_weights(merged, variant=variant, k1=k1, b=float(meta.get("b", 0.4)), delta=delta)
+            fn = bm25_stage.corpus_weights(merged.df, N, merged.terms.sum_dl, variant, k1, float(meta.get("b", 0.4)),
+                                           delta)
         except ValueError as exc:
             raise art.ArtifactError(f"{mf}: {exc}") from None
-        w0 = w.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
-        data = w.weight
-        if np.any(w0):  # store w - w0; search adds the w0 of every query term back
-            t = merged.term_ids()
-            for a in range(0, len(data), 1 << 22):
-                data[a:a + (1 << 22)] -= w0[t[a:a + (1 << 22)]]
-            del t
+        w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
         V = len(merged.vocab)
-        M = sp.csr_matrix((data, merged.doc, merged.indptr), shape=(V + 1, N), copy=False)
+        M = _segment_matrix(merged, fn, w0, be)
         source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
-        return cls(path, meta, merged.vocab, merged.df, w.idf, w0, source_ids, merged.lengths, _to_backend(M, be), be)
+        return cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)
+
+    @classmethod
+    def _load_segment_shards(cls, path: Path, meta: dict, folders: list, N: int, avgdl: float, variant: str,
+                             k1: float, delta: float, be: str, client) -> "BM25Index":
+        """:meth:`load` of a segmented index with a client: the global statistics from every segment's terms
+        and documents here (O(vocabulary + documents)), then each worker reads a consecutive run of
+        segments (about equal postings) and weighs its postings on its own device."""
+        mf = path / "index.json"
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise ValueError("BM25Index.load(client=...): the client has no workers")
+        heads = [segments.read_segment(f, verify=False, postings=False) for f in folders]
+        mt = segments.merge_terms(heads)
+        if mt.n_docs != N or (N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12)):
+            raise art.ArtifactError(f"{mf}: N={N}, avgdl={avgdl}; the segments hold {mt.n_docs} documents of "
+                                    f"mean length {mt.avgdl}")
+        try:
+            fn = bm25_stage.corpus_weights(mt.df, N, mt.sum_dl, variant, k1, float(meta.get("b", 0.4)), delta)
+        except ValueError as exc:
+            raise art.ArtifactError(f"{mf}: {exc}") from None
+        w0 = fn.w0.astype(np.float32)
+        lengths = (np.concatenate([h.lengths for h in heads]).astype(np.int32) if heads else np.zeros(0, np.int32))
+        source_ids = (pa.concat_arrays([h.source_ids.cast(pa.string()) for h in heads]).to_numpy(zero_copy_only=False)
+                      .astype(object) if heads else np.zeros(0, object))
+        runs = shard_ranges(np.array([h.n_postings for h in heads], np.int64), len(workers))
+        futures = []
+        for (a, e), w in zip(runs, workers):
+            run_terms = segments.MergedTerms(mt.vocab, mt.df, mt.n_docs, mt.sum_dl, mt.doc_base[a:e + 1],
+                                             mt.term_ids[a:e])
+            lo, hi = int(mt.doc_base[a]), int(mt.doc_base[e])
+            f = client.submit(_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], run_terms, lo, hi, be,
+                              fn, w0, workers=[w], allow_other_workers=False, pure=False)
+            futures.append((lo, hi, w, f))
+        infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
+                               for _, _, w, f in futures])
+        index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths, None,
+                    ",".join(sorted({i[2] for i in infos})), client=client, shards=futures)
+        index._shard_nonnegative = all(i[3] for i in infos)
+        return index
 
     # -- queries
     def query_matrix(self, texts, n_threads: int | None = None):

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cutext.kernels.backend import to_host
+from cutext.kernels.backend import array_module, is_gpu_object, to_host, values
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
 from cutext.stages.text import bm25 as bm25_stage
@@ -144,8 +144,14 @@ def _as_strings(values, typ, what: str) -> pa.Array:
         raise ValueError(f"{what}: not castable to {typ} ({exc})") from None
 
 
-def _as_ints(values, what: str) -> np.ndarray:
-    """A 1-d numpy integer array from numpy, cupy, pandas, cudf or pyarrow (no copy where possible)."""
+def _as_ints(values, what: str, device: bool = False):
+    """A 1-d integer array from numpy, cupy, pandas, cudf or pyarrow (no copy where possible): numpy, or
+    with ``device`` a cupy array stays one (cudf columns give their cupy array)."""
+    if device and is_gpu_object(values):
+        a = values.values if hasattr(values, "values") and not hasattr(values, "__cuda_array_interface__") else values
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError(f"{what}: expected a 1-d integer array, got dtype {a.dtype} and shape {a.shape}")
+        return a
     values = to_host(values)
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         values = values.to_numpy()
@@ -165,18 +171,33 @@ def _ascending_within_terms(doc: np.ndarray, offsets: np.ndarray) -> bool:
     """Whether ``doc`` strictly increases inside every term's run of postings."""
     if len(doc) < 2:
         return True
+    xp = array_module(doc)
     up = doc[1:] > doc[:-1]
-    starts = offsets[1:-1]
+    starts = xp.asarray(offsets[1:-1])
     starts = starts[(starts > 0) & (starts < len(doc))]
     up[starts - 1] = True  # a term's first posting may be below the previous term's last
     return bool(up.all())
 
 
 def _write_parquet(folder: Path, name: str, columns: dict) -> None:
-    """``folder/name`` written under a temporary name and renamed."""
-    table = pa.table(columns, schema=_SCHEMAS[name])
+    """``folder/name`` written under a temporary name and renamed; device (cupy) columns are encoded by
+    cudf with the same encodings and codec, into host memory (then written through the page cache)."""
     dictionary, encoding = _ENCODINGS[name]
     tmp = folder / f".{name}.tmp"
+    if any(is_gpu_object(c) for c in columns.values()):
+        import io
+
+        import cudf
+
+        enc = dict(encoding, **{c: "DICTIONARY" for c in dictionary})
+        buf = io.BytesIO()
+        cudf.DataFrame(columns).to_parquet(buf, index=False, compression=COMPRESSION.upper(), column_encoding=enc,
+                                           statistics="NONE")
+        with open(tmp, "wb") as fh:
+            fh.write(buf.getbuffer())
+        os.replace(tmp, folder / name)
+        return
+    table = pa.table(columns, schema=_SCHEMAS[name])
     # no statistics: min/max of local doc numbers or of terms prune nothing for a reader of whole files
     pq.write_table(table, tmp, use_dictionary=dictionary, column_encoding=encoding, compression=COMPRESSION,
                    write_statistics=False)
@@ -187,8 +208,9 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
     """Write one immutable segment (module docstring for the layout).
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
-    scoring from global statistics).  Host arrays are written as they are; cupy / cudf inputs are
-    copied to the host first (:func:`cutext.kernels.backend.to_host`).
+    scoring from global statistics).  Host arrays are written by pyarrow; cupy / cudf ``doc`` and ``tf``
+    are checked on the device and their postings file encoded by cudf (the same encodings and codec,
+    read back alike); terms and documents go through the host.
 
     Parameters
     ----------
@@ -228,8 +250,10 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise FileExistsError(f"{folder}: a segment is written once, into a new or empty folder")
     terms = _as_strings(terms, pa.large_string(), "terms")
-    df, doc, tf = _as_ints(df, "df"), _as_ints(doc, "doc"), _as_ints(tf, "tf")
-    lengths = _as_ints(lengths, "lengths")
+    doc, tf = _as_ints(doc, "doc", device=True), _as_ints(tf, "tf", device=True)
+    df, lengths = _as_ints(df, "df", device=True), _as_ints(lengths, "lengths", device=True)
+    xp = array_module(doc)
+    df, tf, lengths = xp.asarray(df), xp.asarray(tf), xp.asarray(lengths)
     source_ids = _as_strings(source_ids, pa.string(), "source_ids")
     n_docs, n_terms, n_postings = len(lengths), len(terms), len(doc)
     if len(df) != n_terms or len(tf) != n_postings or len(source_ids) != n_docs:
@@ -244,8 +268,9 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
         raise ValueError(f"terms must be strictly ascending by UTF-8 bytes: {terms[i].as_py()!r} at {i} "
                          f"is followed by {terms[i + 1].as_py()!r}")
     _check_in(df, 1, _INT32_MAX, "df")
-    offsets = _offsets(df.astype(np.int64, copy=False))
-    if offsets[-1] != n_postings:
+    offsets = xp.zeros(n_terms + 1, np.int64)
+    xp.cumsum(df, out=offsets[1:])
+    if int(offsets[-1]) != n_postings:
         raise ValueError(f"df sums to {int(offsets[-1])}, but there are {n_postings} postings")
     _check_in(doc, 0, n_docs - 1, "doc")
     _check_in(tf, 1, _INT32_MAX, "tf")
@@ -253,14 +278,14 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
     if not _ascending_within_terms(doc, offsets):
         raise ValueError("doc must be strictly ascending within each term (term-major postings)")
     if n_postings:  # lengths that belong to other documents (a shifted slice) show here
-        tf_sum = np.bincount(doc, weights=tf, minlength=n_docs)
-        if (tf_sum > lengths).any():
-            i = int(np.flatnonzero(tf_sum > lengths)[0])
+        tf_sum = xp.bincount(doc, weights=tf, minlength=n_docs)
+        if bool((tf_sum > lengths).any()):
+            i = int(xp.flatnonzero(tf_sum > lengths)[0])
             raise ValueError(f"document {i} has tf summing to {int(tf_sum[i])} but length {int(lengths[i])}")
     folder.mkdir(parents=True, exist_ok=True)
-    _write_parquet(folder, TERMS, {"term": terms, "df": df.astype(np.int32, copy=False)})
+    _write_parquet(folder, TERMS, {"term": terms, "df": to_host(df).astype(np.int32, copy=False)})
     _write_parquet(folder, POSTINGS, {"doc": doc.astype(np.int32, copy=False), "tf": tf.astype(np.int32, copy=False)})
-    _write_parquet(folder, DOCS, {"source_id": source_ids, "length": lengths.astype(np.int32, copy=False)})
+    _write_parquet(folder, DOCS, {"source_id": source_ids, "length": to_host(lengths).astype(np.int32, copy=False)})
     meta = {"kind": KIND, "format": FORMAT, "n_docs": n_docs, "n_terms": n_terms, "n_postings": n_postings,
             "sum_dl": int(lengths.sum(dtype=np.int64)), "compression": COMPRESSION}
     tmp = folder / f".{MANIFEST}.tmp"
@@ -529,7 +554,7 @@ class MergedSegments:
         return np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))
 
 
-def merge_segments(segments) -> MergedSegments:
+def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments:
     """Lay segments end to end in commit order and merge their postings into one term-major CSR.
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
@@ -541,6 +566,10 @@ def merge_segments(segments) -> MergedSegments:
     ----------
     segments : sequence of Segment or folder paths
         In commit order.
+    terms : MergedTerms, optional
+        The global statistics of a larger index that ``segments`` are a consecutive run of (a shard), with
+        ``term_ids`` those of ``segments``: the CSR's rows are the global term ids, its doc ids count from
+        the run's first document (default: :func:`merge_terms` of ``segments``).
 
     Returns
     -------
@@ -556,14 +585,23 @@ def merge_segments(segments) -> MergedSegments:
     segs = _segments(segments, postings=True)
     if any(s.doc is None for s in segs):
         raise ValueError("merge_segments needs the segments' postings (read_segment(..., postings=True))")
-    mt = merge_terms(segs)
-    indptr = np.zeros(len(mt.df) + 1, np.int64)
-    np.cumsum(mt.df, out=indptr[1:])
+    mt = merge_terms(segs) if terms is None else terms
+    if len(mt.term_ids) != len(segs):
+        raise ValueError(f"terms maps {len(mt.term_ids)} segments, {len(segs)} given")
+    rows = mt.df
+    if terms is not None:  # a run of a larger index: the rows hold these segments' postings only
+        rows = np.zeros(len(mt.df), np.int64)
+        for seg, g in zip(segs, mt.term_ids):
+            rows[g] += seg.df
+    n = np.array([seg.n_docs for seg in segs], np.int64)
+    bases = np.concatenate([[0], np.cumsum(n)[:-1]]) if len(segs) else n
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(rows, out=indptr[1:])
     n_postings = int(indptr[-1])
-    doc = np.empty(n_postings, np.int32 if mt.n_docs <= _INT32_MAX else np.int64)
+    doc = np.empty(n_postings, np.int32 if int(n.sum()) <= _INT32_MAX else np.int64)
     tf = np.empty(n_postings, np.int32)
     fill = indptr[:-1].copy()  # next free slot of each term id
-    for s, g, base in zip(segs, mt.term_ids, mt.doc_base[:-1]):
+    for s, g, base in zip(segs, mt.term_ids, bases):
         if not s.n_postings:
             continue
         start = fill[g]
@@ -673,7 +711,6 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
         (term, doc) pair, ``dl`` that differs between rows of one document, or ``lengths`` /
         ``source_ids`` of another length.
     """
-    counts = to_host(counts)
     need = {"term_id", "doc_id", "tf"} | ({"dl"} if lengths is None else set())
     if not need <= set(counts.columns):
         raise ValueError(f"counts needs columns {sorted(need)}, has {list(counts.columns)}")
@@ -681,20 +718,19 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
     if n_docs < 0:
         raise ValueError(f"doc_hi {doc_hi} < doc_lo {doc_lo}")
     vocab = _as_strings(vocab, pa.large_string(), "vocab")
-    t = counts["term_id"].to_numpy()
-    d = counts["doc_id"].to_numpy()
-    f = counts["tf"].to_numpy()
-    dl = counts["dl"].to_numpy() if lengths is None else None
+    t, d, f = values(counts["term_id"]), values(counts["doc_id"]), values(counts["tf"])
+    dl = values(counts["dl"]) if lengths is None else None
+    xp = array_module(t)
     known = t != 0
-    if not known.all():
+    if not bool(known.all()):
         t, d, f = t[known], d[known], f[known]
         dl = dl[known] if dl is not None else None
     _check_in(d, doc_lo, doc_hi - 1, "doc_id")
     _check_in(t, 1, len(vocab), "term_id")
     if lengths is None:
-        lengths = np.zeros(n_docs, np.int32)
+        lengths = xp.zeros(n_docs, np.int32)
         lengths[d - doc_lo] = dl
-        if not np.array_equal(lengths[d - doc_lo], dl):
+        if not bool(xp.array_equal(lengths[d - doc_lo], dl)):
             raise ValueError("dl differs between rows of one document")
     else:
         lengths = _as_ints(lengths, "lengths").astype(np.int32, copy=False)
@@ -703,18 +739,18 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
     n = len(t)
     if n > 1:
         same = t[1:] == t[:-1]
-        if not ((t[1:] > t[:-1]) | (same & (d[1:] > d[:-1]))).all():  # not term-major already
-            o = np.lexsort((d, t))
+        if not bool(((t[1:] > t[:-1]) | (same & (d[1:] > d[:-1]))).all()):  # not term-major already
+            o = xp.lexsort(xp.stack([d, t]))
             t, d, f = t[o], d[o], f[o]
             same = t[1:] == t[:-1]
-            if (same & (d[1:] == d[:-1])).any():
+            if bool((same & (d[1:] == d[:-1])).any()):
                 raise ValueError("counts repeat a (term_id, doc_id) pair")
-        starts = np.flatnonzero(np.concatenate([[True], ~same]))
+        starts = xp.flatnonzero(xp.concatenate([xp.ones(1, bool), ~same]))
     else:
-        starts = np.arange(n)
-    ids = t[starts]
-    df = np.diff(np.append(starts, n)).astype(np.int64)
-    return {"terms": vocab.take(pa.array(ids.astype(np.int64) - 1)), "df": df,
+        starts = xp.arange(n)
+    ids = to_host(t[starts]).astype(np.int64)
+    df = xp.diff(xp.concatenate([starts, xp.asarray([n])])).astype(np.int64)
+    return {"terms": vocab.take(pa.array(ids - 1)), "df": df,
             "doc": (d - doc_lo).astype(np.int32), "tf": f.astype(np.int32, copy=False), "lengths": lengths,
             "source_ids": source_ids}
 
