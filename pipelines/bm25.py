@@ -45,7 +45,8 @@ from cutext.stages.runtime.output import check_output_file
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
-from cutext.stages.engines.segments import write_partition_segment
+from cutext.stages.engines.segments import merge_terms, read_segment, write_partition_segment
+from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
@@ -269,6 +270,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         layout = {}
         if index_format == 2:
             replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info)
+            layout["next_segment"] = len(layout["segments"])
             avgdl = idx.n_tokens / idx.n_docs
         else:
             weights = _weights(idx, variant, k1, b, delta, per_file)
@@ -474,13 +476,13 @@ def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta,
     return replaced
 
 
-def _write_segments(tmp: Path, idx: _IndexInput, spill, info) -> tuple[int, list[str]]:
+def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) -> tuple[int, list[str]]:
     """The write stage of a segmented index: one segment a partition of the count stage, each written
     where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`); returns the
     replaced-bytes total and the segment names in document order."""
     folder = tmp / SEGMENTS_DIR
-    folder.mkdir()
-    names = [f"seg-{i:05d}" for i in range(idx.counts.npartitions)]
+    folder.mkdir(exist_ok=True)
+    names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
     vocab = shared_key(idx.vocab, info.client)  # the one O(V) input of every writer
     tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
              for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
@@ -497,6 +499,102 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info) -> tuple[int, list
     return sum(m["replaced"] for m in metas), [names[i] for i in order]
 
 
+def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
+                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
+                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
+    """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
+
+    The new documents are tokenized with the index's own tokenizer settings and written as segments after
+    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
+    links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
+    one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
+    commit is atomic: a reader sees the index before or after the append, never between.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, list, or a frame
+        The documents to add (the formats of :func:`build_index`).
+    index : str or os.PathLike
+        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+        Reader settings of the new documents, as for :func:`build_index`.
+    backend, client, scheduler, n_workers, progress
+        As for :func:`build_index`.
+
+    Returns
+    -------
+    RunResult
+        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        ``index`` is not a cutext bm25 index, or is a format-1 index (rebuild it with
+        ``index_format=2``), or its manifest is damaged.
+    CorpusError (ValueError), FileNotFoundError
+        As :func:`build_index` for the new documents.
+    OutputDirectoryError (FileExistsError)
+        ``index`` is an input of the append, or holds entries its manifest does not list.
+    """
+    old = art.read_manifest(Path(index), "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    if old.get("index_format", 1) != 2:
+        raise art.ArtifactError(f"{Path(index) / 'index.json'}: appending needs a segmented index; rebuild it "
+                                "with index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
+    tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path, *param_files(tok_cfg.stopwords)],
+                      progress=progress)
+    be = run.resolve_backend(backend)
+    default_blocksize = blocksize is None
+    blocksize = (GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE) if default_blocksize else blocksize
+    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
+                               id_column=id_column, encoding=encoding, storage_options=storage_options,
+                               glob=glob, max_ratio=max_ratio)
+    src = reopen(blocksize=blocksize)
+    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
+                                  n_workers=n_workers) as info, run.output() as tmp:
+        _link_segments(Path(index), tmp, old["segments"])
+        src, spill, _ = _spill_plan(src, reopen, blocksize, default_blocksize, src.input_bytes, info, tmp)
+        idx = _front_end(run, src, tok_cfg, info, spill, path)
+        first = int(old.get("next_segment", len(old["segments"])))
+        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
+        run.write_manifest(tmp, manifest)
+    return run.result(info.backend, info.scheduler, info.n_workers, counts,
+                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
+                       "tokenizer": old["tokenizer"]},
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
+def _link_segments(index: Path, tmp: Path, names: list) -> None:
+    """The index's segments in the new commit ``tmp`` as hard links (no byte copied; segments are immutable)."""
+    for n in names:
+        src, dst = index / SEGMENTS_DIR / n, tmp / SEGMENTS_DIR / n
+        dst.mkdir(parents=True)
+        for f in src.iterdir():
+            os.link(f, dst / f.name)
+
+
+def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
+                       timings: dict) -> tuple[dict, dict]:
+    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
+    and documents: O(vocabulary + documents))."""
+    segs = old["segments"] + names
+    heads = [read_segment(tmp / SEGMENTS_DIR / n, verify=False, postings=False) for n in segs]
+    mt = merge_terms(heads)
+    lengths = np.concatenate([h.lengths for h in heads])
+    oc = old.get("counts", {})
+    counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
+              "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
+              "appended_docs": idx.n_docs, "input_bytes": int(oc.get("input_bytes", 0)) + nbytes,
+              "partitions": len(segs)}
+    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
+    manifest = {"index_format": 2, "segments": segs, "next_segment": int(old.get("next_segment", len(old["segments"])))
+                + len(names), "N": mt.n_docs, "avgdl": mt.avgdl, **keep, "backend": info.backend,
+                "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
+    return manifest, counts
+
+
 # ----------------------------------------------------------------------------- command line
 
 def add_cli(sub) -> None:
@@ -508,12 +606,7 @@ def add_cli(sub) -> None:
     p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
     p.add_argument("--out", default=default_out("bm25"),
                    help="index directory to write (default: bm25-out, the one rule: <pipeline>-out)")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
-                   help="auto = GPU when cudf and a device are present (default: auto)")
-    p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
-                   help="auto = in-process for inputs under 256 MiB, else a local (CUDA) cluster")
-    p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
-    p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
+    _add_compute_options(p)
     p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
                    help="BM25 formula (default lucene)")
     p.add_argument("--index-format", type=int, default=1, choices=[1, 2],
@@ -527,23 +620,17 @@ def add_cli(sub) -> None:
     p.add_argument("--no-lowercase", action="store_true", help="keep case")
     p.add_argument("--min-len", type=int, default=1, help="drop tokens shorter than this (code points)")
     p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
-    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
-                   help="input format (auto: by suffix; a directory of other files, or a tar/zip archive "
-                        "= one document per file or member)")
-    p.add_argument("--text-column", action="append", default=None,
-                   help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
-    p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
-    p.add_argument("--blocksize", type=int, default=None,
-                   help="bytes per input partition (default 64 MiB on the CPU, 128 MiB on the GPU; under 1 MiB "
-                        "only while the input makes at most 1,000 partitions)")
-    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
-                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
-                        "patterns), on (always), off (never)")
-    p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
-    add_max_ratio_option(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress (bar or plain lines) on standard error")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_reader_options(p)
     p.set_defaults(cli_main=_cli_main)
+
+    p = sub.add_parser("bm25-append", help="append documents to a segmented BM25 index",
+                       description="Add documents to an index built with --index-format 2: new segments after the "
+                                   "old ones, with the index's own tokenizer and BM25 settings; the commit is atomic.")
+    p.add_argument("path", nargs="+", help="the documents to add: files, a directory, a glob or fsspec URLs")
+    p.add_argument("--index", required=True, help="the segmented index to append to")
+    _add_compute_options(p)
+    _add_reader_options(p)
+    p.set_defaults(cli_main=_append_cli_main)
 
     p = sub.add_parser("search", help="run queries against an index, write a TREC run",
                        description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag).")
@@ -563,23 +650,67 @@ def add_cli(sub) -> None:
     p.set_defaults(cli_main=_search_cli_main)
 
 
+def _add_compute_options(p) -> None:
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
+                   help="auto = GPU when cudf and a device are present (default: auto)")
+    p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
+                   help="auto = in-process for inputs under 256 MiB, else a local (CUDA) cluster")
+    p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
+    p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
+
+
+def _add_reader_options(p) -> None:
+    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
+                   help="input format (auto: by suffix; a directory of other files, or a tar/zip archive "
+                        "= one document per file or member)")
+    p.add_argument("--text-column", action="append", default=None,
+                   help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
+    p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
+    p.add_argument("--blocksize", type=int, default=None,
+                   help="bytes per input partition (default 64 MiB on the CPU, 128 MiB on the GPU; under 1 MiB "
+                        "only while the input makes at most 1,000 partitions)")
+    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
+                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
+                        "patterns), on (always), off (never)")
+    p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
+    add_max_ratio_option(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress (bar or plain lines) on standard error")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _cli_client(args):
+    """The ``distributed.Client`` of ``--scheduler-address``, or None."""
+    if not args.scheduler_address:
+        return None
+    from distributed import Client
+
+    return Client(args.scheduler_address)
+
+
+def _reader_kwargs(args) -> dict:
+    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
+    return {"format": args.format, "text_column": text_col, "id_column": args.id_column, "blocksize": args.blocksize,
+            "encoding": args.encoding, "max_ratio": args.max_ratio,
+            "glob": {"auto": None, "on": True, "off": False}[args.glob]}
+
+
+def _append_cli_main(args) -> int:
+    """``bm25-append PATH --index DIR``: add the documents, print the result (``--json``: as JSON)."""
+    path = args.path[0] if len(args.path) == 1 else args.path
+    r = append_index(path, args.index, backend=args.backend, scheduler=args.scheduler, n_workers=args.workers,
+                     client=_cli_client(args), progress=not args.no_progress, **_reader_kwargs(args))
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
 def _cli_main(args) -> int:
     """``bm25 PATH --out DIR ...``: build the index, print the result (``--json``: as JSON)."""
-    client = None
-    if args.scheduler_address:
-        from distributed import Client
-
-        client = Client(args.scheduler_address)
-    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
     path = args.path[0] if len(args.path) == 1 else args.path
     r = build_index(path, args.out, backend=args.backend, scheduler=args.scheduler,
-                    n_workers=args.workers, client=client, variant=args.variant, k1=args.k1, b=args.b,
+                    n_workers=args.workers, client=_cli_client(args), variant=args.variant, k1=args.k1, b=args.b,
                     delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
                     lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
-                    format=args.format, text_column=text_col, id_column=args.id_column,
-                    blocksize=args.blocksize, encoding=args.encoding, max_ratio=args.max_ratio,
-                    glob={"auto": None, "on": True, "off": False}[args.glob], index_format=args.index_format,
-                    progress=not args.no_progress)
+                    index_format=args.index_format, progress=not args.no_progress, **_reader_kwargs(args))
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 

@@ -514,7 +514,6 @@ class BM25Index:
         except ValueError as exc:
             raise art.ArtifactError(f"{mf}: {exc}") from None
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
-        V = len(merged.vocab)
         M = _segment_matrix(merged, fn, w0, be)
         source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
         return cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)

@@ -616,3 +616,51 @@ def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir
             pd.testing.assert_frame_equal(sharded.search(qs, k=25, engine=engine), one.search(qs, k=25))
         q = next(iter(qs.values()))
         np.testing.assert_array_equal(sharded.get_scores(q), one.get_scores(q))
+
+
+def test_append_equals_a_one_shot_build_of_all_documents(tmp_path, data_dir):
+    """Two appends to a segmented index (the second through the CLI) give the vocabulary, statistics, matrix
+    and results of one build of all the documents in order; old segments are linked, not rewritten."""
+    from cutext.pipelines.__main__ import main
+    from cutext.pipelines.bm25 import append_index
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    parts = {"all": lines, "a": lines[:1500], "b": lines[1500:2500], "c": lines[2500:]}
+    for name, ls in parts.items():
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(ls) + "\n", encoding="utf-8")
+    kw = dict(backend="cpu", progress=False, k1=0.9, b=0.4, variant="bm25+", **ANALYSIS)
+    one = pipelines.run("bm25", tmp_path / "all.jsonl", out=tmp_path / "one", index_format=2, **kw)
+    ix = pipelines.run("bm25", tmp_path / "a.jsonl", out=tmp_path / "ix", index_format=2, **kw)
+    first = sorted((ix.path / "segments").iterdir())[0] / "postings.parquet"
+    inode = first.stat().st_ino
+    r = append_index(tmp_path / "b.jsonl", ix.path, backend="cpu", progress=False)
+    assert r.counts["appended_docs"] == 1000 and r.counts["n_docs"] == 2500
+    assert first.stat().st_ino == inode  # linked into the new commit, not copied
+    assert main(["bm25-append", str(tmp_path / "c.jsonl"), "--index", str(ix.path), "--backend", "cpu",
+                 "--no-progress"]) == 0
+    meta = json.loads((ix.path / "index.json").read_text())
+    assert meta["N"] == len(lines) and meta["segments"] == ["seg-00000", "seg-00001", "seg-00002"]
+    assert meta["tokenizer"] == json.loads((one.path / "index.json").read_text())["tokenizer"]
+    a, b = BM25Index.load(one.path), BM25Index.load(ix.path)
+    assert a.vocab.equals(b.vocab) and list(a.source_ids) == list(b.source_ids)
+    for k in ("df", "idf", "w0", "lengths"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
+    for k in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(a.matrix, k), getattr(b.matrix, k), err_msg=k)
+    qs = dict(list(cacm_topics(data_dir).items())[:20])
+    pd.testing.assert_frame_equal(a.search(qs, k=10), b.search(qs, k=10))
+
+
+def test_append_refuses_a_format_1_index_and_leaves_it_whole(tmp_path, data_dir):
+    from cutext.pipelines.bm25 import append_index
+    from cutext.stages.runtime import artifacts as art
+
+    src = data_dir / "cacm" / "cacm.json"
+    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False)
+    before = sorted(p.name for p in v1.path.rglob("*"))
+    with pytest.raises(art.ArtifactError, match="index_format=2"):
+        append_index(src, v1.path, backend="cpu", progress=False)
+    assert sorted(p.name for p in v1.path.rglob("*")) == before
+    with pytest.raises(art.ArtifactNotFoundError):
+        append_index(src, tmp_path / "nothing", backend="cpu", progress=False)
