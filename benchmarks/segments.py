@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scheduler", default="auto")
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default="/tmp/cutext-segments")
+    ap.add_argument("--cluster-gpus", default="", help="also build on a LocalCUDACluster of these many GPUs, "
+                    "e.g. 1,2 (the in-process build is the baseline)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -51,17 +53,16 @@ def main(argv=None) -> int:
     elif not src.exists():
         bench.write_lines(corpus.texts, src, 2)
     kw = dict(backend=args.backend, format="lines", scheduler=args.scheduler, progress=False)
-    runs = {1: [], 2: []}
-    for i in range(args.repeats + 1):  # the first round warms both up (imports, kernels, caches)
-        for fmt in (1, 2):
-            out = work / f"index-{fmt}"
-            shutil.rmtree(out, ignore_errors=True)
-            t = time.perf_counter()
-            r = pipelines.run("bm25", str(src), out=str(out), index_format=fmt, **kw)
-            sec = time.perf_counter() - t
-            if i:
-                runs[fmt].append((sec, dict(r.timings), r.counts))
+    runs = _builds(pipelines, src, work, kw, args.repeats)
     rows = []
+    for n in [int(x) for x in args.cluster_gpus.split(",") if x]:
+        from dask_cuda import LocalCUDACluster
+        from distributed import Client
+
+        with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
+            ckw = dict(backend="gpu", format="lines", client=client, progress=False)
+            for fmt, rs in _builds(pipelines, src, work, ckw, args.repeats, f"-client{n}").items():
+                rows.append(_row(fmt, rs, f"client, {n} GPU(s)"))
     for fmt in (1, 2):
         out = work / f"index-{fmt}"
         loads = []
@@ -72,22 +73,54 @@ def main(argv=None) -> int:
         counts = runs[fmt][-1][2]
         stages = {k: round(statistics.median(r[1][k] for r in runs[fmt]), 3) for k in runs[fmt][0][1]}
         nbytes = _bytes(out)
-        rows.append({"index_format": fmt, "build_s": round(statistics.median(r[0] for r in runs[fmt]), 3),
-                     "builds_s": [round(r[0], 3) for r in runs[fmt]], "stages_s": stages,
-                     "input_bytes": counts["input_bytes"], "n_postings": counts["n_postings"],
-                     "index_bytes": nbytes, "bytes_per_posting": round(nbytes / counts["n_postings"], 3),
-                     "load_s": round(statistics.median(loads), 3)})
+        rows.insert(fmt - 1, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
+                                  bytes_per_posting=round(nbytes / counts["n_postings"], 3),
+                                  load_s=round(statistics.median(loads), 3)))
     print(f"\n{args.backend}, {rows[0]['input_bytes'] / 1e9:.3f} GB of text, {rows[0]['n_postings']:,} postings, "
           f"medians of {args.repeats}")
-    print("| format | build s | GB/s | stages s | index MB | bytes / posting | load s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| where | format | build s | GB/s | stages s | moved between workers MB | index MB | bytes / posting | load s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         st = ", ".join(f"{k} {v}" for k, v in r["stages_s"].items())
-        print(f"| {r['index_format']} | {r['build_s']} | {r['input_bytes'] / 1e9 / r['build_s']:.3f} | {st} | "
-              f"{r['index_bytes'] / 1e6:.1f} | {r['bytes_per_posting']} | {r['load_s']} |")
+        mb = f"{r['index_bytes'] / 1e6:.1f}" if "index_bytes" in r else ""
+        print(f"| {r['where']} | {r['index_format']} | {r['build_s']} | {r['input_bytes'] / 1e9 / r['build_s']:.3f} | "
+              f"{st} | {r['moved_bytes'] / 1e6:.1f} | {mb} | {r.get('bytes_per_posting', '')} | {r.get('load_s', '')} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"backend": args.backend, "rows": rows}, indent=2))
     return 0
+
+
+def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str = "") -> dict:
+    """Builds of both formats alternated: ``{format: [(seconds, timings, counts)]}``; the first round warms
+    both up (imports, kernels, caches) and is not kept."""
+    runs = {1: [], 2: []}
+    for i in range(repeats + 1):
+        for fmt in (1, 2):
+            out = work / f"index{tag}-{fmt}"
+            shutil.rmtree(out, ignore_errors=True)
+            moved0 = _moved(kw.get("client"))
+            t = time.perf_counter()
+            r = pipelines.run("bm25", str(src), out=str(out), index_format=fmt, **kw)
+            sec = time.perf_counter() - t
+            if i:
+                runs[fmt].append((sec, dict(r.timings), dict(r.counts, moved_bytes=_moved(kw.get("client")) - moved0)))
+    return runs
+
+
+def _moved(client) -> int:
+    """Bytes the client's workers have sent to each other so far (distributed's transfer counters)."""
+    if client is None:
+        return 0
+    return sum(client.run(lambda dask_worker: int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))).values())
+
+
+def _row(fmt: int, runs: list, where: str) -> dict:
+    counts = runs[-1][2]
+    return {"where": where, "index_format": fmt, "build_s": round(statistics.median(r[0] for r in runs), 3),
+            "builds_s": [round(r[0], 3) for r in runs],
+            "stages_s": {k: round(statistics.median(r[1][k] for r in runs), 3) for k in runs[0][1]},
+            "input_bytes": counts["input_bytes"], "n_postings": counts["n_postings"],
+            "moved_bytes": int(statistics.median(r[2]["moved_bytes"] for r in runs))}
 
 
 if __name__ == "__main__":
