@@ -13,8 +13,9 @@ import importlib
 import sys
 
 # The registry, in the order the subcommands are listed by ``--help``: ``bm25`` registers
-# ``bm25`` and ``search``; ``evaluate`` registers ``evaluate``; each other pipeline its own name.
-CLI_MODULES = ("bm25", "evaluate", "ngram", "cluster", "lda")
+# ``bm25`` and ``search``, ``bm25_index_ops`` the index maintenance (``bm25-append``, ``bm25-delete``,
+# ``bm25-compact``); ``evaluate`` registers ``evaluate``; each other pipeline its own name.
+CLI_MODULES = ("bm25", "bm25_index_ops", "evaluate", "ngram", "cluster", "lda")
 
 
 def _cli_modules():

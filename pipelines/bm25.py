@@ -45,8 +45,7 @@ from cutext.stages.runtime.output import check_output_file
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
-from cutext.stages.engines.segments import merge_terms, read_segment, write_partition_segment
-from cutext.stages.runtime import artifacts as art
+from cutext.stages.engines.segments import (write_partition_segment)
 from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
@@ -499,102 +498,6 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) ->
     return sum(m["replaced"] for m in metas), [names[i] for i in order]
 
 
-def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
-                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
-    """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
-
-    The new documents are tokenized with the index's own tokenizer settings and written as segments after
-    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
-    links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
-    one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
-    commit is atomic: a reader sees the index before or after the append, never between.
-
-    Parameters
-    ----------
-    path : str, os.PathLike, list, or a frame
-        The documents to add (the formats of :func:`build_index`).
-    index : str or os.PathLike
-        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings of the new documents, as for :func:`build_index`.
-    backend, client, scheduler, n_workers, progress
-        As for :func:`build_index`.
-
-    Returns
-    -------
-    RunResult
-        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
-
-    Raises
-    ------
-    ArtifactError (ValueError)
-        ``index`` is not a cutext bm25 index, or is a format-1 index (rebuild it with
-        ``index_format=2``), or its manifest is damaged.
-    CorpusError (ValueError), FileNotFoundError
-        As :func:`build_index` for the new documents.
-    OutputDirectoryError (FileExistsError)
-        ``index`` is an input of the append, or holds entries its manifest does not list.
-    """
-    old = art.read_manifest(Path(index), "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
-    if old.get("index_format", 1) != 2:
-        raise art.ArtifactError(f"{Path(index) / 'index.json'}: appending needs a segmented index; rebuild it "
-                                "with index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
-    tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
-    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path, *param_files(tok_cfg.stopwords)],
-                      progress=progress)
-    be = run.resolve_backend(backend)
-    default_blocksize = blocksize is None
-    blocksize = (GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE) if default_blocksize else blocksize
-    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
-                               id_column=id_column, encoding=encoding, storage_options=storage_options,
-                               glob=glob, max_ratio=max_ratio)
-    src = reopen(blocksize=blocksize)
-    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
-                                  n_workers=n_workers) as info, run.output() as tmp:
-        _link_segments(Path(index), tmp, old["segments"])
-        src, spill, _ = _spill_plan(src, reopen, blocksize, default_blocksize, src.input_bytes, info, tmp)
-        idx = _front_end(run, src, tok_cfg, info, spill, path)
-        first = int(old.get("next_segment", len(old["segments"])))
-        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
-        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
-        run.write_manifest(tmp, manifest)
-    return run.result(info.backend, info.scheduler, info.n_workers, counts,
-                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
-                       "tokenizer": old["tokenizer"]},
-                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
-                                "postings": counts["n_postings"]})
-
-
-def _link_segments(index: Path, tmp: Path, names: list) -> None:
-    """The index's segments in the new commit ``tmp`` as hard links (no byte copied; segments are immutable)."""
-    for n in names:
-        src, dst = index / SEGMENTS_DIR / n, tmp / SEGMENTS_DIR / n
-        dst.mkdir(parents=True)
-        for f in src.iterdir():
-            os.link(f, dst / f.name)
-
-
-def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
-                       timings: dict) -> tuple[dict, dict]:
-    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
-    and documents: O(vocabulary + documents))."""
-    segs = old["segments"] + names
-    heads = [read_segment(tmp / SEGMENTS_DIR / n, verify=False, postings=False) for n in segs]
-    mt = merge_terms(heads)
-    lengths = np.concatenate([h.lengths for h in heads])
-    oc = old.get("counts", {})
-    counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
-              "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
-              "appended_docs": idx.n_docs, "input_bytes": int(oc.get("input_bytes", 0)) + nbytes,
-              "partitions": len(segs)}
-    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
-    manifest = {"index_format": 2, "segments": segs, "next_segment": int(old.get("next_segment", len(old["segments"])))
-                + len(names), "N": mt.n_docs, "avgdl": mt.avgdl, **keep, "backend": info.backend,
-                "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
-    return manifest, counts
-
-
 # ----------------------------------------------------------------------------- command line
 
 def add_cli(sub) -> None:
@@ -622,15 +525,6 @@ def add_cli(sub) -> None:
     p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
     _add_reader_options(p)
     p.set_defaults(cli_main=_cli_main)
-
-    p = sub.add_parser("bm25-append", help="append documents to a segmented BM25 index",
-                       description="Add documents to an index built with --index-format 2: new segments after the "
-                                   "old ones, with the index's own tokenizer and BM25 settings; the commit is atomic.")
-    p.add_argument("path", nargs="+", help="the documents to add: files, a directory, a glob or fsspec URLs")
-    p.add_argument("--index", required=True, help="the segmented index to append to")
-    _add_compute_options(p)
-    _add_reader_options(p)
-    p.set_defaults(cli_main=_append_cli_main)
 
     p = sub.add_parser("search", help="run queries against an index, write a TREC run",
                        description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag).")
@@ -692,15 +586,6 @@ def _reader_kwargs(args) -> dict:
     return {"format": args.format, "text_column": text_col, "id_column": args.id_column, "blocksize": args.blocksize,
             "encoding": args.encoding, "max_ratio": args.max_ratio,
             "glob": {"auto": None, "on": True, "off": False}[args.glob]}
-
-
-def _append_cli_main(args) -> int:
-    """``bm25-append PATH --index DIR``: add the documents, print the result (``--json``: as JSON)."""
-    path = args.path[0] if len(args.path) == 1 else args.path
-    r = append_index(path, args.index, backend=args.backend, scheduler=args.scheduler, n_workers=args.workers,
-                     client=_cli_client(args), progress=not args.no_progress, **_reader_kwargs(args))
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
-    return 0
 
 
 def _cli_main(args) -> int:

@@ -252,12 +252,37 @@ def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w
     return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
 
 
-def _load_segment_shard(folders: list, terms, lo: int, hi: int, backend: str, fn, w0) -> _Shard:
+def _read_deletes(path: Path, meta: dict, names: list) -> list:
+    """The deleted local doc numbers of each segment (int64 arrays; empty: none) from index.json's
+    ``deletes`` (``{segment: file under deletes/}``)."""
+    mf = path / "index.json"
+    spec = meta.get("deletes", {})
+    if not isinstance(spec, dict) or not set(spec) <= set(names):
+        raise art.ArtifactError(f"{mf}: 'deletes' must map segments of the index to files, got {spec!r}")
+    out = []
+    for n in names:
+        if n not in spec:
+            out.append(np.zeros(0, np.int64))
+            continue
+        f = path / "deletes" / str(spec[n])
+        if not isinstance(spec[n], str) or "/" in spec[n] or not f.is_file():
+            raise art.ArtifactError(f"{mf}: deletions of {n!r} are not a file under deletes/: {spec[n]!r}")
+        try:
+            d = np.load(f, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise art.ArtifactError(f"{f}: unreadable deletions ({exc})") from None
+        if d.ndim != 1 or (d.size and d.dtype.kind not in "iu"):
+            raise art.ArtifactError(f"{f}: deletions must be a 1-d integer array")
+        out.append(d.astype(np.int64))
+    return out
+
+
+def _load_segment_shard(folders: list, deletes: list, terms, lo: int, hi: int, backend: str, fn, w0) -> _Shard:
     """Worker side of a segmented :meth:`BM25Index.load` with a client: a consecutive run of segments
-    (``terms``: the index's global statistics, ``term_ids`` of this run) as the shard of documents
-    ``[lo, hi)``, weighted on this worker's device."""
+    (``terms``: the index's global statistics, ``term_ids`` of this run; ``deletes``: their deleted
+    documents) as the shard of documents ``[lo, hi)``, weighted on this worker's device."""
     be = resolve_backend(backend, needs=ARRAY_STACK)
-    segs = [segments.read_segment(Path(f), verify=False) for f in folders]
+    segs = [segments.live_segment(segments.read_segment(Path(f), verify=False), d) for f, d in zip(folders, deletes)]
     merged = segments.merge_segments(segs, terms=terms)
     del segs
     return _Shard(lo, hi, _segment_matrix(merged, fn, w0, be), be)
@@ -497,11 +522,16 @@ class BM25Index:
                                                   for n in names):
             raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
         folders = [path / "segments" / n for n in names]
+        deletes = _read_deletes(path, meta, names)
         if client is not None:
-            return cls._load_segment_shards(path, meta, folders, N, avgdl, variant, k1, delta, be, client)
+            return cls._load_segment_shards(path, meta, folders, deletes, N, avgdl, variant, k1, delta, be, client)
         # the commit's manifest already holds (and load verified) every segment file's CRC32
         with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:
             segs = list(pool.map(lambda f: segments.read_segment(f, verify=False), folders))
+        try:
+            segs = [segments.live_segment(sg, d) for sg, d in zip(segs, deletes)]
+        except ValueError as exc:
+            raise art.ArtifactError(f"{mf}: deletions: {exc}") from None
         merged = segments.merge_segments(segs)
         del segs
         if merged.n_docs != N:
@@ -519,8 +549,8 @@ class BM25Index:
         return cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)
 
     @classmethod
-    def _load_segment_shards(cls, path: Path, meta: dict, folders: list, N: int, avgdl: float, variant: str,
-                             k1: float, delta: float, be: str, client) -> "BM25Index":
+    def _load_segment_shards(cls, path: Path, meta: dict, folders: list, deletes: list, N: int, avgdl: float,
+                             variant: str, k1: float, delta: float, be: str, client) -> "BM25Index":
         """:meth:`load` of a segmented index with a client: the global statistics from every segment's terms
         and documents here (O(vocabulary + documents)), then each worker reads a consecutive run of
         segments (about equal postings) and weighs its postings on its own device."""
@@ -528,7 +558,9 @@ class BM25Index:
         workers = sorted(client.scheduler_info()["workers"])
         if not workers:
             raise ValueError("BM25Index.load(client=...): the client has no workers")
-        heads = [segments.read_segment(f, verify=False, postings=False) for f in folders]
+        # a segment with deletions is read whole here: its live df needs its postings
+        heads = [segments.live_segment(segments.read_segment(f, verify=False), d) if len(d)
+                 else segments.read_segment(f, verify=False, postings=False) for f, d in zip(folders, deletes)]
         mt = segments.merge_terms(heads)
         if mt.n_docs != N or (N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12)):
             raise art.ArtifactError(f"{mf}: N={N}, avgdl={avgdl}; the segments hold {mt.n_docs} documents of "
@@ -547,8 +579,8 @@ class BM25Index:
             run_terms = segments.MergedTerms(mt.vocab, mt.df, mt.n_docs, mt.sum_dl, mt.doc_base[a:e + 1],
                                              mt.term_ids[a:e])
             lo, hi = int(mt.doc_base[a]), int(mt.doc_base[e])
-            f = client.submit(_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], run_terms, lo, hi, be,
-                              fn, w0, workers=[w], allow_other_workers=False, pure=False)
+            f = client.submit(_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], deletes[a:e], run_terms,
+                              lo, hi, be, fn, w0, workers=[w], allow_other_workers=False, pure=False)
             futures.append((lo, hi, w, f))
         infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
                                for _, _, w, f in futures])

@@ -50,6 +50,7 @@ from cutext.stages.text import bm25 as bm25_stage
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
+           "live_segment",
            "postings_bytes"]
 
 KIND = "cutext.segment"
@@ -127,6 +128,45 @@ def _offsets(df: np.ndarray) -> np.ndarray:
     out = np.zeros(len(df) + 1, np.int64)
     np.cumsum(df, out=out[1:])
     return out
+
+
+def live_segment(seg: Segment, deleted) -> Segment:
+    """``seg`` without the documents ``deleted`` (local doc numbers): the segment a build of its other
+    documents would have written (Lucene's live docs, applied): the remaining documents renumbered in
+    order, their postings kept, the df recounted and the terms no remaining document holds dropped.
+
+    Parameters
+    ----------
+    seg : Segment
+        Read with its postings.
+    deleted : integer array
+        Local doc numbers in ``[0, n_docs)`` (any order, repeats allowed).
+
+    Returns
+    -------
+    Segment
+        ``seg`` itself when nothing is deleted.
+
+    Raises
+    ------
+    ValueError
+        A doc number outside the segment, or a segment read without its postings.
+    """
+    deleted = np.unique(np.asarray(deleted, np.int64))
+    if not len(deleted):
+        return seg
+    if seg.doc is None:
+        raise ValueError("live_segment needs the segment's postings")
+    _check_in(deleted, 0, seg.n_docs - 1, "deleted doc")
+    live = np.ones(seg.n_docs, bool)
+    live[deleted] = False
+    rank = np.cumsum(live, dtype=np.int64) - 1  # new number of each remaining document
+    keep = live[seg.doc]
+    term_of = np.repeat(np.arange(seg.n_terms, dtype=np.int64), seg.df)[keep]
+    df = np.bincount(term_of, minlength=seg.n_terms).astype(np.int64)
+    held = df > 0
+    return Segment(seg.terms.filter(pa.array(held)), df[held], rank[seg.doc[keep]].astype(np.int32),
+                   seg.tf[keep], seg.lengths[live], seg.source_ids.filter(pa.array(live)), seg.path, seg.meta)
 
 
 # ----------------------------------------------------------------------------- write

@@ -622,7 +622,7 @@ def test_append_equals_a_one_shot_build_of_all_documents(tmp_path, data_dir):
     """Two appends to a segmented index (the second through the CLI) give the vocabulary, statistics, matrix
     and results of one build of all the documents in order; old segments are linked, not rewritten."""
     from cutext.pipelines.__main__ import main
-    from cutext.pipelines.bm25 import append_index
+    from cutext.pipelines.bm25_index_ops import append_index
     from cutext.stages.engines.bm25_index import BM25Index
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
@@ -653,7 +653,7 @@ def test_append_equals_a_one_shot_build_of_all_documents(tmp_path, data_dir):
 
 
 def test_append_refuses_a_format_1_index_and_leaves_it_whole(tmp_path, data_dir):
-    from cutext.pipelines.bm25 import append_index
+    from cutext.pipelines.bm25_index_ops import append_index
     from cutext.stages.runtime import artifacts as art
 
     src = data_dir / "cacm" / "cacm.json"
@@ -664,3 +664,72 @@ def test_append_refuses_a_format_1_index_and_leaves_it_whole(tmp_path, data_dir)
     assert sorted(p.name for p in v1.path.rglob("*")) == before
     with pytest.raises(art.ArtifactNotFoundError):
         append_index(src, tmp_path / "nothing", backend="cpu", progress=False)
+
+
+def test_delete_append_compact_equal_a_one_shot_build_of_the_live_documents(tmp_path, data_dir):
+    """Deleting documents by source id, appending after a delete, and compacting: each commit loads to the
+    matrix, statistics and results of one build of the documents it holds (in order)."""
+    from cutext.pipelines.__main__ import main
+    from cutext.pipelines.bm25_index_ops import append_index, delete_documents
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    ids = [json.loads(x)["id"] for x in lines]
+    gone = set(ids[10:400:7]) | {ids[0], ids[2999]}
+    kw = dict(backend="cpu", progress=False, blocksize=400_000, **ANALYSIS)
+
+    def write(name, ls):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(ls) + "\n", encoding="utf-8")
+        return tmp_path / f"{name}.jsonl"
+
+    def same(ref_lines, path):
+        ref = BM25Index.load(pipelines.run("bm25", write("ref", ref_lines), out=tmp_path / "ref", index_format=2,
+                                           **kw).path)
+        got = BM25Index.load(path)
+        assert got.vocab.equals(ref.vocab) and list(got.source_ids) == list(ref.source_ids)
+        for k in ("df", "idf", "w0", "lengths"):
+            np.testing.assert_array_equal(getattr(got, k), getattr(ref, k), err_msg=k)
+        for k in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(got.matrix, k), getattr(ref.matrix, k), err_msg=k)
+        qs = dict(list(cacm_topics(data_dir).items())[:10])
+        pd.testing.assert_frame_equal(got.search(qs, k=10), ref.search(qs, k=10))
+
+    ix = pipelines.run("bm25", write("a", lines[:3000]), out=tmp_path / "ix", index_format=2, **kw).path
+    r = delete_documents(ix, sorted(gone)[:-1])
+    (tmp_path / "ids.txt").write_text(sorted(gone)[-1] + "\n")
+    assert main(["bm25-delete", "--index", str(ix), "--ids-file", str(tmp_path / "ids.txt")]) == 0
+    assert r.counts["deleted_docs"] == len(gone) - 1
+    assert json.loads((ix / "index.json").read_text())["N"] == 3000 - len(gone)
+    live = [x for x, i in zip(lines[:3000], ids) if i not in gone]
+    same(live, ix)
+    with pytest.raises(ValueError, match="not in the index"):  # already deleted, or never there
+        delete_documents(ix, [ids[0], "no-such-id"])
+    append_index(write("b", lines[3000:]), ix, backend="cpu", progress=False)
+    same(live + lines[3000:], ix)
+    n_seg = len(json.loads((ix / "index.json").read_text())["segments"])
+    assert main(["bm25-compact", "--index", str(ix), "--json"]) == 0
+    meta = json.loads((ix / "index.json").read_text())
+    assert len(meta["segments"]) == 1 and meta["deletes"] == {} and meta["counts"]["compacted_segments"] == n_seg
+    assert not (ix / "deletes").exists()
+    same(live + lines[3000:], ix)
+
+
+def test_sharded_load_of_a_segmented_index_with_deletions_equals_one_index(tmp_path, data_dir):
+    from distributed import Client, LocalCluster
+
+    from cutext.pipelines.bm25_index_ops import delete_documents
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    src = data_dir / "cacm" / "cacm.json"
+    ix = pipelines.run("bm25", src, out=tmp_path / "ix", backend="cpu", progress=False, blocksize=400_000,
+                       index_format=2).path
+    one = BM25Index.load(ix)
+    delete_documents(ix, list(one.source_ids[5:600:11]), progress=False)
+    one = BM25Index.load(ix)
+    qs = dict(list(cacm_topics(data_dir).items())[:10])
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        sharded = BM25Index.load(ix, backend="cpu", client=client)
+        assert len(sharded.shards) == 2 and sharded.shards[-1][1] == one.n_docs
+        np.testing.assert_array_equal(sharded.df, one.df)
+        pd.testing.assert_frame_equal(sharded.search(qs, k=10), one.search(qs, k=10))

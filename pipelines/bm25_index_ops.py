@@ -1,0 +1,325 @@
+"""Maintenance of a segmented bm25 index (``index_format=2``): append documents, delete documents,
+compact; each a new commit swapped in atomically, the old segments hard-linked into it (Lucene's
+IndexWriter in append mode, deleteDocuments and forceMerge).  The command line: ``bm25-append``,
+``bm25-delete``, ``bm25-compact``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cutext.pipelines._result import RunResult, param_files
+from cutext.pipelines._run import PipelineRun
+from cutext.pipelines.bm25 import (GPU_BLOCKSIZE, SEGMENTS_DIR, _add_compute_options, _add_reader_options,
+                                   _cli_client, _front_end, _IndexInput, _reader_kwargs, _spill_plan,
+                                   _write_segments)
+from cutext.stages.engines.bm25_index import _read_deletes
+from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
+                                            write_segment)
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO
+from cutext.stages.readers.source import open_corpus
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.text.tokenize import TokenizerConfig
+
+__all__ = ["append_index", "delete_documents", "compact_index", "add_cli"]
+
+
+def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
+                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
+                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
+    """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
+
+    The new documents are tokenized with the index's own tokenizer settings and written as segments after
+    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
+    links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
+    one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
+    commit is atomic: a reader sees the index before or after the append, never between.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, list, or a frame
+        The documents to add (the formats of :func:`build_index`).
+    index : str or os.PathLike
+        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+        Reader settings of the new documents, as for :func:`build_index`.
+    backend, client, scheduler, n_workers, progress
+        As for :func:`build_index`.
+
+    Returns
+    -------
+    RunResult
+        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        ``index`` is not a cutext bm25 index, or is a format-1 index (rebuild it with
+        ``index_format=2``), or its manifest is damaged.
+    CorpusError (ValueError), FileNotFoundError
+        As :func:`build_index` for the new documents.
+    OutputDirectoryError (FileExistsError)
+        ``index`` is an input of the append, or holds entries its manifest does not list.
+    """
+    old = art.read_manifest(Path(index), "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    if old.get("index_format", 1) != 2:
+        raise art.ArtifactError(f"{Path(index) / 'index.json'}: appending needs a segmented index; rebuild it "
+                                "with index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
+    tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path, *param_files(tok_cfg.stopwords)],
+                      progress=progress)
+    be = run.resolve_backend(backend)
+    default_blocksize = blocksize is None
+    blocksize = (GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE) if default_blocksize else blocksize
+    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
+                               id_column=id_column, encoding=encoding, storage_options=storage_options,
+                               glob=glob, max_ratio=max_ratio)
+    src = reopen(blocksize=blocksize)
+    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
+                                  n_workers=n_workers) as info, run.output() as tmp:
+        _link_segments(Path(index), tmp, old["segments"])
+        for f in old.get("deletes", {}).values():  # deletions stay deleted
+            (tmp / "deletes").mkdir(exist_ok=True)
+            os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
+        src, spill, _ = _spill_plan(src, reopen, blocksize, default_blocksize, src.input_bytes, info, tmp)
+        idx = _front_end(run, src, tok_cfg, info, spill, path)
+        first = int(old.get("next_segment", len(old["segments"])))
+        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
+        run.write_manifest(tmp, manifest)
+    return run.result(info.backend, info.scheduler, info.n_workers, counts,
+                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
+                       "tokenizer": old["tokenizer"]},
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
+def delete_documents(index, source_ids, *, progress=True) -> RunResult:
+    """Delete documents from a segmented index by their source ids (Lucene's deletes: recorded, not rewritten).
+
+    Each segment's deleted local documents are written to ``deletes/`` and listed in a new commit (the
+    segments are hard-linked into it); the loader drops them, so the index scores as a one-shot build of the
+    remaining documents (N, avgdl and df recounted).  :func:`compact_index` rewrites the segments without them.
+
+    Parameters
+    ----------
+    index : str or os.PathLike
+        A segmented index (``index_format=2``).
+    source_ids : iterable of str
+        The ``source_id`` of every document to delete; every one must be in the index (a document already
+        deleted counts as absent).
+    progress : bool
+
+    Returns
+    -------
+    RunResult
+        ``counts`` of the index after the deletion, with ``deleted_docs``.
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        Not a segmented cutext bm25 index, or a damaged one.
+    ValueError
+        Source ids that are not in the index (up to five named), or none given.
+    """
+    index = Path(index)
+    old = _segmented_manifest(index, "deleting documents")
+    wanted = pa.array(sorted({str(x) for x in source_ids}), pa.string())
+    if not len(wanted):
+        raise ValueError("delete_documents: no source id given")
+    names = old["segments"]
+    deletes = _read_deletes(index, old, names)
+    found = np.zeros(len(wanted), bool)
+    new_deletes = []
+    for n, d in zip(names, deletes):
+        seg = read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False)
+        hit = pc.is_in(seg.source_ids.cast(pa.string()), value_set=wanted).to_numpy(zero_copy_only=False)
+        hit[d] = False  # deleted before: not there any more
+        where = pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()
+        found[where] = True
+        new_deletes.append(np.union1d(d, np.flatnonzero(hit)).astype(np.int64))
+    if not found.all():
+        missing = wanted.filter(pa.array(~found)).to_pylist()
+        raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
+                         f"{missing[:5]}; nothing was deleted")
+    return _commit_segments(index, old, names, new_deletes, progress, {"deleted_docs": int(len(wanted))})
+
+
+def compact_index(index, *, progress=True) -> RunResult:
+    """Rewrite a segmented index as one segment without its deleted documents (Lucene's forceMerge(1)).
+
+    Parameters
+    ----------
+    index : str or os.PathLike
+        A segmented index (``index_format=2``).
+    progress : bool
+
+    Returns
+    -------
+    RunResult
+        ``counts`` of the compacted index; its scores are those before (and of a one-shot build of its
+        documents).
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        Not a segmented cutext bm25 index, or a damaged one.
+    """
+    index = Path(index)
+    old = _segmented_manifest(index, "compacting")
+    names = old["segments"]
+    deletes = _read_deletes(index, old, names)
+    segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
+    merged = merge_segments(segs)
+    del segs
+    name = f"seg-{int(old.get('next_segment', len(names))):05d}"
+    staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
+              "lengths": merged.lengths, "source_ids": merged.source_ids}
+    return _commit_segments(index, old, [], [], progress, {"compacted_segments": len(names)}, new=(name, staged))
+
+
+def _segmented_manifest(index: Path, what: str) -> dict:
+    old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    if old.get("index_format", 1) != 2:
+        raise art.ArtifactError(f"{index / 'index.json'}: {what} needs a segmented index; rebuild it with "
+                                "index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
+    return old
+
+
+def _commit_segments(index: Path, old: dict, names: list, deletes: list, progress: bool, extra: dict,
+                     new=None) -> RunResult:
+    """A new commit of ``index``: the segments ``names`` (hard links) with their ``deletes``, and ``new``
+    (``(name, write_segment arguments)``) written after them; the manifest's statistics recounted."""
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=None, progress=progress)
+    gen = int(old.get("generation", 0)) + 1
+    with run.output() as tmp:
+        _link_segments(index, tmp, names)
+        spec = {}
+        for n, d in zip(names, deletes):
+            if len(d):
+                spec[n] = f"{n}-g{gen:05d}.npy"
+                (tmp / "deletes").mkdir(exist_ok=True)
+                np.save(tmp / "deletes" / spec[n], d, allow_pickle=False)
+        segs = list(names)
+        if new is not None:
+            run.stage("write", write_segment, tmp / SEGMENTS_DIR / new[0], **new[1])
+            segs.append(new[0])
+        heads = _live_heads(tmp, segs, list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
+        mt = merge_terms(heads)
+        lengths = np.concatenate([h.lengths for h in heads]) if heads else np.zeros(0, np.int32)
+        oc = old.get("counts", {})
+        counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()),
+                  "n_tokens": mt.sum_dl, "n_empty_docs": int((lengths == 0).sum()),
+                  "replaced": int(oc.get("replaced", 0)), "input_bytes": int(oc.get("input_bytes", 0)),
+                  "partitions": len(segs), **extra}
+        keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
+                                    "scheduler", "n_workers") if k in old}
+        run.write_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
+                                 "next_segment": int(old.get("next_segment", len(old["segments"])))
+                                 + (new is not None), "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
+                                 "counts": counts, "timings": run.timings})
+    return run.result(old.get("backend", "cpu"), "sync", 1, counts,
+                      {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in old},
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
+def _live_heads(tmp: Path, names: list, deletes: list) -> list:
+    """The segments of a commit for its statistics: terms and documents, and the postings of those with
+    deletions (their live df needs them)."""
+    return [live_segment(read_segment(tmp / SEGMENTS_DIR / n, verify=False), d) if len(d) else
+            read_segment(tmp / SEGMENTS_DIR / n, verify=False, postings=False) for n, d in zip(names, deletes)]
+
+
+def _link_segments(index: Path, tmp: Path, names: list) -> None:
+    """The index's segments in the new commit ``tmp`` as hard links (no byte copied; segments are immutable)."""
+    for n in names:
+        src, dst = index / SEGMENTS_DIR / n, tmp / SEGMENTS_DIR / n
+        dst.mkdir(parents=True)
+        for f in src.iterdir():
+            os.link(f, dst / f.name)
+
+
+def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
+                       timings: dict) -> tuple[dict, dict]:
+    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
+    and documents: O(vocabulary + documents))."""
+    segs = old["segments"] + names
+    heads = _live_heads(tmp, segs, _read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
+                        + [np.zeros(0, np.int64)] * len(names))
+    mt = merge_terms(heads)
+    lengths = np.concatenate([h.lengths for h in heads])
+    oc = old.get("counts", {})
+    counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
+              "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
+              "appended_docs": idx.n_docs, "input_bytes": int(oc.get("input_bytes", 0)) + nbytes,
+              "partitions": len(segs)}
+    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
+    manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
+                "generation": int(old.get("generation", 0)) + 1, "next_segment": int(old.get("next_segment", len(old["segments"])))
+                + len(names), "N": mt.n_docs, "avgdl": mt.avgdl, **keep, "backend": info.backend,
+                "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
+    return manifest, counts
+
+
+# ----------------------------------------------------------------------------- command line
+
+def add_cli(sub) -> None:
+    """Register ``bm25-append``, ``bm25-delete`` and ``bm25-compact`` with ``python -m cutext.pipelines``."""
+    p = sub.add_parser("bm25-append", help="append documents to a segmented BM25 index",
+                       description="Add documents to an index built with --index-format 2: new segments after the "
+                                   "old ones, with the index's own tokenizer and BM25 settings; the commit is atomic.")
+    p.add_argument("path", nargs="+", help="the documents to add: files, a directory, a glob or fsspec URLs")
+    p.add_argument("--index", required=True, help="the segmented index to append to")
+    _add_compute_options(p)
+    _add_reader_options(p)
+    p.set_defaults(cli_main=_append_cli_main)
+
+    p = sub.add_parser("bm25-delete", help="delete documents from a segmented BM25 index by source id",
+                       description="Record deletions in a new commit of an index built with --index-format 2; "
+                                   "the index then scores as a build of the remaining documents.")
+    p.add_argument("ids", nargs="*", help="source ids of the documents to delete")
+    p.add_argument("--index", required=True, help="the segmented index")
+    p.add_argument("--ids-file", default=None, help="a file with one source id per line (added to IDS)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_delete_cli_main)
+
+    p = sub.add_parser("bm25-compact", help="rewrite a segmented BM25 index as one segment without its deletions")
+    p.add_argument("--index", required=True, help="the segmented index")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_compact_cli_main)
+
+
+def _append_cli_main(args) -> int:
+    """``bm25-append PATH --index DIR``: add the documents, print the result (``--json``: as JSON)."""
+    path = args.path[0] if len(args.path) == 1 else args.path
+    r = append_index(path, args.index, backend=args.backend, scheduler=args.scheduler, n_workers=args.workers,
+                     client=_cli_client(args), progress=not args.no_progress, **_reader_kwargs(args))
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
+def _delete_cli_main(args) -> int:
+    """``bm25-delete ID... --index DIR``: delete the documents, print the result."""
+    ids = list(args.ids)
+    if args.ids_file:
+        ids += [x.strip() for x in Path(args.ids_file).read_text(encoding="utf-8").splitlines() if x.strip()]
+    r = delete_documents(args.index, ids, progress=False)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
+def _compact_cli_main(args) -> int:
+    """``bm25-compact --index DIR``: one segment without deletions, print the result."""
+    r = compact_index(args.index, progress=False)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0
+
+
+
