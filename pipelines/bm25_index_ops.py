@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.pipelines._result import RunResult, param_files
+from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.pipelines.bm25 import (GPU_BLOCKSIZE, SEGMENTS_DIR, _add_compute_options, _add_reader_options,
                                    _cli_client, _front_end, _IndexInput, _reader_kwargs, _spill_plan,
@@ -67,13 +67,9 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     OutputDirectoryError (FileExistsError)
         ``index`` is an input of the append, or holds entries its manifest does not list.
     """
-    old = art.read_manifest(Path(index), "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
-    if old.get("index_format", 1) != 2:
-        raise art.ArtifactError(f"{Path(index) / 'index.json'}: appending needs a segmented index; rebuild it "
-                                "with index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
+    old = _segmented_manifest(Path(index), "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
-    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path, *param_files(tok_cfg.stopwords)],
-                      progress=progress)
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
     default_blocksize = blocksize is None
     blocksize = (GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE) if default_blocksize else blocksize
