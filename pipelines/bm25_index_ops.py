@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.pipelines.bm25 import (GPU_BLOCKSIZE, SEGMENTS_DIR, _add_compute_options, _add_reader_options,
                                    _cli_client, _front_end, _IndexInput, _reader_kwargs, _spill_plan,
                                    _write_segments)
-from cutext.stages.engines.bm25_index import _read_deletes
+from cutext.stages.engines.bm25_index import BM25Index, _read_deletes
 from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
                                             write_segment)
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO
@@ -27,7 +28,7 @@ from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.text.tokenize import TokenizerConfig
 
-__all__ = ["append_index", "delete_documents", "compact_index", "add_cli"]
+__all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli"]
 
 
 def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
@@ -180,19 +181,64 @@ def compact_index(index, *, progress=True) -> RunResult:
     return _commit_segments(index, old, [], [], progress, {"compacted_segments": len(names)}, new=(name, staged))
 
 
+def convert_index(index, out=None, *, progress=True) -> RunResult:
+    """A format-1 index rewritten as a segmented one (one segment), without its source documents.
+
+    The tf of every posting, the vocabulary and the documents table are what a segment stores; the weights
+    are dropped and recomputed at load from the same statistics, so the converted index scores as before.
+
+    Parameters
+    ----------
+    index : str or os.PathLike
+        A format-1 index (it is checked whole: :meth:`BM25Index.load`).
+    out : str or os.PathLike, optional
+        Where to write the segmented index (default: replace ``index``, atomically).
+    progress : bool
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        Not a cutext bm25 index, a damaged one, or one already segmented.
+    """
+    index = Path(index)
+    out = index if out is None else Path(out)
+    old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    if old.get("index_format", 1) != 1:
+        raise art.ArtifactError(f"{index / 'index.json'}: already a segmented index (index_format 2)")
+    loaded = BM25Index.load(index, backend="cpu")  # every check of a format-1 index
+    files = sorted((index / "postings").glob("*.parquet"))
+    post = pa.concat_tables([pq.read_table(f, columns=["term_id", "doc_id", "tf"]) for f in files])
+    t, d, tf = (post.column(c).to_numpy() for c in ("term_id", "doc_id", "tf"))
+    del post
+    o = np.lexsort((d, t))  # term-major, docs ascending (as written; a foreign writer may differ)
+    staged = {"terms": loaded.vocab, "df": loaded.df[1:], "doc": d[o].astype(np.int32), "tf": tf[o],
+              "lengths": loaded.lengths, "source_ids": pa.array(loaded.source_ids, pa.string())}
+    del loaded, t, d, tf, o
+    base = {**old, "index_format": 2, "segments": [], "deletes": {}, "next_segment": 0}
+    return _commit_segments(index, base, [], [], progress, {"converted_from_format": 1},
+                            new=("seg-00000", staged), out=out)
+
+
 def _segmented_manifest(index: Path, what: str) -> dict:
     old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
     if old.get("index_format", 1) != 2:
-        raise art.ArtifactError(f"{index / 'index.json'}: {what} needs a segmented index; rebuild it with "
-                                "index_format=2 (cutext bm25 PATH --out DIR --index-format 2)")
+        raise art.ArtifactError(f"{index / 'index.json'}: {what} needs a segmented index; convert it with "
+                                f"cutext bm25-convert --index {index} (or rebuild it with --index-format 2)")
     return old
 
 
 def _commit_segments(index: Path, old: dict, names: list, deletes: list, progress: bool, extra: dict,
-                     new=None) -> RunResult:
-    """A new commit of ``index``: the segments ``names`` (hard links) with their ``deletes``, and ``new``
-    (``(name, write_segment arguments)``) written after them; the manifest's statistics recounted."""
-    run = PipelineRun("bm25", index, manifest="index.json", inputs=None, progress=progress)
+                     new=None, out=None) -> RunResult:
+    """A new commit of ``index`` (at ``out``, default in its place): the segments ``names`` (hard links) with
+    their ``deletes``, and ``new`` (``(name, write_segment arguments)``) written after them; the manifest's
+    statistics recounted."""
+    out = index if out is None else out
+    run = PipelineRun("bm25", out, manifest="index.json", inputs=None if out == index else [index],
+                      progress=progress)
     gen = int(old.get("generation", 0)) + 1
     with run.output() as tmp:
         _link_segments(index, tmp, names)
@@ -286,6 +332,12 @@ def add_cli(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(cli_main=_delete_cli_main)
 
+    p = sub.add_parser("bm25-convert", help="rewrite a format-1 BM25 index as a segmented one (no source needed)")
+    p.add_argument("--index", required=True, help="the format-1 index")
+    p.add_argument("--out", default=None, help="where to write the segmented index (default: in place)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(cli_main=_convert_cli_main)
+
     p = sub.add_parser("bm25-compact", help="rewrite a segmented BM25 index as one segment without its deletions")
     p.add_argument("--index", required=True, help="the segmented index")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -318,4 +370,8 @@ def _compact_cli_main(args) -> int:
     return 0
 
 
-
+def _convert_cli_main(args) -> int:
+    """``bm25-convert --index DIR [--out DIR]``: the segmented index, print the result."""
+    r = convert_index(args.index, args.out, progress=False)
+    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    return 0

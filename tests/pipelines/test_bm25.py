@@ -659,7 +659,7 @@ def test_append_refuses_a_format_1_index_and_leaves_it_whole(tmp_path, data_dir)
     src = data_dir / "cacm" / "cacm.json"
     v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False)
     before = sorted(p.name for p in v1.path.rglob("*"))
-    with pytest.raises(art.ArtifactError, match="index_format=2"):
+    with pytest.raises(art.ArtifactError, match="bm25-convert"):
         append_index(src, v1.path, backend="cpu", progress=False)
     assert sorted(p.name for p in v1.path.rglob("*")) == before
     with pytest.raises(art.ArtifactNotFoundError):
@@ -733,3 +733,26 @@ def test_sharded_load_of_a_segmented_index_with_deletions_equals_one_index(tmp_p
         assert len(sharded.shards) == 2 and sharded.shards[-1][1] == one.n_docs
         np.testing.assert_array_equal(sharded.df, one.df)
         pd.testing.assert_frame_equal(sharded.search(qs, k=10), one.search(qs, k=10))
+
+
+def test_convert_a_format_1_index_scores_as_before_and_takes_appends(tmp_path, data_dir, capsys):
+    from cutext.pipelines.__main__ import main
+    from cutext.pipelines.bm25_index_ops import append_index
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    src = data_dir / "cacm" / "cacm.json"
+    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False, variant="bm25l", **ANALYSIS)
+    ref = BM25Index.load(v1.path)
+    assert main(["bm25-convert", "--index", str(v1.path), "--out", str(tmp_path / "v2")]) == 0
+    got = BM25Index.load(tmp_path / "v2")
+    assert json.loads((tmp_path / "v2" / "index.json").read_text())["index_format"] == 2
+    assert got.vocab.equals(ref.vocab) and list(got.source_ids) == list(ref.source_ids)
+    for k in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(got.matrix, k), getattr(ref.matrix, k), err_msg=k)
+    np.testing.assert_array_equal(got.w0, ref.w0)
+    qs = dict(list(cacm_topics(data_dir).items())[:10])
+    pd.testing.assert_frame_equal(got.search(qs, k=10), ref.search(qs, k=10))
+    assert main(["bm25-convert", "--index", str(tmp_path / "v2")]) == 2
+    assert "already a segmented index" in capsys.readouterr().err
+    r = append_index(src, tmp_path / "v2", backend="cpu", progress=False)
+    assert r.counts["n_docs"] == 2 * ref.n_docs
