@@ -303,10 +303,10 @@ def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, repl
               "appended_docs": idx.n_docs, "input_bytes": int(oc.get("input_bytes", 0)) + nbytes,
               "partitions": len(segs)}
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
+    next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
     manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
-                "generation": int(old.get("generation", 0)) + 1, "next_segment": int(old.get("next_segment", len(old["segments"])))
-                + len(names), "N": mt.n_docs, "avgdl": mt.avgdl, **keep, "backend": info.backend,
-                "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
+                "generation": int(old.get("generation", 0)) + 1, "next_segment": next_segment, "N": mt.n_docs,
+                "avgdl": mt.avgdl, **keep, "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
     return manifest, counts
 
 
