@@ -61,12 +61,7 @@ def main(argv=None) -> int:
     import bm25 as bench  # the corpus helpers of the bm25 benchmark
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cutext-ab-"))
-    corpus = bench.Corpus(bench.find_20news(args.data))
-    src = work / "corpus"
-    if args.gb:
-        bench.write_replicated(corpus, src, args.gb * 1e9, 256e6, seed=0)
-    elif not src.exists():
-        bench.write_lines(corpus.texts, src, 2)
+    src = bench.corpus_folder(args.data, work, args.gb)
     trees = {"old": _linked(Path(args.old).resolve(), work / "old"),
              "new": _linked(Path(__file__).resolve().parent.parent, work / "new")}
     for _ in range(args.rounds):

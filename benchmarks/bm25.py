@@ -234,6 +234,18 @@ def replicated_stream(corpus: Corpus, seed: int):
         r += 1
 
 
+def corpus_folder(data: str | None, work: Path, gb: float) -> Path:
+    """``work/corpus``: 20 Newsgroups as lines files, once (``gb`` 0: two files) or replicated to ``gb`` GB
+    (:func:`write_replicated`, files of 256 MB); an existing folder of the same content is reused."""
+    corpus = Corpus(find_20news(data))
+    src = work / "corpus"
+    if gb:
+        write_replicated(corpus, src, gb * 1e9, 256e6, seed=0)
+    elif not src.exists():
+        write_lines(corpus.texts, src, 2)
+    return src
+
+
 def write_replicated(corpus: Corpus, dest: Path, target_bytes: float, file_bytes: float, seed: int,
                      keep_texts: bool = False) -> dict:
     """Write >= ``target_bytes`` of replicated documents as lines files of about ``file_bytes``.

@@ -46,12 +46,7 @@ def main(argv=None) -> int:
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    corpus = bench.Corpus(bench.find_20news(args.data))
-    src = work / "corpus"
-    if args.gb:
-        bench.write_replicated(corpus, src, args.gb * 1e9, 256e6, seed=0)
-    elif not src.exists():
-        bench.write_lines(corpus.texts, src, 2)
+    src = bench.corpus_folder(args.data, work, args.gb)
     kw = dict(backend=args.backend, format="lines", scheduler=args.scheduler, progress=False)
     runs = _builds(pipelines, src, work, kw, args.repeats)
     rows = []

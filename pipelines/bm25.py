@@ -254,17 +254,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     index_format = choice("index_format", index_format, INDEX_FORMATS)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = run.resolve_backend(backend)
-    default_blocksize = blocksize is None
-    if default_blocksize:
-        blocksize = GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE
-    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
-                               id_column=id_column, encoding=encoding, storage_options=storage_options,
-                               glob=glob, max_ratio=max_ratio)
-    src = reopen(blocksize=blocksize)
+    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
+                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
                                   n_workers=n_workers) as info, run.output() as tmp:
-        src, spill, per_file = _spill_plan(src, reopen, blocksize, default_blocksize, nbytes, info, tmp)
+        src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
         idx = _front_end(run, src, tok_cfg, info, spill, path)
         layout = {}
         if index_format == 2:
@@ -324,12 +319,23 @@ class _IndexInput:
     n_postings: int
 
 
-def _spill_plan(src, reopen, blocksize: int, default_blocksize: bool, nbytes: int, info, tmp: Path):
+def _open_source(path, be: str, blocksize, **read_kw):
+    """``(src, reopen)``: the corpus opened with ``blocksize`` (None: the backend's default partitions,
+    ``GPU_BLOCKSIZE`` or ``DEFAULT_BLOCKSIZE``), and ``reopen(blocksize=...)`` to open it again with other
+    partitions (None when the caller chose the blocksize)."""
+    reopen = functools.partial(open_corpus, path, backend=be, **read_kw)
+    if blocksize is not None:
+        return reopen(blocksize=blocksize), None
+    return reopen(blocksize=GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE), reopen
+
+
+def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
     """Where the per-partition results go and how many postings an index file holds.
 
-    Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions when
-    the default GPU blocksize does not fit the device), the spill directory (None: held in memory) and
-    the postings per file (bytes: ``nbytes`` of input; a posting takes <= 200 device bytes in flight).
+    Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions by
+    ``reopen`` (:func:`_open_source`) when the default GPU blocksize does not fit the device), the spill
+    directory (None: held in memory) and the postings per file (bytes: ``nbytes`` of input; a posting takes
+    <= 200 device bytes in flight).
     """
     be = info.backend
     # CPU: the per-partition results go to files inside the output's temporary directory
@@ -337,7 +343,7 @@ def _spill_plan(src, reopen, blocksize: int, default_blocksize: bool, nbytes: in
     # GPU: the same when the device is too small to hold them
     budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
     spill = tmp / ".spill" if be == "cpu" or budget is not None else None
-    if budget is not None and default_blocksize and blocksize > DEFAULT_BLOCKSIZE:
+    if budget is not None and reopen is not None:
         src = reopen(blocksize=DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's partitions
     per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
     if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting

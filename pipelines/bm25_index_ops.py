@@ -5,7 +5,6 @@ IndexWriter in append mode, deleteDocuments and forceMerge).  The command line: 
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
@@ -17,14 +16,13 @@ import pyarrow.parquet as pq
 
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines.bm25 import (GPU_BLOCKSIZE, SEGMENTS_DIR, _add_compute_options, _add_reader_options,
-                                   _cli_client, _front_end, _IndexInput, _reader_kwargs, _spill_plan,
+from cutext.pipelines.bm25 import (SEGMENTS_DIR, _add_compute_options, _add_reader_options, _cli_client,
+                                   _front_end, _IndexInput, _open_source, _reader_kwargs, _spill_plan,
                                    _write_segments)
-from cutext.stages.engines.bm25_index import BM25Index, _read_deletes
+from cutext.stages.engines.bm25_index import BM25Index, read_deletes
 from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
-                                            write_segment)
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO
-from cutext.stages.readers.source import open_corpus
+                                            segment_heads, write_segment)
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.text.tokenize import TokenizerConfig
 
@@ -72,19 +70,15 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
-    default_blocksize = blocksize is None
-    blocksize = (GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE) if default_blocksize else blocksize
-    reopen = functools.partial(open_corpus, path, backend=be, format=format, text_column=text_column,
-                               id_column=id_column, encoding=encoding, storage_options=storage_options,
-                               glob=glob, max_ratio=max_ratio)
-    src = reopen(blocksize=blocksize)
+    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
+                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
                                   n_workers=n_workers) as info, run.output() as tmp:
         _link_segments(Path(index), tmp, old["segments"])
         for f in old.get("deletes", {}).values():  # deletions stay deleted
             (tmp / "deletes").mkdir(exist_ok=True)
             os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
-        src, spill, _ = _spill_plan(src, reopen, blocksize, default_blocksize, src.input_bytes, info, tmp)
+        src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
         idx = _front_end(run, src, tok_cfg, info, spill, path)
         first = int(old.get("next_segment", len(old["segments"])))
         replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
@@ -131,7 +125,7 @@ def delete_documents(index, source_ids, *, progress=True) -> RunResult:
     if not len(wanted):
         raise ValueError("delete_documents: no source id given")
     names = old["segments"]
-    deletes = _read_deletes(index, old, names)
+    deletes = read_deletes(index, old, names)
     found = np.zeros(len(wanted), bool)
     new_deletes = []
     for n, d in zip(names, deletes):
@@ -171,7 +165,7 @@ def compact_index(index, *, progress=True) -> RunResult:
     index = Path(index)
     old = _segmented_manifest(index, "compacting")
     names = old["segments"]
-    deletes = _read_deletes(index, old, names)
+    deletes = read_deletes(index, old, names)
     segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
     merged = merge_segments(segs)
     del segs
@@ -252,14 +246,9 @@ def _commit_segments(index: Path, old: dict, names: list, deletes: list, progres
         if new is not None:
             run.stage("write", write_segment, tmp / SEGMENTS_DIR / new[0], **new[1])
             segs.append(new[0])
-        heads = _live_heads(tmp, segs, list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
-        mt = merge_terms(heads)
-        lengths = np.concatenate([h.lengths for h in heads]) if heads else np.zeros(0, np.int32)
-        oc = old.get("counts", {})
-        counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()),
-                  "n_tokens": mt.sum_dl, "n_empty_docs": int((lengths == 0).sum()),
-                  "replaced": int(oc.get("replaced", 0)), "input_bytes": int(oc.get("input_bytes", 0)),
-                  "partitions": len(segs), **extra}
+        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
+                              list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
+        mt, counts = _index_counts(heads, old, **extra)
         keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
                                     "scheduler", "n_workers") if k in old}
         run.write_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
@@ -272,11 +261,15 @@ def _commit_segments(index: Path, old: dict, names: list, deletes: list, progres
                                 "postings": counts["n_postings"]})
 
 
-def _live_heads(tmp: Path, names: list, deletes: list) -> list:
-    """The segments of a commit for its statistics: terms and documents, and the postings of those with
-    deletions (their live df needs them)."""
-    return [live_segment(read_segment(tmp / SEGMENTS_DIR / n, verify=False), d) if len(d) else
-            read_segment(tmp / SEGMENTS_DIR / n, verify=False, postings=False) for n, d in zip(names, deletes)]
+def _index_counts(heads: list, old: dict, replaced: int = 0, input_bytes: int = 0, **extra) -> tuple:
+    """The global statistics of a commit's segments (:func:`merge_terms`) and its manifest's ``counts``:
+    the sizes of the whole index, ``replaced`` and ``input_bytes`` added to the earlier commit's."""
+    mt = merge_terms(heads)
+    lengths = np.concatenate([h.lengths for h in heads]) if heads else np.zeros(0, np.int32)
+    oc = old.get("counts", {})
+    return mt, {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
+                "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
+                "input_bytes": int(oc.get("input_bytes", 0)) + input_bytes, "partitions": len(heads), **extra}
 
 
 def _link_segments(index: Path, tmp: Path, names: list) -> None:
@@ -293,15 +286,10 @@ def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, repl
     """The commit manifest after an append and its counts (the whole index's, from every segment's terms
     and documents: O(vocabulary + documents))."""
     segs = old["segments"] + names
-    heads = _live_heads(tmp, segs, _read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
-                        + [np.zeros(0, np.int64)] * len(names))
-    mt = merge_terms(heads)
-    lengths = np.concatenate([h.lengths for h in heads])
-    oc = old.get("counts", {})
-    counts = {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
-              "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
-              "appended_docs": idx.n_docs, "input_bytes": int(oc.get("input_bytes", 0)) + nbytes,
-              "partitions": len(segs)}
+    heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
+                          read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
+                          + [np.zeros(0, np.int64)] * len(names))
+    mt, counts = _index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
     manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),

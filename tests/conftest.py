@@ -42,6 +42,15 @@ def shared_data():
 
 
 @pytest.fixture(scope="session")
+def news20(shared_data):
+    """20 Newsgroups' tarball from the shared data (skipped where it is absent)."""
+    p = shared_data / "corpora" / "20news-bydate.tar.gz"
+    if not p.exists():
+        pytest.skip("20news-bydate.tar.gz not in the shared data")
+    return p
+
+
+@pytest.fixture(scope="session")
 def arpa(shared_data):
     """The ARPA models of the shared data (``arpa/``); tests needing them skip without it."""
     d = shared_data / "arpa"

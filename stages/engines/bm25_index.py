@@ -252,7 +252,7 @@ def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w
     return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
 
 
-def _read_deletes(path: Path, meta: dict, names: list) -> list:
+def read_deletes(path: Path, meta: dict, names: list) -> list:
     """The deleted local doc numbers of each segment (int64 arrays; empty: none) from index.json's
     ``deletes`` (``{segment: file under deletes/}``)."""
     mf = path / "index.json"
@@ -322,13 +322,8 @@ def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
     if be != "gpu":
         import scipy.sparse as sp
 
-        t = merged.term_ids()
-        data = np.empty(len(t), np.float32)
-        for a in range(0, len(t), block):  # elementwise formulas: blocks give the same bits
-            e = a + block
-            data[a:e] = fn.weights(t[a:e], merged.tf[a:e], merged.lengths[merged.doc[a:e]])
-            if np.any(w0):  # store w - w0; search adds the w0 of every query term back
-                data[a:e] -= w0[t[a:e]]
+        # search adds the w0 of every query term back
+        data = segments.posting_weights(merged, fn, minus=w0 if np.any(w0) else None, block=block)
         return sp.csr_matrix((data, merged.doc, merged.indptr), shape=(V + 1, N), copy=False)
     import cupy
     import cupyx.scipy.sparse as csp
@@ -522,7 +517,7 @@ class BM25Index:
                                                   for n in names):
             raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
         folders = [path / "segments" / n for n in names]
-        deletes = _read_deletes(path, meta, names)
+        deletes = read_deletes(path, meta, names)
         if client is not None:
             return cls._load_segment_shards(path, meta, folders, deletes, N, avgdl, variant, k1, delta, be, client)
         # the commit's manifest already holds (and load verified) every segment file's CRC32
@@ -558,9 +553,7 @@ class BM25Index:
         workers = sorted(client.scheduler_info()["workers"])
         if not workers:
             raise ValueError("BM25Index.load(client=...): the client has no workers")
-        # a segment with deletions is read whole here: its live df needs its postings
-        heads = [segments.live_segment(segments.read_segment(f, verify=False), d) if len(d)
-                 else segments.read_segment(f, verify=False, postings=False) for f, d in zip(folders, deletes)]
+        heads = segments.segment_heads(folders, deletes)
         mt = segments.merge_terms(heads)
         if mt.n_docs != N or (N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12)):
             raise art.ArtifactError(f"{mf}: N={N}, avgdl={avgdl}; the segments hold {mt.n_docs} documents of "

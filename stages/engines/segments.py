@@ -50,7 +50,7 @@ from cutext.stages.text import bm25 as bm25_stage
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
-           "live_segment",
+           "live_segment", "posting_weights", "segment_heads",
            "postings_bytes"]
 
 KIND = "cutext.segment"
@@ -708,13 +708,30 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
         Bad BM25 parameters, or no document has a token (avgdl = 0).
     """
     fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta)
-    idf_t, w0, avgdl = fn.idf_t, fn.w0, fn.avgdl
+    return SegmentWeights(posting_weights(merged, fn, block=block), fn.idf_t, fn.w0, fn.avgdl)
+
+
+def posting_weights(merged: MergedSegments, fn, *, minus=None, block: int = 1 << 22) -> np.ndarray:
+    """float32 weight of every posting of ``merged`` by the corpus's weight function ``fn``
+    (:func:`cutext.stages.text.bm25.corpus_weights`), in blocks of postings (elementwise formulas: blocks
+    give the same bits); ``minus`` (float32, (V + 1,)): that of each posting's term subtracted (the
+    ``w - w0`` the search matrix stores)."""
     t = merged.term_ids()
     out = np.empty(len(t), np.float32)
-    for a in range(0, len(t), block):  # elementwise formulas: blocks give the same bits
+    for a in range(0, len(t), block):
         e = a + block
         out[a:e] = fn.weights(t[a:e], merged.tf[a:e], merged.lengths[merged.doc[a:e]])
-    return SegmentWeights(out, idf_t, w0, avgdl)
+        if minus is not None:
+            out[a:e] -= minus[t[a:e]]
+    return out
+
+
+def segment_heads(folders, deletes) -> list:
+    """The segments of an index for its global statistics (:func:`merge_terms`): terms and documents only,
+    except a segment with deletions (``deletes[i]``, local doc numbers), read whole and made live
+    (:func:`live_segment`), since its df needs its postings."""
+    return [live_segment(read_segment(f, verify=False), d) if len(d) else read_segment(f, verify=False, postings=False)
+            for f, d in zip(folders, deletes)]
 
 
 # ----------------------------------------------------------------------------- from the count stage

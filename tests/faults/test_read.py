@@ -49,14 +49,6 @@ def input_warnings(record) -> list:
 
 
 @pytest.fixture(scope="module")
-def news20(shared_data):
-    p = shared_data / "corpora" / "20news-bydate.tar.gz"
-    if not p.exists():
-        pytest.skip("20news-bydate.tar.gz not in the shared data")
-    return p
-
-
-@pytest.fixture(scope="module")
 def lee_text(shared_data) -> bytes:
     p = shared_data / "corpora" / "gensim" / "lee_background.cor"
     if not p.exists():

@@ -805,14 +805,6 @@ def _file_members(tar_path: Path) -> list[str]:
         return [m.name for m in tf if m.isreg() and not any(c.startswith(".") for c in m.name.split("/"))]
 
 
-@pytest.fixture(scope="module")
-def news20(shared_data):
-    p = shared_data / "corpora" / "20news-bydate.tar.gz"
-    if not p.exists():
-        pytest.skip("20news-bydate.tar.gz not in the shared data")
-    return p
-
-
 @pytest.mark.slow
 def test_20news_archive_indexes_its_posts_and_a_zip_gives_the_same_index(tmp_path, news20):
     """The 20 Newsgroups "bydate" tarball is its 18,846 posts (the data README's count), and a zip
