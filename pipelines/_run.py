@@ -148,9 +148,10 @@ class PipelineRun:
             self.info = info
             yield info
 
-    def output(self) -> contextlib.AbstractContextManager:
+    def output(self, expect=None) -> contextlib.AbstractContextManager:
         """A temporary directory beside ``out`` that becomes ``out`` (sealed by its manifest's checksums)
-        only when the block succeeds (:func:`cutext.stages.runtime.output.atomic_directory`).
+        only when the block succeeds (:func:`cutext.stages.runtime.output.atomic_directory`); ``expect(out)``,
+        if given, runs under the output's lock just before the swap and aborts it by raising.
 
         Yields
         ------
@@ -165,7 +166,7 @@ class PipelineRun:
             Another run was replacing ``out`` at the swap; nothing was written.
         """
         return atomic_directory(self.out, overwrite=self.overwrite, kind=self.kind, manifest=self.manifest,
-                                inputs=self.inputs)
+                                inputs=self.inputs, expect=expect)
 
     def stage(self, name: str, fn: Callable, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` as the stage ``name``: its seconds go to ``timings[name]`` and,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ from cutext.stages.engines.segments import (live_segment, merge_segments, merge_
                                             segment_heads, write_segment)
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.output import OutputBusyError
 from cutext.stages.text.tokenize import TokenizerConfig
 
 __all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli"]
@@ -66,14 +68,14 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     OutputDirectoryError (FileExistsError)
         ``index`` is an input of the append, or holds entries its manifest does not list.
     """
-    old = _segmented_manifest(Path(index), "appending")
+    old, expect = _segmented_manifest(Path(index), "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
-                                  n_workers=n_workers) as info, run.output() as tmp:
+                                  n_workers=n_workers) as info, run.output(expect) as tmp:
         _link_segments(Path(index), tmp, old["segments"])
         for f in old.get("deletes", {}).values():  # deletions stay deleted
             (tmp / "deletes").mkdir(exist_ok=True)
@@ -120,7 +122,7 @@ def delete_documents(index, source_ids, *, progress=True) -> RunResult:
         Source ids that are not in the index (up to five named), or none given.
     """
     index = Path(index)
-    old = _segmented_manifest(index, "deleting documents")
+    old, expect = _segmented_manifest(index, "deleting documents")
     wanted = pa.array(sorted({str(x) for x in source_ids}), pa.string())
     if not len(wanted):
         raise ValueError("delete_documents: no source id given")
@@ -139,7 +141,8 @@ def delete_documents(index, source_ids, *, progress=True) -> RunResult:
         missing = wanted.filter(pa.array(~found)).to_pylist()
         raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
                          f"{missing[:5]}; nothing was deleted")
-    return _commit_segments(index, old, names, new_deletes, progress, {"deleted_docs": int(len(wanted))})
+    return _commit_segments(index, old, names, new_deletes, progress, {"deleted_docs": int(len(wanted))},
+                            expect=expect)
 
 
 def compact_index(index, *, progress=True) -> RunResult:
@@ -163,7 +166,7 @@ def compact_index(index, *, progress=True) -> RunResult:
         Not a segmented cutext bm25 index, or a damaged one.
     """
     index = Path(index)
-    old = _segmented_manifest(index, "compacting")
+    old, expect = _segmented_manifest(index, "compacting")
     names = old["segments"]
     deletes = read_deletes(index, old, names)
     segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
@@ -172,7 +175,8 @@ def compact_index(index, *, progress=True) -> RunResult:
     name = f"seg-{int(old.get('next_segment', len(names))):05d}"
     staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
               "lengths": merged.lengths, "source_ids": merged.source_ids}
-    return _commit_segments(index, old, [], [], progress, {"compacted_segments": len(names)}, new=(name, staged))
+    return _commit_segments(index, old, [], [], progress, {"compacted_segments": len(names)}, new=(name, staged),
+                            expect=expect)
 
 
 def convert_index(index, out=None, *, progress=True) -> RunResult:
@@ -200,7 +204,7 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
     """
     index = Path(index)
     out = index if out is None else Path(out)
-    old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    old, expect = _read_commit(index)
     if old.get("index_format", 1) != 1:
         raise art.ArtifactError(f"{index / 'index.json'}: already a segmented index (index_format 2)")
     loaded = BM25Index.load(index, backend="cpu")  # every check of a format-1 index
@@ -214,19 +218,55 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
     del loaded, t, d, tf, o
     base = {**old, "index_format": 2, "segments": [], "deletes": {}, "next_segment": 0}
     return _commit_segments(index, base, [], [], progress, {"converted_from_format": 1},
-                            new=("seg-00000", staged), out=out)
+                            new=("seg-00000", staged), out=out, expect=expect if out == index else None)
 
 
-def _segmented_manifest(index: Path, what: str) -> dict:
+def _read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
+    """The index's manifest and the check that it is still the index's commit when a new one is swapped in.
+
+    A new commit builds on the one it read (its segments, deletions, statistics): if another writer committed
+    in between, swapping this one in would drop that writer's change, so the check refuses it (Lucene's
+    IndexWriter holds write.lock for the same reason); it runs under the output's lock at the swap.
+    """
+    mf = index / "index.json"
+    try:
+        raw = mf.read_bytes()
+    except FileNotFoundError:
+        raw = b""
     old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
+    if json.loads(raw or b"null") != old:  # committed while it was being read
+        raise OutputBusyError(f"{index} was committed by another writer while this run read it; nothing was "
+                              "written (run it again)")
+
+    def expect(out: Path) -> None:
+        try:
+            now = (out / "index.json").read_bytes()
+        except FileNotFoundError:
+            now = b""
+        if now != raw:
+            raise OutputBusyError(f"{index} was changed by another writer (generation {old.get('generation', 0)}"
+                                  f" -> {_generation(now)}) while this run worked on it; this run wrote "
+                                  "nothing (run it again on the new commit)")
+    return old, expect
+
+
+def _generation(raw: bytes):
+    try:
+        return json.loads(raw).get("generation", 0)
+    except (ValueError, AttributeError):
+        return "unreadable"
+
+
+def _segmented_manifest(index: Path, what: str) -> tuple[dict, Callable[[Path], None]]:
+    old, expect = _read_commit(index)
     if old.get("index_format", 1) != 2:
         raise art.ArtifactError(f"{index / 'index.json'}: {what} needs a segmented index; convert it with "
                                 f"cutext bm25-convert --index {index} (or rebuild it with --index-format 2)")
-    return old
+    return old, expect
 
 
 def _commit_segments(index: Path, old: dict, names: list, deletes: list, progress: bool, extra: dict,
-                     new=None, out=None) -> RunResult:
+                     new=None, out=None, expect=None) -> RunResult:
     """A new commit of ``index`` (at ``out``, default in its place): the segments ``names`` (hard links) with
     their ``deletes``, and ``new`` (``(name, write_segment arguments)``) written after them; the manifest's
     statistics recounted."""
@@ -234,7 +274,7 @@ def _commit_segments(index: Path, old: dict, names: list, deletes: list, progres
     run = PipelineRun("bm25", out, manifest="index.json", inputs=None if out == index else [index],
                       progress=progress)
     gen = int(old.get("generation", 0)) + 1
-    with run.output() as tmp:
+    with run.output(expect) as tmp:
         _link_segments(index, tmp, names)
         spec = {}
         for n, d in zip(names, deletes):

@@ -22,7 +22,9 @@ Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.
    output if a writer died between them.
 3. **Concurrent writers.**  The swap happens under an exclusive, non-blocking ``flock`` on
    ``.<name>.lock`` beside ``out``: of two runs finishing together one wins, the other gets
-   :class:`OutputBusyError` and removes its temporary directory; nothing is left behind.
+   :class:`OutputBusyError` and removes its temporary directory; nothing is left behind.  A run that
+   builds on the output it read (an append, delete or compact of a segmented index) passes ``expect``,
+   which checks under that lock that the output is still the commit it started from.
 4. **Temporaries of dead writers.**  Every run removes the temporary directories of ``out`` whose
    writer process (pid, same host) is gone; a live writer's are never touched.
 5. **Sealed.**  Before the swap, the manifest records the size and CRC32 of every file and its own
@@ -409,7 +411,7 @@ def _seal_all(tmp: Path, manifest: str) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, manifest: str | None = None,
-                     inputs=None):
+                     inputs=None, expect=None):
     """Yield a temporary directory beside ``out``; make it ``out`` only when the block succeeds.
 
     Parameters
@@ -423,6 +425,10 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
         new path or an empty directory is accepted.
     inputs : path, list of paths or None
         The run's inputs, which ``out`` must not be nor contain.
+    expect : callable, optional
+        ``expect(out)`` is called under the output's lock just before the swap; whatever it raises
+        aborts the run with nothing written (a commit that must build on the output it read, e.g.
+        an append raising :class:`OutputBusyError` when another writer committed meanwhile).
 
     Yields
     ------
@@ -451,6 +457,8 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
             _seal_all(tmp, manifest)
         with _lock(path):
             check_output(out, kind=kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
+            if expect is not None:
+                expect(path)
             _swap_in(tmp, path, tag, suffix)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
