@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +20,12 @@ from cutext.pipelines._run import PipelineRun
 from cutext.pipelines.bm25 import (SEGMENTS_DIR, _add_compute_options, _add_reader_options, _cli_client,
                                    _front_end, _IndexInput, _open_source, _reader_kwargs, _spill_plan,
                                    _write_segments)
-from cutext.stages.engines.bm25_index import BM25Index, read_deletes
-from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
-                                            segment_heads, write_segment)
+from cutext.stages.engines import index_commits as commits
+from cutext.stages.engines.bm25_index import BM25Index
+from cutext.stages.engines.index_commits import index_counts, link_segments, read_deletes, segmented_commit
+from cutext.stages.engines.segments import segment_heads
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.runtime.output import OutputBusyError
 from cutext.stages.text.tokenize import TokenizerConfig
 
 __all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli"]
@@ -68,7 +68,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     OutputDirectoryError (FileExistsError)
         ``index`` is an input of the append, or holds entries its manifest does not list.
     """
-    old, expect = _segmented_manifest(Path(index), "appending")
+    old, expect = segmented_commit(Path(index), "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
@@ -76,7 +76,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
                                   n_workers=n_workers) as info, run.output(expect) as tmp:
-        _link_segments(Path(index), tmp, old["segments"])
+        link_segments(Path(index), tmp, old["segments"])
         for f in old.get("deletes", {}).values():  # deletions stay deleted
             (tmp / "deletes").mkdir(exist_ok=True)
             os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
@@ -93,7 +93,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                                 "postings": counts["n_postings"]})
 
 
-def delete_documents(index, source_ids, *, progress=True) -> RunResult:
+def delete_documents(index, source_ids) -> RunResult:
     """Delete documents from a segmented index by their source ids (Lucene's deletes: recorded, not rewritten).
 
     Each segment's deleted local documents are written to ``deletes/`` and listed in a new commit (the
@@ -107,7 +107,6 @@ def delete_documents(index, source_ids, *, progress=True) -> RunResult:
     source_ids : iterable of str
         The ``source_id`` of every document to delete; every one must be in the index (a document already
         deleted counts as absent).
-    progress : bool
 
     Returns
     -------
@@ -120,39 +119,21 @@ def delete_documents(index, source_ids, *, progress=True) -> RunResult:
         Not a segmented cutext bm25 index, or a damaged one.
     ValueError
         Source ids that are not in the index (up to five named), or none given.
+    OutputBusyError (FileExistsError)
+        Another writer committed to the index meanwhile; nothing was written.
     """
-    index = Path(index)
-    old, expect = _segmented_manifest(index, "deleting documents")
-    wanted = pa.array(sorted({str(x) for x in source_ids}), pa.string())
-    if not len(wanted):
-        raise ValueError("delete_documents: no source id given")
-    names = old["segments"]
-    deletes = read_deletes(index, old, names)
-    found = np.zeros(len(wanted), bool)
-    new_deletes = []
-    for n, d in zip(names, deletes):
-        seg = read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False)
-        hit = pc.is_in(seg.source_ids.cast(pa.string()), value_set=wanted).to_numpy(zero_copy_only=False)
-        hit[d] = False  # deleted before: not there any more
-        where = pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()
-        found[where] = True
-        new_deletes.append(np.union1d(d, np.flatnonzero(hit)).astype(np.int64))
-    if not found.all():
-        missing = wanted.filter(pa.array(~found)).to_pylist()
-        raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
-                         f"{missing[:5]}; nothing was deleted")
-    return _commit_segments(index, old, names, new_deletes, progress, {"deleted_docs": int(len(wanted))},
-                            expect=expect)
+    t0 = time.perf_counter()
+    counts = commits.commit_deletion(index, source_ids)
+    return _result(index, counts, time.perf_counter() - t0)
 
 
-def compact_index(index, *, progress=True) -> RunResult:
+def compact_index(index) -> RunResult:
     """Rewrite a segmented index as one segment without its deleted documents (Lucene's forceMerge(1)).
 
     Parameters
     ----------
     index : str or os.PathLike
         A segmented index (``index_format=2``).
-    progress : bool
 
     Returns
     -------
@@ -164,19 +145,12 @@ def compact_index(index, *, progress=True) -> RunResult:
     ------
     ArtifactError (ValueError)
         Not a segmented cutext bm25 index, or a damaged one.
+    OutputBusyError (FileExistsError)
+        Another writer committed to the index meanwhile; nothing was written.
     """
-    index = Path(index)
-    old, expect = _segmented_manifest(index, "compacting")
-    names = old["segments"]
-    deletes = read_deletes(index, old, names)
-    segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
-    merged = merge_segments(segs)
-    del segs
-    name = f"seg-{int(old.get('next_segment', len(names))):05d}"
-    staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
-              "lengths": merged.lengths, "source_ids": merged.source_ids}
-    return _commit_segments(index, old, [], [], progress, {"compacted_segments": len(names)}, new=(name, staged),
-                            expect=expect)
+    t0 = time.perf_counter()
+    counts = commits.commit_compaction(index)
+    return _result(index, counts, time.perf_counter() - t0)
 
 
 def convert_index(index, out=None, *, progress=True) -> RunResult:
@@ -204,7 +178,7 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
     """
     index = Path(index)
     out = index if out is None else Path(out)
-    old, expect = _read_commit(index)
+    old, expect = commits.read_commit(index)
     if old.get("index_format", 1) != 1:
         raise art.ArtifactError(f"{index / 'index.json'}: already a segmented index (index_format 2)")
     loaded = BM25Index.load(index, backend="cpu")  # every check of a format-1 index
@@ -217,108 +191,21 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
               "lengths": loaded.lengths, "source_ids": pa.array(loaded.source_ids, pa.string())}
     del loaded, t, d, tf, o
     base = {**old, "index_format": 2, "segments": [], "deletes": {}, "next_segment": 0}
-    return _commit_segments(index, base, [], [], progress, {"converted_from_format": 1},
-                            new=("seg-00000", staged), out=out, expect=expect if out == index else None)
-
-
-def _read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
-    """The index's manifest and the check that it is still the index's commit when a new one is swapped in.
-
-    A new commit builds on the one it read (its segments, deletions, statistics): if another writer committed
-    in between, swapping this one in would drop that writer's change, so the check refuses it (Lucene's
-    IndexWriter holds write.lock for the same reason); it runs under the output's lock at the swap.
-    """
-    mf = index / "index.json"
-    try:
-        raw = mf.read_bytes()
-    except FileNotFoundError:
-        raw = b""
-    old = art.read_manifest(index, "index.json", "cutext.bm25", "a cutext BM25 index", verify=False)
-    if json.loads(raw or b"null") != old:  # committed while it was being read
-        raise OutputBusyError(f"{index} was committed by another writer while this run read it; nothing was "
-                              "written (run it again)")
-
-    def expect(out: Path) -> None:
-        try:
-            now = (out / "index.json").read_bytes()
-        except FileNotFoundError:
-            now = b""
-        if now != raw:
-            raise OutputBusyError(f"{index} was changed by another writer (generation {old.get('generation', 0)}"
-                                  f" -> {_generation(now)}) while this run worked on it; this run wrote "
-                                  "nothing (run it again on the new commit)")
-    return old, expect
-
-
-def _generation(raw: bytes):
-    try:
-        return json.loads(raw).get("generation", 0)
-    except (ValueError, AttributeError):
-        return "unreadable"
-
-
-def _segmented_manifest(index: Path, what: str) -> tuple[dict, Callable[[Path], None]]:
-    old, expect = _read_commit(index)
-    if old.get("index_format", 1) != 2:
-        raise art.ArtifactError(f"{index / 'index.json'}: {what} needs a segmented index; convert it with "
-                                f"cutext bm25-convert --index {index} (or rebuild it with --index-format 2)")
-    return old, expect
-
-
-def _commit_segments(index: Path, old: dict, names: list, deletes: list, progress: bool, extra: dict,
-                     new=None, out=None, expect=None) -> RunResult:
-    """A new commit of ``index`` (at ``out``, default in its place): the segments ``names`` (hard links) with
-    their ``deletes``, and ``new`` (``(name, write_segment arguments)``) written after them; the manifest's
-    statistics recounted."""
-    out = index if out is None else out
     run = PipelineRun("bm25", out, manifest="index.json", inputs=None if out == index else [index],
                       progress=progress)
-    gen = int(old.get("generation", 0)) + 1
-    with run.output(expect) as tmp:
-        _link_segments(index, tmp, names)
-        spec = {}
-        for n, d in zip(names, deletes):
-            if len(d):
-                spec[n] = f"{n}-g{gen:05d}.npy"
-                (tmp / "deletes").mkdir(exist_ok=True)
-                np.save(tmp / "deletes" / spec[n], d, allow_pickle=False)
-        segs = list(names)
-        if new is not None:
-            run.stage("write", write_segment, tmp / SEGMENTS_DIR / new[0], **new[1])
-            segs.append(new[0])
-        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
-                              list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
-        mt, counts = _index_counts(heads, old, **extra)
-        keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
-                                    "scheduler", "n_workers") if k in old}
-        run.write_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
-                                 "next_segment": int(old.get("next_segment", len(old["segments"])))
-                                 + (new is not None), "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
-                                 "counts": counts, "timings": run.timings})
-    return run.result(old.get("backend", "cpu"), "sync", 1, counts,
-                      {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in old},
-                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
-                                "postings": counts["n_postings"]})
+    with run.output(expect if out == index else None) as tmp:
+        counts = commits.write_commit(tmp, index, base, [], [], {"converted_from_format": 1},
+                                      new=("seg-00000", staged), timings=run.timings)
+    return _result(out, counts, sum(run.timings.values()), old)
 
 
-def _index_counts(heads: list, old: dict, replaced: int = 0, input_bytes: int = 0, **extra) -> tuple:
-    """The global statistics of a commit's segments (:func:`merge_terms`) and its manifest's ``counts``:
-    the sizes of the whole index, ``replaced`` and ``input_bytes`` added to the earlier commit's."""
-    mt = merge_terms(heads)
-    lengths = np.concatenate([h.lengths for h in heads]) if heads else np.zeros(0, np.int32)
-    oc = old.get("counts", {})
-    return mt, {"n_docs": mt.n_docs, "n_terms": len(mt.vocab), "n_postings": int(mt.df.sum()), "n_tokens": mt.sum_dl,
-                "n_empty_docs": int((lengths == 0).sum()), "replaced": int(oc.get("replaced", 0)) + replaced,
-                "input_bytes": int(oc.get("input_bytes", 0)) + input_bytes, "partitions": len(heads), **extra}
-
-
-def _link_segments(index: Path, tmp: Path, names: list) -> None:
-    """The index's segments in the new commit ``tmp`` as hard links (no byte copied; segments are immutable)."""
-    for n in names:
-        src, dst = index / SEGMENTS_DIR / n, tmp / SEGMENTS_DIR / n
-        dst.mkdir(parents=True)
-        for f in src.iterdir():
-            os.link(f, dst / f.name)
+def _result(index, counts: dict, seconds: float, meta: dict | None = None) -> RunResult:
+    """The :class:`RunResult` of a commit without a front end (delete, compact, convert)."""
+    meta = meta or json.loads((Path(index) / "index.json").read_text(encoding="utf-8"))
+    return RunResult("bm25", Path(index).absolute(), meta.get("backend", "cpu"), "sync", 1, counts,
+                     {"commit": seconds}, {k: meta[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in meta},
+                     headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                               "postings": counts["n_postings"]})
 
 
 def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
@@ -329,7 +216,7 @@ def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, repl
     heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
                           read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
                           + [np.zeros(0, np.int64)] * len(names))
-    mt, counts = _index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
+    mt, counts = index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
     manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
@@ -386,14 +273,14 @@ def _delete_cli_main(args) -> int:
     ids = list(args.ids)
     if args.ids_file:
         ids += [x.strip() for x in Path(args.ids_file).read_text(encoding="utf-8").splitlines() if x.strip()]
-    r = delete_documents(args.index, ids, progress=False)
+    r = delete_documents(args.index, ids)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 
 
 def _compact_cli_main(args) -> int:
     """``bm25-compact --index DIR``: one segment without deletions, print the result."""
-    r = compact_index(args.index, progress=False)
+    r = compact_index(args.index)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
-from cutext.stages.engines import segments
+from cutext.stages.engines import index_commits, segments
+from cutext.stages.engines.index_commits import read_deletes
 from cutext.stages.runtime.compute import (StepClock)
 from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
@@ -244,37 +245,13 @@ class _Shard:
     def __init__(self, lo: int, hi: int, matrix, backend: str):
         self.lo, self.hi, self.backend = lo, hi, backend
         self.sm = search_stage.SearchMatrix(matrix)
+        self.device = None  # the GPU of a shard of BM25Index.load(devices=...)
 
 
 def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w0, wmax=None) -> _Shard:
     """Worker side of :meth:`BM25Index.load` with a client: read the shard, put it on this worker's device."""
     be = resolve_backend(backend, needs=ARRAY_STACK)
     return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
-
-
-def read_deletes(path: Path, meta: dict, names: list) -> list:
-    """The deleted local doc numbers of each segment (int64 arrays; empty: none) from index.json's
-    ``deletes`` (``{segment: file under deletes/}``)."""
-    mf = path / "index.json"
-    spec = meta.get("deletes", {})
-    if not isinstance(spec, dict) or not set(spec) <= set(names):
-        raise art.ArtifactError(f"{mf}: 'deletes' must map segments of the index to files, got {spec!r}")
-    out = []
-    for n in names:
-        if n not in spec:
-            out.append(np.zeros(0, np.int64))
-            continue
-        f = path / "deletes" / str(spec[n])
-        if not isinstance(spec[n], str) or "/" in spec[n] or not f.is_file():
-            raise art.ArtifactError(f"{mf}: deletions of {n!r} are not a file under deletes/: {spec[n]!r}")
-        try:
-            d = np.load(f, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise art.ArtifactError(f"{f}: unreadable deletions ({exc})") from None
-        if d.ndim != 1 or (d.size and d.dtype.kind not in "iu"):
-            raise art.ArtifactError(f"{f}: deletions must be a 1-d integer array")
-        out.append(d.astype(np.int64))
-    return out
 
 
 def _load_segment_shard(folders: list, deletes: list, terms, lo: int, hi: int, backend: str, fn, w0) -> _Shard:
@@ -288,9 +265,71 @@ def _load_segment_shard(folders: list, deletes: list, terms, lo: int, hi: int, b
     return _Shard(lo, hi, _segment_matrix(merged, fn, w0, be), be)
 
 
+class _Devices:
+    """Shards on GPUs of this process (``BM25Index.load(devices=...)``): the stand-in of a client whose
+    workers are devices; a shard is loaded, and its engine started, under its own device."""
+
+    def __init__(self, devices, backend: str):
+        if backend != "gpu":
+            raise ValueError(f"BM25Index.load: devices= shards the index over GPUs, but the backend is {backend!r}")
+        if isinstance(devices, (int, np.integer)):
+            devices = [devices]
+        devices = list(devices)
+        import cupy
+
+        n = cupy.cuda.runtime.getDeviceCount()
+        if not devices or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and 0 <= d < n
+                                  for d in devices):
+            raise ValueError(f"BM25Index.load: devices must be a non-empty list of device numbers in [0, {n}), "
+                             f"got {devices!r}")
+        self.devices = [int(d) for d in devices]
+
+    def place(self, jobs) -> list:
+        """Run each ``(device, lo, hi, (loader, *args))`` under its device, on a thread each."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        import cupy
+
+        def one(job):
+            dev, lo, hi, (fn, *args) = job
+            with cupy.cuda.Device(dev):
+                shard = fn(*args)
+                shard.device = dev
+                cupy.cuda.Device(dev).synchronize()
+            return lo, hi, f"gpu:{dev}", shard
+
+        with ThreadPoolExecutor(len(jobs) or 1) as pool:
+            return list(pool.map(one, jobs))
+
+    def run(self, shard: "_Shard", fn, *args):
+        import cupy
+
+        with cupy.cuda.Device(shard.device):
+            return fn(shard, *args)
+
+
+def _slots(client) -> list:
+    """Where the shards go: the client's workers (sorted), or the devices of :class:`_Devices`."""
+    if isinstance(client, _Devices):
+        return client.devices
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ValueError("BM25Index.load(client=...): the client has no workers")
+    return workers
+
+
 def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
     """Worker side of a sharded search: the shard's top k, doc ids made global."""
     doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads)
+    return np.where(doc >= 0, doc + shard.lo, -1), score, n
+
+
+def _shard_topk_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
+    return shard.sm.topk_start(Q, k, engine, max_workspace, n_threads)
+
+
+def _shard_finish(shard: _Shard, finish):
+    doc, score, n = finish()
     return np.where(doc >= 0, doc + shard.lo, -1), score, n
 
 
@@ -398,7 +437,7 @@ class BM25Index:
                 f"backend={self.backend!r}{shards}, path={str(self.path)!r})")
 
     @classmethod
-    def load(cls, path, backend="auto", client=None, verify: bool = True) -> "BM25Index":
+    def load(cls, path, backend="auto", client=None, verify: bool = True, devices=None) -> "BM25Index":
         """Load an index directory written by :func:`build_index`.
 
         Parameters
@@ -417,6 +456,12 @@ class BM25Index:
             Check the CRC32 of every file against index.json before reading (one extra read of the
             index; :func:`cutext.stages.runtime.artifacts.read_manifest`, ``benchmarks/checksums.py`` for its
             cost).  False skips it; the value checks below still run.
+        devices : list of int, optional
+            Shard the index over these GPUs of this process (the GPU backend): one contiguous range of
+            documents per entry, as with a client (a segmented index is cut on segment boundaries), read
+            on a thread each; every query batch runs on all of them at once and the top k are merged
+            here.  Search results are the same as one device's.  A device may be named twice (two shards
+            on it).
 
         Raises
         ------
@@ -431,10 +476,21 @@ class BM25Index:
             every file, doc ids outside [0, N), term ids outside [1, V], weights that are not finite
             or outside [0, idf * (k1 + 1 + delta)], postings that disagree with the vocabulary's df.
         ValueError
-            A client without workers.
+            A client without workers; ``devices`` that are not visible device numbers, with a client or
+            on the CPU backend.
         """
+        if devices is not None:
+            if client is not None:
+                raise ValueError("BM25Index.load: devices= shards over this process's GPUs; with client= each "
+                                 "worker holds the shard of its own device (pass one or the other)")
+            client = _Devices(devices, resolve_backend(backend, needs=ARRAY_STACK))
+        index = cls._open(Path(path), backend, client, verify)
+        # a commit made through the index (delete, compact) reloads it alike
+        index._load_args = (backend, None if isinstance(client, _Devices) else client, verify, devices)
+        return index
 
-        path = Path(path)
+    @classmethod
+    def _open(cls, path: Path, backend, client, verify: bool) -> "BM25Index":
         meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
         mf = path / "index.json"
         N = art.field_int(meta, "N", mf, lo=0)
@@ -446,7 +502,7 @@ class BM25Index:
             k1 = float(meta.get("k1", 0.9))
         except (TypeError, ValueError, KeyError) as exc:
             raise art.ArtifactError(f"{mf}: {exc}") from None
-        if client is None:
+        if client is None or isinstance(client, _Devices):
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
             be = choice("backend", backend, ("auto", "cpu", "gpu"))
@@ -487,19 +543,24 @@ class BM25Index:
         if client is None:
             M = _to_backend(_read_postings(path, N, V, df, w0, wmax=wmax), be)
             return cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, M, be)
-        workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise ValueError("BM25Index.load(client=...): the client has no workers")
-        futures = []
-        for (lo, hi), w in zip(shard_ranges(lengths, len(workers)), workers):
-            f = client.submit(_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, wmax, workers=[w],
-                              allow_other_workers=False, pure=False)
-            futures.append((lo, hi, w, f))
-        infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
-                               for _, _, w, f in futures])
-        bes = sorted({i[2] for i in infos})
-        index = cls(path, meta, vocab, df, idf_t, w0, source_ids, lengths, None, ",".join(bes),
-                    client=client, shards=futures)
+        slots = _slots(client)
+        jobs = [(slot, lo, hi, (_load_shard, str(path.absolute()), lo, hi, be, N, V, df, w0, wmax))
+                for (lo, hi), slot in zip(shard_ranges(lengths, len(slots)), slots)]
+        return cls._placed(client, jobs, path, meta, vocab, df, idf_t, w0, source_ids, lengths)
+
+    @classmethod
+    def _placed(cls, client, jobs, *fields) -> "BM25Index":
+        """The sharded index of ``jobs`` = ``[(slot, lo, hi, (loader, *args)), ...]``: each loader run on its
+        slot (a client's worker, or a device of :class:`_Devices`), the shards' engines checked alike."""
+        if isinstance(client, _Devices):
+            futures = client.place(jobs)
+            infos = [_shard_info(f) for _, _, _, f in futures]
+        else:
+            futures = [(lo, hi, w, client.submit(*job, workers=[w], allow_other_workers=False, pure=False))
+                       for w, lo, hi, job in jobs]
+            infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False,
+                                                 pure=False) for _, _, w, f in futures])
+        index = cls(*fields, None, ",".join(sorted({i[2] for i in infos})), client=client, shards=futures)
         index._shard_nonnegative = all(i[3] for i in infos)
         return index
 
@@ -546,13 +607,11 @@ class BM25Index:
     @classmethod
     def _load_segment_shards(cls, path: Path, meta: dict, folders: list, deletes: list, N: int, avgdl: float,
                              variant: str, k1: float, delta: float, be: str, client) -> "BM25Index":
-        """:meth:`load` of a segmented index with a client: the global statistics from every segment's terms
-        and documents here (O(vocabulary + documents)), then each worker reads a consecutive run of
-        segments (about equal postings) and weighs its postings on its own device."""
+        """:meth:`load` of a segmented index with a client (or ``devices``): the global statistics from every
+        segment's terms and documents here (O(vocabulary + documents)), then each worker (device) reads a
+        consecutive run of segments (about equal postings) and weighs its postings on its own device."""
         mf = path / "index.json"
-        workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise ValueError("BM25Index.load(client=...): the client has no workers")
+        slots = _slots(client)
         heads = segments.segment_heads(folders, deletes)
         mt = segments.merge_terms(heads)
         if mt.n_docs != N or (N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12)):
@@ -566,21 +625,76 @@ class BM25Index:
         lengths = (np.concatenate([h.lengths for h in heads]).astype(np.int32) if heads else np.zeros(0, np.int32))
         source_ids = (pa.concat_arrays([h.source_ids.cast(pa.string()) for h in heads]).to_numpy(zero_copy_only=False)
                       .astype(object) if heads else np.zeros(0, object))
-        runs = shard_ranges(np.array([h.n_postings for h in heads], np.int64), len(workers))
-        futures = []
-        for (a, e), w in zip(runs, workers):
+        runs = shard_ranges(np.array([h.n_postings for h in heads], np.int64), len(slots))
+        jobs = []
+        for (a, e), slot in zip(runs, slots):
             run_terms = segments.MergedTerms(mt.vocab, mt.df, mt.n_docs, mt.sum_dl, mt.doc_base[a:e + 1],
                                              mt.term_ids[a:e])
             lo, hi = int(mt.doc_base[a]), int(mt.doc_base[e])
-            f = client.submit(_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], deletes[a:e], run_terms,
-                              lo, hi, be, fn, w0, workers=[w], allow_other_workers=False, pure=False)
-            futures.append((lo, hi, w, f))
-        infos = client.gather([client.submit(_shard_info, f, workers=[w], allow_other_workers=False, pure=False)
-                               for _, _, w, f in futures])
-        index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths, None,
-                    ",".join(sorted({i[2] for i in infos})), client=client, shards=futures)
-        index._shard_nonnegative = all(i[3] for i in infos)
-        return index
+            jobs.append((slot, lo, hi, (_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], deletes[a:e],
+                                        run_terms, lo, hi, be, fn, w0)))
+        return cls._placed(client, jobs, path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths)
+
+    # -- commits
+    def delete(self, source_ids) -> int:
+        """Delete documents by their source ids: a new commit of the index, then this index reloaded from it.
+
+        The deletion is recorded, not rewritten (Lucene's deleteDocuments): every later load, and this
+        object from now on, scores as a one-shot build of the remaining documents (N, avgdl and df
+        recounted), and search never returns a deleted document.  :meth:`compact` rewrites the segments
+        without them.  :func:`cutext.stages.engines.index_commits.commit_deletion`.
+
+        Parameters
+        ----------
+        source_ids : str or iterable of str
+            The ``source_id`` of each document to delete; each must be in the index and live.
+
+        Returns
+        -------
+        int
+            The number of documents deleted.
+
+        Raises
+        ------
+        ArtifactError (ValueError)
+            A format-1 index (the message names the command that converts it), or a damaged one.
+        ValueError
+            Source ids that are not in the index or already deleted (up to five named), or none
+            given; nothing is written.
+        OutputBusyError (FileExistsError)
+            Another writer committed to the index meanwhile; nothing is written.
+        """
+        ids = [source_ids] if isinstance(source_ids, str) else list(source_ids)
+        counts = index_commits.commit_deletion(self.path, ids)
+        self._reload()
+        return int(counts["deleted_docs"])
+
+    def compact(self) -> int:
+        """Merge the index's segments into one without its deleted documents (Lucene's ``forceMerge(1)``):
+        a new commit, then this index reloaded from it; scores and results are unchanged.
+        :func:`cutext.stages.engines.index_commits.commit_compaction`.
+
+        Returns
+        -------
+        int
+            The number of segments merged.
+
+        Raises
+        ------
+        ArtifactError (ValueError)
+            A format-1 index, or a damaged one.
+        OutputBusyError (FileExistsError)
+            Another writer committed to the index meanwhile; nothing is written.
+        """
+        counts = index_commits.commit_compaction(self.path)
+        self._reload()
+        return int(counts["compacted_segments"])
+
+    def _reload(self) -> None:
+        backend, client, verify, devices = getattr(self, "_load_args", (self.backend, self._client, True, None))
+        fresh = type(self).load(self.path, backend=backend, client=client, verify=verify, devices=devices)
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__)
 
     # -- queries
     def query_matrix(self, texts, n_threads: int | None = None):
@@ -622,6 +736,8 @@ class BM25Index:
     def _submit(self, fn, *args):
         """Run ``fn(shard, *args)`` on every shard's worker; the results in shard order."""
         c = self._client
+        if isinstance(c, _Devices):
+            return [c.run(f, fn, *args) for _, _, _, f in self._shard_futures]
         futs = [c.submit(fn, f, *args, workers=[w], allow_other_workers=False, pure=False)
                 for _, _, w, f in self._shard_futures]
         return c.gather(futs)
@@ -652,6 +768,10 @@ class BM25Index:
         (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`)."""
         if self._sm is not None:
             return self._sm.topk_start(Q, k, engine, max_workspace, n_threads)
+        if isinstance(self._client, _Devices):  # every device's engine started before any is waited for
+            starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads))
+                      for _, _, _, f in self._shard_futures]
+            return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k)
         out = search_stage.merge_topk(self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads), k)
         return lambda: out
 

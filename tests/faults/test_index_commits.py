@@ -15,6 +15,7 @@ import pytest
 
 from cutext import pipelines
 from cutext.pipelines import bm25_index_ops as ops
+from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.runtime.output import OutputBusyError
 
@@ -86,19 +87,19 @@ def test_two_appenders_from_one_commit_one_wins_the_other_writes_nothing(tmp_pat
 def test_a_delete_or_compact_that_lost_the_race_to_an_append_writes_nothing(tmp_path, parts, monkeypatch, second):
     ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
     ids = list(BM25Index.load(ix).source_ids[:3])
-    real = ops._index_counts
+    real = commits.index_counts
 
     def race(*a, **k):  # an append commits while the delete / compact is writing
-        monkeypatch.setattr(ops, "_index_counts", real)
+        monkeypatch.setattr(commits, "index_counts", real)
         ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
         return real(*a, **k)
 
-    monkeypatch.setattr(ops, "_index_counts", race)
+    monkeypatch.setattr(commits, "index_counts", race)
     with pytest.raises(OutputBusyError, match="another writer"):
         if second == "delete":
-            ops.delete_documents(ix, ids, progress=False)
+            ops.delete_documents(ix, ids)
         else:
-            ops.compact_index(ix, progress=False)
+            ops.compact_index(ix)
     loaded = BM25Index.load(ix)
     assert loaded.n_docs == 2000 and set(ids) <= set(loaded.source_ids)  # the append kept, nothing deleted
     assert _siblings(ix) == []
