@@ -4,6 +4,8 @@ Each round runs one process per tree (the other tree imported as ``cutext`` thro
 process building the same corpus ``--builds`` times (the first a cold start, not counted); rounds alternate
 old, new, old, new.  The corpus is 20 Newsgroups, once (``--gb 0``, the CPU comparison) or replicated to
 ``--gb`` GB (the GPU one).  Prints each process's builds, the median of its warm builds and its stages.
+Each tree builds its default index format unless ``--index-format`` names one for both (a tree from before
+the segmented default builds format 1, this tree format 2).
 
     git worktree add /tmp/old 27bb999
     python benchmarks/ab_build.py --old /tmp/old --backend cpu --scheduler threads
@@ -24,11 +26,12 @@ _CHILD = """
 import json, shutil, statistics, sys, time
 from cutext import pipelines
 src, out, backend, scheduler, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+fmt = {"index_format": int(sys.argv[6])} if sys.argv[6] else {}
 ts = []
 for i in range(n):
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    r = pipelines.run("bm25", src, out=out, backend=backend, format="lines", scheduler=scheduler, progress=False)
+    r = pipelines.run("bm25", src, out=out, backend=backend, format="lines", scheduler=scheduler, progress=False, **fmt)
     ts.append(time.perf_counter() - t)
 print(json.dumps({"cutext": pipelines.__file__, "builds_s": [round(x, 3) for x in ts], "median_warm_s": round(statistics.median(ts[1:]), 3),
                   "n_postings": r.counts["n_postings"], "stages_s": {k: round(v, 3) for k, v in r.timings.items()}}))
@@ -54,6 +57,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scheduler", default="auto")
     ap.add_argument("--builds", type=int, default=4, help="builds a process (the first is not counted)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--index-format", type=int, default=None, choices=[1, 2],
+                    help="the index format both trees build (default: each tree's own default)")
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
@@ -68,8 +73,8 @@ def main(argv=None) -> int:
         for name, path in trees.items():
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")]))
             out = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(work / "index"), args.backend,
-                                  args.scheduler, str(args.builds)], env=env, cwd=work, capture_output=True,
-                                 text=True, check=True)
+                                  args.scheduler, str(args.builds), str(args.index_format or "")], env=env,
+                                 cwd=work, capture_output=True, text=True, check=True)
             print(name, out.stdout.strip().splitlines()[-1], flush=True)
     return 0
 

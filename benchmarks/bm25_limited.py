@@ -9,7 +9,9 @@ Builds the index of ``--gb`` GB of replicated 20 Newsgroups posts (the data of `
    over the same ``cudaMallocAsync`` resource: an allocation past the limit raises), which makes the
    pipeline keep its partitions in files (``spill=``, :func:`cutext.stages.runtime.compute.gpu_spill_budget`),
 
-and checks that the two index directories hold the same vocabulary, documents and postings.
+and checks that the two index directories hold the same vocabulary, documents and postings.  The
+indexes are format 1 (``index_format=1``: weighted postings in term ranges sized to the device budget,
+counted as ``postings files``).
 Prints a table; ``--json`` writes the rows.
 
     source benchmarks/gpu_env.sh
@@ -77,7 +79,7 @@ def _build(path: Path, out: Path, repeats: int) -> dict:
         rmm.statistics.push_statistics()
         t = time.perf_counter()
         r = pipelines.run("bm25", str(path), out=str(out), backend="gpu", scheduler="sync", format="lines",
-                          progress=False)
+                          index_format=1, progress=False)
         sec = time.perf_counter() - t
         peak = rmm.statistics.pop_statistics().peak_bytes
         rows.append({"seconds": sec, "peak_bytes": peak, "stages": dict(r.timings), "counts": dict(r.counts),

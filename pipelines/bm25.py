@@ -1,6 +1,13 @@
 """The ``bm25`` pipeline: build a term-major BM25 index, load it, search it.
 
-Index directory layout (every file Parquet or JSON)::
+Index directory layout of the default, segmented index (``index_format=2``; every file Parquet or JSON)::
+
+    index.json           index_format 2, segments (names in document order), next_segment, N, avgdl,
+                         variant, k1, b, delta, tokenizer, backend, version, counts, timings
+    segments/seg-NNNNN/  one segment a read partition: terms, postings (doc, tf), docs (source_id,
+                         length), segment.json (:mod:`cutext.stages.engines.segments`); weighted at load
+
+Format 1 (``index_format=1``), one global vocabulary with weighted postings::
 
     index.json           N, avgdl, variant, k1, b, delta, tokenizer, backend, version, counts, timings
     vocab.parquet        term_id: int32, term: string, df: int64, idf: float64, w0: float32
@@ -31,7 +38,7 @@ from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, gpu_spill_budget, on_worker,
-                                           shared_key)
+                                           partition_homes, shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus
@@ -45,7 +52,9 @@ from cutext.stages.runtime.output import check_output_file
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
-from cutext.stages.engines.segments import (write_partition_segment)
+from cutext.stages.engines.index_commits import (SEGMENTS_DIR, index_counts, link_segments, read_deletes,
+                                                 segmented_commit)
+from cutext.stages.engines.segments import segment_heads, write_partition_segment, write_partition_segments
 from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
@@ -67,7 +76,6 @@ GPU_COMPRESSION = "snappy"
 # to the host overlap the next term range's weights and sort.
 GPU_WRITE_WORKERS = 2
 INDEX_FORMATS = (1, 2)
-SEGMENTS_DIR = "segments"
 # the corpus front end's stage names -> this index's timing names
 _TIMING_NAMES = {"count": "sort+count"}
 
@@ -184,8 +192,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                client=None, scheduler="auto", n_workers=None, index_format=1, overwrite=True,
-                progress=True) -> RunResult:
+                client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
+                progress=True, append=False) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -217,22 +225,30 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     scheduler : {"auto", "sync", "threads", "cluster"}
     n_workers : int, optional
         Workers of a local cluster (default: one per GPU / core).
-    index_format : {1, 2}
-        1: one global vocabulary with weighted term-major postings (``vocab.parquet``, ``postings/``,
-        ``documents/``). 2: segments (``segments/seg-NNNNN/``, :mod:`cutext.stages.engines.segments`), one
-        per read partition, each written by the worker that counted it, storing tf and document lengths;
-        the weights follow from the global statistics at load. Both load with :meth:`BM25Index.load` and
+    index_format : {2, 1}, default 2
+        2: segments (``segments/seg-NNNNN/``, :mod:`cutext.stages.engines.segments`), one per read
+        partition, each written by the worker that counted it, storing tf and document lengths; the
+        weights follow from the global statistics at load; ``bm25-append``, ``bm25-delete`` and
+        ``bm25-compact`` work on it. 1: one global vocabulary with weighted term-major postings
+        (``vocab.parquet``, ``postings/``, ``documents/``). Both load with :meth:`BM25Index.load` and
         give the same scores.
     overwrite : bool
     progress : bool
         Show the progress inside each stage (partitions done / total): a bar when standard error is
         a terminal, else a plain line every 10 s and one per finished stage.
+    append : bool, default False
+        Add the documents to the segmented index ``out`` as new segments (:func:`append_index`; Lucene's
+        append mode): the old segments are kept as they are and the index scores afterwards as a
+        one-shot build of all its documents.  The index's own BM25 and tokenizer settings are used: a
+        setting given here that differs from the index's (or ``index_format=1``, ``overwrite=False``)
+        is refused.
 
     Returns
     -------
     RunResult
         ``path`` = the index directory; ``counts``: n_docs, n_terms, n_postings, n_tokens,
-        n_empty_docs, replaced; ``timings`` in seconds per stage.
+        n_empty_docs, replaced; ``timings`` in seconds per stage (with ``append``, the counts of the
+        whole index and ``appended_docs``).
 
     Raises
     ------
@@ -246,6 +262,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
     """
+    if append:
+        _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
+                               overwrite=overwrite, tokenizer=(lowercase, stopwords, stemmer, min_len, max_len))
+        return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
+                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
+                            max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
+                            n_workers=n_workers, progress=progress)
     inputs = [path, *param_files(stopwords)]
     run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
@@ -283,6 +306,112 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             "timings": run.timings})
     return run.result(info.backend, info.scheduler, info.n_workers, counts, params,
                       headline={"documents": idx.n_docs, "terms": idx.n_terms, "postings": idx.n_postings})
+
+
+_BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True}
+_TOKENIZER_DEFAULTS = (True, None, None, 1, None)
+
+
+def _check_append_settings(out, *, tokenizer, **given) -> None:
+    """``build_index(append=True)`` takes the index's own settings: one given here that is not the default and
+    differs from the index's is refused (it would be ignored otherwise)."""
+    old, _ = segmented_commit(Path(out), "appending")
+    bad = [k for k, v in given.items() if v != _BUILD_DEFAULTS[k] and v != old.get(k, _BUILD_DEFAULTS[k])]
+    if "overwrite" in bad or "index_format" in bad:
+        bad = [k for k in bad if k in ("overwrite", "index_format")]
+        raise ValueError(f"append=True adds segments to {out}: {', '.join(bad)} do not apply (an append writes a "
+                         "new commit of the segmented index)")
+    have = dict(old, **TokenizerConfig.from_dict(old["tokenizer"]).to_dict())
+    for name, v, d in zip(("lowercase", "stopwords", "stemmer", "min_len", "max_len"), tokenizer, _TOKENIZER_DEFAULTS):
+        if v != d and TokenizerConfig.make(**{name: v}).to_dict()[name] != have[name]:
+            bad.append(name)
+    if bad:
+        raise ValueError(f"append=True uses the settings of the index {out}; {', '.join(bad)} differ from them "
+                         f"(the index has {', '.join(f'{k}={have.get(k)!r}' for k in bad)}): leave them out")
+
+
+def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
+                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
+                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
+    """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
+
+    The new documents are tokenized with the index's own tokenizer settings and written as segments after
+    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
+    links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
+    one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
+    commit is atomic: a reader sees the index before or after the append, never between.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, list, or a frame
+        The documents to add (the formats of :func:`build_index`).
+    index : str or os.PathLike
+        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+        Reader settings of the new documents, as for :func:`build_index`.
+    backend, client, scheduler, n_workers, progress
+        As for :func:`build_index`.
+
+    Returns
+    -------
+    RunResult
+        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        ``index`` is not a cutext bm25 index, or is a format-1 index (rebuild it with
+        ``index_format=2``), or its manifest is damaged.
+    CorpusError (ValueError), FileNotFoundError
+        As :func:`build_index` for the new documents.
+    OutputDirectoryError (FileExistsError)
+        ``index`` is an input of the append, or holds entries its manifest does not list.
+    """
+    old, expect = segmented_commit(Path(index), "appending")
+    tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
+    be = run.resolve_backend(backend)
+    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
+                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
+                                  n_workers=n_workers) as info, run.output(expect) as tmp:
+        link_segments(Path(index), tmp, old["segments"])
+        for f in old.get("deletes", {}).values():  # deletions stay deleted
+            (tmp / "deletes").mkdir(exist_ok=True)
+            os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
+        src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
+        idx = _front_end(run, src, tok_cfg, info, spill, path)
+        first = int(old.get("next_segment", len(old["segments"])))
+        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
+        run.write_manifest(tmp, manifest)
+    return run.result(info.backend, info.scheduler, info.n_workers, counts,
+                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
+                       "tokenizer": old["tokenizer"]},
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
+
+
+def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
+                       timings: dict) -> tuple[dict, dict]:
+    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
+    and documents: O(vocabulary + documents))."""
+    segs = old["segments"] + names
+    heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
+                          read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
+                          + [np.zeros(0, np.int64)] * len(names))
+    mt, counts = index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
+    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
+    next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
+    manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
+                "generation": int(old.get("generation", 0)) + 1, "next_segment": next_segment, "N": mt.n_docs,
+                "avgdl": mt.avgdl, **keep, "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
+    return manifest, counts
+
+
+# ----------------------------------------------------------------------------- command line
 
 
 @dataclass
@@ -489,19 +618,47 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) ->
     folder.mkdir(exist_ok=True)
     names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
     vocab = shared_key(idx.vocab, info.client)  # the one O(V) input of every writer
-    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
-             for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
-    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
-    in_flight = (dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1) if info.client is None
-                 else contextlib.nullcontext())
-    with in_flight:
-        metas = compute_all(tasks, info)
+    homes = partition_homes(idx.counts) if info.client is not None else None
+    if homes is not None:
+        metas = _write_segments_on_workers(info.client, homes, idx, vocab, [str(folder / n) for n in names])
+    else:
+        tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
+                 for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
+        # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
+        in_flight = (dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1) if info.client is None
+                     else contextlib.nullcontext())
+        with in_flight:
+            metas = compute_all(tasks, info)
     if spill is not None:
         import shutil
 
         shutil.rmtree(spill, ignore_errors=True)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
     return sum(m["replaced"] for m in metas), [names[i] for i in order]
+
+
+def _write_segments_on_workers(client, homes, idx: _IndexInput, vocab, folders: list) -> list:
+    """The segments of a run on a cluster: one task per worker writing the partitions it holds on a
+    thread each (the host cores divided among the workers), instead of a task per segment that a
+    one-thread worker runs one after another; the counts never leave their worker."""
+    from distributed import wait
+
+    futures, workers = homes
+    docs = list(idx.docs.to_delayed())
+    groups: dict[str, list[int]] = {}
+    for i, w in enumerate(workers):
+        groups.setdefault(w, []).append(i)
+    threads = max(1, (os.cpu_count() or 1) // max(1, len(client.scheduler_info()["workers"])))
+    jobs = [(ix, client.submit(write_partition_segments, [futures[i] for i in ix],
+                               client.compute([docs[i] for i in ix], workers=[w]), vocab,
+                               [folders[i] for i in ix], threads, workers=[w], pure=False))
+            for w, ix in groups.items()]
+    wait([f for _, f in jobs])
+    metas: list = [None] * len(folders)
+    for (ix, _), res in zip(jobs, client.gather([f for _, f in jobs])):
+        for i, m in zip(ix, res):
+            metas[i] = m
+    return metas
 
 
 # ----------------------------------------------------------------------------- command line
@@ -518,8 +675,10 @@ def add_cli(sub) -> None:
     _add_compute_options(p)
     p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
                    help="BM25 formula (default lucene)")
-    p.add_argument("--index-format", type=int, default=1, choices=[1, 2],
-                   help="1: weighted global postings; 2: segments storing tf, weighted at load (default 1)")
+    p.add_argument("--index-format", type=int, default=2, choices=[1, 2],
+                   help="2: segments storing tf, weighted at load; 1: weighted global postings (default 2)")
+    p.add_argument("--append", action="store_true",
+                   help="add the documents to the segmented index --out as new segments, with its own settings")
     p.add_argument("--k1", type=float, default=1.2, help="term-frequency saturation (default 1.2)")
     p.add_argument("--b", type=float, default=0.75, help="length normalization in [0, 1] (default 0.75)")
     p.add_argument("--delta", type=float, default=None, help="bm25l/bm25+ lower bound (default 0.5 / 1.0)")
@@ -601,7 +760,8 @@ def _cli_main(args) -> int:
                     n_workers=args.workers, client=_cli_client(args), variant=args.variant, k1=args.k1, b=args.b,
                     delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
                     lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
-                    index_format=args.index_format, progress=not args.no_progress, **_reader_kwargs(args))
+                    index_format=args.index_format, progress=not args.no_progress, append=args.append,
+                    **_reader_kwargs(args))
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0
 

@@ -36,6 +36,8 @@ from cutext.stages.runtime import artifacts as art
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.files import add_max_ratio_option, input_format
 from cutext.stages.readers.frames import frame_column, input_label, is_frame
+from cutext.stages.engines import segments
+from cutext.stages.engines.index_commits import read_deletes
 from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.text.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -94,15 +96,37 @@ def corpus_counts(path, tok_cfg: TokenizerConfig, backend: str = "cpu", *, forma
             "info": c.info}
 
 
+def _index_df(p: Path):
+    """``(terms, df, N)`` of a BM25 index directory, its checksums verified: format 1's ``vocab.parquet``, or the
+    global statistics of a segmented index's live segments (terms and documents only,
+    :func:`cutext.stages.engines.segments.merge_terms`)."""
+    mf = p / "index.json"
+    meta = art.read_manifest(p, "index.json", "cutext.bm25", "a cutext BM25 index")  # checksums verified
+    n_ref = art.field_int(meta, "N", mf, lo=0)
+    fmt = meta.get("index_format", 1)
+    if fmt == 2:
+        names = meta.get("segments")
+        if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
+                                                  for n in names):
+            raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
+        heads = segments.segment_heads([p / "segments" / n for n in names], read_deletes(p, meta, names))
+        mt = segments.merge_terms(heads)
+        if mt.n_docs != n_ref:
+            raise art.ArtifactError(f"{mf}: N={n_ref}, the segments hold {mt.n_docs} documents")
+        return mt.vocab, mt.df[1:], n_ref
+    if fmt != 1:
+        raise art.ArtifactError(f"{mf}: index_format {fmt!r} is not one this cutext reads (1 or 2)")
+    vt = art.read_table(p / "vocab.parquet", {"term": "string", "df": "int"}, "vocabulary")
+    ref_terms, ref_df = vt.column("term").combine_chunks(), vt.column("df").to_numpy()
+    art.check_range(ref_df, 0, n_ref, "df", p / "vocab.parquet")
+    return ref_terms, ref_df, n_ref
+
+
 def _reference_df(idf_from, vocab: pa.Array, tok_cfg, backend, **read_kw):
-    """(df over our vocabulary (V + 1,), N) from a BM25 index directory or a reference corpus."""
+    """(df over our vocabulary (V + 1,), N) from a BM25 index directory (either format) or a reference corpus."""
     p = Path(str(idf_from))
-    if p.is_dir() and (p / "index.json").is_file() and (p / "vocab.parquet").is_file():
-        meta = art.read_manifest(p, "index.json", "cutext.bm25", "a cutext BM25 index")  # checksums verified
-        n_ref = art.field_int(meta, "N", p / "index.json", lo=0)
-        vt = art.read_table(p / "vocab.parquet", {"term": "string", "df": "int"}, "vocabulary")
-        ref_terms, ref_df = vt.column("term").combine_chunks(), vt.column("df").to_numpy()
-        art.check_range(ref_df, 0, n_ref, "df", p / "vocab.parquet")
+    if p.is_dir() and (p / "index.json").is_file() and ((p / "vocab.parquet").is_file() or (p / "segments").is_dir()):
+        ref_terms, ref_df, n_ref = _index_df(p)
     else:
         fmt = None if is_frame(idf_from) else input_format(idf_from, read_kw.get("format", "auto"),
                                                           read_kw.get("storage_options"), read_kw.get("glob"))

@@ -2,23 +2,53 @@
 from __future__ import annotations
 
 import gzip
+import json
 import sys
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
 def read_index(path: Path) -> dict:
-    """Everything an index holds, as host objects, in a canonical order."""
+    """Everything an index holds, as host objects, in a canonical order: ``vocab`` (term_id, term, df, idf,
+    w0), ``docs`` (doc_id, source_id, length; replaced in format 1, which stores it per document),
+    ``postings`` (term_id, doc_id, tf, weight, term-major) and ``replaced`` (the index's total).  Format 1:
+    its files as written; format 2 (segmented): its live segments read (checked), merged in commit order
+    and weighted from the global statistics (:mod:`cutext.stages.engines.segments`)."""
     path = Path(path)
+    meta = json.loads((path / "index.json").read_text(encoding="utf-8"))
+    if meta.get("index_format", 1) == 2:
+        return _read_segmented_index(path, meta)
     vocab = pq.read_table(path / "vocab.parquet").to_pandas()
     docs = pq.read_table(path / "documents").to_pandas().sort_values("doc_id", ignore_index=True)
     files = sorted((path / "postings").glob("*.parquet"))
     post = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-    return {"vocab": vocab, "docs": docs, "postings": post}
+    return {"vocab": vocab, "docs": docs, "postings": post, "replaced": int(docs["replaced"].sum())}
+
+
+def _read_segmented_index(path: Path, meta: dict) -> dict:
+    """:func:`read_index` of a segmented index, in format 1's columns and types."""
+    from cutext.stages.engines import segments as seg
+    from cutext.stages.engines.index_commits import read_deletes
+
+    names = meta["segments"]
+    deletes = read_deletes(path, meta, names)
+    merged = seg.merge_segments([seg.live_segment(seg.read_segment(path / "segments" / n), d)
+                                 for n, d in zip(names, deletes)])
+    w = seg.segment_weights(merged, variant=meta["variant"], k1=meta["k1"], b=meta["b"], delta=meta["delta"])
+    V, N = len(merged.vocab), merged.n_docs
+    vocab = pd.DataFrame({"term_id": np.arange(1, V + 1, dtype=np.int32),
+                          "term": merged.vocab.cast(pa.string()).to_pandas(),
+                          "df": merged.df[1:], "idf": w.idf[1:], "w0": w.w0[1:].astype(np.float32)})
+    docs = pd.DataFrame({"doc_id": np.arange(N, dtype=np.int64),
+                         "source_id": merged.source_ids.to_pandas(), "length": merged.lengths})
+    post = pd.DataFrame({"term_id": merged.term_ids(), "doc_id": merged.doc.astype(np.int64), "tf": merged.tf,
+                         "weight": w.weight})
+    return {"vocab": vocab, "docs": docs, "postings": post, "replaced": int(meta["counts"]["replaced"])}
 
 
 def cacm_topics(data_dir: Path) -> dict:
@@ -45,12 +75,16 @@ def qrels_dict(path: Path) -> dict:
 
 
 def assert_same_index(a: dict, b: dict, rtol=1e-6):
-    """Same vocabulary (terms, ids, df), documents (ids, lengths) and postings (tf, weights)."""
+    """Same vocabulary (terms, ids, df), documents (ids, lengths, replaced byte sequences: per document
+    where both indexes store them, format 1, else the totals) and postings (tf, weights), of indexes of
+    either format (:func:`read_index`)."""
     pd.testing.assert_frame_equal(a["vocab"][["term_id", "term", "df"]].astype({"term": str}),
                                   b["vocab"][["term_id", "term", "df"]].astype({"term": str}))
     np.testing.assert_allclose(a["vocab"]["idf"], b["vocab"]["idf"], rtol=1e-12)
-    for col in ("doc_id", "length", "replaced"):
-        np.testing.assert_array_equal(a["docs"][col].to_numpy(), b["docs"][col].to_numpy())
+    cols = ("doc_id", "length") + (("replaced",) if "replaced" in a["docs"] and "replaced" in b["docs"] else ())
+    for col in cols:
+        np.testing.assert_array_equal(a["docs"][col].to_numpy(), b["docs"][col].to_numpy(), err_msg=col)
+    assert a["replaced"] == b["replaced"]
     assert a["docs"]["source_id"].astype(str).tolist() == b["docs"]["source_id"].astype(str).tolist()
     pa_, pb = a["postings"], b["postings"]
     assert len(pa_) == len(pb)

@@ -93,7 +93,7 @@ def main():
         data = index.parent / "data-2GB"
         write_replicated(Corpus(Path(args.data) / "corpora" / "20news-bydate.tar.gz"), data, 2e9, 256e6, 0)
         pipelines.run("bm25", str(data), out=str(index), backend="gpu", scheduler="sync", format="lines",
-                      progress=False, **tokenizer_kwargs("plain")[0])
+                      index_format=1, progress=False, **tokenizer_kwargs("plain")[0])
     first = sorted((index / "postings").iterdir())[0]
     df = cudf.read_parquet(first).iloc[:args.rows].reset_index(drop=True)
     n = len(df)

@@ -27,7 +27,14 @@ def corpus(tmp_path_factory, data_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def index(corpus, tmp_path_factory) -> Path:
-    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index", blocksize=2**16)
+    """A format-1 index: the edits below truncate, add and rewrite its files (vocab.parquet, postings/, documents/)."""
+    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index", blocksize=2**16, index_format=1)
+
+
+@pytest.fixture(scope="module")
+def segmented(corpus, tmp_path_factory) -> Path:
+    """The default, segmented index (format 2) of the same corpus, a segment a read partition."""
+    return saved_index(corpus, tmp_path_factory.mktemp("idx2") / "index", blocksize=2**16)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +49,7 @@ def state(tmp_path_factory, data_dir) -> Path:
 
 LOADERS = {
     "index": (lambda d, **kw: BM25Index.load(d, **kw), "index.json"),
+    "segmented": (lambda d, **kw: BM25Index.load(d, **kw), "index.json"),
     "model": (lambda d, **kw: LDAModel.load(d, **kw), "params.json"),
     "state": (lambda d, **kw: StreamClusterer.load(d, backend="cpu", **kw), "state.json"),
 }

@@ -53,7 +53,8 @@ def test_search_out_onto_the_queries_file_is_refused_and_keeps_it(index, queries
     assert queries.read_bytes() == before
 
 
-@pytest.mark.parametrize("target", ["index.json", "vocab.parquet", "postings/run.txt", "run.txt"])
+@pytest.mark.parametrize("target", ["index.json", "segments/seg-00000/postings.parquet", "segments/run.txt",
+                                    "run.txt"])
 def test_search_out_inside_the_index_is_refused_and_keeps_it(index, queries, capsys, target):
     before = _tree(index)
     assert cli(["search", str(index), "--queries", str(queries), "--out", str(index / target)]) == 2
@@ -133,9 +134,9 @@ def test_a_forged_manifest_beside_user_files_is_not_replaced(corpus, tmp_path):
 
 
 def test_a_file_added_inside_an_earlier_output_is_named_and_kept(index, corpus):
-    note = index / "postings" / "my-notes.txt"
+    note = index / "segments" / "my-notes.txt"
     note.write_text("keep me", encoding="utf-8")
-    with pytest.raises(OutputDirectoryError, match="postings/my-notes.txt"):
+    with pytest.raises(OutputDirectoryError, match="segments/my-notes.txt"):
         pipelines.run("bm25", corpus, out=index, **BM25)
     assert note.read_text(encoding="utf-8") == "keep me"
     note.unlink()  # once moved out, the earlier output is replaced as before

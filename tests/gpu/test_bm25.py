@@ -96,9 +96,11 @@ def _build(src, out, **kw):
 
 
 def test_cacm_index_gpu_equals_cpu(tmp_path, data_dir):
+    """Format 1 (the GPU's writer of weighted term ranges and documents files) equals the CPU's; the
+    segmented index: test_segmented_index_gpu_equals_cpu."""
     src = data_dir / "cacm" / "cacm.json"
-    cpu = _build(src, tmp_path / "cpu", backend="cpu", **ANALYSIS)
-    gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", **ANALYSIS)
+    cpu = _build(src, tmp_path / "cpu", backend="cpu", index_format=1, **ANALYSIS)
+    gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", index_format=1, **ANALYSIS)
     assert gpu.backend == "gpu" and cpu.backend == "cpu"
     assert_same_index(read_index(cpu.path), read_index(gpu.path))
 
@@ -109,7 +111,7 @@ def test_segmented_index_gpu_equals_cpu(tmp_path, data_dir):
     from cutext.stages.engines.bm25_index import BM25Index
 
     src = data_dir / "cacm" / "cacm.json"
-    v1 = _build(src, tmp_path / "v1", backend="cpu", **ANALYSIS)
+    v1 = _build(src, tmp_path / "v1", backend="cpu", index_format=1, **ANALYSIS)
     cpu = _build(src, tmp_path / "cpu", backend="cpu", index_format=2, **ANALYSIS)
     gpu = _build(src, tmp_path / "gpu", backend="gpu", scheduler="sync", index_format=2, **ANALYSIS)
     assert gpu.counts == cpu.counts == v1.counts
@@ -182,8 +184,8 @@ def test_20news_index_on_two_gpus_equals_cpu(news_dir, news_cpu, tmp_path):
 
 def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, tmp_path, monkeypatch):
     """Two worker processes sharing GPU 0 (dask-cuda refuses a GPU twice, so distributed's LocalCluster):
-    the 2-worker GPU path (term ranges spread over the workers, the vocabulary scattered to them, slices
-    moved between processes) on a one-GPU machine, with the index files written by both workers."""
+    the 2-worker GPU path of format 1 (term ranges spread over the workers, the vocabulary scattered to them,
+    slices moved between processes) on a one-GPU machine, with the index files written by both workers."""
     from distributed import Client, LocalCluster, get_task_stream
 
     from cutext.pipelines import bm25 as bm25_pipe
@@ -197,7 +199,8 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
             Client(cluster) as client:
         client.run(rmm_cupy)
         with get_task_stream(client) as ts:
-            gpu = _build(news_dir, tmp_path / "gpu2", backend="gpu", client=client, blocksize=4 << 20, **ANALYSIS)
+            gpu = _build(news_dir, tmp_path / "gpu2", backend="gpu", client=client, blocksize=4 << 20,
+                         index_format=1, **ANALYSIS)
     assert gpu.n_workers == 2 and gpu.counts["partitions"] >= 4
     writes = [t for t in ts.data if str(t["key"]).startswith("_write_part_gpu")]
     files = len(list((gpu.path / "postings").glob("*.parquet"))) + len(list((gpu.path / "documents").glob("*.parquet")))

@@ -40,14 +40,17 @@ def test_bm25_datalake_notebook(kernel, tmp_path, monkeypatch):
 
     assert sum(pq.ParquetFile(p).metadata.num_rows for p in parts) == 5183
 
-    # 2. Index out: on the CPU, every table written and shown.
+    # 2. Index out: on the CPU, a segment a Parquet file of the corpus, every table written and shown.
     assert "backend: cpu" in text
     index = work / "scifact-bm25"
     meta = json.loads((index / "index.json").read_text(encoding="utf-8"))
     assert meta["backend"] == "cpu" and meta["N"] == 5183 and meta["format"] == "parquet"
-    assert (index / "vocab.parquet").is_file()
-    assert list((index / "documents").glob("*.parquet")) and list((index / "postings").glob("*.parquet"))
-    for table in ("vocab.parquet", "documents/", "postings/"):
+    assert meta["index_format"] == 2 and len(meta["segments"]) == meta["counts"]["partitions"] == 4
+    for name in meta["segments"]:
+        assert sorted(p.name for p in (index / "segments" / name).iterdir()) == [
+            "docs.parquet", "postings.parquet", "segment.json", "terms.parquet"]
+    assert f"4 segments: {meta['segments']}" in text
+    for table in ("terms.parquet", "docs.parquet", "postings.parquet"):
         assert re.search(rf"^{re.escape(table)}\s+[0-9,]+ rows", text, flags=re.M), table
 
     # 3. Evaluation: Anserini's SciFact BM25 effectiveness.

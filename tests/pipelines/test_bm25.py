@@ -150,18 +150,27 @@ def test_search_edge_cases(built):
     assert set(run.query_id) == {"a", "b"}
 
 
-def test_index_json_and_layout(built):
-    r, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
+@pytest.mark.parametrize("index_format", [2, 1])
+def test_index_json_and_layout(built, index_format):
+    """index.json and the files of the default (segmented) index and of format 1; the statistics they hold."""
+    r, index, _ = built("cacm", "lucene", k1=0.9, b=0.4, **({} if index_format == 2 else {"index_format": 1}))
     meta = json.loads((r.path / "index.json").read_text())
     for key in ("N", "avgdl", "variant", "k1", "b", "tokenizer", "backend", "version", "counts", "timings"):
         assert key in meta
+    assert meta["index_format"] == index_format
+    if index_format == 2:
+        assert sorted(p.name for p in r.path.iterdir()) == ["index.json", "segments"]
+        assert meta["segments"] == sorted(p.name for p in (r.path / "segments").iterdir())
+        assert len(meta["segments"]) == r.counts["partitions"] == meta["next_segment"]
+    else:
+        assert sorted(p.name for p in r.path.iterdir()) == ["documents", "index.json", "postings", "vocab.parquet"]
     assert meta["N"] == 3204 == r.counts["n_docs"]
     assert meta["backend"] == r.backend == "cpu" and meta["scheduler"] == r.scheduler == "threads"
     assert meta["tokenizer"]["stemmer"] == "porter"
     ix = read_index(r.path)
     assert ix["postings"]["tf"].sum() == r.counts["n_tokens"] == ix["docs"]["length"].sum()
     np.testing.assert_allclose(meta["avgdl"], ix["docs"]["length"].mean())
-    # term-major order on disk
+    # term-major order (format 1: on disk, across its files; format 2: the segments merged)
     p = ix["postings"]
     key = p["term_id"].to_numpy().astype(np.int64) * (meta["N"] + 1) + p["doc_id"].to_numpy()
     assert np.all(np.diff(key) > 0)
@@ -173,15 +182,20 @@ def test_index_json_and_layout(built):
 
 
 @pytest.mark.slow
-def test_partitioning_does_not_change_the_index(tmp_path, data_dir, monkeypatch):
-    """Many input partitions, several postings files, threads or sync: the same index."""
+@pytest.mark.parametrize("index_format", [2, 1])
+def test_partitioning_does_not_change_the_index(tmp_path, data_dir, monkeypatch, index_format):
+    """Many input partitions (format 2: a segment each; format 1: several postings files), threads or sync:
+    the same index."""
     src = data_dir / "cacm" / "cacm.json"
-    ref = pipelines.run("bm25", src, out=tmp_path / "one", progress=False, **ANALYSIS)
+    kw = dict(progress=False, index_format=index_format, **ANALYSIS)
+    ref = pipelines.run("bm25", src, out=tmp_path / "one", **kw)
     monkeypatch.setattr(bm25_pipe, "POSTINGS_PER_FILE", 20_000)
-    many = pipelines.run("bm25", src, out=tmp_path / "many", blocksize=200_000, scheduler="threads",
-                         progress=False, **ANALYSIS)
+    many = pipelines.run("bm25", src, out=tmp_path / "many", blocksize=200_000, scheduler="threads", **kw)
     assert many.counts["partitions"] > 5
-    assert len(list((many.path / "postings").glob("*.parquet"))) > 3
+    if index_format == 2:
+        assert len(json.loads((many.path / "index.json").read_text())["segments"]) == many.counts["partitions"]
+    else:
+        assert len(list((many.path / "postings").glob("*.parquet"))) > 3
     assert_same_index(read_index(ref.path), read_index(many.path))
 
 
@@ -358,10 +372,12 @@ def test_cli_search_writes_source_ids(built, tmp_path, data_dir):
 
 @pytest.mark.slow
 def test_sharded_search_on_a_local_cluster_equals_one_index(built):
-    """``load(client=...)`` over 2 worker processes: the same rows as the single index, every engine."""
+    """``load(client=...)`` of a format-1 index over 2 worker processes (documents cut into ranges; a
+    segmented index is cut into runs of whole segments: test_sharded_search_of_a_segmented_index_equals_one_index):
+    the same rows as the single index, every engine."""
     from distributed import Client, LocalCluster
 
-    r, index, topics = built("cacm", "bm25+", k1=1.2, b=0.75)
+    r, index, topics = built("cacm", "bm25+", k1=1.2, b=0.75, index_format=1)
     qs = dict(list(topics.items())[:30])
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -532,7 +548,7 @@ def test_segmented_index_scores_equal_the_one_shot_index(tmp_path, data_dir, var
 
     src = data_dir / "cacm" / "cacm.json"
     kw = dict(backend="cpu", progress=False, scheduler=scheduler, blocksize=400_000, variant=variant, **ANALYSIS)
-    r1 = pipelines.run("bm25", src, out=tmp_path / "v1", **kw)
+    r1 = pipelines.run("bm25", src, out=tmp_path / "v1", index_format=1, **kw)
     r2 = pipelines.run("bm25", src, out=tmp_path / "v2", index_format=2, **kw)
     assert r2.counts == r1.counts and r1.counts["partitions"] > 3
     meta = json.loads((r2.path / "index.json").read_text())
@@ -584,12 +600,18 @@ def test_segmented_index_refusals(tmp_path, data_dir):
 
 
 def test_cli_builds_a_segmented_index(tmp_path, data_dir):
+    """The CLI writes a segmented index by default and with --index-format 2, format 1 with --index-format 1;
+    the pipeline's default is the segmented index too."""
     from cutext.pipelines.__main__ import main
 
-    out = tmp_path / "ix"
-    assert main(["bm25", str(data_dir / "cacm" / "cacm.json"), "--out", str(out), "--backend", "cpu",
-                 "--index-format", "2", "--no-progress"]) == 0
-    assert json.loads((out / "index.json").read_text())["index_format"] == 2
+    src = data_dir / "cacm" / "cacm.json"
+    for flag, want in ((), 2), (("--index-format", "2"), 2), (("--index-format", "1"), 1):
+        out = tmp_path / f"ix{len(flag)}{want}"
+        assert main(["bm25", str(src), "--out", str(out), "--backend", "cpu", *flag, "--no-progress"]) == 0
+        assert json.loads((out / "index.json").read_text())["index_format"] == want
+        assert (out / "segments").is_dir() == (want == 2) and (out / "postings").is_dir() == (want == 1)
+    r = pipelines.run("bm25", src, out=tmp_path / "run", backend="cpu", progress=False)
+    assert json.loads((r.path / "index.json").read_text())["index_format"] == 2
 
 
 def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir):
@@ -601,7 +623,7 @@ def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir
 
     src = data_dir / "cacm" / "cacm.json"
     kw = dict(backend="cpu", progress=False, blocksize=400_000, variant="bm25+", k1=1.2, b=0.75)
-    one = BM25Index.load(pipelines.run("bm25", src, out=tmp_path / "v1", **kw).path)
+    one = BM25Index.load(pipelines.run("bm25", src, out=tmp_path / "v1", index_format=1, **kw).path)
     r = pipelines.run("bm25", src, out=tmp_path / "v2", index_format=2, **kw)
     topics = cacm_topics(data_dir)
     qs = dict(list(topics.items())[:30])
@@ -657,7 +679,7 @@ def test_append_refuses_a_format_1_index_and_leaves_it_whole(tmp_path, data_dir)
     from cutext.stages.runtime import artifacts as art
 
     src = data_dir / "cacm" / "cacm.json"
-    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False)
+    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False, index_format=1)
     before = sorted(p.name for p in v1.path.rglob("*"))
     with pytest.raises(art.ArtifactError, match="bm25-convert"):
         append_index(src, v1.path, backend="cpu", progress=False)
@@ -724,7 +746,7 @@ def test_sharded_load_of_a_segmented_index_with_deletions_equals_one_index(tmp_p
     ix = pipelines.run("bm25", src, out=tmp_path / "ix", backend="cpu", progress=False, blocksize=400_000,
                        index_format=2).path
     one = BM25Index.load(ix)
-    delete_documents(ix, list(one.source_ids[5:600:11]), progress=False)
+    delete_documents(ix, list(one.source_ids[5:600:11]))
     one = BM25Index.load(ix)
     qs = dict(list(cacm_topics(data_dir).items())[:10])
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
@@ -741,7 +763,8 @@ def test_convert_a_format_1_index_scores_as_before_and_takes_appends(tmp_path, d
     from cutext.stages.engines.bm25_index import BM25Index
 
     src = data_dir / "cacm" / "cacm.json"
-    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False, variant="bm25l", **ANALYSIS)
+    v1 = pipelines.run("bm25", src, out=tmp_path / "v1", backend="cpu", progress=False, variant="bm25l",
+                       index_format=1, **ANALYSIS)
     ref = BM25Index.load(v1.path)
     assert main(["bm25-convert", "--index", str(v1.path), "--out", str(tmp_path / "v2")]) == 0
     got = BM25Index.load(tmp_path / "v2")

@@ -472,6 +472,33 @@ def test_pipeline_idf_options_and_errors(reuters_jsonl, tmp_path):
         pipelines.run("cluster", str(path), out=tmp_path / "bad", threshold=2, backend="cpu", progress=False)
 
 
+@pytest.mark.parametrize("index_format", [2, 1])
+def test_idf_from_a_bm25_index_of_either_format(tmp_path, data_dir, index_format):
+    """idf_from=<a bm25 index>: N and df from the index (format 1's vocabulary; a segmented index's global
+    statistics over its segments): an index of the clustered corpus under the clusterer's analysis gives the
+    clusters and the reference of idf_from=None; an index of half of it another reference."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:300]
+    src, half = tmp_path / "cacm300.jsonl", tmp_path / "cacm150.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    half.write_text("\n".join(lines[:150]) + "\n", encoding="utf-8")
+    kw = dict(text_column="contents", id_column="id", backend="cpu", progress=False)
+    ix = {}
+    for name, corpus in (("all", src), ("half", half)):
+        ix[name] = pipelines.run("bm25", corpus, out=tmp_path / f"ix-{name}", stopwords="lucene", min_len=2,
+                                 blocksize=40_000, scheduler="sync", index_format=index_format, **kw).path
+    meta = json.loads((ix["all"] / "index.json").read_text())
+    assert meta["index_format"] == index_format and (index_format == 1 or len(meta["segments"]) > 2)
+    ref = pipelines.run("cluster", src, out=tmp_path / "self", threshold=0.3, **kw)
+    got = {name: pipelines.run("cluster", src, out=tmp_path / f"c-{name}", threshold=0.3, idf_from=str(p), **kw)
+           for name, p in ix.items()}
+    assignments = {k: pd.read_parquet(r.path / "assignments.parquet") for k, r in [("self", ref), *got.items()]}
+    pd.testing.assert_frame_equal(assignments["all"], assignments["self"])
+    a, b, c = (StreamClusterer.load(r.path / "state", backend="cpu").vectorizer for r in (ref, got["all"], got["half"]))
+    assert a.n_ref == b.n_ref == 300 and c.n_ref == 150
+    np.testing.assert_array_equal(a.df, b.df)
+    assert not np.array_equal(a.df, c.df)
+
+
 def test_cli(reuters_jsonl, tmp_path, capsys):
     from cutext.pipelines.__main__ import main
 

@@ -35,7 +35,15 @@ def _doc_columns_follow_the_rule(df: pd.DataFrame, ids: list, where: str):
 def test_every_pipeline_output_has_doc_id_positions_and_source_ids(tmp_path, corpus):
     path, ids = corpus
     b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", **KW)
-    docs = pq.read_table(b.path / "documents").to_pandas()
+    # the segmented index: a document's doc_id is its position in the segments' order of index.json
+    names = json.loads((b.path / "index.json").read_text())["segments"]
+    seg_docs = [pq.read_table(b.path / "segments" / n / "docs.parquet").to_pandas() for n in names]
+    assert all(list(d.columns) == ["source_id", "length"] for d in seg_docs)
+    docs = pd.concat(seg_docs, ignore_index=True)
+    _doc_columns_follow_the_rule(docs.assign(doc_id=np.arange(len(docs), dtype=np.int64)), ids, "bm25 segments/")
+    assert len(docs) == len(ids)
+    b1 = pipelines.run("bm25", path, out=tmp_path / "bm25-1", scheduler="sync", index_format=1, **KW)
+    docs = pq.read_table(b1.path / "documents").to_pandas()
     assert docs["doc_id"].tolist() == list(range(len(ids)))
     _doc_columns_follow_the_rule(docs, ids, "bm25 documents/")
     c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)

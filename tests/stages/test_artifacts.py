@@ -28,7 +28,14 @@ def corpus(tmp_path_factory, data_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def index(corpus, tmp_path_factory) -> Path:
-    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index")
+    """A format-1 index: the edits below corrupt its files (vocab.parquet, postings/, documents/)."""
+    return saved_index(corpus, tmp_path_factory.mktemp("idx") / "index", index_format=1)
+
+
+@pytest.fixture(scope="module")
+def segmented(corpus, tmp_path_factory) -> Path:
+    """The default, segmented index (format 2) of the same corpus."""
+    return saved_index(corpus, tmp_path_factory.mktemp("idx2") / "index")
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +71,9 @@ def _postings_file(d: Path) -> Path:
     return sorted((d / "postings").glob("*.parquet"))[0]
 
 
-def test_valid_artifacts_load(index, model, state):
+def test_valid_artifacts_load(index, segmented, model, state):
     assert len(BM25Index.load(index).lengths) == 200
+    assert len(BM25Index.load(segmented).lengths) == 200
     assert LDAModel.load(model).K == 4
     assert StreamClusterer.load(state, backend="cpu").n_docs == 100
 
@@ -99,15 +107,17 @@ def test_corrupt_postings_are_refused(index, tmp_path, case, column, fn, match):
     ("bad JSON", lambda f: f.write_text("{\"kind\": \"cutext.bm25\", "), "not valid JSON"),
     ("no tokenizer", lambda f: _edit_json(f, tokenizer=KeyError), "missing field 'tokenizer'"),
     ("N not a number", lambda f: _edit_json(f, N="abc"), "field 'N' must be an integer"),
-    ("N too large", lambda f: _edit_json(f, N=10**6), "doc ids 0..999999"),
+    ("N too large", lambda f: _edit_json(f, N=10**6),
+     {1: "doc ids 0..999999", 2: "N=1000000, the segments hold 200 documents"}),
     ("another kind", lambda f: _edit_json(f, kind="cutext.lda"), "kind='cutext.lda'"),
     ("no kind", lambda f: _edit_json(f, kind=KeyError), "kind=None"),
     ("a list", lambda f: f.write_text("[1, 2]"), "expected a JSON object"),
 ])
-def test_corrupt_manifest_is_refused(index, tmp_path, case, edit, match):
-    d = copy_artifact(index, tmp_path)
+@pytest.mark.parametrize("index_format", [1, 2])
+def test_corrupt_manifest_is_refused(index, segmented, tmp_path, case, edit, match, index_format):
+    d = copy_artifact(index if index_format == 1 else segmented, tmp_path)
     edit(d / "index.json")
-    with pytest.raises(ArtifactError, match=match) as exc:
+    with pytest.raises(ArtifactError, match=match[index_format] if isinstance(match, dict) else match) as exc:
         BM25Index.load(d, verify=False)
     assert "index.json" in str(exc.value) or "documents" in str(exc.value)
 

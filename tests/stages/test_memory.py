@@ -127,9 +127,10 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
     np.testing.assert_array_equal(df_a, df_b)
     np.testing.assert_array_equal(l_a, l_b)
     assert v_a.equals(v_b)
-    r = pipelines.run("bm25", src, out=tmp_path / "idx", backend="cpu", scheduler="threads", blocksize=200_000,
-                      progress=False)
-    assert sorted(p.name for p in r.path.iterdir()) == ["documents", "index.json", "postings", "vocab.parquet"]
+    for fmt, files in ((2, ["index.json", "segments"]), (1, ["documents", "index.json", "postings", "vocab.parquet"])):
+        r = pipelines.run("bm25", src, out=tmp_path / f"idx{fmt}", backend="cpu", scheduler="threads",
+                          blocksize=200_000, index_format=fmt, progress=False)
+        assert sorted(p.name for p in r.path.iterdir()) == files
 
 
 _LOAD_CHILD = textwrap.dedent("""
@@ -150,7 +151,7 @@ _LOAD_CHILD = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
-    """BM25Index.load reads the postings a row group at a time into the CSR arrays (a
+    """BM25Index.load of a format-1 index reads the postings a row group at a time into the CSR arrays (a
     484 MB index took 5.2 GB): with the postings rewritten in row groups of 5,000 rows, the Arrow
     pool holds less than the postings table (it held all of it, with tf: 7.7 MB against 1.7 MB on
     CACM, the vocabulary and documents tables included), and the numpy peak is
@@ -163,7 +164,8 @@ def test_index_load_holds_one_copy_of_the_postings(tmp_path, data_dir):
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     src = tmp_path / "cacm.jsonl"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = pipelines.run("bm25", src, out=tmp_path / "idx", backend="cpu", scheduler="sync", progress=False)
+    r = pipelines.run("bm25", src, out=tmp_path / "idx", backend="cpu", scheduler="sync", progress=False,
+                      index_format=1)
     for f in sorted((r.path / "postings").glob("*.parquet")):
         pq.write_table(pq.read_table(f), f, row_group_size=5000)
     checksums.seal(r.path, "index.json")  # the rewritten files are the index's now

@@ -68,15 +68,16 @@ def _lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
 
-def test_bm25_progress_off_a_terminal_is_one_plain_line_per_stage(tmp_path, data_dir, capsys):
+@pytest.mark.parametrize("index_format, last", [(2, "write"), (1, "weight+write")])
+def test_bm25_progress_off_a_terminal_is_one_plain_line_per_stage(tmp_path, data_dir, capsys, index_format, last):
     r = pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
-                      scheduler="threads", text_column="contents", progress=True)
+                      scheduler="threads", text_column="contents", progress=True, index_format=index_format)
     assert r.counts["partitions"] == 3
     lines = _lines(capsys.readouterr().err)
     parsed = [STAGE_LINE.match(ln) for ln in lines]
     assert all(parsed), lines
     stages = [m.group(2) for m in parsed]
-    assert stages == ["read", "tokenize", "encode", "count", "weight+write"]  # fast: only the closing lines
+    assert stages == ["read", "tokenize", "encode", "count", last]  # fast: only the closing lines
     by = {m.group(2): m for m in parsed}
     for name in ("read", "tokenize"):  # one task per partition: partitions done / total
         assert by[name].group(3) == by[name].group(4) == "3" and by[name].group(5) == "partitions"

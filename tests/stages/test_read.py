@@ -471,12 +471,13 @@ def test_undecodable_counts_reach_the_index(tmp_path, cacm):
     raw[11] = raw[11] + b"\xff"
     p = tmp_path / "corpus.txt"
     p.write_bytes(b"\n".join(raw) + b"\n")
-    out = tmp_path / "index"
-    res = build(p, out)
-    assert res.counts["replaced"] == 4
-    meta = json.loads((out / "index.json").read_text())
-    assert meta["counts"]["replaced"] == 4
-    docs = pq.read_table(out / "documents").to_pandas().sort_values("doc_id")
+    for fmt in (2, 1):  # the total in index.json; format 1's documents table also holds them per document
+        out = tmp_path / f"index{fmt}"
+        res = build(p, out, index_format=fmt)
+        assert res.counts["replaced"] == 4
+        meta = json.loads((out / "index.json").read_text())
+        assert meta["counts"]["replaced"] == 4
+    docs = pq.read_table(tmp_path / "index1" / "documents").to_pandas().sort_values("doc_id")
     assert docs["replaced"].tolist() == [3 if i == 4 else 1 if i == 11 else 0 for i in range(20)]
 
 
@@ -615,7 +616,7 @@ def test_empty_documents_kept_in_index(tmp_path, cacm):
     assert res.counts["n_empty_docs"] == 3
     meta = json.loads((out / "index.json").read_text())
     assert meta["counts"]["n_empty_docs"] == 3 and meta["N"] == 13
-    docs = pq.read_table(out / "documents").to_pandas().sort_values("doc_id")
+    docs = read_index(out)["docs"]
     assert docs["doc_id"].tolist() == list(range(13))
     assert docs["source_id"].tolist() == [str(i) for i in range(13)]
     lengths = docs["length"].tolist()
@@ -654,7 +655,7 @@ def test_failed_build_keeps_previous_index(tmp_path, cacm):
     res = build(d, out)
     assert res.counts["n_docs"] == 50
     before = tree(out)
-    assert "index.json" in before and any(k.startswith("documents/") for k in before)
+    assert "index.json" in before and any(k.startswith("segments/") for k in before)
 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(_jsonl_with_bad_line(*cacm, 3))
@@ -681,7 +682,7 @@ def test_successful_rebuild_replaces_index(tmp_path, cacm):
     res = build(p, out)
     assert res.counts["n_docs"] == 10
     assert json.loads((out / "index.json").read_text())["N"] == 10
-    docs = pq.read_table(out / "documents").to_pandas().sort_values("doc_id")
+    docs = read_index(out)["docs"]
     assert docs["source_id"].tolist() == ids[:10]
     assert leftovers(tmp_path, "index") == []
 

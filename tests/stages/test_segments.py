@@ -1,6 +1,6 @@
 """Tests of index segments (stages/engines/segments.py) on CACM.
 
-The reference is a one-shot format-1 index of the whole of CACM (``pipelines.run("bm25", ...)``): the
+The reference is a one-shot format-1 index of the whole of CACM (``pipelines.run("bm25", ..., index_format=1)``): the
 same corpus counted in three partitions of consecutive documents, written as three segments and
 merged, must give its vocabulary, df, N, avgdl, documents and every (term, doc, tf, weight) bit for bit.
 """
@@ -35,7 +35,7 @@ def cacm(tmp_path_factory, data_dir):
     """The one-shot index of CACM, and CACM's counts in three partitions of consecutive documents."""
     root = tmp_path_factory.mktemp("segments")
     rows = [json.loads(line) for line in (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()]
-    index = saved_index(cacm_jsonl(root, data_dir, len(rows)), root / "index")
+    index = saved_index(cacm_jsonl(root, data_dir, len(rows)), root / "index", index_format=1)
     meta = json.loads((index / "index.json").read_text(encoding="utf-8"))
     texts = pd.DataFrame({"doc_id": np.arange(len(rows), dtype=np.int64),
                           "text": pd.Series([r["contents"] for r in rows], dtype=object)})
