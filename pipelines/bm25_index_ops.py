@@ -6,91 +6,21 @@ IndexWriter in append mode, deleteDocuments and forceMerge).  The command line: 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines.bm25 import (SEGMENTS_DIR, _add_compute_options, _add_reader_options, _cli_client,
-                                   _front_end, _IndexInput, _open_source, _reader_kwargs, _spill_plan,
-                                   _write_segments)
+from cutext.pipelines.bm25 import _add_compute_options, _add_reader_options, _cli_client, _reader_kwargs, append_index
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
-from cutext.stages.engines.index_commits import index_counts, link_segments, read_deletes, segmented_commit
-from cutext.stages.engines.segments import segment_heads
-from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.text.tokenize import TokenizerConfig
 
 __all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli"]
-
-
-def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
-                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
-    """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
-
-    The new documents are tokenized with the index's own tokenizer settings and written as segments after
-    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
-    links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
-    one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
-    commit is atomic: a reader sees the index before or after the append, never between.
-
-    Parameters
-    ----------
-    path : str, os.PathLike, list, or a frame
-        The documents to add (the formats of :func:`build_index`).
-    index : str or os.PathLike
-        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings of the new documents, as for :func:`build_index`.
-    backend, client, scheduler, n_workers, progress
-        As for :func:`build_index`.
-
-    Returns
-    -------
-    RunResult
-        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
-
-    Raises
-    ------
-    ArtifactError (ValueError)
-        ``index`` is not a cutext bm25 index, or is a format-1 index (rebuild it with
-        ``index_format=2``), or its manifest is damaged.
-    CorpusError (ValueError), FileNotFoundError
-        As :func:`build_index` for the new documents.
-    OutputDirectoryError (FileExistsError)
-        ``index`` is an input of the append, or holds entries its manifest does not list.
-    """
-    old, expect = segmented_commit(Path(index), "appending")
-    tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
-    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
-    be = run.resolve_backend(backend)
-    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
-                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
-    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
-                                  n_workers=n_workers) as info, run.output(expect) as tmp:
-        link_segments(Path(index), tmp, old["segments"])
-        for f in old.get("deletes", {}).values():  # deletions stay deleted
-            (tmp / "deletes").mkdir(exist_ok=True)
-            os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
-        src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
-        idx = _front_end(run, src, tok_cfg, info, spill, path)
-        first = int(old.get("next_segment", len(old["segments"])))
-        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
-        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
-        run.write_manifest(tmp, manifest)
-    return run.result(info.backend, info.scheduler, info.n_workers, counts,
-                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
-                       "tokenizer": old["tokenizer"]},
-                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
-                                "postings": counts["n_postings"]})
 
 
 def delete_documents(index, source_ids) -> RunResult:
@@ -207,25 +137,6 @@ def _result(index, counts: dict, seconds: float, meta: dict | None = None) -> Ru
                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                "postings": counts["n_postings"]})
 
-
-def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
-                       timings: dict) -> tuple[dict, dict]:
-    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
-    and documents: O(vocabulary + documents))."""
-    segs = old["segments"] + names
-    heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
-                          read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
-                          + [np.zeros(0, np.int64)] * len(names))
-    mt, counts = index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
-    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
-    next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
-    manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
-                "generation": int(old.get("generation", 0)) + 1, "next_segment": next_segment, "N": mt.n_docs,
-                "avgdl": mt.avgdl, **keep, "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
-    return manifest, counts
-
-
-# ----------------------------------------------------------------------------- command line
 
 def add_cli(sub) -> None:
     """Register ``bm25-append``, ``bm25-delete`` and ``bm25-compact`` with ``python -m cutext.pipelines``."""

@@ -240,6 +240,10 @@ def merge_topk(parts, k: int):
     """Merge per-shard results ``[(doc, score, n), ...]`` (global doc ids) into the top ``k`` of each query,
     by score descending then doc id ascending (the engines' rule, so the merge equals one index's result).
 
+    The parts come in the order of their documents (shard ``j``'s doc ids below shard ``j + 1``'s) and each
+    row of a part is ranked by that rule already, so a stable sort of each row's scores alone keeps equal
+    scores in doc id order: one argsort of the (nq, sum of k) scores, no lexsort over the doc ids.
+
     Returns
     -------
     (doc, score, n) : int64 (nq, k'), float32 (nq, k'), int32 (nq,), ``k' = min(k, total columns of the
@@ -252,18 +256,10 @@ def merge_topk(parts, k: int):
     nq, width = doc.shape
     k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
     valid = doc >= 0
-    s = np.where(valid, score.astype(np.float64), -np.inf)
-    rows = np.repeat(np.arange(nq), width)
-    o = np.lexsort((np.where(valid, doc, np.iinfo(np.int64).max).ravel(), -s.ravel(), rows))
-    o = (o.reshape(nq, width) % width)[:, :k]  # flat positions -> columns of their row
-    out_doc = np.take_along_axis(doc, o, axis=1)
-    out_score = np.take_along_axis(score, o, axis=1)
     out_n = np.minimum(valid.sum(axis=1), k).astype(np.int32)
-    if out_doc.shape[1] < k:
-        pad = k - out_doc.shape[1]
-        out_doc = np.pad(out_doc, ((0, 0), (0, pad)), constant_values=-1)
-        out_score = np.pad(out_score, ((0, 0), (0, pad)))
-    return out_doc, out_score, out_n
+    key = np.where(valid, -score.astype(np.float64), np.inf)  # missing entries last
+    o = np.argsort(key, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(doc, o, axis=1), np.take_along_axis(score, o, axis=1), out_n
 
 
 __all__ = ["ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine", "topk_rows"]

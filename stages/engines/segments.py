@@ -847,3 +847,21 @@ def write_partition_segment(counts, docs, vocab, folder) -> dict:
     source_ids = pa.array(docs["source_id"].to_numpy(dtype=object), pa.large_string())
     meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi))
     return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)
+
+
+def write_partition_segments(counts: list, docs: list, vocab, folders: list, n_threads: int = 1) -> list:
+    """:func:`write_partition_segment` of several partitions on ``n_threads`` threads: the task a worker of a
+    cluster runs for the partitions it holds (a worker runs one task at a time, so one task a segment
+    encoded one segment at a time on its host; pyarrow and cudf release the GIL while they encode).
+
+    Returns
+    -------
+    list of dict
+        The results of :func:`write_partition_segment`, in the order of ``folders``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(counts) != len(docs) or len(docs) != len(folders):
+        raise ValueError(f"{len(counts)} counts, {len(docs)} docs partitions and {len(folders)} folders")
+    with ThreadPoolExecutor(max(1, min(int(n_threads), len(folders)))) as pool:
+        return list(pool.map(lambda a: write_partition_segment(a[0], a[1], vocab, a[2]), zip(counts, docs, folders)))

@@ -1,0 +1,136 @@
+"""Search of one segmented bm25 index on 1, 2, 4 GPUs of one process, against bm25s (numba, all cores).
+
+The corpus is 20 Newsgroups (one line per post) replicated to ``--gb`` GB, indexed once on the GPU
+(``index_format=2``: one segment per partition); a copy is compacted to one segment.  The queries are
+the posts' Subject lines.  Rows (medians of ``--repeats`` searches of all queries after a warm-up;
+tokenize + top-k + merge, the load excluded and reported): the index on one GPU as built (its
+segments) and compacted, then sharded over ``--devices`` GPUs (``BM25Index.load(devices=[...])``),
+then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
+compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).
+
+    python benchmarks/search_gpus.py --gb 2 --devices 1,2 --json results/search_gpus-gpu-<device>-<date>.json
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
+
+
+def _search(idx, queries, k: int, bs: int, repeats: int):
+    idx.search(queries[: min(len(queries), bs)], k=k, batch_size=bs)  # warm-up: kernels, query hash
+    secs, out = [], None
+    for _ in range(repeats):
+        gc.collect()
+        t = time.perf_counter()
+        out = idx.search(queries, k=k, batch_size=bs)
+        secs.append(time.perf_counter() - t)
+    return statistics.median(secs), secs, out
+
+
+def _same(a, b) -> bool:
+    return (a["query_id"].equals(b["query_id"]) and np.array_equal(a["doc_id"].to_numpy(), b["doc_id"].to_numpy())
+            and np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), rtol=1e-6, atol=0))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gb", type=float, default=2.0, help="GB of replicated 20 Newsgroups text (default 2)")
+    ap.add_argument("--devices", default="1,2", help="GPU counts of the sharded rows, e.g. 1,2,4 (default 1,2)")
+    ap.add_argument("--n-queries", type=int, default=100_000)
+    ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=8192)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-bm25s", action="store_true", help="skip the bm25s numba row")
+    ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
+    ap.add_argument("--workdir", default="/tmp/cutext-search-gpus")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    import cupy
+
+    from cutext import pipelines
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    src = bench.corpus_folder(args.data, work, args.gb)
+    queries = bench.Corpus(bench.find_20news(args.data)).queries(args.n_queries)
+    tok_c, tok_b = bench.tokenizer_kwargs("plain")
+    ix, ixc = work / "index", work / "index-compacted"
+    t = time.perf_counter()
+    r = pipelines.run("bm25", str(src), out=str(ix), backend="gpu", format="lines", progress=False, index_format=2,
+                      variant="lucene", k1=1.2, b=0.75, **tok_c)
+    build_s = time.perf_counter() - t
+    shutil.rmtree(ixc, ignore_errors=True)
+    shutil.copytree(ix, ixc)
+    n_seg = BM25Index.load(ixc, backend="cpu").compact()
+    bench.log(f"index: {r.counts['input_bytes'] / 1e9:.2f} GB, {r.counts['n_docs']:,} docs, "
+              f"{r.counts['n_postings']:,} postings, {n_seg} segments; build {build_s:.2f} s")
+    n_gpus = cupy.cuda.runtime.getDeviceCount()
+    configs = [("1 GPU, compacted (1 segment)", ixc, [0]), (f"1 GPU, {n_seg} segments", ix, [0])]
+    for n in (int(x) for x in args.devices.split(",") if x):
+        if n > 1 and n <= n_gpus:
+            configs.append((f"{n} GPUs, {n_seg} segments", ix, list(range(n))))
+        elif n > n_gpus:
+            bench.log(f"skipped {n} GPUs: {n_gpus} visible")
+    rows, ref = [], None
+    for label, path, devices in configs:
+        t = time.perf_counter()
+        idx = BM25Index.load(path, backend="gpu", devices=devices if len(devices) > 1 else None)
+        load_s = time.perf_counter() - t
+        med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats)
+        same = True if ref is None else _same(out, ref)
+        ref = out if ref is None else ref
+        rows.append({"system": f"cutext {label}", "devices": len(devices), "load_s": round(load_s, 3),
+                     "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
+                     "qps": round(len(queries) / med), "same_results": same})
+        bench.log(f"{label}: {len(queries) / med:,.0f} q/s (load {load_s:.2f} s), same results: {same}")
+        del idx, out
+        gc.collect()
+        cupy.get_default_memory_pool().free_all_blocks()
+    if not args.no_bm25s:
+        import bm25s
+
+        ncpu = os.cpu_count() or 1
+        t = time.perf_counter()
+        model = bench.bm25s_from_index(BM25Index.load(ixc, backend="cpu"))
+        prep = time.perf_counter() - t
+        fn = bench.bm25s_search_run(model, queries, tok_b, args.k, ncpu)
+        model.retrieve(bm25s.tokenize(queries[:8], show_progress=False, **tok_b), k=args.k, n_threads=ncpu,
+                       show_progress=False)
+        secs = [fn()["seconds"] for _ in range(args.repeats)]
+        med = statistics.median(secs)
+        rows.append({"system": f"bm25s (numba) {ncpu} threads, same weights", "devices": 0, "load_s": round(prep, 3),
+                     "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
+                     "qps": round(len(queries) / med), "same_results": None})
+    base = rows[1]["qps"]  # one GPU, the index as built
+    peer = rows[-1]["qps"] if not args.no_bm25s else None
+    print(f"\n{r.counts['input_bytes'] / 1e9:.2f} GB of text, {r.counts['n_docs']:,} docs, {r.counts['n_postings']:,} "
+          f"postings; {len(queries):,} queries, top-{args.k}, batches of {args.batch_size}; medians of {args.repeats}")
+    print("| system | load s | q/s | x 1 GPU | x bm25s | same results as 1 GPU |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        xp = f"{row['qps'] / peer:.1f}" if peer else ""
+        same = "" if row["same_results"] is None else ("yes" if row["same_results"] else "**no**")
+        print(f"| {row['system']} | {row['load_s']} | {row['qps']:,} | {row['qps'] / base:.2f} | {xp} | {same} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"counts": r.counts, "build_s": build_s, "n_queries": len(queries),
+                                               "k": args.k, "batch_size": args.batch_size, "rows": rows}, indent=2))
+    return 0 if all(row["same_results"] in (True, None) for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
