@@ -24,6 +24,7 @@ import io
 import functools
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,9 +53,9 @@ from cutext.stages.runtime.output import check_output_file
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index
-from cutext.stages.engines.index_commits import (SEGMENTS_DIR, index_counts, link_segments, read_deletes,
-                                                 segmented_commit)
-from cutext.stages.engines.segments import segment_heads, write_partition_segment, write_partition_segments
+from cutext.stages.engines import index_commits as commit_stage
+from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
+from cutext.stages.engines.segments import write_partition_segment, write_partition_segments
 from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
@@ -375,43 +376,20 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
                                   n_workers=n_workers) as info, run.output(expect) as tmp:
-        link_segments(Path(index), tmp, old["segments"])
-        for f in old.get("deletes", {}).values():  # deletions stay deleted
-            (tmp / "deletes").mkdir(exist_ok=True)
-            os.link(Path(index) / "deletes" / f, tmp / "deletes" / f)
         src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
         idx = _front_end(run, src, tok_cfg, info, spill, path)
         first = int(old.get("next_segment", len(old["segments"])))
         replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
-        manifest, counts = _appended_manifest(tmp, old, names, idx, replaced, src.input_bytes, info, run.timings)
-        run.write_manifest(tmp, manifest)
+        counts = commit_stage.write_commit(
+            tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
+            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": idx.n_docs}, added=names,
+            timings=run.timings, fields={"backend": info.backend, "scheduler": info.scheduler,
+                                         "n_workers": info.n_workers})
     return run.result(info.backend, info.scheduler, info.n_workers, counts,
                       {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
                        "tokenizer": old["tokenizer"]},
                       headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                 "postings": counts["n_postings"]})
-
-
-
-
-def _appended_manifest(tmp: Path, old: dict, names: list, idx: _IndexInput, replaced: int, nbytes: int, info,
-                       timings: dict) -> tuple[dict, dict]:
-    """The commit manifest after an append and its counts (the whole index's, from every segment's terms
-    and documents: O(vocabulary + documents))."""
-    segs = old["segments"] + names
-    heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
-                          read_deletes(tmp, {"deletes": old.get("deletes", {})}, old["segments"])
-                          + [np.zeros(0, np.int64)] * len(names))
-    mt, counts = index_counts(heads, old, replaced=replaced, input_bytes=nbytes, appended_docs=idx.n_docs)
-    keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source") if k in old}
-    next_segment = int(old.get("next_segment", len(old["segments"]))) + len(names)
-    manifest = {"index_format": 2, "segments": segs, "deletes": old.get("deletes", {}),
-                "generation": int(old.get("generation", 0)) + 1, "next_segment": next_segment, "N": mt.n_docs,
-                "avgdl": mt.avgdl, **keep, "backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers, "counts": counts, "timings": timings}
-    return manifest, counts
-
-
-# ----------------------------------------------------------------------------- command line
 
 
 @dataclass
@@ -603,8 +581,6 @@ def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta,
     else:
         replaced = _write_files_cpu(tmp, postings, documents, idx.docs, vocabulary, clock)
     if spill is not None:
-        import shutil
-
         shutil.rmtree(spill, ignore_errors=True)
     clock("write: replaced + vocabulary")
     return replaced
@@ -630,8 +606,6 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) ->
         with in_flight:
             metas = compute_all(tasks, info)
     if spill is not None:
-        import shutil
-
         shutil.rmtree(spill, ignore_errors=True)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
     return sum(m["replaced"] for m in metas), [names[i] for i in order]

@@ -83,7 +83,7 @@ def compact_index(index) -> RunResult:
     return _result(index, counts, time.perf_counter() - t0)
 
 
-def convert_index(index, out=None, *, progress=True) -> RunResult:
+def convert_index(index, out=None) -> RunResult:
     """A format-1 index rewritten as a segmented one (one segment), without its source documents.
 
     The tf of every posting, the vocabulary and the documents table are what a segment stores; the weights
@@ -95,7 +95,6 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
         A format-1 index (it is checked whole: :meth:`BM25Index.load`).
     out : str or os.PathLike, optional
         Where to write the segmented index (default: replace ``index``, atomically).
-    progress : bool
 
     Returns
     -------
@@ -122,7 +121,7 @@ def convert_index(index, out=None, *, progress=True) -> RunResult:
     del loaded, t, d, tf, o
     base = {**old, "index_format": 2, "segments": [], "deletes": {}, "next_segment": 0}
     run = PipelineRun("bm25", out, manifest="index.json", inputs=None if out == index else [index],
-                      progress=progress)
+                      progress=False)
     with run.output(expect if out == index else None) as tmp:
         counts = commits.write_commit(tmp, index, base, [], [], {"converted_from_format": 1},
                                       new=("seg-00000", staged), timings=run.timings)
@@ -198,6 +197,6 @@ def _compact_cli_main(args) -> int:
 
 def _convert_cli_main(args) -> int:
     """``bm25-convert --index DIR [--out DIR]``: the segmented index, print the result."""
-    r = convert_index(args.index, args.out, progress=False)
+    r = convert_index(args.index, args.out)
     print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
     return 0

@@ -37,7 +37,7 @@ from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.files import add_max_ratio_option, input_format
 from cutext.stages.readers.frames import frame_column, input_label, is_frame
 from cutext.stages.engines import segments
-from cutext.stages.engines.index_commits import read_deletes
+from cutext.stages.engines.index_commits import commit_segments
 from cutext.stages.engines.streamcluster import MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.text.termvec import WEIGHTINGS, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -105,11 +105,7 @@ def _index_df(p: Path):
     n_ref = art.field_int(meta, "N", mf, lo=0)
     fmt = meta.get("index_format", 1)
     if fmt == 2:
-        names = meta.get("segments")
-        if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
-                                                  for n in names):
-            raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
-        heads = segments.segment_heads([p / "segments" / n for n in names], read_deletes(p, meta, names))
+        heads = segments.segment_heads(*commit_segments(p, meta))
         mt = segments.merge_terms(heads)
         if mt.n_docs != n_ref:
             raise art.ArtifactError(f"{mf}: N={n_ref}, the segments hold {mt.n_docs} documents")

@@ -18,7 +18,6 @@ from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
-from cutext.stages.engines.index_commits import read_deletes
 from cutext.stages.runtime.compute import (StepClock)
 from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
@@ -406,7 +405,7 @@ class BM25Index:
     lengths : numpy int32 array, shape (N,)
     backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
     matrix : scipy / cupyx CSR, or None for a sharded index
-    shards : list of (lo, hi, worker address), empty unless loaded with a client
+    shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
     """
 
     def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
@@ -573,12 +572,7 @@ class BM25Index:
         from concurrent.futures import ThreadPoolExecutor
 
         mf = path / "index.json"
-        names = meta.get("segments")
-        if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
-                                                  for n in names):
-            raise art.ArtifactError(f"{mf}: 'segments' must be a list of segment folder names, got {names!r}")
-        folders = [path / "segments" / n for n in names]
-        deletes = read_deletes(path, meta, names)
+        folders, deletes = index_commits.commit_segments(path, meta)
         if client is not None:
             return cls._load_segment_shards(path, meta, folders, deletes, N, avgdl, variant, k1, delta, be, client)
         # the commit's manifest already holds (and load verified) every segment file's CRC32

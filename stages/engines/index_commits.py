@@ -29,7 +29,7 @@ from cutext.stages.engines.segments import (live_segment, merge_segments, merge_
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
-__all__ = ["SEGMENTS_DIR", "read_deletes", "read_commit", "segmented_commit", "commit_deletion",
+__all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "segmented_commit", "commit_deletion",
            "commit_compaction", "write_commit", "index_counts", "link_segments", "write_index_manifest"]
 
 SEGMENTS_DIR = "segments"
@@ -66,6 +66,23 @@ def read_deletes(path: Path, meta: dict, names: list) -> list:
             raise art.ArtifactError(f"{f}: deletions must be a 1-d integer array")
         out.append(d.astype(np.int64))
     return out
+
+
+def commit_segments(path: Path, meta: dict) -> tuple[list, list]:
+    """The segment folders a commit lists (``meta["segments"]``, checked to be plain folder names) and the
+    deleted local doc numbers of each (:func:`read_deletes`).
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        ``segments`` that is not a list of folder names, or unreadable deletions.
+    """
+    names = meta.get("segments")
+    if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
+                                              for n in names):
+        raise art.ArtifactError(f"{Path(path) / 'index.json'}: 'segments' must be a list of segment folder names, "
+                                f"got {names!r}")
+    return [Path(path) / SEGMENTS_DIR / n for n in names], read_deletes(Path(path), meta, names)
 
 
 def read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
@@ -159,10 +176,16 @@ def write_index_manifest(tmp: Path, fields: dict) -> None:
 
 
 def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, extra: dict,
-                 new=None, timings: dict | None = None) -> dict:
-    """Write a commit into ``tmp``: the segments ``names`` of ``index`` (hard links) with their ``deletes``,
-    then ``new`` (``(name, write_segment arguments)``) after them, and the manifest with the statistics
-    recounted; returns the manifest's ``counts``.  ``timings`` (seconds per step) go into the manifest."""
+                 new=None, added: list = (), timings: dict | None = None, fields: dict | None = None) -> dict:
+    """Write a commit into ``tmp`` and return its manifest's ``counts``.
+
+    The commit lists the segments ``names`` of ``index`` (hard links) with their ``deletes``, then the
+    segments ``added`` (already written into ``tmp/segments``, e.g. by an append's writers), then ``new``
+    (``(name, write_segment arguments)``, written here); the manifest's statistics are recounted from them.
+    ``extra`` goes to :func:`index_counts` (``replaced``, ``input_bytes`` and counts of the operation),
+    ``timings`` (seconds per step) and ``fields`` (``backend``, ``scheduler``, ``n_workers`` of the run)
+    into the manifest; the other settings are the earlier commit's.
+    """
     timings = {} if timings is None else timings
     gen = int(old.get("generation", 0)) + 1
     link_segments(index, tmp, names)
@@ -172,7 +195,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
             spec[n] = f"{n}-g{gen:05d}.npy"
             (tmp / "deletes").mkdir(exist_ok=True)
             np.save(tmp / "deletes" / spec[n], d, allow_pickle=False)
-    segs = list(names)
+    segs = list(names) + list(added)
     if new is not None:
         t0 = time.perf_counter()
         write_segment(tmp / SEGMENTS_DIR / new[0], **new[1])
@@ -183,10 +206,10 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     mt, counts = index_counts(heads, old, **extra)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
                                 "scheduler", "n_workers") if k in old}
+    next_segment = int(old.get("next_segment", len(old["segments"]))) + len(added) + (new is not None)
     write_index_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
-                               "next_segment": int(old.get("next_segment", len(old["segments"])))
-                               + (new is not None), "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
-                               "counts": counts, "timings": timings})
+                               "next_segment": next_segment, "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
+                               **(fields or {}), "counts": counts, "timings": timings})
     return counts
 
 

@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 from cutext import pipelines
-from cutext.pipelines import bm25 as bm25_pipe
 from cutext.pipelines import bm25_index_ops as ops
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
@@ -47,14 +46,14 @@ def test_a_reader_keeps_its_commit_while_the_next_is_written(tmp_path, parts, da
     reader = BM25Index.load(ix)
     before = reader.search(qs, k=10)
     seen = {}
-    real = bm25_pipe._appended_manifest
+    real = commits.write_commit
 
     def during(*a, **k):  # the new segments are written, the commit not yet swapped in
         seen["reader"] = reader.search(qs, k=10)
         seen["fresh"] = BM25Index.load(ix).search(qs, k=10)
         return real(*a, **k)
 
-    monkeypatch.setattr(bm25_pipe, "_appended_manifest", during)
+    monkeypatch.setattr(commits, "write_commit", during)
     ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
     pd.testing.assert_frame_equal(seen["reader"], before)
     pd.testing.assert_frame_equal(seen["fresh"], before)
@@ -65,7 +64,7 @@ def test_a_reader_keeps_its_commit_while_the_next_is_written(tmp_path, parts, da
 
 def test_two_appenders_from_one_commit_one_wins_the_other_writes_nothing(tmp_path, parts, monkeypatch):
     ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
-    real = bm25_pipe._appended_manifest
+    real = commits.write_commit
     inner = {}
 
     def race(*a, **k):  # a second appender starts from the same commit and finishes first
@@ -74,7 +73,7 @@ def test_two_appenders_from_one_commit_one_wins_the_other_writes_nothing(tmp_pat
             inner["result"] = ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
         return real(*a, **k)
 
-    monkeypatch.setattr(bm25_pipe, "_appended_manifest", race)
+    monkeypatch.setattr(commits, "write_commit", race)
     with pytest.raises(OutputBusyError, match="changed by another writer .*generation 0 -> 1.* wrote nothing"):
         ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
     meta = json.loads((ix / "index.json").read_text())
@@ -108,15 +107,15 @@ def test_a_delete_or_compact_that_lost_the_race_to_an_append_writes_nothing(tmp_
 
 _KILLED_APPEND = textwrap.dedent("""
     import sys, time
-    from cutext.pipelines import bm25 as bm25_pipe
     from cutext.pipelines import bm25_index_ops as ops
-    real = bm25_pipe._appended_manifest
+    from cutext.stages.engines import index_commits as commits
+    real = commits.write_commit
     def stall(*a, **k):
         out = real(*a, **k)
         print("written", flush=True)
         time.sleep(120)
         return out
-    bm25_pipe._appended_manifest = stall
+    commits.write_commit = stall
     ops.append_index(sys.argv[1], sys.argv[2], backend="cpu", scheduler="sync", progress=False)
 """)
 

@@ -538,6 +538,15 @@ def test_tokenize_flat_batch_equals_each_text_alone():
 
 # ----------------------------------------------------------------------------- segmented index (format 2)
 
+def _assert_same_loaded(a, b):
+    """Two loaded indexes hold the same vocabulary, documents, statistics and matrix, bit for bit."""
+    assert a.vocab.equals(b.vocab) and list(a.source_ids) == list(b.source_ids)
+    for k in ("df", "idf", "w0", "lengths"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
+    for k in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(a.matrix, k), getattr(b.matrix, k), err_msg=k)
+
+
 @pytest.mark.parametrize("variant", ["lucene", "bm25+"])
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
 def test_segmented_index_scores_equal_the_one_shot_index(tmp_path, data_dir, variant, scheduler):
@@ -555,11 +564,7 @@ def test_segmented_index_scores_equal_the_one_shot_index(tmp_path, data_dir, var
     assert meta["index_format"] == 2 and len(meta["segments"]) == r1.counts["partitions"]
     assert sorted(p.name for p in r2.path.iterdir()) == ["index.json", "segments"]
     a, b = BM25Index.load(r1.path), BM25Index.load(r2.path)
-    assert a.vocab.equals(b.vocab) and list(a.source_ids) == list(b.source_ids)
-    for k in ("df", "idf", "w0", "lengths"):
-        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
-    for k in ("indptr", "indices", "data"):
-        np.testing.assert_array_equal(getattr(a.matrix, k), getattr(b.matrix, k), err_msg=k)
+    _assert_same_loaded(a, b)
     queries = ["parallel sorting algorithms", "compiler optimization of loops", "unknownterm"]
     pd.testing.assert_frame_equal(a.search(queries, k=10), b.search(queries, k=10))
 
@@ -665,11 +670,7 @@ def test_append_equals_a_one_shot_build_of_all_documents(tmp_path, data_dir):
     assert meta["N"] == len(lines) and meta["segments"] == ["seg-00000", "seg-00001", "seg-00002"]
     assert meta["tokenizer"] == json.loads((one.path / "index.json").read_text())["tokenizer"]
     a, b = BM25Index.load(one.path), BM25Index.load(ix.path)
-    assert a.vocab.equals(b.vocab) and list(a.source_ids) == list(b.source_ids)
-    for k in ("df", "idf", "w0", "lengths"):
-        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
-    for k in ("indptr", "indices", "data"):
-        np.testing.assert_array_equal(getattr(a.matrix, k), getattr(b.matrix, k), err_msg=k)
+    _assert_same_loaded(a, b)
     qs = dict(list(cacm_topics(data_dir).items())[:20])
     pd.testing.assert_frame_equal(a.search(qs, k=10), b.search(qs, k=10))
 
@@ -708,11 +709,7 @@ def test_delete_append_compact_equal_a_one_shot_build_of_the_live_documents(tmp_
         ref = BM25Index.load(pipelines.run("bm25", write("ref", ref_lines), out=tmp_path / "ref", index_format=2,
                                            **kw).path)
         got = BM25Index.load(path)
-        assert got.vocab.equals(ref.vocab) and list(got.source_ids) == list(ref.source_ids)
-        for k in ("df", "idf", "w0", "lengths"):
-            np.testing.assert_array_equal(getattr(got, k), getattr(ref, k), err_msg=k)
-        for k in ("indptr", "indices", "data"):
-            np.testing.assert_array_equal(getattr(got.matrix, k), getattr(ref.matrix, k), err_msg=k)
+        _assert_same_loaded(got, ref)
         qs = dict(list(cacm_topics(data_dir).items())[:10])
         pd.testing.assert_frame_equal(got.search(qs, k=10), ref.search(qs, k=10))
 
