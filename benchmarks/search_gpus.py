@@ -5,10 +5,11 @@ The corpus is 20 Newsgroups (one line per post) replicated to ``--gb`` GB, index
 the posts' Subject lines.  Rows (medians of ``--repeats`` searches of all queries after a warm-up;
 tokenize + top-k + merge, the load excluded and reported): the index on one GPU as built (its
 segments) and compacted, then sharded over ``--devices`` GPUs (``BM25Index.load(devices=[...])``),
-then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
+then over the workers of a ``LocalCUDACluster`` of ``--client-gpus`` GPUs (``BM25Index.load(client=...)``:
+a long-lived engine per worker), then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
 compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).
 
-    python benchmarks/search_gpus.py --gb 2 --devices 1,2 --json results/search_gpus-gpu-<device>-<date>.json
+    python benchmarks/search_gpus.py --gb 2 --devices 1,2 --client-gpus 1,2 --json results/search_gpus-gpu-<device>-<date>.json
 """
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n-queries", type=int, default=100_000)
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=8192)
+    ap.add_argument("--client-gpus", default="",
+                    help="worker counts of LocalCUDACluster rows (BM25Index.load(client=...)), e.g. 1,2 (default none)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-bm25s", action="store_true", help="skip the bm25s numba row")
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
@@ -86,10 +89,26 @@ def main(argv=None) -> int:
             configs.append((f"{n} GPUs, {n_seg} segments", ix, list(range(n))))
         elif n > n_gpus:
             bench.log(f"skipped {n} GPUs: {n_gpus} visible")
+    for n in (int(x) for x in args.client_gpus.split(",") if x):
+        if n <= n_gpus:
+            configs.append((f"Client of {n} GPU worker{'s' if n > 1 else ''}, {n_seg} segments", ix, ("client", n)))
+        else:
+            bench.log(f"skipped a Client of {n} GPUs: {n_gpus} visible")
     rows, ref = [], None
     for label, path, devices in configs:
+        cluster = client = None
         t = time.perf_counter()
-        idx = BM25Index.load(path, backend="gpu", devices=devices if len(devices) > 1 else None)
+        if isinstance(devices, tuple):  # a LocalCUDACluster: one long-lived engine per worker
+            from dask_cuda import LocalCUDACluster
+            from distributed import Client
+
+            cluster = LocalCUDACluster(n_workers=devices[1], CUDA_VISIBLE_DEVICES=list(range(devices[1])))
+            client = Client(cluster)
+            t = time.perf_counter()
+            idx = BM25Index.load(path, backend="gpu", client=client)
+            devices = list(range(devices[1]))
+        else:
+            idx = BM25Index.load(path, backend="gpu", devices=devices if len(devices) > 1 else None)
         load_s = time.perf_counter() - t
         med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats)
         same = True if ref is None else _same(out, ref)
@@ -99,6 +118,9 @@ def main(argv=None) -> int:
                      "qps": round(len(queries) / med), "same_results": same})
         bench.log(f"{label}: {len(queries) / med:,.0f} q/s (load {load_s:.2f} s), same results: {same}")
         del idx, out
+        if client is not None:
+            client.close()
+            cluster.close()
         gc.collect()
         cupy.get_default_memory_pool().free_all_blocks()
     if not args.no_bm25s:

@@ -455,8 +455,22 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
-                def finish(s=s, e=e):
-                    fetch(s, e)
+                # the results are copied into page-locked buffers as soon as the kernels end, queued behind
+                # them on the stream: the next batch's kernels, launched before ``finish``, do not delay it
+                import cupyx
+
+                host = {"doc": cupyx.empty_pinned(n * k, np.int64), "score": cupyx.empty_pinned(n * k, np.float32),
+                        "top_n": cupyx.empty_pinned(n, np.int32)}
+                for name, buf in host.items():
+                    dev[name][:buf.size].get(out=buf, blocking=False)
+                copied = xp.cuda.Event(disable_timing=True)
+                copied.record()
+
+                def finish(s=s, e=e, n=n):
+                    copied.synchronize()
+                    out_doc[s:e] = host["doc"].reshape(n, k)
+                    out_score[s:e] = host["score"].reshape(n, k)
+                    out_n[s:e] = host["top_n"]
                     dev.clear()  # the kernels are done: freeing waits for nothing
                     return done()
                 return finish

@@ -332,6 +332,17 @@ def _shard_finish(shard: _Shard, finish):
     return np.where(doc >= 0, doc + shard.lo, -1), score, n
 
 
+class _ShardEngine:
+    """A shard's long-lived search engine on its worker (a dask actor): a query batch is one call sent
+    straight to the worker that holds the shard, with no task for the scheduler to place."""
+
+    def __init__(self, shard: _Shard):
+        self.shard = shard
+
+    def topk(self, Q, k: int, engine: str, max_workspace, n_threads):
+        return _shard_topk(self.shard, Q, k, engine, max_workspace, n_threads)
+
+
 def _shard_dense(shard: _Shard, Q):
     return shard.sm.dense(Q)
 
@@ -341,14 +352,23 @@ def _shard_info(shard: _Shard):
 
 
 def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
-    """Split documents ``0..N-1`` into at most ``n_shards`` contiguous non-empty ranges of about equal
-    token counts (postings), the cuts on document boundaries."""
+    """Split items ``0..N-1`` (documents, or whole segments) into at most ``n_shards`` contiguous non-empty
+    ranges of about equal weight (``lengths``: postings or tokens, +1 each so that empty items count).
+    Each cut is the item boundary nearest to its share ``i / n_shards`` of the total: with few, large
+    items (segments) the first boundary past the share could leave one shard a third of the work."""
     N = len(lengths)
     if N == 0:
         return []
-    cum = np.cumsum(np.asarray(lengths, np.float64) + 1.0)  # +1: empty documents still count
-    cuts = [0] + [int(np.searchsorted(cum, cum[-1] * i / n_shards, side="right")) for i in range(1, n_shards)] + [N]
-    cuts = sorted(set(min(max(c, 0), N) for c in cuts))
+    ends = np.concatenate([[0.0], np.cumsum(np.asarray(lengths, np.float64) + 1.0)])  # ends[j]: weight of 0..j-1
+    cuts = [0]
+    for i in range(1, n_shards):
+        t = ends[-1] * i / n_shards
+        j = int(np.searchsorted(ends, t))  # ends[j - 1] < t <= ends[j]
+        if j > 0 and t - ends[j - 1] <= ends[min(j, N)] - t:
+            j -= 1
+        cuts.append(min(max(j, cuts[-1]), N))
+    cuts.append(N)
+    cuts = sorted(set(cuts))
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
@@ -392,8 +412,11 @@ class BM25Index:
     product itself), all with one ties rule: equal scores are ranked by the smaller ``doc_id``.
 
     Loaded with a dask ``client``, the documents are split into ranges (shards) over the client's
-    workers; each worker keeps its shard (on its GPU or CPU), every query batch is scored on every
-    shard and the top k merged on the caller, the same result as one index.
+    workers; each worker keeps its shard (on its GPU or CPU) in a long-lived engine (a dask actor:
+    a batch is one call to each worker, no task graph), every query batch is tokenized once here,
+    scored on every shard and the top k merged on the caller, the same result as one index.  With
+    ``devices``, the shards live on GPUs of this process and each batch is queued on all of them
+    before the previous batch's results are merged.
 
     Attributes
     ----------
@@ -419,6 +442,7 @@ class BM25Index:
         self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
         self._term_hash = None  # kernels.termhash.TermHash of the vocabulary, built at the first query
         self._client = client
+        self._engines: list = []  # dask actors (_ShardEngine) of a client's shards, one per worker
         self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
         self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
 
@@ -561,6 +585,9 @@ class BM25Index:
                                                  pure=False) for _, _, w, f in futures])
         index = cls(*fields, None, ",".join(sorted({i[2] for i in infos})), client=client, shards=futures)
         index._shard_nonnegative = all(i[3] for i in infos)
+        if not isinstance(client, _Devices):  # one engine per worker, holding the shard it loaded
+            index._engines = [client.submit(_ShardEngine, f, workers=[w], allow_other_workers=False, actor=True,
+                                            pure=False).result() for _, _, w, f in futures]
         return index
 
     @classmethod
@@ -766,8 +793,9 @@ class BM25Index:
             starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads))
                       for _, _, _, f in self._shard_futures]
             return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k)
-        out = search_stage.merge_topk(self._submit(_shard_topk, Q, k, engine, max_workspace, n_threads), k)
-        return lambda: out
+        # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
+        calls = [e.topk(Q, k, engine, max_workspace, n_threads) for e in self._engines]
+        return lambda: search_stage.merge_topk([c.result() for c in calls], k)
 
     def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
         """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
@@ -850,8 +878,9 @@ class BM25Index:
                 vals = vals + self._absent(Q)[rows]
             parts.append((rows + s, rank, docs, vals))
 
-        # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
-        # kernels end; the other engines have finished when it returns)
+        # batch i + 1 is tokenized while the GPU engine scores batch i, and queued on the device(s) before
+        # batch i's results are merged and collected, so the GPUs always hold work (topk_start returns
+        # before the kernels end; the other engines have finished when it returns)
         pending = None
         for s in rng:
             try:
@@ -859,11 +888,12 @@ class BM25Index:
             except TextEncodingError as exc:
                 raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
             clock("search: query csr")
+            started = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
+            clock("search: engine (start)")
             if pending is not None:
                 collect(*pending)
                 clock("search: engine (wait)")
-            pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
-            clock("search: engine (start)")
+            pending = started
         if pending is not None:
             collect(*pending)
             clock("search: engine (wait)")

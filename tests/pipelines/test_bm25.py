@@ -385,7 +385,10 @@ def test_sharded_search_on_a_local_cluster_equals_one_index(built):
         assert len(sharded.shards) == 2 and sharded.shards[0][0] == 0 and sharded.shards[-1][1] == index.n_docs
         assert sharded.shards[0][1] == sharded.shards[1][0]
         for engine in ("auto", "sparse"):
-            pd.testing.assert_frame_equal(sharded.search(qs, k=25, engine=engine), index.search(qs, k=25))
+            pd.testing.assert_frame_equal(sharded.search(qs, k=25, engine=engine, batch_size=8), index.search(qs, k=25))
+        # the batches went to each worker's long-lived engine (a dask actor), not as tasks (dask drops the "_")
+        prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+        assert "ShardEngine" in prefixes and "shard_topk" not in prefixes, prefixes
         q = next(iter(qs.values()))
         np.testing.assert_array_equal(sharded.get_scores(q), index.get_scores(q))
         with pytest.raises(ValueError, match="n_threads must be"):
