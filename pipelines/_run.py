@@ -30,7 +30,7 @@ from cutext.kernels._version import __version__
 from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import RunResult
 from cutext.stages.runtime.compute import ComputeInfo, compute_context
-from cutext.stages.runtime.output import atomic_directory, check_output, write_json
+from cutext.stages.runtime.output import atomic_directory, check_output, check_workers_see, write_json
 from cutext.stages.runtime.progress import pipeline_progress, progress_bar, stage
 
 __all__ = ["PipelineRun"]
@@ -48,7 +48,8 @@ class PipelineRun:
         The pipeline's name (``"bm25"``, ``"cluster"``, ``"lda"``, ``"ngram"``): the result's
         ``pipeline``, the prefix of the progress lines, and the manifest kind ``"cutext.<name>"``.
     out : str or os.PathLike
-        The output directory.
+        The output directory: a local path or a ``file://`` URL of one; with a cluster of several hosts, a
+        path on a file system every worker mounts when the workers write into it (:meth:`output`).
     manifest : str
         The manifest file inside the output (``"index.json"``, ``"params.json"``...).
     inputs : path, list of paths, or None
@@ -63,7 +64,9 @@ class PipelineRun:
     ----------
     name, kind, manifest : str
     out : str or os.PathLike
-        As given (the result's path is its absolute form).
+        As given.
+    path : pathlib.Path
+        ``out`` as an absolute local path (a ``file://`` URL's path): the result's ``path``.
     timings : dict of str to float
         Wall-clock seconds per stage, in the order the stages ran (the manifest's and the result's
         ``timings``; a pipeline may also add sums of its own, e.g. the seconds of all iterations).
@@ -79,7 +82,8 @@ class PipelineRun:
         parent of either, a file, or a non-empty directory that is not an earlier output of this
         pipeline (:func:`cutext.stages.runtime.output.check_output`).
     ValueError
-        ``out`` is a remote URL.
+        ``out`` is a URL of another file system than the local one (``s3://``, ``memory://``...): the
+        output is committed by renaming a directory (:mod:`cutext.stages.runtime.output`).
     """
 
     def __init__(self, name: str, out, *, manifest: str, inputs=None, overwrite: bool = True,
@@ -94,7 +98,7 @@ class PipelineRun:
         self.timings: dict[str, float] = {}
         self.backend: str | None = None
         self.info: ComputeInfo | None = None
-        check_output(out, kind=self.kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
+        self.path = check_output(out, kind=self.kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
 
     def resolve_backend(self, backend: str) -> str:
         """The backend that runs: ``"cpu"`` or ``"gpu"`` (``"auto"``: the GPU when cudf and a device
@@ -128,7 +132,7 @@ class PipelineRun:
         client : distributed.Client, optional
         scheduler : {"auto", "sync", "threads", "cluster"}
         nbytes : int
-            Bytes of input: ``"auto"`` stays in-process under 256 MiB.
+            Bytes of input: ``"auto"`` on the CPU stays in-process under 256 MiB.
         n_workers : int, optional
             Workers of a local cluster.
 
@@ -148,10 +152,19 @@ class PipelineRun:
             self.info = info
             yield info
 
-    def output(self, expect=None) -> contextlib.AbstractContextManager:
+    @contextlib.contextmanager
+    def output(self, expect=None, *, workers_write: bool = False) -> Iterator[Path]:
         """A temporary directory beside ``out`` that becomes ``out`` (sealed by its manifest's checksums)
         only when the block succeeds (:func:`cutext.stages.runtime.output.atomic_directory`); ``expect(out)``,
         if given, runs under the output's lock just before the swap and aborts it by raising.
+
+        Parameters
+        ----------
+        expect : callable, optional
+        workers_write : bool, default False
+            The dask workers of :meth:`compute`'s client write into the directory themselves: before the
+            block runs, every worker is checked to see it and be able to write into it
+            (:func:`cutext.stages.runtime.output.check_workers_see`).  Enter :meth:`compute` first.
 
         Yields
         ------
@@ -164,9 +177,16 @@ class PipelineRun:
             ``out`` may no longer be replaced (checked again at the swap).
         OutputBusyError
             Another run was replacing ``out`` at the swap; nothing was written.
+        OutputNotSharedError (OSError)
+            ``workers_write`` and a worker does not see the directory (the message names the worker and
+            the path): ``out`` is not on a file system every worker mounts.  Nothing is left behind.
         """
-        return atomic_directory(self.out, overwrite=self.overwrite, kind=self.kind, manifest=self.manifest,
-                                inputs=self.inputs, expect=expect)
+        with atomic_directory(self.out, overwrite=self.overwrite, kind=self.kind, manifest=self.manifest,
+                              inputs=self.inputs, expect=expect) as tmp:
+            client = self.info.client if self.info is not None else None
+            if workers_write and client is not None:
+                check_workers_see(client, tmp)
+            yield tmp
 
     def stage(self, name: str, fn: Callable, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` as the stage ``name``: its seconds go to ``timings[name]`` and,
@@ -221,5 +241,5 @@ class PipelineRun:
         counts, params, headline : dict
             See :class:`RunResult`.
         """
-        return RunResult(self.name, Path(self.out).absolute(), backend, scheduler, n_workers, counts, self.timings,
+        return RunResult(self.name, self.path, backend, scheduler, n_workers, counts, self.timings,
                          params, headline=headline)

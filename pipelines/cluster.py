@@ -201,7 +201,9 @@ def cluster_corpus(path, out, *, threshold=0.6, top_k=35, order_by=None, idf_fro
     out : str or os.PathLike
         Output directory, written under a temporary name and renamed when complete.
         ``pipelines.run("cluster", path)`` and the CLI default to ``"cluster-out"`` (one rule for
-        every pipeline: ``"<name>-out"`` in the working directory).
+        every pipeline: ``"<name>-out"`` in the working directory).  A local path or a ``file://`` URL
+        (another URL is refused before any work: :mod:`cutext.stages.runtime.output`); this process
+        writes it, the workers of ``client`` do not.
     threshold : float
         ``T`` in [0, 1]: a document joins its most similar cluster when the cosine similarity
         is ``> T`` (paper: 0.1 to 0.9; 0.6 in its throughput runs).

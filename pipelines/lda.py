@@ -67,7 +67,9 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     out : str or os.PathLike
         Model directory to write (atomically).
         ``pipelines.run("lda", path)`` and the CLI default to ``"lda-out"`` (one rule for
-        every pipeline: ``"<name>-out"`` in the working directory).
+        every pipeline: ``"<name>-out"`` in the working directory).  A local path or a ``file://`` URL
+        (another URL is refused before any work: :mod:`cutext.stages.runtime.output`); this process
+        writes it, the workers of ``client`` do not.
     K : int
         Topics, >= 2.
     iterations : int

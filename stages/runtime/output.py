@@ -13,7 +13,10 @@ Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.
    of it, an input of the run or a parent of an input (every file a run reads is an input: the
    corpus and parameter files such as a stopword list or a vocabulary), a symbolic link.  Never
    written inside an input folder either (the next run over that folder would read the output as
-   documents).  Remote URLs (``s3://...``) are refused with a clear error: outputs are written locally.
+   documents).  ``out`` is a path on a file system: a ``file://`` URL names the local path it holds
+   (as fsspec reads it), any other URL (``s3://``, ``gs://``, ``memory://``...) is refused with a
+   ``ValueError`` before any work, because the commit below is a rename of a directory, which object
+   stores and fsspec's other file systems do not offer atomically.  Inputs stay fsspec URLs.
 2. **No window.**  The new output is written into a hidden temporary directory beside ``out``
    (``.<name>.tmp-<tag>-<pid>-<host>``) and swapped in with one ``renameat2(RENAME_EXCHANGE)``
    (Linux): at every instant ``out`` is either the old complete output or the new one, as Lucene
@@ -29,6 +32,13 @@ Every pipeline writes one directory (``out=``) through :func:`atomic_directory`.
    writer process (pid, same host) is gone; a live writer's are never touched.
 5. **Sealed.**  Before the swap, the manifest records the size and CRC32 of every file and its own
    CRC32 (:func:`cutext.stages.runtime.checksums.seal`); loaders verify them.
+6. **Written where the workers are.**  A pipeline whose dask workers write into the temporary
+   directory themselves (a bm25 index's segments and spill files) first checks, with one cheap task
+   on every worker (:func:`check_workers_see`), that each of them sees that very directory and can
+   write into it; on a cluster of several hosts ``out`` must lie on a file system every host mounts
+   (NFS, Lustre...).  A worker that does not see it fails the run with
+   :class:`OutputNotSharedError` naming the worker and the path, before any work, and nothing is
+   left behind.
 
 Files the command line writes (a TREC run of ``search --out``) go through :func:`check_output_file`:
 never an input of the command, never a folder, never inside a cutext output.
@@ -50,8 +60,8 @@ from pathlib import Path
 
 from cutext.stages.runtime import checksums
 
-__all__ = ["OutputDirectoryError", "OutputBusyError", "check_output", "check_output_file", "atomic_directory",
-           "write_json", "clean_stale", "param_files"]
+__all__ = ["OutputDirectoryError", "OutputBusyError", "OutputNotSharedError", "check_output", "check_output_file",
+           "check_workers_see", "local_output", "atomic_directory", "write_json", "clean_stale", "param_files"]
 
 
 class OutputDirectoryError(FileExistsError):
@@ -62,23 +72,76 @@ class OutputBusyError(OutputDirectoryError):
     """Another run is replacing the same output directory at this moment."""
 
 
+class OutputNotSharedError(OSError):
+    """A dask worker that writes into the output cannot see or write its directory (the message names the
+    worker and the path): the output is not on a file system every worker mounts."""
+
+
 # manifests of the outputs cutext writes (named in the error when another kind is in the way)
 _MANIFESTS = ("index.json", "params.json", "cluster.json", "ngram.json", "state.json")
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<tag>[0-9a-f]{8})-(?P<pid>\d+)-(?P<host>.+)$")
 
 
-def _is_remote(out) -> bool:
-    s = os.fspath(out) if isinstance(out, os.PathLike) else out
+# fsspec's protocols of the local file system (``LocalFileSystem.protocol``): their URLs name local paths
+_LOCAL_PROTOCOLS = ("file", "local")
+
+
+def _protocol(s) -> str | None:
+    """The protocol of the URL ``s`` (``"s3"`` of ``"s3://b/k"``, lower case), else None."""
+    s = os.fspath(s) if isinstance(s, os.PathLike) else s
     if not isinstance(s, str):
-        return False
+        return None
     m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", s)
-    return bool(m) and m.group(1).lower() != "file"
+    return m.group(1).lower() if m else None
+
+
+def _is_remote(out) -> bool:
+    proto = _protocol(out)
+    return proto is not None and proto not in _LOCAL_PROTOCOLS
+
+
+def _strip_local(s: str) -> str:
+    """``s`` without a ``file://`` (or ``local://``) prefix: the path fsspec reads for it (``file:///x`` is
+    ``/x``; ``file://x`` the relative ``x``, as fsspec takes it)."""
+    proto = _protocol(s)
+    return s[len(proto) + 3:] if proto in _LOCAL_PROTOCOLS else s
+
+
+def _refuse_remote(out, what: str = "output directories") -> None:
+    """Raise the ValueError of an ``out`` that is a URL of a file system other than the local one, or a
+    ``file://`` URL whose path is not absolute (``file://localhost/x``: fsspec reads it as ``localhost/x``)."""
+    if _is_remote(out):
+        raise ValueError(
+            f"out={os.fspath(out)!r}: remote {what} ({_protocol(out)}://) are not supported: a run commits its output "
+            "with an atomic rename on a file system, which object stores and fsspec's other file systems do not "
+            "offer. Write to a local path (or file:// URL), or, on a cluster of several hosts, to a file system "
+            "every worker mounts (NFS, Lustre, CephFS); then copy the output where it should go (e.g. with "
+            "fsspec's put)")
+    proto = _protocol(out)
+    if proto is not None and not os.path.isabs(_strip_local(os.fspath(out))):
+        raise ValueError(
+            f"out={os.fspath(out)!r}: a {proto}:// URL of an output must name an absolute path "
+            f"({proto}:///abs/path): fsspec reads {os.fspath(out)!r} as the relative path "
+            f"{_strip_local(os.fspath(out))!r} (a host part such as localhost is not understood); pass the path itself")
 
 
 def _local_path(out) -> Path:
-    if isinstance(out, str) and out.lower().startswith("file://"):
-        out = out[len("file://"):]
+    if isinstance(out, str):
+        out = _strip_local(out)
     return Path(out).expanduser().absolute()
+
+
+def local_output(out) -> Path:
+    """``out`` as an absolute local path: a path, or a ``file://`` URL's path (as fsspec reads it).
+
+    Raises
+    ------
+    ValueError
+        ``out`` is a URL of another file system (``s3://``, ``memory://``...): outputs are committed by
+        renaming a directory, which those file systems do not offer (the message says what to do instead).
+    """
+    _refuse_remote(out)
+    return _local_path(out)
 
 
 def _within(child: Path, parent: Path) -> bool:
@@ -102,8 +165,7 @@ def _inputs(inputs) -> list[tuple[Path, str | None, bool]]:
     for p in _flat(inputs):
         if not isinstance(p, (str, os.PathLike)) or _is_remote(p):
             continue
-        s = os.fspath(p)
-        s = os.path.abspath(os.path.expanduser(s[len("file://"):] if s.lower().startswith("file://") else s))
+        s = os.path.abspath(os.path.expanduser(_strip_local(os.fspath(p))))
         m = re.search(r"[*?\[]", s)
         if m is None or os.path.exists(s):
             found.append((Path(s).resolve(), None, os.path.isdir(s)))
@@ -151,7 +213,7 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
     Parameters
     ----------
     out : str or os.PathLike
-        The output directory.
+        The output directory: a path, or a ``file://`` URL of one.
     kind : str
         The pipeline's manifest kind, e.g. ``"cutext.bm25"``.
     manifest : str
@@ -173,11 +235,10 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
         non-empty directory that is not an earlier output of kind ``kind``, or exists while
         ``overwrite`` is False.
     ValueError
-        ``out`` is a remote URL (not supported: write locally, then copy).
+        ``out`` is a URL of another file system than the local one (``s3://``, ``memory://``...): the
+        commit is a rename of a directory, which they do not offer; the message says what to do instead.
     """
-    if _is_remote(out):
-        raise ValueError(f"out={out!r}: remote output directories are not supported; write to a local "
-                         "directory and copy it (e.g. with fsspec's put)")
+    _refuse_remote(out)
     path = _local_path(out)
     if path.is_symlink():  # swapping would replace the link by a folder and strand the link in a temporary
         raise OutputDirectoryError(f"out={os.fspath(out)!r} is a symbolic link (to {os.readlink(path)}); "
@@ -265,10 +326,9 @@ def check_output_file(out, *, inputs=None) -> Path:
         output (an index, a model: writing there changes a sealed output, and the file would be
         deleted with it at the next run).
     ValueError
-        ``out`` is a remote URL.
+        ``out`` is a URL of another file system than the local one.
     """
-    if _is_remote(out):
-        raise ValueError(f"{os.fspath(out)!r}: remote output files are not supported; write locally and copy")
+    _refuse_remote(out, "output files")
     path = _local_path(out)
     real = path.resolve()
     for q in _input_paths(inputs):
@@ -470,3 +530,50 @@ def write_json(path, obj) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, sort_keys=True, default=str)
         fh.write("\n")
+
+
+def _probe_directory(path: str) -> str | None:
+    """Run on a worker: None when ``path`` is a directory this process sees and can create a file in, else
+    what is wrong (a probe file is created and removed at once)."""
+    if not os.path.isdir(path):
+        return f"cannot see the output directory {path}" + (" (a file there)" if os.path.lexists(path) else "")
+    probe = os.path.join(path, f".probe-{uuid.uuid4().hex[:8]}-{os.getpid()}-{socket.gethostname()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write into the output directory {path} ({exc.strerror or exc})"
+    return None
+
+
+def check_workers_see(client, path) -> None:
+    """Check that every worker of ``client`` sees the directory ``path`` and can write into it.
+
+    A pipeline whose workers write into its output (the temporary directory of :func:`atomic_directory`)
+    calls it before they write anything: one task on every worker (``client.run``) checks that ``path`` is
+    a directory there and creates and removes a probe file in it.  The temporary directory's name is
+    unique to the run, so a worker that sees it shares the caller's file system.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The run's client; all its workers are checked (any of them may be given a write).
+    path : str or os.PathLike
+        The directory the workers will write into, as this process names it (absolute).
+
+    Raises
+    ------
+    OutputNotSharedError (OSError)
+        A worker does not see ``path`` or cannot write into it; the message names each such worker's
+        address and the path.  Nothing is written.
+    """
+    path = os.fspath(path)
+    seen = client.run(_probe_directory, path)
+    bad = sorted((w, why) for w, why in seen.items() if why is not None)
+    if bad:
+        shown = "; ".join(f"worker {w}: {why}" for w, why in bad[:5])
+        more = f" (and {len(bad) - 5} more workers)" if len(bad) > 5 else ""
+        raise OutputNotSharedError(
+            f"{shown}{more}: the output must be on a file system every worker mounts (a shared file system "
+            "such as NFS or Lustre on a cluster of several hosts, or a path that is the same directory on every "
+            "worker's host); nothing was written")
