@@ -38,8 +38,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default="/tmp/cutext-segments")
     ap.add_argument("--cluster-gpus", default="", help="also build on a LocalCUDACluster of these many GPUs, "
                     "e.g. 1,2 (the in-process build is the baseline)")
+    ap.add_argument("--formats", default="1,2", help="index formats to build, e.g. 2 (default 1,2)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    formats = [int(x) for x in args.formats.split(",") if x]
 
     from cutext import pipelines
     from cutext.stages.engines.bm25_index import BM25Index
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     src = bench.corpus_folder(args.data, work, args.gb)
     kw = dict(backend=args.backend, format="lines", scheduler=args.scheduler, progress=False)
-    runs = _builds(pipelines, src, work, kw, args.repeats)
+    runs = _builds(pipelines, src, work, kw, args.repeats, formats=formats)
     rows = []
     for n in [int(x) for x in args.cluster_gpus.split(",") if x]:
         from dask_cuda import LocalCUDACluster
@@ -56,9 +58,9 @@ def main(argv=None) -> int:
 
         with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
             ckw = dict(backend="gpu", format="lines", client=client, progress=False)
-            for fmt, rs in _builds(pipelines, src, work, ckw, args.repeats, f"-client{n}").items():
+            for fmt, rs in _builds(pipelines, src, work, ckw, args.repeats, f"-client{n}", formats).items():
                 rows.append(_row(fmt, rs, f"client, {n} GPU(s)"))
-    for fmt in (1, 2):
+    for pos, fmt in enumerate(formats):
         out = work / f"index-{fmt}"
         loads = []
         for _ in range(args.repeats):
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
         counts = runs[fmt][-1][2]
         stages = {k: round(statistics.median(r[1][k] for r in runs[fmt]), 3) for k in runs[fmt][0][1]}
         nbytes = _bytes(out)
-        rows.insert(fmt - 1, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
+        rows.insert(pos, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
                                   bytes_per_posting=round(nbytes / counts["n_postings"], 3),
                                   load_s=round(statistics.median(loads), 3)))
     print(f"\n{args.backend}, {rows[0]['input_bytes'] / 1e9:.3f} GB of text, {rows[0]['n_postings']:,} postings, "
@@ -85,12 +87,12 @@ def main(argv=None) -> int:
     return 0
 
 
-def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str = "") -> dict:
+def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str = "", formats=(1, 2)) -> dict:
     """Builds of both formats alternated: ``{format: [(seconds, timings, counts)]}``; the first round warms
     both up (imports, kernels, caches) and is not kept."""
-    runs = {1: [], 2: []}
+    runs = {fmt: [] for fmt in formats}
     for i in range(repeats + 1):
-        for fmt in (1, 2):
+        for fmt in formats:
             out = work / f"index{tag}-{fmt}"
             shutil.rmtree(out, ignore_errors=True)
             moved0 = _moved(kw.get("client"))
@@ -103,10 +105,15 @@ def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str =
 
 
 def _moved(client) -> int:
-    """Bytes the client's workers have sent to each other so far (distributed's transfer counters)."""
+    """Bytes the client's workers have sent to each other so far: their outgoing transfer logs, requests from
+    a worker.  Not ``transfer_outgoing_bytes_total``, which also counts what the caller gathers (results,
+    statistics); not the incoming logs, which miss the replication of ``scatter(broadcast=True)``."""
     if client is None:
         return 0
-    return sum(client.run(lambda dask_worker: int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))).values())
+    workers = set(client.scheduler_info()["workers"])
+    logs = client.run(lambda dask_worker: [(e.get("who"), int(e.get("total", 0)))
+                                           for e in dask_worker.transfer_outgoing_log])
+    return sum(n for log in logs.values() for who, n in log if who in workers)
 
 
 def _row(fmt: int, runs: list, where: str) -> dict:

@@ -34,28 +34,32 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dask.delayed import Delayed
+
 from cutext.kernels.backend import array_module, is_gpu
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, gpu_spill_budget, on_worker,
-                                           partition_homes, shared_key)
+                                           shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
-from cutext.stages.readers.source import open_corpus
+from cutext.stages.readers.source import open_corpus, source_of_pieces
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.files import add_max_ratio_option
 from cutext.stages.text.sort import term_major
-from cutext.stages.readers.frames import input_label
+from cutext.stages.readers.files import document_numberer
+from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
+from cutext.stages.runtime.progress import wait as progress_wait
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import read_queries, write_trec_run
-from cutext.stages.runtime.output import check_output_file
-from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _to_like, load_spilled, spill_dir
+from cutext.stages.runtime.output import check_output_file, local_output
+from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
-from cutext.stages.engines.bm25_index import BM25Index
+from cutext.stages.engines.bm25_index import BM25Index, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
-from cutext.stages.engines.segments import write_partition_segment, write_partition_segments
+from cutext.stages.engines.segments import write_partition_segment, write_text_segment
 from cutext.stages.runtime.params import choice
 
 POSTINGS_PER_FILE = 8_000_000
@@ -206,7 +210,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     out : str or os.PathLike
         Index directory to write; written under a temporary name and renamed when complete.
         ``pipelines.run("bm25", path)`` and the CLI default to ``"bm25-out"`` (one rule for
-        every pipeline: ``"<name>-out"`` in the working directory).
+        every pipeline: ``"<name>-out"`` in the working directory).  A local path or a ``file://``
+        URL of one; a URL of another file system (``s3://``, ``memory://``...) is refused before any
+        work, since the commit is a rename of a directory (write to a mounted file system, then copy).
+        With ``client=`` the workers write their segments (and spill files) into it themselves: it
+        must be a path every worker sees, on a cluster of several hosts a shared file system (NFS,
+        Lustre...); each worker is checked before the run reads anything.
     variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
     k1, b, delta : float
         BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
@@ -222,8 +231,14 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         compressed bytes (a zip or gz bomb; :data:`cutext.stages.readers.base.DEFAULT_MAX_RATIO`); None: no limit.
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
-        Run on this cluster.
+        Run on this cluster.  A segmented index of files with at least one file (or unnumbered piece) per
+        worker is built by the workers independently: each builds the segments of a contiguous share of
+        the input (about equal bytes) as a one-GPU build would, and nothing moves between workers; frames
+        and fewer files than workers take the stages' path (partitions spread over the workers).
     scheduler : {"auto", "sync", "threads", "cluster"}
+        Without ``client``: ``"auto"`` builds in this process on the GPU whatever the input size, and on
+        the CPU on threads under 256 MiB of input, else on a ``LocalCluster``; ``"cluster"`` starts a
+        local cluster (``LocalCUDACluster`` on the GPU) (:func:`cutext.stages.runtime.compute.compute_context`).
     n_workers : int, optional
         Workers of a local cluster (default: one per GPU / core).
     index_format : {2, 1}, default 2
@@ -258,12 +273,16 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     CorpusError (ValueError)
         Unreadable input, a missing column, or an empty corpus (message names the file).
     ValueError
-        Bad BM25 or tokenizer parameters.
+        Bad BM25 or tokenizer parameters; ``out`` is a URL of another file system than the local one.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
+    OutputNotSharedError (OSError)
+        A worker of ``client`` does not see the output's temporary directory (the message names the
+        worker and the path); checked before the corpus is read, and nothing is left behind.
     """
     if append:
+        out = local_output(out)  # a URL of another file system is refused before the index is read
         _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
                                overwrite=overwrite, tokenizer=(lowercase, stopwords, stemmer, min_len, max_len))
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
@@ -282,31 +301,44 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
-                                  n_workers=n_workers) as info, run.output() as tmp:
-        src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
-        idx = _front_end(run, src, tok_cfg, info, spill, path)
+                                  n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
+        shares = _shares(src, info) if index_format == 2 else None
         layout = {}
-        if index_format == 2:
-            replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info)
+        if shares is not None:  # a Client and a file input: every worker builds its share's segments
+            replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares)
+            layout["next_segment"] = len(src.pieces)
+            avgdl = counts["n_tokens"] / counts["n_docs"]
+            counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(src.pieces)})
+        elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
+            replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path)
             layout["next_segment"] = len(layout["segments"])
-            avgdl = idx.n_tokens / idx.n_docs
+            avgdl = counts["n_tokens"] / counts["n_docs"]
+            counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(layout["segments"])})
         else:
-            weights = _weights(idx, variant, k1, b, delta, per_file)
-            replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
-                                 delta=delta, spill=spill, per_file=per_file, info=info)
-            avgdl = weights.avgdl
-        counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
-                  "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
-                  "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+            src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
+            idx = _front_end(run, src, tok_cfg, info, spill, path)
+            if index_format == 2:
+                replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info)
+                layout["next_segment"] = len(layout["segments"])
+                avgdl = idx.n_tokens / idx.n_docs
+            else:
+                weights = _weights(idx, variant, k1, b, delta, per_file)
+                replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
+                                     delta=delta, spill=spill, per_file=per_file, info=info)
+                avgdl = weights.avgdl
+            counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
+                      "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
+                      "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
         params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
                   "tokenizer": tok_cfg.to_dict()}
         run.write_manifest(tmp, {
-            "index_format": index_format, **layout, "N": idx.n_docs, "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
             "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
             "timings": run.timings})
     return run.result(info.backend, info.scheduler, info.n_workers, counts, params,
-                      headline={"documents": idx.n_docs, "terms": idx.n_terms, "postings": idx.n_postings})
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
 
 
 _BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True}
@@ -347,7 +379,9 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     path : str, os.PathLike, list, or a frame
         The documents to add (the formats of :func:`build_index`).
     index : str or os.PathLike
-        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append.
+        A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append: a
+        local path or a ``file://`` URL, seen by every worker of ``client`` (see ``out`` of
+        :func:`build_index`).
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
         Reader settings of the new documents, as for :func:`build_index`.
     backend, client, scheduler, n_workers, progress
@@ -367,22 +401,36 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         As :func:`build_index` for the new documents.
     OutputDirectoryError (FileExistsError)
         ``index`` is an input of the append, or holds entries its manifest does not list.
+    ValueError
+        ``index`` is a URL of another file system than the local one.
+    OutputNotSharedError (OSError)
+        A worker of ``client`` does not see the new commit's temporary directory; nothing is left behind.
     """
-    old, expect = segmented_commit(Path(index), "appending")
+    index = local_output(index)
+    old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
-                                  n_workers=n_workers) as info, run.output(expect) as tmp:
-        src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
-        idx = _front_end(run, src, tok_cfg, info, spill, path)
+                                  n_workers=n_workers) as info, run.output(expect, workers_write=True) as tmp:
         first = int(old.get("next_segment", len(old["segments"])))
-        replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+        shares = _shares(src, info)
+        if shares is not None:  # a Client and a file input: every worker writes its share's segments
+            replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first)
+            n_added = added["n_docs"]
+        elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
+            replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first)
+            n_added = added["n_docs"]
+        else:
+            src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
+            idx = _front_end(run, src, tok_cfg, info, spill, path)
+            replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+            n_added = idx.n_docs
         counts = commit_stage.write_commit(
             tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
-            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": idx.n_docs}, added=names,
+            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added}, added=names,
             timings=run.timings, fields={"backend": info.backend, "scheduler": info.scheduler,
                                          "n_workers": info.n_workers})
     return run.result(info.backend, info.scheduler, info.n_workers, counts,
@@ -593,46 +641,245 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) ->
     folder = tmp / SEGMENTS_DIR
     folder.mkdir(exist_ok=True)
     names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
-    vocab = shared_key(idx.vocab, info.client)  # the one O(V) input of every writer
-    homes = partition_homes(idx.counts) if info.client is not None else None
-    if homes is not None:
-        metas = _write_segments_on_workers(info.client, homes, idx, vocab, [str(folder / n) for n in names])
-    else:
-        tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
-                 for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
-        # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
-        in_flight = (dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1) if info.client is None
-                     else contextlib.nullcontext())
-        with in_flight:
-            metas = compute_all(tasks, info)
+    vocab = shared_key(idx.vocab)  # the one O(V) input of every writer, one key of the graph
+    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
+             for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
+    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
+    with dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1):
+        metas = compute_all(tasks, info)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
     return sum(m["replaced"] for m in metas), [names[i] for i in order]
 
 
-def _write_segments_on_workers(client, homes, idx: _IndexInput, vocab, folders: list) -> list:
-    """The segments of a run on a cluster: one task per worker writing the partitions it holds on a
-    thread each (the host cores divided among the workers), instead of a task per segment that a
-    one-thread worker runs one after another; the counts never leave their worker."""
-    from distributed import wait
+def _worker_units(pieces) -> list[list[int]]:
+    """The pieces grouped into the units a worker of a Client build reads whole: the pieces of one
+    line-numbered file together (their source ids count rows across the file), any other piece alone."""
+    units: list[list[int]] = []
+    for i, p in enumerate(pieces):
+        prev = pieces[units[-1][-1]] if units else None
+        if prev is not None and p.numbered and prev.numbered and prev.file_index == p.file_index:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    return units
 
-    futures, workers = homes
-    docs = list(idx.docs.to_delayed())
-    groups: dict[str, list[int]] = {}
-    for i, w in enumerate(workers):
-        groups.setdefault(w, []).append(i)
-    threads = max(1, (os.cpu_count() or 1) // max(1, len(client.scheduler_info()["workers"])))
-    jobs = [(ix, client.submit(write_partition_segments, [futures[i] for i in ix],
-                               client.compute([docs[i] for i in ix], workers=[w]), vocab,
-                               [folders[i] for i in ix], threads, workers=[w], pure=False))
-            for w, ix in groups.items()]
-    wait([f for _, f in jobs])
-    metas: list = [None] * len(folders)
-    for (ix, _), res in zip(jobs, client.gather([f for _, f in jobs])):
-        for i, m in zip(ix, res):
-            metas[i] = m
-    return metas
+
+def _piece_bytes(p, fs) -> int:
+    if p.end is not None:
+        return max(0, int(p.end) - int(p.start))
+    total = 0
+    for path in p.paths:
+        try:
+            total += int(fs.size(path) or 0)
+        except Exception:  # a size the listing cannot give only skews the split, never the result
+            pass
+    return total
+
+
+class _WorkerStages:
+    """The stage timer of a worker's share of a Client build (:func:`_build_share`): no bars."""
+
+    def __init__(self):
+        self.timings: dict[str, float] = {}
+
+    def stage(self, name, fn, *args, **kwargs):
+        import time
+
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timings[name] = time.perf_counter() - t0
+        return out
+
+
+def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int) -> dict:
+    """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
+    this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
+    written into ``tmp/segments``.  Nothing but this summary leaves the worker: the vocabulary of the
+    share (for the index's term count), its sizes, the segment names and the stage seconds."""
+    from cutext.stages.runtime.compute import compute_context
+
+    from distributed import get_worker
+
+    tmp = Path(tmp)
+    for i in range(first, first + len(src.pieces)):  # a share run again after its worker died starts clean
+        shutil.rmtree(tmp / SEGMENTS_DIR / f"seg-{i:05d}", ignore_errors=True)
+    work = tmp / f".share-{first:05d}"  # this worker's spill files, apart from the other workers'
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    stages = _WorkerStages()
+    # one stream of work on a GPU; on the CPU the worker's own threads (one: synchronous)
+    threads = get_worker().state.nthreads
+    scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
+    try:
+        with compute_context(src.backend, scheduler=scheduler) as info:
+            src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
+            corpus = build_corpus(src, tok_cfg, info, spill=spill,
+                                  run_stage=lambda name, fn: stages.stage(_TIMING_NAMES.get(name, name), fn))
+            idx = _IndexInput(corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths, corpus.n_docs,
+                              corpus.n_terms, corpus.pieces, int(corpus.lengths.sum()), int(corpus.df.sum()))
+            del corpus
+            replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
+        raise RuntimeError(f"a worker's share of {len(src.pieces)} pieces made {len(names)} segments")
+    vocab = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
+    return {"names": names, "vocab": vocab, "n_docs": idx.n_docs, "n_tokens": idx.n_tokens,
+            "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()), "replaced": replaced,
+            "timings": stages.timings}
+
+
+def _shares(src, info) -> list | None:
+    """The worker shares of a Client build: ``[(worker, pieces, first piece number), ...]``, contiguous runs
+    of whole units (:func:`_worker_units`) of about equal bytes in worker order; None when the input is a
+    frame or has fewer units than the client has workers (the partitions are then spread by the stages)."""
+    if info.client is None or src.fs is None:
+        return None
+    workers = sorted(info.client.scheduler_info()["workers"])
+    units = _worker_units(src.pieces)
+    if len(workers) < 1 or len(units) < len(workers):
+        return None
+    weights = np.array([sum(_piece_bytes(src.pieces[i], src.fs) for i in u) for u in units], np.int64)
+    out = []
+    for (a, e), w in zip(shard_ranges(weights, len(workers)), workers):
+        ix = [i for u in units[a:e] for i in u]
+        out.append((w, [src.pieces[i] for i in ix], ix[0]))
+    return out
+
+
+def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
+                      first: int = 0) -> tuple[int, list[str], dict]:
+    """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
+    (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
+    only lists the segments in document order.  Returns ``(replaced, segment names, counts)``; stage
+    seconds go to ``run.timings`` (the slowest worker's, and ``"workers"``, the wall time of them all).
+
+    Raises
+    ------
+    CorpusError
+        No document of the input has a token after tokenization.
+    """
+    import time
+
+    client = info.client
+    t0 = time.perf_counter()
+    # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
+    futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, workers=[w],
+                             allow_other_workers=True, pure=False) for w, pieces, k in shares]
+    bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
+    if bar is not None:
+        from distributed import as_completed
+
+        sizes = {f.key: len(pieces) for f, (_, pieces, _) in zip(futures, shares)}
+        try:
+            for f in as_completed(futures):
+                bar.update(sizes[f.key])
+        finally:
+            bar.close()
+    results = client.gather(futures)
+    run.timings["workers"] = time.perf_counter() - t0
+    for name in dict.fromkeys(n for r in results for n in r["timings"]):
+        run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
+    n_tokens = sum(r["n_tokens"] for r in results)
+    n_docs = sum(r["n_docs"] for r in results)
+    if n_tokens == 0:
+        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
+    vocab = pa.chunked_array([r["vocab"].cast(pa.large_string()) for r in results if len(r["vocab"])],
+                             type=pa.large_string())
+    import pyarrow.compute as pc
+
+    counts = {"n_docs": n_docs, "n_terms": len(pc.unique(vocab)) if len(vocab) else 0,
+              "n_postings": sum(r["n_postings"] for r in results), "n_tokens": n_tokens,
+              "n_empty_docs": sum(r["n_empty_docs"] for r in results)}
+    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts
+
+
+def _rows_of(text) -> int:
+    """Documents of a read partition (given, or read in this task: :class:`InTask`)."""
+    return len(text() if isinstance(text, InTask) else text)
+
+
+def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder: str) -> dict:
+    """The segment of one read partition (given, or read in this task), numbered by ``numberer`` (the
+    partition's own, :func:`cutext.stages.readers.files.document_numberer`), with its own vocabulary.  Its
+    task keys name the tokenize stage, as the stages' keys do (progress, task streams and the fault tests
+    find the stages by them)."""
+    text = text() if isinstance(text, InTask) else text
+    shutil.rmtree(folder, ignore_errors=True)  # a task run again after its worker died starts clean
+    return write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder)
+
+
+def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
+                            first: int = 0) -> tuple[int, list[str], dict]:
+    """A segmented index on a Client from an input that :func:`_shares` cannot cut (a frame, or fewer units than
+    workers): the read stage counts the documents of every partition (to the caller), then one task a
+    partition tokenizes, counts and writes its segment with the partition's own vocabulary
+    (:func:`cutext.stages.engines.segments.write_text_segment`).  A task reads its partition itself
+    (:class:`cutext.stages.readers.frames.InTask`; partitions spread over the workers in turn), or takes the
+    slice that ``spread_source`` keeps on a worker, there.  No global vocabulary is built: segments store
+    their terms as strings, so the files equal those of the stages' path, and no text, term or statistic
+    moves between workers (a frame's id check sends hashes of the ids to the caller:
+    :func:`cutext.stages.readers.frames.check_unique_ids`).  Each partition's terms return to the caller
+    for the index's term count.  Returns ``(replaced, segment names,
+    counts)``, as :func:`_build_on_workers`.
+
+    Raises
+    ------
+    CorpusError
+        The input holds no document, or no document has a token after tokenization.
+    """
+    import pyarrow.compute as pc
+
+    from distributed import Future
+
+    client = info.client
+    source, parts, homes = None, [], []  # the source holds the slices spread_source keeps on the workers
+
+    def submit(fn, i, part, *args):
+        if isinstance(part, Delayed):  # a graph over persisted data (a persisted frame): dask places it
+            return client.compute(dask.delayed(fn)(part, *args))
+        # a slice that spread_source keeps on a worker is used there (it is pinned there already); a
+        # partition read in its task goes to the workers in turn, and to another one if its worker dies
+        held = isinstance(part, Future)
+        return client.submit(fn, part, *args, workers=[homes[i]], allow_other_workers=not held, pure=False)
+
+    def gather(futures):
+        progress_wait(futures)
+        return client.gather(futures)
+
+    def read():
+        nonlocal source, parts, homes
+        source = spread_source(src, info.n_workers, client)
+        raw = source.docs
+        if source.check_documents is not None:
+            source.check_documents(raw.map_partitions(_doc_table, meta=_doc_table(raw._meta)))
+        parts = [Future(p, client) if isinstance(p, (str, tuple)) else p for p in partition_inputs(raw)]
+        workers = sorted(client.scheduler_info()["workers"])
+        where = client.who_has([p for p in parts if isinstance(p, Future)])
+        homes = [(where.get(p.key) or [None])[0] if isinstance(p, Future) else workers[i % len(workers)]
+                 for i, p in enumerate(parts)]
+        counts = gather([submit(_rows_of, i, p) for i, p in enumerate(parts)])  # to the caller
+        return document_numberer(np.asarray(counts, np.int64), source.pieces)
+
+    numberer = run.stage("read", read)
+    folder = tmp / SEGMENTS_DIR
+    folder.mkdir(exist_ok=True)
+    names = [f"seg-{first + i:05d}" for i in range(len(parts))]
+    metas = run.stage("tokenize+write", lambda: gather([
+        submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]))
+        for i, p in enumerate(parts)]))
+    n_docs = sum(m["n_docs"] for m in metas)
+    n_tokens = sum(m["sum_dl"] for m in metas)
+    if n_tokens == 0:
+        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
+    vocab = pa.chunked_array([m["terms"] for m in metas if len(m["terms"])], type=pa.large_string())
+    counts = {"n_docs": n_docs, "n_terms": len(pc.unique(vocab)) if len(vocab) else 0,
+              "n_postings": sum(m["n_postings"] for m in metas), "n_tokens": n_tokens,
+              "n_empty_docs": sum(m["n_empty_docs"] for m in metas)}
+    order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
+    return sum(m["replaced"] for m in metas), [names[i] for i in order], counts
 
 
 # ----------------------------------------------------------------------------- command line
@@ -687,7 +934,7 @@ def _add_compute_options(p) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
                    help="auto = GPU when cudf and a device are present (default: auto)")
     p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
-                   help="auto = in-process for inputs under 256 MiB, else a local (CUDA) cluster")
+                   help="auto = in-process on the GPU; on the CPU in-process under 256 MiB of input, else a local cluster")
     p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
     p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
 

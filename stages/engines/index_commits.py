@@ -207,6 +207,9 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
                                 "scheduler", "n_workers") if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(added) + (new is not None)
+    # writers that numbered their segments by their input pieces may leave gaps: never reuse a number
+    numbers = [int(n.rsplit("-", 1)[1]) for n in segs if n.rsplit("-", 1)[-1].isdigit()]
+    next_segment = max([next_segment] + [x + 1 for x in numbers])
     write_index_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
                                "next_segment": next_segment, "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
                                **(fields or {}), "counts": counts, "timings": timings})

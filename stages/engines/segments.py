@@ -47,9 +47,12 @@ from cutext.kernels.backend import array_module, is_gpu_object, to_host, values
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
 from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.text.encode import sorted_terms, vocabulary_frame
+from cutext.stages.text.tokens import WithDocIds, count_partition_summary, tokenize_partition_summary
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
+           "write_text_segment",
            "live_segment", "posting_weights", "segment_heads",
            "postings_bytes"]
 
@@ -849,19 +852,46 @@ def write_partition_segment(counts, docs, vocab, folder) -> dict:
     return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)
 
 
-def write_partition_segments(counts: list, docs: list, vocab, folders: list, n_threads: int = 1) -> list:
-    """:func:`write_partition_segment` of several partitions on ``n_threads`` threads: the task a worker of a
-    cluster runs for the partitions it holds (a worker runs one task at a time, so one task a segment
-    encoded one segment at a time on its host; pyarrow and cudf release the GIL while they encode).
+def write_text_segment(texts, docs, tokenizer, folder) -> dict:
+    """One segment straight from a read partition's text, with the partition's own vocabulary: the
+    tokenize and count stages of :mod:`cutext.stages.text` on this partition alone, then
+    :func:`write_partition_segment`.  A segment stores its terms as strings and numbers its documents
+    locally, so it needs no global term id: the files equal those written from the global
+    vocabulary's counts (its terms, in UTF-8 byte order, are the partition's distinct tokens in that
+    order), and a cluster run that writes each segment where its text is moves no vocabulary between
+    workers.
+
+    Parameters
+    ----------
+    texts : pandas or cudf DataFrame
+        A read partition with a ``text`` column, a row per document of ``docs`` in the same order.
+    docs : pandas or cudf DataFrame
+        ``(doc_id, source_id, replaced)`` of the partition, doc ids consecutive and ascending (the read
+        stage's numbering).
+    tokenizer : cutext.stages.text.tokenize.TokenizerConfig
+    folder : str or os.PathLike
+        New or empty.
 
     Returns
     -------
-    list of dict
-        The results of :func:`write_partition_segment`, in the order of ``folders``.
-    """
-    from concurrent.futures import ThreadPoolExecutor
+    dict
+        :func:`write_partition_segment`'s result, with ``terms`` (pyarrow.LargeStringArray, shape
+        (n_terms,): the partition's vocabulary, sorted) and ``n_empty_docs`` (documents without a token).
 
-    if len(counts) != len(docs) or len(docs) != len(folders):
-        raise ValueError(f"{len(counts)} counts, {len(docs)} docs partitions and {len(folders)} folders")
-    with ThreadPoolExecutor(max(1, min(int(n_threads), len(folders)))) as pool:
-        return list(pool.map(lambda a: write_partition_segment(a[0], a[1], vocab, a[2]), zip(counts, docs, folders)))
+    Raises
+    ------
+    ValueError
+        ``texts`` and ``docs`` of different lengths; see :func:`write_partition_segment`.
+    """
+    if len(texts) != len(docs):
+        raise ValueError(f"{folder}: {len(texts)} texts for {len(docs)} documents")
+    ids = values(docs["doc_id"])
+    lo = int(ids[0]) if len(ids) else 0
+    summary = tokenize_partition_summary(WithDocIds([lo], "text")(texts, {"number": 0}), tokenizer, "text")
+    del texts
+    vocab = sorted_terms(summary.scan.uniq)
+    counts = count_partition_summary(summary, vocabulary_frame(vocab, docs), docs)
+    n_empty = int((to_host(summary.scan.lengths) == 0).sum())
+    del summary
+    meta = write_partition_segment(counts, docs, vocab, folder)
+    return dict(meta, terms=vocab, n_empty_docs=n_empty)

@@ -722,6 +722,10 @@ class _Numberer:
         self.row_offsets = row_offsets
         self.pieces = pieces
 
+    def part(self, i: int) -> _Numberer:
+        """The numbering of partition ``i`` alone, as partition 0 (what a task of that partition takes)."""
+        return _Numberer(self.doc_offsets[i:i + 1], self.row_offsets[i:i + 1], self.pieces[i:i + 1])
+
     def __call__(self, df, partition_info=None):
         i = partition_info["number"]
         n = len(df)
@@ -790,6 +794,24 @@ def number_documents(ddf, counts: np.ndarray, pieces):
     CorpusError
         The corpus holds no document (the message names the file).
     """
+    numberer = document_numberer(counts, pieces)
+    meta = ddf._meta.copy()
+    meta.insert(0, "doc_id", array_module(meta).zeros(0, np.int64))
+    out = ddf.map_partitions(numberer, meta=meta, enforce_metadata=False, align_dataframes=False)
+    return out, numberer.doc_offsets
+
+
+def document_numberer(counts: np.ndarray, pieces):
+    """The numbering of :func:`number_documents` as a picklable callable ``f(df, {"number": i})`` that
+    numbers partition ``i`` (a partition, or its document table ``(source_id, replaced)``) by itself,
+    for a task that reads its partition; ``f.doc_offsets`` is the first doc_id of each partition.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document (the message names the file).
+    """
+    counts = np.asarray(counts, np.int64)
     if counts.sum() == 0:
         paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
         where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
@@ -801,11 +823,7 @@ def number_documents(ddf, counts: np.ndarray, pieces):
         if p.numbered:
             row_offsets[i] = seen.get(p.file_index, 0)
             seen[p.file_index] = row_offsets[i] + counts[i]
-    meta = ddf._meta.copy()
-    meta.insert(0, "doc_id", array_module(meta).zeros(0, np.int64))
-    out = ddf.map_partitions(_Numberer(doc_offsets, row_offsets, pieces), meta=meta,
-                             enforce_metadata=False, align_dataframes=False)
-    return out, doc_offsets
+    return _Numberer(doc_offsets, row_offsets, pieces)
 
 
 @dataclass
@@ -829,6 +847,9 @@ class CorpusSource:
     check_documents : callable, optional
         ``check_documents(table)`` on the read stage's document table ``(source_id, replaced)``
         (a frame input's duplicate-id check, :mod:`cutext.stages.readers.frames`); raises on bad input.
+    fs : fsspec.AbstractFileSystem, optional
+        The filesystem of the input files (None for a frame): :func:`cutext.stages.readers.source.source_of_pieces`
+        reads a subset of the pieces with it.
     """
 
     path: object
@@ -838,3 +859,4 @@ class CorpusSource:
     input_bytes: int
     backend: str
     check_documents: object = None
+    fs: object = None

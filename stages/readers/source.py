@@ -10,7 +10,7 @@ from cutext.stages.readers.files import CorpusSource, meta_frame, plan, read_pie
 from cutext.stages.readers.frames import frame_source, is_frame
 from cutext.stages.runtime.compute import input_bytes
 
-__all__ = ["CorpusSource", "open_corpus", "read_corpus", "DEVICE_READERS"]
+__all__ = ["CorpusSource", "open_corpus", "read_corpus", "source_of_pieces", "DEVICE_READERS"]
 
 # the readers that put a piece's text straight into device buffers, by format
 DEVICE_READERS = {"lines": device.read_lines_device, "parquet": device.read_parquet_device,
@@ -60,7 +60,25 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
                                     glob=glob, backend=backend, max_ratio=max_ratio)
     p0 = path[0] if isinstance(path, (list, tuple)) else path
     fs = url_to_fs(str(p0), **(storage_options or {}))[0]
-    return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend)
+    return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend, fs=fs)
+
+
+def source_of_pieces(source: CorpusSource, pieces: list) -> CorpusSource:
+    """The corpus of a subset of ``source``'s pieces, read the same way (a worker's share of a file input).
+
+    Raises
+    ------
+    ValueError
+        ``source`` is a frame input (it has no pieces to read again).
+    """
+    import dask.dataframe as dd
+
+    if source.fs is None:
+        raise ValueError("source_of_pieces: the source is a frame, not files")
+    docs = dd.from_map(_PieceReader(source.fs, source.backend), list(pieces), meta=meta_frame(source.backend),
+                       enforce_metadata=False, label="read-corpus")
+    return CorpusSource(source.path, docs, list(pieces), source.format, input_bytes(pieces, source.fs),
+                        source.backend, fs=source.fs)
 
 
 class _PieceReader:

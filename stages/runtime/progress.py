@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import threading
 import time
 
 from dask.callbacks import Callback
@@ -202,8 +203,13 @@ class _DaskCallback(Callback):
         super().__init__()
         self.sp = sp
         self.kind = None
+        # dask's callbacks are process-wide: a computation of another thread (a task of a threaded
+        # worker of a Client in this process) is not this stage's
+        self.thread = threading.get_ident()
 
     def _start_state(self, dsk, state):
+        if threading.get_ident() != self.thread:
+            return
         cache = state.get("cache", {})
         counts: dict = {}
         for key in dsk:
@@ -217,7 +223,7 @@ class _DaskCallback(Callback):
         self.sp.start(total, "partitions" if total == self.sp.partitions else "tasks")
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        if self.kind is not None and _key_kind(key) == self.kind:
+        if self.kind is not None and threading.get_ident() == self.thread and _key_kind(key) == self.kind:
             self.sp.update(1)
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
+import dask.dataframe as dd
+import pandas as pd
 import pytest
 
 from cutext import pipelines
@@ -104,16 +107,27 @@ def test_periodic_lines_are_bounded_by_the_interval(tmp_path, data_dir, capsys, 
 
 
 def test_progress_on_a_distributed_client(tmp_path, data_dir, capsys):
-    """With a Client, persisted stages count their futures as they finish (distributed.as_completed)."""
+    """With a Client, stages count their futures as they finish (distributed.as_completed), never the
+    computations of the workers' own threads; a file input built by the workers' shares counts the pieces of
+    each share as it finishes."""
     distributed = pytest.importorskip("distributed")
+    corpus = _corpus(tmp_path, data_dir)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        r = pipelines.run("bm25", _corpus(tmp_path, data_dir), out=tmp_path / "idx", backend="cpu",
+        r = pipelines.run("bm25", corpus, out=tmp_path / "idx", backend="cpu",
                           client=client, text_column="contents", progress=True)
-    assert r.scheduler == "client"
+        assert r.scheduler == "client"
+        lines = _lines(capsys.readouterr().err)
+        built = [ln for ln in lines if ln.startswith("bm25 build on workers:")]
+        assert built and built[-1].startswith("bm25 build on workers: 3/3 pieces"), lines
+        frame = pd.concat([pd.read_json(p, lines=True) for p in sorted(Path(corpus).parent.glob("*.jsonl"))],
+                          ignore_index=True)
+        pipelines.run("bm25", dd.from_pandas(frame, npartitions=3), out=tmp_path / "idx2", backend="cpu",
+                      client=client, text_column="contents", progress=True)
     lines = _lines(capsys.readouterr().err)
-    tok = [ln for ln in lines if ln.startswith("bm25 tokenize:")]
-    assert tok and tok[-1].startswith("bm25 tokenize: 3/3 partitions"), lines
+    # a frame's partitions: each tokenized and written as a segment where it is, counted as they finish
+    tok = [ln for ln in lines if ln.startswith("bm25 tokenize+write:")]
+    assert tok and tok[-1].startswith("bm25 tokenize+write: 3/3 "), lines
 
 
 def _names(lines):

@@ -1,0 +1,106 @@
+"""A segmented bm25 index built on a dask Client from a file input: every worker builds the segments of
+its share of the files on its own (``pipelines/bm25.py::_build_share``), the caller only lists them.
+The index equals an in-process build (documents, ids, search), no task of the stages runs on the
+scheduler, and nothing moves between workers."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from cutext import pipelines
+from cutext.stages.engines.bm25_index import BM25Index
+
+from helpers import cacm_topics
+
+distributed = pytest.importorskip("distributed")
+
+KW = dict(backend="cpu", progress=False, index_format=2, stopwords="lucene", stemmer="porter")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            distributed.Client(lc) as c:
+        yield c
+
+
+def _cacm_files(folder, data_dir, n, as_lines):
+    """CACM cut into ``n`` files in order: JSON Lines (the corpus's ids), or its texts one a line (ids
+    ``<file>:<row>``, numbered across a file's pieces)."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    folder.mkdir()
+    step = -(-len(lines) // n)
+    for i in range(n):
+        part = lines[i * step:(i + 1) * step]
+        if as_lines:
+            part = [" ".join(json.loads(x)["contents"].split()) for x in part]
+        (folder / f"part-{i}.{'txt' if as_lines else 'jsonl'}").write_text("\n".join(part) + "\n", encoding="utf-8")
+    return str(folder)
+
+
+def _moved(client) -> int:
+    """Bytes the workers received from other workers so far (dask's transfer logs)."""
+    logs = client.run(lambda dask_worker: list(dask_worker.transfer_incoming_log))
+    return sum(int(e.get("total", 0)) for log in logs.values() for e in log)
+
+
+def _same(a: BM25Index, b: BM25Index, qs):
+    assert a.n_docs == b.n_docs and list(a.source_ids) == list(b.source_ids)
+    pd.testing.assert_frame_equal(a.search(qs, k=20), b.search(qs, k=20))
+
+
+@pytest.mark.parametrize("as_lines", [False, True])
+def test_workers_build_their_shares_and_the_index_equals_one_process(client, tmp_path, data_dir, as_lines):
+    src = _cacm_files(tmp_path / "src", data_dir, 5, as_lines)
+    fmt = {"format": "lines"} if as_lines else {}
+    # 64 KiB pieces: a file of several pieces is one unit of a share (its rows numbered across them)
+    ref = pipelines.run("bm25", src, out=tmp_path / "ref", scheduler="sync", blocksize=64 << 10, **fmt, **KW)
+    client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.task_prefixes.clear())
+    moved = _moved(client)
+    got = pipelines.run("bm25", src, out=tmp_path / "ix", client=client, blocksize=64 << 10, **fmt, **KW)
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert "build_share" in prefixes and not any("tokenize" in p or "count" in p for p in prefixes), prefixes
+    assert _moved(client) == moved  # no postings, no statistics between workers: only summaries to the caller
+    meta = json.loads((got.path / "index.json").read_text())
+    assert len(meta["segments"]) == ref.counts["partitions"] > 5 and meta["scheduler"] == "client"
+    assert {k: got.counts[k] for k in ("n_docs", "n_terms", "n_postings", "n_tokens")} == \
+        {k: ref.counts[k] for k in ("n_docs", "n_terms", "n_postings", "n_tokens")}
+    assert got.timings["workers"] > 0 and got.timings["tokenize"] > 0
+    qs = cacm_topics(data_dir)
+    _same(BM25Index.load(got.path, backend="cpu"), BM25Index.load(ref.path, backend="cpu"), qs)
+
+
+def test_an_append_on_a_client_writes_its_segments_on_the_workers(client, tmp_path, data_dir):
+    _cacm_files(tmp_path / "src", data_dir, 6, False)
+    files = sorted((tmp_path / "src").iterdir())
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for f in files[:3]:
+        f.rename(tmp_path / "a" / f.name)
+    for f in files[3:]:
+        f.rename(tmp_path / "b" / f.name)
+    ref = pipelines.run("bm25", [str(tmp_path / "a"), str(tmp_path / "b")], out=tmp_path / "ref", scheduler="sync",
+                        **KW)
+    ix = pipelines.run("bm25", str(tmp_path / "a"), out=tmp_path / "ix", client=client, **KW).path
+    pipelines.run("bm25", str(tmp_path / "b"), out=ix, client=client, append=True, progress=False)
+    names = json.loads((ix / "index.json").read_text())["segments"]
+    assert len(names) == len(set(names)) == 6
+    _same(BM25Index.load(ix, backend="cpu"), BM25Index.load(ref.path, backend="cpu"), cacm_topics(data_dir))
+
+
+def test_fewer_files_than_workers_spread_the_partitions(client, tmp_path, data_dir):
+    """One file on two workers: its partitions are spread (a share cannot split a file whose rows are
+    numbered), and each is tokenized, counted and written where it is read, with its own vocabulary
+    (``_build_parts_on_workers``); the index is still the in-process one."""
+    src = _cacm_files(tmp_path / "src", data_dir, 1, True)
+    ref = pipelines.run("bm25", src, out=tmp_path / "ref", scheduler="sync", format="lines", blocksize=64 << 10, **KW)
+    client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.task_prefixes.clear())
+    moved = _moved(client)
+    got = pipelines.run("bm25", src, out=tmp_path / "ix", client=client, format="lines", blocksize=64 << 10, **KW)
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert "build_share" not in prefixes
+    assert "tokenize_partition_segment" in prefixes
+    assert _moved(client) == moved  # no slice, vocabulary or statistic between workers
+    _same(BM25Index.load(got.path, backend="cpu"), BM25Index.load(ref.path, backend="cpu"), cacm_topics(data_dir))
