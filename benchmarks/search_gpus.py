@@ -66,6 +66,7 @@ def main(argv=None) -> int:
 
     from cutext import pipelines
     from cutext.stages.engines.bm25_index import BM25Index
+    from cutext.stages.runtime.compute import step_profile
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -74,7 +75,8 @@ def main(argv=None) -> int:
     tok_c, tok_b = bench.tokenizer_kwargs("plain")
     ix, ixc = work / "index", work / "index-compacted"
     t = time.perf_counter()
-    r = pipelines.run("bm25", str(src), out=str(ix), backend="gpu", format="lines", progress=False, index_format=2,
+    r = pipelines.run("bm25", str(src), out=str(ix), backend="gpu", scheduler="sync", format="lines", progress=False,
+                      index_format=2,
                       variant="lucene", k1=1.2, b=0.75, **tok_c)
     build_s = time.perf_counter() - t
     shutil.rmtree(ixc, ignore_errors=True)
@@ -94,6 +96,7 @@ def main(argv=None) -> int:
             configs.append((f"Client of {n} GPU worker{'s' if n > 1 else ''}, {n_seg} segments", ix, ("client", n)))
         else:
             bench.log(f"skipped a Client of {n} GPUs: {n_gpus} visible")
+    step_profile(reset=True)  # the build's clocks are not the searches'
     rows, ref = [], None
     for label, path, devices in configs:
         cluster = client = None
@@ -117,6 +120,9 @@ def main(argv=None) -> int:
                      "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
                      "qps": round(len(queries) / med), "same_results": same})
         bench.log(f"{label}: {len(queries) / med:,.0f} q/s (load {load_s:.2f} s), same results: {same}")
+        prof = step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: the host clocks of the searches above
+        if prof:
+            bench.log("  " + ", ".join(f"{k.split(': ', 1)[-1]} {v:.3f} s" for k, v in sorted(prof.items())))
         del idx, out
         if client is not None:
             client.close()

@@ -455,22 +455,8 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
-                # the results are copied into page-locked buffers as soon as the kernels end, queued behind
-                # them on the stream: the next batch's kernels, launched before ``finish``, do not delay it
-                import cupyx
-
-                host = {"doc": cupyx.empty_pinned(n * k, np.int64), "score": cupyx.empty_pinned(n * k, np.float32),
-                        "top_n": cupyx.empty_pinned(n, np.int32)}
-                for name, buf in host.items():
-                    dev[name][:buf.size].get(out=buf, blocking=False)
-                copied = xp.cuda.Event(disable_timing=True)
-                copied.record()
-
-                def finish(s=s, e=e, n=n):
-                    copied.synchronize()
-                    out_doc[s:e] = host["doc"].reshape(n, k)
-                    out_score[s:e] = host["score"].reshape(n, k)
-                    out_n[s:e] = host["top_n"]
+                def finish(s=s, e=e):
+                    fetch(s, e)
                     dev.clear()  # the kernels are done: freeing waits for nothing
                     return done()
                 return finish
@@ -483,5 +469,59 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     return done
 
 
-__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "plan_passes", "search_cpu", "search_tiled",
+@numba.njit(cache=True)
+def _merge_ranked(doc, score, n, offs, k, out_doc, out_score, out_n):  # pragma: no cover - numba
+    nq = doc.shape[0]
+    P = len(offs) - 1
+    pos = np.zeros(P, np.int64)
+    for r in range(nq):
+        pos[:] = 0
+        j = 0
+        while j < k:
+            best = -1
+            bc = 0
+            for p in range(P):
+                if pos[p] < n[p, r]:
+                    c = offs[p] + pos[p]
+                    if best < 0 or score[r, c] > score[r, bc]:  # equal scores: the earlier part (smaller docs)
+                        best = p
+                        bc = c
+            if best < 0:
+                break
+            out_doc[r, j] = doc[r, bc]
+            out_score[r, j] = score[r, bc]
+            pos[best] += 1
+            j += 1
+        out_n[r] = j
+
+
+def merge_ranked(parts, k: int):
+    """Merge ranked rows of ``P`` parts into the top ``k`` of each row (a P-way merge, numba).
+
+    Parameters
+    ----------
+    parts : list of (doc, score, n)
+        int64 (nq, k_p) doc ids, float32 (nq, k_p) scores and int32 (nq,) counts of each part: the first
+        ``n[r]`` entries of row ``r`` ranked by score descending then doc id ascending.  The parts come in
+        document order (part ``p``'s doc ids below part ``p + 1``'s), so equal scores go to the earlier part.
+    k : int >= 1
+
+    Returns
+    -------
+    (doc, score, n) : int64 (nq, k), float32 (nq, k), int32 (nq,); entries past ``n`` are -1 / 0.
+    """
+    nq = len(parts[0][2])
+    widths = [p[0].shape[1] for p in parts]
+    offs = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    doc = np.ascontiguousarray(np.concatenate([p[0] for p in parts], axis=1), dtype=np.int64)
+    score = np.ascontiguousarray(np.concatenate([p[1] for p in parts], axis=1), dtype=np.float32)
+    n = np.ascontiguousarray(np.stack([np.minimum(np.asarray(p[2], np.int64), w) for p, w in zip(parts, widths)]))
+    out_doc = np.full((nq, k), -1, np.int64)
+    out_score = np.zeros((nq, k), np.float32)
+    out_n = np.zeros(nq, np.int32)
+    _merge_ranked(doc, score, n, offs, int(k), out_doc, out_score, out_n)
+    return out_doc, out_score, out_n
+
+
+__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "merge_ranked", "plan_passes", "search_cpu", "search_tiled",
            "search_tiled_start"]

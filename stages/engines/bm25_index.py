@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -415,8 +416,7 @@ class BM25Index:
     workers; each worker keeps its shard (on its GPU or CPU) in a long-lived engine (a dask actor:
     a batch is one call to each worker, no task graph), every query batch is tokenized once here,
     scored on every shard and the top k merged on the caller, the same result as one index.  With
-    ``devices``, the shards live on GPUs of this process and each batch is queued on all of them
-    before the previous batch's results are merged.
+    ``devices``, the shards live on GPUs of this process and each batch runs on all of them at once.
 
     Attributes
     ----------
@@ -878,22 +878,37 @@ class BM25Index:
                 vals = vals + self._absent(Q)[rows]
             parts.append((rows + s, rank, docs, vals))
 
-        # batch i + 1 is tokenized while the GPU engine scores batch i, and queued on the device(s) before
-        # batch i's results are merged and collected, so the GPUs always hold work (topk_start returns
-        # before the kernels end; the other engines have finished when it returns)
+        # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
+        # kernels end; the other engines have finished when it returns).  Where the engines run off this
+        # thread's cores (a GPU, or the shards of workers or devices), the next batch is tokenized on a
+        # thread of its own meanwhile, beside this thread's merge and collection of the last one (numba
+        # and numpy release the GIL); the CPU engine uses every core itself.
+        ahead = self._sm is None or self._sm.on_gpu
+        pool = ThreadPoolExecutor(1) if ahead and len(rng) > 1 else None
+
+        def csr(s):
+            return self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
+
+        starts = list(rng)
+        nxt = pool.submit(csr, starts[0]) if pool is not None else None
         pending = None
-        for s in rng:
-            try:
-                Q = self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
-            except TextEncodingError as exc:
-                raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
-            clock("search: query csr")
-            started = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
-            clock("search: engine (start)")
-            if pending is not None:
-                collect(*pending)
-                clock("search: engine (wait)")
-            pending = started
+        try:
+            for i, s in enumerate(starts):
+                try:
+                    Q = nxt.result() if pool is not None else csr(s)
+                except TextEncodingError as exc:
+                    raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
+                if pool is not None and i + 1 < len(starts):
+                    nxt = pool.submit(csr, starts[i + 1])
+                clock("search: query csr")
+                if pending is not None:
+                    collect(*pending)
+                    clock("search: engine (wait)")
+                pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
+                clock("search: engine (start)")
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         if pending is not None:
             collect(*pending)
             clock("search: engine (wait)")

@@ -241,8 +241,8 @@ def merge_topk(parts, k: int):
     by score descending then doc id ascending (the engines' rule, so the merge equals one index's result).
 
     The parts come in the order of their documents (shard ``j``'s doc ids below shard ``j + 1``'s) and each
-    row of a part is ranked by that rule already, so a stable sort of each row's scores alone keeps equal
-    scores in doc id order: one argsort of the (nq, sum of k) scores, no lexsort over the doc ids.
+    row of a part is ranked by that rule already, so a P-way merge of the rows that takes the earlier shard
+    on equal scores keeps the rule (:func:`cutext.kernels.search.merge_ranked`, numba: O(k P) a query).
 
     Returns
     -------
@@ -251,15 +251,9 @@ def merge_topk(parts, k: int):
     """
     if len(parts) == 1:
         return parts[0]
-    doc = np.concatenate([p[0] for p in parts], axis=1)
-    score = np.concatenate([p[1] for p in parts], axis=1)
-    nq, width = doc.shape
+    width = sum(p[0].shape[1] for p in parts)
     k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
-    valid = doc >= 0
-    out_n = np.minimum(valid.sum(axis=1), k).astype(np.int32)
-    key = np.where(valid, -score.astype(np.float64), np.inf)  # missing entries last
-    o = np.argsort(key, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(doc, o, axis=1), np.take_along_axis(score, o, axis=1), out_n
+    return ks.merge_ranked(parts, k)
 
 
 __all__ = ["ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine", "topk_rows"]

@@ -393,6 +393,10 @@ def test_sharded_search_on_a_local_cluster_equals_one_index(built):
         np.testing.assert_array_equal(sharded.get_scores(q), index.get_scores(q))
         with pytest.raises(ValueError, match="n_threads must be"):
             sharded.search(qs, n_threads=0)
+        # batches are tokenized ahead on a thread of their own: a bad query of a later batch still names itself
+        bad = dict(qs, broken="two \ud800")
+        with pytest.raises(ValueError, match="query 'broken': .*surrogate"):
+            sharded.search(bad, k=5, batch_size=8)
 
 
 @settings(max_examples=60, deadline=None)
