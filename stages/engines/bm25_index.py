@@ -130,6 +130,11 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 
 # ----------------------------------------------------------------------------- retrieval
 
+# queries a numba thread of the query CSR takes at least: about 0.6 ms of work (0.6 us a query on one core),
+# so that a batch's split + lookup is not dominated by the fork/join of every core of a large host
+QUERIES_PER_THREAD = 1024
+
+
 def _as_queries(queries) -> tuple[pa.Array, list[str]]:
     """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
     number) is an error naming it."""
@@ -725,7 +730,7 @@ class BM25Index:
         looked up in one pass over its bytes on numba's threads
         (:func:`cutext.kernels.termhash.text_csr`); with one, it is tokenized into one array first
         (stopwords and stemming on its distinct terms).  ``n_threads``: numba threads of the one pass
-        (default all)."""
+        (default: one per :data:`QUERIES_PER_THREAD` queries, at most numba's setting)."""
         import scipy.sparse as sp
 
 
@@ -738,6 +743,10 @@ class BM25Index:
             # bounds drop is not in the vocabulary (they dropped it from the corpus): the split and the
             # lookup of the raw tokens are then one pass over the bytes, with no token array
             data, offsets, fold = normalize_texts(texts, cfg.lowercase)
+            if n_threads is None:  # a thread per QUERIES_PER_THREAD queries: a many-core fork/join costs more
+                import numba
+
+                n_threads = max(1, min(numba.get_num_threads(), -(-len(texts) // QUERIES_PER_THREAD)))
             q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold, n_threads)
         else:
             tokens, rows = tokenize_flat(texts, cfg)  # one array for the batch, no list per query
