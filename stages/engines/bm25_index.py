@@ -130,9 +130,9 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 
 # ----------------------------------------------------------------------------- retrieval
 
-# queries a numba thread of the query CSR takes at least: about 0.6 ms of work (0.6 us a query on one core),
-# so that a batch's split + lookup is not dominated by the fork/join of every core of a large host
-QUERIES_PER_THREAD = 1024
+# queries a numba thread of the query CSR takes at least (text_csr's chunk): a batch of 8192 on a 64-core
+# host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
+QUERIES_PER_THREAD = 256
 
 
 def _as_queries(queries) -> tuple[pa.Array, list[str]]:
