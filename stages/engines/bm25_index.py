@@ -259,11 +259,15 @@ def _load_shard(path: str, lo: int, hi: int, backend: str, N: int, V: int, df, w
     return _Shard(lo, hi, _to_backend(_read_postings(Path(path), N, V, df, w0, lo, hi, wmax), be), be)
 
 
-def _load_segment_shard(folders: list, deletes: list, terms, lo: int, hi: int, backend: str, fn, w0) -> _Shard:
+def _load_segment_shard(folders: list, deletes: list, vocab, df, run: tuple, lo: int, hi: int, backend: str, fn,
+                        w0) -> _Shard:
     """Worker side of a segmented :meth:`BM25Index.load` with a client: a consecutive run of segments
-    (``terms``: the index's global statistics, ``term_ids`` of this run; ``deletes``: their deleted
-    documents) as the shard of documents ``[lo, hi)``, weighted on this worker's device."""
+    (``vocab``, ``df``: the index's global terms, shared by every worker; ``run``: ``(n_docs, sum_dl,
+    doc_base, term_ids)`` of the :class:`cutext.stages.engines.segments.MergedTerms` of this run;
+    ``deletes``: their deleted documents) as the shard of documents ``[lo, hi)``, weighted on this
+    worker's device."""
     be = resolve_backend(backend, needs=ARRAY_STACK)
+    terms = segments.MergedTerms(vocab, df, *run)
     segs = [segments.live_segment(segments.read_segment(Path(f), verify=False), d) for f, d in zip(folders, deletes)]
     merged = segments.merge_segments(segs, terms=terms)
     del segs
@@ -652,13 +656,16 @@ class BM25Index:
         source_ids = (pa.concat_arrays([h.source_ids.cast(pa.string()) for h in heads]).to_numpy(zero_copy_only=False)
                       .astype(object) if heads else np.zeros(0, object))
         runs = shard_ranges(np.array([h.n_postings for h in heads], np.int64), len(slots))
+        shared = [mt.vocab, mt.df, fn, w0]  # O(V), the same for every worker: sent to each once, not in a graph
+        if not isinstance(client, _Devices):
+            shared = client.scatter(shared, broadcast=True, hash=False)
+        vocab, df, fn_s, w0_s = shared
         jobs = []
         for (a, e), slot in zip(runs, slots):
-            run_terms = segments.MergedTerms(mt.vocab, mt.df, mt.n_docs, mt.sum_dl, mt.doc_base[a:e + 1],
-                                             mt.term_ids[a:e])
+            run = (mt.n_docs, mt.sum_dl, mt.doc_base[a:e + 1], mt.term_ids[a:e])
             lo, hi = int(mt.doc_base[a]), int(mt.doc_base[e])
             jobs.append((slot, lo, hi, (_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], deletes[a:e],
-                                        run_terms, lo, hi, be, fn, w0)))
+                                        vocab, df, run, lo, hi, be, fn_s, w0_s)))
         return cls._placed(client, jobs, path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths)
 
     # -- commits
