@@ -47,6 +47,7 @@ def client():
 
 # ----------------------------------------------------------------------------- out= as a URL
 
+@pytest.mark.slow
 def test_a_file_url_out_is_the_path_it_names(corpus, tmp_path, client):
     url = "file://" + str(tmp_path / "by-url")
     by_url = pipelines.run("bm25", str(corpus), out=url, client=client, **KW)
@@ -79,6 +80,7 @@ def test_another_file_system_is_refused_before_any_work(tmp_path, monkeypatch, u
 
 # ----------------------------------------------------------------------------- workers that do not see it
 
+@pytest.mark.slow
 def test_the_check_names_each_worker_that_does_not_see_the_directory(tmp_path, client):
     seen = tmp_path / "seen"
     seen.mkdir()
@@ -136,6 +138,7 @@ def hidden_worker(tmp_path):
             p.wait()
 
 
+@pytest.mark.slow
 def test_a_worker_that_does_not_see_the_output_fails_the_run_and_leaves_nothing(corpus, tmp_path, hidden_worker):
     out = tmp_path / "idx"
     pipelines.run("bm25", str(corpus), out=out, scheduler="sync", **KW)

@@ -15,6 +15,7 @@ from cutext.stages.engines.bm25_index import BM25Index
 from helpers import cacm_topics
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # Client runs: not in the fast tier
 
 KW = dict(backend="cpu", progress=False, index_format=2, stopwords="lucene", stemmer="porter")
 
