@@ -20,7 +20,8 @@ Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression 
     ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when several files are read.
 ``jsonl``
     one JSON object per line; ``text_column`` (default ``"text"``, or ``"contents"`` when that is
-    the column present) may be a list of columns joined by a space (BEIR: ``["title", "text"]``);
+    the column present; ``["title", "text"]`` when both are present, BEIR's layout, as Anserini indexes
+    it) may be a list of columns joined by a space;
     ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
 ``parquet``, ``csv``
     a table with a text column and an optional id column, as for ``jsonl``.  CSV/TSV quoting is
@@ -442,6 +443,10 @@ def _pick(columns, wanted, candidates, what, path):
         if missing:
             raise CorpusError(f"{path}: missing {what} column(s) {missing}; columns are {list(columns)}")
         return wanted_list
+    if what == "text" and "title" in columns and "text" in columns:
+        # BEIR's layout (_id, title, text): the title is part of the document, as Anserini and Pyserini
+        # index it (SciFact nDCG@10 0.6769 with it, 0.6644 from the text alone)
+        return ["title", "text"]
     for c in candidates:
         if c in columns:
             return [c]

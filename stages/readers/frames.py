@@ -274,6 +274,8 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
         The resolved backend: pandas or cudf partitions (a frame of the other library is converted
         partition by partition).
     text_column : str or list of str, optional
+        Default: the first of ``text``, ``contents``, ``content``, ``body`` present, or ``["title", "text"]``
+        when both are (BEIR's layout), as for files.
     id_column : str, optional
     blocksize : int
         Bytes of text per partition for an in-memory (pandas / cudf) frame; a dask frame keeps its

@@ -942,3 +942,18 @@ def test_csv_several_text_columns_joined(tmp_path):
     df = read_docs(p, text_column=["title", "text"])
     assert df["text"].astype(object).tolist() == ["A title body, one", " body two"]
     assert df["source_id"].astype(object).tolist() == ["1", "2"]
+
+
+def test_a_beir_layout_reads_title_and_text_by_default(tmp_path, data_dir):
+    """_id, title, text (BEIR's corpus.jsonl): without text_column the document is title + " " + text, as
+    Anserini and Pyserini index it; a table with text but no title reads the text alone."""
+    p = data_dir / "scifact" / "corpus.jsonl.gz"
+    default = read_docs(p)
+    explicit = read_docs(p, text_column=["title", "text"])
+    assert default["text"].tolist() == explicit["text"].tolist()
+    assert default["source_id"].tolist() == explicit["source_id"].tolist()
+    first = json.loads(gzip.open(p, "rt", encoding="utf-8").readline())
+    assert default["text"].iloc[0] == f"{first['title']} {first['text']}"
+    q = tmp_path / "no_title.jsonl"
+    q.write_text(json.dumps({"_id": "a", "text": "only the body", "name": "x"}) + "\n", encoding="utf-8")
+    assert read_docs(q)["text"].tolist() == ["only the body"]
