@@ -25,6 +25,7 @@ import functools
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dask.delayed import Delayed
@@ -40,8 +42,8 @@ from cutext.kernels.backend import array_module, is_gpu
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, gpu_spill_budget, on_worker,
-                                           shared_key)
+from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context,
+                                           gpu_spill_budget, on_worker, shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -685,8 +687,6 @@ class _WorkerStages:
         self.timings: dict[str, float] = {}
 
     def stage(self, name, fn, *args, **kwargs):
-        import time
-
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         self.timings[name] = time.perf_counter() - t0
@@ -698,8 +698,6 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int) -> dict:
     this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
     written into ``tmp/segments``.  Nothing but this summary leaves the worker: the vocabulary of the
     share (for the index's term count), its sizes, the segment names and the stage seconds."""
-    from cutext.stages.runtime.compute import compute_context
-
     from distributed import get_worker
 
     tmp = Path(tmp)
@@ -761,8 +759,6 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     CorpusError
         No document of the input has a token after tokenization.
     """
-    import time
-
     client = info.client
     t0 = time.perf_counter()
     # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
@@ -788,8 +784,6 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
     vocab = pa.chunked_array([r["vocab"].cast(pa.large_string()) for r in results if len(r["vocab"])],
                              type=pa.large_string())
-    import pyarrow.compute as pc
-
     counts = {"n_docs": n_docs, "n_terms": len(pc.unique(vocab)) if len(vocab) else 0,
               "n_postings": sum(r["n_postings"] for r in results), "n_tokens": n_tokens,
               "n_empty_docs": sum(r["n_empty_docs"] for r in results)}
@@ -830,8 +824,6 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     CorpusError
         The input holds no document, or no document has a token after tokenization.
     """
-    import pyarrow.compute as pc
-
     from distributed import Future
 
     client = info.client
