@@ -905,11 +905,11 @@ class BM25Index:
         def csr(s):
             return self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
 
-        starts = list(rng)
+        starts = list(range(0, len(texts), batch_size))  # the bar (if any) advances as the loop takes a batch
         nxt = pool.submit(csr, starts[0]) if pool is not None else None
         pending = None
         try:
-            for i, s in enumerate(starts):
+            for i, s in enumerate(rng):
                 try:
                     Q = nxt.result() if pool is not None else csr(s)
                 except TextEncodingError as exc:
