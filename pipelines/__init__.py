@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+from cutext.kernels._version import __version__
 from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
 from cutext.stages.runtime.params import UnknownParameterError, check_keywords, keywords_of
@@ -24,7 +25,7 @@ PIPELINES = {
     "lda": "cutext.pipelines.lda:train",
 }
 
-__all__ = ["run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
+__all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
            "UnknownParameterError"]
 
 

@@ -58,8 +58,11 @@ def main(argv=None) -> int:
         ``FileNotFoundError``, ``FileExistsError``, ``ValueError`` or ``RuntimeError`` raised by
         the subcommand, whose message is printed to standard error as ``error: <message>``.
     """
+    from cutext.kernels._version import __version__
+
     ap = argparse.ArgumentParser(prog="python -m cutext.pipelines",
                                  description="cutext: GPU/CPU text-analytics pipelines")
+    ap.add_argument("--version", action="version", version=f"cutext {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     for mod in _cli_modules():
         mod.add_cli(sub)

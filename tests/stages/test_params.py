@@ -141,6 +141,18 @@ def test_cli_typo_fails_with_the_closest_option(argv, hint, capsys):
     assert hint in capsys.readouterr().err
 
 
+def test_cli_and_package_say_their_version(capsys):
+    """``--version`` prints the installed distribution's version, the one every output's manifest records."""
+    from importlib.metadata import version
+
+    from cutext.pipelines.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"cutext {version('cutext')}" == f"cutext {pipelines.__version__}"
+
+
 # --------------------------------------------------------------------------- sizes and counts
 @pytest.mark.parametrize("blocksize, match", [
     (0, r"blocksize must be an integer >= 1, got 0"),
