@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from cutext.kernels._version import __version__
+
 # The registry, in the order the subcommands are listed by ``--help``: ``bm25`` registers
 # ``bm25`` and ``search``, ``bm25_index_ops`` the index maintenance (``bm25-append``, ``bm25-delete``,
 # ``bm25-compact``); ``evaluate`` registers ``evaluate``; each other pipeline its own name.
@@ -58,8 +60,6 @@ def main(argv=None) -> int:
         ``FileNotFoundError``, ``FileExistsError``, ``ValueError`` or ``RuntimeError`` raised by
         the subcommand, whose message is printed to standard error as ``error: <message>``.
     """
-    from cutext.kernels._version import __version__
-
     ap = argparse.ArgumentParser(prog="python -m cutext.pipelines",
                                  description="cutext: GPU/CPU text-analytics pipelines")
     ap.add_argument("--version", action="version", version=f"cutext {__version__}")

@@ -43,7 +43,7 @@ from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context,
-                                           gpu_spill_budget, on_worker, shared_key)
+                                           gpu_spill_budget, input_bytes, on_worker, shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -508,13 +508,15 @@ def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
     return src, spill, per_file
 
 
-def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path) -> _IndexInput:
-    """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names.
+def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path,
+               empty_ok: bool = False) -> _IndexInput:
+    """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names
+    (``run``: a :class:`PipelineRun`, or on a worker :class:`_WorkerStages`).
 
     Raises
     ------
     CorpusError
-        No document has a token after tokenization.
+        No document has a token after tokenization (unless ``empty_ok``: a worker's share of a corpus).
     """
     corpus = build_corpus(src, tok_cfg, info, spill=spill,
                           run_stage=lambda name, fn: run.stage(_TIMING_NAMES.get(name, name), fn))
@@ -522,7 +524,7 @@ def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, pat
     n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
     del corpus
     n_tokens = int(lengths.sum())
-    if n_tokens == 0:
+    if n_tokens == 0 and not empty_ok:
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
     n_postings = int(df_t.sum())
     return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings)
@@ -669,15 +671,8 @@ def _worker_units(pieces) -> list[list[int]]:
 
 
 def _piece_bytes(p, fs) -> int:
-    if p.end is not None:
-        return max(0, int(p.end) - int(p.start))
-    total = 0
-    for path in p.paths:
-        try:
-            total += int(fs.size(path) or 0)
-        except Exception:  # a size the listing cannot give only skews the split, never the result
-            pass
-    return total
+    """Bytes of a piece: its byte range, else the size of its files."""
+    return max(0, int(p.end) - int(p.start)) if p.end is not None else input_bytes([p], fs)
 
 
 class _WorkerStages:
@@ -713,18 +708,14 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int) -> dict:
     try:
         with compute_context(src.backend, scheduler=scheduler) as info:
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
-            corpus = build_corpus(src, tok_cfg, info, spill=spill,
-                                  run_stage=lambda name, fn: stages.stage(_TIMING_NAMES.get(name, name), fn))
-            idx = _IndexInput(corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths, corpus.n_docs,
-                              corpus.n_terms, corpus.pieces, int(corpus.lengths.sum()), int(corpus.df.sum()))
-            del corpus
+            idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
             replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
         raise RuntimeError(f"a worker's share of {len(src.pieces)} pieces made {len(names)} segments")
-    vocab = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
-    return {"names": names, "vocab": vocab, "n_docs": idx.n_docs, "n_tokens": idx.n_tokens,
+    terms = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
+    return {"names": names, "terms": terms, "n_docs": idx.n_docs, "sum_dl": idx.n_tokens,
             "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()), "replaced": replaced,
             "timings": stages.timings}
 
@@ -778,16 +769,27 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     run.timings["workers"] = time.perf_counter() - t0
     for name in dict.fromkeys(n for r in results for n in r["timings"]):
         run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
-    n_tokens = sum(r["n_tokens"] for r in results)
-    n_docs = sum(r["n_docs"] for r in results)
+    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], _summed_counts(path, results)
+
+
+def _summed_counts(path, parts: list) -> dict:
+    """The index's counts from its writers' summaries (each with ``n_docs``, ``sum_dl``, ``n_postings``,
+    ``n_empty_docs`` and ``terms``, its distinct terms): the term count is the size of their union.
+
+    Raises
+    ------
+    CorpusError
+        No document has a token after tokenization.
+    """
+    n_tokens = sum(m["sum_dl"] for m in parts)
+    n_docs = sum(m["n_docs"] for m in parts)
     if n_tokens == 0:
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-    vocab = pa.chunked_array([r["vocab"].cast(pa.large_string()) for r in results if len(r["vocab"])],
+    terms = pa.chunked_array([m["terms"].cast(pa.large_string()) for m in parts if len(m["terms"])],
                              type=pa.large_string())
-    counts = {"n_docs": n_docs, "n_terms": len(pc.unique(vocab)) if len(vocab) else 0,
-              "n_postings": sum(r["n_postings"] for r in results), "n_tokens": n_tokens,
-              "n_empty_docs": sum(r["n_empty_docs"] for r in results)}
-    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts
+    return {"n_docs": n_docs, "n_terms": len(pc.unique(terms)) if len(terms) else 0,
+            "n_postings": sum(m["n_postings"] for m in parts), "n_tokens": n_tokens,
+            "n_empty_docs": sum(m["n_empty_docs"] for m in parts)}
 
 
 def _rows_of(text) -> int:
@@ -862,14 +864,7 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     metas = run.stage("tokenize+write", lambda: gather([
         submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]))
         for i, p in enumerate(parts)]))
-    n_docs = sum(m["n_docs"] for m in metas)
-    n_tokens = sum(m["sum_dl"] for m in metas)
-    if n_tokens == 0:
-        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-    vocab = pa.chunked_array([m["terms"] for m in metas if len(m["terms"])], type=pa.large_string())
-    counts = {"n_docs": n_docs, "n_terms": len(pc.unique(vocab)) if len(vocab) else 0,
-              "n_postings": sum(m["n_postings"] for m in metas), "n_tokens": n_tokens,
-              "n_empty_docs": sum(m["n_empty_docs"] for m in metas)}
+    counts = _summed_counts(path, metas)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
     return sum(m["replaced"] for m in metas), [names[i] for i in order], counts
 
