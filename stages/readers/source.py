@@ -71,14 +71,10 @@ def source_of_pieces(source: CorpusSource, pieces: list) -> CorpusSource:
     ValueError
         ``source`` is a frame input (it has no pieces to read again).
     """
-    import dask.dataframe as dd
-
     if source.fs is None:
         raise ValueError("source_of_pieces: the source is a frame, not files")
-    docs = dd.from_map(_PieceReader(source.fs, source.backend), list(pieces), meta=meta_frame(source.backend),
-                       enforce_metadata=False, label="read-corpus")
-    return CorpusSource(source.path, docs, list(pieces), source.format, input_bytes(pieces, source.fs),
-                        source.backend, fs=source.fs)
+    return CorpusSource(source.path, _read_pieces(list(pieces), source.fs, source.backend), list(pieces),
+                        source.format, input_bytes(pieces, source.fs), source.backend, fs=source.fs)
 
 
 class _PieceReader:
@@ -156,13 +152,17 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
         Once per archive: members skipped (path traversal names, links, devices) or renamed
         (duplicate names get ``#2``, ``#3`` ...).
     """
-    import dask.dataframe as dd
-
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
                            blocksize=blocksize, encoding=encoding, storage_options=storage_options,
                            glob=glob, max_ratio=max_ratio)
-    ddf = dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
-                      label="read-corpus")
-    return ddf, pieces, fmt
+    return _read_pieces(pieces, fs, backend), pieces, fmt
+
+
+def _read_pieces(pieces: list, fs, backend: str):
+    """The lazy dask DataFrame of ``pieces``, one partition a piece (:class:`_PieceReader`)."""
+    import dask.dataframe as dd
+
+    return dd.from_map(_PieceReader(fs, backend), pieces, meta=meta_frame(backend), enforce_metadata=False,
+                       label="read-corpus")
 
 
