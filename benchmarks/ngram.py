@@ -156,7 +156,7 @@ def end_to_end(add, model, sentences, n_queries, args, system, client=None):
         bytes=size, mb_per_s=round(size / t / 1e6, 1),
         detail=json.dumps({"timings": {k: round(v, 3) for k, v in r.timings.items()},
                            "docs": r.counts["n_docs"], "pieces": r.counts["partitions"],
-                           "workers": r.counts.get("workers")}))
+                           "workers": r.counts.get("workers"), "parts": r.counts.get("parts")}))
 
 
 def main(argv=None):

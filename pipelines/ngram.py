@@ -15,8 +15,11 @@ by a warp; the queries are batched. :class:`NGramModel` loads an ARPA file and a
 
 Output directory::
 
-    scores.parquet   doc_id: int64, source_id: string, sentences: int32, tokens: int64, oov: int64,
-                     log10_prob: float64, perplexity: float64
+    scores.parquet/  a folder of Parquet part files, part-00000.parquet, part-00001.parquet ...: read as one
+                     table (pyarrow, pandas, cudf, dask read the folder in file name order), the documents
+                     in corpus order: doc_id: int64, source_id: string, sentences: int32, tokens: int64,
+                     oov: int64, log10_prob: float64, perplexity: float64. One part in one process; on a
+                     Client one part a worker, written by that worker.
     ngram.json       model, order, counts, memory, corpus totals and perplexity, backend, timings
 
 Tokens are the white-space separated words of the text (ASCII white space, as KenLM's Python module
@@ -30,9 +33,11 @@ with ``sentence="document"`` the whole document is one sentence. ``tokens`` coun
 """
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +52,7 @@ from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.files import add_max_ratio_option
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
-from cutext.stages.text.ngram_text import read_lines_buffers, TextBuffers
+from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
 
 
@@ -83,28 +88,44 @@ def _n_rows(texts) -> int:
     return texts.num_rows if isinstance(texts, pa.Table) else len(texts)
 
 
-def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool):
-    """Score documents ``a:b`` of a piece (a task on a worker): a host table of the per-document
-    columns, and the address of the worker that scored it ("local" outside a worker)."""
-    if not isinstance(table, pa.Table):  # TextBuffers of a lines piece: numbered source ids
+def _slice_bounds(n_rows: int, k: int, m: int) -> tuple[int, int]:
+    """Rows ``[a, b)`` of slice ``k`` of ``m`` of a piece of ``n_rows`` rows (contiguous, in order, covering
+    the piece; a slice may be empty when the piece has fewer rows than slices)."""
+    return n_rows * k // m, n_rows * (k + 1) // m
 
-        if (a, b) != (0, len(table)):
-            table = TextBuffers(table.chars, table.offsets[a:b + 1])
-        cols = lm.score_documents(table, sentence, bos, eos)
+
+def _slice_texts(texts, a: int, b: int):
+    """Documents ``a:b`` of a read piece (a host table, or the text buffers of a lines piece), without a copy."""
+    if (a, b) == (0, _n_rows(texts)):
+        return texts
+    if isinstance(texts, pa.Table):
+        return texts.slice(a, b - a)
+    return TextBuffers(texts.chars, texts.offsets[a:b + 1])
+
+
+def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool):
+    """Score documents ``a:b`` of a piece on the host: a host table of the per-document columns, and the
+    address of the worker that scored it ("local" outside a worker)."""
+    part = _slice_texts(table, a, b)
+    if not isinstance(part, pa.Table):  # TextBuffers of a lines piece: numbered source ids
+        cols = lm.score_documents(part, sentence, bos, eos)
         out = {"source_id": pa.nulls(b - a, pa.large_string())}
     else:
-        part = table.slice(a, b - a)
         cols = lm.score_documents(part["text"].combine_chunks(), sentence, bos, eos)
         out = {"source_id": part["source_id"].combine_chunks()}
     for name, dtype in SCORE_COLUMNS:
         out[name] = pa.array(to_host(cols[name]).astype(dtype))
+    return pa.table(out), _worker_address()
+
+
+def _worker_address() -> str:
+    """The address of the dask worker running this code, ``"local"`` outside a worker."""
     try:
         from distributed import get_worker
 
-        where = get_worker().address
+        return get_worker().address
     except (ImportError, ValueError):
-        where = "local"
-    return pa.table(out), where
+        return "local"
 
 
 def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
@@ -127,44 +148,268 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
     return cudf.DataFrame({**src, **out})
 
 
-def _split_bounds(n_rows: int, parts: int) -> list:
-    """``parts`` (at most ``n_rows``, at least 1) contiguous row ranges covering ``n_rows`` rows."""
-    parts = max(1, min(parts, n_rows))
-    cuts = [n_rows * k // parts for k in range(parts + 1)]
-    return list(zip(cuts[:-1], cuts[1:]))
+# the scores of a run: a folder of Parquet part files in corpus order, each written by one writer (one part in
+# this process, one a worker on a Client); pyarrow, pandas, cudf and dask read the folder as one table
+SCORES = "scores.parquet"
 
 
-def _score_on_client(client, lm, pieces, read_remote, sentence, bos, eos, bar):
-    """Score the pieces on the Client's workers: every piece is read on a worker (a lines piece of a GPU
-    model straight to that worker's device), and split into row ranges when there are fewer pieces than
-    workers (a single compressed file), so that every worker scores.
+def _part_path(folder, k: int) -> Path:
+    """Part ``k`` of the scores folder: the parts sort by name in corpus order."""
+    return Path(folder) / f"part-{k:05d}.parquet"
 
-    Returns the per-piece row counts and the scored slices ``(piece index, table)`` in corpus order,
-    and the addresses of the workers that scored.
+
+def _piece_weight(piece, fs) -> int:
+    """Bytes of a piece (its byte range, else its files), to cut the corpus into shares of about equal work;
+    1 for a frame's partition (no files).  A size the file system cannot give only skews the cut."""
+    if fs is None:
+        return 1
+    if piece.end is not None:
+        return max(0, int(piece.end) - int(piece.start))
+    try:
+        return max(0, sum(int(fs.size(p) or 0) for p in piece.paths) - int(piece.start))
+    except (OSError, TypeError, ValueError):
+        return 1
+
+
+def _contiguous_shares(weights, n: int) -> list:
+    """``min(n, N)`` contiguous, non-empty ranges ``(a, b)`` of the items ``0..N-1``, in order, of about equal
+    weight: each cut is the item boundary nearest to its share ``k / n`` of the total weight (+1 an item, so
+    that empty items count), moved where needed so that every range keeps at least one item."""
+    N = len(weights)
+    n = max(1, min(n, N))
+    ends = np.concatenate([[0.0], np.cumsum(np.asarray(weights, np.float64) + 1.0)])
+    cuts = [0]
+    for k in range(1, n):
+        j = int(np.argmin(np.abs(ends - ends[-1] * k / n)))
+        cuts.append(min(max(j, cuts[-1] + 1), N - (n - k)))
+    cuts.append(N)
+    return list(itertools.pairwise(cuts))
+
+
+def _slices_per_piece(weights, n: int) -> list:
+    """Into how many row slices each of fewer pieces than ``n`` workers is cut: ``n`` slices in all, at least
+    one a piece, each further one to the piece of the most bytes a slice."""
+    m = [1] * len(weights)
+    for _ in range(n - len(weights)):
+        i = max(range(len(weights)), key=lambda j: (weights[j] + 1) / m[j])
+        m[i] += 1
+    return m
+
+
+def _share_rows(entries, fs) -> dict:
+    """``{file_index: rows}`` of the items of one share: where the shares after it start (their first dense
+    ``doc_id``, and per file the first row number of numbered source ids).  A task that runs before the
+    shares after it score.
+
+    Parameters
+    ----------
+    entries : list of (piece, read, k, m)
+        Slice ``k`` of ``m`` of the piece (``m == 1``: the whole piece).  ``read``: the piece as read on this
+        worker (its rows counted), or None: an uncompressed local ``lines`` piece, whose rows are counted from
+        its bytes without decoding or keeping them (:func:`cutext.stages.text.ngram_text.count_lines_rows`).
+    fs : fsspec file system
     """
-    from distributed import as_completed
+    out: dict = {}
+    for piece, read, k, m in entries:
+        n = count_lines_rows(piece, fs) if read is None else _n_rows(read)
+        a, b = _slice_bounds(n, k, m)
+        out[piece.file_index] = out.get(piece.file_index, 0) + (b - a)
+    return out
 
+
+def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos: bool) -> dict:
+    """Worker side of a Client run: read, score and write one share of the corpus into the part file
+    ``path``, as a run in one process does (:func:`_score_here`: the next item is read while this one is
+    scored; a GPU model reads lines pieces to this worker's device, keeps the scores there and writes them
+    with cudf's writer).  Nothing but this summary leaves the worker.
+
+    Parameters
+    ----------
+    lm : NGramModel
+        Loaded once per worker process from its ARPA file (it pickles as a reference).
+    fs : fsspec file system or None
+    items : list of (piece index, piece, k, m, read)
+        Slice ``k`` of ``m`` of each piece (``m == 1``: the whole piece), in corpus order; ``read``: the piece
+        already read on this worker, or None: read here, from ``fs``.
+    before : list of dict
+        ``{file_index: rows}`` of the items of every share before this one (:func:`_share_rows`): they give
+        the share's first ``doc_id`` and, per file, the first row number of numbered source ids.
+    path : str
+        The part file to write (in the run's temporary output directory, which this worker sees).
+    sentence, bos, eos
+        As :func:`score_corpus`.
+
+    Returns
+    -------
+    dict
+        ``rows`` ({file_index: rows} scored), ``n_docs``, ``totals`` (n_sentences, n_tokens, n_oov),
+        ``log10`` (the log10 sum of each item, in order: the caller adds them in corpus order, as one process
+        does), ``empty``, ``part`` (the file's name), ``where`` (this worker's address) and ``timings``
+        (seconds: ``read`` waiting for reads, ``score``, ``write`` the write left after the last score).
+    """
+    t0 = time.perf_counter()
+    on_device = lm.backend == "gpu" and gpu_stack_installed()
+    doc0, rows0 = 0, {}
+    for rows in before:
+        for f, n in rows.items():
+            rows0[f] = rows0.get(f, 0) + n
+            doc0 += n
+
+    def read(j):
+        _, piece, _, _, got = items[j]
+        return _read_for(lm, piece, fs) if got is None else got
+
+    sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0)
+    try:
+        t_read = _score_here(lm, [(i, k, m) for i, _, k, m, _ in items], read, sink, on_device, sentence, bos,
+                             eos, None)
+        t1 = time.perf_counter()
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    return {"rows": {f: n - rows0.get(f, 0) for f, n in sink.rows_seen.items()}, "n_docs": sink.n_docs,
+            "totals": dict(sink.totals), "log10": list(sink.log10_parts), "empty": sink.empty,
+            "part": Path(path).name if sink.writer is not None else None, "where": _worker_address(),
+            "timings": {"read": t_read, "score": t1 - t0 - t_read, "write": time.perf_counter() - t1}}
+
+
+@dataclass
+class _Totals:
+    """The corpus totals of a Client run (those :class:`_ScoresWriter` keeps in one process)."""
+
+    n_docs: int
+    totals: dict
+    sum_log10: float
+    empty: int
+
+
+def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar):
+    """Score the pieces on the Client's workers, each worker writing its own part of ``folder``.
+
+    The pieces are cut into one share a worker, contiguous in corpus order and of about equal bytes (with
+    fewer pieces than workers, each piece is cut into row slices so that every worker scores; every worker of a
+    piece reads it whole).  One task a worker, pinned to it, reads its share (on its GPU for a GPU model),
+    scores it and writes part ``k`` (:func:`_score_share`); only counts, totals and seconds come back, no
+    score row.  Where a share's documents start (its first ``doc_id`` and per file its first row number)
+    comes from the row counts of the shares before it, counted before it scores: an uncompressed local
+    ``lines`` piece is counted from its bytes by the worker of the next share, idle until then, so that the
+    piece's own worker reads it while scoring; any other piece is read ahead by its own worker, which counts
+    its rows and then scores it from memory.  The last share's pieces are read while scoring.
+
+    Returns
+    -------
+    totals : _Totals
+    n_items : int
+        Row ranges scored (pieces, or slices of pieces).
+    workers_used : list of str
+        Addresses of the workers that scored.
+    timings : dict
+        ``workers``: seconds until every part was written; ``read``, ``score``, ``write``: the slowest
+        worker's (:func:`_score_share`).
+
+    Raises
+    ------
+    RuntimeError
+        The Client has no worker, a worker left during the run (its share was pinned to it), or a share did
+        not hold the rows counted for it (the input changed while it was read).
+    """
+    t0 = time.perf_counter()
     workers = sorted(client.scheduler_info().get("workers", {}))
     if not workers:
         raise RuntimeError("the dask Client has no workers")
-    W = len(workers)
-    reads = [read_remote(client, i, workers[i % W]) for i in range(len(pieces))]
-    n_rows = client.gather(client.map(_n_rows, reads, pure=False))
-    per_piece = -(-W // len(pieces)) if len(pieces) < W else 1
-    tasks = []
-    for i, (f, n) in enumerate(zip(reads, n_rows)):
-        for a, b in _split_bounds(n, per_piece):
-            tasks.append((i, f, a, b))
-    futs = [client.submit(_score_slice, lm, f, a, b, sentence, bos, eos, workers=[workers[k % W]],
-                          allow_other_workers=True, pure=False) for k, (i, f, a, b) in enumerate(tasks)]
+    if not pieces:
+        return _Totals(0, {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}, 0.0, 0), 0, [], {"workers": 0.0}
+    weights = [_piece_weight(p, fs) for p in pieces]
+    if len(pieces) >= len(workers):
+        shares = [[(i, 0, 1) for i in range(a, b)] for a, b in _contiguous_shares(weights, len(workers))]
+    else:
+        shares = [[(i, k, m)] for i, m in enumerate(_slices_per_piece(weights, len(workers))) for k in range(m)]
+    # pinned: a loose restriction lets an idle worker steal a share, two shares then run on one GPU
+    pin = {"allow_other_workers": False, "pure": False}
+    counts, futures, before = [], [], []
+    for s, share in enumerate(shares):
+        last = s == len(shares) - 1
+        items, counted, ahead = [], [], []
+        for i, k, m in share:
+            if fs is not None and (last or lines_rows_counted(pieces[i], fs)):
+                read = None  # read by the share's task while the item before it is scored
+                if not last:
+                    counted.append((pieces[i], None, k, m))
+            else:
+                read = read_remote(client, i, workers[s])
+                ahead.append((pieces[i], read, k, m))
+            items.append((i, pieces[i], k, m, read))
+        futures.append(client.submit(_score_share, lm, fs, items, list(before), str(_part_path(folder, s)),
+                                     sentence, bos, eos, workers=[workers[s]], **pin))
+        rows = []
+        if not last:  # the shares after this one wait for its rows: counted first (priority)
+            if counted:
+                rows.append(client.submit(_share_rows, counted, fs, workers=[workers[s + 1]], priority=10, **pin))
+            if ahead:
+                rows.append(client.submit(_share_rows, ahead, fs, workers=[workers[s]], priority=10, **pin))
+        counts.append(rows)
+        before.extend(rows)
     if bar is not None:
-        bar.reset(total=len(futs))
-        for _ in as_completed(futs):
-            bar.update(1)
-    results = client.gather(futs)
-    del reads
-    slices = [(i, t) for (i, _, _, _), (t, _) in zip(tasks, results)]
-    return list(n_rows), slices, sorted({w for _, w in results})
+        bar.reset(total=sum(len(share) for share in shares))
+    results = _gather_pinned(client, futures, workers[:len(shares)],
+                             None if bar is None else (lambda s: bar.update(len(shares[s]))))
+    for s, rows in enumerate(client.gather(counts)):
+        want = {}
+        for r in rows:
+            for f, n in r.items():
+                want[f] = want.get(f, 0) + n
+        got = results[s]["rows"]
+        if rows and {f: n for f, n in want.items() if n} != {f: n for f, n in got.items() if n}:
+            first = pieces[shares[s][0][0]]
+            raise RuntimeError(f"the share of the corpus from {first.paths[0]} held {sum(got.values())} documents, "
+                               f"{sum(want.values())} were counted before it was scored: the input changed "
+                               "while it was read")
+    sum_log10 = 0.0
+    for r in results:  # item by item in corpus order, as the writer of one process adds them
+        for x in r["log10"]:
+            sum_log10 += x
+    totals = _Totals(sum(r["n_docs"] for r in results),
+                     {k: sum(r["totals"][k] for r in results) for k in results[0]["totals"]}, sum_log10,
+                     sum(r["empty"] for r in results))
+    timings = {"workers": time.perf_counter() - t0}
+    for name in ("read", "score", "write"):
+        timings[name] = max(r["timings"][name] for r in results)
+    return totals, sum(len(share) for share in shares), sorted({r["where"] for r in results}), timings
+
+
+def _gather_pinned(client, futures, workers, on_done=None) -> list:
+    """The results of tasks pinned to ``workers``, in order; ``on_done(k)`` when task ``k`` has finished.
+
+    A task pinned to a worker that left the cluster would wait for it for ever: that is an error here.
+
+    Raises
+    ------
+    RuntimeError
+        One of ``workers`` left before its task finished.
+    Exception
+        The first error of a task.
+    """
+    from distributed import wait
+
+    index = {f.key: k for k, f in enumerate(futures)}
+    pending = list(futures)
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            gone = sorted(set(workers) - set(client.scheduler_info().get("workers", {})))
+            if gone:
+                raise RuntimeError(f"worker {gone[0]} left the cluster during the run; the share of the corpus "
+                                   "pinned to it cannot finish (run again on the workers present)") from None
+            continue
+        pending = list(pending)
+        for f in done:
+            if f.status == "error":
+                f.result()  # raises the task's error
+            if on_done is not None:
+                on_done(index[f.key])
+    return client.gather(futures)
 
 
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
@@ -182,7 +427,11 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     out : str or os.PathLike
         Output directory (appears only when complete).
         ``pipelines.run("ngram", path)`` and the CLI default to ``"ngram-out"`` (one rule for
-        every pipeline: ``"<name>-out"`` in the working directory).
+        every pipeline: ``"<name>-out"`` in the working directory).  A local path or a ``file://`` URL
+        (another URL is refused before any work: :mod:`cutext.stages.runtime.output`).  With ``client``
+        the workers write their parts of ``scores.parquet/`` into it themselves: it must be a path every
+        worker sees (a shared file system on a cluster of several hosts; checked on every worker before
+        any work, :func:`cutext.stages.runtime.output.check_workers_see`).
     model : str, os.PathLike or NGramModel
         An ARPA file or a loaded model (whose backend is then used).
     backend : {"auto", "cpu", "gpu"}
@@ -200,12 +449,15 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         Show pieces scored / total: a bar when standard error is a terminal, else a plain line
         every 10 s and one at the end.
     client : distributed.Client, optional
-        Score on the Client's workers: each piece is read and scored on a worker (the model travels as a
-        reference to its ARPA file and is loaded once per worker process, on the worker's GPU for a GPU
-        model: one GPU per worker on a ``LocalCUDACluster``); when there are fewer pieces than workers
+        Score on the Client's workers: the pieces are cut into one share a worker, contiguous in corpus
+        order, and one task a worker, pinned to it, reads its share, scores it and writes it as one part
+        file of ``scores.parquet/`` (the model travels as a reference to its ARPA file and is loaded once
+        per worker process, on the worker's GPU for a GPU model, where the text is read and the scores
+        stay: one GPU per worker on a ``LocalCUDACluster``); when there are fewer pieces than workers
         (e.g. one compressed file) the pieces are split into row ranges so that every worker scores.
-        The per-document rows come back to this process, which writes the output. Scores are identical
-        to a run in one process.
+        Only row counts, totals and seconds come back to this process, which writes ``ngram.json``.
+        Rows, source ids, scores and counts are identical to a run in one process; the corpus log10 sum
+        too, but for a piece split into row ranges, summed a range at a time (its last bits may differ).
     scheduler : {"auto", "sync", "threads", "cluster"}
         Without ``client``: ``"cluster"`` starts a local cluster (:func:`cutext.stages.runtime.compute.compute_context`;
         ``n_workers`` workers) and scores there as with ``client``; the others (``"auto"`` whatever the
@@ -217,7 +469,10 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     -------
     RunResult
         ``counts``: n_docs, n_sentences, n_tokens, n_oov, empty_docs, partitions (pieces read),
-        tasks (row ranges scored), workers (distinct workers that scored); ``params`` records the model.
+        tasks (row ranges scored), workers (distinct workers that scored), parts (files of
+        ``scores.parquet/``); ``params`` records the model.  ``timings``: in one process ``read`` (waiting for
+        reads), ``score`` and ``write`` (the write left after the last score); on a Client ``workers`` (until
+        every part was written) and the slowest worker's ``read``, ``score`` and ``write``.
 
     Raises
     ------
@@ -238,7 +493,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     if n_workers is not None and client is not None:
         raise ValueError("pass client= or n_workers=, not both (n_workers sizes a local cluster)")
     lm = run.stage("load_model", _load_model, model, backend)
-    pieces, fmt, check, read_local, read_remote = _corpus_readers(
+    pieces, fmt, check, fs, read_local, read_remote = _corpus_readers(
         lm, path, format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
         encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
     # a bar on a terminal, else a plain line every 10 s and one at the end
@@ -246,19 +501,20 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     try:
         # nbytes=0: "auto" scores in this process whatever the input size (a piece at a time, streaming)
         with run.compute(lm.backend, client=client, scheduler=scheduler, nbytes=0, n_workers=n_workers) as info, \
-                run.output() as tmp:
-            sink, n_tasks, workers_used, written = _score(run, tmp, lm, pieces, read_local, read_remote, info,
+                run.output(workers_write=True) as tmp:  # the workers of a Client write their parts
+            sink, n_tasks, workers_used, written = _score(run, tmp, lm, pieces, fs, read_local, read_remote, info,
                                                           sentence, bos, eos, bar)
             n_docs = sink.n_docs
             if n_docs == 0:
                 raise CorpusError(f"{input_label(path)}: the corpus holds no document")
             if check is not None:  # a frame's id column: unique ids
-                check(pq.read_table(tmp / "scores.parquet", columns=["source_id"]))
+                check(pq.read_table(tmp / SCORES, columns=["source_id"]))
             tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
             ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
             written()  # what was left of the write (it overlaps scoring)
             counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": len(pieces),
-                      "tasks": n_tasks, "workers": len(workers_used)}
+                      "tasks": n_tasks, "workers": len(workers_used),
+                      "parts": sum(1 for _ in (tmp / SCORES).glob("part-*.parquet"))}
             run.write_manifest(tmp, {
                 "source": input_label(path), "format": fmt,
                 "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
@@ -291,12 +547,15 @@ def _corpus_readers(lm: NGramModel, path, **read_kw):
         The input format.
     check : callable or None
         ``check(table)`` checks a frame's source ids (unique); None for files.
+    fs : fsspec file system or None
+        The files' (None for a frame: its partitions are computed, not read).
     read_local : callable
         ``read_local(i)``: piece ``i`` as a host table (or, for a GPU model, device text buffers).
     read_remote : callable
-        ``read_remote(client, i, worker)``: a future of the same, read on ``worker``.
+        ``read_remote(client, i, worker)``: a future of the same, read on ``worker`` (pinned to it, first
+        in its queue: the shares after it wait for its row count).
     """
-    check = None
+    check, fs = None, None
     if is_frame(path):  # a frame: its partitions, one at a time (cutext.stages.readers.frames)
         import dask
 
@@ -308,7 +567,8 @@ def _corpus_readers(lm: NGramModel, path, **read_kw):
             return _frame_texts(parts[i].compute())
 
         def read_remote(client, i, worker):
-            return client.compute(dask.delayed(_frame_texts)(parts[i]), workers=[worker], allow_other_workers=True)
+            return client.compute(dask.delayed(_frame_texts, pure=False)(parts[i]), workers=[worker],
+                                  allow_other_workers=False, priority=10)
     else:
         fs, pieces, fmt = plan(path, **read_kw)
 
@@ -316,72 +576,79 @@ def _corpus_readers(lm: NGramModel, path, **read_kw):
             return _read_for(lm, pieces[i], fs)
 
         def read_remote(client, i, worker):
-            return client.submit(_read_for, lm, pieces[i], fs, workers=[worker], allow_other_workers=True,
-                                 pure=False)
-    return pieces, fmt, check, read_local, read_remote
+            return client.submit(_read_for, lm, pieces[i], fs, workers=[worker], allow_other_workers=False,
+                                 pure=False, priority=10)
+    return pieces, fmt, check, fs, read_local, read_remote
 
 
-def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, read_local, read_remote, info, sentence: str,
+def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, fs, read_local, read_remote, info, sentence: str,
            bos: bool, eos: bool, bar):
-    """Score every piece into ``tmp / "scores.parquet"``, on the client's workers or piece by piece here.
+    """Score every piece into the part files of ``tmp / SCORES``: on the client's workers, each writing its
+    share (:func:`_score_on_client`), or piece by piece here into one part.
 
-    Its seconds go to ``timings["read+score"]`` (client) or ``timings["read"]`` and ``timings["score"]``.
+    Its seconds go to ``timings``: here ``read`` (waiting for reads) and ``score``; on a client ``workers``
+    and the slowest worker's ``read``, ``score`` and ``write``.
 
     Returns
     -------
-    sink : _ScoresWriter
-        Closed: its rows written, its totals complete.
+    totals : _ScoresWriter or _Totals
+        ``n_docs``, ``totals``, ``sum_log10`` and ``empty`` of the corpus (a writer: closed, its rows written).
     n_tasks : int
         Row ranges scored.
     workers_used : list of str
         Addresses of the workers that scored (``["local"]`` in this process).
     written : callable
-        Records ``timings["write"]``: the seconds since the last scores were handed to the writer.
+        Records ``timings["write"]`` here: the seconds since the last scores were handed to the writer
+        (nothing on a client, where the workers report theirs).
     """
     ta = time.perf_counter()
+    folder = tmp / SCORES
+    folder.mkdir()
+    if info.client is not None:
+        totals, n_tasks, workers_used, timings = _score_on_client(info.client, lm, pieces, fs, read_remote, folder,
+                                                                  sentence, bos, eos, bar)
+        run.timings.update(timings)
+        return totals, n_tasks, workers_used, lambda: None
     # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
     # them (pyarrow's writer took 75 ms a 574 k-row piece, 4x the scoring)
-    on_device = lm.backend == "gpu" and info.client is None and gpu_stack_installed()
-    sink = _ScoresWriter(tmp / "scores.parquet", pieces, device=on_device)
-    workers_used = ["local"]
+    on_device = lm.backend == "gpu" and gpu_stack_installed()
+    sink = _ScoresWriter(_part_path(folder, 0), pieces, device=on_device)
     try:
-        if info.client is not None:
-            n_rows, slices, workers_used = _score_on_client(info.client, lm, pieces, read_remote, sentence,
-                                                            bos, eos, bar)
-            for i, t in slices:
-                sink.add(i, t)
-            n_tasks = len(slices)
-            run.timings["read+score"] = time.perf_counter() - ta
-        else:
-            t_read = _score_here(lm, pieces, read_local, sink, on_device, sentence, bos, eos, bar)
-            n_tasks = len(pieces)
-            # "read": waiting for reads (they overlap scoring); "score": the rest, but the write
-            run.timings.update({"read": t_read, "score": time.perf_counter() - ta - t_read})
+        t_read = _score_here(lm, [(i, 0, 1) for i in range(len(pieces))], read_local, sink, on_device, sentence,
+                             bos, eos, bar)
+        # "read": waiting for reads (they overlap scoring); "score": the rest, but the write
+        run.timings.update({"read": t_read, "score": time.perf_counter() - ta - t_read})
         written = run.start("write")
         sink.close()
     except BaseException:
         sink.abort()
         raise
-    return sink, n_tasks, workers_used, written
+    return sink, len(pieces), ["local"], written
 
 
-def _score_here(lm: NGramModel, pieces, read_local, sink, on_device: bool, sentence: str, bos: bool, eos: bool,
+def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: str, bos: bool, eos: bool,
                 bar) -> float:
-    """Score the pieces one after the other in this process, each handed to ``sink``; returns the
-    seconds spent waiting for reads (the next piece is read while this one is scored)."""
+    """Score ``items`` one after the other in this process (the whole corpus, or a worker's share), each
+    handed to ``sink``; returns the seconds spent waiting for reads (the next item is read while this one is
+    scored).
+
+    ``items``: ``(piece index, k, m)``, slice ``k`` of ``m`` of the piece (``m == 1``: all of it); ``read(j)``
+    gives item ``j``'s piece, read.  ``on_device``: a GPU model's scores stay on the device
+    (:func:`_score_piece_device`, a ``sink`` with ``device=True``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     t_read = 0.0
-    with ThreadPoolExecutor(1) as pool:  # the next piece is read while this one is scored
-        nxt = pool.submit(read_local, 0) if pieces else None
-        for i in range(len(pieces)):
+    with ThreadPoolExecutor(1) as pool:  # the next item is read while this one is scored
+        nxt = pool.submit(read, 0) if items else None
+        for j, (i, k, m) in enumerate(items):
             tr = time.perf_counter()
             texts = nxt.result()
             t_read += time.perf_counter() - tr
-            nxt = pool.submit(read_local, i + 1) if i + 1 < len(pieces) else None
-            n = _n_rows(texts)
-            sink.add(i, _score_piece_device(lm, texts, sentence, bos, eos) if on_device
-                     else _score_slice(lm, texts, 0, n, sentence, bos, eos)[0])
+            nxt = pool.submit(read, j + 1) if j + 1 < len(items) else None
+            a, b = _slice_bounds(_n_rows(texts), k, m)
+            if b > a or m == 1:  # (an empty slice of a piece cut for more workers than it has rows: nothing)
+                sink.add(i, _score_piece_device(lm, _slice_texts(texts, a, b), sentence, bos, eos) if on_device
+                         else _score_slice(lm, texts, a, b, sentence, bos, eos)[0])
             del texts
             if bar is not None:
                 bar.update(1)
@@ -398,9 +665,11 @@ DEVICE_ROWS_PER_WRITE = 1 << 21
 
 
 class _ScoresWriter:
-    """Writes ``scores.parquet`` piece by piece, in corpus order, in a background thread (one row group per
-    added table, so writing overlaps scoring): the dense ``doc_id``, the source ids of line-numbered
-    inputs filled with ``<label>:<row>`` (row within its file, across the file's pieces), and the totals.
+    """Writes one Parquet file of scores (a part of ``scores.parquet/``) piece by piece, in corpus order, in a
+    background thread (one row group per added table, so writing overlaps scoring): the dense ``doc_id``, the
+    source ids of line-numbered inputs filled with ``<label>:<row>`` (row within its file, across the file's
+    pieces), and the totals.  ``doc0`` and ``rows0`` (``{file_index: rows}``) are the first ``doc_id`` and the
+    rows of each file before the first added table (a worker's share that does not start the corpus).
 
     ``device=True``: the added tables are cudf frames (:func:`_score_piece_device`); the source ids are
     made and the file written on the device (cudf's chunked Parquet writer); the same columns, rows
@@ -409,7 +678,7 @@ class _ScoresWriter:
     :data:`DEVICE_ROWS_PER_WRITE` rows as one row group.
     """
 
-    def __init__(self, path, pieces, device: bool = False):
+    def __init__(self, path, pieces, device: bool = False, doc0: int = 0, rows0: dict | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.path = path
@@ -421,10 +690,12 @@ class _ScoresWriter:
         self.pending_rows = 0
         self.futures = []
         self.writer = None
-        self.n_docs = 0
-        self.rows_seen: dict = {}
+        self.doc0 = doc0
+        self.n_docs = 0  # rows added
+        self.rows_seen: dict = dict(rows0 or {})
         self.totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
         self.sum_log10 = 0.0
+        self.log10_parts: list = []  # the log10 sum of each added table, in order
         self.empty = 0
 
     def add(self, i: int, table):
@@ -434,7 +705,7 @@ class _ScoresWriter:
         n = len(table)  # a pyarrow table or a cudf frame
         r0 = self.rows_seen.get(piece.file_index, 0)
         self.rows_seen[piece.file_index] = r0 + n
-        d0 = self.n_docs
+        d0 = self.doc0 + self.n_docs
         self.n_docs += n
         if self.device:  # two stages: the next frames are made while the last ones are written
             self.pending.append(self.prep.submit(self._frame_device, piece, table, r0, d0))
@@ -469,7 +740,8 @@ class _ScoresWriter:
         self.writer.write_table(t)
         for k, c in (("n_sentences", "sentences"), ("n_tokens", "tokens"), ("n_oov", "oov")):
             self.totals[k] += int(pc.sum(t[c]).as_py() or 0)
-        self.sum_log10 += float(np.sum(t["log10_prob"].to_numpy()))
+        self.log10_parts.append(float(np.sum(t["log10_prob"].to_numpy())))
+        self.sum_log10 += self.log10_parts[-1]
         self.empty += int(pc.sum(pc.equal(t["tokens"], 0)).as_py() or 0)
 
     def _frame_device(self, piece, df, r0, d0):
@@ -509,7 +781,8 @@ class _ScoresWriter:
             self.totals["n_sentences"] += n_sent
             self.totals["n_tokens"] += n_tok
             self.totals["n_oov"] += n_oov
-            self.sum_log10 += float(np.sum(log10))  # piece by piece, numpy's sum: as for host tables
+            self.log10_parts.append(float(np.sum(log10)))  # piece by piece, numpy's sum: as for host tables
+            self.sum_log10 += self.log10_parts[-1]
             self.empty += empty
 
     def close(self):

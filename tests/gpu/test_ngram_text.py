@@ -221,6 +221,35 @@ def test_gpu_pipeline_on_local_cuda_cluster_identical(abc_pair, corpora, tmp_pat
     pd.testing.assert_frame_equal(b, a, check_exact=True)
 
 
+def test_gpu_workers_write_their_parts_on_a_local_cuda_cluster(abc_pair, corpora, tmp_path):
+    """A lines file of several pieces on a LocalCUDACluster: each worker reads its share to its GPU, scores it
+    and writes its part of scores.parquet/ with cudf's writer (the rows of the shares before it counted from
+    the file's bytes); rows, source ids, scores and the totals of ngram.json equal one process bit for bit."""
+    import json
+
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    _, gpu = abc_pair
+    src = tmp_path / "docs.txt"
+    src.write_text("".join(t.replace("\n", " ") + "\n" for t in corpora), encoding="utf-8")
+    kw = {"model": gpu, "format": "lines", "progress": False, "blocksize": 4 << 20}
+    one = pipelines.run("ngram", src, out=tmp_path / "one", **kw)
+    n = min(2, device_count())
+    with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
+        many = pipelines.run("ngram", src, out=tmp_path / "many", client=client, **kw)
+    print(many.counts, many.timings)
+    assert many.counts["partitions"] >= 4 and many.counts["workers"] == n and many.counts["parts"] == n
+    assert sorted(p.name for p in (many.path / "scores.parquet").iterdir()) == [f"part-{k:05d}.parquet"
+                                                                               for k in range(n)]
+    a = pq.read_table(one.path / "scores.parquet").to_pandas()
+    b = pq.read_table(many.path / "scores.parquet").to_pandas()
+    pd.testing.assert_frame_equal(b, a, check_exact=True)
+    assert a["source_id"].tolist()[:2] == ["0", "1"]
+    j1, j2 = (json.loads((r.path / "ngram.json").read_text()) for r in (one, many))
+    assert j2["log10_prob"] == j1["log10_prob"] and j2["counts"]["n_tokens"] == j1["counts"]["n_tokens"]
+
+
 @pytest.mark.parametrize("rows_per_write", [1, 10**9])
 def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpora, tmp_path, monkeypatch,
                                                                 rows_per_write):

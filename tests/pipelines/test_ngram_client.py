@@ -1,0 +1,202 @@
+"""ngram on a dask Client: every worker reads, scores and writes its own share of the corpus.
+
+``pipelines.run("ngram", ..., client=c)`` on a 2-worker process LocalCluster (CPU): one task a worker writes a
+part file of ``scores.parquet/``; the caller gets row counts and totals only.  The oracle is the run in one
+process (tested against KenLM in tests/pipelines/test_ngram.py): the same rows, source ids, scores and
+totals, for lines input of several files (uncompressed files cut into several pieces, a gzip file) and of one
+file cut over the two workers (several pieces; one piece cut into row slices).
+
+Real data: the held-out inaugural sentences of the shared ARPA folder and gensim's Lee background corpus.
+"""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from cutext import pipelines
+from cutext.pipelines import ngram as ng
+from cutext.pipelines.ngram import NGramModel
+
+pytestmark = pytest.mark.slow  # a LocalCluster of two processes
+
+distributed = pytest.importorskip("distributed")
+
+TOTALS = ("n_docs", "n_sentences", "n_tokens", "n_oov", "empty_docs")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  memory_limit="2GiB") as cluster, distributed.Client(cluster) as c:
+        c.wait_for_workers(2)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def abc(arpa):
+    return NGramModel.load(arpa / "lmplz" / "abc.o3.arpa.gz", backend="cpu")
+
+
+@pytest.fixture(scope="module")
+def lines(arpa, shared_data):
+    """Real lines: the held-out inaugural sentences and the Lee background documents, with empty lines."""
+    held = (arpa / "lmplz" / "heldout.inaugural2001-2009.tok.txt").read_text(encoding="utf-8").splitlines()
+    lee = (shared_data / "corpora" / "gensim" / "lee_background.cor").read_text(encoding="utf-8").splitlines()
+    out = held + lee
+    for i in range(0, len(out), 97):
+        out[i] = ""
+    return out
+
+
+def _write(path, lines, compress=False):
+    body = "\n".join(lines) + "\n"
+    if compress:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(body)
+    else:
+        path.write_text(body, encoding="utf-8")
+    return path
+
+
+def _inputs(kind, lines, d):
+    """(path, blocksize, pieces) of each input layout."""
+    d.mkdir()
+    if kind == "files":  # several files: two cut into pieces (counted from their bytes), a gzip one (read ahead)
+        n = len(lines) // 3
+        _write(d / "a.txt", lines[:n])
+        _write(d / "b.txt.gz", lines[n:2 * n], compress=True)
+        _write(d / "c.txt", lines[2 * n:])
+        return d, 16384
+    src = _write(d / "one.txt", lines)
+    return src, (16384 if kind == "one file" else 64 << 20)
+
+
+def _run(model, src, out, **kw):
+    r = pipelines.run("ngram", src, out=out, model=model, format="lines", progress=False, **kw)
+    return r, pq.read_table(r.path / "scores.parquet").to_pandas(), json.loads((r.path / "ngram.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["files", "one file", "one piece"])
+def test_client_run_equals_one_process(client, abc, lines, tmp_path, kind):
+    """Every row, source id, score and total of a Client run equals the run in one process; each worker
+    wrote one part, in corpus order."""
+    src, blocksize = _inputs(kind, lines, tmp_path / "in")
+    r1, one, j1 = _run(abc, src, tmp_path / "one", blocksize=blocksize)
+    r2, two, j2 = _run(abc, src, tmp_path / "two", blocksize=blocksize, client=client)
+    assert r2.scheduler == "client" and r2.counts["workers"] == 2
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    assert one["doc_id"].tolist() == list(range(len(lines)))
+    if kind == "files":
+        assert r2.counts["partitions"] > 4
+        n = len(lines) // 3
+        ids = one["source_id"].tolist()
+        assert ids[:2] == ["a.txt:0", "a.txt:1"] and ids[n] == "b.txt.gz:0" and ids[-1] == f"c.txt:{len(lines) - 2 * n - 1}"
+    else:
+        assert one["source_id"].tolist() == [str(i) for i in range(len(lines))]
+        assert r2.counts["partitions"] == (1 if kind == "one piece" else r1.counts["partitions"])
+        assert r2.counts["partitions"] > (0 if kind == "one piece" else 4)
+    for k in TOTALS:
+        assert j2["counts"][k] == j1["counts"][k] == r2.counts[k], k
+    if kind == "one piece":  # one piece cut into two row ranges: its log10 sum is taken a range at a time
+        assert r2.counts["tasks"] == 2
+        assert j2["log10_prob"] == pytest.approx(j1["log10_prob"], rel=1e-12, abs=0)
+    else:  # piece by piece in corpus order, as in one process: the same bits
+        assert j2["log10_prob"] == j1["log10_prob"] and j2["perplexity"] == j1["perplexity"]
+    # the layout: one part in one process, one a worker on the client, read in name order
+    assert sorted(p.name for p in (r1.path / "scores.parquet").iterdir()) == ["part-00000.parquet"]
+    parts = sorted((r2.path / "scores.parquet").iterdir())
+    assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"] and r2.counts["parts"] == 2
+    first = [pq.read_table(p, columns=["doc_id"])["doc_id"].to_pylist() for p in parts]
+    assert first[0][0] == 0 and first[1][0] == first[0][-1] + 1 and len(first[0]) > 0.2 * len(lines)
+    assert set(j2["timings"]) >= {"workers", "read", "score", "write"}
+
+
+@pytest.mark.parametrize("npartitions", [1, 3])
+@pytest.mark.parametrize("ids", [True, False])
+def test_client_frame_equals_one_process(client, abc, lines, tmp_path, npartitions, ids):
+    """A dask frame (its partitions computed on the workers, then scored and written there), with an id
+    column or numbered by row across its partitions, equals the run in one process."""
+    dd = pytest.importorskip("dask.dataframe")
+    frame = pd.DataFrame({"id": [f"d{i}" for i in range(len(lines))], "text": lines})
+    kw = {"model": abc, "text_column": "text", "progress": False, "id_column": "id" if ids else None}
+    src = dd.from_pandas(frame if ids else frame[["text"]], npartitions=npartitions)
+    r1 = pipelines.run("ngram", src, out=tmp_path / "one", **kw)
+    r2 = pipelines.run("ngram", src, out=tmp_path / "two", client=client, **kw)
+    one, two = (pq.read_table(r.path / "scores.parquet").to_pandas() for r in (r1, r2))
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    assert one["source_id"].tolist()[-1] == (f"d{len(lines) - 1}" if ids else str(len(lines) - 1))
+    assert r2.counts["workers"] == 2 and r2.counts["tasks"] == max(2, npartitions)
+    j1, j2 = (json.loads((r.path / "ngram.json").read_text()) for r in (r1, r2))
+    for k in TOTALS:
+        assert j2["counts"][k] == j1["counts"][k], k
+    assert j2["log10_prob"] == pytest.approx(j1["log10_prob"], rel=1e-12, abs=0)
+    if npartitions > 1:
+        assert j2["log10_prob"] == j1["log10_prob"]
+
+
+def test_client_piece_of_one_line(client, abc, tmp_path):
+    """A piece of fewer rows than workers: one worker scores the row, the other has an empty slice and
+    writes nothing."""
+    src = _write(tmp_path / "one.txt", ["thank you"])
+    _, one, j1 = _run(abc, src, tmp_path / "one")
+    r2, two, j2 = _run(abc, src, tmp_path / "two", client=client)
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    assert j2["log10_prob"] == j1["log10_prob"] and r2.counts["n_docs"] == 1 and r2.counts["parts"] == 1
+
+
+def _logs(client) -> dict:
+    return client.run(lambda dask_worker: {"in": list(dask_worker.transfer_incoming_log),
+                                           "out": list(dask_worker.transfer_outgoing_log)})
+
+
+def test_workers_write_the_scores(client, abc, lines, tmp_path, monkeypatch):
+    """The caller writes no score and receives none: the workers' transfer logs show only small results
+    served to the caller (row counts, totals, seconds), under 5 % of the scores' bytes, and nothing of size
+    between the workers; a writer of scores in the calling process would fail the run."""
+    src = _write(tmp_path / "big.txt", lines * 24)
+    _, one, _ = _run(abc, src, tmp_path / "one", blocksize=1 << 20)
+    nbytes = int(one.memory_usage(deep=True).sum())
+
+    class NoWriterHere:
+        def __init__(self, *a, **k):
+            raise AssertionError("the calling process wrote scores")
+
+    monkeypatch.setattr(ng, "_ScoresWriter", NoWriterHere)  # the caller's module only: workers are processes
+    workers = set(client.scheduler_info()["workers"])
+    before = {w: (len(v["in"]), len(v["out"])) for w, v in _logs(client).items()}
+    r2, two, _ = _run(abc, src, tmp_path / "two", blocksize=1 << 20, client=client)
+    to_workers = to_caller = 0
+    for w, v in _logs(client).items():
+        n_in, n_out = before.get(w, (0, 0))
+        to_workers += sum(int(e["total"]) for e in v["in"][n_in:])
+        to_caller += sum(int(e["total"]) for e in v["out"][n_out:] if e.get("who") not in workers)
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    assert r2.counts["partitions"] >= 2 and r2.counts["parts"] == 2
+    assert nbytes > 1_000_000
+    print("bytes served to the caller", to_caller, "between workers", to_workers, "scores", nbytes)
+    assert 0 < to_caller < 0.05 * nbytes, (to_caller, nbytes)  # > 0: the logs are live
+    assert to_workers < 0.01 * nbytes, (to_workers, nbytes)
+
+
+def test_shares_cover_the_pieces_in_order():
+    """One share a worker, contiguous, non-empty, of about equal bytes; fewer pieces than workers are cut
+    into row slices, the largest piece into the most."""
+    assert ng._contiguous_shares([10] * 8, 2) == [(0, 4), (4, 8)]
+    assert ng._contiguous_shares([100, 1, 1], 3) == [(0, 1), (1, 2), (2, 3)]
+    assert ng._contiguous_shares([1, 1, 1, 100], 2) == [(0, 3), (3, 4)]
+    assert ng._contiguous_shares([5], 4) == [(0, 1)]
+    assert ng._slices_per_piece([100, 10], 4) == [3, 1]
+    assert [ng._slice_bounds(5, k, 3) for k in range(3)] == [(0, 1), (1, 3), (3, 5)]
+    assert [ng._slice_bounds(1, k, 2) for k in range(2)] == [(0, 0), (0, 1)]
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        w = rng.integers(0, 50, int(rng.integers(1, 30)))
+        n = int(rng.integers(1, 12))
+        got = ng._contiguous_shares(w, n)
+        assert len(got) == min(n, len(w)) and got[0][0] == 0 and got[-1][1] == len(w)
+        assert all(a < b for a, b in got) and all(x[1] == y[0] for x, y in itertools.pairwise(got))
