@@ -28,10 +28,12 @@ gpu (``--gpu``)
 client (``--client``)
     The sampler on a dask Client (``pipelines.run("lda", ..., client=c)``: one shard per worker, W summed
     every iteration) next to the in-process chain: tokens/s per iteration (median) of the one-shard chain
-    and the in-process two-shard chain (``n_devices=2``; CPU: the shards run one after the other in one
-    process), then ``DistributedGibbs`` on a fresh local cluster of each size in ``--client-workers``
-    (1 2): a process ``LocalCluster`` (one thread per worker; numba's own threads inside each) on the CPU,
-    a ``LocalCUDACluster`` (one GPU per worker) with ``--gpu``.  Corpora ``--corpora`` (KOS, NIPS) tiled
+    and the in-process chain sharded as each client size (``n_devices=n``; CPU: the shards run one after
+    the other in one process), then ``DistributedGibbs`` on a fresh local cluster of each size in
+    ``--client-workers`` (1 2): a process ``LocalCluster`` (one thread per worker; numba's own threads
+    inside each) on the CPU, a ``LocalCUDACluster`` (one GPU per worker) with ``--gpu``; each timed one
+    ``step`` a call (rows ``...-nccl``/``...-client``, what a callback watching every iteration costs) and
+    ``--iterations`` passes in one ``steps`` call (rows ``...-steps``, what the pipeline does otherwise).  Corpora ``--corpora`` (KOS, NIPS) tiled
     ``--client-replicate`` times (whole documents), K in ``--client-ks``, sampler ``--client-sampler``,
     collective ``--collective`` (auto: nccl on GPU workers where available, else through the client).
 
@@ -253,7 +255,7 @@ def client_section(args, ddir, rows):
                              "tokens": bow.n_tokens, "s_per_iter": med, "Mtok_per_s": bow.n_tokens / med / 1e6,
                              "sampler": smp, "iterations": args.iterations, "warmup": args.warmup, **extra})
 
-            for n in (1, 2):
+            for n in sorted({1, *args.client_workers}):
                 if gpu and n > 1:
                     from cutext.kernels.backend import device_count
 
@@ -290,6 +292,11 @@ def client_section(args, ddir, rows):
                         setup = time.perf_counter() - t
                         row(f"cutext-{dev}-client-{n}w-{st.collective}", n,
                             time_state(st, smp, args.warmup, args.iterations), setup_s=setup)
+                        # what the pipeline does without a callback: several passes a call to the shards
+                        t = time.perf_counter()
+                        st.steps(args.warmup + args.iterations + 1, args.iterations, smp)
+                        row(f"cutext-{dev}-client-{n}w-{st.collective}-steps", n,
+                            (time.perf_counter() - t) / args.iterations, setup_s=setup)
                         st.close()
                 except Exception as exc:  # noqa: BLE001
                     rows.append({"section": "client", "K": K, "system": f"cutext-{dev}-client-{n}w",

@@ -49,6 +49,9 @@ from cutext.stages.runtime.params import count, number
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.stages.engines.lda_model import LDAModel
 
+# a client's shards run this many iterations a call (NCCL sums W among them): one round trip, not two a pass
+STEPS_PER_CALL = 10
+
 
 def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
@@ -326,29 +329,49 @@ def _sample(run: PipelineRun, state, ch, c: _Chain, callback) -> list:
     try:
         if callback is not None:
             callback(0, state)
-        for it in range(1, iterations + 1):
+        it = 0
+        while it < iterations:
+            count = _block(state, it, iterations, llpt_every, callback)
             t1 = time.perf_counter()
-            stats = state.step(it, sampler, exclude=exclude_self)
-            state.sync()
-            dt = time.perf_counter() - t1
-            t_sample += dt
-            ll = float("nan")
-            if it == iterations or (llpt_every and it % llpt_every == 0):
-                t2 = time.perf_counter()
-                ll = state.llpt()
-                t_ll += time.perf_counter() - t2
-            rows.append({"iteration": it, "llpt": ll, "seconds": dt, **stats})
-            if callback is not None:
-                callback(it, state)
-            if bar is not None:
-                bar.set_postfix_str(f"LLPT {ll:.4f}" if not np.isnan(ll) else f"{ch.n_tokens / dt / 1e6:.1f} Mtok/s")
-                bar.update(1)
+            if count == 1:
+                stats = [state.step(it + 1, sampler, exclude=exclude_self)]
+                state.sync()
+                stats[0]["seconds"] = time.perf_counter() - t1
+            else:
+                stats = state.steps(it + 1, count, sampler, exclude=exclude_self)
+            t_sample += time.perf_counter() - t1
+            for s in stats:
+                it += 1
+                ll = float("nan")
+                if it == iterations or (llpt_every and it % llpt_every == 0):
+                    t2 = time.perf_counter()
+                    ll = state.llpt()
+                    t_ll += time.perf_counter() - t2
+                rows.append({"iteration": it, "llpt": ll, **s})
+                if callback is not None:
+                    callback(it, state)
+                if bar is not None:
+                    bar.set_postfix_str(f"LLPT {ll:.4f}" if not np.isnan(ll) else
+                                        f"{ch.n_tokens / s['seconds'] / 1e6:.1f} Mtok/s")
+                    bar.update(1)
     finally:
         if bar is not None:
             bar.close()
     run.timings["sample"] = t_sample
     run.timings["llpt"] = t_ll
     return rows
+
+
+def _block(state, done: int, iterations: int, llpt_every, callback) -> int:
+    """How many iterations to run in one call after ``done``: one where the state has no ``steps`` (in
+    process nothing is saved by grouping) or a callback watches every one; on a client's shards, up to the
+    next LLPT or the end, at most ``STEPS_PER_CALL`` so that the progress bar moves."""
+    if callback is not None or not hasattr(state, "steps"):
+        return 1
+    stop = iterations
+    if llpt_every:
+        stop = min(stop, (done // llpt_every + 1) * llpt_every)
+    return max(1, min(stop - done, STEPS_PER_CALL))
 
 
 def _write_model(tmp: Path, state, ch, bow, llpt_df: pd.DataFrame, K: int, alpha: float) -> None:

@@ -23,6 +23,8 @@ Collectives (``collective=``):
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 from cutext.stages.engines.lda_chunk import Chunks
@@ -96,6 +98,22 @@ class _ShardActor:
         st.commit()
         st.sync()
         return (c["skipped"], c["changed"], self.local_w() if return_w else None)
+
+    def steps(self, first: int, count: int, sampler: str, exclude: bool, alone: bool) -> list:
+        """Iterations ``first .. first + count - 1``, each a pass, the count rebuild and the sum of W (NCCL;
+        ``alone``: the only shard's W is the sum), without a round trip to the client between them; one
+        ``(skipped, changed, seconds)`` a pass."""
+        st, out = self.state, []
+        for it in range(first, first + count):
+            t0 = time.perf_counter()
+            c = st.sample_pass(it, sampler, exclude)
+            st.commit()
+            if alone:
+                st.set_global_w(st.W_local.copy())
+            else:
+                self.allreduce_nccl()
+            out.append((c["skipped"], c["changed"], time.perf_counter() - t0))
+        return out
 
     # -- read-out
     def llpt_sum(self) -> float:
@@ -222,6 +240,31 @@ class DistributedGibbs:
         self._allreduce([r[2] for r in res] if self.collective == "client" else None)
         n = max(1, self.ch.n_tokens)
         return {"skipped": sum(r[0] for r in res) / n, "changed": sum(r[1] for r in res) / n}
+
+    def steps(self, first: int, count: int, sampler: str, exclude: bool = True) -> list:
+        """Iterations ``first .. first + count - 1`` in one call to every shard.
+
+        With NCCL (or a single shard) the shards run the passes and the sums of W among themselves (one
+        round trip to the client for ``count`` iterations); through the client, one :meth:`step` an
+        iteration.
+
+        Returns
+        -------
+        list of dict
+            A dict an iteration: ``skipped``, ``changed`` (fractions of tokens) and ``seconds`` (the
+            slowest shard's time for that pass, its sum of W included).
+        """
+        n = max(1, self.ch.n_tokens)
+        alone = len(self.actors) == 1
+        if self.collective != "nccl" and not alone:
+            out = []
+            for it in range(first, first + count):
+                t0 = time.perf_counter()
+                out.append({**self.step(it, sampler, exclude), "seconds": time.perf_counter() - t0})
+            return out
+        per_shard = self._gather("steps", first, count, sampler, exclude, alone)
+        return [{"skipped": sum(r[i][0] for r in per_shard) / n, "changed": sum(r[i][1] for r in per_shard) / n,
+                 "seconds": max(r[i][2] for r in per_shard)} for i in range(count)]
 
     def sync(self):  # every actor call above waits for its shard
         pass

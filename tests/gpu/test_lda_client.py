@@ -67,6 +67,12 @@ def test_two_gpu_workers_equal_the_in_process_two_gpu_chain(shared_data, tmp_pat
     for name in a:
         pd.testing.assert_frame_equal(a[name], b[name], obj=name)
     assert remote.params["llpt"] == pytest.approx(local.params["llpt"], rel=1e-12)
+    # no callback: the shards run the passes in blocks, summing W among themselves (NCCL) -- the same chain
+    blocks = pipelines.run("lda", str(src), out=tmp_path / "blocks", client=cuda_client, collective=collective, **kw)
+    c = _tables(tmp_path / "blocks")
+    for name in a:
+        pd.testing.assert_frame_equal(a[name], c[name], obj=name)
+    assert blocks.params["llpt"] == pytest.approx(local.params["llpt"], rel=1e-12)
 
 
 def test_transform_cudf_and_dask_cudf_frames_equal_pandas(shared_data, tmp_path):

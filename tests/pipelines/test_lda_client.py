@@ -91,6 +91,25 @@ def test_one_worker_of_the_client_equals_the_single_chain(reuters_path, tmp_path
         pd.testing.assert_frame_equal(a[name], b[name], obj=name)
 
 
+def test_a_lone_shard_runs_iterations_in_blocks_and_equals_the_single_chain(reuters_path, tmp_path, client,
+                                                                           monkeypatch):
+    """One worker runs several passes a call (no callback watching each): the same chain, an LLPT where
+    llpt_every asks, a row and a time for every iteration."""
+    import cutext.pipelines.lda as lda_pipeline
+
+    monkeypatch.setattr(lda_pipeline, "STEPS_PER_CALL", 3)
+    kw = dict(K=6, iterations=7, seed=4, backend="cpu", progress=False, llpt_every=5)
+    pipelines.run("lda", str(reuters_path), out=tmp_path / "one", **kw)
+    pipelines.run("lda", str(reuters_path), out=tmp_path / "w1", client=client, n_workers=1, **kw)
+    a, b = _tables(tmp_path / "one"), _tables(tmp_path / "w1")
+    for name in a:
+        pd.testing.assert_frame_equal(a[name], b[name], obj=name)
+    ll = pd.read_parquet(tmp_path / "w1" / "llpt.parquet")
+    assert list(ll["iteration"]) == list(range(8))
+    assert list(ll["iteration"][ll["llpt"].notna()]) == [0, 5, 7]
+    assert (ll["seconds"][1:] > 0).all()
+
+
 def test_client_parameters_are_used_or_refused(reuters_path, tmp_path, client):
     src = str(reuters_path)
     kw = dict(K=4, iterations=1, backend="cpu", progress=False)
