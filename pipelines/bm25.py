@@ -23,7 +23,6 @@ import contextlib
 import io
 import functools
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -43,7 +42,8 @@ from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context,
-                                           gpu_spill_budget, input_bytes, on_worker, shared_key)
+                                           gpu_spill_budget, host_share, input_bytes, on_worker, share_threads,
+                                           shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -649,7 +649,7 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) ->
     tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
              for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
     # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
-    with dask.config.set(scheduler="threads", num_workers=os.cpu_count() or 1):
+    with dask.config.set(scheduler="threads", num_workers=pa.cpu_count()):  # a worker's share of the cores
         metas = compute_all(tasks, info)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)
@@ -688,11 +688,12 @@ class _WorkerStages:
         return out
 
 
-def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int) -> dict:
+def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1) -> dict:
     """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
     this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
-    written into ``tmp/segments``.  Nothing but this summary leaves the worker: the vocabulary of the
-    share (for the index's term count), its sizes, the segment names and the stage seconds."""
+    written into ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing
+    but this summary leaves the worker: the vocabulary of the share (for the index's term count), its
+    sizes, the segment names and the stage seconds."""
     from distributed import get_worker
 
     tmp = Path(tmp)
@@ -706,7 +707,7 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int) -> dict:
     threads = get_worker().state.nthreads
     scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
     try:
-        with compute_context(src.backend, scheduler=scheduler) as info:
+        with share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
             idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
             replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first)
@@ -753,8 +754,9 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     client = info.client
     t0 = time.perf_counter()
     # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
-    futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, workers=[w],
-                             allow_other_workers=True, pure=False) for w, pieces, k in shares]
+    sharing = host_share(client, [w for w, _, _ in shares])
+    futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, sharing[w],
+                             workers=[w], allow_other_workers=True, pure=False) for w, pieces, k in shares]
     bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
     if bar is not None:
         from distributed import as_completed

@@ -54,6 +54,7 @@ from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
+from cutext.stages.runtime.compute import host_share, share_threads
 
 
 def _read_texts(piece, fs):
@@ -217,7 +218,7 @@ def _share_rows(entries, fs) -> dict:
     return out
 
 
-def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos: bool) -> dict:
+def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos: bool, sharing: int = 1) -> dict:
     """Worker side of a Client run: read, score and write one share of the corpus into the part file
     ``path``, as a run in one process does (:func:`_score_here`: the next item is read while this one is
     scored; a GPU model reads lines pieces to this worker's device, keeps the scores there and writes them
@@ -238,6 +239,8 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
         The part file to write (in the run's temporary output directory, which this worker sees).
     sentence, bos, eos
         As :func:`score_corpus`.
+    sharing : int
+        The workers on this worker's host: the share's pyarrow work takes the host's cores / ``sharing``.
 
     Returns
     -------
@@ -259,15 +262,16 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
         _, piece, _, _, got = items[j]
         return _read_for(lm, piece, fs) if got is None else got
 
-    sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0)
-    try:
-        t_read = _score_here(lm, [(i, k, m) for i, _, k, m, _ in items], read, sink, on_device, sentence, bos,
-                             eos, None)
-        t1 = time.perf_counter()
-        sink.close()
-    except BaseException:
-        sink.abort()
-        raise
+    with share_threads(sharing):
+        sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0)
+        try:
+            t_read = _score_here(lm, [(i, k, m) for i, _, k, m, _ in items], read, sink, on_device, sentence,
+                                 bos, eos, None)
+            t1 = time.perf_counter()
+            sink.close()
+        except BaseException:
+            sink.abort()
+            raise
     return {"rows": {f: n - rows0.get(f, 0) for f, n in sink.rows_seen.items()}, "n_docs": sink.n_docs,
             "totals": dict(sink.totals), "log10": list(sink.log10_parts), "empty": sink.empty,
             "part": Path(path).name if sink.writer is not None else None, "where": _worker_address(),
@@ -327,6 +331,7 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         shares = [[(i, k, m)] for i, m in enumerate(_slices_per_piece(weights, len(workers))) for k in range(m)]
     # pinned: a loose restriction lets an idle worker steal a share, two shares then run on one GPU
     pin = {"allow_other_workers": False, "pure": False}
+    sharing = host_share(client, workers[:len(shares)])
     counts, futures, before = [], [], []
     for s, share in enumerate(shares):
         last = s == len(shares) - 1
@@ -341,7 +346,7 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
                 ahead.append((pieces[i], read, k, m))
             items.append((i, pieces[i], k, m, read))
         futures.append(client.submit(_score_share, lm, fs, items, list(before), str(_part_path(folder, s)),
-                                     sentence, bos, eos, workers=[workers[s]], **pin))
+                                     sentence, bos, eos, sharing[workers[s]], workers=[workers[s]], **pin))
         rows = []
         if not last:  # the shares after this one wait for its rows: counted first (priority)
             if counted:

@@ -377,6 +377,44 @@ def cluster_workers() -> list[str] | None:
     return workers if len(workers) > 1 else None
 
 
+def host_share(client, workers: list[str]) -> dict[str, int]:
+    """For each of ``workers`` (addresses of ``client``), how many of them run on its host: a task that is
+    its worker's whole share of the work takes that fraction of the host's cores (:func:`share_threads`)."""
+    info = client.scheduler_info().get("workers", {})
+    host = {w: info.get(w, {}).get("host", w) for w in workers}
+    per_host: dict[str, int] = {}
+    for h in host.values():
+        per_host[h] = per_host.get(h, 0) + 1
+    return {w: per_host[host[w]] for w in workers}
+
+
+def host_cpus() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def share_threads(sharing: int = 1):
+    """Within the block, pyarrow's CPU pool has this process's cores / ``sharing`` threads (at least one).
+
+    For a task that is its dask worker's whole share (a Client build's or scoring run's one task a
+    worker): distributed's nanny starts workers with ``OMP_NUM_THREADS=1``, which pyarrow's pool honours,
+    so the share's Parquet encoding and Arrow compute ran on one core (a 16 GB build's write 7.45 s on a
+    worker against 5.63 in process).  The setting is the process's; the previous one comes back after.
+    """
+    import pyarrow as pa
+
+    before = pa.cpu_count()
+    pa.set_cpu_count(max(1, host_cpus() // max(1, int(sharing))))
+    try:
+        yield pa.cpu_count()
+    finally:
+        pa.set_cpu_count(before)
+
+
 def on_worker(i: int, workers: list[str] | None):
     """Context in which the dask tasks made go preferably to worker ``i mod len(workers)``.
 
