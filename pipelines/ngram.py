@@ -33,6 +33,7 @@ with ``sentence="document"`` the whole document is one sentence. ``tokens`` coun
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -54,7 +55,7 @@ from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
-from cutext.stages.runtime.compute import host_share, share_threads
+from cutext.stages.runtime.compute import device_pool, host_share, share_threads
 
 
 def _read_texts(piece, fs):
@@ -262,7 +263,9 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
         _, piece, _, _, got = items[j]
         return _read_for(lm, piece, fs) if got is None else got
 
-    with share_threads(sharing):
+    # the in-process run's stream-ordered device pool, where the worker has none of its own (cudaMalloc
+    # and a device-wide cudaFree an allocation otherwise)
+    with share_threads(sharing), (device_pool() if on_device else contextlib.nullcontext()):
         sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0)
         try:
             t_read = _score_here(lm, [(i, k, m) for i, _, k, m, _ in items], read, sink, on_device, sentence,
