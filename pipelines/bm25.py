@@ -836,10 +836,9 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     def submit(fn, i, part, *args):
         if isinstance(part, Delayed):  # a graph over persisted data (a persisted frame): dask places it
             return client.compute(dask.delayed(fn)(part, *args))
-        # a slice that spread_source keeps on a worker is used there (it is pinned there already); a
-        # partition read in its task goes to the workers in turn, and to another one if its worker dies
-        held = isinstance(part, Future)
-        return client.submit(fn, part, *args, workers=[homes[i]], allow_other_workers=not held, pure=False)
+        # a slice that spread_source keeps on a worker is used there, a partition read in its task goes to
+        # the workers in turn; a preference, not a pin: a task whose worker died runs on another one
+        return client.submit(fn, part, *args, workers=[homes[i]], allow_other_workers=True, pure=False)
 
     def gather(futures):
         progress_wait(futures)

@@ -549,14 +549,15 @@ def spread_source(source, n_workers: int, client=None):
             if not holds_futures(part):  # each slice's worker reads the piece: no rows between workers
                 read = InTask(part)
                 for i in range(k):
+                    # a preference, not a pin: a slice lost with its worker is read again by another one
                     out.append(client.submit(_slice_in_task, read, i, k, workers=[workers[len(out) % len(workers)]],
-                                             allow_other_workers=False, pure=False))
+                                             allow_other_workers=True, pure=False))
                 continue
             wholes.append(client.compute(part))
             for i in range(k):
                 s = client.submit(_row_slice, wholes[-1], i, k, pure=False)
                 out.append(client.submit(_here, s, workers=[workers[len(out) % len(workers)]],
-                                         allow_other_workers=False, pure=False))
+                                         allow_other_workers=True, pure=False))
         wait(out)
         del wholes
     docs = dd.from_delayed(out, meta=source.docs._meta, verify_meta=False)

@@ -67,6 +67,22 @@ def test_worker_killed_mid_run_gives_an_identical_index(corpus, tmp_path):
 
 
 @pytest.mark.slow
+def test_worker_killed_holding_a_slice_of_one_file_gives_an_identical_index(data_dir, tmp_path):
+    """One file in one piece: every worker reads it and keeps a slice (spread_source); the worker that dies
+    takes its slice along, and another worker reads that slice again instead of the run waiting forever
+    for the dead worker's address."""
+    src = str(data_dir / "cacm" / "cacm.json")
+    kw = dict(KW, blocksize=64 << 20)
+    ref = pipelines.run("bm25", src, out=tmp_path / "ref", scheduler="sync", **kw)
+    with _cluster() as lc, distributed.Client(lc) as c:
+        c.register_plugin(KillWorker(str(tmp_path / "killed"), "tokenize_partition_segment"))
+        r = pipelines.run("bm25", src, out=tmp_path / "idx", client=c, **kw)
+    assert (tmp_path / "killed").exists(), "the fault was not injected"
+    assert r.counts["partitions"] == 2  # the one piece was cut into a slice per worker
+    assert_same_index(read_index(ref.path), read_index(r.path))
+
+
+@pytest.mark.slow
 def test_workers_that_keep_dying_fail_clearly_and_keep_the_old_output(corpus, tmp_path):
     out = tmp_path / "idx"
     pipelines.run("bm25", corpus, out=out, scheduler="sync", **KW)
