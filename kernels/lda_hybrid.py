@@ -12,6 +12,7 @@ sampled by :func:`sample_hybrid`'s SparseLDA buckets.
 """
 from __future__ import annotations
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 from cutext.kernels import _cuda

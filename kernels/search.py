@@ -27,6 +27,7 @@ documents with a positive score, ranked by score descending, **ties broken by th
 """
 from __future__ import annotations
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 from numba import prange

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 from cutext.kernels import _cuda

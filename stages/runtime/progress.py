@@ -12,6 +12,8 @@ Two pieces, both used by every pipeline:
   dask itself: a :class:`dask.callbacks.Callback` for the in-process schedulers (sync, threads),
   and ``distributed.as_completed`` over the persisted futures for a ``Client`` (:func:`wait`).
   Outside a pipeline run (or with ``progress=False``) both are no-ops.
+* :func:`notice_compiles` -- one line, once a process, when numba starts compiling a cutext kernel
+  that its cache does not hold (the first run on a machine, or the first after an upgrade).
 
 What a stage counts: a dask graph holds several kinds of task (reading, tokenizing, ...); the bar
 counts the most numerous kind among the tasks that run, which, after dask's fusion of blockwise
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import sys
 import threading
 import time
 
 from dask.callbacks import Callback
 
-__all__ = ["PLAIN_INTERVAL", "PlainProgress", "progress_bar", "pipeline_progress", "stage", "wait",
+__all__ = ["PLAIN_INTERVAL", "COMPILE_NOTICE", "PlainProgress", "progress_bar", "pipeline_progress", "stage", "wait",
+           "notice_compiles",
            "is_terminal"]
 
 PLAIN_INTERVAL = 10.0  # seconds between two plain lines of one bar (plus one line when it closes)
@@ -143,13 +147,16 @@ def progress_bar(total=None, desc: str = "", unit: str = "it", stream=None, leav
     stream : file, optional
         Where it writes (default: standard error); a terminal gets a bar.
     leave : bool
-        Keep the finished bar on screen (tqdm).
+        Keep the finished bar on screen as one line (tqdm); False clears it.
     """
     stream = sys.stderr if stream is None else stream
     if is_terminal(stream):
         from tqdm import tqdm
 
-        return tqdm(total=total, desc=desc, unit=unit, file=stream, leave=leave, dynamic_ncols=True)
+        # position=0: tqdm's automatic position counts every bar still open in the process (a bar a failed
+        # run never closed, or one open around this one) and draws below them after newlines, which stay
+        # on screen as blank or stale lines; on line 0 a finished bar leaves exactly its own last line
+        return tqdm(total=total, desc=desc, unit=unit, file=stream, leave=leave, position=0, dynamic_ncols=True)
     return PlainProgress(total=total, desc=desc, unit=unit, stream=stream)
 
 
@@ -270,3 +277,56 @@ def wait(collections) -> None:
     for _ in as_completed(futures):
         sp.update(1)
     _wait(collections)  # raises the first error, as distributed.wait does
+
+
+COMPILE_NOTICE = "compiling CPU kernels (first run; cached for later runs)"
+_NOTICE = {"enabled": True, "said": False, "listener": None}
+_NOTICE_LOCK = threading.Lock()
+
+
+def _compile_listener():
+    """A numba event listener that says :data:`COMPILE_NOTICE` at the first compile of a cutext function."""
+    from numba.core.event import Listener
+
+    class CompileNotice(Listener):
+        def on_start(self, event):
+            disp = (event.data or {}).get("dispatcher")
+            module = getattr(getattr(disp, "py_func", None), "__module__", None) or ""
+            if not module.startswith("cutext."):
+                return
+            with _NOTICE_LOCK:
+                if _NOTICE["said"]:
+                    return
+                _NOTICE["said"] = True
+            if _NOTICE["enabled"]:
+                sys.stderr.write(COMPILE_NOTICE + "\n")
+                sys.stderr.flush()
+            else:
+                logging.getLogger("cutext").info(COMPILE_NOTICE)
+
+        def on_end(self, event):
+            pass
+
+    return CompileNotice()
+
+
+def notice_compiles(enabled: bool = True) -> None:
+    """Say :data:`COMPILE_NOTICE` once a process, when numba starts compiling a cutext kernel that its
+    cache does not hold (a compile of a few seconds to a minute; a kernel loaded from the cache says
+    nothing): a line on standard error, or with ``enabled=False`` a log record (logger ``cutext``,
+    level INFO).
+
+    Every pipeline run calls it with its ``progress``, :meth:`BM25Index.search` with ``True``; the latest
+    call's ``enabled`` holds for the process.  A numba event listener (``numba:compile``, fired only
+    when a function is compiled, not when it is loaded from the cache) is installed at the first call
+    and stays.  The workers of a local cluster compile in their own processes, unseen here.
+    """
+    _NOTICE["enabled"] = bool(enabled)
+    if _NOTICE["listener"] is not None or _NOTICE["said"]:
+        return
+    with _NOTICE_LOCK:
+        if _NOTICE["listener"] is None:
+            from numba.core import event
+
+            _NOTICE["listener"] = _compile_listener()
+            event.register("numba:compile", _NOTICE["listener"])

@@ -52,6 +52,49 @@ def test_progress_bar_is_plain_off_a_terminal_and_tqdm_on_one():
     assert "3/3" in tty.getvalue()
 
 
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text``: ``\\r`` returns, ``\\n`` moves down, ESC[A moves up, other
+    escape sequences are ignored, characters overwrite."""
+    lines, row, col, i = [""], 0, 0, 0
+    while i < len(text):
+        m = re.match(r"\x1b\[(\d*)([A-Za-z])", text[i:])
+        if m:
+            if m.group(2) == "A":
+                row = max(0, row - int(m.group(1) or 1))
+            i += len(m.group(0))
+            continue
+        ch = text[i]
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            row, col = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        else:
+            line = lines[row].ljust(col)
+            lines[row], col = line[:col] + ch + line[col + 1:], col + 1
+        i += 1
+    return [ln.rstrip() for ln in lines]
+
+
+def test_a_finished_bar_leaves_its_one_line_whatever_else_is_open():
+    """A bar that an earlier failed run never closed (or one open around this one) does not push the next
+    bars down: each finished bar is one line on the terminal, its last, with no blank or stale lines."""
+    tty = _Tty()
+    leaked = prog.progress_bar(total=5, desc="leaked", stream=tty)
+    leaked.update(1)
+    tty.seek(0)
+    tty.truncate()
+    for k in range(3):
+        bar = prog.progress_bar(total=4, desc=f"stage{k}", stream=tty)
+        for _ in range(4):
+            bar.update(1)
+        bar.close()
+    shown = _screen(tty.getvalue())
+    assert [ln.split(":")[0] for ln in shown[:3]] == ["stage0", "stage1", "stage2"]
+    assert all("4/4" in ln for ln in shown[:3]) and shown[3:] == [""]
+    leaked.close()
+
+
 def _corpus(tmp_path, data_dir, n_files=3):
     """CACM abstracts split into ``n_files`` JSON Lines files (one partition each)."""
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:300]
@@ -68,7 +111,8 @@ STAGE_LINE = re.compile(r"^(\w+) ([\w+]+): ([\d,]+)/([\d,]+) (partitions|tasks) 
 
 def _lines(text: str) -> list[str]:
     assert "\r" not in text
-    return [ln for ln in text.splitlines() if ln.strip()]
+    # the compile notice comes only where numba's cache does not hold the kernels yet
+    return [ln for ln in text.splitlines() if ln.strip() and ln != prog.COMPILE_NOTICE]
 
 
 @pytest.mark.parametrize("index_format, last", [(2, "write"), (1, "weight+write")])
@@ -150,3 +194,38 @@ def test_lda_and_cluster_progress_off_a_terminal(tmp_path, data_dir, capsys):
                                                  "cluster count", "cluster"]
     assert lines[-1].startswith("cluster: 300/300 docs (100%)")
     assert f"{r.headline['clusters']} clusters" in lines[-1]
+
+
+class TestCompileNotice:
+    @staticmethod
+    def _jitted(module: str):
+        import numba
+
+        def f(x):
+            return x + 1
+
+        f.__module__ = module
+        return numba.njit(f)
+
+    def test_once_a_process_at_the_first_compile_of_cutext(self, capsys, monkeypatch):
+        monkeypatch.setitem(prog._NOTICE, "said", False)
+        prog.notice_compiles(True)
+        other, ours = self._jitted("elsewhere"), self._jitted("cutext.kernels.fake")
+        other(1)
+        assert prog.COMPILE_NOTICE not in capsys.readouterr().err
+        ours(1)
+        ours(1.5)  # a second signature compiles too
+        assert capsys.readouterr().err.count(prog.COMPILE_NOTICE) == 1
+        self._jitted("cutext.kernels.fake")(2)
+        assert prog.COMPILE_NOTICE not in capsys.readouterr().err
+
+    def test_quiet_runs_log_it(self, capsys, caplog, monkeypatch):
+        monkeypatch.setitem(prog._NOTICE, "said", False)
+        prog.notice_compiles(False)
+        try:
+            with caplog.at_level("INFO", logger="cutext"):
+                self._jitted("cutext.kernels.fake")(1)
+        finally:
+            prog.notice_compiles(True)
+        assert prog.COMPILE_NOTICE not in capsys.readouterr().err
+        assert [r.getMessage() for r in caplog.records] == [prog.COMPILE_NOTICE]
