@@ -1,9 +1,15 @@
-"""Execute notebooks in place on the CPU backend, so that they are committed with their outputs and plots.
+"""Execute notebooks on the CPU backend: into a copy by default, or in place (``--in-place``) so that
+they are committed with their outputs and plots.
 
-Usage (from anywhere; needs ``pip install -e '.[notebooks]'`` and the shared data folder)::
+Usage (from anywhere; needs ``pip install -e '.[notebooks]'`` and the datasets the notebooks fetch)::
 
-    python notebooks/execute.py                      # every notebook of this folder
-    python notebooks/execute.py lda_topics.ipynb     # some of them
+    python notebooks/execute.py                           # every notebook of this folder, into a temporary folder
+    python notebooks/execute.py lda_topics.ipynb          # some of them
+    python notebooks/execute.py --out executed/           # the executed copies kept in executed/
+    python notebooks/execute.py --in-place                # rewrite the committed notebooks with their outputs
+
+Without ``--in-place`` the committed notebooks are never written; the executed copies go to ``--out``
+(created if needed), else to a fresh temporary folder, and their paths are printed.
 
 Each notebook runs top to bottom with nbclient in a kernel that is this interpreter, with cwd =
 ``notebooks/``, ``CUDA_VISIBLE_DEVICES=""`` (so ``backend="auto"`` picks the CPU) and its working
@@ -38,15 +44,16 @@ def _kernelspec(folder: Path) -> str:
     return "python3"
 
 
-def execute(path: Path, workdir: Path | None = None) -> int:
-    """Execute one notebook in place; returns its size in bytes.
+def execute(path: Path, dest: Path, workdir: Path | None = None) -> int:
+    """Execute the notebook ``path`` (cwd: its folder) and write it with its outputs to ``dest`` (``path``
+    itself to update it in place); returns its size in bytes.
 
     Raises
     ------
     nbclient.exceptions.CellExecutionError
-        A cell failed (the notebook file is left unchanged).
+        A cell failed (nothing is written).
     ValueError
-        The executed notebook is larger than :data:`MAX_BYTES`.
+        The executed notebook is larger than :data:`MAX_BYTES` (nothing is written).
     """
     import nbclient
     import nbformat
@@ -69,19 +76,27 @@ def execute(path: Path, workdir: Path | None = None) -> int:
     text = nbformat.writes(nb) + "\n"
     if len(text.encode()) > MAX_BYTES:
         raise ValueError(f"{path}: {len(text.encode()):,} bytes with outputs (limit {MAX_BYTES:,}); print less")
-    path.write_text(text, encoding="utf-8")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text, encoding="utf-8")
     return len(text.encode())
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", help="notebook names or paths (default: every *.ipynb here)")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--in-place", action="store_true", help="rewrite the notebooks themselves with their outputs")
+    where.add_argument("--out", type=Path, metavar="DIR",
+                       help="write the executed copies into DIR (default: a fresh temporary folder)")
     args = ap.parse_args(argv)
     paths = [Path(p) if Path(p).exists() else HERE / p for p in args.notebooks] or sorted(HERE.glob("*.ipynb"))
+    out = None if args.in_place else (args.out or Path(tempfile.mkdtemp(prefix="cutext-executed-notebooks-")))
     for p in paths:
+        p = p.resolve()
+        dest = p if out is None else out / p.name
         print(f"{p.name}: executing ...", flush=True)
-        n = execute(p.resolve())
-        print(f"{p.name}: {n:,} bytes with outputs", flush=True)
+        n = execute(p, dest)
+        print(f"{p.name}: {n:,} bytes with outputs -> {dest}", flush=True)
     return 0
 
 

@@ -1,9 +1,19 @@
+"""Fixtures and hooks of the whole suite.
+
+Tests marked ``gpu`` are skipped where no CUDA device with cudf is visible.  Tests that need a shared
+dataset get it through ``cutext.pipelines.datasets.fetch`` without downloading (``helpers.need_data``,
+the fixtures below); where it is absent they are skipped with a reason starting ``missing data:``, and
+the run ends with one line that counts and names them, apart from the GPU skips.
+"""
+import re
 from pathlib import Path
 
 import pytest
+from helpers import MISSING_DATA, need_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
+DATA_ROOTS: list = []  # the data folders handed to tests (shared_data): a file absent there is missing data
 
 
 def _gpu_ok() -> bool:
@@ -31,29 +41,102 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_data():
-    """The shared data folder (../shared/data or $CUTEXT_DATA); tests needing it skip without it."""
-    from cutext.pipelines.datasets import default_data_dir
+def shared_data(tmp_path_factory) -> Path:
+    """A folder in the shared data folder's layout holding every dataset that ``datasets.fetch`` finds
+    without downloading: the one folder holding them all (the shared data folder, ``$CUTEXT_DATA`` or
+    the cache), else a folder of symbolic links to each file.  Skipped when no dataset is found; a test
+    that reads a file of an absent dataset is skipped naming it (:func:`pytest_runtest_makereport`)."""
+    from cutext.pipelines.datasets import DATASETS, locate
 
-    d = default_data_dir()
-    if d is None:
-        pytest.skip("shared data folder not found (set CUTEXT_DATA)")
-    return d
+    files = {}
+    for name in DATASETS:
+        files.update(locate(name) or {})
+    if not files:
+        pytest.skip(MISSING_DATA + ", ".join(DATASETS))
+    roots = {p.as_posix()[: -len(rel)] for rel, p in files.items()}
+    if len(roots) == 1 and all(p.as_posix().endswith("/" + rel) for rel, p in files.items()):
+        root = Path(roots.pop())
+    else:
+        root = tmp_path_factory.mktemp("shared-data")
+        for rel, p in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).symlink_to(p.resolve())
+    DATA_ROOTS.append(root)
+    return root
 
 
 @pytest.fixture(scope="session")
-def news20(shared_data):
-    """20 Newsgroups' tarball from the shared data (skipped where it is absent)."""
-    p = shared_data / "corpora" / "20news-bydate.tar.gz"
-    if not p.exists():
-        pytest.skip("20news-bydate.tar.gz not in the shared data")
-    return p
+def news20() -> Path:
+    """20 Newsgroups' tarball (``datasets.fetch("20newsgroups")``)."""
+    return need_data("20newsgroups")
 
 
 @pytest.fixture(scope="session")
 def arpa(shared_data):
-    """The ARPA models of the shared data (``arpa/``); tests needing them skip without it."""
+    """The ARPA models (``arpa/`` of :func:`shared_data`: kenlm-test-arpa, abc-o3-arpa, inaugural-heldout,
+    pocketsphinx-lm)."""
     d = shared_data / "arpa"
     if not d.is_dir():
-        pytest.skip("no arpa/ in the shared data")
+        pytest.skip(MISSING_DATA + "kenlm-test-arpa, abc-o3-arpa, inaugural-heldout, pocketsphinx-lm")
     return d
+
+
+def _missing_datasets(exc) -> str | None:
+    """The dataset(s) whose absence raised ``exc``: a DatasetNotFoundError, or a FileNotFoundError naming a
+    path of the registry inside a folder :func:`shared_data` gave; None for any other error."""
+    from cutext.pipelines.datasets import DATASETS, DatasetNotFoundError
+
+    if isinstance(exc, DatasetNotFoundError):
+        m = re.match(r"dataset '([^']+)' not found", str(exc))
+        return m.group(1) if m else None
+    if not isinstance(exc, FileNotFoundError) or not DATA_ROOTS:
+        return None
+    texts = [str(x) for x in (exc.filename, exc.filename2) if x] + [str(exc)]
+    for root in DATA_ROOTS:
+        for text in texts:
+            for m in re.finditer(re.escape(str(root)) + r"/([^\s:'\"]+)", text):
+                rel = m.group(1).rstrip(".,;)/")
+                names = [d.name for d in DATASETS.values()
+                         if any(f.path == rel or f.path.startswith(rel + "/") for f in d.files)]
+                if names:
+                    return ", ".join(names)
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test (or its fixture) failing on a dataset file that is absent is a skip for missing data."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and call.excinfo is not None:
+        names = _missing_datasets(call.excinfo.value)
+        if names:
+            rep.outcome = "skipped"
+            rep.longrepr = (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {MISSING_DATA}{names}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line counting and naming the tests skipped for missing data (GPU skips are not among them)."""
+    by_name: dict = {}
+    tests = []
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if not reason.startswith(MISSING_DATA):
+            continue
+        tests.append(rep.nodeid)
+        for name in reason[len(MISSING_DATA):].split(","):
+            by_name.setdefault(name.strip(), []).append(rep.nodeid)
+    if not tests:
+        return
+    names = sorted(by_name)
+    plural = "s" if len(tests) != 1 else ""
+    terminalreporter.write_line(
+        f"{len(tests)} test{plural} skipped for missing data: {', '.join(f'{n} ({len(by_name[n])})' for n in names)} "
+        f"(set CUTEXT_DATA to a folder holding them, or run `python -m cutext.pipelines fetch {' '.join(names)}`)",
+        yellow=True)
+    shown = tests if config.option.verbose > 0 else tests[:10]
+    for nodeid in shown:
+        terminalreporter.write_line(f"  {nodeid}")
+    if len(shown) < len(tests):
+        terminalreporter.write_line(f"  ... and {len(tests) - len(shown)} more (-v names them all)")

@@ -1,4 +1,4 @@
-"""Small shared helpers for the tests (reading an index back, topics)."""
+"""Small shared helpers for the tests (reading an index back, topics, the shared datasets)."""
 from __future__ import annotations
 
 import gzip
@@ -193,6 +193,31 @@ def saved_cluster_state(data_dir: Path, out: Path) -> Path:
     sc.partial_fit(texts)
     sc.save(out)
     return out
+
+
+MISSING_DATA = "missing data: "  # the skip reason tests/conftest.py counts at the end of a run
+
+
+def need_data(name: str) -> Path:
+    """The path of dataset ``name`` where ``datasets.fetch`` finds it without downloading (a local copy or
+    the cache), or skip the test with a reason the end-of-run summary counts and names."""
+    import pytest
+
+    from cutext.pipelines.datasets import DatasetNotFoundError, fetch
+
+    try:
+        return fetch(name, download=False)
+    except DatasetNotFoundError:
+        pytest.skip(f"{MISSING_DATA}{name}")
+
+
+def need_corpus(name: str) -> pd.DataFrame:
+    """A corpus of ``datasets.shared_corpora`` by its name (``"nltk-brown"``, ``"20news"``, ``"cacm"``
+    ...), loaded, or skip the test as :func:`need_data` does."""
+    from cutext.pipelines.datasets import CORPORA
+
+    dataset, load = CORPORA[name]
+    return load(need_data(dataset))
 
 
 def copy_artifact(src: Path, tmp_path: Path) -> Path:

@@ -4,6 +4,7 @@ extracted (:mod:`cutext.stages.readers.files` describes the formats).
 """
 from __future__ import annotations
 
+import fnmatch
 import io
 import posixpath
 import stat
@@ -12,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from cutext.stages.runtime.params import param
 from cutext.stages.readers.base import (ArchiveMemberWarning, CorpusError, DEFAULT_MAX_RATIO, ExpansionError, Piece,
                                         RATIO_GRACE, READ_CHUNK, SNIFF_BYTES, _escape_name, _frame, _ignored,
                                         _lines_table, _read_errors, _strip_bom, _strip_compression, check_text,
@@ -38,6 +40,34 @@ def archive_kind(path: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def check_members(members) -> tuple | None:
+    """``members`` as a tuple of glob patterns, or None (every member).
+
+    Parameters
+    ----------
+    members : None, str or list of str
+        :mod:`fnmatch` patterns matched, case-sensitively, against each member's path as its source
+        id is written (no leading ``./``); ``*`` also matches ``/``, so ``"*/*.txt"`` is every ``.txt``
+        member in a folder.
+
+    Raises
+    ------
+    ValueError
+        Not None, a non-empty string, nor a non-empty list of them (the message names ``members``).
+    """
+    if members is None:
+        return None
+    pats = (members,) if isinstance(members, str) else members
+    try:
+        pats = tuple(pats)
+    except TypeError:
+        pats = ()
+    if not pats or not all(isinstance(p, str) and p for p in pats):
+        raise ValueError(f"members must be a glob pattern or a non-empty list of them (e.g. '*/*.txt'), "
+                         f"got {members!r}")
+    return pats
+
+
 def _member_name(name: str) -> str:
     """A member's path as its source id: without a leading ``/`` or ``./``; bytes that are not UTF-8
     (tarfile gives them as surrogate escapes) written as ``\\xNN``."""
@@ -61,8 +91,11 @@ class _MemberNames:
                "link": "symbolic or hard link(s) (links are not followed)",
                "other": "not regular file(s) (devices, FIFOs, sparse files)"}
 
-    def __init__(self, archive: str):
+    def __init__(self, archive: str, members: tuple | None = None):
         self.archive = archive
+        self.members = members
+        self.matched: set = set()
+        self.names: list = []   # a few member names, for the message of a pattern matching none
         self.taken: set = set()
         self.skipped: Counter = Counter()
         self.example: dict = {}
@@ -73,13 +106,20 @@ class _MemberNames:
         ``"link"`` or ``"other"``."""
         if kind == "dir":
             return None
+        name = _member_name(raw)
+        if self.members is not None:  # first: a member left out by the user is neither read nor warned about
+            if name and not _ignored(name) and len(self.names) < 3:
+                self.names.append(name)
+            hits = [p for p in self.members if fnmatch.fnmatchcase(name, p)]
+            if not hits:
+                return None
+            self.matched.update(hits)
         reason = ("traversal" if ".." in raw.replace("\\", "/").split("/") else
                   None if kind == "file" else kind)
         if reason is not None:
             self.skipped[reason] += 1
             self.example.setdefault(reason, _escape_name(raw))
             return None
-        name = _member_name(raw)
         if not name or _ignored(name):
             return None
         sid, k = name, 2
@@ -103,6 +143,23 @@ class _MemberNames:
         msg = self.message()
         if msg is not None:
             warn_once((read_id, self.archive, "members"), msg, ArchiveMemberWarning, stacklevel=4)
+
+    def check_members(self) -> None:
+        """Refuse a ``members`` pattern that matched no member of the archive.
+
+        Raises
+        ------
+        CorpusError
+            The message names the archive, the pattern(s) and a few member names.
+        """
+        if self.members is None:
+            return
+        unmatched = [p for p in self.members if p not in self.matched]
+        if unmatched:
+            seen = f"its members are named like {', '.join(repr(n) for n in self.names)}" if self.names else \
+                "it holds no document member"
+            raise CorpusError(f"{self.archive}: members={unmatched[0]!r} matches no member of this archive "
+                              f"({seen}; patterns are fnmatch globs on the member path, '*' matches '/' too)")
 
 
 def _tar_kind(m) -> str:
@@ -128,7 +185,8 @@ def _zip_name_error(path: str, exc: UnicodeDecodeError) -> CorpusError:
 def _ratio_error(where: str, out: int, consumed: int, max_ratio: float) -> ExpansionError:
     return ExpansionError(f"{where}: expands more than max_ratio={max_ratio:g} times ({out:,} bytes out of "
                           f"{consumed:,} compressed bytes so far, {out / max(consumed, 1):,.0f}x): a "
-                          "decompression bomb? Pass a larger max_ratio= (or None) to read it anyway")
+                          f"decompression bomb? Pass a larger {param('max_ratio')} (or {param('max_ratio', None)}: no "
+                          "limit) to read it anyway")
 
 
 def read_capped(fh, consumed, max_ratio, where: str) -> bytes:
@@ -207,25 +265,27 @@ class _CappedStream:
 
 
 def _archive_members(fs, path: str, kind: str, compression: str | None, max_ratio=DEFAULT_MAX_RATIO,
-                     read_id=None):
+                     read_id=None, members=None):
     """The members of an archive to read, in archive order: ``(name, source id, data offset, size)``
     (zip: the offset of the member's header).
 
     The member rules of :class:`_MemberNames` apply (skipped members and renamed duplicates are
-    warned about once).  Returns None for a compressed tar, whose listing would cost a full
-    decompression: it is read in one streaming pass.
+    warned about once; with ``members`` patterns, only the members matching one).  Returns None for a
+    compressed tar, whose listing would cost a full decompression: it is read in one streaming pass
+    (a ``members`` pattern matching nothing is refused when it is read).
 
     Raises
     ------
     CorpusError
-        The archive cannot be read (the message names it), or a zip member name flagged as UTF-8 is not.
+        The archive cannot be read (the message names it), a zip member name flagged as UTF-8 is not,
+        or a ``members`` pattern matches no member.
     ExpansionError
         A zip member whose declared size is more than ``max_ratio`` times its compressed size.
     """
     import tarfile
     import zipfile
 
-    names = _MemberNames(path)
+    names = _MemberNames(path, members)
     try:
         if kind == "zip":
             with fs.open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
@@ -252,6 +312,7 @@ def _archive_members(fs, path: str, kind: str, compression: str | None, max_rati
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise CorpusError(f"{path}: cannot read {kind} archive: {type(exc).__name__}: {exc}") from None
     names.warn(read_id)
+    names.check_members()
     return out
 
 
@@ -260,7 +321,8 @@ def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize:
     """Pieces of one archive: its members grouped to about ``blocksize`` bytes (a compressed tar:
     one piece, streamed)."""
     kind, comp = archive_kind(path)
-    members = _archive_members(fs, path, kind, comp, opts.get("max_ratio", DEFAULT_MAX_RATIO), opts.get("read_id"))
+    members = _archive_members(fs, path, kind, comp, opts.get("max_ratio", DEFAULT_MAX_RATIO), opts.get("read_id"),
+                               opts.get("members"))
     if members is None:
         return [Piece(fmt, [path], [prefix], comp, 0, None, file_index, False, opts, kind, None)]
     pieces, group, size = [], [], 0
@@ -312,7 +374,7 @@ def _archive_members_data(fs, piece: Piece):
                 yield label, name, data
     else:
         prefix = piece.labels[0] or ""
-        names = _MemberNames(path)
+        names = _MemberNames(path, piece.options.get("members"))
         with fs.open(path, "rb") as raw, compr[piece.compression](raw, mode="rb") as dec:
             stream = _CappedStream(dec, raw.tell, max_ratio, path)
             with tarfile.open(fileobj=stream, mode="r|") as tf:
@@ -327,6 +389,7 @@ def _archive_members_data(fs, piece: Piece):
                         chunks.append(chunk)
                     yield prefix + sid, m.name, b"".join(chunks)
         names.warn(piece.options.get("read_id"))
+        names.check_members()
 
 
 def _decompress_member(data: bytes, name: str, max_ratio=DEFAULT_MAX_RATIO, where: str = "") -> bytes:

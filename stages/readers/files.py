@@ -39,7 +39,11 @@ files) are skipped with one :class:`ArchiveMemberWarning` per archive giving the
 ids are unique: a member whose name was already taken (a tar may hold a path twice) gets ``#2``,
 ``#3`` ... (the first free suffix), as a frame's ids must be unique too.  Member names that are not
 UTF-8 (tar) become ``\\xNN`` escapes in the source id; a zip name flagged as UTF-8 that is not is an
-error naming the bytes.  A member compressed on its own (``x.txt.gz``) is decompressed.  Members are
+error naming the bytes.  ``members=`` (an :mod:`fnmatch` glob or a list of them, matched against
+the member path; ``*`` also matches ``/``) keeps only the matching members, e.g. ``"*/*.txt"`` leaves
+a README out; a pattern that matches no member of an archive is an error naming the archive, and
+``members=`` for an input without an archive is refused.  A member compressed on its own
+(``x.txt.gz``) is decompressed.  Members are
 streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
 disk; compressed data is decompressed in 1 MiB pieces, and a file or member that expands more than
 ``max_ratio`` (default 100) times its compressed bytes is an :class:`ExpansionError` naming the
@@ -100,14 +104,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
 from cutext.kernels.backend import meta as frame_meta
-from cutext.stages.runtime.params import count
+from cutext.stages.runtime.params import count, param
 from cutext.stages.readers.base import (CorpusError, DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, Piece,
                                         SNIFF_BYTES, TABLE_SUFFIXES, TEXT_CANDIDATES, _FILE_TYPES, _count_replace,
                                         _escape_name, _frame, _ignored, _is_utf8, _lines_table, _read_errors,
                                         _strip_bom, _strip_compression, check_encoding, check_max_ratio, check_text,
                                         decode_counting)
 from cutext.stages.readers.archives import (MAX_MEMBERS_PER_PIECE, _archive_pieces, _read_archive_piece, _read_file,
-                                            archive_kind)
+                                            archive_kind, check_members)
 
 
 codecs.register_error("cutext_count", _count_replace)
@@ -171,7 +175,7 @@ def _fs_and_paths(path, storage_options, glob=None):
         info = fs.info(fspath)
     except FileNotFoundError:
         hint = ("" if glob is not False or not any(ch in fspath for ch in "*?[")
-                else " (glob=False: the name is taken literally, not as a pattern)")
+                else f" ({param('glob', False)}: the name is taken literally, not as a pattern)")
         raise FileNotFoundError(f"{path}: no such file or directory{hint}") from None
     if info.get("type") == "directory":
         found = fs.find(fspath, detail=True)
@@ -248,34 +252,37 @@ def check_blocksize(blocksize, n_pieces: int | None = None, nbytes: int | None =
     bs = count("blocksize", blocksize, lo=1)
     if n_pieces is not None and bs < MIN_BLOCKSIZE and n_pieces > MAX_SMALL_PIECES:
         least = -(-int(nbytes) // MAX_SMALL_PIECES) if nbytes else MIN_BLOCKSIZE
-        raise ValueError(f"blocksize={bs:,} bytes splits the input{f' ({nbytes:,} bytes)' if nbytes else ''} "
-                         f"into {n_pieces:,} partitions; blocksize must be an integer >= {MIN_BLOCKSIZE:,} "
+        raise ValueError(f"{param('blocksize', bs)} bytes splits the input{f' ({nbytes:,} bytes)' if nbytes else ''} "
+                         f"into {n_pieces:,} partitions; {param('blocksize', bare=True)} must be an integer >= "
+                         f"{MIN_BLOCKSIZE:,} "
                          f"(1 MiB), or >= {least:,} to stay within {MAX_SMALL_PIECES:,} partitions "
                          f"(default {DEFAULT_BLOCKSIZE:,})")
     return bs
 
 
 def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-         encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
+         encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, members=None):
     """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
 
     ``blocksize``: bytes per piece, an integer >= 1; under 1 MiB only while the input makes at most
     1,000 pieces (:func:`check_blocksize`).  ``encoding`` must be a known ASCII-compatible codec
-    (:func:`check_encoding`), ``max_ratio`` a number >= 1 or None (:func:`check_max_ratio`); both are
+    (:func:`check_encoding`), ``max_ratio`` a number >= 1 or None (:func:`check_max_ratio`),
+    ``members`` None or glob pattern(s) (:func:`~cutext.stages.readers.archives.check_members`); all are
     checked before any file is touched.  Other parameters and the result: see the inner planner below.
 
     Raises
     ------
     ValueError
-        A bad ``blocksize`` (:func:`check_blocksize`), ``encoding`` or ``max_ratio``, plus the errors
-        listed below.
+        A bad ``blocksize`` (:func:`check_blocksize`), ``encoding``, ``max_ratio`` or ``members``, plus
+        the errors listed below.
     """
     blocksize = check_blocksize(blocksize)
     encoding = check_encoding(encoding)
     max_ratio = check_max_ratio(max_ratio)
+    members = check_members(members)
     fs, pieces, fmt = _plan(path, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
-                            max_ratio=max_ratio)
+                            max_ratio=max_ratio, members=members)
     if blocksize < MIN_BLOCKSIZE and len(pieces) > MAX_SMALL_PIECES:
         nbytes = 0
         for f in dict.fromkeys(f for p in pieces for f in p.paths):
@@ -288,11 +295,13 @@ def plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEF
 
 
 def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-          encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO):
+          encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, members=None):
     """Expand ``path`` into partition pieces (files are listed and sized; archives' member lists read).
 
     ``glob``: None (a path that exists is taken literally, else a path holding ``*?[`` is a
-    glob pattern), True (always a pattern) or False (never).
+    glob pattern), True (always a pattern) or False (never).  ``members``: None or a tuple of glob
+    patterns; only the archive members matching one are documents, and each pattern must match a
+    member of every archive read.
 
     Returns
     -------
@@ -308,7 +317,9 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
     CorpusError
         An archive that cannot be listed, or an archive with a table format (jsonl, parquet, csv);
         a path that is not a regular file nor a directory (a FIFO, a device, a socket: never
-        opened); ``text_column`` / ``id_column`` given for text read as ``files`` or ``lines``.
+        opened); ``text_column`` / ``id_column`` given for text read as ``files`` or ``lines``;
+        ``members`` for an input with no archive, or a pattern matching no member of a listed archive
+        (a compressed tar is checked when read).
     ExpansionError
         A zip member that declares more than ``max_ratio`` times its compressed size.
     """
@@ -326,16 +337,20 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
         raise CorpusError(f"{archives[0]}: archives are read with format 'files' (one document per "
                           f"member) or 'lines' (one per line of each member), not {fmt!r}")
     if fmt in ("files", "lines"):
-        given = [f"{k}={v!r}" for k, v in (("text_column", text_column), ("id_column", id_column)) if v is not None]
+        given = [param(k, v) for k, v in (("text_column", text_column), ("id_column", id_column)) if v is not None]
         if given:
             where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
             unit = "file or archive member" if fmt == "files" else "line"
             raise CorpusError(f"{where}: {' and '.join(given)} applies only to tables (JSON Lines, Parquet, "
                               f"CSV/TSV), but this input is read as {fmt!r}: one document per {unit}, whose "
-                              "text is all of it; drop the option, or pass format= for a table")
+                              f"text is all of it; drop the option, or pass {param('format')} for a table")
+    if members is not None and not archives:
+        where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
+        raise CorpusError(f"{where}: members={list(members)!r} selects archive members, but this input holds no "
+                          "archive (.tar, .tar.gz, .zip ...); drop the option, or pass a glob as the path")
     # read_id tells this read's pieces from another read's (a file warns once per read)
     opts = dict(text_column=text_column, id_column=id_column, encoding=encoding, max_ratio=max_ratio,
-                read_id=uuid.uuid4().hex)
+                members=members, read_id=uuid.uuid4().hex)
     pieces: list[Piece] = []
     multi = len(files) > 1
 
@@ -467,7 +482,7 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> t
     text_cols = _pick(table.column_names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
     if text_cols is None:
         raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
-                          f"columns are {table.column_names}; pass text_column=")
+                          f"columns are {table.column_names}; pass {param('text_column')}")
     id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
     for c in text_cols + (id_cols or [])[:1]:
         if table.column_names.count(c) > 1:  # a CSV header may repeat a name
@@ -487,8 +502,8 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> t
         if col.null_count:
             first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
             raise CorpusError(f"{path}: id column {id_cols[0]!r} has {col.null_count} missing (null) id(s), "
-                              f"the first at {name(first)}; every document needs an id (or pass no id_column "
-                              "and drop the column, for row numbers)")
+                              f"the first at {name(first)}; every document needs an id (or pass no "
+                              f"{param('id_column', bare=True)} and drop the column, for row numbers)")
         try:
             ids = pc.cast(col, pa.large_string())
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:

@@ -31,7 +31,7 @@ the :class:`~cutext.stages.readers.source.CorpusSource` that the file readers ma
   (None / NA) is an empty document, as in table files.  An object id column mixing numbers and
   strings gives every id its string form (``1`` -> ``"1"``).
 * reader settings that mean nothing for a frame (``format`` other than ``"auto"``/``"frame"``,
-  ``encoding``, ``storage_options``, ``glob``, ``max_ratio``) are refused, never ignored.
+  ``encoding``, ``storage_options``, ``glob``, ``max_ratio``, ``members``) are refused, never ignored.
 
 The compute context's size test (in-process below 256 MiB) sees an in-memory frame's text bytes;
 a lazy dask frame's size is unknown without computing it, so it counts as small (in-process):
@@ -117,8 +117,8 @@ def _string_dtype(dtype, gpu: bool) -> bool | None:
     return False
 
 
-def _check_reader_settings(format, encoding, storage_options, glob, max_ratio=DEFAULT_MAX_RATIO):
-    bad = []
+def _check_reader_settings(format, encoding, storage_options, glob, max_ratio=DEFAULT_MAX_RATIO, members=None):
+    bad = [f"members={members!r}"] if members is not None else []
     if max_ratio != DEFAULT_MAX_RATIO:
         bad.append(f"max_ratio={max_ratio!r}")
     if format not in ("auto", FRAME_FORMAT):
@@ -264,7 +264,7 @@ def _text_bytes(frame, cols) -> int:
 
 def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=None,
                  blocksize=DEFAULT_BLOCKSIZE, format="auto", encoding="utf-8", storage_options=None,
-                 glob=None, max_ratio=DEFAULT_MAX_RATIO):
+                 glob=None, max_ratio=DEFAULT_MAX_RATIO, members=None):
     """A :class:`~cutext.stages.readers.source.CorpusSource` reading a frame (module docstring).
 
     Parameters
@@ -280,7 +280,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     blocksize : int
         Bytes of text per partition for an in-memory (pandas / cudf) frame; a dask frame keeps its
         partitions.
-    format, encoding, storage_options, glob, max_ratio
+    format, encoding, storage_options, glob, max_ratio, members
         File reader settings: refused unless at their defaults.
 
     Returns
@@ -305,7 +305,7 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
 
 
     is_gpu(backend)
-    _check_reader_settings(format, encoding, storage_options, glob, max_ratio)
+    _check_reader_settings(format, encoding, storage_options, glob, max_ratio, members)
     label = input_label(frame)
     cols = _columns(frame)
     if _is_series(frame):

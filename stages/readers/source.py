@@ -20,7 +20,7 @@ DEVICE_READERS = {"lines": device.read_lines_device, "parquet": device.read_parq
 
 def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, id_column=None,
                 blocksize=DEFAULT_BLOCKSIZE, encoding="utf-8", storage_options=None, glob=None,
-                max_ratio=DEFAULT_MAX_RATIO) -> CorpusSource:
+                max_ratio=DEFAULT_MAX_RATIO, members=None) -> CorpusSource:
     """Plan a corpus (list its pieces, measure its bytes); nothing is read yet.
 
     Parameters
@@ -30,7 +30,7 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
         pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.readers.frames.frame_source`).
     backend : {"cpu", "gpu"}
         The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio, members
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; for a frame only ``text_column``,
         ``id_column`` and ``blocksize`` apply, the others are refused unless at their defaults).
 
@@ -54,10 +54,10 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     if is_frame(path):
         return frame_source(path, backend=backend, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
-                            max_ratio=max_ratio)
+                            max_ratio=max_ratio, members=members)
     docs, pieces, fmt = read_corpus(path, format=format, text_column=text_column, id_column=id_column,
                                     blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                                    glob=glob, backend=backend, max_ratio=max_ratio)
+                                    glob=glob, backend=backend, max_ratio=max_ratio, members=members)
     p0 = path[0] if isinstance(path, (list, tuple)) else path
     fs = url_to_fs(str(p0), **(storage_options or {}))[0]
     return CorpusSource(path, docs, pieces, fmt, input_bytes(pieces, fs), backend, fs=fs)
@@ -92,7 +92,8 @@ class _PieceReader:
 
 
 def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocksize=DEFAULT_BLOCKSIZE,
-                encoding="utf-8", storage_options=None, glob=None, backend="cpu", max_ratio=DEFAULT_MAX_RATIO):
+                encoding="utf-8", storage_options=None, glob=None, backend="cpu", max_ratio=DEFAULT_MAX_RATIO,
+                members=None):
     """Lazily read a corpus into a dask DataFrame ``(source_id, text, replaced)``, one partition a piece.
 
     Call :func:`assign_doc_ids` on the result to get the dense ``doc_id`` column.
@@ -126,6 +127,11 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
         bomb guard: text compresses 3-10x, so only a bomb or a freak input trips it, and no member
         can take more memory than 100 times its compressed size); output under 1 MiB is never
         refused; None: no limit.
+    members : str or list of str, optional
+        Archive inputs: read only the members whose path matches one of these :mod:`fnmatch` globs
+        (``"*/*.txt"``: every ``.txt`` member in a folder, not a README at the top; ``*`` also
+        matches ``/``).  A pattern matching no member of an archive is a :class:`CorpusError` naming
+        the archive; given for an input without an archive, it is refused.
 
     Returns
     -------
@@ -137,12 +143,14 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     FileNotFoundError
         Nothing matches ``path``.
     ValueError
-        A bad ``format``, ``blocksize``, ``encoding`` or ``max_ratio`` (before any file is read).
+        A bad ``format``, ``blocksize``, ``encoding``, ``max_ratio`` or ``members`` (before any file is
+        read).
     CorpusError (ValueError)
         Raised while planning: a path that is neither a regular file nor a directory (FIFO, device,
         socket), ``text_column``/``id_column`` for text read as files or lines, an archive that
-        cannot be listed; raised by the partitions when computed: unreadable or malformed input
-        (:func:`read_piece`), :class:`ExpansionError` for a bomb.
+        cannot be listed, ``members`` for an input without an archive or a pattern matching no member;
+        raised by the partitions when computed: unreadable or malformed input (:func:`read_piece`),
+        :class:`ExpansionError` for a bomb, a ``members`` pattern matching no member of a compressed tar.
 
     Warns
     -----
@@ -154,7 +162,7 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     """
     fs, pieces, fmt = plan(path, format=format, text_column=text_column, id_column=id_column,
                            blocksize=blocksize, encoding=encoding, storage_options=storage_options,
-                           glob=glob, max_ratio=max_ratio)
+                           glob=glob, max_ratio=max_ratio, members=members)
     return _read_pieces(pieces, fs, backend), pieces, fmt
 
 

@@ -28,6 +28,7 @@ import zipfile
 import dask
 import pandas as pd
 import pytest
+from helpers import need_data
 
 from cutext.stages.readers.base import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
                                         ExpansionError, InputWarning, binary_reason, text_array)
@@ -49,11 +50,8 @@ def input_warnings(record) -> list:
 
 
 @pytest.fixture(scope="module")
-def lee_text(shared_data) -> bytes:
-    p = shared_data / "corpora" / "gensim" / "lee_background.cor"
-    if not p.exists():
-        pytest.skip("lee_background.cor not in the shared data")
-    return p.read_bytes()
+def lee_text() -> bytes:
+    return (need_data("lee") / "lee_background.cor").read_bytes()
 
 
 def _add_tar(tf, name, data=b"", kind=tarfile.REGTYPE, linkname=""):
@@ -330,7 +328,7 @@ def test_bad_encoding_on_the_command_line_is_an_error_line(tmp_path, capsys):
     rc = main(["bm25", str(p), "--out", str(tmp_path.parent / f"{tmp_path.name}-idx"), "--backend", "cpu",
                "--no-progress", "--encoding", "bogus"])
     err = capsys.readouterr().err
-    assert rc == 2 and "error: encoding='bogus': unknown text codec" in err and "Traceback" not in err
+    assert rc == 2 and "error: --encoding bogus: unknown text codec" in err and "Traceback" not in err
 
 
 def test_null_ids_name_the_column_and_row(tmp_path):

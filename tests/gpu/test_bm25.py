@@ -13,7 +13,7 @@ from cutext.pipelines import datasets
 from cutext.stages.text.count import count_partition
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
-from helpers import assert_same_index, cacm_topics, read_index
+from helpers import assert_same_index, cacm_topics, need_corpus, need_data, read_index
 
 pytestmark = pytest.mark.gpu
 
@@ -26,19 +26,11 @@ def _both(texts):
     return pdf, to_cudf(pdf)
 
 
-def _corpus_names():
-    d = datasets.default_data_dir()
-    return sorted(datasets.shared_corpora(d)) if d else []
-
-
-@pytest.mark.parametrize("name", _corpus_names() or ["none"])
+@pytest.mark.parametrize("name", sorted(datasets.CORPORA))
 @pytest.mark.parametrize("analysis", ["plain", "lucene+porter"])
 def test_tokens_gpu_equal_cpu_on_every_corpus(name, analysis):
     """Tokenizer rules give the same tokens with cudf/nvtext as with pyarrow, corpus by corpus."""
-    d = datasets.default_data_dir()
-    if d is None or name == "none":
-        pytest.skip("shared data not available")
-    docs = datasets.shared_corpora(d)[name]()
+    docs = need_corpus(name)
     cfg = TokenizerConfig.make() if analysis == "plain" else TokenizerConfig.make(**ANALYSIS)
     pdf, gdf = _both(docs["text"])
     cpu = tokenize_partition(pdf, cfg)
@@ -68,8 +60,7 @@ def test_vocabulary_sorted_on_the_gpu_in_the_cpus_order():
             "中", "日本", "😀", "😀a", "\U0001F600\U0001F601", "ÿ", "\u0100", "\u07ff", "\u0800", "\uffff",
             "x" * 300, "-", "_"]
     sets = {"made": made}
-    d = datasets.default_data_dir()
-    for name, load in (datasets.shared_corpora(d).items() if d else []):
+    for name, load in datasets.shared_corpora().items():
         docs = load()
         toks = tokenize_partition(_both(docs["text"])[0], TokenizerConfig.make())
         sets[name] = toks["token"].drop_duplicates().astype(str).tolist()
@@ -128,10 +119,7 @@ def test_segmented_index_gpu_equals_cpu(tmp_path, data_dir):
 
 @pytest.fixture(scope="module")
 def news_dir(tmp_path_factory):
-    d = datasets.default_data_dir()
-    if d is None or not (d / "corpora" / "20news-bydate.tar.gz").exists():
-        pytest.skip("20 Newsgroups not available")
-    docs = datasets.load_20newsgroups(d / "corpora" / "20news-bydate.tar.gz")
+    docs = datasets.load_20newsgroups(need_data("20newsgroups"))
     return datasets.write_files(docs, tmp_path_factory.mktemp("20news") / "posts")
 
 
@@ -246,8 +234,7 @@ def test_search_engines_gpu_equal_cpu(tmp_path, data_dir, variant):
 
 
 def _news_queries(n=3000):
-    d = datasets.default_data_dir()
-    docs = datasets.load_20newsgroups(d / "corpora" / "20news-bydate.tar.gz")
+    docs = datasets.load_20newsgroups(need_data("20newsgroups"))
     return [" ".join(t.split()[:8]) for t in docs["text"][:n]]
 
 

@@ -10,6 +10,7 @@ from cutext.kernels.backend import device_count
 from cutext.pipelines import datasets
 from cutext.stages.engines.streamcluster import StreamClusterer
 from cutext.stages.text.termvec import term_vectors
+from helpers import need_data
 
 pytestmark = pytest.mark.gpu
 
@@ -17,12 +18,9 @@ K = 35
 
 
 def _corpus(name):
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
     if name == "20news":
-        return datasets.load_20newsgroups(d / "corpora" / "20news-bydate.tar.gz")
-    return datasets.load_reuters21578(d / "corpora" / "reuters21578.tar.gz")
+        return datasets.load_20newsgroups(need_data("20newsgroups"))
+    return datasets.load_reuters21578(need_data("reuters21578"))
 
 
 _VECTORS: dict = {}

@@ -25,7 +25,7 @@ from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text.tokenize import TokenizerConfig
 
-from helpers import assert_same_index, read_index
+from helpers import assert_same_index, need_corpus, read_index
 
 pytestmark = pytest.mark.gpu
 
@@ -35,15 +35,12 @@ CONFIGS = {"plain": TokenizerConfig.make(),
 
 
 def _corpus_names():
-    d = datasets.default_data_dir()
-    return sorted(datasets.shared_corpora(d)) if d else []
+    return sorted(datasets.CORPORA)
 
 
 def _shared():
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
-    return datasets.shared_corpora(d)
+    """The shared corpora by name, each loaded when called (an absent one skips the test: need_corpus)."""
+    return {name: (lambda name=name: need_corpus(name)) for name in datasets.CORPORA}
 
 
 def test_token_kernels_gpu_equal_numba():
@@ -96,10 +93,8 @@ def _triples(uniq, code, pos, tf):
 
 
 @pytest.mark.parametrize("cfg", ["plain", "lucene+porter"])
-@pytest.mark.parametrize("name", _corpus_names() or ["none"])
+@pytest.mark.parametrize("name", _corpus_names())
 def test_scan_partition_gpu_equals_cpu_on_every_corpus(name, cfg):
-    if name == "none":
-        pytest.skip("shared data not available")
     _check_scan(name, cfg)
 
 

@@ -14,6 +14,7 @@ from cutext.kernels import tokenize as K
 from cutext.kernels.backend import to_cudf
 from cutext.pipelines import datasets
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
+from helpers import need_corpus
 
 pytestmark = pytest.mark.gpu
 
@@ -56,12 +57,9 @@ def test_cases_gpu_equal_cpu(lowercase):
 
 def test_nfd_corpora_gpu_equal_cpu_and_equal_nfc():
     """Every shared corpus decomposed (NFD): GPU == CPU, and both equal the tokens of the NFC text."""
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
     cfg = TokenizerConfig.make()
     for name in ("nltk-brown", "20news", "reuters21578", "scifact"):
-        texts = datasets.shared_corpora(d)[name]()["text"].tolist()[:3000]
+        texts = need_corpus(name)["text"].tolist()[:3000]
         nfd = [unicodedata.normalize("NFD", t) for t in texts]
         a = _assert_same(nfd, cfg, name + " NFD")
         pdf, _ = _frames(texts)

@@ -27,6 +27,7 @@ from cutext.stages.readers.base import _lines_table
 from cutext.stages.readers.files import _valid_utf8 as python_valid_utf8
 from cutext.stages.text.tokenize import TokenizerConfig
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
+from helpers import need_corpus
 
 CONFIGS = {"plain": TokenizerConfig.make(),
            "lucene+porter": TokenizerConfig.make(stopwords="lucene", stemmer="porter", min_len=2),
@@ -77,10 +78,7 @@ def test_token_bounds_of_blanked_bytes_equal_split_utf8(rows, pad):
 
 
 def test_token_bounds_on_a_corpus():
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
-    texts = datasets.shared_corpora(d)["nltk-brown"]()["text"].tolist()[:60] + ["", "x", " "]
+    texts = need_corpus("nltk-brown")["text"].tolist()[:60] + ["", "x", " "]
     data, offsets = _pack([t.encode() for t in texts])
     starts, ends, docs = K.token_bounds(K.blank_separators(data, offsets), offsets)
     assert [(bytes(data[a:b]), int(r)) for a, b, r in zip(starts, ends, docs)] == _split_tokens(data, offsets)
@@ -158,13 +156,7 @@ def _assert_scan_equal(texts, cfg, label):
 @pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))
 @pytest.mark.parametrize("name", ["gensim-lee.cor", "cacm", "nltk-abc"])
 def test_scan_partition_equals_the_cpu_front_end_on_corpora(name, cfg):
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
-    corpora = datasets.shared_corpora(d)
-    if name not in corpora:
-        pytest.skip(f"{name} not available")
-    _assert_scan_equal(corpora[name]()["text"].tolist(), CONFIGS[cfg], name)
+    _assert_scan_equal(need_corpus(name)["text"].tolist(), CONFIGS[cfg], name)
 
 
 @pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))
@@ -274,10 +266,7 @@ def test_utf8_kernel_cuda_source_equals_twin(tokenize_emu, data, launch):
 
 
 def test_utf8_validation_on_a_corpus():
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
-    text = "\n".join(datasets.shared_corpora(d)["nltk-brown"]()["text"].tolist()[:200]).encode()
+    text = "\n".join(need_corpus("nltk-brown")["text"].tolist()[:200]).encode()
     assert K.utf8_valid(np.frombuffer(text, np.uint8))
     bad = text[:5000] + b"\xed\xa0\x80" + text[5000:]
     assert not K.utf8_valid(np.frombuffer(bad, np.uint8))
@@ -496,10 +485,10 @@ def test_normalize_buffers_equals_the_cpu_rules(lowercase):
 
 
 @pytest.mark.slow
-def test_normalize_buffers_on_a_corpus_equals_the_cpu_rules(shared_data):
+def test_normalize_buffers_on_a_corpus_equals_the_cpu_rules():
     from cutext.stages.text.tokenize import _normalize_cpu
 
-    texts = datasets.shared_corpora(shared_data)["20news"]()["text"].tolist()
+    texts = need_corpus("20news")["text"].tolist()
     nonascii = [t for t in texts if not t.isascii()]
     assert nonascii, "20 Newsgroups has posts with bytes >= 0x80"
     rows = texts[:2000] + nonascii

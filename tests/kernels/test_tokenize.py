@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cutext.kernels import tokenize as K
-from cutext.pipelines import datasets
 from cutext.kernels.tokenize import arrow_buffers
 from cutext.stages.text.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
+from helpers import need_corpus
 
 PLAIN = TokenizerConfig.make()
 KEEP_CASE = TokenizerConfig.make(lowercase=False)
@@ -195,11 +195,8 @@ def test_nfc_does_not_depend_on_pyarrow_normalize(monkeypatch):
 
 @pytest.mark.slow
 def test_nfc_of_flagged_rows_on_corpora():
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
     for name in ("nltk-brown", "20news", "reuters21578"):
-        texts = datasets.shared_corpora(d)[name]()["text"].tolist()
+        texts = need_corpus(name)["text"].tolist()
         texts = texts + [unicodedata.normalize("NFD", t) for t in texts[:300]]
         arr = pa.array(texts, type=pa.large_string())
         assert _nfc_cpu(arr).to_pylist() == nfc_all(texts), name
@@ -282,10 +279,7 @@ def test_cuda_source_equals_numba_twins(tokenize_emu, rows, launch):
 
 
 def test_cuda_source_on_a_corpus(tokenize_emu):
-    d = datasets.default_data_dir()
-    if d is None:
-        pytest.skip("shared data not available")
-    texts = datasets.shared_corpora(d)["nltk-brown"]()["text"].tolist()[:40]
+    texts = need_corpus("nltk-brown")["text"].tolist()[:40]
     texts += ["हिन्दी भाषा", "اَلْعَرَبِيَّةُ", "cafe\u0301 \u0301x", "I \u2764\ufe0f 😀 1\ufe0f\u20e3"]
     data, offsets = _pack([unicodedata.normalize("NFD", t).encode() for t in texts])
     got = np.empty_like(data)

@@ -8,6 +8,7 @@ no warning text, and the file under ``notebooks/execute.py``'s size limit.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 from notebook_helpers import NOTEBOOKS, ROOT, nbformat
@@ -30,7 +31,7 @@ def test_committed_notebook_is_executed_with_its_plots(path):
     assert code, "no code cell"
     # executed top to bottom in one kernel run
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), \
-        f"{path.name}: not executed in order; run: python notebooks/execute.py {path.name}"
+        f"{path.name}: not executed in order; run: python notebooks/execute.py --in-place {path.name}"
     outs = [o for c in code for o in c.outputs]
     assert outs, f"{path.name}: committed without outputs"
     assert not [o for o in outs if o.output_type == "error"]
@@ -43,6 +44,27 @@ def test_committed_notebook_is_executed_with_its_plots(path):
     assert path.stat().st_size <= _execute_module().MAX_BYTES
     # the notebook's own metadata only (no machine-specific kernel details)
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.slow
+def test_execute_writes_a_copy_unless_asked_to_write_in_place(tmp_path, monkeypatch):
+    """``notebooks/execute.py`` leaves the notebook it runs untouched, unless ``--in-place`` is given."""
+    for var in ("JUPYTER_PATH", "CUTEXT_NOTEBOOK_WORKDIR", "CUDA_VISIBLE_DEVICES"):  # execute() sets them
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    mod = _execute_module()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "book" / "tiny.ipynb"
+    src.parent.mkdir()
+    nbformat.write(nb, src)
+    before = src.read_bytes()
+    assert mod.main([str(src), "--out", str(tmp_path / "out")]) == 0
+    assert src.read_bytes() == before
+    assert nbformat.read(tmp_path / "out" / "tiny.ipynb", as_version=4).cells[0].outputs[0].text == "42\n"
+    assert mod.main([str(src), "--in-place"]) == 0
+    assert nbformat.read(src, as_version=4).cells[0].outputs[0].text == "42\n"
+    with pytest.raises(SystemExit):
+        mod.main([str(src), "--in-place", "--out", str(tmp_path / "x")])   # one or the other
 
 
 def test_notebooks_extra_is_declared_and_named_in_the_readme():

@@ -1,9 +1,14 @@
 """The README's code blocks run as written.
 
 Every fenced ``python`` and ``bash`` block of README.md runs, in order, in a working folder laid out
-as the README assumes: ``data/`` is the repository's bundled data and ``../shared/data`` the shared
-data folder (a fresh clone beside it).  Python blocks run in this interpreter (one namespace per
-block); a top-level expression followed by ``# -> VALUE`` must equal VALUE (a number to the last digit
+as the README assumes: ``data/`` is the repository's bundled data; every other dataset comes from
+``datasets.fetch`` (``python -m cutext.pipelines fetch NAME`` in bash).  The blocks run twice: with
+the datasets they fetch at hand (a local copy or the cache; the test is skipped for missing data
+otherwise), and with none (``CUTEXT_DATA`` an empty folder, the shared data folder hidden,
+``CUTEXT_OFFLINE=1``), where a block that fetches must run or stop at the first
+``DatasetNotFoundError`` (a bash block: exit with its message), and a block that fetches nothing must
+name no shared data path (it runs as in the first pass).  Python blocks run in this interpreter (one
+namespace per block); a top-level expression followed by ``# -> VALUE`` must equal VALUE (a number to the last digit
 written, else its ``str``).  Bash blocks run with ``python`` = this interpreter; the set-up steps of
 a fresh machine (``python3 -m venv``, ``. .venv/bin/activate``, ``pip install``) are left out.  A
 ``text`` block right after a bash block is its expected output: each ``name  number`` line must be
@@ -23,6 +28,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cutext.pipelines.datasets import DATASETS, DatasetNotFoundError, locate
+from helpers import MISSING_DATA
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
 
@@ -32,6 +39,13 @@ README = ROOT / "README.md"
 FENCE = re.compile(r"^```(\w*)\s*$")
 SKIP = "<!-- readme-test: skip"
 SETUP = ("python3 -m venv", ". .venv/bin/activate", "source .venv/bin/activate", "pip install")
+FETCH = re.compile(r"""datasets\.fetch\(\s*["']([\w.-]+)["']|cutext\.pipelines fetch ([\w.-]+)""")
+NOT_FOUND = re.compile(r"^error: dataset '[\w.-]+' not found: ", re.M)  # DatasetNotFoundError on the CLI
+
+
+def fetched(code: str) -> list[str]:
+    """The datasets a block fetches, in order."""
+    return [a or b for a, b in FETCH.findall(code) if (a or b) in DATASETS]
 
 
 def readme_blocks(text: str) -> list[dict]:
@@ -77,21 +91,26 @@ def check_value(got, expected: str, where: str) -> None:
         assert str(got) == expected, f"{where}: README says {expected!r}, got {str(got)!r}"
 
 
-def run_python_block(code: str, line: int) -> None:
-    """Execute a block statement by statement; check every ``expr  # -> VALUE``."""
+def run_python_block(code: str, line: int, stop_at=()):
+    """Execute a block statement by statement; check every ``expr  # -> VALUE``.  An exception of
+    ``stop_at`` ends the block and is returned (None when the block ran to its end)."""
     tree = ast.parse(code, filename=f"README.md:{line}")
     src = code.splitlines()
     ns: dict = {"__name__": "__readme__"}
     for node in tree.body:
         where = f"README.md:{line + node.lineno}"
         m = re.search(r"#\s*->\s*(.+?)\s*(?:#.*)?$", src[node.end_lineno - 1])
-        if isinstance(node, ast.Expr):
-            got = eval(compile(ast.Expression(node.value), where, "eval"), ns)
-            if m:
-                check_value(got, m.group(1), where)
-        else:
-            assert not m, f"{where}: '# ->' on a statement that is not an expression"
-            exec(compile(ast.Module([node], type_ignores=[]), where, "exec"), ns)
+        try:
+            if isinstance(node, ast.Expr):
+                got = eval(compile(ast.Expression(node.value), where, "eval"), ns)
+                if m:
+                    check_value(got, m.group(1), where)
+            else:
+                assert not m, f"{where}: '# ->' on a statement that is not an expression"
+                exec(compile(ast.Module([node], type_ignores=[]), where, "exec"), ns)
+        except stop_at as exc:
+            return exc
+    return None
 
 
 def bash_commands(code: str) -> str:
@@ -118,12 +137,9 @@ def expected_lines(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory, shared_data):
-    """``<tmp>/repo`` (cwd; ``data`` -> the bundled data) beside ``<tmp>/shared/data`` -> the shared data."""
+def _workdir(tmp_path_factory):
+    """``<tmp>/repo`` (the working folder; ``data`` -> the bundled data) and a folder of ``python`` wrappers."""
     base = tmp_path_factory.mktemp("readme")
-    (base / "shared").mkdir()
-    (base / "shared" / "data").symlink_to(Path(shared_data).resolve(), target_is_directory=True)
     repo = base / "repo"
     repo.mkdir()
     (repo / "data").symlink_to(ROOT / "data", target_is_directory=True)
@@ -134,6 +150,11 @@ def workdir(tmp_path_factory, shared_data):
         w.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
         w.chmod(0o755)
     return repo, bindir
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return _workdir(tmp_path_factory)
 
 
 BLOCKS = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if b["lang"] in ("python", "bash")]
@@ -151,10 +172,13 @@ def test_readme_has_runnable_blocks():
 
 
 def test_readme_blocks_run_as_written(workdir, monkeypatch, capfd):
+    missing = sorted({n for b in BLOCKS if not b["skip"] for n in fetched(b["code"]) if locate(n) is None})
+    if missing:   # the datasets are at hand, or the test is skipped for missing data (never downloaded here)
+        pytest.skip(MISSING_DATA + ", ".join(missing))
     repo, bindir = workdir
     monkeypatch.chdir(repo)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("CUTEXT_DATA", raising=False)
+    monkeypatch.setenv("CUTEXT_OFFLINE", "1")
     all_blocks = readme_blocks(README.read_text(encoding="utf-8"))
     ran = 0
     for i, b in enumerate(all_blocks):
@@ -181,6 +205,40 @@ def test_readme_blocks_run_as_written(workdir, monkeypatch, capfd):
                     check_value(printed[name], val, f"README.md:{nxt['line']} ({name})")
         ran += 1
     assert ran == len([b for b in BLOCKS if not b["skip"]])
+
+
+def test_readme_blocks_without_data_run_or_stop_at_fetch(tmp_path_factory, tmp_path, monkeypatch):
+    """A machine with no dataset and no network: a block runs, or stops where ``datasets.fetch`` raises
+    DatasetNotFoundError (bash: exits with its message, naming the file's URL and where to put it)."""
+    repo, bindir = _workdir(tmp_path_factory)
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    env = {"CUTEXT_DATA": str(empty), "CUTEXT_SHARED_DATA": "none", "CUTEXT_OFFLINE": "1",
+           "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(repo)
+    stopped = ran = 0
+    for b in BLOCKS:
+        if b["skip"]:
+            continue
+        if not fetched(b["code"]):   # fetches nothing: runs as in the pass with data (not run twice)
+            assert "shared/data" not in b["code"] and "CUTEXT_DATA" not in b["code"], \
+                f"README.md:{b['line']}: reads the shared data without datasets.fetch"
+            continue
+        if b["lang"] == "python":
+            exc = run_python_block(b["code"], b["line"], stop_at=DatasetNotFoundError)
+            assert exc is None or str(exc).startswith("dataset '"), f"README.md:{b['line']}: {exc}"
+            stopped += exc is not None
+        else:
+            p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", bash_commands(b["code"])], cwd=repo,
+                               capture_output=True, text=True, env={**os.environ, **env}, check=False)
+            assert p.returncode == 0 or (NOT_FOUND.search(p.stderr) and "put it at /" in p.stderr), \
+                f"README.md:{b['line']}: exit {p.returncode} without DatasetNotFoundError's message\n{p.stderr[-3000:]}"
+            stopped += p.returncode != 0
+        ran += 1
+    assert ran >= 5 and stopped >= 5   # ngram (Python, frames, CLI), cluster, lda, fetch
+    assert list(empty.iterdir()) == []   # nothing downloaded, nothing half-written
 
 
 def test_the_checks_can_fail():

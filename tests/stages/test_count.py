@@ -11,6 +11,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import need_data
 
 from cutext.stages.text.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.text.encode import build_vocabulary, encode_partition
@@ -24,11 +25,9 @@ def _pairs(doc_ids, term_ids) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def lee_encoded(shared_data):
+def lee_encoded():
     """The Lee corpus as dask partitions of (doc_id, term_id) rows, 5 partitions split between documents."""
-    path = shared_data / "corpora" / "gensim" / "lee_background.cor"
-    if not path.is_file():
-        pytest.skip("no corpora/gensim/lee_background.cor in the shared data")
+    path = need_data("lee") / "lee_background.cor"
     texts = path.read_text(encoding="utf-8", errors="replace").splitlines()
     docs = pd.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64), "text": pd.Series(texts, dtype=object)})
     cfg = TokenizerConfig.make(stopwords="lucene")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from helpers import need_data
 
 from cutext.stages.text.encode import UNKNOWN_TERM_ID, build_vocabulary, encode_partition, encode_terms
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
@@ -34,10 +35,8 @@ def _vocabulary(tokens: pd.DataFrame, npartitions: int) -> pa.Array:
 
 
 @pytest.fixture(scope="module")
-def lee(shared_data):
-    path = shared_data / "corpora" / "gensim" / "lee_background.cor"
-    if not path.is_file():
-        pytest.skip("no corpora/gensim/lee_background.cor in the shared data")
+def lee():
+    path = need_data("lee") / "lee_background.cor"
     return path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 

@@ -695,7 +695,7 @@ import zipfile  # noqa: E402
 
 from cutext.stages.readers.files import detect_format, plan  # noqa: E402
 
-from helpers import assert_same_index, read_index  # noqa: E402
+from helpers import assert_same_index, need_data, read_index  # noqa: E402
 
 ARCHIVE_KINDS = ["tar", "tar.gz", "tgz", "tar.bz2", "tar.xz", "zip"]
 
@@ -800,6 +800,75 @@ def test_corrupt_archive_names_it(tmp_path, cacm, kind):
         read_docs(p)
 
 
+@pytest.mark.parametrize("kind", ARCHIVE_KINDS)
+def test_archive_members_glob_leaves_the_readme_out(tmp_path, cacm, kind):
+    """``members=`` keeps the members matching an fnmatch glob (or any of a list), on the member path
+    without its ``./``; '*' also matches '/'; the noise rules still apply to what matches."""
+    import warnings
+
+    from cutext.stages.readers.base import ArchiveMemberWarning
+
+    ids, texts = cacm
+    docs = _cacm_members(ids, texts)[:12] + _cacm_members(ids, texts)[40:42]
+    members = [("README", b"About this corpus.")] + docs
+    p = tmp_path / f"corpus.{kind}"
+    _write_archive(p, members)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ArchiveMemberWarning)   # the tar's symbolic link among the noise
+        assert read_docs(p)["source_id"].iloc[0] == "README"   # without members=, the README is document 0
+    want = [m for m, _ in docs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArchiveMemberWarning)   # a member left out is not warned about
+        assert_docs(read_docs(p, members="*/*.txt"), want, texts[:12] + texts[40:42])
+        assert_docs(read_docs(p, members="*/*.txt", blocksize=2000), want, texts[:12] + texts[40:42])
+        got = read_docs(p, members=["docs/sub/*", "README"])
+    assert got["source_id"].tolist() == ["README"] + want[-2:]
+    lines = read_docs(p, members=("README",), format="lines")
+    assert lines["source_id"].tolist() == ["README:0"] and lines["text"].tolist() == ["About this corpus."]
+
+
+@pytest.mark.parametrize("kind", ["tar", "tar.gz", "zip"])
+def test_archive_members_pattern_matching_nothing_names_the_archive(tmp_path, cacm, kind):
+    p = tmp_path / f"corpus.{kind}"
+    _write_archive(p, _cacm_members(*cacm)[:5], extras=False)
+    with pytest.raises(CorpusError, match=rf"corpus\.{kind.replace('.', r'[.]')}: members='\*\.md' matches no "
+                                          r"member of this archive \(its members are named like 'docs/000_"):
+        read_docs(p, members=["*/*.txt", "*.md"])   # a compressed tar: when it is read
+    with pytest.raises(CorpusError, match="matches no member"):
+        read_docs(p, members="DOCS/*")   # case-sensitive
+
+
+def test_archive_members_bad_values_and_inputs_without_an_archive_are_refused(tmp_path, cacm):
+    from cutext.stages.readers.frames import frame_source
+
+    p = tmp_path / "corpus.zip"
+    _write_archive(p, _cacm_members(*cacm)[:3], extras=False)
+    for bad in ([], "", ["*.txt", ""], 3, [b"*.txt"]):
+        with pytest.raises(ValueError, match="members must be a glob pattern"):
+            read_corpus(p, members=bad)
+    with pytest.raises(CorpusError, match=r"cacm\.json: members=\['\*\.txt'\] selects archive members, but this "
+                                          "input holds no archive"):
+        read_corpus(CACM, members="*.txt")
+    with pytest.raises(ValueError, match=r"members='\*\.txt'.*meaningless for a frame"):
+        frame_source(pd.DataFrame({"text": ["a"]}), members="*.txt")
+    # every pipeline takes it: lda forwards reader options, the others name them
+    for name in ("bm25", "cluster", "ngram", "lda"):
+        assert "members" in pipelines.pipeline_keywords(pipelines.pipeline_function(name)), name
+
+
+def test_archive_members_through_a_pipeline(tmp_path, cacm):
+    ids, texts = cacm
+    p = tmp_path / "bbc.zip"
+    _write_archive(p, [("README.TXT", b"BBC news articles, 5 topics")] + _cacm_members(ids, texts)[:6], extras=False)
+    r = pipelines.run("bm25", p, out=tmp_path / "idx", members="*/*.txt", backend="cpu", progress=False)
+    index = read_index(r.path)
+    assert index["docs"]["source_id"].tolist() == [m for m, _ in _cacm_members(ids, texts)[:6]]
+    c = pipelines.run("cluster", p, out=tmp_path / "cl", members=["*/*.txt"], backend="cpu", progress=False)
+    assert c.counts["n_docs"] == 6
+    with pytest.raises(CorpusError, match=r"bbc\.zip: members='\*\.md' matches no member"):
+        pipelines.run("bm25", p, out=tmp_path / "idx2", members="*.md", backend="cpu", progress=False)
+
+
 def _file_members(tar_path: Path) -> list[str]:
     """Regular, non-hidden file members of a tar, by Python's tarfile (the oracle)."""
     with tarfile.open(tar_path) as tf:
@@ -826,12 +895,10 @@ def test_20news_archive_indexes_its_posts_and_a_zip_gives_the_same_index(tmp_pat
     assert_same_index(tar_index, read_index(tmp_path / "zip-index"))
 
 
-def test_reuters_archive_one_document_per_member(shared_data):
+def test_reuters_archive_one_document_per_member():
     """Reuters-21578 ships as 22 SGML files of many articles each plus documentation files: read as
     an archive, it is one document per file member (``datasets.load_reuters21578`` gives articles)."""
-    p = shared_data / "corpora" / "reuters21578.tar.gz"
-    if not p.exists():
-        pytest.skip("reuters21578.tar.gz not in the shared data")
+    p = need_data("reuters21578")
     names = _file_members(p)
     df = read_docs(p)
     assert df["source_id"].astype(str).tolist() == names

@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from helpers import need_data
 
 from cutext.stages.text.termvec import TermVectors, count_pairs, stream_df_update, term_vectors, weight_pairs
 
@@ -47,11 +48,9 @@ def _assert_matches(tv: TermVectors, ref):
 
 
 @pytest.fixture(scope="module")
-def lee_pairs(shared_data):
+def lee_pairs():
     """(doc_pos, term_id, tf) unique pairs of the Lee corpus (whitespace-split lowercase words)."""
-    path = shared_data / "corpora" / "gensim" / "lee_background.cor"
-    if not path.is_file():
-        pytest.skip("no corpora/gensim/lee_background.cor in the shared data")
+    path = need_data("lee") / "lee_background.cor"
     docs = [line.lower().split() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
     ids: dict[str, int] = {}
     pos, term = [], []

@@ -11,6 +11,7 @@ import unicodedata
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import need_data
 
 from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
 
@@ -62,10 +63,8 @@ def _rules(text: str, stop=frozenset(), stemmer=None, min_len=1, max_len=None) -
 
 
 @pytest.fixture(scope="module")
-def lee_texts(shared_data):
-    path = shared_data / "corpora" / "gensim" / "lee_background.cor"
-    if not path.is_file():
-        pytest.skip("no corpora/gensim/lee_background.cor in the shared data")
+def lee_texts():
+    path = need_data("lee") / "lee_background.cor"
     return [line.rstrip("\n") for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
 
 
@@ -150,8 +149,48 @@ def test_stopword_file_and_list(tmp_path):
         assert out["token"].tolist() == ["beta", "delta"]
 
 
+def _english_list() -> frozenset:
+    """The bundled Snowball list read here: first word of a line before ``|``, split by the split rule, the
+    pieces can, won and let of can't, won't and let's left out."""
+    from pathlib import Path
+
+    from cutext.stages.text import tokenize as T
+
+    words = set()
+    for line in Path(T.__file__).with_name("stopwords_english.txt").read_text(encoding="utf-8").splitlines():
+        head = line.split("|", 1)[0].split()
+        if head:
+            pieces = _split_rule(head[0])
+            words.update(pieces if len(pieces) == 1 else set(pieces) - {"can", "won", "let"})
+    return frozenset(words)
+
+
+def test_english_list_is_snowballs_split_as_the_tokenizer_splits(tmp_path):
+    """``"english"``: the Snowball list bundled as package data; its contractions stop the pieces the
+    tokenizer makes of them (``don't`` -> ``don``, ``t``), except the words can, won and let."""
+    from pathlib import Path
+
+    from cutext.stages.text import tokenize as T
+
+    data = Path(T.__file__).with_name("stopwords_english.txt")
+    entries = [ln.split("|", 1)[0].split()[0] for ln in data.read_text(encoding="utf-8").splitlines()
+               if ln.split("|", 1)[0].strip()]
+    assert len(entries) == 174 and "BSD" in data.read_text(encoding="utf-8")
+    plain = {e for e in entries if "'" not in e}
+    assert plain <= T.ENGLISH_STOPWORDS and {"s", "t", "don", "ll", "isn"} <= T.ENGLISH_STOPWORDS
+    assert not {"can", "won", "let", "us", "will", "may"} & T.ENGLISH_STOPWORDS and len(T.ENGLISH_STOPWORDS) == 146
+    assert T.ENGLISH_STOPWORDS == _english_list()
+    cfg = TokenizerConfig.make(stopwords="english")
+    out = tokenize_partition(_docs(["The team won't say it's the end; they can't, and we won."]), cfg)
+    assert out["token"].tolist() == ["team", "won", "say", "end", "can", "won"]
+    assert T.resolve_stopwords("english") is T.ENGLISH_STOPWORDS
+    with pytest.raises(ValueError, match="'lucene', 'english', 'none'"):
+        T.resolve_stopwords("englsh")
+
+
 @pytest.mark.parametrize("kw", [
     dict(stopwords="lucene"),
+    dict(stopwords="english"),
     dict(stemmer="porter"),
     dict(stopwords="lucene", stemmer="porter", min_len=2),
     dict(stemmer="english", min_len=3, max_len=12),
@@ -160,7 +199,7 @@ def test_all_rules_on_real_text(lee_texts, kw):
     texts = lee_texts[:120]
     cfg = TokenizerConfig.make(**kw)
     got = _by_doc(tokenize_partition(_docs(texts), cfg))
-    stop = LUCENE_STOPWORDS if kw.get("stopwords") == "lucene" else frozenset()
+    stop = {"lucene": LUCENE_STOPWORDS, "english": _english_list()}.get(kw.get("stopwords"), frozenset())
     want = {}
     for i, t in enumerate(texts):
         toks = _rules(t, stop, kw.get("stemmer"), kw.get("min_len", 1), kw.get("max_len"))
