@@ -3,7 +3,8 @@
 Model directory (every file Parquet or JSON; written under a temporary name, renamed when complete)::
 
     params.json          K, alpha, beta, iterations, sampler, seed, V, n_docs, n_tokens, backend,
-                         final LLPT, counts, timings, input format and source, tokenizer, sampling
+                         final LLPT, counts, timings, input format and source, tokenizer, stopwords,
+                         min_df, max_df and pruning (what they removed), sampling
                          (where the chain ran: in-process devices, or client workers and the collective)
     vocab.parquet        word_id: int32 (frequency rank), term: string, count: int64 (tokens),
                          input_id: int64 (the word's id in the input)
@@ -37,25 +38,31 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from cutext.pipelines._result import RunResult, default_out, param_files
+from cutext.pipelines._result import RunResult, param_files
 from cutext.pipelines._run import PipelineRun
-from cutext.stages.engines.lda_chunk import (LDAInputError, lda_chunks, read_bow)
+from cutext.pipelines._cli import Command, print_result
+from cutext.stages.engines.lda_chunk import (LDAInputError, check_df_limit, detect_format, lda_chunks, prune_bow,
+                                             read_bow)
 from cutext.stages.readers.frames import input_label
 from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 from cutext.kernels.backend import device_count
 from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
 from cutext.stages.engines.lda_gibbs import check_state_memory
-from cutext.stages.runtime.params import count, number
-from cutext.stages.text.tokenize import TokenizerConfig
+from cutext.stages.runtime.params import count, number, param
+from cutext.stages.text.tokenize import STOPWORD_SETS, TokenizerConfig, resolve_stopwords
 from cutext.stages.engines.lda_model import LDAModel
 
 # a client's shards run this many iterations a call (NCCL sums W among them): one round trip, not two a pass
 STEPS_PER_CALL = 10
+# the default document-topic prior per topic (tomotopy's): sharper documents and better held-out likelihood
+# than 50 / K at equal coherence on 20 Newsgroups and Reuters-21578 (docs/decisions.md)
+ALPHA = 0.1
 
 
-def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="auto", seed=0,
+def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
-          stopwords=None, stemmer=None, lowercase=True, min_len=1, max_len=None, n_devices=1, overwrite=True,
+          stopwords="auto", min_df=1, max_df=1.0, stemmer=None, lowercase=True, min_len=1, max_len=None,
+          n_devices=1, overwrite=True,
           progress=True, callback=None, client=None, scheduler="auto", n_workers=None, collective="auto",
           **read_kw) -> RunResult:
     """Train an LDA model by collapsed Gibbs sampling on the GPU (or the CPU twins).
@@ -77,8 +84,9 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         Topics, >= 2.
     iterations : int
         Gibbs passes over every token, >= 0.
-    alpha : float, optional
-        Symmetric document-topic prior per topic (default 50 / K, EZLDA section II-B), in
+    alpha : float
+        Symmetric document-topic prior per topic (default 0.1, tomotopy's default and Moon et al.'s setting;
+        None = the default; EZLDA section II-B uses Griffiths and Steyvers' 50 / K: pass ``alpha=50 / K``), in
         [1e-10, 1e6] (:data:`cutext.stages.runtime.params.FLOAT_LIMITS`: one count must still move the float32
         sampling tables).
     beta : float
@@ -110,7 +118,21 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
         one-device result draw for draw.
     llpt_every : int
         Compute the LLPT every this many iterations (and always after the last); 0 = only at the end.
-    stopwords, stemmer, lowercase, min_len, max_len
+    stopwords : "auto", str, os.PathLike, list of str or None
+        ``"auto"`` (default): Snowball's English stop list (``"english"``,
+        :data:`cutext.stages.text.tokenize.ENGLISH_STOPWORDS`) for a text corpus, none for a UCI / LDA-C input
+        (its vocabulary is already chosen).  Otherwise a list name (``"english"``, ``"lucene"``, ``"none"``), a
+        file (one word per line) or the words; None = none.  A text corpus drops them in the tokenizer; a UCI /
+        LDA-C input drops them from its vocabulary (the term lowercased).
+    min_df, max_df : int or float
+        Document-frequency pruning after counting, as scikit-learn's ``CountVectorizer`` and gensim's
+        ``Dictionary.filter_extremes`` (``no_below`` / ``no_above``): a word is kept when it is in at least
+        ``min_df`` and at most ``max_df`` documents; an int counts documents (>= 1), a float is a fraction of
+        them in [0, 1] (default 1 and 1.0: no pruning, as those peers and tomotopy default).  Any input format.
+        params.json records both and ``pruning`` (words and tokens removed, the most frequent of them).
+        ``max_df=0.5`` drops corpus-wide words such as mail headers; on 20 Newsgroups and Reuters-21578 it
+        raises NPMI coherence (benchmarks/defaults.py), but on a few documents it removes most words.
+    stemmer, lowercase, min_len, max_len
         Tokenizer settings for text corpora.
     overwrite : bool
     progress : bool
@@ -156,8 +178,10 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     ------
     ValueError
         K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), unknown sampler, stopwords
-        that are not a name, path or list of words; ``LDAInputError`` (a ValueError) for malformed input, a
-        corpus without tokens or with a single distinct word.
+        that are not a name, path or list of words, ``min_df`` / ``max_df`` that are not an int >= 1 or a
+        float in [0, 1] (checked before any work), bounds no word can meet; ``LDAInputError`` (a ValueError)
+        for malformed input, a corpus without tokens or with a single distinct word (after pruning, the
+        message names the bounds and the most frequent words removed).
     ResourceLimitError (MemoryError, ValueError)
         The sampler's arrays for this K and vocabulary (word-topic counts and tables, V x K) exceed the
         memory available (host, or the device's on the GPU); checked after reading the corpus, before
@@ -170,9 +194,15 @@ def train(path, out, *, K=100, iterations=100, alpha=None, beta=0.01, sampler="a
     run = PipelineRun("lda", out, manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
                       overwrite=overwrite, progress=progress)
     chain = _Chain.checked(K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks, n_devices)
-    be, tok_cfg = run.resolve_backend(backend), TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    vocab_input = (detect_format(path) if format == "auto" else format) in ("uci", "ldac")
+    stopwords = _stopwords(stopwords, vocab_input)
+    text_stop, vocab_stop = (None, resolve_stopwords(stopwords)) if vocab_input else (stopwords, frozenset())
+    prune = {"stopwords": vocab_stop, "min_df": check_df_limit("min_df", min_df),
+             "max_df": check_df_limit("max_df", max_df)}
+    be, tok_cfg = run.resolve_backend(backend), TokenizerConfig.make(lowercase, text_stop, stemmer, min_len, max_len)
     bow, fmt = _read(run, path, be, tok_cfg, format=format, vocab=vocab, client=client, scheduler=scheduler,
-                     n_workers=n_workers, **read_kw)
+                     n_workers=n_workers, prune=prune, **read_kw)
+    bow.extra["pruning"]["stopwords"] = _stopword_label(stopwords, len(tok_cfg.stopwords | vocab_stop))
     return _fit(run, path, bow, fmt, chain, be, tok_cfg, client=client, n_workers=n_workers, collective=collective,
                 callback=callback)
 
@@ -195,7 +225,8 @@ class _Chain:
     @classmethod
     def checked(cls, K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks,
                 n_devices) -> _Chain:
-        """Check the chain's parameters, in this order, and resolve the defaults (alpha = 50 / K, the sampler).
+        """Check the chain's parameters, in this order, and resolve the defaults (alpha None = :data:`ALPHA`, the
+        sampler).
 
         Raises
         ------
@@ -205,7 +236,7 @@ class _Chain:
         """
         K = count("K", K, lo=2)
         iterations = count("iterations", iterations, lo=0)
-        alpha = 50.0 / K if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
+        alpha = ALPHA if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
         beta = number("beta", beta, lo=0, lo_open=True)
         llpt_every = count("llpt_every", llpt_every, lo=1)
         count("n_chunks", n_chunks, lo=1, none_ok=True)
@@ -216,15 +247,35 @@ class _Chain:
 
 
 def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, vocab, client, scheduler,
-          n_workers, **read_kw):
+          n_workers, prune, **read_kw):
     """The read stage: ``(bow, fmt)`` of :func:`cutext.stages.engines.lda_chunk.read_bow` (a text corpus
-    through the front end, which shows its stages' progress)."""
+    through the front end, which shows its stages' progress), pruned after counting by
+    :func:`cutext.stages.engines.lda_chunk.prune_bow` (``prune``: its keywords)."""
     read = run.start("read")
     with run.shown():  # a text corpus: the front end shows partitions done / total
         bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
                             scheduler=scheduler, n_workers=n_workers, **read_kw)
+    bow = prune_bow(bow, **prune)
     read()
     return bow, fmt
+
+
+def _stopword_label(stopwords, n: int) -> str:
+    """How params.json names the stopwords a run dropped: a built-in list's name, else their number."""
+    if stopwords is None:
+        return "none"
+    if isinstance(stopwords, str) and stopwords in STOPWORD_SETS:
+        return stopwords
+    return f"{n} words"
+
+
+def _stopwords(stopwords, vocab_input: bool):
+    """``stopwords="auto"`` resolved: Snowball's English list (``"english"``) for a text corpus, None for a UCI /
+    LDA-C input, whose vocabulary was chosen by whoever built it; any other value as given (with such an input
+    its words are dropped from that vocabulary, :func:`cutext.stages.engines.lda_chunk.prune_bow`)."""
+    if isinstance(stopwords, str) and stopwords == "auto":
+        return None if vocab_input else "english"
+    return stopwords
 
 
 def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg: TokenizerConfig, *, client,
@@ -253,9 +304,11 @@ def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg:
               "n_dense_words": ch.n_dense, "K": c.K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
     t_sample = run.timings["sample"]
     tps = ch.n_tokens * c.iterations / t_sample if t_sample > 0 else float("nan")
+    pruning = bow.extra.get("pruning") or {}
     params = {"K": c.K, "iterations": int(c.iterations), "alpha": c.alpha, "beta": c.beta, "sampler": c.sampler,
               "seed": int(c.seed), "exclude_self": bool(c.exclude_self), "format": fmt, "llpt": final,
-              "tokens_per_s": tps}
+              "tokens_per_s": tps, "stopwords": pruning.get("stopwords"), "min_df": pruning.get("min_df"),
+              "max_df": pruning.get("max_df")}
     with run.output() as tmp:
         _write_model(tmp, state, ch, bow, llpt_df, c.K, c.alpha)
         written()
@@ -265,7 +318,7 @@ def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg:
             "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
                          if workers else {"scheduler": "in-process", "n_devices": c.n_devices}),
             "timings": run.timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-            "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+            "pruning": pruning or None, "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
             "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None})
         if workers:
             state.close()
@@ -288,10 +341,11 @@ def _chunks(bow, K: int, n_chunks, n_devices: int, sampler: str, gpu: bool, *, c
     """
     workers = _sampling_workers(client, n_workers, n_devices, sampler, collective)
     if sampler == "hybrid" and n_devices > 1:
-        raise ValueError("sampler='hybrid' runs on one device; the sharded chain (n_devices > 1) keeps W dense")
+        raise ValueError(f"{param('sampler', 'hybrid')} runs on one device; the sharded chain "
+                         f"({param('n_devices', bare=True)} > 1) keeps W dense")
     if gpu and n_devices > 1:
         if device_count() < n_devices:
-            raise RuntimeError(f"n_devices={n_devices} but {device_count()} CUDA device(s) are visible")
+            raise RuntimeError(f"{param('n_devices', n_devices)} but {device_count()} CUDA device(s) are visible")
     n_shards = len(workers) if workers else n_devices
     ch = lda_chunks(bow, K=K, n_chunks=max(int(n_chunks or n_shards), n_shards))
     return workers, ch
@@ -402,58 +456,58 @@ def _sampling_workers(client, n_workers, n_devices, sampler, collective):
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
     if client is None:
         if collective != "auto":
-            raise ValueError(f"collective={collective!r} sums W between the workers of a client; no client= given")
+            raise ValueError(f"{param('collective', collective)} sums W between the workers of a client; "
+                             f"no {param('client')} given")
         return None
     if n_devices > 1:
-        raise ValueError(f"n_devices={n_devices} with client=: on a Client every worker is one shard (one GPU "
+        raise ValueError(f"{param('n_devices', n_devices)} with {param('client')}: on a Client every worker is one "
+                         "shard (one GPU "
                          "per worker on a dask-cuda cluster); n_devices > 1 is the in-process multi-GPU mode "
                          "of one machine -- give one or the other")
     if sampler == "hybrid":
-        raise ValueError("sampler='hybrid' runs on one device; the sharded chain on a client keeps W dense")
+        raise ValueError(f"{param('sampler', 'hybrid')} runs on one device; the sharded chain on a client keeps W "
+                         "dense")
     addrs = sorted(client.scheduler_info().get("workers", {}))
     if not addrs:
-        raise ValueError("client= has no workers (wait for them, e.g. client.wait_for_workers(n))")
+        raise ValueError(f"{param('client')} has no workers (wait for them, e.g. client.wait_for_workers(n))")
     if n_workers is not None:
         n = count("n_workers", n_workers, lo=1)
         if n > len(addrs):
-            raise ValueError(f"n_workers={n} but the client has {len(addrs)} worker(s)")
+            raise ValueError(f"{param('n_workers', n)} but the client has {len(addrs)} worker(s)")
         addrs = addrs[:n]
     return addrs
 
 
 # ----------------------------------------------------------------------------- CLI
 
-def add_cli(sub):
-    p = sub.add_parser("lda", help="train an LDA topic model (GPU Gibbs sampling)",
-                       description="Train LDA by collapsed Gibbs sampling (EZLDA / Moon et al. samplers). Input: a "
-                                   "UCI docword file, an LDA-C file, or any text corpus the readers take.")
-    p.add_argument("path", help="docword.*.txt[.gz], *.ldac, or a corpus (file, directory, glob)")
-    p.add_argument("--out", default=default_out("lda"), help="model directory to write (default: lda-out)")
-    p.add_argument("-K", "--topics", type=int, default=100, help="number of topics (default 100)")
-    p.add_argument("--iterations", type=int, default=100, help="Gibbs passes (default 100)")
-    p.add_argument("--alpha", type=float, default=None, help="document-topic prior (default 50/K)")
-    p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
-    p.add_argument("--sampler", default="auto", choices=list(SAMPLERS), help="default: dense for K<=256")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    p.add_argument("--format", default="auto", help="auto, uci, ldac, or a corpus format (lines, jsonl, ...)")
-    p.add_argument("--vocab", default=None, help="vocabulary file for UCI / LDA-C input")
-    p.add_argument("--stopwords", default=None, help="for text corpora: 'lucene' or a file")
-    p.add_argument("--top", type=int, default=0, help="print this many top words per topic")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(cli_main=_cli_main)
-
-
-def _cli_main(args) -> int:
-    r = train(args.path, args.out, K=args.topics, iterations=args.iterations, alpha=args.alpha, beta=args.beta,
-              sampler=args.sampler, seed=args.seed, backend=args.backend, format=args.format, vocab=args.vocab,
-              stopwords=args.stopwords, progress=not args.no_progress)
-    print(str(r))  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
+def _cli_main(args, kw) -> int:
+    """``lda PATH... [--out DIR] [options]``: train, print the result (``--json``: as JSON) and, with ``--top N``,
+    the top words of every topic."""
+    r = train(kw.pop("path"), kw.pop("out"), **kw)
+    print_result(r, args.json)  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
     if args.top:
         tw = LDAModel.load(r.path).top_words(args.top)
         for k, g in tw.groupby("topic"):
             print(f"  topic {k}: " + " ".join(g["term"]))
     return 0
+
+
+# the subcommand of this module; its options are the keywords of train() and of the reader it forwards to
+COMMANDS = (
+    Command("lda", train, _cli_main, help="train an LDA topic model (GPU Gibbs sampling)", json=True,
+            description="Train LDA by collapsed Gibbs sampling (EZLDA / Moon et al. samplers). Input: a UCI docword "
+                        "file, an LDA-C file, or any text corpus the readers take. The options are the keywords of "
+                        "cutext.pipelines.lda.train.",
+            positional={"path": dict(nargs="+", metavar="PATH",
+                                     help="docword.*.txt[.gz], *.ldac, or a corpus (files, directory, glob)")},
+            extra=((("--top",), dict(type=int, default=0, help="print this many top words per topic")),)),
+)
+
+
+def add_cli(sub) -> None:
+    """Register ``lda`` with the ``python -m cutext.pipelines`` command line."""
+    for command in COMMANDS:
+        command.add_to(sub)
 
 
 __all__ = ["SAMPLERS", "LDAInputError", "LDAModel", "resolve_sampler", "train"]

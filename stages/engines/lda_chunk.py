@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 import pyarrow as pa
@@ -401,6 +403,119 @@ def read_bow(path, *, format="auto", vocab=None, tokenizer=None, backend="cpu", 
         return read_ldac(path, vocab), fmt
     rf = "auto" if fmt == "corpus" else fmt
     return bow_from_corpus(path, tokenizer=tokenizer, format=rf, backend=backend, **read_kw), fmt
+
+
+# ----------------------------------------------------------------------------- vocabulary pruning
+
+def check_df_limit(name: str, value):
+    """``min_df`` / ``max_df`` checked as scikit-learn's ``CountVectorizer`` reads them: an int is a number
+    of documents (>= 1), a float a fraction of the documents in [0, 1].
+
+    Returns
+    -------
+    int or float
+        ``value`` as an int (numpy integers too) or a float.
+
+    Raises
+    ------
+    ValueError
+        A bool, a non-number, NaN, an int < 1, a float outside [0, 1] (the message says how to write a
+        number of documents), ``max_df=0.0``.
+    """
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"{name}={value!r}: an int is a number of documents, >= 1 (a float in [0, 1] is a "
+                             "fraction of the documents)")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+        hint = (f"; for {int(value)} documents give the int {int(value)}" if isinstance(value, numbers.Real)
+                and not isinstance(value, bool) and float(value) > 1 and float(value).is_integer() else "")
+        raise ValueError(f"{name}={value!r}: give an int (a number of documents, >= 1) or a float (a fraction of "
+                         f"the documents, in [0, 1]){hint}")
+    if name == "max_df" and float(value) == 0.0:
+        raise ValueError("max_df=0.0 keeps no word (a float is a fraction of the documents, in (0, 1])")
+    return float(value)
+
+
+def document_frequencies(bow: BagOfWords) -> np.ndarray:
+    """int64 (V,): the documents holding each word of ``bow.vocab`` (a (document, word) pair counted once)."""
+    V = len(bow.vocab)
+    doc = np.repeat(np.arange(bow.n_docs, dtype=np.int64), np.diff(bow.doc_ptr))
+    pairs = np.unique(doc * V + bow.word.astype(np.int64))
+    return np.bincount(pairs % V, minlength=V).astype(np.int64)
+
+
+def prune_bow(bow: BagOfWords, *, stopwords=frozenset(), min_df=1, max_df=1.0) -> BagOfWords:
+    """Drop stopwords and the words outside the document-frequency bounds from a bag of words.
+
+    The filter of gensim's ``Dictionary.filter_extremes`` (``no_below`` / ``no_above``) with the
+    conventions of scikit-learn's ``CountVectorizer``: a word is kept when ``lo <= df <= hi``, with ``lo =
+    min_df`` (an int) or ``min_df * D`` (a float) and ``hi`` likewise from ``max_df``; ``df`` counts the
+    documents holding the word.  Applied after counting, so it sees the whole corpus.  The vocabulary and
+    the documents are kept (a pruned word has no token left and the chunk stage drops it; a document
+    left without a word stays, empty).
+
+    Parameters
+    ----------
+    bow : BagOfWords
+    stopwords : frozenset of str
+        Words to drop by their vocabulary term (lowercased before matching; UCI / LDA-C vocabularies).
+        Text corpora drop them in the tokenizer instead and pass none here.
+    min_df, max_df : int or float
+        See :func:`check_df_limit`.
+
+    Returns
+    -------
+    BagOfWords
+        ``bow`` itself when nothing is dropped, else a new one; either way ``extra["pruning"]`` records
+        ``min_df``, ``max_df``, ``min_docs`` / ``max_docs`` (the bounds in documents), ``words_kept``,
+        ``words_removed``, ``tokens_removed``, ``stopwords_removed`` (words) and ``most_frequent_removed``
+        (up to 10 terms, by tokens).
+
+    Raises
+    ------
+    ValueError
+        ``min_df`` / ``max_df`` as :func:`check_df_limit` refuses them, or bounds that no word can meet.
+    LDAInputError (ValueError)
+        Fewer than two words are left (the message gives the bounds and the most frequent words removed).
+    """
+    min_df, max_df = check_df_limit("min_df", min_df), check_df_limit("max_df", max_df)
+    D, V = bow.n_docs, len(bow.vocab)
+    lo = min_df if isinstance(min_df, int) else min_df * D
+    hi = max_df if isinstance(max_df, int) else max_df * D
+    if hi < lo:
+        raise ValueError(f"min_df={min_df!r} keeps the words in at least {lo:g} documents and max_df={max_df!r} "
+                         f"those in at most {hi:g} of the {D:,}: no word can meet both")
+    df = document_frequencies(bow)
+    keep = (df >= lo) & (df <= hi)
+    stop = np.zeros(V, dtype=bool)
+    if stopwords:
+        stop = np.fromiter((str(t).lower() in stopwords for t in bow.vocab), dtype=bool, count=V)
+        keep &= ~stop
+    present = df > 0
+    freq = np.bincount(bow.word, weights=bow.count, minlength=V).astype(np.int64)
+    removed = present & ~keep
+    top = np.flatnonzero(removed)[np.argsort(-freq[removed], kind="stable")[:10]]
+    report = {"min_df": min_df, "max_df": max_df, "min_docs": float(lo), "max_docs": float(hi),
+              "words_kept": int((present & keep).sum()), "words_removed": int(removed.sum()),
+              "tokens_removed": int(freq[removed].sum()), "stopwords_removed": int((present & stop).sum()),
+              "most_frequent_removed": [str(bow.vocab[i]) for i in top]}
+    if report["words_kept"] < 2 and report["words_removed"]:
+        raise LDAInputError(f"{bow.source + ': ' if bow.source else ''}pruning leaves {report['words_kept']} word(s) of {int(present.sum()):,} "
+                            f"(min_df={min_df!r}: df >= {lo:g}; max_df={max_df!r}: df <= {hi:g} of {D:,} documents"
+                            f"{'; stopwords' if stopwords else ''}); most frequent removed: "
+                            f"{report['most_frequent_removed'][:5]}; LDA needs at least two -- lower min_df or "
+                            "raise max_df")
+    if not report["words_removed"]:
+        bow.extra["pruning"] = report
+        return bow
+    entry_keep = keep[bow.word]
+    kept = np.concatenate([[0], np.cumsum(entry_keep, dtype=np.int64)])
+    doc_ptr = kept[bow.doc_ptr].astype(np.int64)
+    out = BagOfWords(doc_ptr, bow.word[entry_keep], bow.count[entry_keep], bow.vocab, bow.doc_names, bow.source,
+                     dict(bow.extra))
+    out.extra["pruning"] = report
+    return out
 
 
 # ----------------------------------------------------------------------------- chunking

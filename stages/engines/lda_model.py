@@ -170,8 +170,7 @@ class LDAModel:
                 a, b = docs.doc_ptr[d], docs.doc_ptr[d + 1]
                 lists.append([docs.vocab[w] for w, c in zip(docs.word[a:b], docs.count[a:b]) for _ in range(int(c))])
             docs = lists
-        # one str is one document (as BM25Index.search takes one str as one query), not its characters
-        docs = [docs] if isinstance(docs, str) else list(docs)
+        docs = _documents(docs)
         if docs and isinstance(docs[0], str):
             cfg = self.params.get("tokenizer") or {}
             tc = TokenizerConfig.make(cfg.get("lowercase", True), cfg.get("stopwords"), cfg.get("stemmer"),
@@ -250,7 +249,8 @@ class LDAModel:
             A frame without ``text_column``, a column name that already exists, a dask Series,
             ``text_column`` given with a list or a str, ``iterations`` not an integer in [1, 100000].
         TypeError
-            Non-string values in the text column.
+            Non-string values in the text column; bytes, a non-iterable, or a list mixing texts and token
+            lists (the message names the first odd item).
         ResourceLimitError (MemoryError, ValueError)
             The fold-in's (V, K) tables exceed the memory available (checked before allocating them).
         """
@@ -320,6 +320,38 @@ class LDAModel:
     def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
         """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
+
+
+def _documents(docs) -> list:
+    """``docs`` of :meth:`LDAModel.transform` as a list of texts (str) or of token lists.
+
+    Raises
+    ------
+    TypeError
+        bytes (decode them first), a non-iterable, or a list that mixes texts and token lists or holds
+        something else (the message names the first such item and its position).
+    """
+    if isinstance(docs, (bytes, bytearray)):
+        raise TypeError("docs is bytes: decode it to str first (one str is one document)")
+    # one str is one document (as BM25Index.search takes one str as one query), not its characters
+    if isinstance(docs, str):
+        return [docs]
+    try:
+        docs = list(docs)
+    except TypeError:
+        raise TypeError(f"docs must be a str (one document), a list of str, a list of token lists, a BagOfWords "
+                        f"or a DataFrame, got {type(docs).__name__} {docs!r}"[:300]) from None
+    if not docs:
+        return docs
+    texts = isinstance(docs[0], str)
+    for i, d in enumerate(docs):
+        ok = isinstance(d, str) if texts else (isinstance(d, (list, tuple, np.ndarray, pd.Series))
+                                               and all(isinstance(t, str) for t in d))
+        if not ok:
+            want = "a str (a text), as docs[0]" if texts else "a list of str (tokens)"
+            raise TypeError(f"docs[{i}] must be {want}, got {type(d).__name__} {d!r}; give texts or token lists, "
+                            "not a mix"[:400])
+    return docs
 
 
 # Fold-in converges in tens of passes (Moon et al. uses 50); 1e5 is far past that and keeps a slip such as

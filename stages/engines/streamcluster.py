@@ -40,6 +40,9 @@ METHODS = ("reference", "brute", "ellpack")
 MAX_TOP_K = ellpack.MAX_K  # terms per document and cluster: the ELLPACK rows (and every engine) hold at most this
 CANDIDATES = ("auto", True, False)
 STATE_VERSION = 1
+# T of the clusterer and the cluster pipeline: the best chance-corrected NMI against the labels of 20 Newsgroups and
+# Reuters-21578 among 0.02 .. 0.6 (docs/decisions.md); Szasz and Samet's T = 0.6 leaves nearly one cluster a document
+DEFAULT_THRESHOLD = 0.05
 # candidates="auto": the candidate pass for micro-batches (more than one document) when there are at
 # least AUTO_MIN_CLUSTERS clusters and the batch's documents have, on average, fewer than
 # n_clusters / AUTO_WALK_FACTOR posting entries.  Measured on one H200 (benchmarks/cluster.py, T=0.6,
@@ -486,9 +489,10 @@ class StreamVectorizer:
         self.n_ref = int(n_ref)
 
     def transform(self, texts) -> TermVectors:
-        """Vectorize a block of texts (stream mode: and count them into the document frequencies)."""
+        """Vectorize a block of texts (stream mode: and count them into the document frequencies); one str
+        is one document, not its characters."""
 
-        texts = [("" if t is None else str(t)) for t in texts]
+        texts = [("" if t is None else str(t)) for t in ([texts] if isinstance(texts, str) else texts)]
         toks = tokenize_texts(texts, self.tokenizer)
         pos, tid = [], []
         for d, ts in enumerate(toks):
@@ -531,7 +535,8 @@ class StreamClusterer:
     Parameters
     ----------
     threshold : float
-        ``T`` in [0, 1]: a document joins its most similar cluster when ``sim > T``.
+        ``T`` in [0, 1]: a document joins its most similar cluster when ``sim > T`` (default
+        :data:`DEFAULT_THRESHOLD`, 0.05; :func:`cutext.pipelines.cluster.suggest_threshold` reads one off a corpus).
     top_k : int
         Terms per document and per cluster (paper: 35 to 60), at most 512.
     backend : {"auto", "cpu", "gpu"}
@@ -562,7 +567,7 @@ class StreamClusterer:
     state : ClusterState
     """
 
-    def __init__(self, threshold: float = 0.6, top_k: int = 35, *, backend: str = "auto", method=None,
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, top_k: int = 35, *, backend: str = "auto", method=None,
                  batch_size: int = 1, devices=None, n_shards: int = 1, candidates="auto", vectorizer=None,
                  _state=None):
         threshold = number("threshold", threshold, lo=0, hi=1)
@@ -614,7 +619,8 @@ class StreamClusterer:
 
         Parameters
         ----------
-        batch : TermVectors, or a sequence / Series of texts, or a DataFrame with a ``text`` column
+        batch : TermVectors, a sequence / Series of texts, one str (one document), or a DataFrame with a
+            ``text`` column
 
         Returns
         -------
@@ -630,8 +636,10 @@ class StreamClusterer:
                 if "text" not in batch.columns:
                     raise ValueError(f"partial_fit: DataFrame needs a 'text' column; has {list(batch.columns)}")
                 batch = batch["text"]
-            if isinstance(batch, str):
-                raise ValueError("partial_fit takes a sequence of texts, not one string")
+            if isinstance(batch, (bytes, bytearray)):
+                raise TypeError("partial_fit: batch is bytes; decode it to str first (one str is one document)")
+            if isinstance(batch, str):  # one document, as LDAModel.transform and BM25Index.search take one str
+                batch = [batch]
             if self.vectorizer is None:
                 self.vectorizer = StreamVectorizer(self.top_k)
             tv = self.vectorizer.transform(list(batch))

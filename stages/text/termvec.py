@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 
@@ -244,3 +245,35 @@ def count_pairs(doc_pos, term_id):
     key = doc_pos * span + term_id
     uk, tf = np.unique(key, return_counts=True)
     return uk // span, uk % span, tf.astype(np.int64)
+
+
+def nearest_similarities(tv: TermVectors) -> np.ndarray:
+    """Every document's largest cosine similarity with another document of ``tv`` (the nearest neighbour).
+
+    The vectors are L2-normalized, so the similarity of two documents is the dot product of their top-k
+    weights (Szasz and Samet Eq. 2).  Exact, by a sparse product of the n x n similarities (for samples:
+    a thousand documents take milliseconds).
+
+    Parameters
+    ----------
+    tv : TermVectors
+        n documents; those without a weighted term have similarity 0 with every other.
+
+    Returns
+    -------
+    float64 (n,)
+        In [0, 1]; 0 for a document that shares no term with another (and for n = 1).
+    """
+    import scipy.sparse as sp
+
+    n, k = tv.idx.shape
+    if n == 0:
+        return np.zeros(0, np.float64)
+    mask = tv.idx >= 0
+    rows = np.repeat(np.arange(n), k)[mask.ravel()]
+    X = sp.csr_matrix((tv.w[mask], (rows, tv.idx[mask].astype(np.int64))), shape=(n, int(tv.idx.max()) + 1))
+    S = (X @ X.T).tocsr()
+    S.setdiag(0.0)
+    S.eliminate_zeros()
+    best = np.asarray(S.max(axis=1).todense()).ravel() if S.nnz else np.zeros(n)
+    return np.clip(best, 0.0, 1.0)

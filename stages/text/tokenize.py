@@ -37,7 +37,8 @@ Rules (the same on both backends, applied in this order)
 4. **Length filter**: tokens shorter than ``min_len`` or longer than ``max_len`` code points are
    dropped (measured before stemming).
 5. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
-   stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses).
+   stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses);
+   ``"english"`` is Snowball's English stop list (:data:`ENGLISH_STOPWORDS`, 146 tokens).
 6. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
    original algorithm, as in Lucene's PorterStemFilter, and like Lucene and Porter's reference C
    implementation it leaves words of one or two characters unstemmed; ``"english"`` is Snowball
@@ -53,6 +54,7 @@ so they follow the same rules.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
@@ -75,10 +77,44 @@ LUCENE_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then "
     "there these they this to was will with".split())
 
+
+
+def read_snowball_list(path, keep=frozenset()) -> frozenset:
+    """The words of a stop list in Snowball's format (a word at the start of a line, ``|`` starts a
+    comment), split as the tokenizer splits text: the apostrophe separates tokens, so ``don't`` stops
+    the tokens ``don`` and ``t``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    keep : frozenset of str
+        Pieces of split entries that are not stopwords themselves (they are kept in the text).
+
+    Returns
+    -------
+    frozenset of str
+    """
+    words = set()
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        head = line.split("|", 1)[0].split()
+        if head:
+            # the list is ASCII, where \w+ are exactly the tokenizer's runs of word characters
+            pieces = re.findall(r"\w+", head[0].lower())
+            words.update(pieces if len(pieces) == 1 else [p for p in pieces if p not in keep])
+    return frozenset(words)
+
+
+# Snowball's English stop list (BSD-3-Clause, package data beside this module; 174 entries, 146
+# tokens once its contractions are split): the default of the lda pipeline on text corpora.  The list
+# leaves "can" out on purpose (tin can), and "won" and "let" are words too: the heads of can't, won't
+# and let's are not stopwords.
+ENGLISH_STOPWORDS = read_snowball_list(Path(__file__).with_name("stopwords_english.txt"),
+                                       keep=frozenset({"can", "won", "let"}))
+
 # Lowercasing folds final sigma into sigma (as Lucene's GreekLowerCaseFilter does): libcudf and
 # Arrow disagree on when "Σ" lowercases to "ς", so the fold also makes both backends agree.
 FINAL_SIGMA, SIGMA = "\u03c2", "\u03c3"
-STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "none": frozenset()}
+STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "english": ENGLISH_STOPWORDS, "none": frozenset()}
 # The GPU split: separators are blanked to this byte by a kernel, then nvtext splits on it.
 GPU_SPLIT_PATTERN = " "
 
@@ -101,8 +137,8 @@ def text_array(texts):
 
 
 def resolve_stopwords(stopwords) -> frozenset:
-    """Stopword set from a name (``"lucene"``, ``"none"``), a file path (str or ``os.PathLike``, one word per
-    line) or an iterable of words (str).
+    """Stopword set from a name (``"lucene"``, ``"english"``, ``"none"``), a file path (str or
+    ``os.PathLike``, one word per line) or an iterable of words (str).
 
     Raises
     ------
@@ -117,7 +153,7 @@ def resolve_stopwords(stopwords) -> frozenset:
     if isinstance(stopwords, os.PathLike):
         stopwords = os.fspath(stopwords)
         if not isinstance(stopwords, str):
-            raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got the "
+            raise TypeError(f"stopwords must be 'lucene', 'english', 'none', a file path or a list of words, got the "
                             f"bytes path {stopwords!r}")
         if not Path(stopwords).is_file():
             raise ValueError(f"stopwords: no such file {stopwords!r}")
@@ -127,10 +163,11 @@ def resolve_stopwords(stopwords) -> frozenset:
         p = Path(stopwords)
         if p.is_file():
             return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
-        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'none', a file path or a list of words")
+        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'english', 'none', a file path or a "
+                         "list of words")
     # bytes and mappings iterate as ints / keys: neither is meant as a list of words
     if isinstance(stopwords, (bytes, bytearray, dict)) or not hasattr(stopwords, "__iter__"):
-        raise TypeError(f"stopwords must be 'lucene', 'none', a file path or a list of words, got "
+        raise TypeError(f"stopwords must be 'lucene', 'english', 'none', a file path or a list of words, got "
                         f"{type(stopwords).__name__} {stopwords!r}"[:300])
     words = list(stopwords)
     bad = next((w for w in words if not isinstance(w, str)), None)

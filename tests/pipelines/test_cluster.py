@@ -521,3 +521,69 @@ def test_stream_order_parses_dates_and_is_stable():
     keys = ["02-MAR-1987 10:00:00.00", "26-FEB-1987 15:01:01.79", "", "26-FEB-1987 15:01:01.79"]
     assert stream_order(keys).tolist() == [1, 3, 0, 2]
     assert stream_order(np.array([3, 1, 2, 1])).tolist() == [1, 3, 2, 0]
+
+
+# ----------------------------------------------------------------------------- the default threshold and its guidance
+
+def test_suggest_threshold_on_a_real_sample(news, tmp_path):
+    """A value in (0, 1) from 300 real posts that gives far fewer clusters than 0.99; seeded; bad values refused."""
+    from cutext.pipelines.cluster import suggest_threshold
+
+    sample = news.iloc[:300][["source_id", "text"]]
+    t = suggest_threshold(sample, text_column="text", id_column="source_id", backend="cpu")
+    assert 0.0 < t < 1.0
+    assert t == suggest_threshold(sample["text"], backend="cpu")  # a Series of texts is the same corpus
+    assert suggest_threshold(sample["text"], quantile=0.5, backend="cpu") > t  # a higher quantile, a higher T
+    got = {}
+    for T in (t, 0.99):
+        r = pipelines.run("cluster", sample, out=tmp_path / f"t{T}", text_column="text", id_column="source_id",
+                          threshold=T, backend="cpu", progress=False)
+        got[T] = r.counts["n_clusters"]
+    assert got[t] < 0.5 * got[0.99], got
+    for kw, match in (({"quantile": 1.0}, "quantile"), ({"quantile": 0}, "quantile"), ({"n_sample": 1}, "n_sample"),
+                      ({"top_k": 0}, "top_k")):
+        with pytest.raises(ValueError, match=match):
+            suggest_threshold(sample["text"], backend="cpu", **kw)
+    with pytest.raises(ValueError, match="1 document"):
+        suggest_threshold(pd.Series(["gpu clusters text", "the of and"]), backend="cpu")
+
+
+def test_nearest_similarities_are_the_largest_other_cosine(news_tv):
+    from cutext.stages.text.termvec import nearest_similarities
+
+    tv = news_tv.take(slice(0, 120))
+    dense = np.zeros((len(tv), int(tv.idx.max()) + 1))
+    for i in range(len(tv)):
+        L = tv.length[i]
+        dense[i, tv.idx[i, :L]] = tv.w[i, :L]
+    S = dense @ dense.T
+    np.fill_diagonal(S, 0.0)
+    np.testing.assert_allclose(nearest_similarities(tv), np.clip(S.max(1), 0, 1), rtol=1e-12, atol=1e-15)
+
+
+def test_default_threshold_and_similarity_histogram(reuters_jsonl, tmp_path):
+    """The default T is 0.05; cluster.json holds the histogram of the documents' best similarities."""
+    from cutext.stages.engines.streamcluster import DEFAULT_THRESHOLD
+
+    path, docs = reuters_jsonl
+    r = pipelines.run("cluster", str(path), out=tmp_path / "o", backend="cpu", progress=False)
+    assert r.params["threshold"] == DEFAULT_THRESHOLD == StreamClusterer().threshold == 0.05
+    assert r.counts["n_clusters"] < 0.25 * len(docs)  # T = 0.6 leaves about one cluster a story
+    meta = json.loads((tmp_path / "o" / "cluster.json").read_text())
+    h = meta["similarity_histogram"]
+    assert len(h["edges"]) == 21 and h["edges"][0] == 0.0 and h["edges"][-1] == 1.0
+    a = pd.read_parquet(tmp_path / "o" / "assignments.parquet")
+    sim = a.loc[a["cluster_id"] >= 0, "similarity"].to_numpy()
+    assert sum(h["counts"]) == len(sim)
+    assert h["counts"][0] == int((sim < 0.05).sum())  # a document at or below T started a cluster
+
+
+def test_one_str_is_one_document():
+    sc = StreamClusterer(0.3, 10, backend="cpu")
+    a = sc.partial_fit("oil prices rose as opec cut output")
+    assert len(a) == 1 and sc.n_docs == 1 and a["new_cluster"].tolist() == [True]
+    b = sc.partial_fit("oil prices fell")
+    assert b["position"].tolist() == [1] and b["cluster_id"].tolist() == [0]
+    assert len(StreamVectorizer(10).transform("oil prices")) == 1  # not one vector per character
+    with pytest.raises(TypeError, match="bytes"):
+        sc.partial_fit(b"oil prices")

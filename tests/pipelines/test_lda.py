@@ -432,7 +432,8 @@ def test_bow_from_tokens_drops_unknown_words():
 
 
 def test_gzip_uci_subset_trains(kos_path, tmp_path):
-    """A KOS subset (first 300 documents) written as UCI again and trained with the defaults (alpha = 50/K)."""
+    """A KOS subset (first 300 documents) written as UCI again and trained with the defaults (alpha = 0.1, no
+    stopword list and no pruning for a UCI input: every token is kept)."""
     kos = read_uci(kos_path)
     sub = _subset(kos, 300)
     p = tmp_path / "docword.kos300.txt.gz"
@@ -443,7 +444,8 @@ def test_gzip_uci_subset_trains(kos_path, tmp_path):
             fh.write(f"{a} {b} {c}\n")
     (tmp_path / "vocab.kos300.txt").write_text("\n".join(kos.vocab) + "\n")
     r = pipelines.run("lda", str(p), out=tmp_path / "kos", K=10, iterations=5, progress=False)
-    assert r.params["alpha"] == 5.0 and r.params["sampler"] == "dense" and r.params["format"] == "uci"
+    assert r.params["alpha"] == 0.1 and r.params["sampler"] == "dense" and r.params["format"] == "uci"
+    assert r.params["stopwords"] == "none" and (r.params["min_df"], r.params["max_df"]) == (1, 1.0)
     assert r.counts["n_tokens"] == int(sub.count.sum())
     assert "bush" in LDAModel.load(tmp_path / "kos").vocab
 
@@ -678,3 +680,116 @@ def test_bow_from_corpus_counts_every_token(tmp_path):
         got = {bow.vocab[w]: int(c) for w, c in zip(bow.word[a:b], bow.count[a:b])}
         assert got == dict(Counter(toks)), d
         assert list(bow.word[a:b]) == sorted(bow.word[a:b])
+
+
+# ----------------------------------------------------------------------------- defaults: stopwords, pruning, alpha
+
+@pytest.fixture(scope="module")
+def lee_path(shared_data):
+    return shared_data / "corpora" / "gensim" / "lee_background.cor"
+
+
+def test_text_corpus_drops_english_stopwords_by_default(lee_path, tmp_path):
+    """A text corpus with the defaults: Snowball's English list, alpha 0.1, no pruning, all recorded."""
+    from cutext.stages.text.tokenize import ENGLISH_STOPWORDS
+
+    r = pipelines.run("lda", str(lee_path), out=tmp_path / "m", K=5, iterations=2, format="lines", backend="cpu",
+                      progress=False)
+    m = LDAModel.load(r.path)
+    assert not {"the", "a", "and", "s", "t", "his", "have", "after"} & set(m.vocab)  # the user's stopword topics
+    assert {"government", "united", "can", "won"} <= set(m.vocab)  # content words stay
+    p = json.loads((tmp_path / "m" / "params.json").read_text())
+    assert p["stopwords"] == "english" and p["alpha"] == 0.1 and (p["min_df"], p["max_df"]) == (1, 1.0)
+    assert set(p["tokenizer"]["stopwords"]) == ENGLISH_STOPWORDS and p["pruning"]["words_removed"] == 0
+    none = pipelines.run("lda", str(lee_path), out=tmp_path / "none", K=5, iterations=2, format="lines",
+                         stopwords=None, backend="cpu", progress=False)
+    assert "the" in LDAModel.load(none.path).vocab and none.params["stopwords"] == "none"
+    assert r.counts["n_tokens"] < 0.6 * none.counts["n_tokens"]  # stopwords are about half of English text
+
+
+def _document_frequency(bow):
+    df = np.zeros(len(bow.vocab), np.int64)
+    for d in range(bow.n_docs):
+        df[np.unique(bow.word[bow.doc_ptr[d]:bow.doc_ptr[d + 1]])] += 1
+    return df
+
+
+@pytest.mark.parametrize("min_df,max_df,lo,hi", [(5, 0.5, 5, 197.5), (0.01, 100, 3.95, 100), (2, 1.0, 2, 395)])
+def test_min_df_max_df_prune_as_documented(reuters, reuters_path, tmp_path, min_df, max_df, lo, hi):
+    """Kept: the words in lo <= df <= hi documents (an int counts documents, a float is a fraction of 395)."""
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=4, iterations=1, min_df=min_df, max_df=max_df,
+                      backend="cpu", progress=False)
+    df = _document_frequency(reuters)
+    freq = np.bincount(reuters.word, weights=reuters.count, minlength=len(reuters.vocab))
+    keep = (df >= lo) & (df <= hi)
+    assert set(LDAModel.load(r.path).vocab) == {w for w, k in zip(reuters.vocab, keep) if k}
+    assert r.counts["n_tokens"] == int(freq[keep].sum())
+    p = json.loads((tmp_path / "m" / "params.json").read_text())["pruning"]
+    assert (p["min_df"], p["max_df"], p["min_docs"], p["max_docs"]) == (min_df, max_df, lo, hi)
+    assert p["words_removed"] == int((~keep & (df > 0)).sum()) and p["tokens_removed"] == int(freq[~keep].sum())
+    removed = np.flatnonzero(~keep & (df > 0))
+    assert p["most_frequent_removed"][:1] == [reuters.vocab[removed[np.argmax(freq[removed])]]] if len(removed) \
+        else p["most_frequent_removed"] == []
+
+
+def test_vocabulary_input_keeps_its_words_unless_a_list_is_given(reuters, reuters_path, tmp_path):
+    """LDA-C input is already a vocabulary: no stopword list by default; a list given drops its words from it."""
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "auto", K=4, iterations=1, backend="cpu",
+                      progress=False)
+    assert r.counts["n_tokens"] == 84010 and r.params["stopwords"] == "none"
+    assert "against" in LDAModel.load(r.path).vocab  # a Snowball stopword of this vocabulary
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "en", K=4, iterations=1, stopwords="english",
+                      backend="cpu", progress=False)
+    vocab = set(LDAModel.load(r.path).vocab)
+    assert "against" not in vocab and "church" in vocab and r.params["stopwords"] == "english"
+    p = json.loads((tmp_path / "en" / "params.json").read_text())["pruning"]
+    assert p["stopwords_removed"] == p["words_removed"] > 0 and p["tokens_removed"] == 84010 - r.counts["n_tokens"]
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"min_df": 0}, r"min_df=0: an int is a number of documents, >= 1"),
+    ({"min_df": 2.0}, r"min_df=2\.0: .*a fraction of the documents, in \[0, 1\]\); for 2 documents give the int 2"),
+    ({"max_df": 1.5}, r"max_df=1\.5: give an int .* or a float"),
+    ({"max_df": 0.0}, r"max_df=0\.0 keeps no word"),
+    ({"min_df": True}, r"min_df=True"),
+    ({"max_df": "50%"}, r"max_df='50%'"),
+    ({"min_df": float("nan")}, r"min_df=nan"),
+])
+def test_bad_pruning_values_are_refused_before_any_work(reuters_path, tmp_path, kw, match):
+    out = tmp_path / "m"
+    with pytest.raises(ValueError, match=match):
+        pipelines.run("lda", str(reuters_path), out=out, K=4, iterations=1, backend="cpu", progress=False, **kw)
+    assert not out.exists()
+
+
+def test_pruning_that_leaves_no_word_names_the_bounds(reuters_path, tmp_path):
+    with pytest.raises(ValueError, match=r"min_df=300 keeps the words in at least 300 documents and max_df=0\.5 "
+                                         r"those in at most 197\.5 of the 395"):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "a", K=4, min_df=300, max_df=0.5, progress=False)
+    with pytest.raises(LDAInputError, match=r"pruning leaves 0 word\(s\) of 4,258 \(min_df=395: .*most frequent "
+                                            r"removed: \['church', .*lower min_df"):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "b", K=4, min_df=395, progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_transform_takes_one_str_and_names_bad_documents(reuters_path, tmp_path):
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=4, iterations=3, backend="cpu", progress=False)
+    m = LDAModel.load(r.path)
+    one = m.transform("pope church vatican", iterations=3, backend="cpu")
+    assert one.shape == (1, 4)
+    np.testing.assert_array_equal(one, m.transform([["pope", "church", "vatican"]], iterations=3, backend="cpu"))
+    with pytest.raises(TypeError, match="docs is bytes: decode it"):
+        m.transform(b"pope church", backend="cpu")
+    with pytest.raises(TypeError, match=r"docs\[1\] must be a str \(a text\), as docs\[0\], got list"):
+        m.transform(["pope church", ["pope"]], backend="cpu")
+    with pytest.raises(TypeError, match=r"docs\[0\] must be a list of str \(tokens\), got list \['pope', 3\]"):
+        m.transform([["pope", 3]], backend="cpu")
+    with pytest.raises(TypeError, match="docs must be a str .* got int 5"):
+        m.transform(5, backend="cpu")
+
+
+@pytest.mark.parametrize("alpha", [None, 0.1])
+def test_alpha_default_is_0_1(reuters_path, tmp_path, alpha):
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=50, iterations=1, alpha=alpha, backend="cpu",
+                      progress=False)
+    assert r.params["alpha"] == 0.1  # not 50 / K = 1.0
