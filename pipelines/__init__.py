@@ -12,8 +12,9 @@ import importlib
 from cutext.kernels._version import __version__
 from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
-from cutext.stages.runtime.params import UnknownParameterError, check_keywords, keywords_of
-from cutext.stages.readers.source import read_corpus
+from cutext.pipelines.datasets import DatasetNotFoundError, fetch
+from cutext.pipelines._cli import keyword_owners
+from cutext.stages.runtime.params import UnknownParameterError, check_keywords
 
 # name -> "module:function"; each function is called as f(path, out, **params) and returns a
 # RunResult. Modules are imported on first use, so one pipeline's optional dependencies never
@@ -26,7 +27,7 @@ PIPELINES = {
 }
 
 __all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
-           "UnknownParameterError"]
+           "UnknownParameterError", "fetch", "DatasetNotFoundError"]
 
 
 def pipeline_function(name: str):
@@ -50,13 +51,9 @@ def pipeline_function(name: str):
 
 
 def pipeline_keywords(func) -> set:
-    """The keywords a pipeline function takes: its own, and the reader's where it forwards ``**read_kw``."""
-    import inspect
-
-    valid = keywords_of(func, exclude=("path",))
-    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
-        valid |= keywords_of(read_corpus, exclude=("path", "format", "backend"))
-    return valid
+    """The keywords a pipeline function takes: its own, and the reader's where it forwards ``**read_kw``
+    (:func:`cutext.pipelines._cli.keyword_owners`, which the command line's options are made from)."""
+    return set(keyword_owners(func)) - {"path"}
 
 
 def run(name: str, path, **params) -> RunResult:

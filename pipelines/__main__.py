@@ -3,8 +3,11 @@
 
 Every subcommand is registered the same way: a module of ``cutext.pipelines`` named in
 ``CLI_MODULES`` defines ``add_cli(subparsers)``, which adds its parser(s) and binds each to its
-handler with ``set_defaults(cli_main=f)``; ``f(args)`` returns the exit status. Errors a user can
-cause (missing files, an existing output, bad values) print ``error: ...`` and exit with status 2.
+handler with ``set_defaults(cli_main=f)``; ``f(args)`` returns the exit status. The pipelines' modules
+list their subcommands as ``COMMANDS`` (:class:`cutext.pipelines._cli.Command`), whose options are
+generated from the keywords of the Python functions they run, so that ``--text-column`` is
+``text_column=``; while one runs, messages name parameters as options. Errors a user can cause
+(missing files, an existing output, bad values) print ``error: ...`` and exit with status 2.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from cutext.kernels._version import __version__
 # The registry, in the order the subcommands are listed by ``--help``: ``bm25`` registers
 # ``bm25`` and ``search``, ``bm25_index_ops`` the index maintenance (``bm25-append``, ``bm25-delete``,
 # ``bm25-compact``); ``evaluate`` registers ``evaluate``; each other pipeline its own name.
-CLI_MODULES = ("bm25", "bm25_index_ops", "evaluate", "ngram", "cluster", "lda")
+CLI_MODULES = ("bm25", "bm25_index_ops", "evaluate", "ngram", "cluster", "lda", "datasets")  # datasets: fetch
 
 
 def _cli_modules():

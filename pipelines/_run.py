@@ -31,7 +31,7 @@ from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import RunResult
 from cutext.stages.runtime.compute import ComputeInfo, compute_context
 from cutext.stages.runtime.output import atomic_directory, check_output, check_workers_see, write_json
-from cutext.stages.runtime.progress import pipeline_progress, progress_bar, stage
+from cutext.stages.runtime.progress import notice_compiles, pipeline_progress, progress_bar, stage
 
 __all__ = ["PipelineRun"]
 
@@ -99,6 +99,7 @@ class PipelineRun:
         self.backend: str | None = None
         self.info: ComputeInfo | None = None
         self.path = check_output(out, kind=self.kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
+        notice_compiles(progress)  # a first run compiles the CPU kernels for a while: say so once, with the progress
 
     def resolve_backend(self, backend: str) -> str:
         """The backend that runs: ``"cpu"`` or ``"gpu"`` (``"auto"``: the GPU when cudf and a device

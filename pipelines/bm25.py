@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import functools
-import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -48,7 +48,7 @@ from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import open_corpus, source_of_pieces
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.files import add_max_ratio_option
+from cutext.pipelines._cli import Command, print_result
 from cutext.stages.text.sort import term_major
 from cutext.stages.readers.files import document_numberer
 from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
@@ -62,7 +62,7 @@ from cutext.stages.engines.bm25_index import BM25Index, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
 from cutext.stages.engines.segments import write_partition_segment, write_text_segment
-from cutext.stages.runtime.params import choice
+from cutext.stages.runtime.params import choice, param
 
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
@@ -200,7 +200,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
-                progress=True, append=False) -> RunResult:
+                progress=True, append=False, members=None) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -231,6 +231,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     max_ratio : float or None, default 100
         Refuse a compressed file or archive member that expands more than this many times its
         compressed bytes (a zip or gz bomb; :data:`cutext.stages.readers.base.DEFAULT_MAX_RATIO`); None: no limit.
+    members : str or list of str, optional
+        Archive inputs: only the members whose path matches one of these fnmatch globs are documents
+        (``"*/*.txt"`` leaves a top-level README out; :func:`cutext.stages.readers.source.read_corpus`).
     backend : {"auto", "cpu", "gpu"}
     client : distributed.Client, optional
         Run on this cluster.  A segmented index of files with at least one file (or unnumbered piece) per
@@ -290,7 +293,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
-                            n_workers=n_workers, progress=progress)
+                            n_workers=n_workers, progress=progress, members=members)
     inputs = [path, *param_files(stopwords)]
     run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
@@ -300,7 +303,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
-                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
+                               members=members)
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
                                   n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
@@ -354,20 +358,22 @@ def _check_append_settings(out, *, tokenizer, **given) -> None:
     bad = [k for k, v in given.items() if v != _BUILD_DEFAULTS[k] and v != old.get(k, _BUILD_DEFAULTS[k])]
     if "overwrite" in bad or "index_format" in bad:
         bad = [k for k in bad if k in ("overwrite", "index_format")]
-        raise ValueError(f"append=True adds segments to {out}: {', '.join(bad)} do not apply (an append writes a "
+        raise ValueError(f"{param('append', True)} adds segments to {out}: "
+                         f"{', '.join(param(k, bare=True) for k in bad)} do not apply (an append writes a "
                          "new commit of the segmented index)")
     have = dict(old, **TokenizerConfig.from_dict(old["tokenizer"]).to_dict())
     for name, v, d in zip(("lowercase", "stopwords", "stemmer", "min_len", "max_len"), tokenizer, _TOKENIZER_DEFAULTS):
         if v != d and TokenizerConfig.make(**{name: v}).to_dict()[name] != have[name]:
             bad.append(name)
     if bad:
-        raise ValueError(f"append=True uses the settings of the index {out}; {', '.join(bad)} differ from them "
+        raise ValueError(f"{param('append', True)} uses the settings of the index {out}; "
+                         f"{', '.join(param(k, bare=True) for k in bad)} differ from them "
                          f"(the index has {', '.join(f'{k}={have.get(k)!r}' for k in bad)}): leave them out")
 
 
 def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                 client=None, scheduler="auto", n_workers=None, progress=True) -> RunResult:
+                 client=None, scheduler="auto", n_workers=None, progress=True, members=None) -> RunResult:
     """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
@@ -384,7 +390,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         A segmented index (``index_format=2``) written by :func:`build_index` or by an earlier append: a
         local path or a ``file://`` URL, seen by every worker of ``client`` (see ``out`` of
         :func:`build_index`).
-    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio, members
         Reader settings of the new documents, as for :func:`build_index`.
     backend, client, scheduler, n_workers, progress
         As for :func:`build_index`.
@@ -414,7 +420,8 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
-                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
+                               members=members)
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
                                   n_workers=n_workers) as info, run.output(expect, workers_write=True) as tmp:
         first = int(old.get("next_segment", len(old["segments"])))
@@ -872,124 +879,83 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
 
 # ----------------------------------------------------------------------------- command line
 
+def _cli_main(args, kw) -> int:
+    """``bm25 PATH... [--out DIR] [options]``: build the index, print the result (``--json``: as JSON)."""
+    r = build_index(kw.pop("path"), kw.pop("out"), **kw)
+    print_result(r, args.json)
+    return 0
+
+
+def _cli_queries(args, topic_field: str) -> pd.DataFrame:
+    """The queries of ``search``: ``--query TEXT`` (ids 1, 2, ... in order), or the ``--queries`` file, ``-``
+    for standard input (any format :func:`cutext.pipelines.trec.read_queries` sniffs)."""
+    import sys
+    import tempfile
+
+    if args.query:
+        return pd.DataFrame({"query_id": [str(i + 1) for i in range(len(args.query))], "query": list(args.query)})
+    if args.queries != "-":
+        return read_queries(args.queries, topic_field)
+    with tempfile.TemporaryDirectory() as tmp:  # the readers sniff the format of a file
+        spooled = Path(tmp) / "queries.txt"
+        spooled.write_text(sys.stdin.read(), encoding="utf-8")
+        return read_queries(spooled, topic_field)
+
+
+def _search_cli_main(args, kw) -> int:
+    """``search INDEX (--queries FILE | --query TEXT...) ...``: score the queries, write a TREC run to ``--out``
+    (default ``search-out``; ``-``: standard output)."""
+    import sys
+
+    from cutext.stages.runtime.progress import is_terminal
+
+    out = args.out
+    if out != "-":  # before any work: never over the queries, the index or inside any cutext output
+        check_output_file(out, inputs=[args.index] + ([args.queries] if args.queries not in (None, "-") else []))
+    queries = _cli_queries(args, kw.get("topic_field", "title"))
+    index = BM25Index.load(args.index, **kw.of("load"))
+    run = index.search(queries, **{"progress": is_terminal(), **kw.of("search")})
+    tag = kw.get("tag", "cutext")
+    if out == "-":  # the docno is the source id (the caller's id), as in write_trec_run
+        for q, d, r_, s in zip(run.query_id, run.source_id, run["rank"], run.score):
+            sys.stdout.write(f"{q} Q0 {d} {r_} {s:.6f} {tag}\n")
+    else:
+        write_trec_run(run, out, **kw.of("write_trec_run"))
+        print(f"wrote {len(run)} rows for {run.query_id.nunique()} queries to {out}", file=sys.stderr)
+    return 0
+
+
+def _search_arguments(p) -> None:
+    """The arguments of ``search`` that are no keyword of its functions: the index, the queries, the run file."""
+    p.add_argument("index", help="index directory written by 'bm25'")
+    q = p.add_mutually_exclusive_group(required=True)
+    q.add_argument("--queries", help="queries file: TREC topics (SGML), BEIR queries.jsonl, 'qid<TAB>text' TSV, or "
+                                     "one query per line; - reads them from standard input")
+    q.add_argument("--query", action="append", metavar="TEXT",
+                   help="a query (ids 1, 2, ... in order); repeat for several")
+    p.add_argument("--out", default=default_out("search"),
+                   help="run file to write; - for standard output (default: search-out, the one rule: <name>-out)")
+
+
+_CORPUS = {"path": dict(nargs="+", metavar="PATH", help="corpus: files, a directory, a glob or fsspec URLs")}
+
+# the subcommands of this module; their options are the keywords of the functions they run
+COMMANDS = (
+    Command("bm25", build_index, _cli_main, help="build a BM25 index from a corpus", json=True, positional=_CORPUS,
+            description="Build a BM25 index (Parquet + JSON) from a corpus; the index directory appears only "
+                        "when complete. The options are the keywords of cutext.pipelines.bm25.build_index."),
+    Command("search", (BM25Index.load, BM25Index.search, read_queries, write_trec_run), _search_cli_main,
+            help="run queries against an index, write a TREC run",
+            description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag). The "
+                        "options are the keywords of BM25Index.load, BM25Index.search, read_queries and "
+                        "write_trec_run.",
+            skip=("path",), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
+            options={"k": dict(help="documents per query (a TREC run's 1000 by default)")}),
+)
+
+
 def add_cli(sub) -> None:
     """Register ``bm25`` (build an index) and ``search`` (query an index, write a TREC run) with
     the ``python -m cutext.pipelines`` command line."""
-    p = sub.add_parser("bm25", help="build a BM25 index from a corpus",
-                       description="Build a term-major BM25 index (Parquet + JSON) from a corpus. "
-                                   "The index directory appears only when complete.")
-    p.add_argument("path", nargs="+", help="corpus: files, a directory, a glob or fsspec URLs")
-    p.add_argument("--out", default=default_out("bm25"),
-                   help="index directory to write (default: bm25-out, the one rule: <pipeline>-out)")
-    _add_compute_options(p)
-    p.add_argument("--variant", default="lucene", choices=["lucene", "robertson", "atire", "bm25l", "bm25+"],
-                   help="BM25 formula (default lucene)")
-    p.add_argument("--index-format", type=int, default=2, choices=[1, 2],
-                   help="2: segments storing tf, weighted at load; 1: weighted global postings (default 2)")
-    p.add_argument("--append", action="store_true",
-                   help="add the documents to the segmented index --out as new segments, with its own settings")
-    p.add_argument("--k1", type=float, default=1.2, help="term-frequency saturation (default 1.2)")
-    p.add_argument("--b", type=float, default=0.75, help="length normalization in [0, 1] (default 0.75)")
-    p.add_argument("--delta", type=float, default=None, help="bm25l/bm25+ lower bound (default 0.5 / 1.0)")
-    p.add_argument("--stopwords", default=None,
-                   help="'lucene' (Lucene's 33 English stopwords), 'none', or a file with one word per line")
-    p.add_argument("--stemmer", default=None, help="Snowball algorithm: porter, english, german, ... (default none)")
-    p.add_argument("--no-lowercase", action="store_true", help="keep case")
-    p.add_argument("--min-len", type=int, default=1, help="drop tokens shorter than this (code points)")
-    p.add_argument("--max-len", type=int, default=None, help="drop tokens longer than this (code points)")
-    _add_reader_options(p)
-    p.set_defaults(cli_main=_cli_main)
-
-    p = sub.add_parser("search", help="run queries against an index, write a TREC run",
-                       description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag).")
-    p.add_argument("index", help="index directory written by 'bm25'")
-    p.add_argument("--queries", required=True,
-                   help="queries: TREC topics (SGML), BEIR queries.jsonl, 'qid<TAB>text' TSV, or one query per line")
-    p.add_argument("--k", type=int, default=1000, help="documents per query (default 1000)")
-    p.add_argument("--out", default="-", help="run file to write (default: standard output)")
-    p.add_argument("--backend", default="cpu", choices=["auto", "cpu", "gpu"], help="where to score (default cpu)")
-    p.add_argument("--batch-size", type=int, default=4096, help="queries tokenized and scored together")
-    p.add_argument("--engine", default="auto", choices=["auto", "cpu", "gpu", "sparse"],
-                   help="query engine: auto (gpu on the GPU, else cpu), cpu (numba threads), gpu (CUDA tiles), "
-                        "sparse (sparse product Q @ M, the oracle)")
-    p.add_argument("--tag", default="cutext", help="run tag (last column)")
-    p.add_argument("--topic-field", default="title", choices=["title", "desc", "title+desc"],
-                   help="field of classic TREC topics to use")
-    p.set_defaults(cli_main=_search_cli_main)
-
-
-def _add_compute_options(p) -> None:
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"],
-                   help="auto = GPU when cudf and a device are present (default: auto)")
-    p.add_argument("--scheduler", default="auto", choices=["auto", "sync", "threads", "cluster"],
-                   help="auto = in-process on the GPU; on the CPU in-process under 256 MiB of input, else a local cluster")
-    p.add_argument("--workers", type=int, default=None, help="workers of a local cluster (default: one per GPU/core)")
-    p.add_argument("--scheduler-address", default=None, help="connect to an existing dask scheduler (tcp://host:8786)")
-
-
-def _add_reader_options(p) -> None:
-    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"],
-                   help="input format (auto: by suffix; a directory of other files, or a tar/zip archive "
-                        "= one document per file or member)")
-    p.add_argument("--text-column", action="append", default=None,
-                   help="text column of jsonl/parquet/csv input; repeat to join several (title, text)")
-    p.add_argument("--id-column", default=None, help="source id column (default: id, _id, doc_id, docid if present)")
-    p.add_argument("--blocksize", type=int, default=None,
-                   help="bytes per input partition (default 64 MiB on the CPU, 128 MiB on the GPU; under 1 MiB "
-                        "only while the input makes at most 1,000 partitions)")
-    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
-                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
-                        "patterns), on (always), off (never)")
-    p.add_argument("--encoding", default="utf-8", help="input text encoding (undecodable bytes are replaced and counted)")
-    add_max_ratio_option(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress (bar or plain lines) on standard error")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def _cli_client(args):
-    """The ``distributed.Client`` of ``--scheduler-address``, or None."""
-    if not args.scheduler_address:
-        return None
-    from distributed import Client
-
-    return Client(args.scheduler_address)
-
-
-def _reader_kwargs(args) -> dict:
-    text_col = args.text_column[0] if args.text_column and len(args.text_column) == 1 else args.text_column
-    return {"format": args.format, "text_column": text_col, "id_column": args.id_column, "blocksize": args.blocksize,
-            "encoding": args.encoding, "max_ratio": args.max_ratio,
-            "glob": {"auto": None, "on": True, "off": False}[args.glob]}
-
-
-def _cli_main(args) -> int:
-    """``bm25 PATH --out DIR ...``: build the index, print the result (``--json``: as JSON)."""
-    path = args.path[0] if len(args.path) == 1 else args.path
-    r = build_index(path, args.out, backend=args.backend, scheduler=args.scheduler,
-                    n_workers=args.workers, client=_cli_client(args), variant=args.variant, k1=args.k1, b=args.b,
-                    delta=args.delta, stopwords=args.stopwords, stemmer=args.stemmer,
-                    lowercase=not args.no_lowercase, min_len=args.min_len, max_len=args.max_len,
-                    index_format=args.index_format, progress=not args.no_progress, append=args.append,
-                    **_reader_kwargs(args))
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
-    return 0
-
-
-def _search_cli_main(args) -> int:
-    """``search INDEX --queries FILE ...``: score the queries, write a TREC run (``--out -``: standard output)."""
-    import sys
-
-
-    if args.out != "-":  # before any work: never over the queries, the index or inside any cutext output
-        check_output_file(args.out, inputs=[args.index, args.queries])
-    queries = read_queries(args.queries, args.topic_field)
-    index = BM25Index.load(args.index, backend=args.backend)
-    run = index.search(queries, k=args.k, batch_size=args.batch_size, progress=sys.stderr.isatty(),
-                       engine=args.engine)
-    if args.out == "-":  # the docno is the source id (the caller's id), as in write_trec_run
-        for q, d, r_, s in zip(run.query_id, run.source_id, run["rank"], run.score):
-            sys.stdout.write(f"{q} Q0 {d} {r_} {s:.6f} {args.tag}\n")
-    else:
-        write_trec_run(run, args.out, tag=args.tag)
-        print(f"wrote {len(run)} rows for {run.query_id.nunique()} queries to {args.out}", file=sys.stderr)
-    return 0
+    for command in COMMANDS:
+        command.add_to(sub)

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines.bm25 import _add_compute_options, _add_reader_options, _cli_client, _reader_kwargs, append_index
+from cutext.pipelines._cli import Command, print_result
+from cutext.pipelines.bm25 import append_index
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.runtime import artifacts as art
@@ -137,66 +138,62 @@ def _result(index, counts: dict, seconds: float, meta: dict | None = None) -> Ru
                                "postings": counts["n_postings"]})
 
 
-def add_cli(sub) -> None:
-    """Register ``bm25-append``, ``bm25-delete`` and ``bm25-compact`` with ``python -m cutext.pipelines``."""
-    p = sub.add_parser("bm25-append", help="append documents to a segmented BM25 index",
-                       description="Add documents to an index built with --index-format 2: new segments after the "
-                                   "old ones, with the index's own tokenizer and BM25 settings; the commit is atomic.")
-    p.add_argument("path", nargs="+", help="the documents to add: files, a directory, a glob or fsspec URLs")
-    p.add_argument("--index", required=True, help="the segmented index to append to")
-    _add_compute_options(p)
-    _add_reader_options(p)
-    p.set_defaults(cli_main=_append_cli_main)
-
-    p = sub.add_parser("bm25-delete", help="delete documents from a segmented BM25 index by source id",
-                       description="Record deletions in a new commit of an index built with --index-format 2; "
-                                   "the index then scores as a build of the remaining documents.")
-    p.add_argument("ids", nargs="*", help="source ids of the documents to delete")
-    p.add_argument("--index", required=True, help="the segmented index")
-    p.add_argument("--ids-file", default=None, help="a file with one source id per line (added to IDS)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(cli_main=_delete_cli_main)
-
-    p = sub.add_parser("bm25-convert", help="rewrite a format-1 BM25 index as a segmented one (no source needed)")
-    p.add_argument("--index", required=True, help="the format-1 index")
-    p.add_argument("--out", default=None, help="where to write the segmented index (default: in place)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(cli_main=_convert_cli_main)
-
-    p = sub.add_parser("bm25-compact", help="rewrite a segmented BM25 index as one segment without its deletions")
-    p.add_argument("--index", required=True, help="the segmented index")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(cli_main=_compact_cli_main)
-
-
-def _append_cli_main(args) -> int:
-    """``bm25-append PATH --index DIR``: add the documents, print the result (``--json``: as JSON)."""
-    path = args.path[0] if len(args.path) == 1 else args.path
-    r = append_index(path, args.index, backend=args.backend, scheduler=args.scheduler, n_workers=args.workers,
-                     client=_cli_client(args), progress=not args.no_progress, **_reader_kwargs(args))
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+def _append_cli_main(args, kw) -> int:
+    """``bm25-append PATH... --index DIR``: add the documents, print the result (``--json``: as JSON)."""
+    r = append_index(kw.pop("path"), kw.pop("index"), **kw)
+    print_result(r, args.json)
     return 0
 
 
-def _delete_cli_main(args) -> int:
+def _delete_cli_main(args, kw) -> int:
     """``bm25-delete ID... --index DIR``: delete the documents, print the result."""
-    ids = list(args.ids)
+    ids = list(kw.pop("source_ids", []))
     if args.ids_file:
         ids += [x.strip() for x in Path(args.ids_file).read_text(encoding="utf-8").splitlines() if x.strip()]
-    r = delete_documents(args.index, ids)
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    r = delete_documents(kw.pop("index"), ids, **kw)
+    print_result(r, args.json)
     return 0
 
 
-def _compact_cli_main(args) -> int:
+def _compact_cli_main(args, kw) -> int:
     """``bm25-compact --index DIR``: one segment without deletions, print the result."""
-    r = compact_index(args.index)
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    print_result(compact_index(**kw), args.json)
     return 0
 
 
-def _convert_cli_main(args) -> int:
+def _convert_cli_main(args, kw) -> int:
     """``bm25-convert --index DIR [--out DIR]``: the segmented index, print the result."""
-    r = convert_index(args.index, args.out)
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+    print_result(convert_index(**kw), args.json)
     return 0
+
+
+_INDEX = {"index": dict(required=True)}
+
+# the subcommands of this module; their options are the keywords of the functions they run
+COMMANDS = (
+    Command("bm25-append", append_index, _append_cli_main, help="append documents to a segmented BM25 index",
+            description="Add documents to an index built with --index-format 2: new segments after the old ones, "
+                        "with the index's own tokenizer and BM25 settings; the commit is atomic.",
+            positional={"path": dict(nargs="+", metavar="PATH",
+                                     help="the documents to add: files, a directory, a glob or fsspec URLs")},
+            options=_INDEX, json=True),
+    Command("bm25-delete", delete_documents, _delete_cli_main,
+            help="delete documents from a segmented BM25 index by source id",
+            description="Record deletions in a new commit of an index built with --index-format 2; the index then "
+                        "scores as a build of the remaining documents.",
+            positional={"source_ids": dict(nargs="*", metavar="ID", help="source ids of the documents to delete")},
+            options=_INDEX, json=True,
+            extra=((("--ids-file",), dict(default=None,
+                                          help="a file with one source id per line (added to the IDs)")),)),
+    Command("bm25-convert", convert_index, _convert_cli_main,
+            help="rewrite a format-1 BM25 index as a segmented one (no source needed)", options=_INDEX, json=True),
+    Command("bm25-compact", compact_index, _compact_cli_main,
+            help="rewrite a segmented BM25 index as one segment without its deletions", options=_INDEX, json=True),
+)
+
+
+def add_cli(sub) -> None:
+    """Register ``bm25-append``, ``bm25-delete``, ``bm25-convert`` and ``bm25-compact`` with
+    ``python -m cutext.pipelines``."""
+    for command in COMMANDS:
+        command.add_to(sub)

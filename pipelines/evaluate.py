@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cutext.pipelines._cli import Command
 from cutext.pipelines.trec import (
     _coerce_qrels,
     _coerce_run,
@@ -315,25 +316,30 @@ def _metric_values(family: str, k: int | None, ranked: dict, ideal: dict, n_q: i
 # --------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------
-def add_cli(sub) -> None:
-    """Register ``evaluate`` (score a TREC run against qrels) with the ``python -m cutext.pipelines``
-    command line."""
-    p = sub.add_parser("evaluate", help="score a TREC run against qrels (trec_eval conventions)",
-                       description="MAP, P@k, nDCG@k, recall@k, MRR of a run, as trec_eval computes them.")
-    p.add_argument("run", help="TREC run file")
-    p.add_argument("qrels", help="TREC qrels (qid iter docid rel) or BEIR qrels TSV")
-    p.add_argument("--metrics", nargs="+", default=["map", "P@30", "ndcg@10"], help="metrics (default map P@30 ndcg@10)")
-    p.add_argument("--per-query", action="store_true", help="also print per-query values")
-    p.set_defaults(cli_main=_cli_main)
-
-
-def _cli_main(args) -> int:
+def _cli_main(args, kw) -> int:
     """``evaluate RUN QRELS ...``: print ``metric<TAB>value`` lines (``--per-query``: the table first)."""
-    res = evaluate(read_trec_run(args.run), read_beir_qrels(args.qrels), metrics=args.metrics,
-                   per_query=args.per_query)
-    if args.per_query:
+    res = evaluate(read_trec_run(kw.pop("run")), read_beir_qrels(kw.pop("qrels")), **kw)
+    if kw.get("per_query"):
         res, per = res
         print(per.to_string(index=False))
     for k, v in res.items():
         print(f"{k}\t{v:.4f}")
     return 0
+
+
+# the subcommand of this module; its options are the keywords of evaluate()
+COMMANDS = (
+    Command("evaluate", evaluate, _cli_main, help="score a TREC run against qrels (trec_eval conventions)",
+            description="MAP, P@k, nDCG@k, recall@k, MRR of a run, as trec_eval computes them. The options are "
+                        "the keywords of cutext.pipelines.evaluate.evaluate.",
+            positional={"run": dict(help="TREC run file"),
+                        "qrels": dict(help="TREC qrels (qid iter docid rel) or BEIR qrels TSV")},
+            options={"metrics": dict(nargs="+")}),
+)
+
+
+def add_cli(sub) -> None:
+    """Register ``evaluate`` (score a TREC run against qrels) with the ``python -m cutext.pipelines``
+    command line."""
+    for command in COMMANDS:
+        command.add_to(sub)

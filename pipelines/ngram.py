@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -46,11 +45,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cutext.kernels.backend import (gpu_stack_installed, to_cudf, to_host)
-from cutext.pipelines._result import RunResult, default_out
+from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.files import add_max_ratio_option
+from cutext.pipelines._cli import Command, print_result
+from cutext.stages.runtime.params import param
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
@@ -423,7 +423,8 @@ def _gather_pinned(client, futures, workers, on_done=None) -> list:
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
                  eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=64 << 20,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO,
-                 overwrite: bool = True, progress: bool = True, client=None, scheduler="auto", n_workers=None) -> RunResult:
+                 overwrite: bool = True, progress: bool = True, client=None, scheduler="auto", n_workers=None,
+                 members=None) -> RunResult:
     """Score every document of a corpus with an n-gram model; write Parquet (per document) and JSON.
 
     Parameters
@@ -450,8 +451,9 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         ``"line"``: every non-blank line of a document is a sentence; ``"document"``: one sentence.
     bos, eos : bool
         KenLM's sentence boundaries.
-    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio
-        Reader settings (:func:`cutext.stages.readers.source.read_corpus`).
+    format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio, members
+        Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``members``: the archive members
+        read, fnmatch globs).
     overwrite : bool
     progress : bool
         Show pieces scored / total: a bar when standard error is a terminal, else a plain line
@@ -499,11 +501,12 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     if sentence not in ("line", "document"):
         raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
     if n_workers is not None and client is not None:
-        raise ValueError("pass client= or n_workers=, not both (n_workers sizes a local cluster)")
+        raise ValueError(f"pass {param('client')} or {param('n_workers')}, not both (n_workers sizes a local "
+                         "cluster)")
     lm = run.stage("load_model", _load_model, model, backend)
     pieces, fmt, check, fs, read_local, read_remote = _corpus_readers(
         lm, path, format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
-        encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio)
+        encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio, members=members)
     # a bar on a terminal, else a plain line every 10 s and one at the end
     bar = run.bar(len(pieces), "ngram score", "partitions")
     try:
@@ -818,67 +821,61 @@ class _ScoresWriter:
 
 # ----------------------------------------------------------------------------- command line
 
-def add_cli(sub):
-    """Register ``ngram``: score a corpus into Parquet, or standard input line by line (path ``-``)."""
-    p = sub.add_parser("ngram", help="score text with an ARPA n-gram language model",
-                       description="Score a corpus with an ARPA model into Parquet (per-document log10 "
-                                   "probability, tokens, perplexity), or, with path '-', score standard "
-                                   "input line by line and print 'log10_prob<TAB>tokens<TAB>oov<TAB>"
-                                   "perplexity' per line.")
-    p.add_argument("path", nargs="+", help="corpus (files, directory, glob), or '-' for standard input")
-    p.add_argument("--model", required=True, help="ARPA file (plain, .gz, .bz2, .xz)")
-    p.add_argument("--out", default=None, help="output directory (default: ngram-out; not used with path '-')")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    p.add_argument("--sentence", default="line", choices=["line", "document"],
-                   help="sentence unit inside a document (default: every non-blank line)")
-    p.add_argument("--no-bos", action="store_true", help="do not start sentences in the <s> context")
-    p.add_argument("--no-eos", action="store_true", help="do not score </s>")
-    p.add_argument("--format", default="auto", choices=["auto", "files", "lines", "jsonl", "parquet", "csv"])
-    p.add_argument("--text-column", default=None)
-    p.add_argument("--id-column", default=None)
-    p.add_argument("--glob", default="auto", choices=["auto", "on", "off"],
-                   help="paths as glob patterns: auto (default: a path that exists is itself, else *?[ are "
-                        "patterns), on (always), off (never)")
-    add_max_ratio_option(p)
-    p.add_argument("--batch-lines", type=int, default=10000, help="stdin lines scored per batch")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(cli_main=_cli_main)
+def _score_stdin(kw: dict, batch_lines: int) -> int:
+    """Score standard input line by line: ``log10_prob<TAB>tokens<TAB>oov<TAB>perplexity`` a line on standard
+    output, the totals on standard error."""
+    lm = NGramModel.load(kw["model"], backend=kw.get("backend", "auto"))
+    bos, eos = kw.get("bos", True), kw.get("eos", True)
+    out = sys.stdout
+    total_lp, total_tok = 0.0, 0
 
+    def flush(lines):
+        nonlocal total_lp, total_tok
+        sc = lm.score(lines, bos=bos, eos=eos)
+        oov = sc.oov_counts()
+        for lp, nt, no in zip(sc.log10_prob, sc.tokens, oov):
+            ppl = 10.0 ** (-lp / nt) if nt else float("nan")
+            out.write(f"{lp:.6f}\t{int(nt)}\t{int(no)}\t{ppl:.4f}\n")
+        total_lp += float(sc.log10_prob.sum())
+        total_tok += int(sc.tokens.sum())
 
-def _cli_main(args) -> int:
-    bos, eos = not args.no_bos, not args.no_eos
-    if args.path == ["-"]:
-        lm = NGramModel.load(args.model, backend=args.backend)
-        out = sys.stdout
-        total_lp, total_tok = 0.0, 0
-
-        def flush(lines):
-            nonlocal total_lp, total_tok
-            sc = lm.score(lines, bos=bos, eos=eos)
-            oov = sc.oov_counts()
-            for lp, nt, no in zip(sc.log10_prob, sc.tokens, oov):
-                ppl = 10.0 ** (-lp / nt) if nt else float("nan")
-                out.write(f"{lp:.6f}\t{int(nt)}\t{int(no)}\t{ppl:.4f}\n")
-            total_lp += float(sc.log10_prob.sum())
-            total_tok += int(sc.tokens.sum())
-
-        batch = []
-        for line in sys.stdin:
-            batch.append(line.rstrip("\n"))
-            if len(batch) >= args.batch_lines:
-                flush(batch)
-                out.flush()
-                batch = []
-        if batch:
+    batch = []
+    for line in sys.stdin:
+        batch.append(line.rstrip("\n"))
+        if len(batch) >= batch_lines:
             flush(batch)
-        ppl = 10.0 ** (-total_lp / total_tok) if total_tok else float("nan")
-        print(f"total log10_prob={total_lp:.6f} tokens={total_tok} perplexity={ppl:.4f}", file=sys.stderr)
-        return 0
-    path = args.path[0] if len(args.path) == 1 else args.path
-    r = score_corpus(path, args.out or default_out("ngram"), model=args.model, backend=args.backend, sentence=args.sentence, bos=bos,
-                     eos=eos, format=args.format, text_column=args.text_column, id_column=args.id_column,
-                     glob={"auto": None, "on": True, "off": False}[args.glob], max_ratio=args.max_ratio,
-                     progress=not args.no_progress)
-    print(json.dumps(r.to_dict(), indent=2, default=str) if args.json else str(r))
+            out.flush()
+            batch = []
+    if batch:
+        flush(batch)
+    ppl = 10.0 ** (-total_lp / total_tok) if total_tok else float("nan")
+    print(f"total log10_prob={total_lp:.6f} tokens={total_tok} perplexity={ppl:.4f}", file=sys.stderr)
     return 0
+
+
+def _cli_main(args, kw) -> int:
+    """``ngram PATH... --model ARPA``: score the corpus into Parquet; path ``-``: standard input line by line."""
+    if kw["path"] == "-":
+        return _score_stdin(kw, args.batch_lines)
+    r = score_corpus(kw.pop("path"), kw.pop("out"), **kw)
+    print_result(r, args.json)
+    return 0
+
+
+# the subcommand of this module; its options are the keywords of score_corpus()
+COMMANDS = (
+    Command("ngram", score_corpus, _cli_main, help="score text with an ARPA n-gram language model", json=True,
+            description="Score a corpus with an ARPA model into Parquet (per-document log10 probability, tokens, "
+                        "perplexity), or, with path '-', score standard input line by line and print "
+                        "'log10_prob<TAB>tokens<TAB>oov<TAB>perplexity' per line. The options are the keywords of "
+                        "cutext.pipelines.ngram.score_corpus.",
+            positional={"path": dict(nargs="+", metavar="PATH",
+                                     help="corpus (files, directory, glob), or '-' for standard input")},
+            extra=((("--batch-lines",), dict(type=int, default=10000, help="stdin lines scored per batch")),)),
+)
+
+
+def add_cli(sub) -> None:
+    """Register ``ngram``: score a corpus into Parquet, or standard input line by line (path ``-``)."""
+    for command in COMMANDS:
+        command.add_to(sub)

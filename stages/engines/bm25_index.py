@@ -23,7 +23,8 @@ from cutext.stages.runtime.compute import (StepClock)
 from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.runtime.params import choice, count
+from cutext.stages.runtime.params import choice, count, param
+from cutext.stages.runtime.progress import notice_compiles
 
 
 def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
@@ -513,8 +514,9 @@ class BM25Index:
         """
         if devices is not None:
             if client is not None:
-                raise ValueError("BM25Index.load: devices= shards over this process's GPUs; with client= each "
-                                 "worker holds the shard of its own device (pass one or the other)")
+                raise ValueError(f"BM25Index.load: {param('devices')} shards over this process's GPUs; with "
+                                 f"{param('client')} each worker holds the shard of its own device (pass one or the "
+                                 "other)")
             client = _Devices(devices, resolve_backend(backend, needs=ARRAY_STACK))
         index = cls._open(Path(path), backend, client, verify)
         # a commit made through the index (delete, compact) reloads it alike
@@ -867,6 +869,7 @@ class BM25Index:
             A query that is not a string.
         """
 
+        notice_compiles()  # the first search on a machine compiles the CPU kernels for seconds: say so once
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
         engine = choice("engine", engine, search_stage.ENGINES)

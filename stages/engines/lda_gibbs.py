@@ -25,7 +25,7 @@ import pandas as pd
 from cutext.kernels import lda as lda_kernels
 from cutext.kernels import lda_hybrid
 from cutext.stages.engines.lda_chunk import Chunks
-from cutext.stages.runtime.params import check_memory
+from cutext.stages.runtime.params import check_memory, param
 
 SAMPLERS = ("auto", "sparse", "three_branch", "dense", "hybrid")
 DENSE_MAX_K = 256
@@ -44,7 +44,8 @@ def resolve_sampler(sampler: str, K: int) -> str:
     if sampler == "auto":
         return "dense" if K <= DENSE_MAX_K else "three_branch"
     if sampler == "dense" and K > 4096:
-        raise ValueError(f"the dense sampler stages K counts per word in shared memory; K={K} is too large")
+        raise ValueError(f"the dense sampler stages K counts per word in shared memory; {param('K', K)} is too "
+                         "large")
     return sampler
 
 
@@ -126,7 +127,8 @@ def check_state_memory(ch: Chunks, K: int, sampler: str, *, gpu: bool = False, n
     need = est["total"] * max(1, int(n_states))
     return check_memory(need, f"{owner}: K={int(K):,} topics with V={V:,} words and {ch.n_docs:,} documents "
                               f"(word-topic arrays V x K: {est['W'] + est['tables']:,} bytes"
-                              f"{f', {n_states} shards' if n_states > 1 else ''}); lower K", gpu=gpu)
+                              f"{f', {n_states} shards' if n_states > 1 else ''}); lower {param('K', bare=True)}",
+                        gpu=gpu)
 
 
 class GibbsState:

@@ -28,7 +28,7 @@ from cutext.kernels.backend import array_module, to_host
 from cutext.stages.runtime.params import count
 from cutext.kernels import search as ks
 from cutext.kernels.search import MAX_K_GPU
-from cutext.stages.runtime.params import choice
+from cutext.stages.runtime.params import choice, param
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
 
@@ -118,11 +118,11 @@ def resolve_engine(engine: str, on_gpu: bool, k: int, nonnegative: bool = True) 
     if engine == "cpu" and on_gpu:
         raise ValueError("engine='cpu' needs an index loaded with backend='cpu' (this one is on the GPU)")
     if engine == "gpu" and k > MAX_K_GPU:
-        raise ValueError(f"k must be <= {MAX_K_GPU} with engine='gpu', got {k}; use engine='sparse' "
-                         "(or 'auto') for deeper runs")
+        raise ValueError(f"{param('k', bare=True)} must be <= {MAX_K_GPU} with {param('engine', 'gpu')}, got {k}; "
+                         f"use {param('engine', 'sparse')} (or 'auto') for deeper runs")
     if engine in ("cpu", "gpu") and not nonnegative:
-        raise ValueError(f"engine={engine!r} needs stored weights >= 0; this index has a negative one "
-                         "(use engine='sparse')")
+        raise ValueError(f"{param('engine', engine)} needs stored weights >= 0; this index has a negative one "
+                         f"(use {param('engine', 'sparse')})")
     return engine
 
 

@@ -294,7 +294,7 @@ def _as_lines(chunk: bytes, name: str, lineno: int, encoding: str, state: dict) 
             line = lineno + chunk[: exc.start].count(b"\n")
             state["invalid_line"] = line
             msg = (f"{name}:{line}: bytes that are not valid {encoding} ({exc.reason}); words are kept "
-                   "byte for byte (as KenLM reads them); pass encoding= to read them as text")
+                   "byte for byte (as KenLM reads them); NGramModel.load(path, encoding=...) reads them as text")
             state.setdefault("warnings", []).append(msg)
             warnings.warn(msg, stacklevel=4)
     return arr

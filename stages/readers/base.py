@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from cutext.stages.runtime.params import number
+from cutext.stages.runtime.params import number, param
 
 COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd",
                 ".xz": "xz", ".lzma": "xz"}
@@ -181,7 +181,7 @@ def check_text(piece, items, archive: str | None = None) -> int:
     warn_once((piece.options.get("read_id"), archive or where),
               f"{name}: read as text ({encoding}), but {why}{more}: is it really text? A compressed file "
               f"or an archive needs its suffix (.gz, .tar.gz, .zip ...), text in another encoding needs "
-              f"encoding=", BinaryInputWarning, stacklevel=4)
+              f"{param('encoding')}", BinaryInputWarning, stacklevel=4)
     return len(bad)
 
 
@@ -217,12 +217,12 @@ def check_encoding(encoding) -> str:
         probe = "\n\r\t az09{}\"".encode(encoding)
         back = probe.decode(encoding)
     except LookupError as exc:
-        raise ValueError(f"encoding={encoding!r}: unknown text codec ({exc}); use a Python codec name "
+        raise ValueError(f"{param('encoding', encoding)}: unknown text codec ({exc}); use a Python codec name "
                          f"such as 'utf-8', 'latin-1' or 'cp1252'") from None
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"encoding={encoding!r}: not usable for text ({exc})") from None
+        raise ValueError(f"{param('encoding', encoding)}: not usable for text ({exc})") from None
     if probe != "\n\r\t az09{}\"".encode("ascii") or back != "\n\r\t az09{}\"":
-        raise ValueError(f"encoding={encoding!r} is not ASCII-compatible (lines are split at the byte "
+        raise ValueError(f"{param('encoding', encoding)} is not ASCII-compatible (lines are split at the byte "
                          f"\\n); convert the input to UTF-8 first")
     return encoding
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 import dask
-from cutext.stages.runtime.params import count
+from cutext.stages.runtime.params import count, param
 from cutext.stages.runtime.progress import wait
 
 SCHEDULERS = ("auto", "sync", "threads", "cluster")
@@ -65,11 +65,11 @@ def device_oom_error(exc: BaseException, n_workers: int | None = None):
             where = f" on {n_workers} GPU worker(s)" if n_workers else ""
             return GPUOutOfMemoryError(
                 f"the GPU ran out of memory{where} ({type(e).__module__}.{type(e).__name__}: {e}). "
-                "Try: a smaller blocksize= (bytes of text per partition, e.g. 16 << 20; each partition "
+                f"Try: a smaller {param('blocksize')} (bytes of text per partition, e.g. 16 MiB; each partition "
                 "is tokenized in device memory at once); more GPUs (a LocalCUDACluster with more "
                 "workers, or client=Client(LocalCUDACluster(...))); or spilling to host memory: "
                 "LocalCUDACluster(device_memory_limit=\"0.8\", rmm_pool_size=..., enable_cudf_spill=True) "
-                "passed as client=; or backend=\"cpu\".")
+                f"passed as client=; or {param('backend', 'cpu')}.")
         e = e.__cause__ or e.__context__
     return None
 

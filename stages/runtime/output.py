@@ -59,6 +59,7 @@ import uuid
 from pathlib import Path
 
 from cutext.stages.runtime import checksums
+from cutext.stages.runtime.params import param
 
 __all__ = ["OutputDirectoryError", "OutputBusyError", "OutputNotSharedError", "check_output", "check_output_file",
            "check_workers_see", "local_output", "atomic_directory", "write_json", "clean_stale", "param_files"]
@@ -112,15 +113,15 @@ def _refuse_remote(out, what: str = "output directories") -> None:
     ``file://`` URL whose path is not absolute (``file://localhost/x``: fsspec reads it as ``localhost/x``)."""
     if _is_remote(out):
         raise ValueError(
-            f"out={os.fspath(out)!r}: remote {what} ({_protocol(out)}://) are not supported: a run commits its output "
-            "with an atomic rename on a file system, which object stores and fsspec's other file systems do not "
-            "offer. Write to a local path (or file:// URL), or, on a cluster of several hosts, to a file system "
+            f"{param('out', os.fspath(out))}: remote {what} ({_protocol(out)}://) are not supported: a run commits "
+            "its output with an atomic rename on a file system, which object stores and fsspec's other file systems "
+            "do not offer. Write to a local path (or file:// URL), or, on a cluster of several hosts, to a file system "
             "every worker mounts (NFS, Lustre, CephFS); then copy the output where it should go (e.g. with "
             "fsspec's put)")
     proto = _protocol(out)
     if proto is not None and not os.path.isabs(_strip_local(os.fspath(out))):
         raise ValueError(
-            f"out={os.fspath(out)!r}: a {proto}:// URL of an output must name an absolute path "
+            f"{param('out', os.fspath(out))}: a {proto}:// URL of an output must name an absolute path "
             f"({proto}:///abs/path): fsspec reads {os.fspath(out)!r} as the relative path "
             f"{_strip_local(os.fspath(out))!r} (a host part such as localhost is not understood); pass the path itself")
 
@@ -241,34 +242,34 @@ def check_output(out, *, kind: str, manifest: str, inputs=None, overwrite: bool 
     _refuse_remote(out)
     path = _local_path(out)
     if path.is_symlink():  # swapping would replace the link by a folder and strand the link in a temporary
-        raise OutputDirectoryError(f"out={os.fspath(out)!r} is a symbolic link (to {os.readlink(path)}); "
+        raise OutputDirectoryError(f"{param('out', os.fspath(out))} is a symbolic link (to {os.readlink(path)}); "
                                    "pass the directory it points to, or a new path")
     real = path.resolve()
     cwd = Path.cwd().resolve()
     if _within(cwd, real):
-        raise OutputDirectoryError(f"out={os.fspath(out)!r} is the working directory or a parent of it "
+        raise OutputDirectoryError(f"{param('out', os.fspath(out))} is the working directory or a parent of it "
                                    f"({real}); choose a new directory for the output")
     specs = _inputs(inputs)
     for q, _, is_dir in specs:
         if _within(q, real):
             what = "the input" if q == real else f"a parent of the input {q}"
-            raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is {what}; "
+            raise OutputDirectoryError(f"{param('out', os.fspath(out))} ({real}) is {what}; "
                                        "choose a directory outside the corpus")
         if is_dir and _within(real, q):
-            raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) is inside the input folder {q}: the "
+            raise OutputDirectoryError(f"{param('out', os.fspath(out))} ({real}) is inside the input folder {q}: the "
                                        "next run over that folder would read the output as documents; "
                                        "choose a directory outside the corpus")
     pat = _read_by_glob(real, [g for _, g, _ in specs if g is not None])
     if pat is not None:
-        raise OutputDirectoryError(f"out={os.fspath(out)!r} ({real}) matches the input pattern {pat!r}: the next "
-                                   "run of that pattern would read the output as documents; choose a directory "
+        raise OutputDirectoryError(f"{param('out', os.fspath(out))} ({real}) matches the input pattern {pat!r}: the "
+                                   "next run of that pattern would read the output as documents; choose a directory "
                                    "outside the corpus")
     if not os.path.lexists(path):
         return path
     if not overwrite:
-        raise OutputDirectoryError(f"{path} exists (pass overwrite=True to replace an earlier output)")
+        raise OutputDirectoryError(f"{path} exists (pass {param('overwrite', True)} to replace an earlier output)")
     if not path.is_dir():
-        raise OutputDirectoryError(f"out={os.fspath(out)!r}: {path} exists and is not a directory")
+        raise OutputDirectoryError(f"{param('out', os.fspath(out))}: {path} exists and is not a directory")
     if not any(path.iterdir()):
         return path
     found = _manifest_kind(path / manifest)

@@ -20,6 +20,8 @@ allocated (:func:`check_memory`, raising :class:`ResourceLimitError`).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import inspect
 import math
@@ -27,7 +29,7 @@ import numbers
 import os
 
 __all__ = ["FLOAT_LIMITS", "ResourceLimitError", "UnknownParameterError", "available_memory", "check_keywords",
-           "check_memory", "choice", "count", "format_bytes", "keywords_of", "number"]
+           "check_memory", "choice", "cli_syntax", "count", "format_bytes", "keywords_of", "number", "param"]
 
 # Bounds of the float parameters, by name: (lowest, highest, reason).  number() applies them on top of the
 # caller's range, so the stages and the loaders that check through it share them.
@@ -53,6 +55,50 @@ SYNONYMS = {"n_topics": "K", "num_topics": "K", "topics": "K", "k": "K", "n_comp
             "method": "variant", "arpa": "model", "lm": "model", "output": "out", "out_dir": "out",
             "column": "text_column", "text_col": "text_column", "id_col": "id_column", "stem": "stemmer",
             "stopword": "stopwords", "stop_words": "stopwords", "lower": "lowercase", "device": "backend"}
+
+
+# How messages spell a parameter.  None while Python code calls us (``text_column=``); while a subcommand of
+# the command line runs, its function ``spell(name, *value)`` -> the option (``--text-column``), or None for
+# a name the subcommand has no option for.  dask's threaded scheduler copies it into its tasks.
+_CLI_SPELLING: contextvars.ContextVar = contextvars.ContextVar("cutext_cli_spelling", default=None)
+
+
+@contextlib.contextmanager
+def cli_syntax(spell):
+    """Inside the block, :func:`param` (and the range checks' messages) spell parameters as ``spell`` does.
+
+    Parameters
+    ----------
+    spell : callable
+        ``spell(name)`` -> the option that sets ``name`` (``"--text-column"``), ``spell(name, value)`` -> the
+        option with that value as a command line writes it (``"--glob off"``); None where the running
+        command has no option for ``name`` (the message then keeps the Python spelling).
+    """
+    token = _CLI_SPELLING.set(spell)
+    try:
+        yield
+    finally:
+        _CLI_SPELLING.reset(token)
+
+
+def param(name: str, *value, bare: bool = False) -> str:
+    """A parameter, and optionally a value of it, as the caller writes it, for messages.
+
+    From Python: ``param("text_column")`` is ``"text_column="`` and ``param("glob", False)`` is
+    ``"glob=False"``; while the command line runs (:func:`cli_syntax`): ``"--text-column"`` and
+    ``"--glob off"``.  ``bare=True`` gives the name alone in Python, for a message whose subject it is
+    (``"K must be an integer"``; ``"-K must be an integer"`` on the command line).
+
+    >>> param("text_column"), param("K", 5), param("K", bare=True)
+    ('text_column=', 'K=5', 'K')
+    """
+    spell = _CLI_SPELLING.get()
+    said = spell(name, *value) if spell is not None else None
+    if said is not None:
+        return said
+    if value:
+        return f"{name}={value[0]!r}"
+    return name if bare else f"{name}="
 
 
 class UnknownParameterError(TypeError):
@@ -120,10 +166,10 @@ def count(name: str, value, lo: int | None = None, hi: int | None = None, *, non
     if not ok and isinstance(value, numbers.Real) and not isinstance(value, bool):
         ok = math.isfinite(float(value)) and float(value).is_integer()
     if not ok:
-        raise ValueError(f"{name} must be an integer{rng}, got {value!r}")
+        raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {value!r}")
     v = int(value)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise ValueError(f"{name} must be an integer{rng}, got {v}")
+        raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {v}")
     return v
 
 
@@ -142,15 +188,15 @@ def number(name: str, value, lo: float | None = None, hi: float | None = None, *
         return None
     rng = _range_text(lo, hi, lo_open, hi_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
+        raise ValueError(f"{param(name, bare=True)} must be a finite number{rng}, got {value!r}")
     v = float(value)
     if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and (v >= hi if hi_open else v > hi)):
-        raise ValueError(f"{name} must be a finite number{rng}, got {v}")
+        raise ValueError(f"{param(name, bare=True)} must be a finite number{rng}, got {v}")
     low, high, why = FLOAT_LIMITS.get(name, (None, None, ""))
     if high is not None and v > high:
-        raise ValueError(f"{name} must be <= {high:g}, got {v:g}: {why}")
+        raise ValueError(f"{param(name, bare=True)} must be <= {high:g}, got {v:g}: {why}")
     if low is not None and v < low:
-        raise ValueError(f"{name} must be >= {low:g}, got {v:g}: {why}")
+        raise ValueError(f"{param(name, bare=True)} must be >= {low:g}, got {v:g}: {why}")
     return v
 
 
@@ -160,7 +206,7 @@ def choice(name: str, value, options):
         return value
     close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"{name} must be one of {list(options)}, got {value!r}{hint}")
+    raise ValueError(f"{param(name, bare=True)} must be one of {list(options)}, got {value!r}{hint}")
 
 
 def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:

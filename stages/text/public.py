@@ -45,6 +45,7 @@ import pandas as pd
 from cutext.kernels.backend import is_gpu_object, meta
 from cutext.stages.readers.frames import FrameError, _string_dtype, is_dask, is_frame
 from cutext.stages.runtime.compute import StepClock, cluster_client, compute_all, persist_all, shared_key
+from cutext.stages.runtime.params import param
 from cutext.stages.text import bm25 as _bm25
 from cutext.stages.text.count import (
     count_partition,
@@ -134,7 +135,8 @@ def _check_texts(texts, column: str):
     if m.ndim == 1:
         dtype = m.dtype
     elif column not in m.columns:
-        raise FrameError(f"texts: no text column {column!r}; columns are {list(m.columns)} (pass text_column=)")
+        raise FrameError(f"texts: no text column {column!r}; columns are {list(m.columns)} "
+                         f"(pass {param('text_column')})")
     else:
         dtype = m[column].dtype
     if _string_dtype(dtype, is_gpu_object(m)) is False:
