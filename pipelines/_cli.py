@@ -76,7 +76,9 @@ SHARED = {
     "members": Shared("str", "archive members to read: an fnmatch glob of the member path (* also matches /); "
                              "repeat for several", many=True, alone=True),
     "lowercase": Shared("bool", "lowercase the text"),
-    "stopwords": Shared("str", "'lucene' (Lucene's 33 English stopwords), 'none', or a file with one word per line"),
+    "stopwords": Shared("str", "'english' (Snowball's English list), 'lucene' (Lucene's 33 English stopwords), "
+                               "'none', or a file with one word per line; lda: 'auto' (the default) is 'english' "
+                               "for text and none for a UCI / LDA-C vocabulary"),
     "stemmer": Shared("str", "Snowball algorithm: porter, english, german, ..."),
     "min_len": Shared("int", "drop tokens shorter than this (code points)"),
     "max_len": Shared("int", "drop tokens longer than this (code points)"),
