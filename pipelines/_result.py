@@ -71,6 +71,23 @@ class RunResult:
         return (f"RunResult({self.pipeline!r}, path={str(self.path)!r}, backend={self.backend!r}"
                 + (f", {h}" if h else "") + f", {sum(self.timings.values()):.2f} s)")
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the headline, then counts and stage seconds as two small tables."""
+        from html import escape
+
+        def table(title, items, fmt):
+            rows = "".join(f"<tr><td>{escape(str(k))}</td><td style='text-align:right'>{escape(fmt(v))}</td></tr>"
+                           for k, v in items)
+            return f"<table><thead><tr><th colspan='2'>{title}</th></tr></thead><tbody>{rows}</tbody></table>"
+
+        head = ", ".join(f"{escape(str(k))} = <b>{escape(_fmt(v))}</b>" for k, v in self.headline.items())
+        return (f"<div><p><code>{escape(self.pipeline)}</code> wrote <code>{escape(str(self.path))}</code> on "
+                f"{escape(self.backend)} ({escape(self.scheduler)}, {self.n_workers} worker(s))"
+                + (f": {head}" if head else "") + "</p><div style='display:flex;gap:2em'>"
+                + table("counts", self.counts.items(), lambda v: f"{v:,}" if isinstance(v, int) else str(v))
+                + table("seconds", self.timings.items(), lambda v: f"{v:.3f}")
+                + f"</div><p>total {sum(self.timings.values()):.2f} s</p></div>")
+
     def __str__(self) -> str:  # a short human summary for the CLI
         t = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items())
         c = ", ".join(f"{k}={v}" for k, v in self.counts.items())

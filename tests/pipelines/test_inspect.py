@@ -144,3 +144,14 @@ def test_run_result_summary_leads_with_the_headline():
     r = RunResult("lda", "x", "cpu", "sync", 1, {"n_docs": 3}, {"sample": 1.0}, {}, {"LLPT": -9.87654})
     lines = str(r).splitlines()
     assert lines[1] == "  LLPT = -9.8765" and "n_docs=3" in lines[2]
+
+
+def test_run_result_html_shows_headline_counts_and_seconds_escaped():
+    r = RunResult("bm25", "<out>", "cpu", "sync", 1, {"n_docs": 3204, "n_terms": 17748}, {"read": 0.25, "write": 1.5},
+                  {}, {"documents": 3204})
+    html = r._repr_html_()
+    assert "documents = <b>3,204</b>" in html or "documents = <b>3204</b>" in html
+    assert "<td>n_terms</td><td style='text-align:right'>17,748</td>" in html
+    assert "<td>write</td><td style='text-align:right'>1.500</td>" in html
+    assert "&lt;out&gt;" in html and "<out>" not in html
+    assert "total 1.75 s" in html
