@@ -88,6 +88,54 @@ class RunResult:
                 + table("seconds", self.timings.items(), lambda v: f"{v:.3f}")
                 + f"</div><p>total {sum(self.timings.values()):.2f} s</p></div>")
 
+    def _needs(self, pipeline: str, what: str) -> None:
+        if self.pipeline != pipeline:
+            raise ValueError(f"{what} reads a {pipeline!r} output; this is a {self.pipeline!r} result")
+
+    def topic_table(self, n: int = 10):
+        """An ``lda`` run's topics, one row a topic (:meth:`cutext.pipelines.lda.LDAModel.topic_table`: topic,
+        weight, docs, words), read from the model directory ``path``.
+
+        Raises
+        ------
+        ValueError
+            Not an ``lda`` result, or ``n`` < 1.
+        ArtifactError
+            The model directory was changed since the run (:meth:`LDAModel.load`).
+        """
+        self._needs("lda", "topic_table()")
+        from cutext.stages.engines.lda_model import LDAModel
+
+        return LDAModel.load(self.path).topic_table(n)
+
+    def top_terms(self, n: int = 10):
+        """A ``cluster`` run's clusters, one row a cluster, largest first: ``cluster_id``, ``size``, ``weight``
+        (share of the clustered documents), ``terms`` (the ``n`` heaviest joined by spaces), ``first_doc_id``;
+        read from ``clusters.parquet`` (as :meth:`StreamClusterer.top_terms`).
+
+        The file holds the run's ``n_top_terms=`` terms a cluster (10 by default); more come from the
+        clusterer's state: ``StreamClusterer.load(path / "state").top_terms(n)``.
+
+        Raises
+        ------
+        ValueError
+            Not a ``cluster`` result, or ``n`` < 1.
+        """
+        import numpy as np
+        import pandas as pd
+        import pyarrow.parquet as pq
+        from cutext.stages.runtime.params import count
+
+        self._needs("cluster", "top_terms()")
+        n = count("n", n, lo=1)
+        cl = pq.read_table(Path(self.path) / "clusters.parquet").to_pandas()
+        size = cl["size"].to_numpy(np.int64)
+        out = pd.DataFrame({"cluster_id": cl["cluster_id"].to_numpy(np.int64), "size": size,
+                            "weight": size / max(int(size.sum()), 1),
+                            "terms": [" ".join(t[:n]) for t in cl["terms"]],
+                            "first_doc_id": cl["first_doc_id"].to_numpy(np.int64)})
+        return out.sort_values(["size", "cluster_id"], ascending=[False, True], ignore_index=True)
+
     def __str__(self) -> str:  # a short human summary for the CLI
         t = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items())
         c = ", ".join(f"{k}={v}" for k, v in self.counts.items())

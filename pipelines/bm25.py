@@ -5,7 +5,8 @@ Index directory layout of the default, segmented index (``index_format=2``; ever
     index.json           index_format 2, segments (names in document order), next_segment, N, avgdl,
                          variant, k1, b, delta, tokenizer, backend, version, counts, timings
     segments/seg-NNNNN/  one segment a read partition: terms, postings (doc, tf), docs (source_id,
-                         length), segment.json (:mod:`cutext.stages.engines.segments`); weighted at load
+                         length), text (with store_text=True), segment.json
+                         (:mod:`cutext.stages.engines.segments`); weighted at load
 
 Format 1 (``index_format=1``), one global vocabulary with weighted postings::
 
@@ -200,7 +201,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
-                progress=True, append=False, members=None) -> RunResult:
+                progress=True, append=False, members=None, store_text=False) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -263,6 +264,14 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         one-shot build of all its documents.  The index's own BM25 and tokenizer settings are used: a
         setting given here that differs from the index's (or ``index_format=1``, ``overwrite=False``)
         is refused.
+    store_text : bool, default False
+        Keep every document's text in the index (``text.parquet`` beside each segment's files, zstd,
+        listed and checksummed like them), for :meth:`BM25Index.doc`, :meth:`BM25Index.docs` and
+        ``search(..., with_text=True)``; appends and compaction keep the texts.  Off by default: the
+        build then never holds or writes the text after tokenizing it (the GPU build's throughput is
+        the index's headline; with texts the input is read once more and the texts cross to the host
+        and are compressed, about as many bytes again as the input).  Segmented indexes only
+        (``index_format=2``).
 
     Returns
     -------
@@ -286,10 +295,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         A worker of ``client`` does not see the output's temporary directory (the message names the
         worker and the path); checked before the corpus is read, and nothing is left behind.
     """
+    if not isinstance(store_text, bool):
+        raise ValueError(f"{param('store_text', bare=True)} must be True or False, got {store_text!r}")
     if append:
         out = local_output(out)  # a URL of another file system is refused before the index is read
         _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
-                               overwrite=overwrite, tokenizer=(lowercase, stopwords, stemmer, min_len, max_len))
+                               overwrite=overwrite, store_text=store_text,
+                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len))
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
@@ -300,6 +312,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     if isinstance(index_format, bool):
         raise ValueError(f"index_format must be one of {list(INDEX_FORMATS)}, got {index_format!r}")
     index_format = choice("index_format", index_format, INDEX_FORMATS)
+    if store_text and index_format != 2:
+        raise ValueError(f"{param('store_text', True)} keeps the texts beside the segments of a segmented index: "
+                         f"use {param('index_format', 2)} (the default), or leave {param('store_text', bare=True)} out")
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
@@ -309,14 +324,16 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
                                   n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
         shares = _shares(src, info) if index_format == 2 else None
-        layout = {}
+        layout = {"store_text": store_text} if index_format == 2 else {}
         if shares is not None:  # a Client and a file input: every worker builds its share's segments
-            replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares)
+            replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares,
+                                                                     store_text=store_text)
             layout["next_segment"] = len(src.pieces)
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(src.pieces)})
         elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
-            replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path)
+            replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path,
+                                                                           store_text=store_text)
             layout["next_segment"] = len(layout["segments"])
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(layout["segments"])})
@@ -324,7 +341,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
             idx = _front_end(run, src, tok_cfg, info, spill, path)
             if index_format == 2:
-                replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info)
+                replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
+                                                         store_text=store_text)
                 layout["next_segment"] = len(layout["segments"])
                 avgdl = idx.n_tokens / idx.n_docs
             else:
@@ -347,7 +365,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                 "postings": counts["n_postings"]})
 
 
-_BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True}
+_BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
+                   "store_text": False}
 _TOKENIZER_DEFAULTS = (True, None, None, 1, None)
 
 
@@ -377,7 +396,8 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
-    the existing ones (their doc ids follow the index's last); the old segments are not rewritten (hard
+    the existing ones (their doc ids follow the index's last), with their texts when the index stores texts
+    (built with ``store_text=True``); the old segments are not rewritten (hard
     links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
     one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
     commit is atomic: a reader sees the index before or after the append, never between.
@@ -417,6 +437,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     index = local_output(index)
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
+    store_text = old.get("store_text") is True
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
@@ -427,15 +448,18 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         first = int(old.get("next_segment", len(old["segments"])))
         shares = _shares(src, info)
         if shares is not None:  # a Client and a file input: every worker writes its share's segments
-            replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first)
+            replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
+                                                       store_text=store_text)
             n_added = added["n_docs"]
         elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
-            replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first)
+            replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
+                                                             store_text=store_text)
             n_added = added["n_docs"]
         else:
             src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
             idx = _front_end(run, src, tok_cfg, info, spill, path)
-            replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first)
+            replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
+                                        store_text=store_text)
             n_added = idx.n_docs
         counts = commit_stage.write_commit(
             tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
@@ -469,6 +493,9 @@ class _IndexInput:
     pieces : list
         The read partitions.
     n_tokens, n_postings : int
+    texts : dask DataFrame or None
+        The read partitions (``source_id, text, replaced``), a partition per partition of ``docs``: read
+        again only by a writer that stores the texts.
     """
 
     docs: object
@@ -481,6 +508,7 @@ class _IndexInput:
     pieces: list
     n_tokens: int
     n_postings: int
+    texts: object = None
 
 
 def _open_source(path, be: str, blocksize, **read_kw):
@@ -529,12 +557,13 @@ def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, pat
                           run_stage=lambda name, fn: run.stage(_TIMING_NAMES.get(name, name), fn))
     docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
     n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
+    texts = corpus.source.docs  # lazy: the read partitions, as the read stage planned them
     del corpus
     n_tokens = int(lengths.sum())
     if n_tokens == 0 and not empty_ok:
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
     n_postings = int(df_t.sum())
-    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings)
+    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings, texts)
 
 
 def _weights(idx: _IndexInput, variant, k1, b, delta, per_file: int):
@@ -645,16 +674,24 @@ def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta,
     return replaced
 
 
-def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0) -> tuple[int, list[str]]:
+def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
+                    store_text: bool = False) -> tuple[int, list[str]]:
     """The write stage of a segmented index: one segment a partition of the count stage, each written
-    where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`); returns the
-    replaced-bytes total and the segment names in document order."""
+    where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`), with
+    ``store_text`` the partition's texts read again beside them (cudf text reaches the host through
+    Arrow); returns the replaced-bytes total and the segment names in document order."""
     folder = tmp / SEGMENTS_DIR
     folder.mkdir(exist_ok=True)
     names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
     vocab = shared_key(idx.vocab)  # the one O(V) input of every writer, one key of the graph
-    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n))
-             for c, d, n in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names)]
+    texts = [None] * len(names)
+    if store_text:
+        if idx.texts is None or idx.texts.npartitions != len(names):
+            raise RuntimeError(f"store_text: {len(names)} count partitions but "
+                               f"{getattr(idx.texts, 'npartitions', 0)} read partitions")
+        texts = idx.texts.to_delayed()
+    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t)
+             for c, d, n, t in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts)]
     # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
     with dask.config.set(scheduler="threads", num_workers=pa.cpu_count()):  # a worker's share of the cores
         metas = compute_all(tasks, info)
@@ -695,7 +732,8 @@ class _WorkerStages:
         return out
 
 
-def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1) -> dict:
+def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
+                 store_text: bool = False) -> dict:
     """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
     this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
     written into ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing
@@ -717,7 +755,8 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
         with share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
             idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
-            replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first)
+            replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,
+                                           store_text=store_text)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
@@ -747,7 +786,7 @@ def _shares(src, info) -> list | None:
 
 
 def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
-                      first: int = 0) -> tuple[int, list[str], dict]:
+                      first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict]:
     """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
     (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
     only lists the segments in document order.  Returns ``(replaced, segment names, counts)``; stage
@@ -763,7 +802,7 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
     sharing = host_share(client, [w for w, _, _ in shares])
     futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, sharing[w],
-                             workers=[w], allow_other_workers=True, pure=False) for w, pieces, k in shares]
+                             store_text, workers=[w], allow_other_workers=True, pure=False) for w, pieces, k in shares]
     bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
     if bar is not None:
         from distributed import as_completed
@@ -806,18 +845,19 @@ def _rows_of(text) -> int:
     return len(text() if isinstance(text, InTask) else text)
 
 
-def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder: str) -> dict:
+def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder: str,
+                               store_text: bool = False) -> dict:
     """The segment of one read partition (given, or read in this task), numbered by ``numberer`` (the
     partition's own, :func:`cutext.stages.readers.files.document_numberer`), with its own vocabulary.  Its
     task keys name the tokenize stage, as the stages' keys do (progress, task streams and the fault tests
     find the stages by them)."""
     text = text() if isinstance(text, InTask) else text
     shutil.rmtree(folder, ignore_errors=True)  # a task run again after its worker died starts clean
-    return write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder)
+    return write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder, store_text)
 
 
 def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
-                            first: int = 0) -> tuple[int, list[str], dict]:
+                            first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict]:
     """A segmented index on a Client from an input that :func:`_shares` cannot cut (a frame, or fewer units than
     workers): the read stage counts the documents of every partition (to the caller), then one task a
     partition tokenizes, counts and writes its segment with the partition's own vocabulary
@@ -870,7 +910,7 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     folder.mkdir(exist_ok=True)
     names = [f"seg-{first + i:05d}" for i in range(len(parts))]
     metas = run.stage("tokenize+write", lambda: gather([
-        submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]))
+        submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]), store_text)
         for i, p in enumerate(parts)]))
     counts = _summed_counts(path, metas)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
@@ -949,7 +989,7 @@ COMMANDS = (
             description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag). The "
                         "options are the keywords of BM25Index.load, BM25Index.search, read_queries and "
                         "write_trec_run.",
-            skip=("path",), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
+            skip=("path", "with_text"), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
             options={"k": dict(help="documents per query (a TREC run's 1000 by default)")}),
 )
 

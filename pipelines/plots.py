@@ -81,13 +81,17 @@ def plot_topics(model, n: int = 10, topics=None, cols: int = 4):
     return fig
 
 
-def plot_cluster_sizes(result):
+def plot_cluster_sizes(result, threshold: float | None = None):
     """Cluster sizes by rank (log-log) and the documents' best similarities against the threshold.
 
     Parameters
     ----------
-    result : RunResult, or str / os.PathLike
-        A cluster run (its output directory: ``clusters.parquet`` and ``cluster.json``).
+    result : RunResult, str / os.PathLike, or pandas.DataFrame
+        A cluster run (its output directory: ``clusters.parquet`` and ``cluster.json``), or assignments:
+        ``assignments.parquet`` read back, or :meth:`StreamClusterer.partial_fit`'s frames concatenated
+        (``cluster_id``, ``similarity``; ``cluster_id`` -1, a document without a weighted term, is left out).
+    threshold : float, optional
+        Where to draw the threshold (default: the run's; none for a frame).
 
     Returns
     -------
@@ -100,15 +104,21 @@ def plot_cluster_sizes(result):
     ------
     FileNotFoundError
         The directory holds no ``clusters.parquet`` / ``cluster.json``.
+    ValueError
+        A frame without ``cluster_id`` and ``similarity`` columns.
     """
-    d = _out_dir(result)
-    for name in ("clusters.parquet", "cluster.json"):
-        if not (d / name).is_file():
-            raise FileNotFoundError(f"{d / name}: not a cluster output (pipelines.run('cluster', ..., out=...))")
-    sizes = np.sort(pd.read_parquet(d / "clusters.parquet", columns=["size"])["size"].to_numpy())[::-1]
-    meta = json.loads((d / "cluster.json").read_text())
-    hist = meta.get("similarity_histogram") or {}
-    threshold = (meta.get("params") or {}).get("threshold", meta.get("threshold"))
+    if isinstance(result, pd.DataFrame):
+        sizes, hist = _assignment_sizes(result)
+    else:
+        d = _out_dir(result)
+        for name in ("clusters.parquet", "cluster.json"):
+            if not (d / name).is_file():
+                raise FileNotFoundError(f"{d / name}: not a cluster output (pipelines.run('cluster', ..., out=...))")
+        sizes = np.sort(pd.read_parquet(d / "clusters.parquet", columns=["size"])["size"].to_numpy())[::-1]
+        meta = json.loads((d / "cluster.json").read_text())
+        hist = meta.get("similarity_histogram") or {}
+        if threshold is None:
+            threshold = (meta.get("params") or {}).get("threshold", meta.get("threshold"))
     Figure = _pyplot()
     fig = Figure(figsize=(9, 3.4), layout="constrained")
     a, b = fig.subplots(1, 2)
@@ -126,6 +136,22 @@ def plot_cluster_sizes(result):
     b.set_ylabel("documents")
     b.set_title("where the threshold cuts", fontsize=10)
     return fig
+
+
+def _assignment_sizes(assign: pd.DataFrame) -> tuple:
+    """Sizes in decreasing order and the similarity histogram (20 bins over [0, 1], as cluster.json's) of
+    assignments."""
+    missing = {"cluster_id", "similarity"} - set(assign.columns)
+    if missing:
+        raise ValueError(f"plot_cluster_sizes needs assignments with cluster_id and similarity columns; "
+                         f"missing {sorted(missing)}")
+    ids = assign["cluster_id"].to_numpy(np.int64)
+    kept = ids >= 0
+    sizes = np.sort(np.bincount(ids[kept]))[::-1] if kept.any() else np.zeros(0, np.int64)
+    sizes = sizes[sizes > 0]
+    sim = np.clip(assign["similarity"].to_numpy(np.float64)[kept], 0.0, 1.0)
+    counts, edges = np.histogram(sim, bins=20, range=(0.0, 1.0))
+    return sizes, {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
 def plot_scores(hits: pd.DataFrame, max_rank: int | None = None):

@@ -439,6 +439,7 @@ class BM25Index:
     backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
     matrix : scipy / cupyx CSR, or None for a sharded index
     shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
+    store_text : bool  (the documents' texts are kept: :meth:`doc`, :meth:`docs`, ``search(with_text=True)``)
     """
 
     def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
@@ -455,6 +456,14 @@ class BM25Index:
         self._engines: list = []  # dask actors (_ShardEngine) of a client's shards, one per worker
         self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
         self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
+        self._text_segments = None  # (folders, deletes, doc_base) of a segmented index, for its texts
+        self._texts_cache: dict = {}  # segment number -> its live texts, read at the first use
+        self._id_index = None  # pandas Index of the source ids (first of equal ids), built at the first doc()
+
+    @property
+    def store_text(self) -> bool:
+        """Whether the index keeps its documents' texts (built with ``store_text=True``)."""
+        return self._text_segments is not None and self.meta.get("store_text") is True
 
     @property
     def n_docs(self) -> int:
@@ -465,9 +474,10 @@ class BM25Index:
         delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
         postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
         shards = f", shards={len(self.shards)}" if self.shards else ""
+        texts = ", texts=True" if self.store_text else ""
         return (f"BM25Index(N={self.n_docs:,}, V={len(self.vocab):,}, postings={postings:,}, "
                 f"variant={m.get('variant')!r}, k1={m.get('k1')}, b={m.get('b')}{delta}, "
-                f"backend={self.backend!r}{shards}, path={str(self.path)!r})")
+                f"backend={self.backend!r}{shards}{texts}, path={str(self.path)!r})")
 
     @classmethod
     def load(cls, path, backend="auto", client=None, verify: bool = True, devices=None) -> "BM25Index":
@@ -634,7 +644,9 @@ class BM25Index:
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
         M = _segment_matrix(merged, fn, w0, be)
         source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
-        return cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)
+        index = cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)
+        index._text_segments = (folders, deletes, merged.doc_base)
+        return index
 
     @classmethod
     def _load_segment_shards(cls, path: Path, meta: dict, folders: list, deletes: list, N: int, avgdl: float,
@@ -668,7 +680,133 @@ class BM25Index:
             lo, hi = int(mt.doc_base[a]), int(mt.doc_base[e])
             jobs.append((slot, lo, hi, (_load_segment_shard, [str(p.absolute()) for p in folders[a:e]], deletes[a:e],
                                         vocab, df, run, lo, hi, be, fn_s, w0_s)))
-        return cls._placed(client, jobs, path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths)
+        index = cls._placed(client, jobs, path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths)
+        index._text_segments = (folders, deletes, mt.doc_base)
+        return index
+
+    # -- documents
+    def _no_text(self) -> str:
+        if self.meta.get("index_format", 1) != 2:
+            return (f"{self.path}: a format-1 index stores no document text; rebuild it with store_text=True "
+                    "(segmented, the default index_format=2)")
+        return (f"{self.path}: this index stores no document text; build it with store_text=True "
+                "(python -m cutext.pipelines bm25 ... --store-text)")
+
+    def doc_ids(self, source_ids) -> np.ndarray:
+        """The doc ids (0..N-1) of documents given by their source ids.
+
+        Parameters
+        ----------
+        source_ids : str or iterable of str
+            Source ids as search results give them (other values are compared as ``str(x)``).  Of equal
+            source ids in the index (an append of a document again) the first document is taken.
+
+        Returns
+        -------
+        numpy int64 array, shape (len(source_ids),) (1 for one str)
+
+        Raises
+        ------
+        KeyError
+            A source id that is not in the index (up to five named).
+        """
+        if self._id_index is None:
+            ids = pd.Index(self.source_ids, dtype=object)
+            first = ~ids.duplicated(keep="first")  # equal ids after an append: the first document answers
+            self._id_index, self._id_pos = ids[first], np.flatnonzero(first).astype(np.int64)
+        wanted = [source_ids] if isinstance(source_ids, str) else [x if isinstance(x, str) else str(x)
+                                                                   for x in source_ids]
+        pos = self._id_index.get_indexer(wanted)
+        if (pos < 0).any():
+            missing = [w for w, p in zip(wanted, pos) if p < 0]
+            raise KeyError(f"{len(missing)} source id(s) not in the index {self.path}, e.g. {missing[:5]}")
+        return self._id_pos[pos]
+
+    def _segment_texts(self, s: int) -> pa.Array:
+        """The live texts of segment ``s``, read at the first use and kept."""
+        if s not in self._texts_cache:
+            folders, deletes, _ = self._text_segments
+            t = segments.read_segment_texts(folders[s], deletes[s])
+            if t is None:
+                raise ValueError(f"{folders[s]}: this segment stores no document text; " + self._no_text())
+            self._texts_cache[s] = t
+        return self._texts_cache[s]
+
+    def texts_at(self, doc_ids) -> pa.Array:
+        """The texts of documents given by doc id, read from the segments that hold them.
+
+        Parameters
+        ----------
+        doc_ids : integer array, shape (n,)
+            In ``[0, N)``, any order, repeats allowed.
+
+        Returns
+        -------
+        pyarrow.LargeStringArray, shape (n,)
+            The texts as read at the build (``text_column=`` lists joined by a space, invalid UTF-8
+            replaced by U+FFFD).
+
+        Raises
+        ------
+        ValueError
+            The index stores no text (the message names ``store_text=True``), or a doc id out of range.
+        """
+        if not self.store_text:
+            raise ValueError(self._no_text())
+        d = np.asarray(doc_ids, np.int64).ravel()
+        if d.size and (d.min() < 0 or d.max() >= self.n_docs):
+            raise ValueError(f"doc ids must be in [0, {self.n_docs}), got {int(d[(d < 0) | (d >= self.n_docs)][0])}")
+        if not d.size:
+            return pa.array([], pa.large_string())
+        base = self._text_segments[2]
+        seg = np.searchsorted(base, d, side="right") - 1
+        order = np.argsort(seg, kind="stable")  # gathered segment by segment, then put back in order
+        cuts = np.flatnonzero(np.diff(seg[order])) + 1
+        parts = [self._segment_texts(int(seg[g[0]])).take(pa.array(d[g] - base[seg[g[0]]]))
+                 for g in np.split(order, cuts)]
+        back = np.empty(len(d), np.int64)
+        back[order] = np.arange(len(d), dtype=np.int64)
+        return pa.concat_arrays(parts).take(pa.array(back))
+
+    def doc(self, source_id) -> str:
+        """The text of the document with this source id (Pyserini's ``doc(docid).raw()``).
+
+        Parameters
+        ----------
+        source_id : str
+            As search results give it.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        KeyError
+            ``source_id`` is not in the index (a deleted document is not).
+        ValueError
+            The index stores no text: build it with ``store_text=True``.
+        """
+        if not self.store_text:
+            raise ValueError(self._no_text())
+        return self.texts_at(self.doc_ids([source_id]))[0].as_py()
+
+    def docs(self, source_ids) -> list:
+        """The texts of documents given by their source ids, in the order given (:meth:`doc` of each).
+
+        Returns
+        -------
+        list of str, len(source_ids)
+
+        Raises
+        ------
+        KeyError, ValueError
+            As :meth:`doc`.
+        """
+        if not self.store_text:
+            raise ValueError(self._no_text())
+        ids = [source_ids] if isinstance(source_ids, str) else list(source_ids)
+        return self.texts_at(self.doc_ids(ids)).to_pylist()
 
     # -- commits
     def delete(self, source_ids) -> int:
@@ -826,7 +964,8 @@ class BM25Index:
         return self.topk_start(Q, k, engine, max_workspace, n_threads)()
 
     def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
-               engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None) -> pd.DataFrame:
+               engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None,
+               with_text: bool = False) -> pd.DataFrame:
         """Top-``k`` documents for every query.
 
         Parameters
@@ -848,6 +987,9 @@ class BM25Index:
         n_threads : int, optional
             Threads of the CPU engine and of its query tokenization (default: all, numba's setting).
             Refused by the other engines.
+        with_text : bool, default False
+            Add a ``text`` column: each hit's document text (:meth:`texts_at`; an index built with
+            ``store_text=True``), read from the segments of the hits only.
 
         Returns
         -------
@@ -855,7 +997,8 @@ class BM25Index:
             ``query_id: str``; ``doc_id: int64``, the document's number in the index (0..N-1, the
             ``doc_id`` of ``documents/``); ``source_id``: the caller's id of the document (the source
             id the corpus gave it); ``rank: int64`` (1-based); ``score: float64``; ``doc_index:
-            int64``, an alias of ``doc_id`` (kept for the earlier contract).  Rows by query, then rank:
+            int64``, an alias of ``doc_id`` (kept for the earlier contract); with ``with_text``, ``text``
+            (pandas' str dtype).  Rows by query, then rank:
             score descending, equal scores by the smaller ``doc_id`` (every engine and a sharded
             index give the same rows).  Documents that match no query term (score of the stored
             weights not > 0) are not returned, so a query may have fewer than ``k`` rows.
@@ -864,11 +1007,13 @@ class BM25Index:
         ------
         ValueError
             ``k``, ``batch_size``, ``engine``, ``max_workspace`` or ``n_threads`` out of range, or
-            an option the engine in effect does not use.
+            an option the engine in effect does not use; ``with_text`` on an index without texts (the
+            message names ``store_text=True``).
         TypeError
             A query that is not a string.
         """
-
+        if with_text and not self.store_text:  # before any work
+            raise ValueError("with_text=True: " + self._no_text())
         notice_compiles()  # the first search on a machine compiles the CPU kernels for seconds: say so once
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
@@ -937,6 +1082,8 @@ class BM25Index:
         out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs,
                             "source_id": _take_str(self._source_ids_arrow(), docs),
                             "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs})
+        if with_text:
+            out["text"] = _take_str(self.texts_at(docs), np.arange(len(docs)))
         clock("search: result frame")
         return out
 

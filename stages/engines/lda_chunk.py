@@ -45,6 +45,7 @@ from cutext.stages.readers.base import CorpusError
 from cutext.stages.text.public import Counts
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.text.frontend import corpus_session
+from cutext.stages.runtime.reprs import short_repr
 
 
 class LDAInputError(CorpusError):
@@ -88,6 +89,9 @@ class BagOfWords:
     @property
     def n_tokens(self) -> int:
         return int(self.count.sum(dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["n_docs", "n_tokens"], V=len(self.vocab), nnz=len(self.word), source=self.source)
 
     @property
     def doc_lengths(self) -> np.ndarray:
@@ -575,6 +579,9 @@ class Chunks:
     @property
     def V(self) -> int:
         return len(self.vocab)
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["n_tokens", "n_docs", "V", "K", "n_dense"], chunks=len(self.chunk_ptr) - 1)
 
     def chunk(self, c: int) -> slice:
         return slice(int(self.chunk_ptr[c]), int(self.chunk_ptr[c + 1]))

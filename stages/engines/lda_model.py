@@ -163,6 +163,48 @@ class LDAModel:
                              "term": [self.vocab[i] for i in idx.ravel()],
                              "prob": np.take_along_axis(phi, idx, axis=1).ravel()})
 
+    def topic_table(self, n: int = 10) -> pd.DataFrame:
+        """One row a topic, for reading a model at a glance (tomotopy's ``summary``, BERTopic's ``get_topic_info``).
+
+        Parameters
+        ----------
+        n : int, default 10
+            Words a topic (>= 1; at most V).
+
+        Returns
+        -------
+        pandas.DataFrame, K rows in topic order
+            ``topic: int64``; ``weight: float64``, the topic's share of the training tokens (n_k / n_tokens,
+            the rows sum to 1); ``docs: int64``, training documents whose largest topic count it is (ties:
+            the smaller topic; documents without a token count for none); ``words: str``, the ``n`` most
+            probable words (:meth:`top_words`) joined by spaces, the most probable first.
+
+        Raises
+        ------
+        ValueError
+            ``n`` < 1.
+        """
+        n = count("n", n, lo=1)
+        tw = self.top_words(n)
+        words = tw.groupby("topic", sort=True)["term"].agg(" ".join).reindex(range(self.K), fill_value="")
+        total = int(self.nk.sum())
+        dt = self.doc_topic[self.doc_topic["count"] > 0]
+        # each document's largest count, the smaller topic on ties
+        top = dt.sort_values(["doc_id", "count", "topic"], ascending=[True, False, True]).drop_duplicates("doc_id")
+        docs = np.bincount(top["topic"].to_numpy(np.int64), minlength=self.K)
+        return pd.DataFrame({"topic": np.arange(self.K, dtype=np.int64),
+                             "weight": self.nk / total if total else np.zeros(self.K),
+                             "docs": docs.astype(np.int64), "words": words.to_numpy(dtype=object)})
+
+    def _repr_html_(self) -> str:
+        """The one-line repr and the topic table (first 20 topics, 8 words each), for notebooks."""
+        import html
+
+        t = self.topic_table(8)
+        more = f"<p>... {self.K - 20} more topics: topic_table()</p>" if self.K > 20 else ""
+        return (f"<p><code>{html.escape(repr(self))}</code></p>"
+                + t.head(20).to_html(index=False, float_format=lambda v: f"{v:.3f}") + more)
+
     def _bow(self, docs) -> BagOfWords:
         if isinstance(docs, BagOfWords):
             lists = []

@@ -187,6 +187,27 @@ class Scores:
         n = int(self.tokens.sum())
         return float(10.0 ** (-float(self.log10_prob.sum()) / n)) if n else float("nan")
 
+    def __repr__(self) -> str:  # one line: a notebook shows it; the arrays are the attributes
+        return (f"Scores(sentences={len(self):,}, tokens={int(self.tokens.sum()):,}, oov={int(self.oov.sum()):,}, "
+                f"log10_prob={float(self.log10_prob.sum()):.4f}, perplexity={self.perplexity:.4f})")
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row a sentence: ``log10_prob: float64``, ``tokens: int64``, ``oov: int64``, ``perplexity:
+        float64`` (``10 ** (-log10_prob / tokens)``, NaN for a sentence without a scored token)."""
+        tokens = self.tokens.astype(np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ppl = np.where(tokens > 0, 10.0 ** (-self.log10_prob / np.maximum(tokens, 1)), np.nan)
+        return pd.DataFrame({"log10_prob": self.log10_prob.astype(np.float64), "tokens": tokens,
+                             "oov": self.oov_counts(), "perplexity": ppl})
+
+    def _repr_html_(self) -> str:
+        """For notebooks: the one-line repr over the first 10 sentences (:meth:`to_frame`)."""
+        import html
+
+        more = f"<p>... {len(self) - 10:,} more sentences: to_frame()</p>" if len(self) > 10 else ""
+        return (f"<p><code>{html.escape(repr(self))}</code></p>"
+                + self.to_frame().head(10).to_html(float_format=lambda v: f"{v:.4f}") + more)
+
 
 @dataclass
 class TopK:
@@ -203,6 +224,11 @@ class TopK:
     ids: np.ndarray
     log10_prob: np.ndarray
     words: list
+
+    def __repr__(self) -> str:  # one line: the first context's words, not the arrays
+        n, k = (int(d) for d in self.ids.shape) if self.ids.ndim == 2 else (len(self.words), 0)
+        first = list(self.words[0][:5]) + (["..."] if k > 5 else []) if n else []
+        return f"TopK(contexts={n:,}, k={k}, words[0]={first})"
 
 
 class NGramModel:

@@ -15,8 +15,10 @@ A segment folder::
     postings.parquet  doc: int32 (local doc number), tf: int32 (>= 1); term-major: the df[0]
                       postings of terms[0], then those of terms[1], ...; docs ascending within a term
     docs.parquet      source_id: string, length: int32 (tokens, the BM25 document length dl)
-    segment.json      kind "cutext.segment", format, n_docs, n_terms, n_postings, sum_dl, and the
-                      size and CRC32 of every file (:func:`cutext.stages.runtime.checksums.seal`)
+    text.parquet      text: large_string, the document's text as read, a row per local doc; only in a
+                      segment written with texts (``store_text=True`` of the bm25 pipeline)
+    segment.json      kind "cutext.segment", format, n_docs, n_terms, n_postings, sum_dl, texts (bool),
+                      and the size and CRC32 of every file (:func:`cutext.stages.runtime.checksums.seal`)
 
 A term's postings start at ``cumsum(df)`` of the terms before it (no offsets are stored).  Every
 file is written under a temporary name and renamed; ``segment.json`` is written last.
@@ -29,7 +31,8 @@ delta-packed against 1.46 on 20 Newsgroups, and cost a prefix sum at read, 33 vs
 (20 Newsgroups) bytes a posting, format 1's postings 6.6; ``read_segment`` reads about 45 M postings/s
 on two CPU cores (no compression: 1.75 bytes a posting, read 1.5x as fast).
 ``term`` DELTA_BYTE_ARRAY (the prefix compression of sorted strings, as Lucene's term dictionary
-blocks) and ``df`` dictionary: 2.8 to 3.4 bytes a term.
+blocks) and ``df`` dictionary: 2.8 to 3.4 bytes a term.  ``text`` is PLAIN under zstd (a dictionary of
+whole documents would hold every value once).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -46,20 +50,21 @@ import pyarrow.parquet as pq
 from cutext.kernels.backend import array_module, is_gpu_object, to_host, values
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
+from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.text.encode import sorted_terms, vocabulary_frame
 from cutext.stages.text.tokens import WithDocIds, count_partition_summary, tokenize_partition_summary
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
-           "write_text_segment",
+           "write_text_segment", "read_segment_texts", "live_texts", "text_array",
            "live_segment", "posting_weights", "segment_heads",
            "postings_bytes"]
 
 KIND = "cutext.segment"
 FORMAT = 1
 MANIFEST = "segment.json"
-TERMS, POSTINGS, DOCS = "terms.parquet", "postings.parquet", "docs.parquet"
+TERMS, POSTINGS, DOCS, TEXT = "terms.parquet", "postings.parquet", "docs.parquet", "text.parquet"
 COMPRESSION = "zstd"
 _INT32_MAX = 2**31 - 1
 # (use_dictionary, column_encoding) per file; the module docstring gives the measurements
@@ -67,11 +72,13 @@ _ENCODINGS = {
     TERMS: (["df"], {"term": "DELTA_BYTE_ARRAY"}),
     POSTINGS: (["tf"], {"doc": "DELTA_BINARY_PACKED"}),
     DOCS: (["length"], {"source_id": "DELTA_BYTE_ARRAY"}),
+    TEXT: ([], {}),
 }
 _SCHEMAS = {
     TERMS: pa.schema([("term", pa.large_string()), ("df", pa.int32())]),
     POSTINGS: pa.schema([("doc", pa.int32()), ("tf", pa.int32())]),
     DOCS: pa.schema([("source_id", pa.string()), ("length", pa.int32())]),
+    TEXT: pa.schema([("text", pa.large_string())]),
 }
 
 
@@ -125,6 +132,10 @@ class Segment:
     def offsets(self) -> np.ndarray:
         """int64 array (n_terms + 1,): the postings of ``terms[j]`` are ``offsets[j]:offsets[j + 1]``."""
         return _offsets(self.df)
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["n_docs", "n_terms", "n_postings", "sum_dl", "path"],
+                          postings_read=self.doc is not None)
 
 
 def _offsets(df: np.ndarray) -> np.ndarray:
@@ -187,6 +198,36 @@ def _as_strings(values, typ, what: str) -> pa.Array:
         raise ValueError(f"{what}: not castable to {typ} ({exc})") from None
 
 
+def text_array(texts) -> pa.Array:
+    """Documents' texts as one pyarrow ``large_string`` array on the host, nulls made empty texts (as the
+    tokenizer reads them).
+
+    Parameters
+    ----------
+    texts : array of str, shape (n,)
+        pyarrow (array or chunked), a pandas or cudf Series (cudf through ``.to_arrow()``: the device
+        column is copied once, never through Python objects), a frame with a ``text`` column, numpy or
+        a list.
+
+    Returns
+    -------
+    pyarrow.LargeStringArray, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        Values that are not strings.
+    """
+    if getattr(texts, "ndim", 1) == 2:  # a read partition: its text column
+        texts = texts["text"]
+    if is_gpu_object(texts):
+        texts = texts.to_arrow()
+    elif isinstance(texts, pd.Series):
+        texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
+    out = _as_strings(texts, pa.large_string(), "texts")
+    return out.fill_null("") if out.null_count else out
+
+
 def _as_ints(values, what: str, device: bool = False):
     """A 1-d integer array from numpy, cupy, pandas, cudf or pyarrow (no copy where possible): numpy, or
     with ``device`` a cupy array stays one (cudf columns give their cupy array)."""
@@ -247,7 +288,7 @@ def _write_parquet(folder: Path, name: str, columns: dict) -> None:
     os.replace(tmp, folder / name)
 
 
-def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
+def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -> dict:
     """Write one immutable segment (module docstring for the layout).
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
@@ -273,12 +314,15 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
         Tokens per document (BM25's dl), in ``[0, 2**31 - 1]``; at least the sum of its postings' tf.
     source_ids : array of str, shape (n_docs,)
         The documents' ids in the source (cast to string).
+    texts : array of str, shape (n_docs,), optional
+        The documents' texts (:func:`text_array`: pyarrow, pandas, cudf, numpy or a list; a null is an
+        empty text), written to ``text.parquet``; None writes no text.
 
     Returns
     -------
     dict
         The segment's manifest (``segment.json``): ``kind``, ``format``, ``n_docs``, ``n_terms``,
-        ``n_postings``, ``sum_dl`` and ``files`` (``{name: {"bytes", "crc32"}}``).
+        ``n_postings``, ``sum_dl``, ``texts`` and ``files`` (``{name: {"bytes", "crc32"}}``).
 
     Raises
     ------
@@ -298,10 +342,13 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
     xp = array_module(doc)
     df, tf, lengths = xp.asarray(df), xp.asarray(tf), xp.asarray(lengths)
     source_ids = _as_strings(source_ids, pa.string(), "source_ids")
+    texts = text_array(texts) if texts is not None else None
     n_docs, n_terms, n_postings = len(lengths), len(terms), len(doc)
     if len(df) != n_terms or len(tf) != n_postings or len(source_ids) != n_docs:
         raise ValueError(f"shapes disagree: {n_terms} terms and {len(df)} df, {n_postings} doc and {len(tf)} tf, "
                          f"{n_docs} lengths and {len(source_ids)} source_ids")
+    if texts is not None and len(texts) != n_docs:
+        raise ValueError(f"shapes disagree: {len(texts)} texts for {n_docs} documents")
     if n_docs > _INT32_MAX:
         raise ValueError(f"a segment holds at most {_INT32_MAX} documents, got {n_docs}")
     if terms.null_count:
@@ -329,8 +376,10 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids) -> dict:
     _write_parquet(folder, TERMS, {"term": terms, "df": to_host(df).astype(np.int32, copy=False)})
     _write_parquet(folder, POSTINGS, {"doc": doc.astype(np.int32, copy=False), "tf": tf.astype(np.int32, copy=False)})
     _write_parquet(folder, DOCS, {"source_id": source_ids, "length": to_host(lengths).astype(np.int32, copy=False)})
+    if texts is not None:
+        _write_parquet(folder, TEXT, {"text": texts})
     meta = {"kind": KIND, "format": FORMAT, "n_docs": n_docs, "n_terms": n_terms, "n_postings": n_postings,
-            "sum_dl": int(lengths.sum(dtype=np.int64)), "compression": COMPRESSION}
+            "sum_dl": int(lengths.sum(dtype=np.int64)), "compression": COMPRESSION, "texts": texts is not None}
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)
@@ -442,6 +491,53 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     return Segment(terms, df, doc, tf, lengths, source_ids, folder, meta)
 
 
+def read_segment_texts(folder, deleted=None, *, verify: bool = False) -> pa.Array | None:
+    """The texts of a segment's documents (``text.parquet``), checked against its ``segment.json``.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+    deleted : integer array, optional
+        Local doc numbers to leave out (:func:`live_texts`), as :func:`live_segment` leaves them out.
+    verify : bool, default False
+        Check the size and CRC32 of the segment's files first (an index's load has checked them).
+
+    Returns
+    -------
+    pyarrow.LargeStringArray, shape (n_docs - deleted,), or None
+        Local doc order; None when the segment stores no text.
+
+    Raises
+    ------
+    ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+        ``segment.json`` records texts but ``text.parquet`` is missing.
+    ArtifactError (ValueError)
+        Unreadable Parquet, another column or type, nulls, or a row count other than ``n_docs``.
+    """
+    folder = Path(folder)
+    meta = art.read_manifest(folder, MANIFEST, KIND, "a cutext segment", verify=verify)
+    if meta.get("texts") is not True:
+        return None
+    n_docs = art.field_int(meta, "n_docs", folder / MANIFEST, lo=0, hi=_INT32_MAX)
+    t = _read_parquet(folder, TEXT)
+    if t.num_rows != n_docs:
+        raise art.ArtifactError(f"{folder / TEXT}: {t.num_rows} texts, {MANIFEST} records {n_docs} documents")
+    texts = t.column("text").combine_chunks()
+    return texts if deleted is None else live_texts(texts, deleted)
+
+
+def live_texts(texts: pa.Array, deleted) -> pa.Array:
+    """``texts`` (a segment's, local doc order) without the local doc numbers ``deleted`` (any order,
+    repeats allowed): the rows :func:`live_segment` keeps."""
+    deleted = np.unique(np.asarray(deleted, np.int64))
+    if not len(deleted):
+        return texts
+    _check_in(deleted, 0, len(texts) - 1, "deleted doc")
+    live = np.ones(len(texts), bool)
+    live[deleted] = False
+    return texts.filter(pa.array(live))
+
+
 def postings_bytes(folder) -> dict:
     """Bytes of a segment's files and bytes per posting, from its ``segment.json``.
 
@@ -493,6 +589,9 @@ class MergedTerms:
     def avgdl(self) -> float:
         """``sum_dl / n_docs`` in float64 (0.0 without documents), as the one-shot build computes it."""
         return self.sum_dl / self.n_docs if self.n_docs else 0.0
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["vocab", "n_docs", "sum_dl"], segments=len(self.term_ids))
 
 
 def _segments(segments, postings: bool) -> list:
@@ -596,6 +695,9 @@ class MergedSegments:
         """int32 array (n_postings,): the term id of every posting (the CSR's row indices)."""
         return np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))
 
+    def __repr__(self) -> str:
+        return short_repr(self, ["n_docs", "avgdl", "vocab", "doc", "tf"])
+
 
 def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments:
     """Lay segments end to end in commit order and merge their postings into one term-major CSR.
@@ -682,6 +784,9 @@ class SegmentWeights:
     idf: np.ndarray
     w0: np.ndarray
     avgdl: float
+
+    def __repr__(self) -> str:
+        return short_repr(self)
 
 
 def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75,
@@ -815,7 +920,7 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
             "source_ids": source_ids}
 
 
-def write_partition_segment(counts, docs, vocab, folder) -> dict:
+def write_partition_segment(counts, docs, vocab, folder, texts=None) -> dict:
     """One segment from a partition of the count stage and the same partition of the document table:
     the bm25 pipeline's segmented writer, run by the worker that holds the partition (no postings move
     between workers; the vocabulary's strings are the one O(V) input every writer shares).
@@ -830,6 +935,9 @@ def write_partition_segment(counts, docs, vocab, folder) -> dict:
     vocab : pyarrow string array, shape (V,)
     folder : str or os.PathLike
         New or empty.
+    texts : pandas or cudf DataFrame or Series, optional
+        The same partition as read (a ``text`` column, a row per document of ``docs`` in its order): the
+        segment stores the texts (:func:`text_array`; a cudf column reaches the host through Arrow).
 
     Returns
     -------
@@ -842,17 +950,18 @@ def write_partition_segment(counts, docs, vocab, folder) -> dict:
     ValueError
         Doc ids that are not consecutive; see :func:`segments_from_counts`, :func:`write_segment`.
     """
+    texts = text_array(texts) if texts is not None else None
     docs = to_host(docs)
     ids = docs["doc_id"].to_numpy()
     lo, hi = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
     if hi - lo != len(ids) or (len(ids) and not (np.diff(ids) == 1).all()):
         raise ValueError(f"{folder}: the partition's doc ids are not consecutive ({len(ids)} ids in [{lo}, {hi}))")
     source_ids = pa.array(docs["source_id"].to_numpy(dtype=object), pa.large_string())
-    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi))
+    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi), texts=texts)
     return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)
 
 
-def write_text_segment(texts, docs, tokenizer, folder) -> dict:
+def write_text_segment(texts, docs, tokenizer, folder, store_text: bool = False) -> dict:
     """One segment straight from a read partition's text, with the partition's own vocabulary: the
     tokenize and count stages of :mod:`cutext.stages.text` on this partition alone, then
     :func:`write_partition_segment`.  A segment stores its terms as strings and numbers its documents
@@ -871,6 +980,8 @@ def write_text_segment(texts, docs, tokenizer, folder) -> dict:
     tokenizer : cutext.stages.text.tokenize.TokenizerConfig
     folder : str or os.PathLike
         New or empty.
+    store_text : bool, default False
+        Keep the texts in the segment (``text.parquet``).
 
     Returns
     -------
@@ -888,10 +999,11 @@ def write_text_segment(texts, docs, tokenizer, folder) -> dict:
     ids = values(docs["doc_id"])
     lo = int(ids[0]) if len(ids) else 0
     summary = tokenize_partition_summary(WithDocIds([lo], "text")(texts, {"number": 0}), tokenizer, "text")
+    kept = text_array(texts) if store_text else None
     del texts
     vocab = sorted_terms(summary.scan.uniq)
     counts = count_partition_summary(summary, vocabulary_frame(vocab, docs), docs)
     n_empty = int((to_host(summary.scan.lengths) == 0).sum())
     del summary
-    meta = write_partition_segment(counts, docs, vocab, folder)
+    meta = write_partition_segment(counts, docs, vocab, folder, texts=kept)
     return dict(meta, terms=vocab, n_empty_docs=n_empty)

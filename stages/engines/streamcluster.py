@@ -671,6 +671,37 @@ class StreamClusterer:
                              "norm": st.norm[:st.n].copy(), ("terms" if terms is not None else "term_ids"): rows_t,
                              "weights": rows_w})
 
+    def top_terms(self, n: int = 10) -> pd.DataFrame:
+        """One row a cluster with its ``n`` heaviest terms, largest cluster first (BERTopic's ``get_topic_info``).
+
+        Parameters
+        ----------
+        n : int, default 10
+            Terms a cluster (>= 1; a cluster holds at most ``top_k``).
+
+        Returns
+        -------
+        pandas.DataFrame, one row a cluster
+            ``cluster_id: int64``; ``size: int64`` (documents); ``weight: float64``, the cluster's share of
+            the clustered documents; ``terms: str``, its terms by decreasing centroid weight (ties: the
+            earlier term) joined by spaces (term ids when the clusterer was fed term vectors, without a
+            vocabulary).  Sorted by size, descending, then cluster_id.
+
+        Raises
+        ------
+        ValueError
+            ``n`` < 1.
+        """
+        n = count("n", n, lo=1)
+        vocab = self.vectorizer.terms if self.vectorizer is not None and self.vectorizer.terms else None
+        cl = self.clusters(terms=vocab, n_terms=n)
+        words = cl["terms" if vocab is not None else "term_ids"]
+        total = int(cl["size"].sum())
+        out = pd.DataFrame({"cluster_id": cl["cluster_id"].to_numpy(np.int64), "size": cl["size"].to_numpy(np.int64),
+                            "weight": cl["size"].to_numpy(np.float64) / max(total, 1),
+                            "terms": [" ".join(map(str, t)) for t in words]})
+        return out.sort_values(["size", "cluster_id"], ascending=[False, True], ignore_index=True)
+
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> Path:
         """Write the state (clusters Parquet, vocabulary Parquet, JSON) to a directory, atomically."""

@@ -45,6 +45,7 @@ from cutext.stages.readers.frames import spread_source
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.compute import ComputeInfo, compute_context, materialize
 from cutext.stages.runtime.progress import stage
+from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text import public as api
 from cutext.stages.text.partitions import _doc_table
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -110,6 +111,9 @@ class Corpus:
     @property
     def format(self) -> str:
         return self.source.format
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["docs", "n_docs", "n_terms", "n_tokens", "counts", "format"])
 
     @property
     def pieces(self) -> list:

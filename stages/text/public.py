@@ -46,6 +46,7 @@ from cutext.kernels.backend import is_gpu_object, meta
 from cutext.stages.readers.frames import FrameError, _string_dtype, is_dask, is_frame
 from cutext.stages.runtime.compute import StepClock, cluster_client, compute_all, persist_all, shared_key
 from cutext.stages.runtime.params import param
+from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text import bm25 as _bm25
 from cutext.stages.text.count import (
     count_partition,
@@ -317,6 +318,9 @@ class Counts:
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
 
+    def __repr__(self) -> str:
+        return short_repr(self, ["counts", "n_docs", "n_terms", "n_tokens", "df", "lengths"])
+
 
 def token_lengths(tokens, n_docs: int | None = None) -> np.ndarray:
     """Tokens per document, int64 array of shape (n_docs,), index = doc_id.
@@ -471,6 +475,9 @@ class BM25Postings:
     delta: float
     ranges: list | None = None
     range_workers: list | None = None
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["postings", "n_docs", "avgdl", "delta", "idf"])
 
 
 def bm25(counts: Counts, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75, delta=None,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+from cutext.stages.runtime.reprs import short_repr
 
 WEIGHTINGS = ("tficf", "tfidf")
 
@@ -49,6 +50,9 @@ class TermVectors:
 
     def __len__(self) -> int:
         return self.idx.shape[0]
+
+    def __repr__(self) -> str:
+        return short_repr(self, [], docs=len(self), top_k=self.top_k, terms=int(self.length.sum()))
 
     def take(self, sel) -> "TermVectors":
         """Rows ``sel`` (slice, int array or boolean mask), as a new TermVectors."""

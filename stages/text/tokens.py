@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, meta, to_host, values
 from cutext.stages.runtime.compute import nbytes_of
+from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.encode import encode_partition
 from cutext.stages.text.partitions import (
@@ -254,6 +255,9 @@ class TokenTable:
     spill: Path | None = None
     _frame: object = field(default=None, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        return short_repr(self, ["texts", "column", "storage", "lengths"])
+
     @property
     def columns(self) -> list:
         return ["doc_id", "token"]
@@ -336,6 +340,9 @@ class EncodedTable:
     rows: object
     vocab_frame: object
     tokens: TokenTable | None = None
+
+    def __repr__(self) -> str:
+        return short_repr(self, ["rows", "vocab_frame"])
 
     @property
     def columns(self) -> list:

@@ -85,6 +85,8 @@ def test_reprs_are_one_short_line(tmp_path, corpus, arpa):
     c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)
     sc = StreamClusterer.load(c.path / "state", backend="cpu")
     m = LDAModel.load(pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=2, **KW).path)
+    kept = pipelines.BM25Index.load(pipelines.run("bm25", path, out=tmp_path / "kept", scheduler="sync",
+                                                  store_text=True, **KW).path, backend="cpu")
     reprs = {
         "bm25": (repr(index), rf"^BM25Index\(N=80, V={len(index.vocab):,}, postings={index.matrix.nnz:,}, "
                               r"variant='lucene', k1=0\.9, b=0\.4, backend='cpu', path='.*bm25'\)$"),
@@ -96,6 +98,12 @@ def test_reprs_are_one_short_line(tmp_path, corpus, arpa):
                          r"beta=0\.01, iterations=2, LLPT=-[\d.]+, trained on 'cpu', path='.*lda'\)$"),
         "result": (repr(c), rf"^RunResult\('cluster', path='.*cl', backend='cpu', clusters={sc.n_clusters}, "
                             r"documents=80, [\d.]+ s\)$"),
+        "texts": (repr(kept), r"^BM25Index\(N=80, .*, backend='cpu', texts=True, path='.*kept'\)$"),
+        # KenLM's scores of these two sentences (shared data README): -1.567985 and -64.594437
+        "scores": (repr(lm.score(["looking on a little more loin", "language modeling is fun ."])),
+                   r"^Scores\(sentences=2, tokens=13, oov=3, log10_prob=-66\.1624, perplexity=[\d.]+\)$"),
+        "topk": (repr(lm.top_k_next(["the"] * 400, k=7)), r"^TopK\(contexts=400, k=7, words\[0\]=\['\S+', "
+                                                        r"'\S+', '\S+', '\S+', '\S+', '\.\.\.'\]\)$"),
     }
     for name, (text, pattern) in reprs.items():
         assert "\n" not in text and len(text) < 300, name
@@ -155,3 +163,85 @@ def test_run_result_html_shows_headline_counts_and_seconds_escaped():
     assert "<td>write</td><td style='text-align:right'>1.500</td>" in html
     assert "&lt;out&gt;" in html and "<out>" not in html
     assert "total 1.75 s" in html
+
+
+def test_stage_results_print_shapes_not_arrays(tmp_path, corpus, arpa):
+    from cutext import stages
+    from cutext.pipelines.ngram import NGramModel
+    from cutext.stages.engines import segments
+    from cutext.stages.runtime.reprs import describe
+
+    path, _ = corpus
+    texts = pd.read_json(path, lines=True).rename(columns={"contents": "text"})[["text"]]
+    tokens = stages.tokenize(texts)
+    vocab, encoded = stages.encode(tokens)
+    c = stages.count(encoded)
+    V = len(vocab)
+    b = pipelines.run("bm25", path, out=tmp_path / "bm25", scheduler="sync", **KW)
+    seg = segments.read_segment(b.path / "segments" / "seg-00000")
+    merged = segments.merge_segments([seg])
+    lm = NGramModel.load(arpa / "kenlm" / "test.arpa", backend="cpu")
+    shown = {
+        "tokens": (tokens, r"^TokenTable\(texts=dask DataFrame\[1 partition\], column='text', storage='memory', "
+                           r"lengths=int64\[80\]\)$"),
+        "counts": (c, rf"^Counts\(counts=dask DataFrame\[1 partition\], n_docs=80, n_terms={V:,}, n_tokens=[\d,]+, "
+                      rf"df=int64\[{V + 1:,}\], lengths=int64\[80\]\)$"),
+        "bm25": (stages.bm25(c), rf"^BM25Postings\(postings=dask DataFrame\[\d+ partitions?\], n_docs=80, "
+                                 rf"avgdl=[\d.]+, delta=0, idf=float64\[{V + 1:,}\]\)$"),
+        "chunks": (stages.lda_chunks(c, vocab, K=4), rf"^Chunks\(n_tokens=[\d,]+, n_docs=80, V={V:,}, K=4, "
+                                                     r"n_dense=[\d,]+, chunks=\d+\)$"),
+        "segment": (seg, r"^Segment\(n_docs=80, n_terms=[\d,]+, n_postings=[\d,]+, sum_dl=[\d,]+, "
+                         r"path='.*seg-00000', postings_read=True\)$"),
+        "merged": (merged, r"^MergedSegments\(n_docs=80, avgdl=[\d.]+, vocab=large_string\[[\d,]+\], "
+                           r"doc=int32\[[\d,]+\], tf=int32\[[\d,]+\]\)$"),
+    }
+    for name, (obj, pattern) in shown.items():
+        text = repr(obj)
+        assert "\n" not in text and len(text) < 200 and "array(" not in text, (name, text)
+        assert re.match(pattern, text), (name, text)
+    assert describe(np.zeros((3, 1000), np.float32)) == "float32[3 x 1,000]"
+    assert describe(pd.DataFrame({"a": range(5), "b": range(5)})) == "DataFrame[5 x 2]"
+    assert describe(list(range(20000))) == "list[20,000]" and describe(np.int64(12345)) == "12,345"
+    assert describe("x" * 100) == repr("x" * 40 + "...")
+    s = lm.score(["looking on a little more loin", "language modeling is fun ."] * 6)
+    frame = s.to_frame()
+    assert list(frame.columns) == ["log10_prob", "tokens", "oov", "perplexity"] and len(frame) == 12
+    assert frame["perplexity"].iloc[0] == pytest.approx(10 ** (1.567985 / 7), rel=1e-5)
+    html = s._repr_html_()
+    assert html.count("</tr>") == 11 and "2 more sentences" in html  # a header row and the first 10
+
+
+def test_topic_table_and_top_terms_read_as_one_row_a_topic_or_cluster(tmp_path, corpus):
+    from cutext.pipelines.lda import LDAModel
+    from cutext.stages.engines.streamcluster import StreamClusterer
+
+    path, _ = corpus
+    r = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=3, **KW)
+    m = LDAModel.load(r.path)
+    t = m.topic_table(5)
+    assert list(t.columns) == ["topic", "weight", "docs", "words"] and t["topic"].tolist() == [0, 1, 2]
+    assert t["weight"].to_numpy() == pytest.approx(m.nk / m.nk.sum()) and t["weight"].sum() == pytest.approx(1)
+    top = m.top_words(5)
+    assert t["words"].tolist() == [" ".join(top[top["topic"] == k]["term"]) for k in range(3)]
+    # a document counts for the topic of its largest count, as the dense theta's argmax
+    theta = m.theta()
+    has_tokens = m.documents["length"].to_numpy() > 0
+    assert t["docs"].tolist() == np.bincount(theta[has_tokens].argmax(axis=1), minlength=3).tolist()
+    pd.testing.assert_frame_equal(r.topic_table(5), t)
+    assert "<table" in m._repr_html_() and t["words"][0].split()[0] in m._repr_html_()
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        m.topic_table(0)
+    with pytest.raises(ValueError, match="top_terms\\(\\) reads a 'cluster' output; this is a 'lda' result"):
+        r.top_terms()
+
+    c = pipelines.run("cluster", path, out=tmp_path / "cl", threshold=0.3, **KW)
+    got = c.top_terms(3)
+    cl = pd.read_parquet(c.path / "clusters.parquet")
+    assert list(got.columns) == ["cluster_id", "size", "weight", "terms", "first_doc_id"] and len(got) == len(cl)
+    assert got["size"].is_monotonic_decreasing and got["weight"].sum() == pytest.approx(1)
+    by_id = cl.set_index("cluster_id")
+    assert got["terms"].tolist() == [" ".join(by_id.loc[i, "terms"][:3]) for i in got["cluster_id"]]
+    live = StreamClusterer.load(c.path / "state", backend="cpu").top_terms(3)
+    pd.testing.assert_frame_equal(live, got.drop(columns="first_doc_id"))
+    with pytest.raises(ValueError, match="topic_table\\(\\) reads a 'lda' output"):
+        c.topic_table()

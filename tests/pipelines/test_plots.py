@@ -60,3 +60,23 @@ def test_plot_scores_follows_the_scores_by_rank(cacm, tmp_path, data_dir):
     assert sum(p.get_height() for p in b.patches) == len(hits)
     with pytest.raises(ValueError, match="rank, score"):
         plot_scores(hits.drop(columns="score"))
+
+
+def test_plot_cluster_sizes_of_an_assignments_frame_equals_the_runs(cacm, tmp_path):
+    import json
+
+    import pandas as pd
+
+    r = pipelines.run("cluster", cacm, out=tmp_path / "cl", **KW)
+    assign = pd.read_parquet(r.path / "assignments.parquet")
+    a, b = plot_cluster_sizes(r).get_axes()
+    fa, fb = plot_cluster_sizes(assign).get_axes()
+    assert list(fa.get_lines()[0].get_ydata()) == list(a.get_lines()[0].get_ydata())
+    assert fa.get_title() == a.get_title()
+    hist = json.loads((r.path / "cluster.json").read_text())["similarity_histogram"]["counts"]
+    assert [p.get_height() for p in fb.patches] == hist == [p.get_height() for p in b.patches]
+    assert not fb.get_lines()  # a frame carries no threshold
+    (line,) = plot_cluster_sizes(assign, threshold=0.2).get_axes()[1].get_lines()
+    assert line.get_xdata()[0] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="cluster_id and similarity"):
+        plot_cluster_sizes(assign.drop(columns="similarity"))
