@@ -37,6 +37,7 @@ from functools import lru_cache, wraps
 from pathlib import Path
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
+from cutext.kernels import _numba_cache
 import numba
 import numpy as np
 
@@ -67,10 +68,10 @@ def _kept_on_disk(build):
     @wraps(build)
     def kept():
         import pyarrow as pa
-        from cutext.kernels._numba_cache import cache_folder, kernels_digest
 
-        folder = cache_folder(arrow_buffers)
-        name = f"{build.__name__}-{unicodedata.unidata_version}-{pa.__version__}-{kernels_digest()[:16]}.npy"
+        folder = _numba_cache.cache_folder(arrow_buffers)  # looked up at the call: tests point it elsewhere
+        digest = _numba_cache.kernels_digest()[:16]
+        name = f"{build.__name__}-{unicodedata.unidata_version}-{pa.__version__}-{digest}.npy"
         path = Path(folder) / name if folder else None
         if path is not None and path.is_file():
             try:

@@ -5,6 +5,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cutext.stages.engines.lda_model import LDAModel
+from cutext.stages.runtime.params import count
 from cutext.stages.runtime.output import (atomic_directory, check_output, param_files, write_json)  # noqa: F401 (re-exported)
 
 
@@ -104,8 +106,6 @@ class RunResult:
             The model directory was changed since the run (:meth:`LDAModel.load`).
         """
         self._needs("lda", "topic_table()")
-        from cutext.stages.engines.lda_model import LDAModel
-
         return LDAModel.load(self.path).topic_table(n)
 
     def top_terms(self, n: int = 10):
@@ -124,7 +124,6 @@ class RunResult:
         import numpy as np
         import pandas as pd
         import pyarrow.parquet as pq
-        from cutext.stages.runtime.params import count
 
         self._needs("cluster", "top_terms()")
         n = count("n", n, lo=1)

@@ -53,6 +53,7 @@ from cutext.pipelines._cli import Command, print_result
 from cutext.stages.text.sort import term_major
 from cutext.stages.readers.files import document_numberer
 from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
+from cutext.stages.runtime.progress import is_terminal
 from cutext.stages.runtime.progress import wait as progress_wait
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import read_queries, write_trec_run
@@ -946,8 +947,6 @@ def _search_cli_main(args, kw) -> int:
     """``search INDEX (--queries FILE | --query TEXT...) ...``: score the queries, write a TREC run to ``--out``
     (default ``search-out``; ``-``: standard output)."""
     import sys
-
-    from cutext.stages.runtime.progress import is_terminal
 
     out = args.out
     if out != "-":  # before any work: never over the queries, the index or inside any cutext output

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
+from cutext.kernels._version import __version__
 from cutext.stages.readers.base import decode_counting
 
 
@@ -632,7 +633,6 @@ def _download_url(url: str, dest: Path, f: DataFile) -> Path:
     """
     import urllib.request
 
-    from cutext.kernels._version import __version__
     from tqdm import tqdm
 
     dest.parent.mkdir(parents=True, exist_ok=True)

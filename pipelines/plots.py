@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from cutext.stages.engines.lda_model import LDAModel
 
 __all__ = ["plot_topics", "plot_cluster_sizes", "plot_scores"]
 
@@ -55,8 +56,6 @@ def plot_topics(model, n: int = 10, topics=None, cols: int = 4):
     ValueError
         ``n`` < 1, ``cols`` < 1, or a topic outside 0 .. K-1.
     """
-    from cutext.stages.engines.lda_model import LDAModel
-
     if n < 1 or cols < 1:
         raise ValueError(f"n and cols must be >= 1, got n={n}, cols={cols}")
     if not isinstance(model, LDAModel):
