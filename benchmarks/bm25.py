@@ -808,9 +808,9 @@ def sharded_search_rows(bench, sbase, index_dir, be, gpu_label, queries, k, bs, 
     try:
         t = time.perf_counter()
         if be == "gpu":
-            from dask_cuda import LocalCUDACluster
+            from cutext.pipelines import local_gpu_cluster
 
-            cluster = LocalCUDACluster(n_workers=n_shards)
+            cluster = local_gpu_cluster(n_shards)
         else:
             from distributed import LocalCluster
 
@@ -844,13 +844,11 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
     try:
         t = time.perf_counter()
         if be == "gpu":
-            from dask_cuda import LocalCUDACluster
+            from cutext.pipelines import local_gpu_cluster
+            from cutext.stages.runtime.compute import rmm_cupy
 
-            from cutext.stages.runtime.compute import GPU_THREADS_PER_WORKER, rmm_cupy
-
-            memory = dict(rmm_pool_size="8GiB") if protocol == "ucx" else dict(rmm_async=True)  # tcp: as cutext's own
-            cluster = LocalCUDACluster(n_workers=n_gpus, threads_per_worker=GPU_THREADS_PER_WORKER,
-                                       protocol=protocol, **memory)
+            memory = dict(rmm_async=False, rmm_pool_size="8GiB") if protocol == "ucx" else {}  # tcp: as cutext's own
+            cluster = local_gpu_cluster(n_gpus, protocol=protocol, **memory)
         else:
             from distributed import LocalCluster
 

@@ -278,9 +278,9 @@ def client_section(args, ddir, rows):
             for n in args.client_workers:
                 log(f"client {dev} {name} K={K} workers={n}")
                 if gpu:
-                    from dask_cuda import LocalCUDACluster
+                    from cutext.pipelines import local_gpu_cluster
 
-                    cluster = LocalCUDACluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
+                    cluster = local_gpu_cluster(n, threads_per_worker=1, dashboard_address=None)
                 else:
                     cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                                        dashboard_address=None)

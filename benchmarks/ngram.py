@@ -339,10 +339,11 @@ def main(argv=None):
                                                 "per-token results back to the host")
         end_to_end(add, gpu, sentences, args.e2e_queries, args, f"cutext GPU end to end from a text file ({name})")
         for n in args.cluster_gpus:
-            from dask_cuda import LocalCUDACluster
             from distributed import Client
 
-            with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
+            from cutext.pipelines import local_gpu_cluster
+
+            with local_gpu_cluster(n) as cluster, Client(cluster) as client:
                 end_to_end(add, gpu, sentences, args.e2e_queries, args,
                            f"cutext GPU end to end from a text file, LocalCUDACluster {n} GPU(s)", client=client)
         check = gpu_score()[0][: int(base_off[-1]) + len(sentences)].get()

@@ -102,10 +102,11 @@ def main(argv=None) -> int:
         cluster = client = None
         t = time.perf_counter()
         if isinstance(devices, tuple):  # a LocalCUDACluster: one long-lived engine per worker
-            from dask_cuda import LocalCUDACluster
             from distributed import Client
 
-            cluster = LocalCUDACluster(n_workers=devices[1], CUDA_VISIBLE_DEVICES=list(range(devices[1])))
+            from cutext.pipelines import local_gpu_cluster
+
+            cluster = local_gpu_cluster(devices[1], CUDA_VISIBLE_DEVICES=list(range(devices[1])))
             client = Client(cluster)
             t = time.perf_counter()
             idx = BM25Index.load(path, backend="gpu", client=client)

@@ -53,10 +53,11 @@ def main(argv=None) -> int:
     runs = _builds(pipelines, src, work, kw, args.repeats, formats=formats)
     rows = []
     for n in [int(x) for x in args.cluster_gpus.split(",") if x]:
-        from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        with LocalCUDACluster(n_workers=n) as cluster, Client(cluster) as client:
+        from cutext.pipelines import local_gpu_cluster
+
+        with local_gpu_cluster(n) as cluster, Client(cluster) as client:
             ckw = dict(backend="gpu", format="lines", client=client, progress=False)
             for fmt, rs in _builds(pipelines, src, work, ckw, args.repeats, f"-client{n}", formats).items():
                 rows.append(_row(fmt, rs, f"client, {n} GPU(s)"))

@@ -14,6 +14,7 @@ from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
 from cutext.pipelines.datasets import DatasetNotFoundError, fetch
 from cutext.pipelines._cli import keyword_owners
+from cutext.stages.runtime.compute import local_gpu_cluster
 from cutext.stages.runtime.params import UnknownParameterError, check_keywords
 
 # name -> "module:function"; each function is called as f(path, out, **params) and returns a
@@ -27,7 +28,7 @@ PIPELINES = {
 }
 
 __all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
-           "UnknownParameterError", "fetch", "DatasetNotFoundError"]
+           "UnknownParameterError", "fetch", "DatasetNotFoundError", "local_gpu_cluster"]
 
 
 def pipeline_function(name: str):

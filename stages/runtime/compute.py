@@ -230,9 +230,62 @@ def cupy_from_rmm():
 # threads a worker of cutext's own LocalCUDACluster: with two, one task's host work (the Parquet writer's,
 # Python's, the comm's) overlaps another's device work, as the in-process GPU index keeps two files in
 # flight. The 2 GB bm25 index on one worker of an H200: 2.74 s against 3.14 with one thread, and 3.75 against
-# 4.53 on a slower machine of the kind (benchmarks/micro/client_profile.py). The two
+# 4.53 on a slower machine of the kind (docs/history/benchmarks-journal.md). The two
 # threads share the device's default stream: host work overlaps, device work does not.
 GPU_THREADS_PER_WORKER = 2
+
+
+def gpu_worker_config() -> dict:
+    """The dask settings under which a GPU worker's nanny starts it (:func:`local_gpu_cluster`).
+
+    distributed's defaults are made for many one-core CPU workers: the nanny starts each worker with
+    ``OMP_NUM_THREADS=1`` (and MKL's, OpenBLAS's) and ``MALLOC_TRIM_THRESHOLD_=65536``
+    (``distributed.nanny.pre-spawn-environ``), and every worker samples its threads' stacks every 10 ms
+    (``distributed.worker.profile``). A GPU worker is one process per GPU that owns a share of the host's
+    cores. Under those defaults a one-worker Client built a 4 GB bm25 index in 4.23 s, against 3.52 s
+    without them and 3.90 s in process; the in-process build under the same environment took 6.46 s
+    (its Parquet writer on one thread) (``benchmarks/micro/worker_env.py``, one H200). These settings unset
+    the nanny's variables and turn the sampling profiler off; the dashboard's profile page stays empty.
+    """
+    import distributed  # noqa: F401  (its import fills the defaults that the mapping below overrides)
+
+    env = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
+    return {"distributed.nanny.pre-spawn-environ": {k: None for k in env},
+            "distributed.worker.profile.enabled": False}
+
+
+def local_gpu_cluster(n_workers: int | None = None, **kwargs):
+    """A ``dask_cuda.LocalCUDACluster`` set up as cutext's GPU stages want it: one worker per GPU (of
+    ``CUDA_VISIBLE_DEVICES``, or ``n_workers`` of them), ``GPU_THREADS_PER_WORKER`` threads a worker, RMM's
+    stream-ordered pool (``rmm_async=True``, the in-process runs' :func:`device_pool`), and the workers
+    started under :func:`gpu_worker_config` (the nanny's one-thread and malloc-trim environment unset, no
+    sampling profiler).  Any keyword of ``LocalCUDACluster`` overrides these.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Workers (GPUs); default every visible GPU.
+    **kwargs
+        Passed to ``LocalCUDACluster``.
+
+    Returns
+    -------
+    dask_cuda.LocalCUDACluster
+        Started; close it (or use it as a context manager) when done.
+
+    Raises
+    ------
+    ImportError
+        dask-cuda is not installed (the ``[gpu]`` install).
+    """
+    from dask_cuda import LocalCUDACluster
+
+    kw = {"threads_per_worker": GPU_THREADS_PER_WORKER, "rmm_async": True}
+    kw.update(kwargs)
+    if n_workers is not None:
+        kw["n_workers"] = n_workers
+    with dask.config.set(gpu_worker_config()):
+        return LocalCUDACluster(**kw)
 
 
 def _context(backend, cfg, scheduler, nbytes, n_workers):
@@ -253,10 +306,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
     from distributed import Client
 
     if backend == "gpu":
-        from dask_cuda import LocalCUDACluster
-
-        # rmm_async as device_pool() in-process; two tasks in flight a GPU (GPU_THREADS_PER_WORKER)
-        cluster = LocalCUDACluster(n_workers=n_workers, threads_per_worker=GPU_THREADS_PER_WORKER, rmm_async=True)
+        cluster = local_gpu_cluster(n_workers)
     else:
         from distributed import LocalCluster
 
@@ -421,7 +471,7 @@ def on_worker(i: int, workers: list[str] | None):
     Spreads tasks that depend on every partition alike (a term range gathers a slice of each counts
     partition), which the scheduler would otherwise put where most of their inputs are: on a
     2-worker LocalCUDACluster it ran all 11 term ranges of the 2 GB bm25 index, and wrote all their
-    files, on one GPU (``benchmarks/micro/client_profile.py``).  A preference
+    files, on one GPU (docs/history/benchmarks-journal.md).  A preference
     (``allow_other_workers``), so a lost worker's tasks still run elsewhere.  No-op when ``workers``
     is None.
     """

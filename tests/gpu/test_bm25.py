@@ -330,3 +330,29 @@ def test_in_process_gpu_run_uses_a_stream_ordered_pool_and_restores_the_resource
         assert cupy.cuda.get_allocator() is alloc
     finally:
         rmm.mr.set_current_device_resource(before)
+
+
+def test_local_gpu_cluster_workers_have_the_pool_and_no_nanny_environment(monkeypatch):
+    """``local_gpu_cluster``: one worker a GPU with RMM's stream-ordered pool, two threads, the nanny's
+    one-thread / malloc-trim environment unset and no sampling profiler."""
+    import os
+
+    from distributed import Client
+
+    from cutext.pipelines import local_gpu_cluster
+    from cutext.stages.runtime.compute import GPU_THREADS_PER_WORKER
+
+    for k in ("OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_"):
+        monkeypatch.setenv(k, "0")
+        monkeypatch.delenv(k)
+
+    def probe(dask_worker):
+        import rmm
+
+        return (os.environ.get("OMP_NUM_THREADS"), os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                type(rmm.mr.get_current_device_resource()).__name__, dask_worker.state.nthreads,
+                dask.config.get("distributed.worker.profile.enabled"))
+
+    with local_gpu_cluster(1) as cluster, Client(cluster) as c:
+        [got] = c.run(probe).values()
+    assert got == (None, None, "CudaAsyncMemoryResource", GPU_THREADS_PER_WORKER, False)

@@ -45,3 +45,35 @@ def test_a_dask_worker_starts_with_one_arrow_thread_and_a_share_task_gets_the_co
         [(outside, inside, n)] = c.run(probe).values()
     assert outside == 1 or host_cpus() == 1  # what the share task has to undo
     assert inside == n == host_cpus()
+
+
+def test_gpu_worker_config_starts_workers_without_the_nannys_environment_or_profiler(monkeypatch):
+    """A worker started under gpu_worker_config() has the caller's environment (not the nanny's
+    OMP_NUM_THREADS=1 / MALLOC_TRIM_THRESHOLD_) and no sampling profiler, and the nanny leaves the
+    caller's own environment alone."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+    import os
+    from cutext.stages.runtime.compute import gpu_worker_config
+
+    names = ("OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    for k in names:  # set, then removed: the fixture restores each afterwards (the nanny sets them here too)
+        monkeypatch.setenv(k, "0")
+        monkeypatch.delenv(k)
+
+    def probe(dask_worker):
+        return {k: os.environ.get(k) for k in names}, bool(dask_worker.profile_recent.get("count", 0)) or \
+            dask.config.get("distributed.worker.profile.enabled")
+
+    with dask.config.set(gpu_worker_config()):
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as c:
+        [(env, profiling)] = c.run(probe).values()
+    assert env == dict.fromkeys(names)
+    assert not profiling
+    assert {k: os.environ.get(k) for k in names} == dict.fromkeys(names)
+    # the default: the nanny sets them, in the worker and in this process
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            distributed.Client(cl) as c:
+        [(env, _)] = c.run(probe).values()
+    assert env["OMP_NUM_THREADS"] == "1" and env["MALLOC_TRIM_THRESHOLD_"] is not None
