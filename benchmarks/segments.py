@@ -39,6 +39,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cluster-gpus", default="", help="also build on a LocalCUDACluster of these many GPUs, "
                     "e.g. 1,2 (the in-process build is the baseline)")
     ap.add_argument("--formats", default="1,2", help="index formats to build, e.g. 2 (default 1,2)")
+    ap.add_argument("--append-gb", type=float, default=0.0,
+                    help="also append this many GB (another replica of 20 Newsgroups) to the in-process format-2 "
+                         "index, and build those GB alone for comparison (default 0: no append)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     formats = [int(x) for x in args.formats.split(",") if x]
@@ -74,6 +77,7 @@ def main(argv=None) -> int:
         rows.insert(pos, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
                                   bytes_per_posting=round(nbytes / counts["n_postings"], 3),
                                   load_s=round(statistics.median(loads), 3)))
+    appends = _appends(pipelines, args, work, kw) if args.append_gb and 2 in formats else []  # after the loads
     print(f"\n{args.backend}, {rows[0]['input_bytes'] / 1e9:.3f} GB of text, {rows[0]['n_postings']:,} postings, "
           f"medians of {args.repeats}")
     print("| where | format | build s | GB/s | stages s | moved between workers MB | index MB | bytes / posting | load s |")
@@ -83,9 +87,40 @@ def main(argv=None) -> int:
         mb = f"{r['index_bytes'] / 1e6:.1f}" if "index_bytes" in r else ""
         print(f"| {r['where']} | {r['index_format']} | {r['build_s']} | {r['input_bytes'] / 1e9 / r['build_s']:.3f} | "
               f"{st} | {r['moved_bytes'] / 1e6:.1f} | {mb} | {r.get('bytes_per_posting', '')} | {r.get('load_s', '')} |")
+    if appends:
+        print(f"\nappend {args.append_gb:g} GB to the {rows[0]['input_bytes'] / 1e9:.1f} GB index, in process, medians "
+              f"of {args.repeats} (each append adds to the index the one before left)")
+        print("| what | s | GB/s | stages s |")
+        print("| --- | --- | --- | --- |")
+        for r in appends:
+            st = ", ".join(f"{k} {v}" for k, v in r["stages_s"].items())
+            print(f"| {r['what']} | {r['s']} | {r['input_bytes'] / 1e9 / r['s']:.3f} | {st} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"backend": args.backend, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"backend": args.backend, "rows": rows, "appends": appends}, indent=2))
     return 0
+
+
+def _appends(pipelines, args, work: Path, kw: dict) -> list:
+    """``--append-gb``: the in-process format-2 index grown by appends of another corpus (``repeats``
+    appends after one warm-up, timed one by one), then fresh builds of that corpus alone; two rows."""
+    more = bench.corpus_folder(args.data, work / "append", args.append_gb)
+    index = work / "index-2"
+    out = []
+    for what, fn in (("append to the index", lambda: pipelines.run("bm25", str(more), out=str(index), append=True,
+                                                                    **kw)),
+                     ("build of the appended text alone", lambda: pipelines.run(
+                         "bm25", str(more), out=str(work / "index-append-alone"), index_format=2, **kw))):
+        runs = []
+        for i in range(args.repeats + 1):
+            shutil.rmtree(work / "index-append-alone", ignore_errors=True)
+            t = time.perf_counter()
+            r = fn()
+            if i:
+                runs.append((time.perf_counter() - t, dict(r.timings), _bytes(more)))
+        out.append({"what": what, "s": round(statistics.median(x[0] for x in runs), 3),
+                    "runs_s": [round(x[0], 3) for x in runs], "input_bytes": runs[-1][2],
+                    "stages_s": {k: round(statistics.median(x[1].get(k, 0.0) for x in runs), 3) for k in runs[0][1]}})
+    return out
 
 
 def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str = "", formats=(1, 2)) -> dict:
