@@ -5,6 +5,9 @@
 // stored weights >= 0).  Queries: CSR (q_ptr int64, q_terms int32 ascending, q_w float32 counts), rebased
 // to the pass.  Device workspace per query q of a pass: two buffers of k keys and one cursor per query term.
 // key = sortable(score) << 32 | (0xFFFFFFFF - doc): larger key = better (score desc, then doc asc).
+// Filter (fmode): 0 every document; 1 the documents whose bit is set in allow_bits (uint32 words, bit d & 31
+// of word d >> 5, one bitset for every query); 2 per query q the sorted doc ids a_docs[a_ptr[q], a_ptr[q + 1]).
+// A document outside the filter is never a candidate, so the top k is taken among the allowed ones.
 // Numba twin: _twin_block_search, _twin_sort in search.py.  Compiled with --fmad=false.
 
 #define SB_THREADS 256
@@ -56,7 +59,8 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 // are the next run of them) while doc < d1, added to the tile's float32 scores (the documents of one term are
 // distinct, so no two threads touch one score, and __syncthreads_and is the barrier between steps and
 // terms: every score is the float32 sum in the CPU engine's order); the thread that meets the first posting
-// out of the tile moves the term's cursor there; (2) filter: a score > 0 whose key beats
+// out of the tile moves the term's cursor there; (2) filter: a score > 0 of an allowed document (fmode; the
+// tile's allowed bits are gathered into shared memory first) whose key beats
 // theta (the k-th best key kept so far, 0 while fewer than k are kept) stays a candidate, every other score
 // is reset to 0; (3) keep: when the kept and the candidates are fewer than k, the candidates are appended;
 // otherwise a radix select (8 passes of 8 bits, histograms in shared memory; keys are distinct, so exactly k
@@ -75,10 +79,13 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                                              const float* __restrict__ data, const long long* __restrict__ q_ptr,
                                              const int* __restrict__ q_terms, const float* __restrict__ q_w,
                                              int n_docs, int k, long long* cursor, unsigned long long* top_a,
-                                             unsigned long long* top_b, int* top_n) {
+                                             unsigned long long* top_b, int* top_n, int fmode,
+                                             const unsigned int* __restrict__ allow_bits,
+                                             const long long* __restrict__ a_ptr, const int* __restrict__ a_docs) {
     const int q = blockIdx.x;
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
     __shared__ float a[SB_TILE];
+    __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
     __shared__ unsigned int hist[256];
     __shared__ unsigned long long prefix_sh, mask_sh;
     __shared__ long long remaining_sh, next_sh[2];
@@ -110,12 +117,33 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             if (threadIdx.x == 0) cursor[j] = next_sh[j & 1];
         }
         // (2) filter: candidates stay, the rest back to 0
+        if (fmode == 1) {  // the tile's words of the bitset (d0 is a multiple of 32)
+            for (int w = threadIdx.x; w < (width + 31) / 32; w += blockDim.x) allow_sh[w] = allow_bits[(d0 >> 5) + w];
+        } else if (fmode == 2) {  // the query's allowed docs in [d0, d1): a run of its sorted list
+            for (int w = threadIdx.x; w < SB_TILE / 32; w += blockDim.x) allow_sh[w] = 0u;
+            long long lo = a_ptr[q], hi = a_ptr[q + 1];
+            while (lo < hi) {  // first >= d0 (every thread finds the same bounds)
+                const long long mid = (lo + hi) >> 1;
+                if (a_docs[mid] < d0) lo = mid + 1; else hi = mid;
+            }
+            const long long first = lo;
+            hi = a_ptr[q + 1];
+            while (lo < hi) {  // first >= d1
+                const long long mid = (lo + hi) >> 1;
+                if (a_docs[mid] < d1) lo = mid + 1; else hi = mid;
+            }
+            __syncthreads();  // the words are zero before any bit is set
+            for (long long p = first + threadIdx.x; p < lo; p += blockDim.x) {
+                const int i = a_docs[p] - (int)d0;
+                atomicOr(&allow_sh[i >> 5], 1u << (i & 31));
+            }
+        }
         if (threadIdx.x == 0) cnt_sh = 0;
         __syncthreads();
         int mine = 0;
         for (int i = threadIdx.x; i < width; i += blockDim.x) {
             const float s = a[i];
-            if (s > 0.0f && sb_key(s, d0 + i) > theta) ++mine;
+            if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u)) && sb_key(s, d0 + i) > theta) ++mine;
             else a[i] = 0.0f;
         }
         if (mine) atomicAdd(&cnt_sh, mine);

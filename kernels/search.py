@@ -13,6 +13,11 @@ accumulated in float32, term at a time (the order and precision of ``scipy.spars
 so the scores are bit-identical to the sparse-product path on the CPU), and keep the ``k`` best
 documents with a positive score, ranked by score descending, **ties broken by the smaller doc id**.
 
+A filter restricts the documents before the top k (so a query gets ``min(k, allowed documents with a
+positive score)``, never a filtered-out one): ``mask``, one boolean array over the documents for every
+query, or ``lists``, per query the sorted doc ids it may return (a CSR ``(a_ptr, a_docs)``).  Scores are
+computed as without a filter; a document outside it is never a candidate of the selection.
+
 * :func:`search_cpu` -- the CPU engine (numba, ``prange`` over queries; per thread a dense score array of
   N float32, the list of documents touched, and a heap of k for the partial selection).
 * :func:`search_tiled` -- the GPU engine (CUDA kernels of ``search.cu``, loaded lazily by
@@ -126,15 +131,16 @@ def _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n):
-    """Top k of the touched documents (a heap of k whose root is the worst kept), resetting ``acc``."""
+def _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, use, allow):
+    """Top k of the touched documents (a heap of k whose root is the worst kept), resetting ``acc``; with
+    ``use``, only the documents ``d`` with ``allow[d]``."""
     m = 0
     th = np.float32(0)  # 0 until k are kept, then the worst kept score
     for i in range(nt):
         d = touched[i]
         s = acc[d]
         acc[d] = 0
-        if s < th or s <= 0:
+        if s < th or s <= 0 or (use and not allow[d]):
             continue
         if m < k:
             _heap_push(hs, hd, m, s, d)
@@ -167,11 +173,12 @@ def _f32_bits(x):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n):
+def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, use, allow):
     """Top k of a dense score array scanned in doc order (an equal score never displaces a kept, smaller
     doc), then ``acc`` reset.  Blocks of :data:`SCAN_BLOCK` scores whose maximum does not beat the
     threshold are skipped (the maximum over the int32 bits of non-negative floats, which orders as the
-    floats and vectorizes)."""
+    floats and vectorizes; with a filter it bounds the allowed scores too).  With ``use``, only the
+    documents ``d`` with ``allow[d]``."""
     m = 0
     th = np.float32(0)  # a score must beat this: 0 until k are kept, then the worst kept (predictable branch)
     bits = acc.view(np.int32)
@@ -186,7 +193,7 @@ def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n):
             continue
         for d in range(b, e):
             s = acc[d]
-            if s <= th:
+            if s <= th or (use and not allow[d]):
                 continue
             if m < k:
                 _heap_push(hs, hd, m, s, d)
@@ -203,23 +210,33 @@ def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _cpu_search(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, n_chunks, out_doc, out_score, out_n):
+def _cpu_search(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, n_chunks, out_doc, out_score, out_n,
+                fmode, mask, a_ptr, a_docs):
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
         acc = np.zeros(n_docs, np.float32)
         touched = np.empty(n_docs, np.int64)
         hs = np.empty(k, np.float32)
         hd = np.empty(k, np.int64)
+        # fmode 2: the allowed documents of the query at hand, set before its selection and cleared after
+        qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
+        allow = qa if fmode == 2 else mask
         for q in range(c, nq, n_chunks):
+            if fmode == 2:
+                for p in range(a_ptr[q], a_ptr[q + 1]):
+                    qa[a_docs[p]] = True
             total = 0
             for j in range(q_ptr[q], q_ptr[q + 1]):
                 total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
             if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
                 _score_dense(q, indptr, indices, data, q_ptr, q_terms, q_w, acc)
-                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n)
+                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
             else:
                 nt = _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched)
-                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n)
+                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+            if fmode == 2:
+                for p in range(a_ptr[q], a_ptr[q + 1]):
+                    qa[a_docs[p]] = False
 
 
 def _as_query_csr(q_ptr, q_terms, q_w):
@@ -227,7 +244,42 @@ def _as_query_csr(q_ptr, q_terms, q_w):
             np.ascontiguousarray(q_w, dtype=np.float32))
 
 
-def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, n_threads: int | None = None):
+def _filter_arrays(mask, lists, n_docs: int, nq: int):
+    """``(fmode, mask, a_ptr, a_docs)`` of the engines from a filter given as ``mask`` or ``lists``, checked
+    (module docstring): fmode 0 none, 1 a mask, 2 per-query lists; unused arrays are empty.
+
+    Raises
+    ------
+    ValueError
+        Both given; a mask that is not 1-d of length ``n_docs``; lists whose pointer is not ``nq + 1``
+        non-decreasing offsets into the doc ids, or doc ids outside ``[0, n_docs)`` or not ascending
+        within a query.
+    """
+    no_mask, no_ptr, no_docs = np.zeros(0, np.bool_), np.zeros(1, np.int64), np.zeros(0, np.int32)
+    if mask is not None and lists is not None:
+        raise ValueError("a filter is a mask or per-query lists, not both")
+    if mask is not None:
+        mask = np.ascontiguousarray(mask, dtype=np.bool_)
+        if mask.shape != (n_docs,):
+            raise ValueError(f"a filter mask must have shape ({n_docs},) (one entry a document), got {mask.shape}")
+        return 1, mask, no_ptr, no_docs
+    if lists is not None:
+        a_ptr, a_docs = np.ascontiguousarray(lists[0], np.int64), np.ascontiguousarray(lists[1], np.int32)
+        if a_ptr.shape != (nq + 1,) or a_ptr[0] != 0 or a_ptr[-1] != len(a_docs) or np.any(np.diff(a_ptr) < 0):
+            raise ValueError(f"filter lists: the pointer must be {nq + 1} non-decreasing offsets from 0 to "
+                             f"{len(a_docs)}, got shape {a_ptr.shape}")
+        if len(a_docs) and (a_docs.min() < 0 or a_docs.max() >= n_docs):
+            raise ValueError(f"filter lists: doc ids must be in [0, {n_docs})")
+        starts = np.zeros(len(a_docs), np.bool_)  # where a query's list begins: no order across queries
+        starts[a_ptr[:-1][a_ptr[:-1] < len(a_docs)]] = True
+        if len(a_docs) > 1 and np.any((np.diff(a_docs) <= 0) & ~starts[1:]):
+            raise ValueError("filter lists: the doc ids of a query must be strictly ascending")
+        return 2, no_mask, a_ptr, a_docs
+    return 0, no_mask, no_ptr, no_docs
+
+
+def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, n_threads: int | None = None,
+               mask=None, lists=None):
     """Top ``k`` documents of every query, on the CPU (numba threads).
 
     Parameters
@@ -242,15 +294,26 @@ def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, 
     k : int >= 1
     n_threads : int, optional
         numba threads (default: numba's current setting, all cores).
+    mask : bool array (n_docs,), optional
+        Only the documents ``d`` with ``mask[d]`` are returned (every query).
+    lists : (a_ptr, a_docs), optional
+        Per query ``q`` only the documents ``a_docs[a_ptr[q]:a_ptr[q + 1]]`` are returned: int64 (nq + 1,)
+        offsets and int32 doc ids, strictly ascending within a query.  Not with ``mask``.
 
     Returns
     -------
     (doc, score, n) : int64 (nq, k), float32 (nq, k), int32 (nq,)
         Row q holds its ``n[q]`` documents in rank order (score desc, doc id asc); the rest is -1 / 0.
+
+    Raises
+    ------
+    ValueError
+        ``k < 1``; a filter of the wrong shape or with doc ids out of range (:func:`_filter_arrays`).
     """
     k = _check_k(k)
     q_ptr, q_terms, q_w = _as_query_csr(q_ptr, q_terms, q_w)
     nq = len(q_ptr) - 1
+    fmode, fmask, a_ptr, a_docs = _filter_arrays(mask, lists, int(n_docs), nq)
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
@@ -258,7 +321,7 @@ def search_cpu(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int, 
         return out_doc, out_score, out_n
     with numba_threads(n_threads) as nth:
         _cpu_search(np.asarray(indptr, np.int64), indices, np.asarray(data, np.float32), int(n_docs),
-                    q_ptr, q_terms, q_w, k, min(nq, nth * 4), out_doc, out_score, out_n)
+                    q_ptr, q_terms, q_w, k, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask, a_ptr, a_docs)
     return out_doc, out_score, out_n
 
 
@@ -312,13 +375,20 @@ def _key(s, doc):
 
 
 @numba.njit(nogil=True, cache=True)
-def _twin_block_search(indptr, indices, data, q_ptr, q_terms, q_w, nq, n_docs, k, tile, top, top_n):
+def _twin_block_search(indptr, indices, data, q_ptr, q_terms, q_w, nq, n_docs, k, tile, top, top_n,
+                       fmode, mask, a_ptr, a_docs):
     """Twin of ``bm25_block_search``: per query, tiles of ``tile`` documents scored from per-term cursors,
-    candidates = scores > 0 whose key beats the k-th kept key, appended while fewer than k, else the k
-    largest of the kept and the candidates (a sort here, a radix select there: the same k keys)."""
+    candidates = scores > 0 of allowed documents (``fmode``: 1 ``mask``, 2 the query's run of ``a_docs``)
+    whose key beats the k-th kept key, appended while fewer than k, else the k largest of the kept and the
+    candidates (a sort here, a radix select there: the same k keys)."""
     a = np.zeros(tile, np.float32)
     kept = np.empty(k, np.uint64)
+    qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
     for q in range(nq):
+        if fmode == 2:
+            qa[:] = False
+            for p in range(a_ptr[q], a_ptr[q + 1]):
+                qa[a_docs[p]] = True
         j0 = q_ptr[q]
         nt = q_ptr[q + 1] - j0
         cursor = np.empty(nt, np.int64)
@@ -343,6 +413,8 @@ def _twin_block_search(indptr, indices, data, q_ptr, q_terms, q_w, nq, n_docs, k
             for i in range(d1 - d0):
                 s = a[i]
                 a[i] = 0
+                if (fmode == 1 and not mask[d0 + i]) or (fmode == 2 and not qa[d0 + i]):
+                    continue
                 if s > 0:
                     key = _key(s, d0 + i)
                     if key > theta:
@@ -372,7 +444,7 @@ def _twin_sort(top, top_n, k, nq, out_doc, out_score):
 
 
 def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
-                 max_workspace: int = DEFAULT_WORKSPACE):
+                 max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None):
     """Top ``k`` documents of every query with the tiled engine: the CUDA kernels of ``search.cu`` when
     the index arrays are cupy arrays, their numba twin when they are numpy arrays.
 
@@ -390,6 +462,9 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     max_workspace : int
         Bytes of device workspace (:func:`plan_passes`); the batch is scored in passes of queries, so the
         device memory does not grow with the batch size.
+    mask, lists : optional
+        A filter, as for :func:`search_cpu` (host arrays): the mask goes to the device as a bitset of
+        ``ceil(n_docs / 32)`` uint32 words, the lists as they are (not counted in ``max_workspace``).
 
     Returns
     -------
@@ -398,13 +473,21 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     Raises
     ------
     ValueError
-        ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``.
+        ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``; a filter of
+        the wrong shape (:func:`search_cpu`).
     """
-    return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace)()
+    return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace, mask, lists)()
+
+
+def _mask_words(mask: np.ndarray) -> np.ndarray:
+    """A bool mask (n,) as the kernel's bitset: uint32 words, bit ``d & 31`` of word ``d >> 5``."""
+    b = np.packbits(mask, bitorder="little")
+    b = np.concatenate([b, np.zeros(-len(b) % 4, np.uint8)])
+    return (b.view("<u4") if len(b) else np.zeros(1, "<u4")).astype(np.uint32)
 
 
 def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
-                       max_workspace: int = DEFAULT_WORKSPACE):
+                       max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None):
     """:func:`search_tiled` in two halves: this call launches the work and returns ``finish``, a function
     of no arguments that waits for it and returns ``(doc, score, n)``.  On the GPU the last pass of queries
     (the only one under the default workspace) is still running when this returns, so the caller can
@@ -417,6 +500,7 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         raise ValueError(f"the GPU engine needs n_docs < 2**31, got {n_docs}; shard the index (client=...)")
     q_ptr, q_terms, q_w = _as_query_csr(q_ptr, q_terms, q_w)
     nq = len(q_ptr) - 1
+    fmode, fmask, a_ptr, a_docs = _filter_arrays(mask, lists, int(n_docs), nq)
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
@@ -436,6 +520,9 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     dev = {"top_a": xp.zeros(nqt * k, dtype=np.uint64), "top_b": xp.zeros(nqt * k, dtype=np.uint64),
            "top_n": xp.zeros(nqt, dtype=np.int32), "cursor": xp.zeros(max(nterms, 1), dtype=np.int64),
            "doc": xp.zeros(nqt * k, dtype=np.int64), "score": xp.zeros(nqt * k, dtype=np.float32)}
+    if gpu:  # the filter on the device (a one-word or one-entry stand-in for what fmode does not read)
+        dev["allow_bits"] = xp.asarray(_mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32))
+        dev["a_docs"] = xp.asarray(a_docs if len(a_docs) else np.zeros(1, np.int32))
 
     def fetch(s, e):
         n = e - s
@@ -450,9 +537,11 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         qw = xp.asarray(q_w[q_ptr[s]:q_ptr[e]])
         if gpu:
             dev["q"] = (xp.asarray(qp), qt, qw)  # replaces (frees) the previous pass's, after its fetch
+            dev["a_ptr"] = xp.asarray(a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64))
             _cuda.kernel(SOURCE, "bm25_block_search")(
                 (n,), (THREADS,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
-                                   dev["top_a"], dev["top_b"], dev["top_n"]))
+                                   dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode), dev["allow_bits"],
+                                   dev["a_ptr"], dev["a_docs"]))
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
@@ -464,7 +553,7 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             fetch(s, e)
         else:
             _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, dev["top_a"],
-                               dev["top_n"])
+                               dev["top_n"], fmode, fmask, a_ptr[s:e + 1] if fmode == 2 else a_ptr, a_docs)
             _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
             out_n[s:e] = dev["top_n"][:n]
     return done

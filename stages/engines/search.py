@@ -19,8 +19,14 @@ smaller doc id**; the float32 scores are the sums of ``q_w * weight`` in ascendi
 order of scipy's CSR product, so the CPU engine equals the sparse path bit for bit).
 :func:`merge_topk` merges the results of document shards with the same rule, so a sharded index
 returns what one index returns.
+
+A :class:`DocFilter` (a mask over the documents, or per query the documents it may return) is applied by
+every engine before its top k: a row then holds ``min(k, allowed documents with a positive score)``
+documents and never a filtered-out one (:meth:`DocFilter.shard` gives a shard its own documents' part).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +44,55 @@ def _sortable_u32(x):
     xp = array_module(x)
     u = x.astype(np.float32).view(np.uint32).astype(np.int64)
     return xp.where(u & 0x80000000, 0xFFFFFFFF - u, u | 0x80000000)
+
+
+@dataclass(frozen=True)
+class DocFilter:
+    """The documents a batch of queries may return (a filter applied before the top k).
+
+    Exactly one form is set:
+
+    mask : numpy bool array (n_docs,), optional
+        The same documents for every query.
+    ptr, docs : numpy int64 (nq + 1,) and int64 (nnz,), optional
+        Per query ``q`` the doc ids ``docs[ptr[q]:ptr[q + 1]]``, strictly ascending.
+    """
+
+    mask: np.ndarray | None = None
+    ptr: np.ndarray | None = None
+    docs: np.ndarray | None = None
+
+    def queries(self, s: int, e: int) -> "DocFilter":
+        """The filter of queries ``[s, e)`` (a batch)."""
+        if self.ptr is None:
+            return self
+        return DocFilter(ptr=self.ptr[s:e + 1] - self.ptr[s], docs=self.docs[self.ptr[s]:self.ptr[e]])
+
+    def shard(self, lo: int, hi: int) -> "DocFilter":
+        """The filter of documents ``[lo, hi)``, renumbered from 0 (a shard's)."""
+        if self.mask is not None:
+            return DocFilter(mask=self.mask[lo:hi])
+        keep = (self.docs >= lo) & (self.docs < hi)
+        rows = np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))[keep]
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(self.ptr) - 1))]).astype(np.int64)
+        return DocFilter(ptr=ptr, docs=self.docs[keep] - lo)
+
+    def engine_args(self) -> dict:
+        """The keywords of :func:`cutext.kernels.search.search_cpu` / ``search_tiled`` (``mask`` or ``lists``)."""
+        if self.mask is not None:
+            return {"mask": self.mask}
+        return {"lists": (self.ptr, self.docs)}
+
+    def allowed(self, rows, cols, xp=np):
+        """Whether entry ``(rows[i], cols[i])`` (query, doc) is allowed: bool array of ``xp`` (numpy or cupy)."""
+        if self.mask is not None:
+            return xp.asarray(self.mask)[cols]
+        n_docs = int(max(int(self.docs.max()) + 1 if len(self.docs) else 0, int(cols.max()) + 1 if len(cols) else 0))
+        q = np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+        allowed_keys = xp.asarray(q * n_docs + self.docs)  # sorted: queries in order, docs ascending within
+        keys = rows.astype(np.int64) * n_docs + cols.astype(np.int64)
+        pos = xp.minimum(xp.searchsorted(allowed_keys, keys), max(len(allowed_keys) - 1, 0))
+        return (allowed_keys[pos] == keys) if len(allowed_keys) else xp.zeros(len(keys), dtype=bool)
 
 
 def cap_k(k, n_docs: int) -> int:
@@ -180,8 +235,10 @@ class SearchMatrix:
         return csp.csr_matrix((cupy.asarray(Q.data), cupy.asarray(Q.indices.astype(np.int32)),
                                cupy.asarray(Q.indptr.astype(np.int32))), shape=Q.shape)
 
-    def topk(self, Q, k: int, engine: str = "auto", max_workspace=None, n_threads=None):
-        """Top ``k`` of every row of ``Q @ M`` (``Q``: host CSR (nq, V + 1) float32, canonical).
+    def topk(self, Q, k: int, engine: str = "auto", max_workspace=None, n_threads=None,
+             doc_filter: DocFilter | None = None):
+        """Top ``k`` of every row of ``Q @ M`` (``Q``: host CSR (nq, V + 1) float32, canonical), among the
+        documents of ``doc_filter`` if given (this matrix's doc numbers; queries as the rows of ``Q``).
 
         Returns
         -------
@@ -194,9 +251,10 @@ class SearchMatrix:
             ``k`` not an integer >= 1; the engine's options (:func:`resolve_engine`,
             :func:`check_engine_options`).
         """
-        return self.topk_start(Q, k, engine, max_workspace, n_threads)()
+        return self.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)()
 
-    def topk_start(self, Q, k: int, engine: str = "auto", max_workspace=None, n_threads=None):
+    def topk_start(self, Q, k: int, engine: str = "auto", max_workspace=None, n_threads=None,
+                   doc_filter: DocFilter | None = None):
         """:meth:`topk` in two halves: launches the work and returns ``finish()`` -> ``(doc, score, n)``.
         The GPU engine is still running when this returns (:func:`cutext.kernels.search.search_tiled_start`),
         so the host can tokenize the next batch meanwhile; the other engines have finished."""
@@ -204,23 +262,31 @@ class SearchMatrix:
         k = cap_k(k, self.n_docs)  # every engine sizes (nq, k) arrays: never more columns than documents
         engine = resolve_engine(engine, self.on_gpu, k, self.nonnegative)
         max_workspace, n_threads = check_engine_options(engine, max_workspace, n_threads)
+        fkw = doc_filter.engine_args() if doc_filter is not None else {}
         if engine == "gpu":
             return ks.search_tiled_start(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
                                          Q.indptr, Q.indices, Q.data, k,
                                          max_workspace=ks.DEFAULT_WORKSPACE if max_workspace is None
-                                         else max_workspace)
+                                         else max_workspace, **fkw)
         if engine == "cpu":
             out = ks.search_cpu(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
-                                Q.indptr, Q.indices, Q.data, k, n_threads=n_threads)
+                                Q.indptr, Q.indices, Q.data, k, n_threads=n_threads, **fkw)
         else:
-            out = self._sparse_topk(Q, k)
+            out = self._sparse_topk(Q, k, doc_filter)
         return lambda: out
 
-    def _sparse_topk(self, Q, k: int):
-        """The sparse path (the oracle): ``Q @ M`` and the top ``k`` of each row (:func:`topk_rows`)."""
+    def _sparse_topk(self, Q, k: int, doc_filter: DocFilter | None = None):
+        """The sparse path (the oracle): ``Q @ M`` and the top ``k`` of each row (:func:`topk_rows`); a
+        filtered-out entry of the product is dropped before the top k."""
         S = (self._device_q(Q) @ self.matrix).tocsr()
         if not S.has_canonical_format:
             S.sum_duplicates()
+        if doc_filter is not None:
+            xp = array_module(S.data)
+            counts = np.diff(to_host(S.indptr)).astype(np.int64)  # on the host: cupy.repeat takes no array
+            rows = xp.asarray(np.repeat(np.arange(S.shape[0], dtype=np.int64), counts))
+            S.data = S.data * doc_filter.allowed(rows, S.indices, xp).astype(S.data.dtype)
+            S.eliminate_zeros()
         rows, cols, vals, rank = (to_host(x) for x in topk_rows(S.indptr, S.indices, S.data, k))
         nq = Q.shape[0]
         doc = np.full((nq, k), -1, np.int64)
@@ -256,4 +322,5 @@ def merge_topk(parts, k: int):
     return ks.merge_ranked(parts, k)
 
 
-__all__ = ["ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine", "topk_rows"]
+__all__ = ["DocFilter", "ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine",
+           "topk_rows"]

@@ -3,6 +3,7 @@
 // device atomics: blocks run one after another, so only the threads of one block race
 static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned int atomicOr(unsigned int* p, unsigned int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 static float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 // __syncthreads_count: a barrier that returns how many threads of the block passed a true predicate.  Three
@@ -25,9 +26,11 @@ extern "C" {
 void launch_bm25_block_search(unsigned gx, unsigned gy, unsigned bx, const long long* indptr, const int* indices,
                               const float* data, const long long* q_ptr, const int* q_terms, const float* q_w,
                               int n_docs, int k, long long* cursor, unsigned long long* top_a,
-                              unsigned long long* top_b, int* top_n) {
+                              unsigned long long* top_b, int* top_n, int fmode, const unsigned int* allow_bits,
+                              const long long* a_ptr, const int* a_docs) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] {
-        bm25_block_search(indptr, indices, data, q_ptr, q_terms, q_w, n_docs, k, cursor, top_a, top_b, top_n); });
+        bm25_block_search(indptr, indices, data, q_ptr, q_terms, q_w, n_docs, k, cursor, top_a, top_b, top_n, fmode,
+                          allow_bits, a_ptr, a_docs); });
 }
 void launch_bm25_topk_sort(unsigned gx, unsigned gy, unsigned bx, const unsigned long long* top, const int* top_n,
                            int k, long long* out_doc, float* out_score) {

@@ -181,3 +181,69 @@ def test_merge_of_shards_equals_one_index(seed, n_shards, k):
         d, s, n = ks.search_cpu(*_args(S), hi - lo, Q.indptr, Q.indices, Q.data, k)
         parts.append((np.where(d >= 0, d + lo, -1), s, n))
     _same(merge_topk(parts, k), want, f"shards {cuts}")
+
+
+def _filters(n_docs, nq, seed):
+    """A mask (about 30 % of the documents) and per-query sorted lists (0 to 40 % each, one query empty)."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random(n_docs) < 0.3
+    rows = [np.flatnonzero(rng.random(n_docs) < rng.uniform(0, 0.4)) for _ in range(nq)]
+    rows[nq // 2] = np.zeros(0, np.int64)
+    a_ptr = np.r_[0, np.cumsum([len(r) for r in rows])].astype(np.int64)
+    return mask, (a_ptr, np.concatenate(rows).astype(np.int32)), rows
+
+
+def _brute_filtered(M, Q, k, allowed):
+    """The brute force over the allowed documents only: ``allowed[q]`` a bool array over the documents."""
+    doc, score, n = _brute(M, Q, M.shape[1])
+    out = (np.full((len(n), k), -1, np.int64), np.zeros((len(n), k), np.float32), np.zeros(len(n), np.int32))
+    for q in range(len(n)):
+        keep = [j for j in range(n[q]) if allowed[q][doc[q, j]]][:k]
+        out[2][q] = len(keep)
+        out[0][q, :len(keep)] = doc[q, keep]
+        out[1][q, :len(keep)] = score[q, keep]
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 6, 300])
+def test_filters_equal_brute_force_cpu_and_twin(k):
+    """Both filter forms before the top k: the CPU engine (touched and dense selections) and the twin."""
+    M, Q = _problem(5 + k, nq=14)
+    mask, lists, rows = _filters(M.shape[1], Q.shape[0], k)
+    per_q = [np.isin(np.arange(M.shape[1]), r) for r in rows]
+    for kw, allowed in ((dict(mask=mask), [mask] * Q.shape[0]), (dict(lists=lists), per_q)):
+        want = _brute_filtered(M, Q, k, allowed)
+        _same(ks.search_cpu(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, **kw), want, f"cpu {list(kw)}")
+        _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, **kw), want,
+              f"twin {list(kw)}")
+        _same(ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k,
+                              max_workspace=3 * (28 * k + 24 + 16 * 4), **kw), want, f"twin passes {list(kw)}")
+
+
+@pytest.mark.parametrize("k,ws", [(5, 1 << 30), (5, 4 * (28 * 5 + 24 + 16 * 4)), (300, 1 << 30)])
+def test_emulated_cuda_filters_equal_twin_and_brute_force(fake_cupy, k, ws):
+    """search.cu's filter (the bitset words of a tile, a query's run of allowed docs found by binary search and
+    set with atomicOr in shared memory) over tiles of 512 documents and passes of queries."""
+    M, Q = _problem(7 + k, nq=9)
+    mask, lists, rows = _filters(M.shape[1], Q.shape[0], k + 1)
+    per_q = [np.isin(np.arange(M.shape[1]), r) for r in rows]
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    for kw, allowed in ((dict(mask=mask), [mask] * Q.shape[0]), (dict(lists=lists), per_q)):
+        got = ks.search_tiled(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws, **kw)
+        _same(got, ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k, max_workspace=ws, **kw),
+              f"emulated vs twin {list(kw)}")
+        _same(got, _brute_filtered(M, Q, k, allowed), f"emulated vs brute force {list(kw)}")
+
+
+def test_filter_arrays_are_checked():
+    M, Q = _problem(1, nq=3)
+    n = M.shape[1]
+    with pytest.raises(ValueError, match=rf"shape \({n},\)"):
+        ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, mask=np.ones(n - 1, bool))
+    with pytest.raises(ValueError, match="4 non-decreasing offsets"):
+        ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, lists=(np.array([0, 1]), np.array([3])))
+    with pytest.raises(ValueError, match="strictly ascending"):
+        ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, lists=(np.array([0, 2, 2, 2]), np.array([3, 1])))
+    with pytest.raises(ValueError, match="not both"):
+        ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, mask=np.ones(n, bool),
+                      lists=(np.array([0, 0, 0, 0]), np.zeros(0)))
