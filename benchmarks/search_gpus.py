@@ -7,7 +7,9 @@ tokenize + top-k + merge, the load excluded and reported): the index on one GPU 
 segments) and compacted, then sharded over ``--devices`` GPUs (``BM25Index.load(devices=[...])``),
 then over the workers of a ``LocalCUDACluster`` of ``--client-gpus`` GPUs (``BM25Index.load(client=...)``:
 a long-lived engine per worker), then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
-compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).
+compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).  With ``--filter-selectivity 0.01,0.1,0.5``
+the compacted index on one GPU is searched again with a random mask of that share of the documents
+(``search(filter=mask)``, the filter before top-k), against the unfiltered row.
 
     python benchmarks/search_gpus.py --gb 2 --devices 1,2 --client-gpus 1,2 --json results/search_gpus-gpu-<device>-<date>.json
 """
@@ -30,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
 
 
-def _search(idx, queries, k: int, bs: int, repeats: int):
+def _search(idx, queries, k: int, bs: int, repeats: int, filter=None):
     idx.search(queries[: min(len(queries), bs)], k=k, batch_size=bs)  # warm-up: kernels, query hash
     secs, out = [], None
     for _ in range(repeats):
         gc.collect()
         t = time.perf_counter()
-        out = idx.search(queries, k=k, batch_size=bs)
+        out = idx.search(queries, k=k, batch_size=bs, filter=filter)
         secs.append(time.perf_counter() - t)
     return statistics.median(secs), secs, out
 
@@ -57,6 +59,8 @@ def main(argv=None) -> int:
                     help="worker counts of LocalCUDACluster rows (BM25Index.load(client=...)), e.g. 1,2 (default none)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-bm25s", action="store_true", help="skip the bm25s numba row")
+    ap.add_argument("--filter-selectivity", default="",
+                    help="shares of the documents a random filter mask keeps, e.g. 0.01,0.1,0.5 (default none)")
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default="/tmp/cutext-search-gpus")
     ap.add_argument("--json", default=None)
@@ -128,6 +132,20 @@ def main(argv=None) -> int:
         if client is not None:
             client.close()
             cluster.close()
+        gc.collect()
+        cupy.get_default_memory_pool().free_all_blocks()
+    sels = [float(x) for x in args.filter_selectivity.split(",") if x]
+    if sels:  # the filter before top-k: the compacted index on one GPU, a random mask of each share
+        idx = BM25Index.load(ixc, backend="gpu")
+        rng = np.random.default_rng(0)
+        for sel in sels:
+            mask = rng.random(idx.n_docs) < sel
+            med, secs, _ = _search(idx, queries, args.k, args.batch_size, args.repeats, filter=mask)
+            rows.append({"system": f"cutext 1 GPU, compacted, filter of {sel:.0%} of the documents", "devices": 1,
+                         "load_s": 0.0, "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
+                         "qps": round(len(queries) / med), "same_results": None})
+            bench.log(f"filter {sel:.0%}: {len(queries) / med:,.0f} q/s")
+        del idx
         gc.collect()
         cupy.get_default_memory_pool().free_all_blocks()
     if not args.no_bm25s:

@@ -10,8 +10,9 @@ default, and helped by the first sentence of its numpydoc description:
 * a bool is a pair of switches (``--lowercase`` / ``--no-lowercase``);
 * a list-valued parameter is repeated (``--text-column title --text-column text``);
 * ``{a, b}`` in the numpydoc type are the choices, True / False among them spelled ``on`` / ``off``, and
-  ``bool or None`` is ``auto`` / ``on`` / ``off``; a dict is a JSON object; ``none`` is None where the
-  type allows it;
+  ``bool or None`` is ``auto`` / ``on`` / ``off``; a dict is a JSON object, except a ``dict of str to
+  float``: a repeated ``NAME=NUMBER`` under the singular option (``--field-weight title=2``, also
+  ``--field-weights``); ``none`` is None where the type allows it;
 * the earlier spellings stay as aliases (:data:`ALIASES`: ``-K`` and ``--topics`` for ``K``).
 
 Options the user leaves out are not passed, so the function's own defaults apply, as in Python.  The
@@ -48,7 +49,7 @@ PYTHON_ONLY = {
 }
 
 # Earlier spellings of options, kept working; the first short one is what messages use.
-ALIASES = {"K": ("-K", "--topics"), "n_workers": ("--workers",)}
+ALIASES = {"K": ("-K", "--topics"), "n_workers": ("--workers",), "keep_columns": ("--keep-column",)}
 
 
 @dataclass(frozen=True)
@@ -213,10 +214,19 @@ def _ints(text: str) -> list:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def _pair(text: str) -> tuple:
+    """``NAME=NUMBER`` (``--field-weight title=2.0``) as ``(name, float)``."""
+    name, sep, value = text.rpartition("=")
+    if not sep or not name:
+        raise ValueError(text)
+    return name, float(value)
+
+
 _number.__name__ = "number"
 _json_object.__name__ = "JSON object"
 _ints.__name__ = "integers (0,1)"
-_PARSERS = {"int": int, "float": float, "number": _number, "str": str, "json": _json_object}
+_pair.__name__ = "NAME=NUMBER"
+_PARSERS = {"int": int, "float": float, "number": _number, "str": str, "json": _json_object, "pairs": _pair}
 
 
 def _parser(parse, nullable: bool, literals: tuple):
@@ -246,8 +256,9 @@ class Param:
     default : object
         Its default in the signature (``inspect.Parameter.empty``: required).
     kind : str
-        ``"bool"``, ``"int"``, ``"float"``, ``"number"`` (int or float), ``"str"``, ``"json"``, or
-        ``"choice"`` (``choices`` maps each spelling to its value).
+        ``"bool"``, ``"int"``, ``"float"``, ``"number"`` (int or float), ``"str"``, ``"json"``, ``"pairs"``
+        (a dict of str to float given as repeated ``NAME=NUMBER``), or ``"choice"`` (``choices`` maps each
+        spelling to its value).
     many : bool
         List-valued: the option is repeated.
     alone : bool
@@ -297,6 +308,8 @@ class Param:
                     return f"{self.display} {text}"
         if v is None:
             return f"{self.display} none"
+        if isinstance(v, dict) and self.kind == "pairs":
+            return " ".join(f"{self.display} {shlex.quote(f'{k}={x}')}" for k, x in v.items())
         if isinstance(v, dict):
             return f"{self.display} {shlex.quote(json.dumps(v))}"
         if isinstance(v, (list, tuple)) and self.many:
@@ -307,6 +320,8 @@ class Param:
         """The Python value of what argparse parsed."""
         if self.choices is not None:
             return [self.choices[v] for v in value] if self.many else self.choices[value]
+        if self.kind == "pairs" and isinstance(value, list):
+            return dict(value)
         if self.many and isinstance(value, list):
             if self.kind == "int":  # "0,1" and repeated options alike
                 return [x for v in value for x in (v if isinstance(v, list) else [v])]
@@ -375,6 +390,8 @@ def _kind_of(name: str, owner, default, doc: dict) -> dict:
             spelled = {str(c): c for c in found}
         return dict(kind="choice", choices=spelled)
     words = set(re.findall(r"[A-Za-z_]+", typ))
+    if re.search(r"\bdict of str to float\b", typ):
+        return dict(kind="pairs", many=True)
     many = bool(re.search(r"\b(list|iterable|sequence|tuple) of\b", typ))
     if "bool" in words and "None" in words and not many:
         return dict(kind="choice", choices={"auto": None, "on": True, "off": False})
@@ -483,6 +500,8 @@ class Command:
                 aliases = ALIASES.get(name, ())
                 short = [a for a in aliases if not a.startswith("--")]
                 row.options = (*short, long, *[a for a in aliases if a.startswith("--")])
+                if row.kind == "pairs" and long.endswith("s"):  # one NAME=NUMBER an option: --field-weight
+                    row.options = (long[:-1], *row.options)
                 row.argparse = dict(self.options.get(name, {}))
             rows[name] = row
         positional = {n: r for n, r in rows.items() if r.positional}
@@ -553,7 +572,8 @@ class Command:
                 kw["type"] = _parser(parse, row.nullable and not row.many, row.literals)
             if row.many:
                 kw["action"] = "append"
-            kw["metavar"] = None if row.choices is not None else row.name.upper()
+            kw["metavar"] = (None if row.choices is not None else "NAME=NUMBER" if row.kind == "pairs"
+                             else row.name.upper())
         kw.update(row.argparse)
         if kw.get("nargs") in ("+", "*") and kw.get("action") == "append":
             kw["action"] = "extend"

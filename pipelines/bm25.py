@@ -3,10 +3,12 @@
 Index directory layout of the default, segmented index (``index_format=2``; every file Parquet or JSON)::
 
     index.json           index_format 2, segments (names in document order), next_segment, N, avgdl,
-                         variant, k1, b, delta, tokenizer, backend, version, counts, timings
+                         variant, k1, b, delta, tokenizer, backend, version, counts, timings;
+                         bm25f (fields, weights, b) with field_weights= / field_b=
     segments/seg-NNNNN/  one segment a read partition: terms, postings (doc, tf), docs (source_id,
-                         length), text (with store_text=True), segment.json
-                         (:mod:`cutext.stages.engines.segments`); weighted at load
+                         length), text (with store_text=True), columns (with keep_columns=), segment.json
+                         (:mod:`cutext.stages.engines.segments`); weighted at load; with BM25F fields the
+                         postings and docs carry a tf and a length column a field (segment format 2)
 
 Format 1 (``index_format=1``), one global vocabulary with weighted postings::
 
@@ -47,7 +49,7 @@ from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_a
                                            shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
-from cutext.stages.readers.source import open_corpus, source_of_pieces
+from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
 from cutext.pipelines._cli import Command, print_result
 from cutext.stages.text.sort import term_major
@@ -60,10 +62,11 @@ from cutext.pipelines.trec import read_queries, write_trec_run
 from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
-from cutext.stages.engines.bm25_index import BM25Index, shard_ranges
+from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
-from cutext.stages.engines.segments import write_partition_segment, write_text_segment
+from cutext.stages.engines.segments import (field_segment, segment_heads, write_partition_segment, write_segment,
+                                            write_text_segment)
 from cutext.stages.runtime.params import choice, param
 
 POSTINGS_PER_FILE = 8_000_000
@@ -202,7 +205,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
-                progress=True, append=False, members=None, store_text=False) -> RunResult:
+                progress=True, append=False, members=None, store_text=False, field_weights=None,
+                field_b=None, keep_columns=None) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -273,6 +277,24 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         the index's headline; with texts the input is read once more and the texts cross to the host
         and are compressed, about as many bytes again as the input).  Segmented indexes only
         (``index_format=2``).
+    field_weights : dict of str to float, optional
+        Score the text columns of ``text_column`` as weighted fields by BM25F (Robertson, Zaragoza and
+        Taylor 2004) instead of joining them: ``{column: weight >= 0}``, a column left out weighs 1.  The
+        segments then store each field's tf and length (:mod:`cutext.stages.engines.segments`) and the
+        load weighs ``tf~ = sum_f w_f tf_f / (1 - b_f + b_f len_f / avglen_f)``, ``idf * tf~ / (k1 + tf~)``
+        (:class:`cutext.stages.text.bm25.FieldWeights`; variants lucene, robertson, atire).  The input is
+        read once a field.  Without ``field_weights`` and ``field_b`` a list ``text_column`` is joined
+        into one text (Anserini's default for BEIR's title + text).
+    field_b : dict of str to float, optional
+        BM25F's length normalisation of each field, ``{column: b in [0, 1]}``; a column left out takes
+        ``b``.  Given alone, it turns BM25F on with every weight 1.
+    keep_columns : str or list of str, optional
+        Other columns of a table input (jsonl, parquet, csv, a DataFrame), e.g. ``["date", "category"]``,
+        kept in the index (``columns.parquet`` beside each segment's files, listed and checksummed like
+        them; appends, deletes and compaction keep them) for filters before top-k:
+        ``BM25Index.search(queries, k, filter=pc.field("category") == "sci")``.  The types are those the
+        reader gives (Parquet's and a frame's own; JSON strings stay strings).  An append reads the
+        same columns from its input.  Segmented indexes only (``index_format=2``).
 
     Returns
     -------
@@ -289,6 +311,10 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         Unreadable input, a missing column, or an empty corpus (message names the file).
     ValueError
         Bad BM25 or tokenizer parameters; ``out`` is a URL of another file system than the local one.
+        BM25F: a ``field_weights`` / ``field_b`` key that is not a column of ``text_column`` (the message
+        names the columns), a negative weight, a b outside [0, 1], ``index_format=1``, ``store_text``, a
+        variant other than lucene, robertson and atire; with ``append``, fields or weights that differ
+        from the index's.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
@@ -298,15 +324,29 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     """
     if not isinstance(store_text, bool):
         raise ValueError(f"{param('store_text', bare=True)} must be True or False, got {store_text!r}")
+    fields = _field_spec(text_column, field_weights, field_b, b)
+    keep_columns = _keep_columns_arg(keep_columns)
+    if keep_columns is not None and fields is not None:
+        raise ValueError(f"{param('keep_columns', bare=True)} is not available with BM25F fields yet: leave it out")
     if append:
         out = local_output(out)  # a URL of another file system is refused before the index is read
         _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
-                               overwrite=overwrite, store_text=store_text,
-                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len))
+                               overwrite=overwrite, store_text=store_text, keep_columns=keep_columns,
+                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len), fields=fields,
+                               text_column=text_column)
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
                             n_workers=n_workers, progress=progress, members=members)
+    if fields is not None:
+        return _build_fields(path, out, fields, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
+                             store_text=store_text, overwrite=overwrite, progress=progress,
+                             tokenizer=dict(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer,
+                                            min_len=min_len, max_len=max_len),
+                             run_kw=dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
+                                         storage_options=storage_options, glob=glob, max_ratio=max_ratio,
+                                         members=members, backend=backend, client=client, scheduler=scheduler,
+                                         n_workers=n_workers))
     inputs = [path, *param_files(stopwords)]
     run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
@@ -316,23 +356,33 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     if store_text and index_format != 2:
         raise ValueError(f"{param('store_text', True)} keeps the texts beside the segments of a segmented index: "
                          f"use {param('index_format', 2)} (the default), or leave {param('store_text', bare=True)} out")
+    if keep_columns is not None and index_format != 2:
+        raise ValueError(f"{param('keep_columns', bare=True)} keeps columns beside the segments of a segmented "
+                         f"index: use {param('index_format', 2)} (the default), or leave "
+                         f"{param('keep_columns', bare=True)} out")
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
+    if keep_columns is not None:
+        kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
                                   n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
         shares = _shares(src, info) if index_format == 2 else None
         layout = {"store_text": store_text} if index_format == 2 else {}
+        if keep_columns is not None:
+            layout["keep_columns"] = keep_columns
         if shares is not None:  # a Client and a file input: every worker builds its share's segments
             replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares,
-                                                                     store_text=store_text)
+                                                                     store_text=store_text,
+                                                                     keep_columns=keep_columns)
             layout["next_segment"] = len(src.pieces)
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(src.pieces)})
         elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
+            _no_kept_columns_in_place(keep_columns, path)
             replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path,
                                                                            store_text=store_text)
             layout["next_segment"] = len(layout["segments"])
@@ -343,7 +393,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             idx = _front_end(run, src, tok_cfg, info, spill, path)
             if index_format == 2:
                 replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
-                                                         store_text=store_text)
+                                                         store_text=store_text, keep_columns=keep_columns)
                 layout["next_segment"] = len(layout["segments"])
                 avgdl = idx.n_tokens / idx.n_docs
             else:
@@ -367,14 +417,57 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
 
 _BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
-                   "store_text": False}
+                   "store_text": False, "keep_columns": None}
 _TOKENIZER_DEFAULTS = (True, None, None, 1, None)
 
 
-def _check_append_settings(out, *, tokenizer, **given) -> None:
+def _keep_columns_arg(keep_columns) -> list | None:
+    """``keep_columns=`` as a list of distinct names (a str alone is one), None for none.
+
+    Raises
+    ------
+    ValueError
+        Not a str or a list of distinct non-empty str.
+    """
+    if keep_columns is None:
+        return None
+    cols = [keep_columns] if isinstance(keep_columns, str) else keep_columns
+    if (not isinstance(cols, (list, tuple)) or not all(isinstance(c, str) and c for c in cols)
+            or len(set(cols)) != len(cols)):
+        raise ValueError(f"{param('keep_columns', bare=True)} must be a column name or a list of distinct column "
+                         f"names, got {keep_columns!r}")
+    return list(cols) or None
+
+
+def _no_kept_columns_in_place(keep_columns, path) -> None:
+    """Refuse ``keep_columns`` on the route that writes a segment where each partition is (a Client and a frame
+    or a single file unit): that route reads no column but the text yet."""
+    if keep_columns:
+        raise ValueError(f"{input_label(path)}: {param('keep_columns', bare=True)} with a client needs a file input "
+                         "of several files or blocks (a frame or a single unit is written a segment a partition, "
+                         "which keeps no column yet); build without the client, or from files")
+
+
+def _check_append_settings(out, *, tokenizer, fields=None, text_column=None, **given) -> None:
     """``build_index(append=True)`` takes the index's own settings: one given here that is not the default and
-    differs from the index's is refused (it would be ignored otherwise)."""
+    differs from the index's is refused (it would be ignored otherwise); so are BM25F ``fields`` (``(names,
+    weights, bs)``) or text columns other than a BM25F index's, and BM25F settings for a one-field index."""
     old, _ = segmented_commit(Path(out), "appending")
+    have_fields = bm25f_spec(old, Path(out) / "index.json")
+    if fields is not None and have_fields is None:
+        raise ValueError(f"{param('append', True)}: the index {out} joins its text columns into one field; "
+                         f"{param('field_weights', bare=True)} and {param('field_b', bare=True)} apply to an index "
+                         "built with them (BM25F): leave them out, or build a new index")
+    if fields is not None and fields != have_fields:
+        raise ValueError(f"{param('append', True)}: the index {out} scores the fields {list(have_fields[0])} with "
+                         f"weights {list(have_fields[1])} and b {list(have_fields[2])}; the fields given here are "
+                         f"{list(fields[0])} with weights {list(fields[1])} and b {list(fields[2])}: leave "
+                         f"{param('field_weights', bare=True)} and {param('field_b', bare=True)} out")
+    cols = [text_column] if isinstance(text_column, str) else text_column
+    if have_fields is not None and cols is not None and list(cols) != list(have_fields[0]):
+        raise ValueError(f"{param('append', True)}: the index {out} scores the text columns {list(have_fields[0])} "
+                         f"as BM25F fields; {param('text_column', bare=True)}={text_column!r} differs (leave it out "
+                         "to read the index's columns)")
     bad = [k for k, v in given.items() if v != _BUILD_DEFAULTS[k] and v != old.get(k, _BUILD_DEFAULTS[k])]
     if "overwrite" in bad or "index_format" in bad:
         bad = [k for k in bad if k in ("overwrite", "index_format")]
@@ -391,6 +484,139 @@ def _check_append_settings(out, *, tokenizer, **given) -> None:
                          f"(the index has {', '.join(f'{k}={have.get(k)!r}' for k in bad)}): leave them out")
 
 
+def _tokenizer_kw(tok_cfg: TokenizerConfig) -> dict:
+    """The keywords of :func:`build_index` that make ``tok_cfg``."""
+    d = tok_cfg.to_dict()
+    return {k: d[k] for k in ("lowercase", "stopwords", "stemmer", "min_len", "max_len")}
+
+
+def _field_spec(text_column, field_weights, field_b, b) -> tuple | None:
+    """BM25F's ``(fields, weights, bs)`` (tuples in the order of ``text_column``; a field left out of
+    ``field_weights`` weighs 1, one left out of ``field_b`` takes ``b``), or None when neither is given (a
+    list ``text_column`` is then joined into one text).
+
+    Raises
+    ------
+    ValueError
+        ``field_weights`` / ``field_b`` that are not dicts, no ``text_column``, a repeated column, a key that
+        is not a text column (named, with the columns), a weight < 0 or all 0, a b outside [0, 1].
+    """
+    if field_weights is None and field_b is None:
+        return None
+    for name, given in (("field_weights", field_weights), ("field_b", field_b)):
+        if given is not None and not isinstance(given, dict):
+            raise ValueError(f"{param(name, bare=True)} must be a dict {{text column: number}}, got {given!r}")
+    if text_column is None:
+        raise ValueError(f"{param('field_weights', bare=True)} / {param('field_b', bare=True)} score the columns of "
+                         f"{param('text_column', bare=True)} as BM25F fields: name them "
+                         f"({param('text_column', ['title', 'body'])})")
+    cols = [text_column] if isinstance(text_column, str) else list(text_column)
+    if not cols or not all(isinstance(c, str) for c in cols) or len(set(cols)) != len(cols):
+        raise ValueError(f"BM25F fields: {param('text_column', bare=True)} must be distinct column names, got "
+                         f"{text_column!r}")
+    for name, given in (("field_weights", field_weights), ("field_b", field_b)):
+        unknown = [k for k in (given or {}) if k not in cols]
+        if unknown:
+            raise ValueError(f"{param(name, bare=True)} names {', '.join(map(repr, unknown))}, which is not a text "
+                             f"column; the text columns ({param('text_column', bare=True)}) are {cols}")
+    ws, bs = bm25_stage.check_field_params(cols, [(field_weights or {}).get(c, 1.0) for c in cols],
+                                           [(field_b or {}).get(c, b) for c in cols])
+    return tuple(cols), ws, bs
+
+
+def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: TokenizerConfig, run_kw: dict,
+                    first: int = 0) -> tuple[list[str], int, RunResult]:
+    """The BM25F segments of an input in ``tmp/segments``: a one-field segmented index of each field built
+    into ``tmp/.fields/<i>`` (:func:`build_index` with ``text_column`` the field: every route, backend and
+    cluster of a one-field build; the input read once a field), then segment by segment the fields joined
+    (:func:`cutext.stages.engines.segments.field_segment`) as ``seg-<first + n>``.
+
+    Returns
+    -------
+    (list of str, int, RunResult)
+        The segment names in document order, the next free segment number and the first field's result
+        (backend, scheduler, workers, input counts); the fields' stage seconds go to ``run.timings`` as
+        ``"<stage> (<field>)"``.
+
+    Raises
+    ------
+    CorpusError
+        A field without a token in any document (named).
+    RuntimeError
+        The fields' builds cut the input into different segments.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    work = tmp / ".fields"
+    results, metas = [], []
+    try:
+        for i, f in enumerate(fields):
+            try:
+                r = build_index(path, work / str(i), text_column=f, **_tokenizer_kw(tok_cfg), **run_kw,
+                                index_format=2, progress=run.progress)
+            except CorpusError as exc:
+                raise CorpusError(f"BM25F field {f!r}: {exc}") from None
+            results.append(r)
+            run.timings.update({f"{k} ({f})": v for k, v in r.timings.items()})
+            metas.append(commit_stage.read_commit(work / str(i))[0])
+        names = metas[0]["segments"]
+        if any(m["segments"] != names for m in metas):
+            raise RuntimeError(f"BM25F: the fields' builds cut the input into different segments "
+                               f"{[m['segments'] for m in metas]}")
+        (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
+        renamed = [f"seg-{first + int(n.rsplit('-', 1)[1]):05d}" for n in names]
+
+        def join(k: int) -> None:
+            parts = [work / str(i) / SEGMENTS_DIR / names[k] for i in range(len(fields))]
+            write_segment(tmp / SEGMENTS_DIR / renamed[k], **field_segment(parts, fields))
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max(1, min(len(names), os.cpu_count() or 1))) as pool:
+            list(pool.map(join, range(len(names))))
+        run.timings["join fields"] = time.perf_counter() - t0
+        next_segment = first + int(metas[0].get("next_segment", len(names)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return renamed, next_segment, results[0]
+
+
+def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_format, store_text, overwrite,
+                  progress, tokenizer: dict, run_kw: dict) -> RunResult:
+    """:func:`build_index` of a BM25F index (``fields``: ``(names, weights, bs)`` of :func:`_field_spec`): the
+    segments of :func:`_field_segments` and a manifest that records the fields, their weights and b's."""
+    if index_format != 2 or isinstance(index_format, bool):
+        raise ValueError(f"BM25F ({param('field_weights', bare=True)} / {param('field_b', bare=True)}) stores each "
+                         f"field's tf and length in the segments of a segmented index: use "
+                         f"{param('index_format', 2)} (the default); format 1 stores weights of one field")
+    if store_text:
+        raise ValueError(f"{param('store_text', True)} is not available with BM25F fields yet: leave it out")
+    if variant not in bm25_stage.FIELD_VARIANTS:
+        raise ValueError(f"BM25F weighs the variants {list(bm25_stage.FIELD_VARIANTS)}; "
+                         f"{param('variant', variant)} adds a constant to a one-field tf part")
+    delta = bm25_stage.check_params(variant, k1, b, delta)
+    tok_cfg = TokenizerConfig.make(**tokenizer)
+    run = PipelineRun("bm25", out, manifest="index.json", inputs=[path, *param_files(tokenizer["stopwords"])],
+                      overwrite=overwrite, progress=progress)
+    with run.output() as tmp:
+        names, next_segment, first = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw)
+        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in names], [np.zeros(0, np.int64)] * len(names))
+        fc = first.counts
+        mt, counts = commit_stage.index_counts(heads, {}, replaced=int(fc.get("replaced", 0)),
+                                               input_bytes=int(fc.get("input_bytes", 0)))
+        spec = {"fields": list(fields[0]), "weights": list(fields[1]), "b": list(fields[2])}
+        run.write_manifest(tmp, {
+            "index_format": 2, "segments": names, "next_segment": next_segment, "store_text": False, "bm25f": spec,
+            "N": mt.n_docs, "avgdl": mt.avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "tokenizer": tok_cfg.to_dict(), "backend": first.backend, "scheduler": first.scheduler,
+            "n_workers": first.n_workers, "source": input_label(path), "format": first.params.get("format"),
+            "counts": counts, "timings": run.timings})
+    params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": first.params.get("format"),
+              "tokenizer": tok_cfg.to_dict(), "bm25f": spec}
+    return run.result(first.backend, first.scheduler, first.n_workers, counts, params,
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
 def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                  client=None, scheduler="auto", n_workers=None, progress=True, members=None) -> RunResult:
@@ -398,7 +624,8 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
     the existing ones (their doc ids follow the index's last), with their texts when the index stores texts
-    (built with ``store_text=True``); the old segments are not rewritten (hard
+    (built with ``store_text=True``) and its kept columns read from the new input (``keep_columns=``: the
+    input must hold them); the old segments are not rewritten (hard
     links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
     one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
     commit is atomic: a reader sees the index before or after the append, never between.
@@ -439,7 +666,28 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     store_text = old.get("store_text") is True
+    keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
+    fields = bm25f_spec(old, Path(index) / "index.json")
+    if fields is not None:  # BM25F: the index's text columns, a one-field build each, joined
+        _check_append_settings(index, tokenizer=_TOKENIZER_DEFAULTS, text_column=text_column)
+        run_kw = dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
+                      storage_options=storage_options, glob=glob, max_ratio=max_ratio, members=members,
+                      backend=backend, client=client, scheduler=scheduler, n_workers=n_workers)
+        with run.output(expect) as tmp:
+            first = int(old.get("next_segment", len(old["segments"])))
+            names, _, res = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw, first)
+            n_added = int(res.counts["n_docs"])
+            counts = commit_stage.write_commit(
+                tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
+                {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
+                 "appended_docs": n_added}, added=names, timings=run.timings,
+                fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
+        return run.result(res.backend, res.scheduler, res.n_workers, counts,
+                          {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
+                           "tokenizer": old["tokenizer"], "bm25f": old["bm25f"]},
+                          headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                    "postings": counts["n_postings"]})
     be = run.resolve_backend(backend)
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
@@ -450,9 +698,10 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         shares = _shares(src, info)
         if shares is not None:  # a Client and a file input: every worker writes its share's segments
             replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
-                                                       store_text=store_text)
+                                                       store_text=store_text, keep_columns=keep)
             n_added = added["n_docs"]
         elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
+            _no_kept_columns_in_place(keep, path)
             replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
                                                              store_text=store_text)
             n_added = added["n_docs"]
@@ -460,7 +709,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
             src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
             idx = _front_end(run, src, tok_cfg, info, spill, path)
             replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
-                                        store_text=store_text)
+                                        store_text=store_text, keep_columns=keep)
             n_added = idx.n_docs
         counts = commit_stage.write_commit(
             tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
@@ -497,6 +746,8 @@ class _IndexInput:
     texts : dask DataFrame or None
         The read partitions (``source_id, text, replaced``), a partition per partition of ``docs``: read
         again only by a writer that stores the texts.
+    source : CorpusSource or None
+        The corpus as read (its pieces or frame partitions): a writer that keeps columns reads them from it.
     """
 
     docs: object
@@ -510,6 +761,7 @@ class _IndexInput:
     n_tokens: int
     n_postings: int
     texts: object = None
+    source: object = None
 
 
 def _open_source(path, be: str, blocksize, **read_kw):
@@ -559,12 +811,14 @@ def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, pat
     docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
     n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
     texts = corpus.source.docs  # lazy: the read partitions, as the read stage planned them
+    source = corpus.source
     del corpus
     n_tokens = int(lengths.sum())
     if n_tokens == 0 and not empty_ok:
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
     n_postings = int(df_t.sum())
-    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings, texts)
+    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings, texts,
+                       source)
 
 
 def _weights(idx: _IndexInput, variant, k1, b, delta, per_file: int):
@@ -676,11 +930,13 @@ def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta,
 
 
 def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
-                    store_text: bool = False) -> tuple[int, list[str]]:
+                    store_text: bool = False, keep_columns=None) -> tuple[int, list[str]]:
     """The write stage of a segmented index: one segment a partition of the count stage, each written
     where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`), with
     ``store_text`` the partition's texts read again beside them (cudf text reaches the host through
-    Arrow); returns the replaced-bytes total and the segment names in document order."""
+    Arrow) and with ``keep_columns`` those columns of the partition read from the input
+    (:func:`cutext.stages.readers.source.kept_columns`); returns the replaced-bytes total and the segment
+    names in document order."""
     folder = tmp / SEGMENTS_DIR
     folder.mkdir(exist_ok=True)
     names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
@@ -691,8 +947,13 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
             raise RuntimeError(f"store_text: {len(names)} count partitions but "
                                f"{getattr(idx.texts, 'npartitions', 0)} read partitions")
         texts = idx.texts.to_delayed()
-    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t)
-             for c, d, n, t in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts)]
+    kept = [None] * len(names)
+    if keep_columns:
+        kept = kept_columns(idx.source, keep_columns)
+        if len(kept) != len(names):
+            raise RuntimeError(f"keep_columns: {len(names)} count partitions but {len(kept)} read partitions")
+    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t, columns=kc)
+             for c, d, n, t, kc in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts, kept)]
     # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
     with dask.config.set(scheduler="threads", num_workers=pa.cpu_count()):  # a worker's share of the cores
         metas = compute_all(tasks, info)
@@ -734,7 +995,7 @@ class _WorkerStages:
 
 
 def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
-                 store_text: bool = False) -> dict:
+                 store_text: bool = False, keep_columns=None) -> dict:
     """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
     this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
     written into ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing
@@ -757,7 +1018,7 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
             idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
             replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,
-                                           store_text=store_text)
+                                           store_text=store_text, keep_columns=keep_columns)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
@@ -787,7 +1048,7 @@ def _shares(src, info) -> list | None:
 
 
 def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
-                      first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict]:
+                      first: int = 0, store_text: bool = False, keep_columns=None) -> tuple[int, list[str], dict]:
     """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
     (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
     only lists the segments in document order.  Returns ``(replaced, segment names, counts)``; stage
@@ -803,7 +1064,8 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
     sharing = host_share(client, [w for w, _, _ in shares])
     futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, sharing[w],
-                             store_text, workers=[w], allow_other_workers=True, pure=False) for w, pieces, k in shares]
+                             store_text, keep_columns, workers=[w], allow_other_workers=True, pure=False)
+               for w, pieces, k in shares]
     bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
     if bar is not None:
         from distributed import as_completed
@@ -988,7 +1250,7 @@ COMMANDS = (
             description="Score queries with an index; writes a TREC run (qid Q0 docid rank score tag). The "
                         "options are the keywords of BM25Index.load, BM25Index.search, read_queries and "
                         "write_trec_run.",
-            skip=("path", "with_text"), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
+            skip=("path", "with_text", "filter"), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
             options={"k": dict(help="documents per query (a TREC run's 1000 by default)")}),
 )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.kernels.backend import ARRAY_STACK, resolve_backend
+from cutext.kernels.backend import ARRAY_STACK, resolve_backend, to_host
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
@@ -328,14 +329,15 @@ def _slots(client) -> list:
     return workers
 
 
-def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
-    """Worker side of a sharded search: the shard's top k, doc ids made global."""
-    doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads)
+def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+    """Worker side of a sharded search: the shard's top k, doc ids made global (``doc_filter``: the shard's
+    part of the filter, :meth:`cutext.stages.engines.search.DocFilter.shard`)."""
+    doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads, doc_filter)
     return np.where(doc >= 0, doc + shard.lo, -1), score, n
 
 
-def _shard_topk_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads):
-    return shard.sm.topk_start(Q, k, engine, max_workspace, n_threads)
+def _shard_topk_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+    return shard.sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
 
 
 def _shard_finish(shard: _Shard, finish):
@@ -350,8 +352,8 @@ class _ShardEngine:
     def __init__(self, shard: _Shard):
         self.shard = shard
 
-    def topk(self, Q, k: int, engine: str, max_workspace, n_threads):
-        return _shard_topk(self.shard, Q, k, engine, max_workspace, n_threads)
+    def topk(self, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+        return _shard_topk(self.shard, Q, k, engine, max_workspace, n_threads, doc_filter)
 
 
 def _shard_dense(shard: _Shard, Q):
@@ -383,6 +385,55 @@ def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
+def bm25f_spec(meta: dict, mf) -> tuple | None:
+    """``(fields, weights, bs)`` of a BM25F index from its index.json's ``bm25f`` (None: one field).
+
+    Raises
+    ------
+    ArtifactError
+        A ``bm25f`` entry that is not ``{"fields": [str, ...], "weights": [float, ...], "b": [float, ...]}`` of
+        one length with valid values.
+    """
+    spec = meta.get("bm25f")
+    if spec is None:
+        return None
+    try:
+        fields, ws, bs = spec["fields"], spec["weights"], spec["b"]
+        if not (isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields)
+                and len(set(fields)) == len(fields) and isinstance(ws, list) and isinstance(bs, list)
+                and len(ws) == len(bs) == len(fields)):
+            raise ValueError("fields, weights and b must be lists of one length")
+        ws, bs = bm25_stage.check_field_params(fields, ws, bs)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise art.ArtifactError(f"{mf}: bm25f {spec!r}: {exc}"[:500]) from None
+    return tuple(fields), ws, bs
+
+
+def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
+    """The weight function of a segmented index from its global statistics ``terms``
+    (:class:`cutext.stages.engines.segments.MergedTerms`): BM25F (:func:`bm25_stage.field_corpus_weights`)
+    for an index of fields, else the variant's BM25 (:func:`bm25_stage.corpus_weights`).
+
+    Raises
+    ------
+    ArtifactError
+        Bad parameters, no token, or segments whose fields are not those of index.json.
+    """
+    spec = bm25f_spec(meta, mf)
+    try:
+        if spec is None:
+            if terms.field_sum_dl is not None:
+                raise ValueError("the segments store fields, index.json has no bm25f entry")
+            return bm25_stage.corpus_weights(terms.df, terms.n_docs, terms.sum_dl, variant, k1,
+                                             float(meta.get("b", 0.4)), delta)
+        fields, ws, bs = spec
+        if terms.field_sum_dl is None or len(terms.field_sum_dl) != len(fields):
+            raise ValueError(f"index.json's bm25f fields {list(fields)} are not those of the segments")
+        return bm25_stage.field_corpus_weights(terms.df, terms.n_docs, terms.field_sum_dl, variant, k1, ws, bs)
+    except ValueError as exc:
+        raise art.ArtifactError(f"{mf}: {exc}") from None
+
+
 def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
     """The CSR (V + 1, N) float32 of ``w - w0`` of merged segments (``fn``: the corpus's weight function),
     scipy on the host or, for ``be == "gpu"``, cupyx with the weights computed on the device (the same
@@ -398,13 +449,17 @@ def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
     import cupyx.scipy.sparse as csp
 
     indptr = cupy.asarray(merged.indptr)
-    doc, tf, lengths = cupy.asarray(merged.doc), cupy.asarray(merged.tf), cupy.asarray(merged.lengths)
+    doc = cupy.asarray(merged.doc)
+    # BM25F (fn: bm25_stage.FieldWeights) weighs the (F, n) per-field tf and lengths, as posting_weights does
+    fields = merged.field_tf is not None
+    tf = cupy.asarray(merged.field_tf if fields else merged.tf)
+    lengths = cupy.asarray(merged.field_lengths if fields else merged.lengths)
     w0_d = cupy.asarray(w0)
     data = cupy.empty(len(doc), np.float32)
     for a in range(0, len(doc), block):
         e = min(a + block, len(doc))
         t = (cupy.searchsorted(indptr, cupy.arange(a, e, dtype=np.int64), side="right") - 1).astype(np.int32)
-        data[a:e] = fn.weights(t, tf[a:e], lengths[doc[a:e]])
+        data[a:e] = fn.weights(t, tf[..., a:e], lengths[..., doc[a:e]])
         if np.any(w0):
             data[a:e] -= w0_d[t]
     del tf, lengths
@@ -440,6 +495,7 @@ class BM25Index:
     matrix : scipy / cupyx CSR, or None for a sharded index
     shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
     store_text : bool  (the documents' texts are kept: :meth:`doc`, :meth:`docs`, ``search(with_text=True)``)
+    keep_columns : list of str  (the input's columns kept for filters: :meth:`column_table`, ``search(filter=)``)
     """
 
     def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
@@ -459,6 +515,7 @@ class BM25Index:
         self._text_segments = None  # (folders, deletes, doc_base) of a segmented index, for its texts
         self._texts_cache: dict = {}  # segment number -> its live texts, read at the first use
         self._id_index = None  # pandas Index of the source ids (first of equal ids), built at the first doc()
+        self._columns = None  # pyarrow Table of the kept columns, read at the first filter by them
 
     @property
     def store_text(self) -> bool:
@@ -469,14 +526,24 @@ class BM25Index:
     def n_docs(self) -> int:
         return int(self.meta["N"])
 
+    @property
+    def keep_columns(self) -> list:
+        """The input's columns kept in the index (``keep_columns=`` of the build), for filters; [] if none."""
+        return list(self.meta.get("keep_columns") or []) if self._text_segments is not None else []
+
     def __repr__(self) -> str:
         m = self.meta
         delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
         postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
         shards = f", shards={len(self.shards)}" if self.shards else ""
         texts = ", texts=True" if self.store_text else ""
+        texts += f", keep_columns={self.keep_columns}" if self.keep_columns else ""
+        f = m.get("bm25f") if isinstance(m.get("bm25f"), dict) else None
+        # BM25F: the fields' weights and b's stand for the one b
+        b = (f"fields={dict(zip(f['fields'], f['weights']))}, field_b={dict(zip(f['fields'], f['b']))}"
+             if f is not None else f"b={m.get('b')}")
         return (f"BM25Index(N={self.n_docs:,}, V={len(self.vocab):,}, postings={postings:,}, "
-                f"variant={m.get('variant')!r}, k1={m.get('k1')}, b={m.get('b')}{delta}, "
+                f"variant={m.get('variant')!r}, k1={m.get('k1')}, {b}{delta}, "
                 f"backend={self.backend!r}{shards}{texts}, path={str(self.path)!r})")
 
     @classmethod
@@ -636,11 +703,7 @@ class BM25Index:
             raise art.ArtifactError(f"{mf}: N={N}, the segments hold {merged.n_docs} documents")
         if N and not math.isclose(merged.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12):
             raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({merged.avgdl})")
-        try:
-            fn = bm25_stage.corpus_weights(merged.df, N, merged.terms.sum_dl, variant, k1, float(meta.get("b", 0.4)),
-                                           delta)
-        except ValueError as exc:
-            raise art.ArtifactError(f"{mf}: {exc}") from None
+        fn = _weight_fn(meta, mf, merged.terms, variant, k1, delta)
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
         M = _segment_matrix(merged, fn, w0, be)
         source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
@@ -661,10 +724,7 @@ class BM25Index:
         if mt.n_docs != N or (N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12)):
             raise art.ArtifactError(f"{mf}: N={N}, avgdl={avgdl}; the segments hold {mt.n_docs} documents of "
                                     f"mean length {mt.avgdl}")
-        try:
-            fn = bm25_stage.corpus_weights(mt.df, N, mt.sum_dl, variant, k1, float(meta.get("b", 0.4)), delta)
-        except ValueError as exc:
-            raise art.ArtifactError(f"{mf}: {exc}") from None
+        fn = _weight_fn(meta, mf, mt, variant, k1, delta)
         w0 = fn.w0.astype(np.float32)
         lengths = (np.concatenate([h.lengths for h in heads]).astype(np.int32) if heads else np.zeros(0, np.int32))
         source_ids = (pa.concat_arrays([h.source_ids.cast(pa.string()) for h in heads]).to_numpy(zero_copy_only=False)
@@ -808,6 +868,148 @@ class BM25Index:
         ids = [source_ids] if isinstance(source_ids, str) else list(source_ids)
         return self.texts_at(self.doc_ids(ids)).to_pylist()
 
+    # -- kept columns and filters
+    def _not_kept(self, names) -> str:
+        how = (f"build the index with {param('keep_columns', list(names))} (python -m cutext.pipelines bm25 ... "
+               + " ".join(f"--keep-column {n}" for n in names) + ")")
+        if self.meta.get("index_format", 1) != 2:
+            return (f"{self.path}: a format-1 index keeps no column; rebuild it (segmented, the default "
+                    f"index_format=2) and {how}")
+        kept = self.keep_columns
+        return (f"{self.path}: column(s) {list(names)} not kept in this index (kept: {kept or 'none'}); "
+                f"to filter by them, {how}")
+
+    def column_table(self) -> pa.Table:
+        """The kept columns of every live document (``keep_columns=`` of the build), read from the segments
+        at the first call and kept.
+
+        Returns
+        -------
+        pyarrow.Table, N rows (row = doc id), the kept columns; their types unified across segments
+            (``promote_options="permissive"``: an int column of one segment and a double of another are double).
+
+        Raises
+        ------
+        ValueError
+            The index keeps no column (the message names ``keep_columns=``), or segments whose types of a
+            column cannot be unified (strings in one, numbers in another).
+        """
+        if not self.keep_columns:
+            raise ValueError(f"{self.path}: this index keeps no column; build it with "
+                             f"{param('keep_columns', ['date', 'category'])} (python -m cutext.pipelines bm25 ... "
+                             "--keep-column date --keep-column category)")
+        if self._columns is None:
+            folders, deletes, _ = self._text_segments
+            parts = [segments.read_segment_columns(f, d) for f, d in zip(folders, deletes)]
+            if any(t is None for t in parts):
+                bad = [str(f) for f, t in zip(folders, parts) if t is None][:3]
+                raise art.ArtifactError(f"{self.path}: index.json keeps {self.keep_columns} but segment(s) {bad} "
+                                        "hold no columns.parquet")
+            try:
+                table = pa.concat_tables(parts, promote_options="permissive").combine_chunks()
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise ValueError(f"{self.path}: the kept columns have types that differ between segments "
+                                 f"({exc})") from None
+            if table.num_rows != self.n_docs:
+                raise art.ArtifactError(f"{self.path}: {table.num_rows} rows of kept columns for N={self.n_docs}")
+            self._columns = table
+        return self._columns
+
+    def doc_filter(self, filter, n_queries: int):
+        """A search filter as the engines take it (:class:`cutext.stages.engines.search.DocFilter`).
+
+        Parameters
+        ----------
+        filter : pyarrow.compute.Expression, bool array (N,) or list of n_queries lists of source ids
+            An expression over the kept columns (``pc.field("category") == "sci"``; a null result
+            excludes the document), a boolean mask over the doc ids (numpy, a list or anything
+            ``numpy.asarray`` takes, cupy included), or per query the source ids it may return (ids not
+            in the index match nothing, as a terms filter; every document of a repeated id matches).
+        n_queries : int
+
+        Returns
+        -------
+        DocFilter or None (None for ``filter=None``)
+
+        Raises
+        ------
+        ValueError
+            An expression on a column that is not kept (the message names it and ``keep_columns=``) or that
+            is not boolean; a mask of another length than N; per-query lists whose number is not
+            ``n_queries``; a filter of another type.
+        TypeError
+            A per-query entry that is a single string (a list of ids is needed).
+        """
+        import pyarrow.dataset as ds
+
+        if filter is None:
+            return None
+        if isinstance(filter, pc.Expression):
+            # without kept columns an empty table names the expression's first column in pyarrow's error
+            table = self.column_table() if self.keep_columns else pa.table({"": pa.nulls(0)})
+            try:
+                got = ds.dataset(table).to_table(columns={"allowed": filter}).column("allowed")
+            except pa.ArrowInvalid as exc:
+                names = re.findall(r"FieldRef\.Name\(([^)]*)\)", str(exc))
+                if names:
+                    raise ValueError("filter: " + self._not_kept(names)) from None
+                raise ValueError(f"filter {filter}: {exc}") from None
+            if not self.keep_columns:  # an expression of no column (pc.scalar(True)): column_table's message
+                self.column_table()
+            if not pa.types.is_boolean(got.type):
+                raise ValueError(f"filter {filter} gives {got.type} values; a filter must be a boolean expression "
+                                 "(a comparison such as pc.field('year') >= 2000)")
+            return search_stage.DocFilter(mask=got.fill_null(False).to_numpy(zero_copy_only=False).astype(bool))
+        if isinstance(filter, (list, tuple)) and filter and all(
+                not isinstance(x, (bool, np.bool_, str)) and hasattr(x, "__iter__") for x in filter):
+            return self._id_filter(filter, n_queries)
+        if isinstance(filter, (str, dict)):
+            raise ValueError(f"filter must be a pyarrow expression, a boolean mask over the {self.n_docs} documents "
+                             f"or a list of allowed source ids per query, got {type(filter).__name__}")
+        mask = np.asarray(to_host(filter))  # a cupy or cudf mask comes to the host (the engines cut it per shard)
+        if mask.dtype != np.bool_:
+            raise ValueError(f"filter: a mask must be boolean (got dtype {mask.dtype}); a per-query filter is a list "
+                             "of lists of source ids, one a query")
+        if mask.shape != (self.n_docs,):
+            raise ValueError(f"filter: a mask needs one entry a document, shape ({self.n_docs},); got {mask.shape}")
+        return search_stage.DocFilter(mask=np.ascontiguousarray(mask))
+
+    def _id_filter(self, lists, n_queries: int):
+        """:meth:`doc_filter` of per-query lists of source ids: doc ids sorted within a query (an Arrow hash
+        lookup of the ids; where the index holds a source id twice, a merge, so each of its documents is
+        allowed)."""
+        if len(lists) != n_queries:
+            raise ValueError(f"filter: per-query lists of source ids need one list a query: {len(lists)} lists "
+                             f"for {n_queries} queries")
+        for i, x in enumerate(lists):
+            if isinstance(x, (str, bytes)):
+                raise TypeError(f"filter: entry {i} is a string; each query's entry is a list of source ids")
+        lists = [x if isinstance(x, list) else list(x) for x in lists]
+        try:  # strings convert in Arrow's C++ loop; other ids are compared as str(x)
+            nested = pa.array(lists, pa.list_(pa.string()))
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+            nested = pa.array([[x if isinstance(x, str) else str(x) for x in lst] for lst in lists],
+                              pa.list_(pa.string()))
+        ids = nested.flatten()
+        rows = np.repeat(np.arange(len(lists), dtype=np.int64), pc.list_value_length(nested).to_numpy())
+        known = self._source_ids_arrow()
+        if getattr(self, "_ids_unique", None) is None:
+            self._ids_unique = pc.count_distinct(known).as_py() == len(known)
+        if self._ids_unique:  # a hash lookup in Arrow (10k queries x 188 ids: 0.12 s; a pandas merge took 1.8)
+            pos = pc.index_in(ids, value_set=known).fill_null(-1).to_numpy()
+            rows, docs = rows[pos >= 0], pos[pos >= 0].astype(np.int64)
+        else:  # an id held by several documents (appended again) allows each of them
+            given = pd.DataFrame({"row": rows, "sid": ids.to_pandas()})
+            m = given.merge(pd.DataFrame({"sid": pd.Series(self.source_ids, dtype=object),
+                                          "doc": np.arange(self.n_docs, dtype=np.int64)}), on="sid", how="inner")
+            rows, docs = m["row"].to_numpy(np.int64), m["doc"].to_numpy(np.int64)
+        key = np.sort(rows * max(self.n_docs, 1) + docs)  # by query, then doc (a sort: numpy's unique hashes)
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])] if len(key) else key  # repeats dropped
+        rows, docs = key // max(self.n_docs, 1), key % max(self.n_docs, 1)
+        ptr = np.zeros(len(lists) + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(lists)), out=ptr[1:])
+        return search_stage.DocFilter(ptr=ptr, docs=docs)
+
     # -- commits
     def delete(self, source_ids) -> int:
         """Delete documents by their source ids: a new commit of the index, then this index reloaded from it.
@@ -939,34 +1141,46 @@ class BM25Index:
             dense += self._absent(Q)[0]
         return dense.astype(np.float32)
 
-    def topk_start(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+    def topk_start(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None,
+                   doc_filter=None):
         """:meth:`topk_arrays` in two halves: starts the engine and returns ``finish()`` -> ``(doc, score,
         n)``; the GPU engine is still running when this returns
-        (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`)."""
+        (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`).  ``doc_filter``: a
+        :class:`cutext.stages.engines.search.DocFilter` of the rows of ``Q`` (:meth:`doc_filter`), cut into
+        each shard's part here, so a worker receives only its documents' part."""
         if self._sm is not None:
-            return self._sm.topk_start(Q, k, engine, max_workspace, n_threads)
+            return self._sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
+
+        def part(lo, hi):
+            return doc_filter.shard(lo, hi) if doc_filter is not None else None
+
         if isinstance(self._client, _Devices):  # every device's engine started before any is waited for
-            starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads))
-                      for _, _, _, f in self._shard_futures]
+            starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads,
+                                           part(lo, hi)))
+                      for lo, hi, _, f in self._shard_futures]
             return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k)
         # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
-        calls = [e.topk(Q, k, engine, max_workspace, n_threads) for e in self._engines]
+        calls = [e.topk(Q, k, engine, max_workspace, n_threads, part(lo, hi))
+                 for e, (lo, hi, _, _) in zip(self._engines, self._shard_futures)]
         return lambda: search_stage.merge_topk([c.result() for c in calls], k)
 
-    def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None):
+    def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None, filter=None):
         """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
+
+        ``filter``: the documents each query may return, applied before the top k (:meth:`doc_filter`; per-query
+        lists one a row of ``Q``).
 
         Returns
         -------
         (doc, score, n) : int64 (nq, k) doc ids (-1 past ``n``), float32 (nq, k) scores of the stored
             weights (without the per-query w0 constant), int32 (nq,) documents found per query.
         """
-        return self.topk_start(Q, k, engine, max_workspace, n_threads)()
+        return self.topk_start(Q, k, engine, max_workspace, n_threads, self.doc_filter(filter, Q.shape[0]))()
 
     def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
                engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None,
-               with_text: bool = False) -> pd.DataFrame:
-        """Top-``k`` documents for every query.
+               with_text: bool = False, filter=None) -> pd.DataFrame:
+        """Top-``k`` documents for every query, among the documents of ``filter`` if given.
 
         Parameters
         ----------
@@ -990,6 +1204,13 @@ class BM25Index:
         with_text : bool, default False
             Add a ``text`` column: each hit's document text (:meth:`texts_at`; an index built with
             ``store_text=True``), read from the segments of the hits only.
+        filter : optional
+            Documents a query may return, applied inside the engines before the top k, so every query
+            returns ``min(k, allowed documents with a positive score)`` rows and never a filtered-out
+            document: a ``pyarrow.compute`` expression over the kept columns (``keep_columns=`` of the
+            build; ``pc.field("category") == "sci"``, a null counts as False), a boolean mask over the doc
+            ids (shape (N,)), or a list with one list of allowed source ids a query (ids not in the index
+            match nothing).  :meth:`doc_filter`.
 
         Returns
         -------
@@ -1008,7 +1229,9 @@ class BM25Index:
         ValueError
             ``k``, ``batch_size``, ``engine``, ``max_workspace`` or ``n_threads`` out of range, or
             an option the engine in effect does not use; ``with_text`` on an index without texts (the
-            message names ``store_text=True``).
+            message names ``store_text=True``); a filter on a column that is not kept (the message names it
+            and ``keep_columns=``), a mask of another length than N, per-query lists whose number is not
+            the number of queries.
         TypeError
             A query that is not a string.
         """
@@ -1022,6 +1245,7 @@ class BM25Index:
             eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
         qids, texts = _as_queries(queries)
+        doc_filter = self.doc_filter(filter, len(texts))  # checked and resolved once, before any query is scored
         rng = range(0, len(texts), batch_size)
         if progress:
             from tqdm.auto import tqdm
@@ -1068,7 +1292,8 @@ class BM25Index:
                 if pending is not None:
                     collect(*pending)
                     clock("search: engine (wait)")
-                pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads))
+                fb = doc_filter.queries(s, s + Q.shape[0]) if doc_filter is not None else None
+                pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads, fb))
                 clock("search: engine (start)")
         finally:
             if pool is not None:
@@ -1087,4 +1312,4 @@ class BM25Index:
         clock("search: result frame")
         return out
 
-__all__ = ["BM25Index", "read_postings", "shard_ranges", "weight_bounds"]
+__all__ = ["BM25Index", "bm25f_spec", "read_postings", "shard_ranges", "weight_bounds"]

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from cutext.kernels._version import __version__
 from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
-                                            read_segment_texts, segment_heads, write_segment)
+                                            read_segment_columns, read_segment_texts, segment_heads, write_segment)
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
@@ -205,7 +205,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
                           list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
     mt, counts = index_counts(heads, old, **extra)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
-                                "scheduler", "n_workers", "store_text") if k in old}
+                                "scheduler", "n_workers", "store_text", "bm25f", "keep_columns") if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(added) + (new is not None)
     # writers that numbered their segments by their input pieces may leave gaps: never reuse a number
     numbers = [int(n.rsplit("-", 1)[1]) for n in segs if n.rsplit("-", 1)[-1].isdigit()]
@@ -278,7 +278,9 @@ def commit_compaction(index) -> dict:
     -------
     dict
         The new commit's ``counts`` (with ``compacted_segments``); its scores are those before.  The
-        documents' texts are kept when every segment stores them.
+        documents' texts are kept when every segment stores them, and so are the kept columns
+        (``keep_columns=``; their types unified, e.g. an int column of one segment and a double of
+        another become double).
 
     Raises
     ------
@@ -297,9 +299,15 @@ def commit_compaction(index) -> dict:
     name = f"seg-{int(old.get('next_segment', len(names))):05d}"
     staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
               "lengths": merged.lengths, "source_ids": merged.source_ids}
+    if merged.fields:  # a BM25F index keeps its per-field tf and lengths
+        staged.update(fields=merged.fields, field_tf=merged.field_tf, field_lengths=merged.field_lengths)
     texts = [read_segment_texts(index / SEGMENTS_DIR / n, d) for n, d in zip(names, deletes)]
     if texts and all(t is not None for t in texts):
         staged["texts"] = pa.concat_arrays(texts)
     del texts
+    kept = [read_segment_columns(index / SEGMENTS_DIR / n, d) for n, d in zip(names, deletes)]
+    if kept and all(t is not None for t in kept):  # the kept columns, their types unified across segments
+        staged["columns"] = pa.concat_tables(kept, promote_options="permissive")
+    del kept
     with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
         return write_commit(tmp, index, old, [], [], {"compacted_segments": len(names)}, new=(name, staged))

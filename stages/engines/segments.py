@@ -17,8 +17,18 @@ A segment folder::
     docs.parquet      source_id: string, length: int32 (tokens, the BM25 document length dl)
     text.parquet      text: large_string, the document's text as read, a row per local doc; only in a
                       segment written with texts (``store_text=True`` of the bm25 pipeline)
+    columns.parquet   the input's kept columns (``keep_columns=`` of the bm25 pipeline), their types as
+                      read, a row per local doc; only in a segment written with them (``segment.json``'s
+                      ``columns`` lists their names); the metadata of filters before top-k
     segment.json      kind "cutext.segment", format, n_docs, n_terms, n_postings, sum_dl, texts (bool),
                       and the size and CRC32 of every file (:func:`cutext.stages.runtime.checksums.seal`)
+
+A segment of a BM25F index (text fields scored apart) is format 2: ``segment.json`` lists its ``fields``
+(F names) and the postings and docs files carry a column a field, ``tf_0 .. tf_{F-1}`` (int32 >= 0, the
+term's occurrences in field f) after ``tf`` and ``length_0 .. length_{F-1}`` (int32, tokens of field f)
+after ``length``.  The postings are those of the union of the fields (a document holds a term if any
+field does), and ``tf`` and ``length`` are the sums over the fields, so the files read as the index of
+the fields joined.
 
 A term's postings start at ``cumsum(df)`` of the terms before it (no offsets are stored).  Every
 file is written under a temporary name and renamed; ``segment.json`` is written last.
@@ -57,14 +67,17 @@ from cutext.stages.text.tokens import WithDocIds, count_partition_summary, token
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
-           "write_text_segment", "read_segment_texts", "live_texts", "text_array",
+           "write_text_segment", "read_segment_texts", "live_texts", "text_array", "column_table",
+           "read_segment_columns",
            "live_segment", "posting_weights", "segment_heads",
-           "postings_bytes"]
+           "postings_bytes", "field_segment"]
 
 KIND = "cutext.segment"
 FORMAT = 1
+FIELDS_FORMAT = 2  # a segment of per-field tf and lengths (BM25F)
 MANIFEST = "segment.json"
 TERMS, POSTINGS, DOCS, TEXT = "terms.parquet", "postings.parquet", "docs.parquet", "text.parquet"
+COLUMNS = "columns.parquet"
 COMPRESSION = "zstd"
 _INT32_MAX = 2**31 - 1
 # (use_dictionary, column_encoding) per file; the module docstring gives the measurements
@@ -80,6 +93,16 @@ _SCHEMAS = {
     DOCS: pa.schema([("source_id", pa.string()), ("length", pa.int32())]),
     TEXT: pa.schema([("text", pa.large_string())]),
 }
+
+
+def _field_schema(name: str, n_fields: int) -> pa.Schema:
+    """The schema of a segment file with ``n_fields`` per-field columns (``tf_f`` / ``length_f``; none: the
+    one-field schema)."""
+    schema = _SCHEMAS[name]
+    if n_fields and name in (POSTINGS, DOCS):
+        col = "tf" if name == POSTINGS else "length"
+        schema = pa.schema(list(schema) + [(f"{col}_{i}", pa.int32()) for i in range(n_fields)])
+    return schema
 
 
 @dataclass(frozen=True)
@@ -101,6 +124,13 @@ class Segment:
     path : pathlib.Path or None
     meta : dict
         ``segment.json``.
+    fields : tuple of str
+        The text fields of a BM25F segment (empty: one field).
+    field_tf : numpy int32 array, shape (F, n_postings), or None
+        Occurrences of each posting's term in each field (rows sum to ``tf``); None without fields or
+        postings.
+    field_lengths : numpy int32 array, shape (F, n_docs), or None
+        Tokens of each field of each document (rows sum to ``lengths``).
     """
 
     terms: pa.Array
@@ -111,6 +141,9 @@ class Segment:
     source_ids: pa.Array
     path: Path | None = None
     meta: dict = field(default_factory=dict)
+    fields: tuple = ()
+    field_tf: np.ndarray | None = None
+    field_lengths: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -180,7 +213,9 @@ def live_segment(seg: Segment, deleted) -> Segment:
     df = np.bincount(term_of, minlength=seg.n_terms).astype(np.int64)
     held = df > 0
     return Segment(seg.terms.filter(pa.array(held)), df[held], rank[seg.doc[keep]].astype(np.int32),
-                   seg.tf[keep], seg.lengths[live], seg.source_ids.filter(pa.array(live)), seg.path, seg.meta)
+                   seg.tf[keep], seg.lengths[live], seg.source_ids.filter(pa.array(live)), seg.path, seg.meta,
+                   seg.fields, None if seg.field_tf is None else seg.field_tf[:, keep],
+                   None if seg.field_lengths is None else seg.field_lengths[:, live])
 
 
 # ----------------------------------------------------------------------------- write
@@ -263,10 +298,13 @@ def _ascending_within_terms(doc: np.ndarray, offsets: np.ndarray) -> bool:
     return bool(up.all())
 
 
-def _write_parquet(folder: Path, name: str, columns: dict) -> None:
+def _write_parquet(folder: Path, name: str, columns: dict, n_fields: int = 0) -> None:
     """``folder/name`` written under a temporary name and renamed; device (cupy) columns are encoded by
-    cudf with the same encodings and codec, into host memory (then written through the page cache)."""
+    cudf with the same encodings and codec, into host memory (then written through the page cache);
+    ``n_fields``: the per-field columns of a BM25F segment, dictionary-coded as ``tf`` and ``length``."""
     dictionary, encoding = _ENCODINGS[name]
+    if n_fields:
+        dictionary = dictionary + [c for c in columns if c.startswith(("tf_", "length_"))]
     tmp = folder / f".{name}.tmp"
     if any(is_gpu_object(c) for c in columns.values()):
         import io
@@ -281,14 +319,15 @@ def _write_parquet(folder: Path, name: str, columns: dict) -> None:
             fh.write(buf.getbuffer())
         os.replace(tmp, folder / name)
         return
-    table = pa.table(columns, schema=_SCHEMAS[name])
+    table = pa.table(columns, schema=_field_schema(name, n_fields))
     # no statistics: min/max of local doc numbers or of terms prune nothing for a reader of whole files
     pq.write_table(table, tmp, use_dictionary=dictionary, column_encoding=encoding, compression=COMPRESSION,
                    write_statistics=False)
     os.replace(tmp, folder / name)
 
 
-def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -> dict:
+def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, fields=None, field_tf=None,
+                  field_lengths=None, columns=None) -> dict:
     """Write one immutable segment (module docstring for the layout).
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
@@ -317,12 +356,23 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -
     texts : array of str, shape (n_docs,), optional
         The documents' texts (:func:`text_array`: pyarrow, pandas, cudf, numpy or a list; a null is an
         empty text), written to ``text.parquet``; None writes no text.
+    fields : sequence of str, optional
+        The text fields of a BM25F segment (format 2, module docstring), with ``field_tf`` and
+        ``field_lengths``; None: one field (format 1).
+    field_tf : integer array, shape (F, n_postings), optional
+        Occurrences of each posting's term in each field, in ``[0, 2**31 - 1]``, summing to ``tf``.
+    field_lengths : integer array, shape (F, n_docs), optional
+        Tokens of each field of each document, summing to ``lengths``; at least the field's tf sum.
+    columns : pyarrow Table or pandas / cudf DataFrame, n_docs rows, optional
+        Kept columns of the documents (:func:`column_table`), written to ``columns.parquet`` with their
+        types; None writes none.
 
     Returns
     -------
     dict
         The segment's manifest (``segment.json``): ``kind``, ``format``, ``n_docs``, ``n_terms``,
-        ``n_postings``, ``sum_dl``, ``texts`` and ``files`` (``{name: {"bytes", "crc32"}}``).
+        ``n_postings``, ``sum_dl``, ``texts``, ``fields`` (BM25F), ``columns`` (kept column names) and
+        ``files`` (``{name: {"bytes", "crc32"}}``).
 
     Raises
     ------
@@ -331,11 +381,16 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -
     ValueError
         Shapes that disagree, terms that are not strictly ascending or null, df < 1 or not summing to
         n_postings, doc numbers out of range or not ascending within a term, tf < 1, negative or
-        too large lengths, a document whose tf sum exceeds its length, more than 2**31 - 1 documents.
+        too large lengths, a document whose tf sum exceeds its length, more than 2**31 - 1 documents;
+        field arrays of another shape, with negative entries or whose sums are not ``tf`` and
+        ``lengths``, fields without both arrays, or repeated field names.
     """
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise FileExistsError(f"{folder}: a segment is written once, into a new or empty folder")
+    if fields is not None or field_tf is not None or field_lengths is not None:
+        fields, field_tf, field_lengths = _checked_fields(fields, field_tf, field_lengths, to_host(tf),
+                                                          to_host(lengths))
     terms = _as_strings(terms, pa.large_string(), "terms")
     doc, tf = _as_ints(doc, "doc", device=True), _as_ints(tf, "tf", device=True)
     df, lengths = _as_ints(df, "df", device=True), _as_ints(lengths, "lengths", device=True)
@@ -349,6 +404,9 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -
                          f"{n_docs} lengths and {len(source_ids)} source_ids")
     if texts is not None and len(texts) != n_docs:
         raise ValueError(f"shapes disagree: {len(texts)} texts for {n_docs} documents")
+    columns = column_table(columns) if columns is not None else None
+    if columns is not None and columns.num_rows != n_docs:
+        raise ValueError(f"shapes disagree: {columns.num_rows} rows of kept columns for {n_docs} documents")
     if n_docs > _INT32_MAX:
         raise ValueError(f"a segment holds at most {_INT32_MAX} documents, got {n_docs}")
     if terms.null_count:
@@ -372,14 +430,29 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -
         if bool((tf_sum > lengths).any()):
             i = int(xp.flatnonzero(tf_sum > lengths)[0])
             raise ValueError(f"document {i} has tf summing to {int(tf_sum[i])} but length {int(lengths[i])}")
+        for i, name in enumerate(fields or ()):
+            over = np.bincount(to_host(doc), weights=field_tf[i], minlength=n_docs) > field_lengths[i]
+            if over.any():
+                raise ValueError(f"document {int(np.flatnonzero(over)[0])}: field {name!r} has more tf than tokens")
     folder.mkdir(parents=True, exist_ok=True)
     _write_parquet(folder, TERMS, {"term": terms, "df": to_host(df).astype(np.int32, copy=False)})
-    _write_parquet(folder, POSTINGS, {"doc": doc.astype(np.int32, copy=False), "tf": tf.astype(np.int32, copy=False)})
-    _write_parquet(folder, DOCS, {"source_id": source_ids, "length": to_host(lengths).astype(np.int32, copy=False)})
+    n_fields = len(fields) if fields is not None else 0
+    _write_parquet(folder, POSTINGS, {"doc": doc.astype(np.int32, copy=False), "tf": tf.astype(np.int32, copy=False),
+                                      **{f"tf_{i}": field_tf[i] for i in range(n_fields)}}, n_fields)
+    _write_parquet(folder, DOCS, {"source_id": source_ids, "length": to_host(lengths).astype(np.int32, copy=False),
+                                  **{f"length_{i}": field_lengths[i] for i in range(n_fields)}}, n_fields)
     if texts is not None:
         _write_parquet(folder, TEXT, {"text": texts})
+    if columns is not None:  # the input's own types; pyarrow's default dictionary suits categories and dates
+        tmp = folder / f".{COLUMNS}.tmp"
+        pq.write_table(columns, tmp, compression=COMPRESSION)
+        os.replace(tmp, folder / COLUMNS)
     meta = {"kind": KIND, "format": FORMAT, "n_docs": n_docs, "n_terms": n_terms, "n_postings": n_postings,
             "sum_dl": int(lengths.sum(dtype=np.int64)), "compression": COMPRESSION, "texts": texts is not None}
+    if n_fields:
+        meta.update(format=FIELDS_FORMAT, fields=list(fields))
+    if columns is not None:
+        meta["columns"] = list(columns.column_names)
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)
@@ -387,10 +460,32 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None) -
     return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
 
 
+def _checked_fields(fields, field_tf, field_lengths, tf: np.ndarray, lengths: np.ndarray) -> tuple:
+    """``(fields, field_tf, field_lengths)`` of :func:`write_segment` checked: a tuple of distinct names and
+    two host int32 arrays (F, n_postings) and (F, n_docs) whose columns sum to ``tf`` and ``lengths``."""
+    if fields is None or field_tf is None or field_lengths is None:
+        raise ValueError("a BM25F segment needs fields, field_tf and field_lengths together")
+    fields = tuple(str(f) for f in fields)
+    if not fields or len(set(fields)) != len(fields):
+        raise ValueError(f"fields must be distinct names, got {list(fields)}")
+    out = []
+    for what, a, ref in (("field_tf", field_tf, tf), ("field_lengths", field_lengths, lengths)):
+        a = np.asarray(to_host(a))
+        if a.shape != (len(fields), len(ref)) or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(f"{what}: expected integers of shape ({len(fields)}, {len(ref)}), got dtype {a.dtype} "
+                             f"and shape {a.shape}")
+        _check_in(a, 0, _INT32_MAX, what)
+        if not np.array_equal(a.sum(axis=0, dtype=np.int64), np.asarray(ref, np.int64)):
+            raise ValueError(f"{what} must sum over the fields to {'tf' if what == 'field_tf' else 'lengths'}")
+        out.append(a.astype(np.int32, copy=False))
+    return fields, out[0], out[1]
+
+
 # ----------------------------------------------------------------------------- read
 
-def _read_parquet(folder: Path, name: str) -> pa.Table:
-    """``folder/name`` with the columns and types of ``_SCHEMAS[name]`` and no nulls, else ArtifactError."""
+def _read_parquet(folder: Path, name: str, n_fields: int = 0) -> pa.Table:
+    """``folder/name`` with the columns and types of ``_SCHEMAS[name]`` (with ``n_fields`` per-field columns:
+    :func:`_field_schema`) and no nulls, else ArtifactError."""
     f = folder / name
     if not f.is_file():
         raise art.ArtifactNotFoundError(f"{f}: missing segment file")
@@ -398,7 +493,7 @@ def _read_parquet(folder: Path, name: str) -> pa.Table:
         table = pq.read_table(f)
     except (OSError, pa.ArrowException) as exc:
         raise art.ArtifactError(f"{f}: unreadable segment file ({exc})") from None
-    schema = _SCHEMAS[name]
+    schema = _field_schema(name, n_fields)
     if table.schema.names != schema.names:
         raise art.ArtifactError(f"{f}: columns {table.schema.names}, expected {schema.names}")
     for fld in schema:
@@ -446,8 +541,13 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     folder = Path(folder)
     meta = art.read_manifest(folder, MANIFEST, KIND, "a cutext segment", verify=verify)
     mf = folder / MANIFEST
-    if meta.get("format") != FORMAT:
-        raise art.ArtifactError(f"{mf}: segment format {meta.get('format')!r}, this cutext reads format {FORMAT}")
+    if meta.get("format") not in (FORMAT, FIELDS_FORMAT):
+        raise art.ArtifactError(f"{mf}: segment format {meta.get('format')!r}, this cutext reads formats "
+                                f"{FORMAT} and {FIELDS_FORMAT}")
+    fields = tuple(meta.get("fields") or ())
+    if (meta["format"] == FIELDS_FORMAT) != bool(fields) or not all(isinstance(x, str) for x in fields):
+        raise art.ArtifactError(f"{mf}: format {meta['format']} with fields {meta.get('fields')!r} (format "
+                                f"{FIELDS_FORMAT} lists its field names, format {FORMAT} none)")
     n_docs = art.field_int(meta, "n_docs", mf, lo=0, hi=_INT32_MAX)
     n_terms = art.field_int(meta, "n_terms", mf, lo=0)
     n_postings = art.field_int(meta, "n_postings", mf, lo=0)
@@ -466,7 +566,7 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     if offsets[-1] != n_postings:
         raise art.ArtifactError(f"{f}: df sums to {int(offsets[-1])}, {MANIFEST} records {n_postings} postings")
 
-    dt = _read_parquet(folder, DOCS)
+    dt = _read_parquet(folder, DOCS, len(fields))
     f = folder / DOCS
     if dt.num_rows != n_docs:
         raise art.ArtifactError(f"{f}: {dt.num_rows} documents, {MANIFEST} records {n_docs}")
@@ -475,20 +575,38 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     art.check_range(lengths, 0, _INT32_MAX, "lengths", f)
     if int(lengths.sum(dtype=np.int64)) != sum_dl:
         raise art.ArtifactError(f"{f}: lengths sum to {int(lengths.sum(dtype=np.int64))}, {MANIFEST} records {sum_dl}")
+    field_lengths = field_tf = None
+    if fields:
+        field_lengths = _field_columns(dt, "length", len(fields), lengths, f)
+    del dt
 
     doc = tf = None
     if postings:
-        pt = _read_parquet(folder, POSTINGS)
+        pt = _read_parquet(folder, POSTINGS, len(fields))
         f = folder / POSTINGS
         if pt.num_rows != n_postings:
             raise art.ArtifactError(f"{f}: {pt.num_rows} postings, {MANIFEST} and df record {n_postings}")
         doc, tf = pt.column("doc").to_numpy(), pt.column("tf").to_numpy()
+        if fields:
+            field_tf = _field_columns(pt, "tf", len(fields), tf, f)
         del pt
         art.check_range(doc, 0, n_docs - 1, "doc numbers", f)
         art.check_range(tf, 1, _INT32_MAX, "tf", f)
         if not _ascending_within_terms(doc, offsets):
             raise art.ArtifactError(f"{f}: doc numbers are not strictly ascending within a term")
-    return Segment(terms, df, doc, tf, lengths, source_ids, folder, meta)
+    return Segment(terms, df, doc, tf, lengths, source_ids, folder, meta, fields, field_tf, field_lengths)
+
+
+def _field_columns(table: pa.Table, col: str, n_fields: int, total: np.ndarray, f: Path) -> np.ndarray:
+    """int32 (F, n) of the columns ``col_0 .. col_{F-1}`` of a BM25F segment file, checked to be >= 0 and to
+    sum to ``total`` (the ``col`` column), else ArtifactError."""
+    out = np.empty((n_fields, table.num_rows), np.int32)
+    for i in range(n_fields):
+        out[i] = table.column(f"{col}_{i}").to_numpy()
+    art.check_range(out, 0, _INT32_MAX, f"{col}_*", f)
+    if not np.array_equal(out.sum(axis=0, dtype=np.int64), total.astype(np.int64)):
+        raise art.ArtifactError(f"{f}: the columns {col}_* do not sum to {col}")
+    return out
 
 
 def read_segment_texts(folder, deleted=None, *, verify: bool = False) -> pa.Array | None:
@@ -524,6 +642,83 @@ def read_segment_texts(folder, deleted=None, *, verify: bool = False) -> pa.Arra
         raise art.ArtifactError(f"{folder / TEXT}: {t.num_rows} texts, {MANIFEST} records {n_docs} documents")
     texts = t.column("text").combine_chunks()
     return texts if deleted is None else live_texts(texts, deleted)
+
+
+def column_table(columns) -> pa.Table:
+    """Kept columns as one pyarrow Table on the host (cudf through ``.to_arrow()``, pandas without its index).
+
+    Parameters
+    ----------
+    columns : pyarrow Table, pandas or cudf DataFrame
+        Columns named by distinct non-empty strings.
+
+    Returns
+    -------
+    pyarrow.Table
+
+    Raises
+    ------
+    ValueError
+        Not a table, no column, or names that are not distinct non-empty strings.
+    """
+    if is_gpu_object(columns):
+        columns = columns.to_arrow()
+    elif isinstance(columns, pd.DataFrame):
+        columns = pa.Table.from_pandas(columns, preserve_index=False)
+    if not isinstance(columns, pa.Table):
+        raise ValueError(f"kept columns must be a table (pyarrow, pandas or cudf), got {type(columns).__name__}")
+    names = columns.column_names
+    if not names or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"kept columns need distinct non-empty names, got {names}")
+    return columns.combine_chunks()
+
+
+def read_segment_columns(folder, deleted=None, *, verify: bool = False) -> pa.Table | None:
+    """The kept columns of a segment's documents (``columns.parquet``), checked against its ``segment.json``.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+    deleted : integer array, optional
+        Local doc numbers to leave out, as :func:`live_segment` leaves them out.
+    verify : bool, default False
+        Check the size and CRC32 of the segment's files first (an index's load has checked them).
+
+    Returns
+    -------
+    pyarrow.Table, n_docs - deleted rows, or None
+        Local doc order, the columns ``segment.json`` lists; None when the segment keeps no column.
+
+    Raises
+    ------
+    ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+        ``segment.json`` lists columns but ``columns.parquet`` is missing.
+    ArtifactError (ValueError)
+        Unreadable Parquet, other columns than listed, or a row count other than ``n_docs``.
+    """
+    folder = Path(folder)
+    meta = art.read_manifest(folder, MANIFEST, KIND, "a cutext segment", verify=verify)
+    names = meta.get("columns")
+    if names is None:
+        return None
+    n_docs = art.field_int(meta, "n_docs", folder / MANIFEST, lo=0, hi=_INT32_MAX)
+    path = folder / COLUMNS
+    if not path.exists():
+        raise art.ArtifactNotFoundError(f"{path}: missing ({MANIFEST} lists the kept columns {names})")
+    try:
+        t = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise art.ArtifactError(f"{path}: unreadable Parquet ({exc})") from None
+    if t.column_names != list(names) or t.num_rows != n_docs:
+        raise art.ArtifactError(f"{path}: columns {t.column_names} and {t.num_rows} rows; {MANIFEST} records "
+                                f"{names} and {n_docs} documents")
+    if deleted is None or not len(deleted):
+        return t
+    deleted = np.unique(np.asarray(deleted, np.int64))
+    _check_in(deleted, 0, n_docs - 1, "deleted doc")
+    live = np.ones(n_docs, bool)
+    live[deleted] = False
+    return t.filter(pa.array(live))
 
 
 def live_texts(texts: pa.Array, deleted) -> pa.Array:
@@ -576,6 +771,8 @@ class MergedTerms:
         Segment ``s`` holds the global doc ids ``doc_base[s] .. doc_base[s + 1] - 1``.
     term_ids : list of numpy int32 arrays, shape (n_terms of each segment,)
         The global term id of each segment's local terms.
+    field_sum_dl : numpy int64 array, shape (F,), or None
+        Tokens of each field of all documents (BM25F segments; None: one field).
     """
 
     vocab: pa.Array
@@ -584,6 +781,7 @@ class MergedTerms:
     sum_dl: int
     doc_base: np.ndarray
     term_ids: list
+    field_sum_dl: np.ndarray | None = None
 
     @property
     def avgdl(self) -> float:
@@ -624,10 +822,11 @@ def merge_terms(segments) -> MergedTerms:
     doc_base = np.zeros(len(segs) + 1, np.int64)
     np.cumsum(n, out=doc_base[1:])
     sum_dl = sum(s.sum_dl for s in segs)
+    field_sum_dl = _field_sums(segs)
     sizes = [s.n_terms for s in segs]
     if sum(sizes) == 0:
         return MergedTerms(pa.array([], pa.large_string()), np.zeros(1, np.int64), int(doc_base[-1]), sum_dl,
-                           doc_base, [np.zeros(0, np.int32) for _ in segs])
+                           doc_base, [np.zeros(0, np.int32) for _ in segs], field_sum_dl)
     all_terms = pa.concat_arrays([s.terms.cast(pa.large_string()) for s in segs])
     enc = pc.dictionary_encode(all_terms)
     distinct, first = enc.dictionary, enc.indices.to_numpy()
@@ -643,7 +842,23 @@ def merge_terms(segments) -> MergedTerms:
         df[g] += s.df
         term_ids.append(g)
         a += k
-    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids)
+    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids, field_sum_dl)
+
+
+def _field_sums(segs) -> np.ndarray | None:
+    """Tokens of each field over BM25F segments (int64, (F,)); None for one-field segments.
+
+    Raises
+    ------
+    ValueError
+        Segments of different fields (one BM25F index has one list of fields).
+    """
+    kinds = {s.fields for s in segs}
+    if len(kinds) > 1:
+        raise ValueError(f"segments of different fields: {sorted(kinds)}")
+    if not segs or not segs[0].fields:
+        return None
+    return np.sum([s.field_lengths.sum(axis=1, dtype=np.int64) for s in segs], axis=0).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -662,6 +877,12 @@ class MergedSegments:
     lengths : numpy int32 array, shape (N,)
         dl of every document, index = global doc id.
     source_ids : pyarrow.StringArray, shape (N,)
+    fields : tuple of str
+        The text fields of BM25F segments (empty: one field).
+    field_tf : numpy int32 array, shape (F, n_postings), or None
+        Each posting's tf in each field, in the CSR's order.
+    field_lengths : numpy int32 array, shape (F, N), or None
+        Tokens of each field of every document.
     """
 
     terms: MergedTerms
@@ -670,6 +891,9 @@ class MergedSegments:
     tf: np.ndarray
     lengths: np.ndarray
     source_ids: pa.Array
+    fields: tuple = ()
+    field_tf: np.ndarray | None = None
+    field_lengths: np.ndarray | None = None
 
     @property
     def vocab(self) -> pa.Array:
@@ -745,6 +969,10 @@ def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments
     n_postings = int(indptr[-1])
     doc = np.empty(n_postings, np.int32 if int(n.sum()) <= _INT32_MAX else np.int64)
     tf = np.empty(n_postings, np.int32)
+    fields = segs[0].fields if segs else ()
+    if any(s.fields != fields for s in segs):
+        raise ValueError(f"segments of different fields: {sorted({s.fields for s in segs})}")
+    field_tf = np.empty((len(fields), n_postings), np.int32) if fields else None
     fill = indptr[:-1].copy()  # next free slot of each term id
     for s, g, base in zip(segs, mt.term_ids, bases):
         if not s.n_postings:
@@ -755,12 +983,70 @@ def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments
         dest += np.arange(s.n_postings, dtype=np.int64)
         doc[dest] = s.doc.astype(doc.dtype, copy=False) + doc.dtype.type(base)
         tf[dest] = s.tf
+        if field_tf is not None:
+            field_tf[:, dest] = s.field_tf
         del dest
     lengths = (np.concatenate([s.lengths for s in segs]).astype(np.int32, copy=False) if segs
                else np.zeros(0, np.int32))
     source_ids = (pa.concat_arrays([s.source_ids.cast(pa.string()) for s in segs]) if segs
                   else pa.array([], pa.string()))
-    return MergedSegments(mt, indptr, doc, tf, lengths, source_ids)
+    field_lengths = np.concatenate([s.field_lengths for s in segs], axis=1) if fields else None
+    return MergedSegments(mt, indptr, doc, tf, lengths, source_ids, fields, field_tf, field_lengths)
+
+
+def field_segment(segments, fields) -> dict:
+    """One BM25F segment from the one-field segments of the same documents, one a text field (the bm25
+    pipeline builds a segment of each field from one read partition, then joins them here).
+
+    The terms are the union of the fields' terms, the postings those of the union (a (term, doc) pair in
+    any field), ``field_tf[f]`` the pair's tf in field f (0 where the field lacks the term), ``tf`` and
+    ``lengths`` the sums over the fields.
+
+    Parameters
+    ----------
+    segments : sequence of Segment or folder paths, shape (F,)
+        One-field segments with their postings, of the same documents (equal ``source_ids``) in order.
+    fields : sequence of str, shape (F,)
+
+    Returns
+    -------
+    dict
+        The arguments of :func:`write_segment` (``terms``, ``df``, ``doc``, ``tf``, ``lengths``,
+        ``source_ids``, ``fields``, ``field_tf``, ``field_lengths``).
+
+    Raises
+    ------
+    ValueError
+        Another number of segments than fields, a segment with fields itself, or segments of different
+        documents.
+    """
+    segs = _segments(segments, postings=True)
+    fields = tuple(fields)
+    if len(segs) != len(fields) or not segs:
+        raise ValueError(f"{len(segs)} segments for the {len(fields)} fields {list(fields)}")
+    if any(s.fields for s in segs):
+        raise ValueError("field_segment joins one-field segments")
+    n_docs = segs[0].n_docs
+    for name, s in zip(fields, segs):
+        if s.n_docs != n_docs or not s.source_ids.cast(pa.string()).equals(segs[0].source_ids.cast(pa.string())):
+            raise ValueError(f"the segment of field {name!r} holds other documents ({s.n_docs} documents, "
+                             f"{segs[0].n_docs} in field {fields[0]!r})")
+    mt = merge_terms(segs)  # the union of the fields' terms; its doc bases are not used
+    # a (term, doc) key of the union, sorted term-major with docs ascending
+    keys = [np.repeat(g.astype(np.int64), s.df) * max(n_docs, 1) + s.doc for g, s in zip(mt.term_ids, segs)]
+    union, where = np.unique(np.concatenate(keys), return_inverse=True)
+    field_tf = np.zeros((len(fields), len(union)), np.int32)
+    a = 0
+    for i, (k, s) in enumerate(zip(keys, segs)):
+        field_tf[i, where[a:a + len(k)]] = s.tf
+        a += len(k)
+    term = union // max(n_docs, 1)
+    held = np.bincount(term, minlength=len(mt.vocab) + 1)[1:]
+    field_lengths = np.stack([s.lengths for s in segs]).astype(np.int32)
+    return {"terms": mt.vocab, "df": held.astype(np.int64), "doc": (union % max(n_docs, 1)).astype(np.int32),
+            "tf": field_tf.sum(axis=0, dtype=np.int64).astype(np.int32),
+            "lengths": field_lengths.sum(axis=0, dtype=np.int64).astype(np.int32),
+            "source_ids": segs[0].source_ids, "fields": fields, "field_tf": field_tf, "field_lengths": field_lengths}
 
 
 # ----------------------------------------------------------------------------- weights
@@ -813,8 +1099,12 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
     Raises
     ------
     ValueError
-        Bad BM25 parameters, or no document has a token (avgdl = 0).
+        Bad BM25 parameters, or no document has a token (avgdl = 0); BM25F segments (weigh them with
+        :func:`cutext.stages.text.bm25.field_corpus_weights` and :func:`posting_weights`).
     """
+    if merged.fields:
+        raise ValueError(f"segments of the fields {list(merged.fields)} are weighed by BM25F: "
+                         "posting_weights(merged, bm25.field_corpus_weights(...))")
     fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta)
     return SegmentWeights(posting_weights(merged, fn, block=block), fn.idf_t, fn.w0, fn.avgdl)
 
@@ -826,9 +1116,12 @@ def posting_weights(merged: MergedSegments, fn, *, minus=None, block: int = 1 <<
     ``w - w0`` the search matrix stores)."""
     t = merged.term_ids()
     out = np.empty(len(t), np.float32)
+    # BM25F (fn: cutext.stages.text.bm25.FieldWeights) takes the (F, n) tf and lengths of the fields
+    tf, lengths = ((merged.field_tf, merged.field_lengths) if merged.field_tf is not None
+                   else (merged.tf, merged.lengths))
     for a in range(0, len(t), block):
         e = a + block
-        out[a:e] = fn.weights(t[a:e], merged.tf[a:e], merged.lengths[merged.doc[a:e]])
+        out[a:e] = fn.weights(t[a:e], tf[..., a:e], lengths[..., merged.doc[a:e]])
         if minus is not None:
             out[a:e] -= minus[t[a:e]]
     return out
@@ -920,7 +1213,7 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
             "source_ids": source_ids}
 
 
-def write_partition_segment(counts, docs, vocab, folder, texts=None) -> dict:
+def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=None) -> dict:
     """One segment from a partition of the count stage and the same partition of the document table:
     the bm25 pipeline's segmented writer, run by the worker that holds the partition (no postings move
     between workers; the vocabulary's strings are the one O(V) input every writer shares).
@@ -938,6 +1231,8 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None) -> dict:
     texts : pandas or cudf DataFrame or Series, optional
         The same partition as read (a ``text`` column, a row per document of ``docs`` in its order): the
         segment stores the texts (:func:`text_array`; a cudf column reaches the host through Arrow).
+    columns : pyarrow Table or pandas / cudf DataFrame, optional
+        The partition's kept columns, a row per document of ``docs`` in its order (:func:`column_table`).
 
     Returns
     -------
@@ -957,7 +1252,8 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None) -> dict:
     if hi - lo != len(ids) or (len(ids) and not (np.diff(ids) == 1).all()):
         raise ValueError(f"{folder}: the partition's doc ids are not consecutive ({len(ids)} ids in [{lo}, {hi}))")
     source_ids = pa.array(docs["source_id"].to_numpy(dtype=object), pa.large_string())
-    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi), texts=texts)
+    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi), texts=texts,
+                         columns=columns)
     return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)
 
 

@@ -637,6 +637,74 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
         raise CorpusError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
 
 
+KEEP_FORMATS = ("jsonl", "parquet", "csv")  # the table formats, whose other columns an index can keep
+
+
+def _kept(table: pa.Table, columns: list, path: str) -> pa.Table:
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise CorpusError(f"{path}: {param('keep_columns', bare=True)}: column(s) {missing} not in the input; its "
+                          f"columns are {table.column_names}")
+    return table.select(list(columns)).combine_chunks()
+
+
+def read_piece_columns(piece: Piece, fs, columns) -> pa.Table:
+    """The columns ``columns`` of a table piece (jsonl, parquet, csv), a row per document of
+    :func:`read_piece` in its order: the input's other columns that an index keeps (``keep_columns=`` of
+    the bm25 pipeline), with the types the reader gives them (Parquet's own; JSON numbers and booleans,
+    strings for JSON strings, dates included; CSV's inferred types).
+
+    Raises
+    ------
+    CorpusError
+        A piece read as files, lines or from an archive (no columns), a column the piece lacks (the
+        message names the file, the columns missing and those it has), unreadable input.
+    """
+    fmt = piece.format
+    path = piece.paths[0]
+    columns = list(columns)
+    if piece.archive is not None or fmt not in KEEP_FORMATS:
+        raise CorpusError(f"{path}: {param('keep_columns', bare=True)} keeps columns of a table input "
+                          f"({', '.join(KEEP_FORMATS)}); this input is read as {fmt!r}")
+    encoding = piece.options.get("encoding", "utf-8")
+    try:
+        if fmt == "jsonl":
+            data, start = _read_bytes(fs, piece)
+            data = _strip_bom(data, start, encoding)
+            if not _is_utf8(encoding) or not _valid_utf8(data):  # as read_piece decodes it
+                data = "\n".join(decode_counting(line, encoding)[0] for line in data.split(b"\n")).encode("utf-8")
+            table = _jsonl_table(data, piece, fs, start)
+            if table.num_rows == 0:  # a block without a record: no column to look for
+                return pa.table({c: pa.nulls(0) for c in columns})
+            return _kept(table, columns, path)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            if piece.compression:
+                fh = io.BytesIO(_read_file(fs, path, piece.compression, piece))
+                return _kept(pq.read_table(fh), columns, path)
+            with fs.open(path, "rb") as fh:
+                pf = pq.ParquetFile(fh)
+                _kept(pa.table({c: pa.nulls(0) for c in pf.schema_arrow.names}), columns, path)
+                return pf.read(columns=columns).combine_chunks()
+        import pyarrow.csv as pcsv
+
+        delim = "\t" if _strip_compression(path)[0].lower().endswith(".tsv") else ","
+        raw = _read_file(fs, path, piece.compression, piece)
+        if not _is_utf8(encoding) or not _valid_utf8(raw):
+            raw = decode_counting(raw, encoding)[0].encode("utf-8")
+        try:
+            table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim,
+                                                                                  newlines_in_values=True))
+        except pa.ArrowInvalid as exc:
+            raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None
+        return _kept(table, columns, path)
+    except CorpusError:
+        raise
+    except _read_errors() as exc:
+        raise CorpusError(f"{path}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
 def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -870,6 +938,9 @@ class CorpusSource:
     fs : fsspec.AbstractFileSystem, optional
         The filesystem of the input files (None for a frame): :func:`cutext.stages.readers.source.source_of_pieces`
         reads a subset of the pieces with it.
+    frame : dask DataFrame, optional
+        A frame input's partitions, one a piece (None for files): its other columns are read from it
+        (:func:`cutext.stages.readers.source.kept_columns`).
     """
 
     path: object
@@ -880,3 +951,4 @@ class CorpusSource:
     backend: str
     check_documents: object = None
     fs: object = None
+    frame: object = None

@@ -357,7 +357,8 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
     pieces = [Piece(FRAME_FORMAT, [label], [None], None, 0, None, 0, id_col is None, {})
               for _ in range(ddf.npartitions)]
     check = None if id_col is None else _UniqueIds(label, id_col)
-    return CorpusSource(frame, docs, pieces, FRAME_FORMAT, nbytes, backend, check)
+    return CorpusSource(frame, docs, pieces, FRAME_FORMAT, nbytes, backend, check,
+                        frame=None if _is_series(frame) else ddf)
 
 
 class _UniqueIds:

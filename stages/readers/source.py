@@ -6,11 +6,14 @@ from __future__ import annotations
 from cutext.kernels.backend import is_gpu
 from cutext.stages.readers import device
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, Piece
-from cutext.stages.readers.files import CorpusSource, meta_frame, plan, read_piece, to_backend
-from cutext.stages.readers.frames import frame_source, is_frame
+from cutext.stages.readers.base import CorpusError
+from cutext.stages.readers.files import (KEEP_FORMATS, CorpusSource, meta_frame, plan, read_piece, read_piece_columns,
+                                         to_backend)
+from cutext.stages.readers.frames import frame_source, input_label, is_frame
 from cutext.stages.runtime.compute import input_bytes
+from cutext.stages.runtime.params import param
 
-__all__ = ["CorpusSource", "open_corpus", "read_corpus", "source_of_pieces", "DEVICE_READERS"]
+__all__ = ["CorpusSource", "open_corpus", "read_corpus", "source_of_pieces", "kept_columns", "DEVICE_READERS"]
 
 # the readers that put a piece's text straight into device buffers, by format
 DEVICE_READERS = {"lines": device.read_lines_device, "parquet": device.read_parquet_device,
@@ -75,6 +78,57 @@ def source_of_pieces(source: CorpusSource, pieces: list) -> CorpusSource:
         raise ValueError("source_of_pieces: the source is a frame, not files")
     return CorpusSource(source.path, _read_pieces(list(pieces), source.fs, source.backend), list(pieces),
                         source.format, input_bytes(pieces, source.fs), source.backend, fs=source.fs)
+
+
+def _frame_columns(part, columns: list):
+    """A frame partition's kept columns as a pyarrow Table (pandas without its index; cudf through Arrow)."""
+    import pyarrow as pa
+
+    part = part[columns]
+    if hasattr(part, "to_arrow"):
+        return part.to_arrow().replace_schema_metadata(None)
+    return pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None)
+
+
+def kept_columns(source: CorpusSource, columns) -> list:
+    """The other columns of the input that an index keeps, as lazy pyarrow Tables, one a partition of
+    ``source.docs`` and a row per document in its order (``keep_columns=`` of the bm25 pipeline).
+
+    Parameters
+    ----------
+    source : CorpusSource
+        A table input (jsonl, parquet, csv files) or a DataFrame.
+    columns : list of str
+
+    Returns
+    -------
+    list of dask.delayed.Delayed, one a piece (files: :func:`read_piece_columns`; a frame: its partitions)
+
+    Raises
+    ------
+    CorpusError (ValueError)
+        An input that is not a table (files, lines, archives, a Series: the message names the input), or a
+        DataFrame without one of the columns (named, with the frame's columns); for files a missing column
+        is found when the piece is read.
+    """
+    import dask
+
+    columns = list(columns)
+    label = input_label(source.path)
+    if source.format == "frame":
+        if source.frame is None:
+            raise CorpusError(f"{label}: {param('keep_columns', bare=True)} keeps other columns of a DataFrame; "
+                              "a Series holds the text alone")
+        have = list(source.frame.columns)
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise CorpusError(f"{label}: {param('keep_columns', bare=True)}: column(s) {missing} not in the input; "
+                              f"its columns are {have}")
+        return [dask.delayed(_frame_columns)(p, columns) for p in source.frame.to_delayed()]
+    if source.format not in KEEP_FORMATS:
+        raise CorpusError(f"{label}: {param('keep_columns', bare=True)} keeps columns of a table input "
+                          f"({', '.join(KEEP_FORMATS)} or a DataFrame); this input is read as {source.format!r}")
+    return [dask.delayed(read_piece_columns)(p, source.fs, columns) for p in source.pieces]
 
 
 class _PieceReader:

@@ -23,6 +23,9 @@ store the full weight ``w_td`` and the vocabulary stores ``w0_t``, and search ad
 absent query terms exactly (see :class:`cutext.pipelines.bm25.BM25Index`).
 
 Weights are computed in float64 and stored as float32.
+
+BM25F (several text fields, each weighted and length-normalised on its own, then saturated once) is
+:class:`FieldWeights` for the variants without a constant term (lucene, robertson, atire).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from cutext.kernels.backend import array_module, values
-from cutext.stages.runtime.params import number
+from cutext.stages.runtime.params import number, param
 
 VARIANTS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
@@ -155,6 +158,141 @@ def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: f
     fn = WeightPartition(idf_t, n_tokens / n_docs, variant, k1, b, delta)
     fn.w0 = absent_weight(idf_t, variant, k1, delta)
     return fn
+
+
+# BM25F's saturation on the combined frequency; bm25l / bm25+ add constants to a one-field tf part
+FIELD_VARIANTS = ("lucene", "robertson", "atire")
+
+
+class FieldWeights:
+    """BM25F weights of postings from per-field term frequencies and lengths (picklable, numpy or cupy).
+
+    Robertson, Zaragoza and Taylor 2004, "Simple BM25 extension to multiple weighted fields" (CIKM 2004:
+    weight the fields' term frequencies, then saturate once), with each field's length normalised by its own
+    b_f and mean length, the form of Zaragoza, Craswell, Taylor, Saria and Robertson, "Microsoft Cambridge at
+    TREC-13: Web and HARD tracks" (TREC 2004) and of Robertson and Zaragoza, "The Probabilistic Relevance
+    Framework: BM25 and Beyond" (2009), section on BM25F:
+
+        tf~_td = sum_f  w_f * tf_tdf / (1 - b_f + b_f * L_df / avglen_f)
+        w_td   = idf_t * tf~_td / (k1 + tf~_td)                (lucene)
+        w_td   = idf_t * (k1 + 1) * tf~_td / (k1 + tf~_td)     (robertson, atire)
+
+    with ``idf_t`` of the variant (table above) over the document frequency of the union of the fields
+    (a document holds t if any field does), ``L_df`` the length of field f of d and ``avglen_f`` its
+    mean over the N documents.  With one field of weight 1 this is the variant's BM25 (``K_d = k1 *
+    norm``: ``tf / (K_d + tf) = (tf / norm) / (k1 + tf / norm)``).
+
+    Attributes
+    ----------
+    idf_t : float64 array, shape (V + 1,)
+    w0 : float64 array, shape (V + 1,)
+        Zeros: a document without the term scores 0.
+    avglen : float64 array, shape (F,)
+        ``avglen_f``: tokens of field f / N.
+    avgdl : float
+        Mean length of all fields together (the index's ``avgdl``).
+    field_weights, field_b : float64 arrays, shape (F,)
+    variant : str
+    k1 : float
+    """
+
+    def __init__(self, idf_t, avglen, avgdl: float, variant: str, k1: float, field_weights, field_b):
+        self.idf_t = idf_t
+        self.avglen = np.asarray(avglen, np.float64)
+        self.avgdl = float(avgdl)
+        self.variant, self.k1 = variant, float(k1)
+        self.field_weights = np.asarray(field_weights, np.float64)
+        self.field_b = np.asarray(field_b, np.float64)
+        self.w0 = idf_t * 0.0
+
+    def weights(self, t, tf, dl):
+        """float32 weights of postings given as arrays (numpy or cupy).
+
+        Parameters
+        ----------
+        t : integer array, shape (n,)
+            Term ids.
+        tf : integer array, shape (F, n)
+            Occurrences of the term in each field of the document.
+        dl : integer array, shape (F, n)
+            Length of each field of the document.
+
+        Returns
+        -------
+        float32 array, shape (n,)
+        """
+        xp = array_module(t)
+        tf_c = xp.zeros(t.shape, np.float64)
+        for f in range(len(self.field_weights)):  # a field of no tokens anywhere (avglen 0) adds nothing
+            if self.avglen[f] > 0 and self.field_weights[f] > 0:
+                b = float(self.field_b[f])
+                norm = (1.0 - b) + b * (dl[f].astype(np.float64) / float(self.avglen[f]))
+                tf_c += float(self.field_weights[f]) * tf[f].astype(np.float64) / norm
+        sat = tf_c / (self.k1 + tf_c) if self.variant == "lucene" else (self.k1 + 1.0) * tf_c / (self.k1 + tf_c)
+        return (xp.asarray(self.idf_t)[t] * sat).astype(np.float32)
+
+
+def check_field_params(fields, field_weights, field_b) -> tuple:
+    """Validate BM25F weights and b's of ``fields``; returns them as float tuples in field order.
+
+    Parameters
+    ----------
+    fields : sequence of str
+        The text columns, in order.
+    field_weights, field_b : sequence of float, shape (F,)
+
+    Raises
+    ------
+    ValueError
+        A weight that is not a finite number >= 0, all weights 0, or a b outside [0, 1] (the message names
+        the field).
+    """
+    def checked(name, f, v, hi):
+        try:
+            return number(name, v, lo=0, hi=hi)
+        except ValueError:
+            rng = "[0, 1]" if hi is not None else "[0, inf)"
+            raise ValueError(f"{param(name, bare=True)}: the value of field {f!r} must be a finite number in "
+                             f"{rng}, got {v!r}") from None
+
+    ws = tuple(checked("field_weights", f, w, None) for f, w in zip(fields, field_weights))
+    bs = tuple(checked("field_b", f, b, 1) for f, b in zip(fields, field_b))
+    if not any(w > 0 for w in ws):
+        raise ValueError(f"{param('field_weights', bare=True)}: BM25F needs a field of weight > 0, got "
+                         f"{dict(zip(fields, ws))}")
+    return ws, bs
+
+
+def field_corpus_weights(df, n_docs: int, field_tokens, variant: str, k1: float, field_weights,
+                         field_b) -> FieldWeights:
+    """The BM25F weight function of a corpus from its global statistics (:class:`FieldWeights`).
+
+    Parameters
+    ----------
+    df : int64 array, shape (V + 1,)
+        Documents per term id over the union of the fields (``df[0] = 0``).
+    n_docs : int
+    field_tokens : int array, shape (F,)
+        Tokens of each field over all documents (``avglen_f = field_tokens[f] / n_docs``).
+    variant : {"lucene", "robertson", "atire"}
+    k1 : float
+    field_weights, field_b : sequence of float, shape (F,)
+
+    Raises
+    ------
+    ValueError
+        Another variant, bad parameters (:func:`check_params`, :func:`check_field_params`), or no document
+        has a token.
+    """
+    if variant not in FIELD_VARIANTS:
+        raise ValueError(f"BM25F weighs the variants {FIELD_VARIANTS}, not {variant!r}")
+    check_params(variant, k1, 0.0, None)
+    field_tokens = np.asarray(field_tokens, np.int64)
+    n_tokens = int(field_tokens.sum())
+    if n_tokens == 0 or n_docs == 0:
+        raise ValueError(f"no document has a token ({n_docs} documents): BM25F needs avglen > 0")
+    idf_t = idf(df, n_docs, variant)
+    return FieldWeights(idf_t, field_tokens / n_docs, n_tokens / n_docs, variant, k1, field_weights, field_b)
 
 
 def weights_meta(counts_meta):

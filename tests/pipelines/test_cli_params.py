@@ -94,6 +94,8 @@ def _sample(row):
         return [opt, spelling], row.choices[spelling]
     if row.many and row.kind == "int":
         return [opt, "0,1", opt, "2"], [0, 1, 2]
+    if row.kind == "pairs":  # a dict of str to float, a NAME=NUMBER an option
+        return [opt, "title=2", opt, "text=0.5"], {"title": 2.0, "text": 0.5}
     if row.many:
         if row.argparse.get("nargs") == "+":
             return [opt, "map", "P@5"], ["map", "P@5"]
