@@ -599,7 +599,8 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
                       overwrite=overwrite, progress=progress)
     with run.output() as tmp:
         names, next_segment, first = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw)
-        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in names], [np.zeros(0, np.int64)] * len(names))
+        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in names], [np.zeros(0, np.int64)] * len(names),
+                              ids=False)
         fc = first.counts
         mt, counts = commit_stage.index_counts(heads, {}, replaced=int(fc.get("replaced", 0)),
                                                input_bytes=int(fc.get("input_bytes", 0)))

@@ -112,7 +112,7 @@ def _index_df(p: Path):
     n_ref = art.field_int(meta, "N", mf, lo=0)
     fmt = meta.get("index_format", 1)
     if fmt == 2:
-        heads = segments.segment_heads(*commit_segments(p, meta))
+        heads = segments.segment_heads(*commit_segments(p, meta), ids=False)
         mt = segments.merge_terms(heads)
         if mt.n_docs != n_ref:
             raise art.ArtifactError(f"{mf}: N={n_ref}, the segments hold {mt.n_docs} documents")

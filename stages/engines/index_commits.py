@@ -202,7 +202,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
         timings["write"] = time.perf_counter() - t0
         segs.append(new[0])
     heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
-                          list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)))
+                          list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)), ids=False)
     mt, counts = index_counts(heads, old, **extra)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
                                 "scheduler", "n_workers", "store_text", "bm25f", "keep_columns") if k in old}

@@ -120,7 +120,8 @@ class Segment:
     tf : numpy int32 array, shape (n_postings,), or None
     lengths : numpy int32 array, shape (n_docs,)
         Tokens per document (dl).
-    source_ids : pyarrow.StringArray, shape (n_docs,)
+    source_ids : pyarrow.StringArray, shape (n_docs,), or None
+        None: read without them (``read_segment(ids=False)``).
     path : pathlib.Path or None
     meta : dict
         ``segment.json``.
@@ -483,17 +484,25 @@ def _checked_fields(fields, field_tf, field_lengths, tf: np.ndarray, lengths: np
 
 # ----------------------------------------------------------------------------- read
 
-def _read_parquet(folder: Path, name: str, n_fields: int = 0) -> pa.Table:
+def _read_parquet(folder: Path, name: str, n_fields: int = 0, skip: tuple = ()) -> pa.Table:
     """``folder/name`` with the columns and types of ``_SCHEMAS[name]`` (with ``n_fields`` per-field columns:
-    :func:`_field_schema`) and no nulls, else ArtifactError."""
+    :func:`_field_schema`) and no nulls, else ArtifactError; the columns named in ``skip`` are not read (the
+    file must still hold them)."""
     f = folder / name
     if not f.is_file():
         raise art.ArtifactNotFoundError(f"{f}: missing segment file")
+    schema = _field_schema(name, n_fields)
     try:
-        table = pq.read_table(f)
+        if skip:
+            names = pq.read_schema(f).names
+            if names != schema.names:
+                raise art.ArtifactError(f"{f}: columns {names}, expected {schema.names}")
+            schema = pa.schema([fld for fld in schema if fld.name not in skip])
+            table = pq.read_table(f, columns=schema.names)
+        else:
+            table = pq.read_table(f)
     except (OSError, pa.ArrowException) as exc:
         raise art.ArtifactError(f"{f}: unreadable segment file ({exc})") from None
-    schema = _field_schema(name, n_fields)
     if table.schema.names != schema.names:
         raise art.ArtifactError(f"{f}: columns {table.schema.names}, expected {schema.names}")
     for fld in schema:
@@ -509,7 +518,7 @@ def _read_parquet(folder: Path, name: str, n_fields: int = 0) -> pa.Table:
         raise art.ArtifactError(f"{f}: {exc}") from None
 
 
-def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segment:
+def read_segment(folder, *, verify: bool = True, postings: bool = True, ids: bool = True) -> Segment:
     """Read a segment written by :func:`write_segment`, exactly as written, checked.
 
     Parameters
@@ -522,6 +531,9 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     postings : bool, default True
         False: skip ``postings.parquet`` (``doc`` and ``tf`` are None), for the global statistics
         (:func:`merge_terms`), which need the terms, df and lengths only.
+    ids : bool, default True
+        False: skip the documents' source ids (``source_ids`` is None), which the statistics do not need
+        and which are most of the bytes read for them (one string a document).
 
     Returns
     -------
@@ -566,12 +578,12 @@ def read_segment(folder, *, verify: bool = True, postings: bool = True) -> Segme
     if offsets[-1] != n_postings:
         raise art.ArtifactError(f"{f}: df sums to {int(offsets[-1])}, {MANIFEST} records {n_postings} postings")
 
-    dt = _read_parquet(folder, DOCS, len(fields))
+    dt = _read_parquet(folder, DOCS, len(fields), skip=() if ids else ("source_id",))
     f = folder / DOCS
     if dt.num_rows != n_docs:
         raise art.ArtifactError(f"{f}: {dt.num_rows} documents, {MANIFEST} records {n_docs}")
     lengths = dt.column("length").to_numpy()
-    source_ids = dt.column("source_id").combine_chunks()
+    source_ids = dt.column("source_id").combine_chunks() if ids else None
     art.check_range(lengths, 0, _INT32_MAX, "lengths", f)
     if int(lengths.sum(dtype=np.int64)) != sum_dl:
         raise art.ArtifactError(f"{f}: lengths sum to {int(lengths.sum(dtype=np.int64))}, {MANIFEST} records {sum_dl}")
@@ -1127,11 +1139,13 @@ def posting_weights(merged: MergedSegments, fn, *, minus=None, block: int = 1 <<
     return out
 
 
-def segment_heads(folders, deletes) -> list:
+def segment_heads(folders, deletes, ids: bool = True) -> list:
     """The segments of an index for its global statistics (:func:`merge_terms`): terms and documents only,
     except a segment with deletions (``deletes[i]``, local doc numbers), read whole and made live
-    (:func:`live_segment`), since its df needs its postings."""
-    return [live_segment(read_segment(f, verify=False), d) if len(d) else read_segment(f, verify=False, postings=False)
+    (:func:`live_segment`), since its df needs its postings.  ``ids=False``: without the documents' source
+    ids (a commit's counts need none; a load does)."""
+    return [live_segment(read_segment(f, verify=False), d) if len(d)
+            else read_segment(f, verify=False, postings=False, ids=ids)
             for f, d in zip(folders, deletes)]
 
 
