@@ -28,7 +28,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-__all__ = ["crc32_file", "listing", "seal", "verify", "unlisted", "ChecksumError", "MissingFileError"]
+__all__ = ["crc32_file", "listing", "seal", "sealed_files", "verify", "unlisted", "ChecksumError", "MissingFileError"]
 
 _BLOCK = 8 << 20  # bytes read and checked at a time (zlib.crc32 releases the GIL for each)
 _SPAN = 64 << 20  # a larger file is checked in spans of this size on several threads, then combined
@@ -147,13 +147,15 @@ def _manifest_bytes(meta: dict) -> bytes:
     return (json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
 
 
-def seal(directory, manifest: str) -> None:
+def seal(directory, manifest: str, known: dict | None = None) -> None:
     """Record every file's size and CRC32 in ``directory/manifest`` and the manifest's own CRC32.
 
     The manifest must already hold a JSON object; it is rewritten (indented, sorted keys) with the
     keys ``files``, ``dirs`` and ``checksum`` (module docstring).  The files are read back on a pool
     of threads (zlib releases the GIL), so sealing costs about one read of the output from the page
-    cache.
+    cache, except the files of ``known`` (``{relative path: (bytes, crc32)}``, e.g. those a sealed
+    manifest inside ``directory`` records: :func:`sealed_files`) whose size is the one recorded: their
+    CRC32 is taken from there, as written, not recomputed from what the disk holds now.
 
     Raises
     ------
@@ -166,8 +168,11 @@ def seal(directory, manifest: str) -> None:
     if not isinstance(meta, dict):
         raise ChecksumError(f"{mf}: expected a JSON object")
     files, dirs = listing(d, manifest)
-    crcs = _crc_files([d / f for f in files])
-    meta["files"] = {f: {"bytes": os.lstat(d / f).st_size, "crc32": c} for f, c in zip(files, crcs)}
+    known = known or {}
+    sizes = {f: os.lstat(d / f).st_size for f in files}
+    todo = [f for f in files if f not in known or known[f][0] != sizes[f]]
+    crcs = dict(zip(todo, _crc_files([d / f for f in todo])))
+    meta["files"] = {f: {"bytes": sizes[f], "crc32": crcs[f] if f in crcs else known[f][1]} for f in files}
     meta["dirs"] = dirs
     meta["checksum"] = _PLACEHOLDER
     raw = _manifest_bytes(meta)
@@ -177,6 +182,30 @@ def seal(directory, manifest: str) -> None:
     tmp = mf.with_name(f".{manifest}.tmp")
     tmp.write_bytes(raw)
     os.replace(tmp, mf)
+
+
+def sealed_files(directory, manifest: str) -> dict | None:
+    """``{relative path: (bytes, crc32)}`` that the sealed ``directory/manifest`` records, if its own checksum
+    matches and it lists exactly the files and folders there with their sizes (a stat each, no read);
+    else None (unsealed, edited, or files added, removed or resized since)."""
+    d = Path(directory)
+    try:
+        raw = (d / manifest).read_bytes()
+        meta = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, dict) or not _manifest_ok(raw):
+        return None
+    have, dirs = listing(d, manifest)
+    if set(have) != set(files) or set(dirs) != set(meta.get("dirs") or ()):
+        return None
+    out = {}
+    for f, rec in files.items():
+        if not isinstance(rec, dict) or rec.get("bytes") != os.lstat(d / f).st_size or not isinstance(rec.get("crc32"), str):
+            return None
+        out[f] = (rec["bytes"], rec["crc32"])
+    return out
 
 
 def _manifest_ok(raw: bytes) -> bool:

@@ -462,12 +462,23 @@ def _swap_in(tmp: Path, out: Path, tag: str, suffix: str) -> None:
 
 
 def _seal_all(tmp: Path, manifest: str) -> None:
-    """Seal the outputs nested inside ``tmp`` (a cluster run's ``state/``), deepest first, then ``tmp``."""
-    nested = [m for name in _MANIFESTS for m in tmp.rglob(name)
+    """Seal the outputs nested inside ``tmp`` (a cluster run's ``state/``), deepest first, then ``tmp``.
+
+    A nested output already sealed and unchanged (an index's segments: sealed by their writer, or hard-linked
+    from the commit before) keeps its manifest, and the outer manifests take its files' CRC32s from it: a
+    commit reads only the bytes it wrote (an append to a 32 GB index read all 4.2 GB of it twice)."""
+    nested = [m for name in _MANIFESTS + ("segment.json",) for m in tmp.rglob(name)
               if m.parent != tmp and (_manifest_kind(m) or "").startswith("cutext.")]
+    known: dict = {}
     for m in sorted(nested, key=lambda m: -len(m.parts)):
-        checksums.seal(m.parent, m.name)
-    checksums.seal(tmp, manifest)
+        rel = m.parent.relative_to(tmp)
+        files = checksums.sealed_files(m.parent, m.name)
+        if files is None:
+            inner = {Path(f).relative_to(rel).as_posix(): v for f, v in known.items() if Path(f).is_relative_to(rel)}
+            checksums.seal(m.parent, m.name, known=inner)
+            files = checksums.sealed_files(m.parent, m.name) or {}
+        known.update({(rel / f).as_posix(): v for f, v in files.items()})
+    checksums.seal(tmp, manifest, known=known)
 
 
 @contextlib.contextmanager

@@ -137,3 +137,28 @@ def test_kill_9_during_an_append_leaves_the_previous_commit_loadable(tmp_path, p
     r = ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)  # the next one works
     assert r.counts["n_docs"] == 2000 and BM25Index.load(ix).n_docs == 2000
     assert _siblings(ix) == []  # the dead writer's temporary was removed
+
+
+def test_an_append_reads_only_what_it_wrote_and_never_blesses_a_damaged_segment(tmp_path, parts, monkeypatch):
+    """A commit takes the CRC32s of the segments it links from their sealed manifests: it reads none of their
+    bytes, and a segment damaged on disk before the append (same size) still fails the next load, naming it."""
+    from cutext.stages.runtime import artifacts, checksums
+
+    ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
+    seg = sorted((ix / "segments").iterdir())[0]
+    read = []
+    real = checksums._crc_files
+    monkeypatch.setattr(checksums, "_crc_files", lambda paths: read.extend(paths) or real(paths))
+    ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    new = json.loads((ix / "index.json").read_text())["segments"][-1]
+    data = [p for p in read if p.suffix == ".parquet"]  # the manifests (segment.json) are read: a few KB
+    assert data and all(p.parent.name == new for p in data), data  # the new segment's, sealed by its writer
+    BM25Index.load(ix)  # verified
+
+    f = ix / "segments" / seg.name / "postings.parquet"
+    raw = bytearray(f.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    f.write_bytes(bytes(raw))  # same size: only the CRC32 tells
+    ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
+    with pytest.raises(artifacts.ArtifactError, match="postings.parquet"):
+        BM25Index.load(ix)
