@@ -466,7 +466,7 @@ def _seal_all(tmp: Path, manifest: str) -> None:
 
     A nested output already sealed and unchanged (an index's segments: sealed by their writer, or hard-linked
     from the commit before) keeps its manifest, and the outer manifests take its files' CRC32s from it: a
-    commit reads only the bytes it wrote (an append to a 32 GB index read all 4.2 GB of it twice)."""
+    commit reads only the bytes it wrote (an append to a 32 GB index read all 4.2 GB of it)."""
     nested = [m for name in _MANIFESTS + ("segment.json",) for m in tmp.rglob(name)
               if m.parent != tmp and (_manifest_kind(m) or "").startswith("cutext.")]
     known: dict = {}
