@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,7 +199,7 @@ def _slices_per_piece(weights, n: int) -> list:
     return m
 
 
-def _share_rows(entries, fs) -> dict:
+def _share_rows(entries, fs, name: str | None = None) -> dict:
     """``{file_index: rows}`` of the items of one share: where the shares after it start (their first dense
     ``doc_id``, and per file the first row number of numbered source ids).  A task that runs before the
     shares after it score.
@@ -210,13 +211,68 @@ def _share_rows(entries, fs) -> dict:
         worker (its rows counted), or None: an uncompressed local ``lines`` piece, whose rows are counted from
         its bytes without decoding or keeping them (:func:`cutext.stages.text.ngram_text.count_lines_rows`).
     fs : fsspec file system
+    name : str, optional
+        Also publish the counts as the dask ``Variable`` of this name and then set the ``Event`` of this name,
+        for the shares after this one that score before the counts arrive (:class:`_Offsets`).
     """
     out: dict = {}
     for piece, read, k, m in entries:
         n = count_lines_rows(piece, fs) if read is None else _n_rows(read)
         a, b = _slice_bounds(n, k, m)
         out[piece.file_index] = out.get(piece.file_index, 0) + (b - a)
+    if name is not None:
+        from distributed import Event, Variable
+
+        Variable(name).set(out)
+        Event(name).set()
     return out
+
+
+def _summed_rows(before) -> tuple[int, dict]:
+    """``(first doc_id, {file_index: rows before})`` from the row counts of the shares before one."""
+    doc0, rows0 = 0, {}
+    for rows in before:
+        for f, n in rows.items():
+            rows0[f] = rows0.get(f, 0) + n
+            doc0 += n
+    return doc0, rows0
+
+
+@dataclass(frozen=True)
+class _Offsets:
+    """Where a share starts, from the row counts of the shares before it, published by their
+    :func:`_share_rows` tasks under ``names`` (a dask ``Variable`` and ``Event`` each), so that the share's
+    task does not wait for them to start: it scores while they count.  :meth:`ready` asks without waiting;
+    :meth:`get` waits with the task's thread seceded from the worker's pool, so a count queued on the same
+    worker runs meanwhile.  (Futures of the counts cannot be handed to the task without the scheduler
+    holding the task until they finish.)"""
+
+    names: tuple
+
+    def ready(self) -> bool:
+        from distributed import Event
+
+        return all(Event(n).is_set() for n in self.names)
+
+    def get(self) -> tuple[int, dict]:
+        from distributed import Event, Variable, rejoin, secede
+
+        if not self.ready():
+            secede()
+            try:
+                for n in self.names:
+                    Event(n).wait()
+            finally:
+                rejoin()
+        return _summed_rows([Variable(n).get() for n in self.names])
+
+    def release(self, client) -> None:
+        """Drop the published counts from ``client``'s scheduler (the caller, once the run is over)."""
+        from distributed import Event, Variable
+
+        for n in self.names:
+            Variable(n, client=client).delete()
+            Event(n, client=client).clear()
 
 
 def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos: bool, sharing: int = 1) -> dict:
@@ -233,9 +289,11 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     items : list of (piece index, piece, k, m, read)
         Slice ``k`` of ``m`` of each piece (``m == 1``: the whole piece), in corpus order; ``read``: the piece
         already read on this worker, or None: read here, from ``fs``.
-    before : list of dict
+    before : list of dict, or _Offsets
         ``{file_index: rows}`` of the items of every share before this one (:func:`_share_rows`): they give
-        the share's first ``doc_id`` and, per file, the first row number of numbered source ids.
+        the share's first ``doc_id`` and, per file, the first row number of numbered source ids.  As
+        :class:`_Offsets` (the keys of those tasks) the share scores without them and its writer holds the
+        scored rows until they arrive.
     path : str
         The part file to write (in the run's temporary output directory, which this worker sees).
     sentence, bos, eos
@@ -253,11 +311,8 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     """
     t0 = time.perf_counter()
     on_device = lm.backend == "gpu" and gpu_stack_installed()
-    doc0, rows0 = 0, {}
-    for rows in before:
-        for f, n in rows.items():
-            rows0[f] = rows0.get(f, 0) + n
-            doc0 += n
+    offsets = before if isinstance(before, _Offsets) else None
+    doc0, rows0 = (0, {}) if offsets is not None else _summed_rows(before)
 
     def read(j):
         _, piece, _, _, got = items[j]
@@ -266,7 +321,8 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     # the in-process run's stream-ordered device pool, where the worker has none of its own (cudaMalloc
     # and a device-wide cudaFree an allocation otherwise)
     with share_threads(sharing), (device_pool() if on_device else contextlib.nullcontext()):
-        sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0)
+        sink = _ScoresWriter(Path(path), {i: p for i, p, *_ in items}, device=on_device, doc0=doc0, rows0=rows0,
+                             offsets=offsets)
         try:
             t_read = _score_here(lm, [(i, k, m) for i, _, k, m, _ in items], read, sink, on_device, sentence,
                                  bos, eos, None)
@@ -275,7 +331,7 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
         except BaseException:
             sink.abort()
             raise
-    return {"rows": {f: n - rows0.get(f, 0) for f, n in sink.rows_seen.items()}, "n_docs": sink.n_docs,
+    return {"rows": dict(sink.rows_seen), "n_docs": sink.n_docs,
             "totals": dict(sink.totals), "log10": list(sink.log10_parts), "empty": sink.empty,
             "part": Path(path).name if sink.writer is not None else None, "where": _worker_address(),
             "timings": {"read": t_read, "score": t1 - t0 - t_read, "write": time.perf_counter() - t1}}
@@ -299,10 +355,12 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
     piece reads it whole).  One task a worker, pinned to it, reads its share (on its GPU for a GPU model),
     scores it and writes part ``k`` (:func:`_score_share`); only counts, totals and seconds come back, no
     score row.  Where a share's documents start (its first ``doc_id`` and per file its first row number)
-    comes from the row counts of the shares before it, counted before it scores: an uncompressed local
-    ``lines`` piece is counted from its bytes by the worker of the next share, idle until then, so that the
-    piece's own worker reads it while scoring; any other piece is read ahead by its own worker, which counts
-    its rows and then scores it from memory.  The last share's pieces are read while scoring.
+    comes from the row counts of the shares before it, counted while it scores (:class:`_Offsets`: its
+    writer holds the scored rows until they arrive): an uncompressed local ``lines`` piece is counted from
+    its bytes by the worker of the next share, beside that share's own scoring (or, on a worker of one
+    thread, while the share waits for its offsets), so that the piece's own worker reads it while scoring;
+    any other piece is read ahead by its own worker, which counts its rows and then scores it from memory.
+    The last share's pieces are read while scoring.
 
     Returns
     -------
@@ -335,7 +393,9 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
     # pinned: a loose restriction lets an idle worker steal a share, two shares then run on one GPU
     pin = {"allow_other_workers": False, "pure": False}
     sharing = host_share(client, workers[:len(shares)])
-    counts, futures, before = [], [], []
+    counts, futures = [], []
+    run_id = uuid.uuid4().hex
+    names: list = []  # the published row counts of the shares so far (:class:`_Offsets`)
     for s, share in enumerate(shares):
         last = s == len(shares) - 1
         items, counted, ahead = [], [], []
@@ -348,21 +408,26 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
                 read = read_remote(client, i, workers[s])
                 ahead.append((pieces[i], read, k, m))
             items.append((i, pieces[i], k, m, read))
-        futures.append(client.submit(_score_share, lm, fs, items, list(before), str(_part_path(folder, s)),
+        # the counts before this share by name: it scores while they count, and waits for them only to write
+        later = _Offsets(tuple(names))
+        futures.append(client.submit(_score_share, lm, fs, items, later, str(_part_path(folder, s)),
                                      sentence, bos, eos, sharing[workers[s]], workers=[workers[s]], **pin))
         rows = []
-        if not last:  # the shares after this one wait for its rows: counted first (priority)
-            if counted:
-                rows.append(client.submit(_share_rows, counted, fs, workers=[workers[s + 1]], priority=10, **pin))
-            if ahead:
-                rows.append(client.submit(_share_rows, ahead, fs, workers=[workers[s]], priority=10, **pin))
+        if not last:  # the shares after this one write once its rows are counted: counted first (priority)
+            for part, w in ((counted, workers[s + 1]), (ahead, workers[s])):
+                if part:
+                    names.append(f"cutext-ngram-rows-{run_id}-{s}-{len(rows)}")
+                    rows.append(client.submit(_share_rows, part, fs, names[-1], workers=[w], priority=10, **pin))
         counts.append(rows)
-        before.extend(rows)
     if bar is not None:
         bar.reset(total=sum(len(share) for share in shares))
-    results = _gather_pinned(client, futures, workers[:len(shares)],
-                             None if bar is None else (lambda s: bar.update(len(shares[s]))))
-    for s, rows in enumerate(client.gather(counts)):
+    try:
+        results = _gather_pinned(client, futures, workers[:len(shares)],
+                                 None if bar is None else (lambda s: bar.update(len(shares[s]))))
+        counted_rows = client.gather(counts)
+    finally:
+        _Offsets(tuple(names)).release(client)
+    for s, rows in enumerate(counted_rows):
         want = {}
         for r in rows:
             for f, n in r.items():
@@ -680,7 +745,9 @@ class _ScoresWriter:
     background thread (one row group per added table, so writing overlaps scoring): the dense ``doc_id``, the
     source ids of line-numbered inputs filled with ``<label>:<row>`` (row within its file, across the file's
     pieces), and the totals.  ``doc0`` and ``rows0`` (``{file_index: rows}``) are the first ``doc_id`` and the
-    rows of each file before the first added table (a worker's share that does not start the corpus).
+    rows of each file before the first added table (a worker's share that does not start the corpus), or
+    come later from ``offsets`` (:class:`_Offsets`): the added tables wait in memory until they are known
+    (asked at every add without waiting, and waited for at :meth:`close`), then go to the writer in order.
 
     ``device=True``: the added tables are cudf frames (:func:`_score_piece_device`); the source ids are
     made and the file written on the device (cudf's chunked Parquet writer); the same columns, rows
@@ -689,7 +756,8 @@ class _ScoresWriter:
     :data:`DEVICE_ROWS_PER_WRITE` rows as one row group.
     """
 
-    def __init__(self, path, pieces, device: bool = False, doc0: int = 0, rows0: dict | None = None):
+    def __init__(self, path, pieces, device: bool = False, doc0: int = 0, rows0: dict | None = None,
+                 offsets=None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.path = path
@@ -701,9 +769,12 @@ class _ScoresWriter:
         self.pending_rows = 0
         self.futures = []
         self.writer = None
-        self.doc0 = doc0
+        self.offsets = offsets
+        self.doc0 = doc0 if offsets is None else None  # None: not known yet
+        self.rows0: dict = dict(rows0 or {})
+        self.waiting: list = []  # tables added before the offsets were known
         self.n_docs = 0  # rows added
-        self.rows_seen: dict = dict(rows0 or {})
+        self.rows_seen: dict = {}  # rows added of each file
         self.totals = {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}
         self.sum_log10 = 0.0
         self.log10_parts: list = []  # the log10 sum of each added table, in order
@@ -714,10 +785,29 @@ class _ScoresWriter:
         frame); called in corpus order."""
         piece = self.pieces[i]
         n = len(table)  # a pyarrow table or a cudf frame
-        r0 = self.rows_seen.get(piece.file_index, 0)
-        self.rows_seen[piece.file_index] = r0 + n
-        d0 = self.doc0 + self.n_docs
+        r = self.rows_seen.get(piece.file_index, 0)
+        self.rows_seen[piece.file_index] = r + n
+        d = self.n_docs
         self.n_docs += n
+        if self.doc0 is None and self.offsets.ready():
+            self._known(*self.offsets.get())
+        if self.doc0 is None:
+            self.waiting.append((piece, table, r, d))
+        else:
+            self._submit(piece, table, r, d)
+
+    def _known(self, doc0: int, rows0: dict) -> None:
+        """The share's offsets arrived: the tables that waited go to the writer, in order."""
+        self.doc0, self.rows0 = doc0, dict(rows0)
+        waiting, self.waiting = self.waiting, []
+        for w in waiting:
+            self._submit(*w)
+
+    def _submit(self, piece, table, r: int, d: int) -> None:
+        """Write a table whose first row is row ``r`` of its file and document ``d`` of this writer."""
+        n = len(table)
+        r0 = self.rows0.get(piece.file_index, 0) + r
+        d0 = self.doc0 + d
         if self.device:  # two stages: the next frames are made while the last ones are written
             self.pending.append(self.prep.submit(self._frame_device, piece, table, r0, d0))
             self.pending_rows += n
@@ -799,6 +889,8 @@ class _ScoresWriter:
     def close(self):
         """Wait for every write (raising the first error) and close the file."""
         try:
+            if self.doc0 is None:
+                self._known(*self.offsets.get())
             if self.device:
                 self._flush()
             for f in self.futures:

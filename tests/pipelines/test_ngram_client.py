@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -200,3 +201,48 @@ def test_shares_cover_the_pieces_in_order():
         got = ng._contiguous_shares(w, n)
         assert len(got) == min(n, len(w)) and got[0][0] == 0 and got[-1][1] == len(w)
         assert all(a < b for a, b in got) and all(x[1] == y[0] for x, y in itertools.pairwise(got))
+
+
+_LOG: list = []  # (what, part, perf_counter) from the patched steps below, in this process
+
+
+def _slow_rows(entries, fs, name=None):
+    """_share_rows that takes a second longer (a large share to count)."""
+    import time
+
+    time.sleep(1.0)
+    out = _REAL_ROWS(entries, fs, name)
+    _LOG.append(("counted", None, time.perf_counter()))
+    return out
+
+
+def _logged_add(self, i, table):
+    import time
+
+    _LOG.append(("scored", Path(self.path).name, time.perf_counter()))
+    return _REAL_ADD(self, i, table)
+
+
+_REAL_ROWS, _REAL_ADD = ng._share_rows, ng._ScoresWriter.add
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_share_scores_before_the_rows_before_it_are_counted(abc, lines, tmp_path, monkeypatch, threads):
+    """The second share starts scoring while the rows of the first are still being counted (its writer holds
+    the scored rows until the count arrives), on workers of two threads; on workers of one thread the count
+    runs while the share waits for it, seceded from the pool (no deadlock). The rows equal one process."""
+    src, blocksize = _inputs("one file", lines, tmp_path / "in")
+    _, one, _ = _run(abc, src, tmp_path / "one", blocksize=blocksize)
+    _LOG.clear()
+    monkeypatch.setattr(ng, "_share_rows", _slow_rows)
+    monkeypatch.setattr(ng._ScoresWriter, "add", _logged_add)
+    # workers in this process, so that the patches reach them
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=threads, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        r, two, _ = _run(abc, src, tmp_path / "two", blocksize=blocksize, client=c)
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    assert r.counts["parts"] == 2
+    counted = min(t for what, _, t in _LOG if what == "counted")
+    second = min(t for what, part, t in _LOG if what == "scored" and part == "part-00001.parquet")
+    if threads == 2:
+        assert second < counted  # scored before the first share's rows were counted
