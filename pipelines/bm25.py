@@ -65,8 +65,8 @@ from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
-from cutext.stages.engines.segments import (field_segment, segment_heads, write_partition_segment, write_segment,
-                                            write_text_segment)
+from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
+                                            write_segment, write_text_segment)
 from cutext.stages.runtime.params import choice, param
 
 POSTINGS_PER_FILE = 8_000_000
@@ -206,7 +206,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
                 progress=True, append=False, members=None, store_text=False, field_weights=None,
-                field_b=None, keep_columns=None) -> RunResult:
+                field_b=None, keep_columns=None, positions=False) -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -295,6 +295,14 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         ``BM25Index.search(queries, k, filter=pc.field("category") == "sci")``.  The types are those the
         reader gives (Parquet's and a frame's own; JSON strings stay strings).  An append reads the
         same columns from its input.  Segmented indexes only (``index_format=2``).
+    positions : bool, default False
+        Store each posting's term positions (``positions.parquet`` beside each segment's files, listed and
+        checksummed like them; appends, deletes and compaction keep them) for phrase and proximity
+        queries: ``search('"information retrieval"~2 systems')``
+        (:mod:`cutext.stages.engines.phrases`).  The documents' texts are read again and tokenized on the
+        host to find the positions (Lucene's: a dropped stopword leaves a gap), so the build takes longer
+        and the index holds about 1 to 1.5 bytes more a token (``docs/decisions.md``, "Phrase queries").
+        Segmented one-field indexes only (not ``index_format=1``, not BM25F fields).
 
     Returns
     -------
@@ -314,7 +322,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         BM25F: a ``field_weights`` / ``field_b`` key that is not a column of ``text_column`` (the message
         names the columns), a negative weight, a b outside [0, 1], ``index_format=1``, ``store_text``, a
         variant other than lucene, robertson and atire; with ``append``, fields or weights that differ
-        from the index's.
+        from the index's.  ``positions`` not a bool, with ``index_format=1`` or BM25F fields, or given to
+        an append of an index without positions.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
@@ -324,7 +333,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     """
     if not isinstance(store_text, bool):
         raise ValueError(f"{param('store_text', bare=True)} must be True or False, got {store_text!r}")
+    if not isinstance(positions, bool):
+        raise ValueError(f"{param('positions', bare=True)} must be True or False, got {positions!r}")
     fields = _field_spec(text_column, field_weights, field_b, b)
+    if positions and fields is not None:
+        raise ValueError(f"{param('positions', True)} is not available with BM25F fields yet: leave it out, or "
+                         f"build a one-field index (no {param('field_weights', bare=True)} / "
+                         f"{param('field_b', bare=True)})")
     keep_columns = _keep_columns_arg(keep_columns)
     if keep_columns is not None and fields is not None:
         raise ValueError(f"{param('keep_columns', bare=True)} is not available with BM25F fields yet: leave it out")
@@ -332,8 +347,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         out = local_output(out)  # a URL of another file system is refused before the index is read
         _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
                                overwrite=overwrite, store_text=store_text, keep_columns=keep_columns,
-                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len), fields=fields,
-                               text_column=text_column)
+                               positions=positions, tokenizer=(lowercase, stopwords, stemmer, min_len, max_len),
+                               fields=fields, text_column=text_column)
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
@@ -356,6 +371,10 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     if store_text and index_format != 2:
         raise ValueError(f"{param('store_text', True)} keeps the texts beside the segments of a segmented index: "
                          f"use {param('index_format', 2)} (the default), or leave {param('store_text', bare=True)} out")
+    if positions and index_format != 2:
+        raise ValueError(f"{param('positions', True)} stores term positions beside the segments of a segmented "
+                         f"index: use {param('index_format', 2)} (the default), or leave "
+                         f"{param('positions', bare=True)} out")
     if keep_columns is not None and index_format != 2:
         raise ValueError(f"{param('keep_columns', bare=True)} keeps columns beside the segments of a segmented "
                          f"index: use {param('index_format', 2)} (the default), or leave "
@@ -374,9 +393,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         layout = {"store_text": store_text} if index_format == 2 else {}
         if keep_columns is not None:
             layout["keep_columns"] = keep_columns
+        if positions:
+            layout["positions"] = True
+        write_text = store_text or positions  # positions are found from the texts the writers keep
         if shares is not None:  # a Client and a file input: every worker builds its share's segments
             replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares,
-                                                                     store_text=store_text,
+                                                                     store_text=write_text,
                                                                      keep_columns=keep_columns)
             layout["next_segment"] = len(src.pieces)
             avgdl = counts["n_tokens"] / counts["n_docs"]
@@ -384,7 +406,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
             _no_kept_columns_in_place(keep_columns, path)
             replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path,
-                                                                           store_text=store_text)
+                                                                           store_text=write_text)
             layout["next_segment"] = len(layout["segments"])
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(layout["segments"])})
@@ -393,7 +415,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             idx = _front_end(run, src, tok_cfg, info, spill, path)
             if index_format == 2:
                 replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
-                                                         store_text=store_text, keep_columns=keep_columns)
+                                                         store_text=write_text, keep_columns=keep_columns)
                 layout["next_segment"] = len(layout["segments"])
                 avgdl = idx.n_tokens / idx.n_docs
             else:
@@ -404,6 +426,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
                       "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
                       "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+        if positions:
+            counts["positions_bytes"] = run.stage("positions", _add_positions, tmp, layout["segments"], tok_cfg,
+                                                  store_text)
         params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
                   "tokenizer": tok_cfg.to_dict()}
         run.write_manifest(tmp, {
@@ -417,8 +442,19 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
 
 _BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
-                   "store_text": False, "keep_columns": None}
+                   "store_text": False, "keep_columns": None, "positions": False}
 _TOKENIZER_DEFAULTS = (True, None, None, 1, None)
+
+
+def _add_positions(tmp: Path, names: list, tok_cfg, store_text: bool) -> int:
+    """Add term positions to the segments ``names`` written (with their texts) into ``tmp``, a thread a
+    segment (:func:`cutext.stages.engines.segments.add_positions`; pyarrow and numpy release the GIL); the
+    texts are removed again unless ``store_text``.  Returns the bytes of the positions files."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folders = [Path(tmp) / SEGMENTS_DIR / n for n in names]
+    with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:
+        return int(sum(pool.map(lambda f: add_positions(f, tok_cfg, store_text), folders)))
 
 
 def _keep_columns_arg(keep_columns) -> list | None:
@@ -625,7 +661,8 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
     the existing ones (their doc ids follow the index's last), with their texts when the index stores texts
-    (built with ``store_text=True``) and its kept columns read from the new input (``keep_columns=``: the
+    (built with ``store_text=True``), their term positions when it stores positions (``positions=True``) and
+    its kept columns read from the new input (``keep_columns=``: the
     input must hold them); the old segments are not rewritten (hard
     links into the new commit) and nothing is weighted, so the index's scores afterwards are those of a
     one-shot build of all its documents in order: N, avgdl and df are global and applied at load.  The
@@ -667,6 +704,8 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
     store_text = old.get("store_text") is True
+    with_positions = old.get("positions") is True
+    write_text = store_text or with_positions  # positions are found from the texts the writers keep
     keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
     run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
     fields = bm25f_spec(old, Path(index) / "index.json")
@@ -699,19 +738,21 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         shares = _shares(src, info)
         if shares is not None:  # a Client and a file input: every worker writes its share's segments
             replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
-                                                       store_text=store_text, keep_columns=keep)
+                                                       store_text=write_text, keep_columns=keep)
             n_added = added["n_docs"]
         elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
             _no_kept_columns_in_place(keep, path)
             replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
-                                                             store_text=store_text)
+                                                             store_text=write_text)
             n_added = added["n_docs"]
         else:
             src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
             idx = _front_end(run, src, tok_cfg, info, spill, path)
             replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
-                                        store_text=store_text, keep_columns=keep)
+                                        store_text=write_text, keep_columns=keep)
             n_added = idx.n_docs
+        if with_positions:
+            run.stage("positions", _add_positions, tmp, names, tok_cfg, store_text)
         counts = commit_stage.write_commit(
             tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
             {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added}, added=names,

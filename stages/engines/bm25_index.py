@@ -20,8 +20,10 @@ from cutext.kernels.backend import ARRAY_STACK, resolve_backend, to_host
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
+from cutext.stages.engines import phrases as phrase_stage
 from cutext.stages.runtime.compute import (StepClock)
-from cutext.stages.text.tokenize import TextEncodingError, TokenizerConfig, normalize_texts, tokenize_flat
+from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, token_positions,
+                                         tokenize_flat)
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.params import choice, count, param
@@ -496,6 +498,7 @@ class BM25Index:
     shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
     store_text : bool  (the documents' texts are kept: :meth:`doc`, :meth:`docs`, ``search(with_text=True)``)
     keep_columns : list of str  (the input's columns kept for filters: :meth:`column_table`, ``search(filter=)``)
+    positions : bool  (term positions are stored: phrase and proximity queries, ``search('"a b"~2')``)
     """
 
     def __init__(self, path, meta, vocab, df, idf, w0, source_ids, lengths, matrix, backend,
@@ -516,6 +519,7 @@ class BM25Index:
         self._texts_cache: dict = {}  # segment number -> its live texts, read at the first use
         self._id_index = None  # pandas Index of the source ids (first of equal ids), built at the first doc()
         self._columns = None  # pyarrow Table of the kept columns, read at the first filter by them
+        self._phrase_index = None  # phrases.PhraseIndex (postings with positions), read at the first phrase query
 
     @property
     def store_text(self) -> bool:
@@ -525,6 +529,11 @@ class BM25Index:
     @property
     def n_docs(self) -> int:
         return int(self.meta["N"])
+
+    @property
+    def positions(self) -> bool:
+        """Whether the index stores term positions (built with ``positions=True``): phrase queries."""
+        return self._text_segments is not None and self.meta.get("positions") is True
 
     @property
     def keep_columns(self) -> list:
@@ -538,6 +547,7 @@ class BM25Index:
         shards = f", shards={len(self.shards)}" if self.shards else ""
         texts = ", texts=True" if self.store_text else ""
         texts += f", keep_columns={self.keep_columns}" if self.keep_columns else ""
+        texts += ", positions=True" if self.positions else ""
         f = m.get("bm25f") if isinstance(m.get("bm25f"), dict) else None
         # BM25F: the fields' weights and b's stand for the one b
         b = (f"fields={dict(zip(f['fields'], f['weights']))}, field_b={dict(zip(f['fields'], f['b']))}"
@@ -1010,6 +1020,73 @@ class BM25Index:
         np.cumsum(np.bincount(rows, minlength=len(lists)), out=ptr[1:])
         return search_stage.DocFilter(ptr=ptr, docs=docs)
 
+    def phrase_filter(self, phrase_lists: list, texts: list, doc_filter=None):
+        """The documents each query may return given its phrases
+        (:func:`cutext.stages.engines.phrases.parse_queries`), as one
+        :class:`cutext.stages.engines.search.DocFilter` of per-query sorted doc lists, intersected with the
+        user's ``doc_filter`` (a mask or lists; None: none).
+
+        A query with phrases may return the documents that match every one of them
+        (:func:`cutext.stages.engines.phrases.match_phrase`; a phrase with a term not in the index matches
+        nothing, one whose words are all dropped by the tokenizer constrains nothing, as Lucene's parser drops
+        an empty phrase); a query without one, the documents that hold one of its terms (the only ones with a
+        positive score, so its result is the one without phrases in the batch).
+
+        Parameters
+        ----------
+        phrase_lists : list (n_queries,) of lists of Phrase
+        texts : list (n_queries,) of str, the queries' BM25 texts (quotes and ``~N`` removed)
+        doc_filter : DocFilter or None
+
+        Returns
+        -------
+        DocFilter (ptr int64 (n_queries + 1,), docs int64)
+
+        Raises
+        ------
+        ValueError
+            The index stores no positions (the message names ``positions=True`` and ``--positions``).
+        """
+        if not self.positions:
+            raise ValueError(phrase_stage.no_positions_message(self.path))
+        if self._phrase_index is None:
+            folders, deletes, _ = self._text_segments
+            self._phrase_index = phrase_stage.PhraseIndex.load(folders, deletes)
+        px = self._phrase_index
+        flat = [ph for lst in phrase_lists for ph in lst]
+        tokens, row, pos = token_positions([ph.text for ph in flat], self.tokenizer)
+        if self._term_hash is None:
+            self._term_hash = TermHash(self.vocab)
+        ids = self._term_hash.lookup(tokens) if len(tokens) else np.zeros(0, np.int64)
+        cut = np.searchsorted(row, np.arange(len(flat) + 1))
+        Q = self.query_matrix(texts)
+        out, k = [], 0
+        for q, lst in enumerate(phrase_lists):
+            allowed = None
+            for _ in lst:
+                a, e = cut[k], cut[k + 1]
+                slop = flat[k].slop
+                k += 1
+                if a == e:  # every word dropped by the tokenizer: no constraint
+                    continue
+                got = phrase_stage.match_phrase(px, ids[a:e], pos[a:e] - pos[a], slop)
+                allowed = got if allowed is None else np.intersect1d(allowed, got, assume_unique=True)
+            if allowed is None:  # no phrase constraint: the documents holding a query term
+                terms = Q.indices[Q.indptr[q]:Q.indptr[q + 1]]
+                allowed = (np.unique(np.concatenate([px.doc[px.indptr[t]:px.indptr[t + 1]] for t in terms]))
+                           .astype(np.int64) if len(terms) else np.zeros(0, np.int64))
+            if doc_filter is not None:
+                if doc_filter.mask is not None:
+                    allowed = allowed[doc_filter.mask[allowed]]
+                else:
+                    allowed = np.intersect1d(allowed, doc_filter.docs[doc_filter.ptr[q]:doc_filter.ptr[q + 1]],
+                                             assume_unique=True)
+            out.append(allowed.astype(np.int64))
+        ptr = np.zeros(len(out) + 1, np.int64)
+        np.cumsum([len(x) for x in out], out=ptr[1:])
+        docs = np.concatenate(out) if out else np.zeros(0, np.int64)
+        return search_stage.DocFilter(ptr=ptr, docs=docs)
+
     # -- commits
     def delete(self, source_ids) -> int:
         """Delete documents by their source ids: a new commit of the index, then this index reloaded from it.
@@ -1179,7 +1256,7 @@ class BM25Index:
 
     def search(self, queries, k: int = 10, batch_size: int = 4096, progress: bool = False,
                engine: str = "auto", max_workspace: int | None = None, n_threads: int | None = None,
-               with_text: bool = False, filter=None) -> pd.DataFrame:
+               with_text: bool = False, filter=None, phrases: bool | None = None) -> pd.DataFrame:
         """Top-``k`` documents for every query, among the documents of ``filter`` if given.
 
         Parameters
@@ -1211,6 +1288,13 @@ class BM25Index:
             build; ``pc.field("category") == "sci"``, a null counts as False), a boolean mask over the doc
             ids (shape (N,)), or a list with one list of allowed source ids a query (ids not in the index
             match nothing).  :meth:`doc_filter`.
+        phrases : bool or None, default None
+            Read ``"..."`` in a query as a phrase and ``"..."~N`` as a proximity query (Lucene's PhraseQuery
+            slop, :mod:`cutext.stages.engines.phrases`): a query returns only the documents that hold each of
+            its phrases, scored by the BM25 of all its words (a phrase's words are terms of the query too).
+            None: when the index stores positions (``positions=True`` of the build); True: always (an index
+            without positions is refused); False: never (quotes are ordinary characters, as in natural-language
+            topics such as CACM's, which quote titles).
 
         Returns
         -------
@@ -1231,7 +1315,9 @@ class BM25Index:
             an option the engine in effect does not use; ``with_text`` on an index without texts (the
             message names ``store_text=True``); a filter on a column that is not kept (the message names it
             and ``keep_columns=``), a mask of another length than N, per-query lists whose number is not
-            the number of queries.
+            the number of queries.  With phrases: an unbalanced quote, a ``~`` after a phrase that is not
+            followed by a non-negative integer; ``phrases=True`` on an index without positions (the message
+            names ``positions=True`` and ``--positions``).
         TypeError
             A query that is not a string.
         """
@@ -1245,7 +1331,16 @@ class BM25Index:
             eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
         qids, texts = _as_queries(queries)
+        if not (phrases is None or isinstance(phrases, bool)):
+            raise ValueError(f"{param('phrases', bare=True)} must be True, False or None, got {phrases!r}")
+        if phrases is True and not self.positions:  # before any work
+            raise ValueError(phrase_stage.no_positions_message(self.path))
+        use = self.positions if phrases is None else phrases
+        parsed = phrase_stage.parse_queries(texts) if use else None  # None also when no query holds a quote
         doc_filter = self.doc_filter(filter, len(texts))  # checked and resolved once, before any query is scored
+        if parsed is not None:  # phrases: per-query doc lists, the user's filter intersected
+            texts = parsed[0]
+            doc_filter = self.phrase_filter(parsed[1], texts, doc_filter)
         rng = range(0, len(texts), batch_size)
         if progress:
             from tqdm.auto import tqdm

@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cutext.kernels._version import __version__
-from cutext.stages.engines.segments import (live_segment, merge_segments, merge_terms, read_segment,
-                                            read_segment_columns, read_segment_texts, segment_heads, write_segment)
+from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
+                                            merge_terms, read_positions, read_segment, read_segment_columns,
+                                            read_segment_texts, segment_heads, write_segment)
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
@@ -205,7 +206,8 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
                           list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)), ids=False)
     mt, counts = index_counts(heads, old, **extra)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
-                                "scheduler", "n_workers", "store_text", "bm25f", "keep_columns") if k in old}
+                                "scheduler", "n_workers", "store_text", "bm25f", "keep_columns", "positions")
+                if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(added) + (new is not None)
     # writers that numbered their segments by their input pieces may leave gaps: never reuse a number
     numbers = [int(n.rsplit("-", 1)[1]) for n in segs if n.rsplit("-", 1)[-1].isdigit()]
@@ -280,7 +282,7 @@ def commit_compaction(index) -> dict:
         The new commit's ``counts`` (with ``compacted_segments``); its scores are those before.  The
         documents' texts are kept when every segment stores them, and so are the kept columns
         (``keep_columns=``; their types unified, e.g. an int column of one segment and a double of
-        another become double).
+        another become double), and the term positions (``positions=True``) move with their postings.
 
     Raises
     ------
@@ -295,6 +297,7 @@ def commit_compaction(index) -> dict:
     deletes = read_deletes(index, old, names)
     segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
     merged = merge_segments(segs)
+    segs_for_positions = segs if old.get("positions") is True else None
     del segs
     name = f"seg-{int(old.get('next_segment', len(names))):05d}"
     staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
@@ -309,5 +312,23 @@ def commit_compaction(index) -> dict:
     if kept and all(t is not None for t in kept):  # the kept columns, their types unified across segments
         staged["columns"] = pa.concat_tables(kept, promote_options="permissive")
     del kept
+    if old.get("positions") is True:  # the term positions move with their postings
+        staged["positions"] = _merged_positions(index, names, deletes, segs_for_positions, merged)
     with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
         return write_commit(tmp, index, old, [], [], {"compacted_segments": len(names)}, new=(name, staged))
+
+
+def _merged_positions(index: Path, names: list, deletes: list, segs: list, merged) -> np.ndarray:
+    """The term positions of a compaction's merged postings: each segment's live postings' positions
+    (:func:`cutext.stages.engines.segments.read_positions`), moved as :func:`merge_segments` moved the postings."""
+    pos = []
+    for n, d, seg in zip(names, deletes, segs):
+        full = read_segment(index / SEGMENTS_DIR / n, verify=False)
+        p = read_positions(index / SEGMENTS_DIR / n, full.tf)
+        d = np.unique(np.asarray(d, np.int64))
+        if len(d):
+            live = np.ones(full.n_docs, bool)
+            live[d] = False
+            p = live_positions(p, full.tf, live[full.doc])
+        pos.append(p)
+    return merge_positions(segs, pos, merged)

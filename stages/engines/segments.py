@@ -17,6 +17,8 @@ A segment folder::
     docs.parquet      source_id: string, length: int32 (tokens, the BM25 document length dl)
     text.parquet      text: large_string, the document's text as read, a row per local doc; only in a
                       segment written with texts (``store_text=True`` of the bm25 pipeline)
+    positions.parquet pos: int32, the term positions of every posting (gap-coded within a posting), only in
+                      a segment written with them (``positions=True``; :mod:`cutext.stages.engines.phrases`)
     columns.parquet   the input's kept columns (``keep_columns=`` of the bm25 pipeline), their types as
                       read, a row per local doc; only in a segment written with them (``segment.json``'s
                       ``columns`` lists their names); the metadata of filters before top-k
@@ -63,6 +65,7 @@ from cutext.stages.runtime import checksums
 from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.text.encode import sorted_terms, vocabulary_frame
+from cutext.stages.text.tokenize import TokenizerConfig, token_positions
 from cutext.stages.text.tokens import WithDocIds, count_partition_summary, tokenize_partition_summary
 
 __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_segment", "read_segment",
@@ -70,7 +73,8 @@ __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_
            "write_text_segment", "read_segment_texts", "live_texts", "text_array", "column_table",
            "read_segment_columns",
            "live_segment", "posting_weights", "segment_heads",
-           "postings_bytes", "field_segment"]
+           "postings_bytes", "field_segment", "segment_positions", "write_positions", "read_positions",
+           "add_positions", "live_positions", "merge_positions", "run_starts"]
 
 KIND = "cutext.segment"
 FORMAT = 1
@@ -78,6 +82,7 @@ FIELDS_FORMAT = 2  # a segment of per-field tf and lengths (BM25F)
 MANIFEST = "segment.json"
 TERMS, POSTINGS, DOCS, TEXT = "terms.parquet", "postings.parquet", "docs.parquet", "text.parquet"
 COLUMNS = "columns.parquet"
+POSITIONS = "positions.parquet"
 COMPRESSION = "zstd"
 _INT32_MAX = 2**31 - 1
 # (use_dictionary, column_encoding) per file; the module docstring gives the measurements
@@ -328,7 +333,7 @@ def _write_parquet(folder: Path, name: str, columns: dict, n_fields: int = 0) ->
 
 
 def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, fields=None, field_tf=None,
-                  field_lengths=None, columns=None) -> dict:
+                  field_lengths=None, columns=None, positions=None) -> dict:
     """Write one immutable segment (module docstring for the layout).
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
@@ -367,6 +372,9 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, f
     columns : pyarrow Table or pandas / cudf DataFrame, n_docs rows, optional
         Kept columns of the documents (:func:`column_table`), written to ``columns.parquet`` with their
         types; None writes none.
+    positions : integer array, shape (sum(tf),), optional
+        The postings' term positions, posting by posting, ascending within one, written to
+        ``positions.parquet`` (:mod:`cutext.stages.engines.phrases`); None writes none.
 
     Returns
     -------
@@ -444,6 +452,10 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, f
                                   **{f"length_{i}": field_lengths[i] for i in range(n_fields)}}, n_fields)
     if texts is not None:
         _write_parquet(folder, TEXT, {"text": texts})
+    if positions is not None:
+        if n_fields:
+            raise ValueError("positions of BM25F fields are not stored")
+        write_positions(folder, to_host(positions), to_host(tf))
     if columns is not None:  # the input's own types; pyarrow's default dictionary suits categories and dates
         tmp = folder / f".{COLUMNS}.tmp"
         pq.write_table(columns, tmp, compression=COMPRESSION)
@@ -454,6 +466,8 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, f
         meta.update(format=FIELDS_FORMAT, fields=list(fields))
     if columns is not None:
         meta["columns"] = list(columns.column_names)
+    if positions is not None:
+        meta["positions"] = True
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)
@@ -1317,3 +1331,189 @@ def write_text_segment(texts, docs, tokenizer, folder, store_text: bool = False)
     del summary
     meta = write_partition_segment(counts, docs, vocab, folder, texts=kept)
     return dict(meta, terms=vocab, n_empty_docs=n_empty)
+
+
+# ----------------------------------------------------------------------------- term positions
+
+def segment_positions(terms: pa.Array, df: np.ndarray, doc: np.ndarray, tf: np.ndarray, texts,
+                      cfg: TokenizerConfig) -> np.ndarray:
+    """The positions of a segment's postings, from its documents' texts tokenized again on the host.
+
+    Parameters
+    ----------
+    terms : pyarrow string array (n_terms,), the segment's sorted terms
+    df : int array (n_terms,), postings a term
+    doc, tf : int arrays (n_postings,), the segment's term-major postings (docs ascending within a term)
+    texts : pyarrow string array (n_docs,), the segment's texts (local doc order)
+    cfg : TokenizerConfig, the index's
+
+    Returns
+    -------
+    numpy int32 array (sum(tf),)
+        Absolute positions, posting by posting, ascending within a posting.
+
+    Raises
+    ------
+    RuntimeError
+        The host tokenizer's postings or counts differ from the segment's (the texts are not those the
+        segment counted), naming the first posting that differs.
+    """
+    tokens, row, pos = token_positions(texts, cfg)
+    tid = pc.index_in(tokens, value_set=terms.cast(pa.large_string())).fill_null(-1).to_numpy()
+    n_docs = max(len(texts), 1)
+    if (tid < 0).any():
+        raise RuntimeError(f"positions: token {tokens[int(np.flatnonzero(tid < 0)[0])].as_py()!r} of the texts "
+                           "is not a term of the segment; the index's counts and its texts do not match")
+    key = tid.astype(np.int64) * n_docs + row
+    order = np.argsort(key, kind="stable")  # by term, then doc; a doc's positions stay ascending
+    key, pos = key[order], pos[order]
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if len(key) else np.zeros(0, np.int64)
+    got, counts = key[first], np.diff(np.concatenate([first, [len(key)]]))
+    want = np.repeat(np.arange(len(df), dtype=np.int64), np.asarray(df, np.int64)) * n_docs + np.asarray(doc)
+    tf = np.asarray(tf)
+    if len(want) != len(got) or not np.array_equal(want, got) or not np.array_equal(counts, tf):
+        n = min(len(want), len(got))
+        diff = np.flatnonzero((want[:n] != got[:n]) | (counts[:n] != tf[:n]))
+        bad = int(diff[0]) if len(diff) else n
+        raise RuntimeError(f"positions: the host tokenizer disagrees with the segment's postings at posting {bad} "
+                           f"of {len(want)}; the index's counts and its texts do not match")
+    return pos.astype(np.int32)
+
+
+def run_starts(tf: np.ndarray) -> np.ndarray:
+    """int64 (n + 1,): where each posting's run of positions starts (prefix sum of ``tf``)."""
+    out = np.zeros(len(tf) + 1, np.int64)
+    np.cumsum(tf, out=out[1:])
+    return out
+
+
+def write_positions(folder, positions: np.ndarray, tf: np.ndarray) -> None:
+    """``folder/positions.parquet`` (module docstring): ``positions`` (absolute, a posting's run ascending)
+    gap-coded within each posting, written under a temporary name and renamed.  The caller seals
+    ``segment.json``.
+
+    Raises
+    ------
+    ValueError
+        ``len(positions) != sum(tf)``, or a posting's positions that are negative or not strictly ascending.
+    """
+    folder = Path(folder)
+    positions = np.asarray(positions, np.int64)
+    starts = run_starts(np.asarray(tf, np.int64))
+    if len(positions) != starts[-1]:
+        raise ValueError(f"positions: {len(positions)} positions for postings whose tf sums to {int(starts[-1])}")
+    gaps = np.diff(positions, prepend=0)
+    gaps[starts[:-1][np.asarray(tf) > 0]] = positions[starts[:-1][np.asarray(tf) > 0]]  # a run starts absolute
+    if len(gaps) and (gaps.min() < 0 or (np.delete(gaps, starts[:-1]) <= 0).any()):
+        raise ValueError("positions must be >= 0 and strictly ascending within a posting")
+    tmp = folder / f".{POSITIONS}.tmp"
+    # dictionary (RLE / bit-packed indices): most gaps are small numbers; measured in docs/decisions.md
+    pq.write_table(pa.table({"pos": gaps.astype(np.int32)}), tmp, use_dictionary=["pos"], compression=COMPRESSION,
+                   write_statistics=False)
+    os.replace(tmp, folder / POSITIONS)
+
+
+def read_positions(folder, tf: np.ndarray) -> np.ndarray:
+    """The absolute positions of a segment's postings (int32, ``sum(tf)``), ``tf`` the segment's.
+
+    Raises
+    ------
+    ArtifactNotFoundError (ArtifactError, FileNotFoundError)
+        No ``positions.parquet``.
+    ArtifactError (ValueError)
+        Unreadable Parquet, another column, or a row count other than ``sum(tf)``, or negative gaps.
+    """
+    f = Path(folder) / POSITIONS
+    if not f.is_file():
+        raise art.ArtifactNotFoundError(f"{f}: missing segment file ({MANIFEST} records positions)")
+    try:
+        t = pq.read_table(f)
+    except (OSError, pa.ArrowException) as exc:
+        raise art.ArtifactError(f"{f}: unreadable segment file ({exc})") from None
+    starts = run_starts(np.asarray(tf, np.int64))
+    if t.column_names != ["pos"] or t.num_rows != starts[-1] or not pa.types.is_integer(t.column("pos").type):
+        raise art.ArtifactError(f"{f}: columns {t.column_names} and {t.num_rows} rows; expected ['pos'] and "
+                                f"{int(starts[-1])} (the sum of tf)")
+    gaps = t.column("pos").to_numpy().astype(np.int64)
+    if len(gaps) and gaps.min() < 0:
+        raise art.ArtifactError(f"{f}: negative position gaps")
+    # absolute positions: a prefix sum restarted at every posting's run
+    total = np.cumsum(gaps)
+    base = np.repeat(total[starts[:-1]] - gaps[starts[:-1]], np.asarray(tf, np.int64)) if len(gaps) else total
+    return (total - base).astype(np.int32)
+
+
+def add_positions(folder, cfg: TokenizerConfig, keep_text: bool) -> int:
+    """Add ``positions.parquet`` to a segment written with its texts, and seal its ``segment.json`` again.
+
+    The segment's texts (``text.parquet``) are tokenized again on the host (:func:`segment_positions`);
+    without ``keep_text`` the text file is removed afterwards (``segment.json``'s ``texts`` becomes false).
+
+    Returns
+    -------
+    int
+        Bytes of ``positions.parquet``.
+
+    Raises
+    ------
+    ValueError
+        A segment without texts or of BM25F fields.
+    RuntimeError
+        Texts whose tokens disagree with the segment's postings (:func:`segment_positions`).
+    """
+    folder = Path(folder)
+    seg = read_segment(folder, verify=False)
+    if seg.fields:
+        raise ValueError(f"{folder}: positions of BM25F fields are not stored")
+    texts = read_segment_texts(folder)
+    if texts is None:
+        raise ValueError(f"{folder}: positions are computed from the segment's texts; it has none")
+    write_positions(folder, segment_positions(seg.terms, seg.df, seg.doc, seg.tf, texts, cfg), seg.tf)
+    meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    meta["positions"] = True
+    if not keep_text:
+        (folder / TEXT).unlink()
+        meta["texts"] = False
+    for k in ("files", "dirs", "checksum"):
+        meta.pop(k, None)
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / MANIFEST)
+    checksums.seal(folder, MANIFEST)
+    return (folder / POSITIONS).stat().st_size
+
+
+def live_positions(positions: np.ndarray, tf: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The positions of the postings ``keep`` (bool (n_postings,)) of a segment, as :func:`live_segment`
+    keeps its postings."""
+    return positions[np.repeat(np.asarray(keep, bool), np.asarray(tf, np.int64))]
+
+
+def merge_positions(segs, positions: list, merged) -> np.ndarray:
+    """The positions of :func:`cutext.stages.engines.segments.merge_segments`'s postings: each segment's runs
+    moved to where the merge placed its postings (the same counting scatter).
+
+    Parameters
+    ----------
+    segs : list of Segment (with postings), in the merge's order
+    positions : list of int32 arrays, ``sum(tf)`` a segment
+    merged : MergedSegments of ``segs``
+
+    Returns
+    -------
+    numpy int32 array (sum of merged tf,)
+    """
+    mt = merged.terms
+    out_starts = run_starts(merged.tf.astype(np.int64))
+    out = np.empty(int(out_starts[-1]), np.int32)
+    fill = merged.indptr[:-1].copy()
+    for s, g, pos in zip(segs, mt.term_ids, positions):
+        if not s.n_postings:
+            continue
+        start = fill[g]
+        fill[g] += s.df
+        dest = np.repeat(start - s.offsets[:-1], s.df) + np.arange(s.n_postings, dtype=np.int64)
+        tf = s.tf.astype(np.int64)
+        src = run_starts(tf)
+        out[np.repeat(out_starts[dest] - src[:-1], tf) + np.arange(len(pos), dtype=np.int64)] = pos
+    return out

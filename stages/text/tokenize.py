@@ -869,3 +869,43 @@ def tokenize_texts(texts, cfg: TokenizerConfig) -> list[list[str]]:
     for d, t in zip(doc.tolist(), tokens.to_pylist()):
         out[d].append(t)
     return out
+
+
+def token_positions(texts, cfg: TokenizerConfig):
+    """Tokenize strings on the CPU with each kept token's position (Lucene's position increments).
+
+    A token's position counts every token of the split (rules 1-3) before it in its text, so a token that
+    the length filter or the stopwords drop leaves a gap, as Lucene's ``StopFilter`` and ``LengthFilter``
+    leave a position increment (``"state of the art"`` with English stopwords: ``state`` 0, ``art`` 3).
+
+    Parameters
+    ----------
+    texts : sequence of str or pyarrow string array, length n (a null is an empty text)
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    tokens : pyarrow.LargeStringArray, shape (n_tokens,)
+        The kept tokens, text by text, in text order (those of :func:`tokenize_flat`).
+    row : numpy int64 array, shape (n_tokens,)
+        The index in ``texts`` of each token's text.
+    pos : numpy int64 array, shape (n_tokens,)
+        Each token's position in its text, from 0, ascending within a text.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    arr = (pc.fill_null(texts.cast(pa.string()), "") if isinstance(texts, pa.Array)  # a segment's stored texts
+           else text_array(texts).cast(pa.string()))
+    s = pd.Series(pd.arrays.ArrowStringArray(arr))
+    tokens, doc = split_tokens(s, np.arange(len(s), dtype=np.int64), cfg.lowercase)
+    doc = np.asarray(doc, dtype=np.int64)
+    pos = np.arange(len(doc), dtype=np.int64) - np.searchsorted(doc, doc)  # split order: texts ascending
+    tokens, kept = apply_term_map(tokens, np.arange(len(doc), dtype=np.int64), cfg)  # the flat index survives
+    kept = np.asarray(kept, dtype=np.int64)
+    arr = pa.array(tokens.array)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string()), doc[kept], pos[kept]
