@@ -47,6 +47,7 @@ def test_a_dask_worker_starts_with_one_arrow_thread_and_a_share_task_gets_the_co
     assert inside == n == host_cpus()
 
 
+@pytest.mark.slow  # two LocalClusters of processes
 def test_gpu_worker_config_starts_workers_without_the_nannys_environment_or_profiler(monkeypatch):
     """A worker started under gpu_worker_config() has the caller's environment (not the nanny's
     OMP_NUM_THREADS=1 / MALLOC_TRIM_THRESHOLD_) and no sampling profiler, and the nanny leaves the
