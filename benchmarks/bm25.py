@@ -86,7 +86,9 @@ def _version(*dists) -> str | None:
     return None
 
 
-def environment() -> dict:
+def environment(extra=()) -> dict:
+    """The machine, the devices and the versions of the packages a benchmark ran with (``extra``: more
+    distribution names whose versions to record, e.g. a peer of another benchmark)."""
     env: dict = {"python": sys.version.split()[0], "platform": platform.platform()}
     model = None
     try:
@@ -127,6 +129,8 @@ def environment() -> dict:
                         ("cupy", ["cupy-cuda13x", "cupy-cuda12x", "cupy"]),
                         ("rmm", ["rmm-cu13", "rmm-cu12", "rmm"]), ("dask-cuda", ["dask-cuda"])]:
         versions[name] = _version(*dists)
+    for name in extra:
+        versions[name] = _version(name)
     env["versions"] = versions
     here = Path(__file__).resolve().parent.parent
     env["cutext_commit"] = _run_text(["git", "-C", str(here), "rev-parse", "--short", "HEAD"])

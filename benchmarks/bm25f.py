@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bm25 as bench  # noqa: E402  (the benchmarks' environment record)
 
 T0 = time.monotonic()
 REPO = Path(__file__).resolve().parents[1]
@@ -42,23 +44,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 def log(msg):
     print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def environment() -> dict:
-    import cutext.pipelines as cp
-
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
-           "cutext": cp.__version__}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                env["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    for mod in ("numpy", "pandas", "pyarrow", "numba"):
-        env[mod] = __import__(mod).__version__
-    return env
 
 
 # (label, build keywords) of the rows; BM25F rows name their weights and b's
@@ -138,7 +123,7 @@ def main(argv=None) -> int:
     from cutext.pipelines.trec import read_queries, read_trec_qrels
     from cutext.stages.engines.bm25_index import BM25Index
 
-    env = environment()
+    env = bench.environment()
     print(json.dumps(env, indent=2))
     queries = read_queries(args.data / "topics.test.tsv.gz")
     qrels = read_trec_qrels(args.data / "qrels.test.txt")

@@ -46,8 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -56,31 +54,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bm25 as bench  # noqa: E402  (the benchmarks' environment record)
+
 T0 = time.monotonic()
 
 
 def log(msg):
     print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def environment() -> dict:
-    import cutext.pipelines as cp
-
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
-           "cutext": cp.__version__}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                env["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    for mod in ("numpy", "pandas", "numba", "tomotopy", "gensim"):
-        try:
-            env[mod] = __import__(mod).__version__
-        except ImportError:
-            env[mod] = None
-    return env
 
 
 # ----------------------------------------------------------------------------- data
@@ -303,10 +285,10 @@ def main(argv=None) -> int:
     if data is None or not (data / "corpora").is_dir():
         print("no shared data folder: give --data DIR", file=sys.stderr)
         return 2
-    env = environment()
+    env = bench.environment(extra=("tomotopy", "gensim"))
     sections = args.sections.split(",")
     print(f"cutext defaults benchmark, {time.strftime('%Y-%m-%d %H:%M:%S')}, {env.get('cpu_count')} CPUs; "
-          f"tomotopy {env['tomotopy'] or 'not installed'}, gensim {env['gensim'] or 'not installed'}")
+          f"tomotopy {env['versions']['tomotopy'] or 'not installed'}, gensim {env['versions']['gensim'] or 'not installed'}")
     corpora = {k: v for k, v in load_corpora(data).items() if k in args.corpora.split(",")}
     log("corpora: " + ", ".join(f"{k} {len(v):,} labelled documents" for k, v in corpora.items()))
     stop, stop_name = reference_stopwords()

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -53,6 +52,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bm25 as bench  # noqa: E402  (the benchmarks' environment record)
+
 ROOT = Path(__file__).resolve().parents[1]
 T0 = time.monotonic()
 WORKLOADS = ("search", "cluster", "ngram", "lda")
@@ -60,25 +63,6 @@ WORKLOADS = ("search", "cluster", "ngram", "lda")
 
 def log(msg):
     print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def environment():
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            env["cpu_model"] = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    if hasattr(os, "getloadavg"):
-        env["loadavg_1m"] = round(os.getloadavg()[0], 2)
-    from importlib.metadata import PackageNotFoundError, version
-
-    for d in ("cutext", "numpy", "numba", "llvmlite", "pandas", "pyarrow", "dask"):
-        try:
-            env[d] = version(d)
-        except PackageNotFoundError:
-            pass
-    return env
 
 
 # ----------------------------------------------------------------------------- the child process
@@ -188,7 +172,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def print_table(rows, env):
-    print(f"\nfirst call in a new process, CPU backend, {env.get('cpus')} cores ({env.get('cpu_model', '?')}), "
+    print(f"\nfirst call in a new process, CPU backend, {env.get('cpu_count')} cores ({env.get('cpu_model', '?')}), "
           f"medians of n runs (seconds)")
     print(f"{'workload':<9} {'cache':<6} {'n':>2} {'import':>7} {'first':>7} {'second':>7} {'1st-2nd':>8} "
           f"{'process':>8} {'compiled':>9} {'loaded':>7} {'notice':>7}")
@@ -232,7 +216,7 @@ def main(argv=None) -> int:
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
         ap.error(f"unknown workloads {bad}; choose from {WORKLOADS}")
-    env = environment()
+    env = bench.environment(extra=("llvmlite",))
     log(json.dumps(env))
     own = args.workdir is None
     args.workdir = Path(args.workdir or tempfile.mkdtemp(prefix="cutext-first-call-"))
