@@ -97,6 +97,7 @@ _SCHEMAS = {
     POSTINGS: pa.schema([("doc", pa.int32()), ("tf", pa.int32())]),
     DOCS: pa.schema([("source_id", pa.string()), ("length", pa.int32())]),
     TEXT: pa.schema([("text", pa.large_string())]),
+    POSITIONS: pa.schema([("pos", pa.int32())]),
 }
 
 
@@ -1424,16 +1425,10 @@ def read_positions(folder, tf: np.ndarray) -> np.ndarray:
         Unreadable Parquet, another column, or a row count other than ``sum(tf)``, or negative gaps.
     """
     f = Path(folder) / POSITIONS
-    if not f.is_file():
-        raise art.ArtifactNotFoundError(f"{f}: missing segment file ({MANIFEST} records positions)")
-    try:
-        t = pq.read_table(f)
-    except (OSError, pa.ArrowException) as exc:
-        raise art.ArtifactError(f"{f}: unreadable segment file ({exc})") from None
+    t = _read_parquet(Path(folder), POSITIONS)  # the column, its type, no nulls
     starts = run_starts(np.asarray(tf, np.int64))
-    if t.column_names != ["pos"] or t.num_rows != starts[-1] or not pa.types.is_integer(t.column("pos").type):
-        raise art.ArtifactError(f"{f}: columns {t.column_names} and {t.num_rows} rows; expected ['pos'] and "
-                                f"{int(starts[-1])} (the sum of tf)")
+    if t.num_rows != starts[-1]:
+        raise art.ArtifactError(f"{f}: {t.num_rows} positions; expected {int(starts[-1])} (the sum of tf)")
     gaps = t.column("pos").to_numpy().astype(np.int64)
     if len(gaps) and gaps.min() < 0:
         raise art.ArtifactError(f"{f}: negative position gaps")
