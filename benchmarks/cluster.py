@@ -58,11 +58,14 @@ def _float_list(s):
     return [float(x) for x in s.split(",") if x]
 
 
+PASSES = ("all-rows", "candidates", "per-doc")
+
+
 def _pass_list(s):
     out = [x for x in s.split(",") if x]
-    bad = [x for x in out if x not in ("all-rows", "candidates")]
+    bad = [x for x in out if x not in PASSES]
     if bad or not out:
-        raise argparse.ArgumentTypeError(f"passes are all-rows and candidates, got {s!r}")
+        raise argparse.ArgumentTypeError(f"passes are {', '.join(PASSES)}, got {s!r}")
     return out
 
 
@@ -115,7 +118,6 @@ def state_of(tv, rows, K):
 # ----------------------------------------------------------------------------- sections
 
 def latency_rows(args, tv, texts, cfg, gpu_ok):
-    from cutext.stages.engines.streamcluster import StreamClusterer
 
     K = args.top_k
     rows = []
@@ -135,7 +137,7 @@ def latency_rows(args, tv, texts, cfg, gpu_ok):
             times, clusters_after, restarts, walk = [], None, 0, None
             for _ in range(args.repeats):
                 st = state_of(tv, base, K)
-                sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch,
+                sc = clusterer(name, args.threshold, K, backend=backend, method=method, batch_size=batch,
                                      candidates=cand, _state=st)
                 if cand is True and walk is None:
                     walk = float(sum(sh.index.walk(docs.idx, docs.length) for sh in sc.engine.shards).mean())
@@ -200,13 +202,23 @@ def gpu_systems(args, max_m, n_docs):
     out = []
     for p in args.passes:
         for b in args.batch_sizes:
+            if p == "per-doc" and b != 1:
+                continue
             out.append((f"cutext gpu {p} batch={b}", "gpu", "ellpack", b, p == "candidates", max_m, n_docs))
     return out
 
 
-def throughput_rows(args, tv, gpu_ok):
+def clusterer(name, *args, **kw):
+    """The StreamClusterer of a row; a ``per-doc`` row scores every row in a pass a document (not one launch)."""
     from cutext.stages.engines.streamcluster import StreamClusterer
 
+    sc = StreamClusterer(*args, **kw)
+    if "per-doc" in name:
+        sc.engine.sequential = False
+    return sc
+
+
+def throughput_rows(args, tv, gpu_ok):
     K = args.top_k
     rows = []
     systems = [("cutext cpu reference", "cpu", "reference", 1, False, 0, args.cpu_stream_docs)]
@@ -218,9 +230,9 @@ def throughput_rows(args, tv, gpu_ok):
         docs = tv.take(replicated(len(tv), n, seed=3))
         times, sc = [], None
         for _ in range(args.throughput_repeats):
-            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
+            sc = clusterer(name, args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
             sc.partial_fit(docs.take(slice(0, 2)))  # warm-up: compile / load kernels
-            sc = StreamClusterer(args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
+            sc = clusterer(name, args.threshold, K, backend=backend, method=method, batch_size=batch, candidates=cand)
             t = time.perf_counter()
             for a in range(0, n, 65536):
                 sc.partial_fit(docs.take(slice(a, min(a + 65536, n))))
@@ -311,7 +323,8 @@ def main(argv=None) -> int:
     ap.add_argument("--twin-max-clusters", type=int, default=10_000, help="largest M for the ELLPACK CPU twin")
     ap.add_argument("--batch-sizes", type=_int_list, default=[1, 32], help="GPU micro-batch sizes (default 1,32)")
     ap.add_argument("--passes", type=_pass_list, default=["all-rows", "candidates"],
-                    help="GPU scoring passes: all-rows (every cluster), candidates (clusters sharing a term, "
+                    help="GPU scoring passes: all-rows (every cluster; batch 1 in one launch), per-doc (batch 1: "
+                         "every cluster in a scoring pass a document, the host deciding), candidates (clusters sharing a term, "
                          "through the device inverted index); default all-rows,candidates")
     ap.add_argument("--stream-docs", type=int, default=1_000_000, help="GPU throughput stream (default 1,000,000)")
     ap.add_argument("--cpu-stream-docs", type=int, default=20_000, help="CPU throughput stream (default 20,000)")

@@ -324,6 +324,36 @@ def build_postings(c_idx, c_len, n_clusters, head, nxt, pc, plen):
 
 
 @numba.njit(cache=True, nogil=True)
+def replay_decisions(d_idx, d_w, d_len, d_norm, threshold, K, c_idx, c_w, c_len, c_norm, c_size, n_clusters,
+                     out_cluster, out_sim, out_new):
+    """Apply decisions taken elsewhere (the one-launch GPU stream, ``ellpack_sequential``) to the host state.
+
+    ``out_cluster`` / ``out_sim`` / ``out_new`` hold each document's decision: :func:`apply_decision`
+    repeats it (joining ``out_cluster[j]`` or starting a cluster) so the host rows equal the device rows.
+
+    Returns
+    -------
+    (n_clusters after, first document whose new cluster id disagrees with the host's count, or -1)
+    """
+    new_idx = np.empty(K, np.int32)
+    new_w = np.empty(K, np.float64)
+    tmp_idx = np.empty(2 * K, np.int32)
+    tmp_w = np.empty(2 * K, np.float64)
+    order = np.empty(2 * K, np.int64)
+    for j in range(d_len.shape[0]):
+        if d_len[j] == 0:
+            continue
+        want = out_cluster[j]
+        best_c = -1 if out_new[j] else want
+        c, n_clusters = apply_decision(j, out_sim[j], best_c, threshold, K, d_idx, d_w, d_len, d_norm,
+                                       c_idx, c_w, c_len, c_norm, c_size, n_clusters,
+                                       out_cluster, out_sim, out_new, new_idx, new_w, tmp_idx, tmp_w, order)
+        if c != want:
+            return n_clusters, j
+    return n_clusters, -1
+
+
+@numba.njit(cache=True, nogil=True)
 def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshold, K,
                   c_idx, c_w, c_len, c_norm, c_size, n_clusters,
                   mark, batch_stamp, touched, out_cluster, out_sim, out_new, post_term, post_cluster):

@@ -249,6 +249,251 @@ __global__ void ct_scatter(int* idx, double* w, long long stride, int K, int n_u
     w[(long long)n * stride + r] = r_w[i];
 }
 
+// ------------------------------------------------------------------ the whole stream in one launch
+// ct_dot with the row's term ids loaded CT_CHUNK at a time (independent loads in flight instead of one
+// round trip per entry); the same additions in the same order, so the same double.
+#ifndef CT_CHUNK
+#define CT_CHUNK 8
+#endif
+__device__ __forceinline__ double ct_dot_chunked(const int* idx, const double* w, long long stride, long long row,
+                                                 int K, const int* dterm, const double* dw, int dlen) {
+    double acc = 0.0;
+    int v = 0;
+    for (int n0 = 0; n0 < K; n0 += CT_CHUNK) {
+        int col[CT_CHUNK];
+#pragma unroll
+        for (int u = 0; u < CT_CHUNK; ++u) col[u] = (n0 + u < K) ? idx[(long long)(n0 + u) * stride + row] : -1;
+#pragma unroll
+        for (int u = 0; u < CT_CHUNK; ++u) {
+            const int c = col[u];
+            if (c < 0) return acc;
+            while (v < dlen && dterm[v] < c) ++v;
+            if (v == dlen) return acc;
+            if (dterm[v] == c) {
+                double prod = w[(long long)(n0 + u) * stride + row] * dw[v];
+                acc = acc + prod;
+                ++v;
+            }
+        }
+    }
+    return acc;
+}
+
+// Barrier of every block of a cooperative (co-resident) launch: bar[0] counts arrivals, bar[1] is the
+// generation the waiting blocks watch; the last block to arrive resets the count and opens the next one.
+__device__ __forceinline__ void ct_grid_sync(unsigned int* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned int* gen = bar + 1;
+        const unsigned int g = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// First position of t in the sorted a[0, n), or -1.
+__device__ __forceinline__ int ct_find(const int* a, int n, int t) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (a[mid] < t) lo = mid + 1; else hi = mid;
+    }
+    return (lo < n && a[lo] == t) ? lo : -1;
+}
+
+// Szasz and Samet section 4.1 steps 1-5 (cluster_ref.merge_update) by the threads of one block, into row
+// `row` of the matrix in place: the merged entries are the cluster's (weight c_w * c_norm, plus d_w * d_norm
+// when the document holds the term) and the document's other terms (d_w * d_norm); the top K by (weight desc,
+// term id asc) are kept, each entry's rank counted against all others (the order of the reference's insertion
+// sort, which it equals because term ids are distinct); the norm is summed by one thread in term-id order.
+__device__ void ct_merge_row(int* idx, double* w, double* c_norm, long long stride, long long row, int K,
+                             const int* s_term, const double* s_dw, int L, double d_norm,
+                             int* s_ci, double* s_cw, int* m_idx, double* m_w, unsigned char* m_keep,
+                             int* s_oi, double* s_ow, int* s_int, double* s_dbl) {
+    const int tid = threadIdx.x, B = blockDim.x;
+    if (tid == 0) { s_int[0] = 0; s_int[1] = 0; }
+    for (int n = tid; n < K; n += B) {
+        s_ci[n] = idx[(long long)n * stride + row];
+        s_cw[n] = w[(long long)n * stride + row];
+    }
+    __syncthreads();
+    for (int n = tid; n < K; n += B)
+        if (s_ci[n] >= 0) atomicMax(&s_int[0], n + 1);  // rows are left-packed
+    __syncthreads();
+    const int cl = s_int[0];
+    const double cn = c_norm[row];
+    const int slots = cl + L;
+    for (int e = tid; e < slots; e += B) {
+        if (e < cl) {
+            const int jm = ct_find(s_term, L, s_ci[e]);
+            const double a = s_cw[e] * cn;
+            m_idx[e] = s_ci[e];
+            if (jm >= 0) {
+                const double b = s_dw[jm] * d_norm;
+                m_w[e] = a + b;
+            } else {
+                m_w[e] = a;
+            }
+            atomicAdd(&s_int[1], 1);
+        } else {
+            const int jj = e - cl;
+            if (ct_find(s_ci, cl, s_term[jj]) >= 0) {
+                m_idx[e] = -1;  // merged into the cluster's entry
+            } else {
+                m_idx[e] = s_term[jj];
+                m_w[e] = s_dw[jj] * d_norm;
+                atomicAdd(&s_int[1], 1);
+            }
+        }
+    }
+    __syncthreads();
+    const int m = s_int[1];
+    const bool keep_all = m <= K;
+    for (int e = tid; e < slots; e += B) {
+        bool keep = false;
+        if (m_idx[e] >= 0) {
+            if (keep_all) {
+                keep = true;
+            } else {
+                const double we = m_w[e];
+                const int ie = m_idx[e];
+                int rank = 0;
+                for (int f = 0; f < slots; ++f) {
+                    const int i_f = m_idx[f];
+                    if (i_f >= 0 && (m_w[f] > we || (m_w[f] == we && i_f < ie))) ++rank;
+                }
+                keep = rank < K;
+            }
+        }
+        m_keep[e] = keep ? 1 : 0;
+    }
+    __syncthreads();
+    for (int e = tid; e < slots; e += B) {
+        if (m_keep[e]) {
+            const int ie = m_idx[e];
+            int pos = 0;
+            for (int f = 0; f < slots; ++f) pos += (m_keep[f] && m_idx[f] < ie) ? 1 : 0;
+            s_oi[pos] = ie;
+            s_ow[pos] = m_w[e];
+        }
+    }
+    __syncthreads();
+    const int n_out = keep_all ? m : K;
+    if (tid == 0) {
+        double ss = 0.0;
+        for (int p = 0; p < n_out; ++p) ss = ss + s_ow[p] * s_ow[p];
+        s_dbl[0] = sqrt(ss);
+        c_norm[row] = s_dbl[0];
+    }
+    __syncthreads();
+    const double norm = s_dbl[0];
+    for (int p = tid; p < K; p += B) {
+        idx[(long long)p * stride + row] = p < n_out ? s_oi[p] : -1;
+        w[(long long)p * stride + row] = p < n_out ? s_ow[p] / norm : 0.0;
+    }
+    __syncthreads();
+}
+
+// Algorithm 1 (Szasz and Samet) over documents 0 .. n_docs-1 in order, in one cooperative launch: the whole
+// micro-batch-of-one stream with no host round trip per document.  Row r belongs to block (r / blockDim.x) %
+// gridDim.x for the whole launch: that block alone scores it, and updates it (the merge, or a new cluster's
+// first vector), so a row is never read by a block other than the one that wrote it.  Per document: every
+// block's best row (ct_dot_chunked, ties to the lowest row), a grid barrier, then every block reduces the
+// block maxima to the same global best and takes the same decision (join when sim > threshold, else a new
+// cluster at row n_rows); the block maxima alternate between two halves of blk_* by round, so a block may
+// write the next round's while a slower one still reads this round's.  The row capacity (stride) must hold
+// n_rows0 + n_docs rows.  out_cluster / out_sim / out_new as cluster_ref.apply_decision; out_n_rows[0]: rows after.
+__global__ void ct_sequential(int* idx, double* w, double* c_norm, long long stride, int n_rows0, int K,
+                              const int* __restrict__ dterm, const double* __restrict__ dweight,
+                              const int* __restrict__ dlen, const double* __restrict__ dnorm, int n_docs,
+                              double threshold, double* blk_sim, int* blk_id, unsigned int* bar,
+                              long long* out_cluster, double* out_sim, unsigned char* out_new, int* out_n_rows) {
+    __shared__ int s_term[CT_MAX_K];
+    __shared__ double s_dw[CT_MAX_K];
+    __shared__ double s_sim[CT_BLOCK];
+    __shared__ int s_id[CT_BLOCK];
+    __shared__ int s_ci[CT_MAX_K];
+    __shared__ double s_cw[CT_MAX_K];
+    __shared__ int m_idx[2 * CT_MAX_K];
+    __shared__ double m_w[2 * CT_MAX_K];
+    __shared__ unsigned char m_keep[2 * CT_MAX_K];
+    __shared__ int s_oi[CT_MAX_K];
+    __shared__ double s_ow[CT_MAX_K];
+    __shared__ int s_int[2];
+    __shared__ double s_dbl[1];
+    const int tid = threadIdx.x;
+    const int G = gridDim.x, B = blockDim.x, me = blockIdx.x;
+    int n_rows = n_rows0;
+    int round = 0;
+    for (int j = 0; j < n_docs; ++j) {
+        const int L = dlen[j];
+        if (L == 0) {  // no term: joins nothing, creates nothing (the same in every block, no barrier)
+            if (me == 0 && tid == 0) { out_cluster[j] = -1; out_sim[j] = 0.0; out_new[j] = 0; }
+            continue;
+        }
+        ct_stage_doc(dterm, dweight, j, K, L, s_term, s_dw);
+        double sim = -1.0;
+        int id = CT_NO_ID;
+        for (long long r0 = (long long)me * B; r0 < n_rows; r0 += (long long)G * B) {
+            const long long row = r0 + tid;
+            if (row < n_rows) {
+                const double s = ct_dot_chunked(idx, w, stride, row, K, s_term, s_dw, L);
+                if (ct_better(s, (int)row, sim, id)) { sim = s; id = (int)row; }
+            }
+        }
+        s_sim[tid] = sim;
+        s_id[tid] = id;
+        ct_block_reduce(s_sim, s_id, tid);
+        const int half = (round & 1) * G;
+        if (tid == 0) { blk_sim[half + me] = s_sim[0]; blk_id[half + me] = s_id[0]; }
+        ct_grid_sync(bar);
+        sim = -1.0;
+        id = CT_NO_ID;
+        for (int i = tid; i < G; i += B) {  // L2 reads: other blocks wrote these
+            const double o = __ldcg(blk_sim + half + i);
+            const int oi = __ldcg(blk_id + half + i);
+            if (ct_better(o, oi, sim, id)) { sim = o; id = oi; }
+        }
+        s_sim[tid] = sim;
+        s_id[tid] = id;
+        ct_block_reduce(s_sim, s_id, tid);
+        const double best = s_sim[0];
+        const int best_c = s_id[0];
+        const bool joined = best_c != CT_NO_ID && best > threshold;
+        const long long target = joined ? (long long)best_c : (long long)n_rows;
+        if (me == 0 && tid == 0) {
+            out_sim[j] = best > 0.0 ? best : 0.0;
+            out_cluster[j] = target;
+            out_new[j] = joined ? 0 : 1;
+        }
+        if ((int)((target / B) % G) == me) {
+            if (joined) {
+                ct_merge_row(idx, w, c_norm, stride, target, K, s_term, s_dw, L, dnorm[j], s_ci, s_cw, m_idx, m_w,
+                             m_keep, s_oi, s_ow, s_int, s_dbl);
+            } else {
+                for (int p = tid; p < K; p += B) {
+                    idx[(long long)p * stride + target] = p < L ? s_term[p] : -1;
+                    w[(long long)p * stride + target] = p < L ? s_dw[p] : 0.0;
+                }
+                if (tid == 0) c_norm[target] = dnorm[j];
+            }
+        }
+        if (!joined) ++n_rows;
+        ++round;
+        __syncthreads();  // s_term, s_sim are rewritten by the next document
+    }
+    if (me == 0 && tid == 0) out_n_rows[0] = n_rows;
+}
+
 // ------------------------------------------------------------------ candidate pass (inverted index)
 // The device inverted index of one row partition: the posting list of term t (the rows that gained t)
 // is the segment pool[t_off[t] .. t_off[t] + t_len[t]) of one int32 pool; terms >= n_terms have none.

@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module
-from cutext.kernels.cluster_ref import dot_merge
+from cutext.kernels.cluster_ref import dot_merge, merge_update
 
 BLOCK = _cuda.THREADS  # threads per block = rows per block-local max (CT_BLOCK = 256 in ellpack.cu)
 MAX_K = 512
@@ -286,6 +286,147 @@ def ellpack_scatter(ell_idx, ell_w, stride: int, K: int, rows, r_idx, r_w) -> No
         (ell_idx, ell_w, np.int64(stride), np.int32(K), np.int32(U),
          xp.ascontiguousarray(rows, np.int64), xp.ascontiguousarray(r_idx, np.int32),
          xp.ascontiguousarray(r_w, np.float64)))
+
+
+# ----------------------------------------------------------------------------- the stream in one launch
+
+@numba.njit(cache=True, nogil=True)
+def _twin_sequential(ell_idx, ell_w, c_norm, stride, n_rows, K, d_idx, d_w, d_len, d_norm, threshold,
+                     out_cluster, out_sim, out_new):
+    """CPU twin of ``ct_sequential``: Algorithm 1 over every row, the merge written into the matrix."""
+    row_idx = np.empty(K, np.int32)
+    row_w = np.empty(K, np.float64)
+    new_idx = np.empty(K, np.int32)
+    new_w = np.empty(K, np.float64)
+    tmp_idx = np.empty(2 * K, np.int32)
+    tmp_w = np.empty(2 * K, np.float64)
+    order = np.empty(2 * K, np.int64)
+    for j in range(d_len.shape[0]):
+        L = d_len[j]
+        if L == 0:
+            out_cluster[j] = -1
+            out_sim[j] = 0.0
+            out_new[j] = False
+            continue
+        best = -1.0
+        best_c = -1
+        for r in range(n_rows):
+            s = _row_dot(ell_idx, ell_w, stride, r, K, d_idx[j], d_w[j], L)
+            if s > best:
+                best = s
+                best_c = r
+        out_sim[j] = best if best > 0.0 else 0.0
+        if best_c >= 0 and best > threshold:
+            cl = 0
+            for p in range(K):
+                c = ell_idx[p * stride + best_c]
+                if c < 0:
+                    break
+                row_idx[p] = c
+                row_w[p] = ell_w[p * stride + best_c]
+                cl += 1
+            _, nn = merge_update(row_idx, row_w, cl, c_norm[best_c], d_idx[j], d_w[j], L, d_norm[j], K,
+                                 new_idx, new_w, tmp_idx, tmp_w, order)
+            _twin_update(ell_idx, ell_w, stride, K, best_c, new_idx, new_w)
+            c_norm[best_c] = nn
+            out_cluster[j] = best_c
+            out_new[j] = False
+        else:
+            for p in range(K):
+                ell_idx[p * stride + n_rows] = d_idx[j, p] if p < L else -1
+                ell_w[p * stride + n_rows] = d_w[j, p] if p < L else 0.0
+            c_norm[n_rows] = d_norm[j]
+            out_cluster[j] = n_rows
+            out_new[j] = True
+            n_rows += 1
+    return n_rows
+
+
+def _resident_blocks(fn) -> int:
+    """Blocks of ``fn`` (BLOCK threads) that fit on the current device at once (a cooperative launch's limit)."""
+    import cupy
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    try:
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, BLOCK, 0)
+    except Exception:  # an older cupy without the occupancy call: one block an SM always fits
+        per_sm = 1
+    return max(1, int(sms) * max(1, int(per_sm)))
+
+
+def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int, d_idx, d_w, d_len, d_norm,
+                       threshold: float, max_blocks: int | None = None):
+    """Cluster documents one after another against every row, the matrix updated in place after each.
+
+    Szasz and Samet Algorithm 1 with the all-rows similarity of Algorithm 3 and the update of section 4.1
+    (:func:`cutext.kernels.cluster_ref.merge_update`) for a stream of single documents, with no round trip
+    to the host between them: on the GPU one cooperative launch (``ct_sequential``) whose blocks own fixed
+    row ranges, meet at a grid barrier per document and each take the same decision; on the CPU its numba
+    twin.  Decisions, similarities and the matrix afterwards equal the sequential reference
+    (:func:`cutext.kernels.cluster_ref.cluster_sequential` with ``brute=True``) bit for bit.
+
+    Parameters
+    ----------
+    ell_idx : int32 (K * stride,), ell_w : float64 (K * stride,)
+        The column-major ELLPACK matrix (numpy or cupy), updated in place.
+    c_norm : float64 (>= n_rows + n_docs,)
+        Each row's magnitude before normalization (Eq. 2's stored norm), same module, updated in place.
+    stride : int
+        Row capacity; must hold ``n_rows + n_docs`` rows (every document may start a cluster).
+    n_rows : int
+        Rows in use before the first document.
+    K : int
+        ``top_k`` (entries per row, at most :data:`MAX_K`).
+    d_idx : int32 (n_docs, K), d_w : float64 (n_docs, K), d_len : int32 (n_docs,), d_norm : float64 (n_docs,)
+        Term vectors sorted by term id and L2-normalized, with their magnitudes.
+    threshold : float
+        ``T``: a document joins its best row when ``sim > T``.
+    max_blocks : int, optional
+        At most this many blocks (GPU; default: as many as fit on the device at once).
+
+    Returns
+    -------
+    (cluster int64 (n_docs,), sim float64 (n_docs,), new bool (n_docs,), n_rows after), on the host.
+        ``cluster = -1`` for a document without a term.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, ``K`` out of range, or a capacity below ``n_rows + n_docs``.
+    """
+    _check_docs(d_idx, d_w, d_len, K)
+    if not 1 <= K <= MAX_K:
+        raise ValueError(f"top_k must be in [1, {MAX_K}], got {K}")
+    n_docs = d_idx.shape[0]
+    if n_rows + n_docs > stride or c_norm.shape[0] < n_rows + n_docs:
+        raise ValueError(f"ellpack_sequential: capacity {stride} (norms {c_norm.shape[0]}) below "
+                         f"{n_rows} rows + {n_docs} documents")
+    xp = array_module(ell_idx)
+    if xp is np:
+        cluster = np.empty(n_docs, np.int64)
+        sim = np.empty(n_docs, np.float64)
+        new = np.empty(n_docs, np.bool_)
+        n_after = _twin_sequential(ell_idx, ell_w, c_norm, stride, n_rows, K, np.asarray(d_idx, np.int32),
+                                   np.asarray(d_w, np.float64), np.asarray(d_len, np.int32),
+                                   np.asarray(d_norm, np.float64), float(threshold), cluster, sim, new)
+        return cluster, sim, new, int(n_after)
+    fn = _fn("ct_sequential")
+    tiles = max(1, -(-(n_rows + n_docs) // BLOCK))
+    G = min(tiles, _resident_blocks(fn) if max_blocks is None else int(max_blocks))
+    blk_sim = xp.empty(2 * G, np.float64)
+    blk_id = xp.empty(2 * G, np.int32)
+    bar = xp.zeros(2, np.uint32)
+    cluster = xp.empty(n_docs, np.int64)
+    sim = xp.empty(n_docs, np.float64)
+    new = xp.empty(n_docs, np.uint8)
+    n_out = xp.empty(1, np.int32)
+    args = (ell_idx, ell_w, c_norm, np.int64(stride), np.int32(n_rows), np.int32(K),
+            xp.ascontiguousarray(d_idx, np.int32), xp.ascontiguousarray(d_w, np.float64),
+            xp.ascontiguousarray(d_len, np.int32), xp.ascontiguousarray(d_norm, np.float64), np.int32(n_docs),
+            np.float64(threshold), blk_sim, blk_id, bar, cluster, sim, new, n_out)
+    # cooperative: the launch fails rather than starting more blocks than can wait at the barrier together
+    fn((G,), (BLOCK,), args, enable_cooperative_groups=True)
+    return cluster.get(), sim.get(), new.get().astype(bool), int(n_out.get()[0])
 
 
 # ----------------------------------------------------------------------------- candidate pass

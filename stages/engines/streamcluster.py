@@ -210,6 +210,11 @@ class _Shard:
         return cupy.cuda.Device(self.device)
 
     def ensure(self, n_rows):
+        self.reserve(n_rows)
+        self.n_rows = max(self.n_rows, n_rows)
+
+    def reserve(self, n_rows):
+        """Row capacity for ``n_rows`` rows (doubling), the rows in use unchanged."""
         if n_rows > self.stride:
             new = self.stride
             while new < n_rows:
@@ -218,7 +223,6 @@ class _Shard:
                 self.idx, self.w = ellpack.grow(self.idx, self.w, self.K, self.stride, new)
             self.stride = new
             self.grown = getattr(self, "grown", 0) + 1
-        self.n_rows = max(self.n_rows, n_rows)
 
 
 class EllpackEngine:
@@ -285,6 +289,7 @@ class EllpackEngine:
         self.kernel_calls = 0
         self.candidate_batches = 0
         self.all_rows_batches = 0
+        self.sequential = True  # batch 1 on one partition: the one-launch stream (False: a scoring pass a document)
         if state.n:
             self.pending = list(range(state.n))
             self._flush()
@@ -410,7 +415,44 @@ class EllpackEngine:
             best_id = np.where(better, gid, best_id)
         return best_sim, best_id
 
+    @property
+    def one_launch(self) -> bool:
+        """Whether :meth:`run` clusters a batch in one pass of :func:`cutext.kernels.ellpack.ellpack_sequential`
+        (one document at a time, one row partition, no inverted index) instead of a scoring pass per document."""
+        return self.batch_size == 1 and len(self.shards) == 1 and not self.indexed and self.sequential
+
+    def _run_one_launch(self, tv: TermVectors, threshold: float) -> _Result:
+        """The batch in one launch on the device (or its CPU twin); the host state then replays its decisions."""
+        st = self.state
+        n = len(tv)
+        res = _Result(n)
+        if n == 0:
+            return res
+        n0 = st.n
+        st.ensure(n0 + n)
+        self._flush()
+        sh = self.shards[0]
+        sh.reserve(n0 + n)
+        with sh._on():
+            xp = sh.xp
+            c_norm = xp.zeros(sh.stride, np.float64)
+            c_norm[:n0] = xp.asarray(st.norm[:n0])
+            cl, sim, new, n_dev = ellpack.ellpack_sequential(
+                sh.idx, sh.w, c_norm, sh.stride, n0, st.K, xp.asarray(tv.idx), xp.asarray(tv.w),
+                xp.asarray(tv.length), xp.asarray(tv.norm), float(threshold))
+        self.kernel_calls += 1
+        res.cluster[:], res.sim[:], res.new[:] = cl, sim, new
+        st.n, bad = ref.replay_decisions(tv.idx, tv.w, tv.length, tv.norm, float(threshold), st.K, st.idx, st.w,
+                                         st.length, st.norm, st.size, n0, res.cluster, res.sim, res.new)
+        if bad >= 0 or st.n != n_dev:
+            raise RuntimeError(f"the one-launch clustering and the host state disagree at document {bad} "
+                               f"({n_dev} rows on the device, {st.n} on the host)")
+        sh.n_rows = st.n
+        return res
+
     def run(self, tv: TermVectors, threshold: float) -> _Result:
+        if self.one_launch:
+            return self._run_one_launch(tv, threshold)
         st = self.state
         n = len(tv)
         res = _Result(n)

@@ -1,9 +1,20 @@
 // Runs the CUDA C of kernels/ellpack.cu on the CPU: one std::thread per CUDA thread, blocks one after another.
 #include "emu_block_threads.h"
+#include <cmath>
 // device atomics: blocks run one after another, so only the threads of one block race
 static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicOr(unsigned int* p, unsigned int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicAnd(unsigned int* p, unsigned int v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned int atomicExch(unsigned int* p, unsigned int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static int atomicMax(int* p, int v) {
+    int cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return cur;
+}
+static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <class T> static T __ldcg(const T* p) { return *p; }
 #include KERNEL_SOURCE
 extern "C" {
 // one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments
@@ -22,6 +33,16 @@ void launch_ct_block_max_multi(unsigned gx, unsigned gy, unsigned bx, const int*
 void launch_ct_argmax(unsigned gx, unsigned gy, unsigned bx, const double* in_sim, const int* in_id, int n_blocks,
                       double* best) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] { ct_argmax(in_sim, in_id, n_blocks, best); });
+}
+// ct_sequential's grid barrier needs every block at once: the emulator runs one block (gx must be 1)
+void launch_ct_sequential(unsigned gx, unsigned gy, unsigned bx, int* idx, double* w, double* c_norm, long long stride,
+                          int n_rows0, int K, const int* dterm, const double* dw, const int* dlen, const double* dnorm,
+                          int n_docs, double threshold, double* blk_sim, int* blk_id, unsigned int* bar,
+                          long long* out_cluster, double* out_sim, unsigned char* out_new, int* out_n_rows) {
+    if (gx != 1) return;
+    launch({gx, gy, 1}, {bx, 1, 1}, [&] {
+        ct_sequential(idx, w, c_norm, stride, n_rows0, K, dterm, dw, dlen, dnorm, n_docs, threshold, blk_sim, blk_id,
+                      bar, out_cluster, out_sim, out_new, out_n_rows); });
 }
 void launch_ct_scores(unsigned gx, unsigned gy, unsigned bx, const int* idx, const double* w, long long stride,
                       int n_rows, int K, const int* dterm, const double* dw, const int* dlen, double* out) {

@@ -60,6 +60,7 @@ def arange(*args, dtype=None):
 
 class _Device:
     current = 0
+    attributes = {"MultiProcessorCount": 1}  # one "SM": the emulator runs a cooperative launch as one block
 
     def __init__(self, device=None):
         self.id = _Device.current if device is None else int(device)
@@ -103,6 +104,8 @@ def make(lib_path):
             return ctypes.c_longlong(int(a))
         if isinstance(a, np.int32):
             return ctypes.c_int(int(a))
+        if isinstance(a, np.float64):
+            return ctypes.c_double(float(a))
         raise TypeError(f"kernel argument of type {type(a).__name__}: pass numpy scalars of the C type")
 
     class RawModule:
@@ -113,8 +116,10 @@ def make(lib_path):
         def get_function(self, name):
             fn = getattr(lib, f"launch_{name}")
 
-            def launch(grid, block, args):
+            def launch(grid, block, args, shared_mem=0, enable_cooperative_groups=False):
                 grid = tuple(grid) + (1,) * (2 - len(grid))
+                if enable_cooperative_groups and grid[0] * grid[1] != 1:
+                    raise ValueError(f"{name}: the emulator runs a cooperative launch of one block, got {grid}")
                 launches.append((name, grid))
                 if grid[0] == 0 or grid[1] == 0:
                     raise ValueError(f"{name}: empty grid {grid}")

@@ -13,6 +13,7 @@ import ctypes
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from cutext.kernels import ellpack
 from cutext.pipelines import datasets
@@ -145,10 +146,14 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
     cpu = StreamClusterer(0.6, K)
     want = cpu.partial_fit(tv)
     assert cpu.n_clusters > 64
-    for batch, devices, candidates in ((1, None, False), (8, None, False), (4, [0, 1], False),
-                                       (1, None, True), (8, None, True), (1, [0, 1], True), (4, [0, 1], True)):
+    for batch, devices, candidates, one in ((1, None, False, True), (1, None, False, False), (8, None, False, False),
+                                            (4, [0, 1], False, False), (1, None, True, False), (8, None, True, False),
+                                            (1, [0, 1], True, False), (4, [0, 1], True, False)):
         sc = StreamClusterer(0.6, K, backend="gpu", batch_size=batch, devices=devices, candidates=candidates)
-        got = sc.partial_fit(tv)
+        sc.engine.sequential = one
+        assert sc.engine.one_launch == one
+        got = pd.concat([sc.partial_fit(tv.take(slice(0, 50))), sc.partial_fit(tv.take(slice(50, len(tv))))],
+                        ignore_index=True)
         assert (sc.engine.candidate_batches > 0) == candidates
         if candidates:
             sc.engine.sync()
@@ -170,8 +175,8 @@ def test_gpu_engine_on_emulated_kernels_equals_cpu_reference(fake_cupy, vectors,
         if S == 1:
             assert mats[0][2] >= 128  # capacity doubled twice on the "device" (from 32 rows)
     names = {n for n, _ in fake_cupy.launches}
-    assert {"ct_block_max", "ct_block_max_multi", "ct_argmax", "ct_scatter", "ct_cand_gather", "ct_cand_block_max",
-            "ct_index_update"} <= names
+    assert {"ct_sequential", "ct_block_max", "ct_block_max_multi", "ct_argmax", "ct_scatter", "ct_cand_gather",
+            "ct_cand_block_max", "ct_index_update"} <= names
 
 
 # ----------------------------------------------------------------------------- candidate pass
@@ -358,3 +363,53 @@ def test_emulated_index_update_equals_host_mirror(emu, vectors, monkeypatch):
     for t in np.unique(tv.idx[:400][tv.idx[:400] > 0])[::50]:
         holders = [r for r in range(400) if t in tv.idx[r, :tv.length[r]]]
         assert sorted(lists[int(t)].tolist()) == holders
+
+
+# ----------------------------------------------------------------------------- the stream in one launch
+
+@pytest.mark.parametrize("top_k,threshold", [(8, 0.05), (35, 0.3)])
+def test_one_launch_stream_equals_reference_on_twin_and_emulated_kernel(fake_cupy, shared_data, monkeypatch,
+                                                                         top_k, threshold):
+    """ellpack_sequential (the CPU twin, and ct_sequential emulated: one block of 32 threads walking several
+    row tiles) gives the sequential reference's decisions, similarities, rows and norms, from a state that
+    already holds rows; top_k=8 at T=0.05 makes most documents join and most merges drop terms."""
+    from cutext.stages.engines.streamcluster import ClusterState
+
+    monkeypatch.setattr(ellpack, "BLOCK", 32)
+    docs = datasets.load_reuters21578(shared_data / "corpora" / "reuters21578.tar.gz").iloc[:260]
+    tv = StreamVectorizer(top_k).transform(docs["text"].tolist())
+    n0 = 40  # the first documents are the state's rows; the others are streamed
+    start = ClusterState(top_k, 512)
+    for name in ("idx", "w", "length", "norm"):
+        getattr(start, name)[:n0] = getattr(tv, name)[:n0]
+    start.size[:n0] = 1
+    start.n = n0
+    rest = tv.take(slice(n0, len(tv)))
+    # the reference: Algorithm 1 over every cluster (brute), on a copy of the state
+    want = StreamClusterer(threshold, top_k, method="brute", _state=ClusterState.from_table(start.to_table(), top_k))
+    w_out = want.partial_fit(rest)
+    assert (~w_out["new_cluster"]).sum() > 50 and want.n_clusters > n0 + 20
+    joined = want.state.size[:want.n_clusters] > 1
+    assert (want.state.length[:want.n_clusters][joined] == top_k).sum() > 10  # merged rows filled to top_k
+    stride = 512
+    for xp in (np, fake_cupy):
+        ei, ew = ellpack.to_ellpack(start.idx, start.w, n0, top_k, stride)
+        ei, ew = xp.asarray(ei), xp.asarray(ew)
+        norm = xp.zeros(stride, np.float64)
+        norm[:n0] = start.norm[:n0]
+        cl, sim, new, n_after = ellpack.ellpack_sequential(
+            ei, ew, norm, stride, n0, top_k, xp.asarray(rest.idx), xp.asarray(rest.w), xp.asarray(rest.length),
+            xp.asarray(rest.norm), threshold)
+        what = "twin" if xp is np else "emulated kernel"
+        np.testing.assert_array_equal(cl, w_out["cluster_id"].to_numpy(), err_msg=what)
+        np.testing.assert_array_equal(sim, w_out["similarity"].to_numpy(), err_msg=what)
+        np.testing.assert_array_equal(new, w_out["new_cluster"].to_numpy(), err_msg=what)
+        n = want.n_clusters
+        assert n_after == n
+        ei, ew, norm = (np.asarray(a) for a in (ei, ew, norm))
+        np.testing.assert_array_equal(ei.reshape(top_k, stride)[:, :n].T, want.state.idx[:n], err_msg=what)
+        np.testing.assert_array_equal(ew.reshape(top_k, stride)[:, :n].T, want.state.w[:n], err_msg=what)
+        np.testing.assert_array_equal(norm[:n], want.state.norm[:n], err_msg=what)
+    assert ("ct_sequential", (1, 1)) in fake_cupy.launches
+    with pytest.raises(ValueError, match="capacity"):
+        ellpack.ellpack_sequential(ei, ew, norm, n, n, top_k, rest.idx, rest.w, rest.length, rest.norm, threshold)

@@ -248,3 +248,37 @@ def test_candidate_pass_rows_partitioned_across_gpus_equal_cpu():
             for sh, dev in zip(multi.engine.shards, devices):
                 assert sh.index.d_pool.device.id == dev
             _index_equals_mirror(multi.engine)
+
+
+_TWIN: dict = {}
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.6])
+@pytest.mark.parametrize("max_blocks", [1, 7, None])
+def test_one_launch_kernel_equals_twin(threshold, max_blocks):
+    """ct_sequential (every block at a grid barrier per document, each block owning its row tiles) == its
+    numba twin: decisions, similarities, rows and norms, from a state of 6,000 rows (Reuters documents) with
+    3,000 more documents streamed; max_blocks=1 and 7 make each block walk many tiles."""
+    import cupy
+
+    tv = _vectors("reuters21578")
+    n0, n_docs = 6000, 3000
+    stride = ellpack.padded_capacity(n0 + n_docs)
+    ei, ew = ellpack.to_ellpack(tv.idx, tv.w, n0, K, stride)
+    norm = np.zeros(stride)
+    norm[:n0] = tv.norm[:n0]
+    d = tv.take(slice(n0, n0 + n_docs))
+    if threshold not in _TWIN:  # the twin's run, once per threshold
+        h = [a.copy() for a in (ei, ew, norm)]
+        _TWIN[threshold] = h, ellpack.ellpack_sequential(h[0], h[1], h[2], stride, n0, K, d.idx, d.w, d.length,
+                                                         d.norm, threshold)
+    host, want = _TWIN[threshold]
+    dev = [cupy.asarray(a) for a in (ei, ew, norm)]
+    got = ellpack.ellpack_sequential(dev[0], dev[1], dev[2], stride, n0, K, cupy.asarray(d.idx), cupy.asarray(d.w),
+                                     cupy.asarray(d.length), cupy.asarray(d.norm), threshold, max_blocks=max_blocks)
+    assert got[3] == want[3]
+    assert (~want[2]).sum() > 100 and (want[3] > n0 or threshold < 0.1)  # joins (and new rows at T=0.6)
+    for g, w, what in zip(got[:3], want[:3], ("cluster", "sim", "new")):
+        np.testing.assert_array_equal(g, w, err_msg=what)
+    for g, w, what in zip(dev, host, ("idx", "w", "norm")):
+        np.testing.assert_array_equal(g.get(), w, err_msg=what)
