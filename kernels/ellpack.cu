@@ -279,7 +279,8 @@ __device__ __forceinline__ double ct_dot_chunked(const int* idx, const double* w
     return acc;
 }
 
-// Barrier of every block of a cooperative (co-resident) launch: bar[0] counts arrivals, bar[1] is the
+// Barrier of every block of a launch whose blocks are all resident (ellpack.py bounds the grid by the device's
+// occupancy): bar[0] counts arrivals, bar[1] is the
 // generation the waiting blocks watch; the last block to arrive resets the count and opens the next one.
 __device__ __forceinline__ void ct_grid_sync(unsigned int* bar) {
     __syncthreads();
@@ -403,7 +404,7 @@ __device__ void ct_merge_row(int* idx, double* w, double* c_norm, long long stri
     __syncthreads();
 }
 
-// Algorithm 1 (Szasz and Samet) over documents 0 .. n_docs-1 in order, in one cooperative launch: the whole
+// Algorithm 1 (Szasz and Samet) over documents 0 .. n_docs-1 in order, in one launch of resident blocks: the whole
 // micro-batch-of-one stream with no host round trip per document.  Row r belongs to block (r / blockDim.x) %
 // gridDim.x for the whole launch: that block alone scores it, and updates it (the merge, or a new cluster's
 // first vector), so a row is never read by a block other than the one that wrote it.  Per document: every

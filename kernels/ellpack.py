@@ -343,15 +343,24 @@ def _twin_sequential(ell_idx, ell_w, c_norm, stride, n_rows, K, d_idx, d_w, d_le
 
 
 def _resident_blocks(fn) -> int:
-    """Blocks of ``fn`` (BLOCK threads) that fit on the current device at once (a cooperative launch's limit)."""
+    """Blocks of ``fn`` (BLOCK threads each) that the current device holds at once: its SMs times the blocks an
+    SM fits by threads, registers (allocated per warp in units of 256) and shared memory.  ``ct_sequential``
+    launches at most this many, so that every block is resident and reaches its grid barrier (a kernel of
+    another stream only delays blocks until it ends).  1 when the kernel's attributes are not known."""
     import cupy
 
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     try:
-        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, BLOCK, 0)
-    except Exception:  # an older cupy without the occupancy call: one block an SM always fits
-        per_sm = 1
-    return max(1, int(sms) * max(1, int(per_sm)))
+        a = cupy.cuda.Device().attributes
+        regs, smem = int(fn.num_regs), int(fn.shared_size_bytes)
+        warps = BLOCK // 32
+        per_block_regs = warps * (-(-regs * 32 // 256) * 256)
+        per_sm = min(a["MaxThreadsPerMultiProcessor"] // BLOCK,
+                     a["MaxRegistersPerMultiprocessor"] // max(1, per_block_regs),
+                     a["MaxSharedMemoryPerMultiprocessor"] // (smem + 1024),  # 1 KiB a block reserved by CUDA
+                     a.get("MaxBlocksPerMultiprocessor", 16))
+        return max(1, int(a["MultiProcessorCount"]) * max(1, int(per_sm)))
+    except (AttributeError, KeyError, TypeError):
+        return 1
 
 
 def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int, d_idx, d_w, d_len, d_norm,
@@ -360,7 +369,7 @@ def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int,
 
     Szasz and Samet Algorithm 1 with the all-rows similarity of Algorithm 3 and the update of section 4.1
     (:func:`cutext.kernels.cluster_ref.merge_update`) for a stream of single documents, with no round trip
-    to the host between them: on the GPU one cooperative launch (``ct_sequential``) whose blocks own fixed
+    to the host between them: on the GPU one launch of resident blocks (``ct_sequential``) that own fixed
     row ranges, meet at a grid barrier per document and each take the same decision; on the CPU its numba
     twin.  Decisions, similarities and the matrix afterwards equal the sequential reference
     (:func:`cutext.kernels.cluster_ref.cluster_sequential` with ``brute=True``) bit for bit.
@@ -382,7 +391,7 @@ def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int,
     threshold : float
         ``T``: a document joins its best row when ``sim > T``.
     max_blocks : int, optional
-        At most this many blocks (GPU; default: as many as fit on the device at once).
+        At most this many blocks (GPU; default and upper bound: as many as the device holds at once).
 
     Returns
     -------
@@ -412,7 +421,7 @@ def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int,
         return cluster, sim, new, int(n_after)
     fn = _fn("ct_sequential")
     tiles = max(1, -(-(n_rows + n_docs) // BLOCK))
-    G = min(tiles, _resident_blocks(fn) if max_blocks is None else int(max_blocks))
+    G = min(tiles, _resident_blocks(fn), max(1, int(max_blocks)) if max_blocks is not None else tiles)
     blk_sim = xp.empty(2 * G, np.float64)
     blk_id = xp.empty(2 * G, np.int32)
     bar = xp.zeros(2, np.uint32)
@@ -424,8 +433,7 @@ def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int,
             xp.ascontiguousarray(d_idx, np.int32), xp.ascontiguousarray(d_w, np.float64),
             xp.ascontiguousarray(d_len, np.int32), xp.ascontiguousarray(d_norm, np.float64), np.int32(n_docs),
             np.float64(threshold), blk_sim, blk_id, bar, cluster, sim, new, n_out)
-    # cooperative: the launch fails rather than starting more blocks than can wait at the barrier together
-    fn((G,), (BLOCK,), args, enable_cooperative_groups=True)
+    fn((G,), (BLOCK,), args)
     return cluster.get(), sim.get(), new.get().astype(bool), int(n_out.get()[0])
 
 

@@ -60,7 +60,7 @@ def arange(*args, dtype=None):
 
 class _Device:
     current = 0
-    attributes = {"MultiProcessorCount": 1}  # one "SM": the emulator runs a cooperative launch as one block
+    attributes = {"MultiProcessorCount": 1}  # one "SM": the emulator runs ct_sequential's grid barrier as one block
 
     def __init__(self, device=None):
         self.id = _Device.current if device is None else int(device)
@@ -116,10 +116,8 @@ def make(lib_path):
         def get_function(self, name):
             fn = getattr(lib, f"launch_{name}")
 
-            def launch(grid, block, args, shared_mem=0, enable_cooperative_groups=False):
+            def launch(grid, block, args, shared_mem=0):
                 grid = tuple(grid) + (1,) * (2 - len(grid))
-                if enable_cooperative_groups and grid[0] * grid[1] != 1:
-                    raise ValueError(f"{name}: the emulator runs a cooperative launch of one block, got {grid}")
                 launches.append((name, grid))
                 if grid[0] == 0 or grid[1] == 0:
                     raise ValueError(f"{name}: empty grid {grid}")
