@@ -247,3 +247,154 @@ def test_filter_arrays_are_checked():
     with pytest.raises(ValueError, match="not both"):
         ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, mask=np.ones(n, bool),
                       lists=(np.array([0, 0, 0, 0]), np.zeros(0)))
+
+
+# ----------------------------------------------------------------------------- compile-time variants
+# Every variant of bm25_block_search (kernels/search.py VARIANTS: search.cu's -D switches and threads per block)
+# returns the numba twin's (doc, score, n).  The emulation scales a variant down: a tile of SB_TILE / 16 scores
+# (512 for the default 8192, so CACM's 3,204 documents span several tiles, the last one partial), threads / 8
+# (at least 32), a candidate list of 8 keys (SB_CAND) and a touched list of SB_TLCAP / 32 (64 by default), so
+# both lists overflow into their scan paths at times.
+_STOP = frozenset("a an and are as at be by for from has have in is it of on or that the this to was were what "
+                  "which with how are can do does any all not such their these those about between into".split())
+
+
+def _emu_flags(options, threads, cand=8):
+    tile, tlcap = ks.TILE, 2048
+    flags = ["-O1", "-ffp-contract=off"]
+    for o in options:
+        if o.startswith("-DSB_TILE="):
+            tile = int(o.split("=", 1)[1])
+        elif o.startswith("-DSB_TLCAP="):
+            tlcap = int(o.split("=", 1)[1])
+        elif o.startswith("-DSB_CAND="):
+            cand = min(cand, int(o.split("=", 1)[1]) // 32)
+        else:
+            flags.append(o)
+    flags += [f"-DSB_TILE={tile // 16}", f"-DSB_TLCAP={tlcap // 32}", f"-DSB_CAND={cand}"]  # lists that overflow
+    return tuple(flags), max(32, (threads or ks.THREADS) // 8 // 32 * 32)
+
+
+_EMU_VARIANTS = [(name, opts, thr, 8) for name, (opts, thr) in ks.VARIANTS.items()] + [
+    ("all/cand1024", ks.VARIANTS["all"][0], None, 1024)]
+
+
+@pytest.fixture(scope="module")
+def cacm_csr(data_dir):
+    """CACM's 3,204 abstracts as a term-major BM25 CSR (lowercase words, k1=0.9, b=0.4, float32 weights) and
+    query CSR: the first 30 of the 64 topics without stop words, and 10 one- or two-word queries of rare terms
+    (few matches: k beyond them, most tiles without a posting)."""
+    import json
+    import re
+
+    from helpers import cacm_topics
+
+    texts = [json.loads(x)["contents"] for x in (data_dir / "cacm" / "cacm.json").read_text().splitlines()]
+    word = re.compile(r"[a-z0-9]+")
+    docs = [word.findall(t.lower()) for t in texts]
+    vocab = {w: i + 1 for i, w in enumerate(sorted({w for d in docs for w in d}))}
+    rows, cols = [], []
+    for d, ws in enumerate(docs):
+        rows += [vocab[w] for w in ws]
+        cols += [d] * len(ws)
+    n_docs = len(docs)
+    tf = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(vocab) + 1, n_docs))
+    tf.sum_duplicates()
+    tf.sort_indices()
+    df = np.diff(tf.indptr)
+    lengths = np.asarray(tf.sum(axis=0)).ravel()
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    k1, b = 0.9, 0.4
+    norm = k1 * (1 - b + b * lengths / lengths.mean())
+    t = tf.tocoo()
+    w = idf[t.row] * t.data * (k1 + 1) / (t.data + norm[t.col])
+    M = sp.csr_matrix((w.astype(np.float32), (t.row, t.col)), shape=tf.shape)
+    M.sort_indices()
+    qs = [[vocab[x] for x in word.findall(q.lower()) if x in vocab and x not in _STOP]
+          for q in list(cacm_topics(data_dir).values())[:30]]
+    rare = np.flatnonzero((df >= 1) & (df <= 3))
+    rng = np.random.default_rng(0)
+    qs += [sorted(rng.choice(rare, size=1 + i % 2, replace=False).tolist()) for i in range(10)]
+    qr, qc, qv = [], [], []
+    for i, terms in enumerate(qs):
+        for x in terms:
+            qr.append(i)
+            qc.append(x)
+            qv.append(1.0)
+    Q = sp.csr_matrix((np.array(qv, np.float32), (qr, qc)), shape=(len(qs), M.shape[0]))
+    Q.sum_duplicates()  # a repeated word: a query term count of 2 or more
+    Q.sort_indices()
+    return M, Q
+
+
+@pytest.fixture(scope="module")
+def variant_libs(tmp_path_factory):
+    """The emulator library of each variant's -D switches, built once."""
+    built = {}
+
+    def get(flags):
+        if flags not in built:
+            d = tmp_path_factory.mktemp("emu-variant")
+            built[flags] = build_cuda_emulation(d, Path(ks.__file__).with_name("search.cu"), "search_emu.cpp",
+                                                flags=flags)
+        return built[flags]
+    return get
+
+
+def test_variants_are_well_formed():
+    """Every variant's launch shape is accepted; a tile beyond static shared memory needs SB_DYNAMIC."""
+    for name, (opts, thr) in ks.VARIANTS.items():
+        copts, threads, shared = ks._launch_shape(opts, thr)
+        assert "--fmad=false" in copts and threads % 32 == 0, name
+        assert (shared > 0) == ("-DSB_DYNAMIC" in opts), name
+    assert ks.VARIANTS["default"] == ((), None)
+    with pytest.raises(ValueError, match="needs -DSB_DYNAMIC"):
+        ks._launch_shape(("-DSB_TILE=16384",), None)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        ks._launch_shape((), 100)
+
+
+@pytest.mark.parametrize("name,options,threads,cand", _EMU_VARIANTS, ids=[v[0] for v in _EMU_VARIANTS])
+def test_emulated_variant_equals_twin_on_cacm(variant_libs, monkeypatch, cacm_csr, name, options, threads, cand):
+    """Each variant (emulated) equals the numba twin on CACM's real postings and topics: no filter, a mask
+    (fmode 1, with several passes of queries) and per-query lists (fmode 2); k of 1, 10 and 1000 (beyond the
+    matches of the rare-term queries: the append branch only); the twin in its default tile."""
+    M, Q = cacm_csr
+    flags, emu_threads = _emu_flags(options, threads, cand)
+    install_fake_cupy(variant_libs(flags), monkeypatch)
+    fake = __import__("sys").modules["cupy"]
+    dev = [fake.asarray(a) for a in _args(M)]
+    n_docs, nq = M.shape[1], Q.shape[0]
+    mask, lists, _ = _filters(n_docs, nq, 3)
+    cases = [(1, {}), (1000, {}), (10, dict(mask=mask)), (10, dict(lists=lists))]
+    for k, kw in cases:
+        ws = 7 * (28 * k + 24 + 16 * 8) if "mask" in kw else 1 << 30  # several passes once
+        got = ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, k, max_workspace=ws, options=options,
+                              threads=emu_threads, **kw)
+        twin = ks.search_tiled(*_args(M), n_docs, Q.indptr, Q.indices, Q.data, k, max_workspace=ws, **kw)
+        _same(got, twin, f"{name} k={k} {list(kw)}")
+        if not kw:
+            assert (twin[2] < k).any() or k == 1, "some query has fewer matches than k"
+    names = {n for n, _ in fake.launches}
+    assert names == {"bm25_block_search", "bm25_topk_sort"}
+
+
+@pytest.mark.parametrize("name", ["all", "all-tile16k-t512", "all-tlist"])
+def test_emulated_variant_random_problems(variant_libs, monkeypatch, name):
+    """The synthetic problems above (many equal scores, dense postings, k beyond the matches) through the
+    combined variants, against the brute force."""
+    options, threads = ks.VARIANTS[name]
+    flags, emu_threads = _emu_flags(options, threads)
+    install_fake_cupy(variant_libs(flags), monkeypatch)
+    fake = __import__("sys").modules["cupy"]
+    for seed, k in ((1, 5), (2, 300)):
+        M, Q = _problem(seed + k, nq=9)
+        dev = [fake.asarray(a) for a in _args(M)]
+        got = ks.search_tiled(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, k, options=options, threads=emu_threads)
+        _same(got, _brute(M, Q, k), f"{name} seed {seed} k={k}")
+    M = sp.csr_matrix(np.ones((3, 1300), np.float32))
+    M.data[:] = 0.5
+    Q = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0], [0, 2, 1]], np.float32))
+    dev = [fake.asarray(a) for a in _args(M)]
+    _same(ks.search_tiled(*dev, 1300, Q.indptr, Q.indices, Q.data, 40, options=options, threads=emu_threads),
+          _brute(M, Q, 40), f"{name} ties")
