@@ -25,63 +25,10 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
 // out of the tile writes its position to *next (a shared slot; cursor[j] itself is written after the
 // term's last barrier, since a slower thread may not have read it yet).  Returns whether all U postings of
 // this thread were in the tile.
-// Variants (-D switches, none by default; kernels/search.py VARIANTS; every one gives the same keys):
-// SB_JUMP: the thread that meets a term's first posting out of the tile also takes the minimum of those
-//   doc ids (atomicMin in shared memory), so the next tile starts at that doc (rounded down to 32, for the
-//   bitset words of fmode 1) instead of d0 + SB_TILE, and the query ends when no term has a posting left:
-//   stretches of documents without any posting of the query cost nothing (no scan, no barrier).
-// SB_TOUCHED: scoring flags each group of 32 documents it adds to (a plain store of 1, one int a group), the
-//   filter visits only the flagged groups (a warp a group) and flags the groups that keep a candidate, and the
-//   append and select passes visit only those: a tile costs its touched documents, not SB_TILE scores.
-//   Needs blockDim.x a multiple of 32.
-// SB_TLIST: scoring appends the tile position of each document it makes nonzero (old score 0, new not: once
-//   a document, as weights are >= 0) to a list of SB_TLCAP in shared memory (atomicAdd on its count), and the
-//   filter, append and select passes visit that list instead of the SB_TILE scores (all of them when the list
-//   overflowed).  Finer than SB_TOUCHED where a tile's postings are spread (a few per group of 32).
-// SB_CANDLIST: the filter writes the candidates' keys to a list of SB_CAND in shared memory (and resets their
-//   scores), so the append and the 8 histogram passes of the select read the list instead of rescanning the
-//   tile; candidates beyond SB_CAND stay in the scores and are scanned as without the switch.
-// SB_DYNAMIC: the scores in dynamic shared memory (SB_TILE * 4 bytes passed at the launch; a tile beyond the
-//   48 KiB of static shared memory, with the function's max_dynamic_shared_size_bytes raised).
-// The float32 sums (term order per document) and the key rule are those of the default build, and the top k
-// is the k largest distinct keys whatever the tiling, so every variant returns the same (doc, score, n).
-#ifndef SB_CAND
-#define SB_CAND 1024
-#endif
-#ifndef SB_TLCAP
-#define SB_TLCAP 2048
-#endif
-#if defined(SB_TLIST) && defined(SB_TOUCHED)
-#error "SB_TLIST and SB_TOUCHED are two forms of one thing: pick one"
-#endif
-#if defined(SB_TLIST) && defined(SB_TILE) && SB_TILE > 65536
-#error "SB_TLIST keeps positions in a tile as 16 bits: SB_TILE <= 65536"
-#endif
-#ifndef SB_DYNAMIC_SCORES  // the host emulation (tests/cuda_emu/search_emu.cpp) gives its own
-#define SB_DYNAMIC_SCORES(name) extern __shared__ float name[]
-#endif
-#ifdef SB_TOUCHED
-// the documents i of the tile whose group of 32 is flagged in flags: warp w takes groups w, w + warps, ...,
-// lane l document 32 g + l (a header for a loop body that uses i)
-#define SB_GROUP_LOOP(i, flags)                                                                          \
-    for (int g_ = (int)(threadIdx.x >> 5), i = 0; g_ < ngroups; g_ += (int)(blockDim.x >> 5))           \
-        if ((flags)[g_] && (i = (g_ << 5) + (int)(threadIdx.x & 31)) < width)
-#define SB_TOUCHED_LOOP(i) SB_GROUP_LOOP(i, touched_sh)
-#define SB_CAND_LOOP(i) SB_GROUP_LOOP(i, cand_sh)
-#endif
-#ifdef SB_TLIST
-// the documents i of the tile's touched list (tn of them; every document of the tile if it overflowed)
-#define SB_TOUCHED_LOOP(i)                                                                               \
-    for (int x_ = (int)threadIdx.x, i = 0; x_ < (tn <= SB_TLCAP ? tn : width); x_ += (int)blockDim.x)     \
-        if ((i = tn <= SB_TLCAP ? (int)tl_sh[x_] : x_), true)
-#define SB_CAND_LOOP(i) SB_TOUCHED_LOOP(i)
-#endif
-
 template <int U>
 __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const float* __restrict__ data,
                                         long long p0, long long end, int d0, int d1, float w, float* a,
-                                        long long* next, int* touched = nullptr, int* nx_next = nullptr,
-                                        unsigned short* tl = nullptr, int* tl_n = nullptr) {
+                                        long long* next) {
     int doc[U];
     float wt[U];
 #pragma unroll
@@ -96,27 +43,10 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
         const long long p = p0 + (long long)u * blockDim.x + threadIdx.x;
         if (doc[u] < d1) {
             const float prod = w * wt[u];
-#ifdef SB_TLIST
-            const float old = a[doc[u] - d0];
-            const float nw = old + prod;
-            a[doc[u] - d0] = nw;
-            if (old == 0.0f && nw != 0.0f) {  // the document's first nonzero: onto the list
-                const int pos = atomicAdd(tl_n, 1);
-                if (pos < SB_TLCAP) tl[pos] = (unsigned short)(doc[u] - d0);
-            }
-#else
             a[doc[u] - d0] = a[doc[u] - d0] + prod;
-#endif
-#ifdef SB_TOUCHED
-            touched[(doc[u] - d0) >> 5] = 1;
-#endif
         } else {
             all_in = false;
-#ifdef SB_JUMP
-            if (p == p0 || (p - 1 < end && indices[p - 1] < d1)) { *next = p; atomicMin(nx_next, doc[u]); }
-#else
             if (p == p0 || (p - 1 < end && indices[p - 1] < d1)) *next = p;
-#endif
         }
     }
     return all_in;
@@ -154,24 +84,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                                              const long long* __restrict__ a_ptr, const int* __restrict__ a_docs) {
     const int q = blockIdx.x;
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
-#ifdef SB_DYNAMIC
-    SB_DYNAMIC_SCORES(a);  // SB_TILE floats, the launch's dynamic shared memory
-#else
     __shared__ float a[SB_TILE];
-#endif
-#ifdef SB_TOUCHED
-    __shared__ int touched_sh[SB_TILE / 32], cand_sh[SB_TILE / 32];  // groups scored / holding a candidate
-#endif
-#ifdef SB_TLIST
-    __shared__ unsigned short tl_sh[SB_TLCAP];  // the tile's touched documents (positions in the tile)
-    __shared__ int tl_n_sh;
-#endif
-#ifdef SB_CANDLIST
-    __shared__ unsigned long long list_sh[SB_CAND];  // the tile's first SB_CAND candidate keys
-#endif
-#ifdef SB_JUMP
-    __shared__ int nx_sh[3];  // per tile it: slot it % 3 its first doc, (it + 1) % 3 the next's, being taken
-#endif
     __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
     __shared__ unsigned int hist[256];
     __shared__ unsigned long long prefix_sh, mask_sh;
@@ -182,54 +95,11 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     int m = 0;                      // keys kept in buf[cur]
     unsigned long long theta = 0;   // a candidate's key must be > theta
     for (int i = threadIdx.x; i < SB_TILE; i += blockDim.x) a[i] = 0.0f;
-#ifdef SB_TOUCHED
-    for (int i = threadIdx.x; i < SB_TILE / 32; i += blockDim.x) { touched_sh[i] = 0; cand_sh[i] = 0; }
-#endif
-#ifdef SB_TLIST
-    if (threadIdx.x == 0) tl_n_sh = 0;  // before the barrier below
-#endif
-#ifdef SB_JUMP
-    if (threadIdx.x < 3) nx_sh[threadIdx.x] = 0x7FFFFFFF;
-    __syncthreads();
-    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {  // slot 0: the first tile's first doc
-        const long long c = indptr[q_terms[j]];
-        cursor[j] = c;
-        if (c < indptr[q_terms[j] + 1]) atomicMin(&nx_sh[0], indices[c]);
-    }
-#else
     for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) cursor[j] = indptr[q_terms[j]];
-#endif
     __syncthreads();
-#ifdef SB_JUMP
-    int it = 0;
-    for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE, ++it) {
-        // the smallest doc of a posting not yet consumed (taken during the previous tile's scoring, read
-        // after its barriers); the slot the next tile's scoring takes was last read a tile ago, before
-        // that tile's barriers, so thread 0 may reset it now
-        const int nx = nx_sh[it % 3];
-        if (nx == 0x7FFFFFFF) break;  // no term has a posting left: the remaining scores are all 0
-        if ((long long)(nx & ~31) > d0) d0 = nx & ~31;
-        if (threadIdx.x == 0) nx_sh[(it + 2) % 3] = 0x7FFFFFFF;
-        int* const nx_next = &nx_sh[(it + 1) % 3];
-#else
     for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE) {
-        int* const nx_next = nullptr;
-#endif
         const int d1 = (int)(n_docs - d0 < SB_TILE ? n_docs : d0 + SB_TILE);
         const int width = d1 - (int)d0;
-#ifdef SB_TOUCHED
-        const int ngroups = (width + 31) >> 5;
-        int* const touched = touched_sh;
-#else
-        int* const touched = nullptr;
-#endif
-#ifdef SB_TLIST
-        unsigned short* const tl = tl_sh;
-        int* const tl_n = &tl_n_sh;
-#else
-        unsigned short* const tl = nullptr;
-        int* const tl_n = nullptr;
-#endif
         // (1) score the tile: a term's postings in steps of blockDim.x (the first) then SB_UNROLL * blockDim.x
         for (long long j = j0; j < j1; ++j) {
             const int t = q_terms[j];
@@ -238,10 +108,8 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             long long p0 = cursor[j];
             bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
-                const bool all_in = first ? sb_step<1>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1],
-                                                       touched, nx_next, tl, tl_n)
-                                          : sb_step<SB_UNROLL>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1],
-                                                               touched, nx_next, tl, tl_n);
+                const bool all_in = first ? sb_step<1>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1])
+                                          : sb_step<SB_UNROLL>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1]);
                 if (!__syncthreads_and(all_in)) break;  // also the barrier between terms
                 p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
                 first = false;
@@ -273,67 +141,21 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
         if (threadIdx.x == 0) cnt_sh = 0;
         __syncthreads();
         int mine = 0;
-#ifdef SB_TLIST
-        const int tn = tl_n_sh;  // complete: the scoring's last barrier, or the one above (no term)
-#endif
-#if defined(SB_TOUCHED) || defined(SB_TLIST) || defined(SB_CANDLIST)
-#if defined(SB_TOUCHED) || defined(SB_TLIST)
-        SB_TOUCHED_LOOP(i) {  // the documents scored in this tile (the others are all 0)
-#else
-        for (int i = threadIdx.x; i < width; i += blockDim.x) {
-#endif
-            const float s = a[i];
-            const unsigned long long key = sb_key(s, d0 + i);
-            if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u)) && key > theta) {
-#ifdef SB_TOUCHED
-                cand_sh[i >> 5] = 1;
-#endif
-#ifdef SB_CANDLIST
-                const int pos = atomicAdd(&cnt_sh, 1);
-                if (pos < SB_CAND) { list_sh[pos] = key; a[i] = 0.0f; }  // beyond the list: stays in a
-#else
-                ++mine;
-#endif
-            } else a[i] = 0.0f;
-        }
-#else
         for (int i = threadIdx.x; i < width; i += blockDim.x) {
             const float s = a[i];
             if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u)) && sb_key(s, d0 + i) > theta) ++mine;
             else a[i] = 0.0f;
         }
-#endif
         if (mine) atomicAdd(&cnt_sh, mine);
         __syncthreads();
         const int cnt = cnt_sh;
-#ifdef SB_TOUCHED
-        for (int g = threadIdx.x; g < ngroups; g += blockDim.x) touched_sh[g] = 0;  // all have read them (barrier)
-#endif
-#ifdef SB_TLIST
-        if (threadIdx.x == 0) tl_n_sh = 0;  // all have read it (barrier); the list itself is read until the tile ends
-#endif
         __syncthreads();  // cnt_sh is read by all before it is reset
         if (cnt == 0) continue;  // every thread sees the same cnt
-#ifdef SB_CANDLIST
-        const int nl = cnt < SB_CAND ? cnt : SB_CAND;  // candidates in list_sh; the rest (cnt > SB_CAND) in a
-#endif
         unsigned long long* kept = buf[cur];
         if ((long long)m + cnt < k) {  // (3a) append
-#ifdef SB_CANDLIST
-            if (threadIdx.x == 0) pos_sh = m + nl;
-            for (int i = threadIdx.x; i < nl; i += blockDim.x) kept[m + i] = list_sh[i];
-#else
             if (threadIdx.x == 0) pos_sh = m;
-#endif
             __syncthreads();
-#ifdef SB_CANDLIST
-            if (cnt > SB_CAND)
-#endif
-#if defined(SB_TOUCHED) || defined(SB_TLIST)
-            SB_CAND_LOOP(i) {
-#else
             for (int i = threadIdx.x; i < width; i += blockDim.x) {
-#endif
                 const float s = a[i];
                 if (s > 0.0f) {
                     kept[atomicAdd(&pos_sh, 1)] = sb_key(s, d0 + i);
@@ -342,9 +164,6 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             }
             m += cnt;
             __syncthreads();
-#ifdef SB_TOUCHED
-            for (int g = threadIdx.x; g < ngroups; g += blockDim.x) cand_sh[g] = 0;  // read by all (barrier)
-#endif
             continue;
         }
         // (3b) radix select of the k largest among kept[0, m) and the tile's candidates
@@ -358,18 +177,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                 const unsigned long long key = kept[i];
                 if ((key & mask) == prefix) atomicAdd(&hist[(unsigned int)(key >> shift) & 255u], 1u);
             }
-#ifdef SB_CANDLIST
-            for (int i = threadIdx.x; i < nl; i += blockDim.x) {
-                const unsigned long long key = list_sh[i];
-                if ((key & mask) == prefix) atomicAdd(&hist[(unsigned int)(key >> shift) & 255u], 1u);
-            }
-            if (cnt > SB_CAND)
-#endif
-#if defined(SB_TOUCHED) || defined(SB_TLIST)
-            SB_CAND_LOOP(i) {
-#else
             for (int i = threadIdx.x; i < width; i += blockDim.x) {
-#endif
                 const float s = a[i];
                 if (s > 0.0f) {
                     const unsigned long long key = sb_key(s, d0 + i);
@@ -397,18 +205,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             const unsigned long long key = kept[i];
             if (key >= kth) next[atomicAdd(&pos_sh, 1)] = key;
         }
-#ifdef SB_CANDLIST
-        for (int i = threadIdx.x; i < nl; i += blockDim.x) {
-            const unsigned long long key = list_sh[i];
-            if (key >= kth) next[atomicAdd(&pos_sh, 1)] = key;
-        }
-        if (cnt > SB_CAND)
-#endif
-#if defined(SB_TOUCHED) || defined(SB_TLIST)
-        SB_CAND_LOOP(i) {
-#else
         for (int i = threadIdx.x; i < width; i += blockDim.x) {
-#endif
             const float s = a[i];
             if (s > 0.0f) {
                 const unsigned long long key = sb_key(s, d0 + i);
@@ -420,9 +217,6 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
         m = k;
         theta = kth;
         __syncthreads();
-#ifdef SB_TOUCHED
-        for (int g = threadIdx.x; g < ngroups; g += blockDim.x) cand_sh[g] = 0;  // read by all (barrier above)
-#endif
     }
     if (cur == 1)  // the kept keys end in top_a
         for (int i = threadIdx.x; i < m; i += blockDim.x) buf[0][i] = buf[1][i];

@@ -49,35 +49,6 @@ BYTES_PER_QUERY_K = 28  # plan_passes: device bytes per query and unit of k
 BYTES_PER_QUERY_TERM = 16  # plan_passes: device bytes per query term
 SCAN_BLOCK = 64  # CPU engine: scores per block of the dense top-k scan
 DENSE_RATIO = 8  # CPU engine: a query with >= N / 8 postings is scored densely (no touched list)
-MAX_DYNAMIC_SHARED = 227 * 1024  # shared memory a block may opt in to (sm_90); SB_DYNAMIC tiles are bounded by it
-_SW = ("-DSB_JUMP", "-DSB_TOUCHED", "-DSB_CANDLIST")
-_SWL = ("-DSB_JUMP", "-DSB_TLIST", "-DSB_CANDLIST")
-# Compile-time variants of bm25_block_search (search.cu's -D switches) and threads per block (None: THREADS),
-# for A/B runs (benchmarks/micro/search_kernel.py); every one returns the default build's (doc, score, n)
-# (tests/emulated/test_search.py).  search_tiled(..., options=VARIANTS[name][0], threads=VARIANTS[name][1]).
-VARIANTS = {  # single switches, then combinations (the touched list before the group flags), then tiles
-    "default": ((), None),
-    "jump": (("-DSB_JUMP",), None),
-    "tlist": (("-DSB_TLIST",), None),
-    "touched": (("-DSB_TOUCHED",), None),
-    "candlist": (("-DSB_CANDLIST",), None),
-    "jump+tlist": (("-DSB_JUMP", "-DSB_TLIST"), None),
-    "jump+touched": (("-DSB_JUMP", "-DSB_TOUCHED"), None),
-    "all-tlist": (_SWL, None),
-    "all-tlist-c256": (_SWL + ("-DSB_CAND=256",), None),  # 41 KiB of shared memory: 5 blocks an SM, not 4
-    "all": (_SW, None),
-    "all-tlist-t512": (_SWL, 512),
-    "all-t512": (_SW, 512),
-    "all-tlist-tile4k-t128": (_SWL + ("-DSB_TILE=4096", "-DSB_TLCAP=1024"), 128),
-    "all-tile4k-t128": (_SW + ("-DSB_TILE=4096",), 128),
-    "all-tlist-tile16k": (_SWL + ("-DSB_DYNAMIC", "-DSB_TILE=16384", "-DSB_TLCAP=4096"), None),
-    "all-tile16k": (_SW + ("-DSB_DYNAMIC", "-DSB_TILE=16384"), None),
-    "all-tlist-tile16k-t512": (_SWL + ("-DSB_DYNAMIC", "-DSB_TILE=16384", "-DSB_TLCAP=4096"), 512),
-    "all-tile16k-t512": (_SW + ("-DSB_DYNAMIC", "-DSB_TILE=16384"), 512),
-    "all-tlist-tile32k-t512": (_SWL + ("-DSB_DYNAMIC", "-DSB_TILE=32768", "-DSB_TLCAP=8192"), 512),
-    "all-tile32k-t512": (_SW + ("-DSB_DYNAMIC", "-DSB_TILE=32768"), 512),
-    "all-tile48k-t1024": (_SW + ("-DSB_DYNAMIC", "-DSB_TILE=49152"), 1024),
-}
 
 
 def _check_k(k: int) -> int:
@@ -473,7 +444,7 @@ def _twin_sort(top, top_n, k, nq, out_doc, out_score):
 
 
 def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
-                 max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None, *, options=(), threads=None):
+                 max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None):
     """Top ``k`` documents of every query with the tiled engine: the CUDA kernels of ``search.cu`` when
     the index arrays are cupy arrays, their numba twin when they are numpy arrays.
 
@@ -494,11 +465,6 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     mask, lists : optional
         A filter, as for :func:`search_cpu` (host arrays): the mask goes to the device as a bitset of
         ``ceil(n_docs / 32)`` uint32 words, the lists as they are (not counted in ``max_workspace``).
-    options : tuple of str, default ()
-        Extra nvrtc options of ``search.cu`` (its ``-D`` switches, :data:`VARIANTS`), for A/B runs; the
-        results are the same.  Ignored by the numba twin.
-    threads : int, optional
-        Threads per block of ``bm25_block_search`` (default :data:`THREADS`; a multiple of 32 in [32, 1024]).
 
     Returns
     -------
@@ -508,10 +474,9 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     ------
     ValueError
         ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``; a filter of
-        the wrong shape (:func:`search_cpu`); ``threads`` or an ``-DSB_TILE`` of ``options`` out of range.
+        the wrong shape (:func:`search_cpu`).
     """
-    return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace, mask, lists,
-                              options=options, threads=threads)()
+    return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace, mask, lists)()
 
 
 def _mask_words(mask: np.ndarray) -> np.ndarray:
@@ -521,37 +486,13 @@ def _mask_words(mask: np.ndarray) -> np.ndarray:
     return (b.view("<u4") if len(b) else np.zeros(1, "<u4")).astype(np.uint32)
 
 
-def _launch_shape(options, threads):
-    """``(compile options, threads per block, dynamic shared bytes)`` of a variant of ``bm25_block_search``:
-    :data:`_cuda.COMPILE_OPTIONS` plus ``options``; with ``-DSB_DYNAMIC`` the scores' ``4 * SB_TILE`` bytes of
-    dynamic shared memory (else 0)."""
-    options = tuple(str(o) for o in options)
-    threads = THREADS if threads is None else int(threads)
-    if threads < 32 or threads > 1024 or threads % 32:
-        raise ValueError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
-    tile = TILE
-    for o in options:
-        if o.startswith("-DSB_TILE="):
-            tile = int(o.split("=", 1)[1])
-            if tile < 32 or tile % 32:
-                raise ValueError(f"-DSB_TILE must be a multiple of 32, got {tile}")
-    shared = 4 * tile if "-DSB_DYNAMIC" in options else 0
-    if shared > MAX_DYNAMIC_SHARED - 32 * 1024:  # room for the static part (bitsets, list, histogram)
-        raise ValueError(f"-DSB_TILE={tile}: {shared} bytes of scores leave no room in {MAX_DYNAMIC_SHARED} bytes "
-                         "of shared memory")
-    if not shared and 4 * tile > 40 * 1024:
-        raise ValueError(f"-DSB_TILE={tile} needs -DSB_DYNAMIC (static shared memory is 48 KiB a block)")
-    return _cuda.COMPILE_OPTIONS + options, threads, shared
-
-
 def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
-                       max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None, *, options=(), threads=None):
+                       max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None):
     """:func:`search_tiled` in two halves: this call launches the work and returns ``finish``, a function
     of no arguments that waits for it and returns ``(doc, score, n)``.  On the GPU the last pass of queries
     (the only one under the default workspace) is still running when this returns, so the caller can
     prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors."""
     k = _check_k(k)
-    copts, threads, shared = _launch_shape(options, threads)
     if k > MAX_K_GPU:
         raise ValueError(f"k must be <= {MAX_K_GPU} for the GPU engine (its top-k sort is in shared memory), "
                          f"got {k}; use engine='cpu' or 'sparse' for deeper runs")
@@ -597,16 +538,11 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         if gpu:
             dev["q"] = (xp.asarray(qp), qt, qw)  # replaces (frees) the previous pass's, after its fetch
             dev["a_ptr"] = xp.asarray(a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64))
-            fn = _cuda.kernel(SOURCE, "bm25_block_search", copts)
-            kw = {}
-            if shared:  # SB_DYNAMIC: the scores in dynamic shared memory, beyond the 48 KiB default
-                if getattr(fn, "max_dynamic_shared_size_bytes", 0) != shared:
-                    fn.max_dynamic_shared_size_bytes = shared
-                kw["shared_mem"] = shared
-            fn((n,), (threads,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
-                                  dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode), dev["allow_bits"],
-                                  dev["a_ptr"], dev["a_docs"]), **kw)
-            _cuda.kernel(SOURCE, "bm25_topk_sort", copts)(
+            _cuda.kernel(SOURCE, "bm25_block_search")(
+                (n,), (THREADS,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
+                                   dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode), dev["allow_bits"],
+                                   dev["a_ptr"], dev["a_docs"]))
+            _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
                 def finish(s=s, e=e):

@@ -20,13 +20,6 @@ static int __syncthreads_count(int pred) {
     return r;
 }
 static int __syncthreads_and(int pred) { return __syncthreads_count(pred) == (int)blockDim.x; }
-static int atomicMin(int* p, int v) {  // SB_JUMP
-    int o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    while (v < o && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
-    return o;
-}
-// SB_DYNAMIC: the launch's dynamic shared memory becomes block-wide storage of SB_TILE floats
-#define SB_DYNAMIC_SCORES(name) static float name[SB_TILE]
 #include KERNEL_SOURCE
 extern "C" {
 // one launcher per kernel: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
