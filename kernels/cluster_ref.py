@@ -15,8 +15,9 @@ the CPU reference, the ELLPACK CPU twin and the CUDA kernel (``ellpack.cu``) agr
 * **Update** (section 4.1, steps 1-5): :func:`merge_update`: de-normalize the cluster and the
   document by their stored magnitudes, add like terms, keep the ``top_k`` largest weights (ties:
   smaller term id first), re-normalize (norm summed in term-id order) and store sorted by term
-  id together with the new magnitude.  Cluster updates always run on the host (as in the paper's
-  Alg. 2), with this one function.
+  id together with the new magnitude.  Cluster updates run on the host (as in the paper's Alg. 2)
+  with this one function, except single documents on one GPU, which ``ct_sequential`` merges on the
+  device with the same operations (the host then replays the decisions, :func:`replay_decisions`).
 
 Cluster state (row-major on the host): ``c_idx (cap, K) int32`` term ids padded with ``-1``,
 ``c_w (cap, K) float64`` weights padded with 0, ``c_len (cap,) int32``, ``c_norm (cap,) float64``

@@ -18,6 +18,9 @@ id, so they return identical values.
   writing one updated row from the update buffer (Alg. 3 lines 10-19).
 * :func:`ellpack_scores` -- every similarity, (n_docs, n_rows) (tests, diagnostics).
 * :func:`ellpack_scatter` -- write changed rows (the micro-batch update).
+* :func:`ellpack_sequential` -- a stream of single documents in one launch (``ct_sequential``): blocks that
+  own row tiles score, meet at a grid barrier per document, take the same decision, and the owner block
+  merges the document into its row on the device (the update of section 4.1, as ``merge_update``).
 * :class:`PostingIndex` and :func:`candidate_best` -- the candidate pass: a device inverted index
   term -> rows (one segment per term in a pool, capacity doubling; the host mirror decides every
   change and uploads only the changes), and the best row of each document among the rows that share

@@ -7,10 +7,12 @@ Engines (all give identical assignments; see :mod:`cutext.kernels.cluster_ref` f
 * ``"brute"`` -- Algorithm 1 comparing every cluster (a test oracle for the inverted index).
 * ``"ellpack"`` -- the GPU design of section 4.2: the cluster matrix in column-major ELLPACK,
   similarities of a document with every row and a block-local max (:mod:`cutext.kernels.ellpack`),
-  on cupy arrays (``backend="gpu"``) or on its numba CPU twin (``backend="cpu"``).  Cluster
-  updates run on the host (Alg. 2) and reach the device through the update buffer that the next
-  similarity kernel writes into the matrix (Alg. 3), or, in micro-batch mode
-  (``batch_size > 1``), through one scatter of the changed rows per batch.  Micro-batches keep the
+  on cupy arrays (``backend="gpu"``) or on its numba CPU twin (``backend="cpu"``).  Single documents
+  (``batch_size=1``) on one device without the candidate pass are clustered a whole batch in one launch
+  (:func:`cutext.kernels.ellpack.ellpack_sequential`: scoring, decision and update on the device, the
+  host replaying the decisions).  Otherwise cluster updates run on the host (Alg. 2) and reach the
+  device through the update buffer that the next similarity kernel writes into the matrix (Alg. 3),
+  or, in micro-batch mode (``batch_size > 1``), through one scatter of the changed rows per batch.  Micro-batches keep the
   sequential semantics exactly (:func:`cutext.kernels.cluster_ref.resolve_batch`).  Rows can be
   partitioned across several GPUs (``devices=[0, 1, ...]``; cluster ``g`` lives on device
   ``g % n`` as row ``g // n``) with a global max on the host (paper section 6).
