@@ -14,6 +14,7 @@ import pytest
 
 from cutext import pipelines
 from cutext.stages.engines.bm25_index import BM25Index
+from helpers import same_rows_but_near_ties
 
 pytestmark = pytest.mark.gpu
 
@@ -52,7 +53,8 @@ def test_gpu_engine_equals_cpu_engine_on_phrases(cacm_positions):
     for k in (1, 10, 100):
         want = cpu.search(queries, k=k, engine="cpu")
         pd.testing.assert_frame_equal(gpu.search(queries, k=k, engine="gpu"), want)
-        pd.testing.assert_frame_equal(gpu.search(queries, k=k, engine="sparse"), want)
+        # cuSPARSE sums in another order: near ties may swap
+        same_rows_but_near_ties(want, gpu.search(queries, k=k, engine="sparse"), f"sparse k={k}")
     mask = np.arange(cpu.n_docs) % 3 != 0  # a user's filter and the phrases together
     pd.testing.assert_frame_equal(gpu.search(queries, k=10, engine="gpu", filter=mask),
                                   cpu.search(queries, k=10, engine="cpu", filter=mask))
