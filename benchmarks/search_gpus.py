@@ -9,7 +9,11 @@ then over the workers of a ``LocalCUDACluster`` of ``--client-gpus`` GPUs (``BM2
 a long-lived engine per worker), then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
 compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).  With ``--filter-selectivity 0.01,0.1,0.5``
 the compacted index on one GPU is searched again with a random mask of that share of the documents
-(``search(filter=mask)``, the filter before top-k), against the unfiltered row.
+(``search(filter=mask)``, the filter before top-k), against the unfiltered row.  With ``--profile`` each
+row also prints (and writes to ``--json``) the host clocks of ``BM25Index.search`` (``CUTEXT_GPUTEXT_PROFILE=1``,
+StepClock), ms per search: query csr (waiting for the tokenizer thread), engine (start), engine (wait) (the
+engines' time not hidden behind the caller's work, and the merge of the shards' top k), collect (a batch's rows
+and strings), result frame (the DataFrame of all batches).
 
     python benchmarks/search_gpus.py --gb 2 --devices 1,2 --client-gpus 1,2 --json results/search_gpus-gpu-<device>-<date>.json
 """
@@ -33,7 +37,10 @@ import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of th
 
 
 def _search(idx, queries, k: int, bs: int, repeats: int, filter=None):
+    from cutext.stages.runtime.compute import step_profile
+
     idx.search(queries[: min(len(queries), bs)], k=k, batch_size=bs)  # warm-up: kernels, query hash
+    step_profile(reset=True)  # --profile: the timed searches' clocks only
     secs, out = [], None
     for _ in range(repeats):
         gc.collect()
@@ -64,7 +71,14 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default="/tmp/cutext-search-gpus")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="set CUTEXT_GPUTEXT_PROFILE=1: print each row's StepClock parts of BM25Index.search "
+                         "(host clocks, ms per search; the engine's time shows as its wait)")
     args = ap.parse_args(argv)
+    if args.profile:
+        from cutext.stages.runtime.compute import PROFILE_ENV
+
+        os.environ[PROFILE_ENV] = "1"  # read by every StepClock when it starts
 
     import cupy
 
@@ -125,9 +139,11 @@ def main(argv=None) -> int:
                      "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
                      "qps": round(len(queries) / med), "same_results": same})
         bench.log(f"{label}: {len(queries) / med:,.0f} q/s (load {load_s:.2f} s), same results: {same}")
-        prof = step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: the host clocks of the searches above
+        prof = step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1 (--profile): the timed searches' host clocks
         if prof:
-            bench.log("  " + ", ".join(f"{k.split(': ', 1)[-1]} {v:.3f} s" for k, v in sorted(prof.items())))
+            bench.log(f"  ms per search ({args.repeats} searches): " + ", ".join(
+                f"{k.split(': ', 1)[-1]} {1e3 * v / args.repeats:.1f}" for k, v in sorted(prof.items())))
+            rows[-1]["profile_ms"] = {k: round(1e3 * v / args.repeats, 2) for k, v in sorted(prof.items())}
         del idx, out
         if client is not None:
             client.close()

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         answers = iter(())
         real = idx.topk_start
 
-        def cached(Q, k, engine="auto", max_workspace=None, n_threads=None):
+        def cached(Q, k, engine="auto", max_workspace=None, n_threads=None, doc_filter=None):
             out = next(answers)
             return lambda: out
 

@@ -173,6 +173,12 @@ def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
     return pd.Series(pd.array(taken, dtype=pd.Series([], dtype=str).dtype))
 
 
+def _str_series(chunks: list) -> pd.Series:
+    """pyarrow string arrays (a search's batches) as one pandas Series of the default string dtype, the
+    chunks kept as they are (no copy)."""
+    return pd.Series(pd.array(pa.chunked_array(chunks, pa.string()), dtype=pd.Series([], dtype=str).dtype))
+
+
 topk_rows = search_stage.topk_rows  # the sparse path's top-k (moved to cutext.stages.engines.search)
 
 
@@ -312,13 +318,24 @@ class _Devices:
             return lo, hi, f"gpu:{dev}", shard
 
         with ThreadPoolExecutor(len(jobs) or 1) as pool:
-            return list(pool.map(one, jobs))
+            placed = list(pool.map(one, jobs))
+        # one thread per shard for the searches, kept for the life of the index (:meth:`submit`)
+        self._lanes = [ThreadPoolExecutor(1, thread_name_prefix=f"cutext-shard-{i}") for i in range(len(placed))]
+        return placed
 
     def run(self, shard: "_Shard", fn, *args):
         import cupy
 
         with cupy.cuda.Device(shard.device):
             return fn(shard, *args)
+
+    def submit(self, slot: int, shard: _Shard, fn, *args):
+        """:meth:`run` on the thread of shard number ``slot`` (in load order): a future.  Each shard has a
+        thread of its own, so a shard's batches run in their order while the shards run at once: each one's
+        copy of the query batch to its device, its launches and its wait for the results run on its thread,
+        none on the caller's (cupy and numba release the GIL while they wait), and a shard starts the next
+        batch as soon as it has copied out the last one, while the caller merges."""
+        return self._lanes[slot].submit(self.run, shard, fn, *args)
 
 
 def _slots(client) -> list:
@@ -332,19 +349,27 @@ def _slots(client) -> list:
 
 
 def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
-    """Worker side of a sharded search: the shard's top k, doc ids made global (``doc_filter``: the shard's
-    part of the filter, :meth:`cutext.stages.engines.search.DocFilter.shard`)."""
-    doc, score, n = shard.sm.topk(Q, k, engine, max_workspace, n_threads, doc_filter)
-    return np.where(doc >= 0, doc + shard.lo, -1), score, n
+    """Worker side of a sharded search: the shard's top k, doc ids numbered within the shard (the merge
+    adds the shard's first doc id, :func:`cutext.stages.engines.search.merge_topk`; ``doc_filter``: the
+    shard's part of the filter, :meth:`cutext.stages.engines.search.DocFilter.shard`)."""
+    return shard.sm.topk(Q, k, engine, max_workspace, n_threads, doc_filter)
 
 
-def _shard_topk_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
-    return shard.sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
+def _on_device(device: int, fn, *args):
+    """``fn(*args)`` under GPU ``device`` (on a thread of its own, whose current device is not the caller's)."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return fn(*args)
 
 
-def _shard_finish(shard: _Shard, finish):
-    doc, score, n = finish()
-    return np.where(doc >= 0, doc + shard.lo, -1), score, n
+def _query_batch(Q):
+    """The query CSR ``Q`` serialized once (``distributed.protocol.Serialized``), for every worker's call: the
+    message to each worker carries the same header and frames (the arrays' buffers, no copy), none pickled
+    again per worker; the worker receives the CSR itself."""
+    from distributed.protocol import Serialized, serialize
+
+    return Serialized(*serialize(Q, serializers=("dask", "pickle"), on_error="raise"))
 
 
 class _ShardEngine:
@@ -355,6 +380,10 @@ class _ShardEngine:
         self.shard = shard
 
     def topk(self, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+        from distributed.protocol import Serialized, deserialize
+
+        if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
+            Q = deserialize(Q.header, Q.frames)
         return _shard_topk(self.shard, Q, k, engine, max_workspace, n_threads, doc_filter)
 
 
@@ -1226,20 +1255,33 @@ class BM25Index:
         :class:`cutext.stages.engines.search.DocFilter` of the rows of ``Q`` (:meth:`doc_filter`), cut into
         each shard's part here, so a worker receives only its documents' part."""
         if self._sm is not None:
-            return self._sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
+            if not self._sm.on_gpu:
+                return self._sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
+            # on the index's own thread (as a shard of devices=): the device scores this batch as soon as it
+            # has copied out the last one, while the caller merges and collects that one
+            return self._gpu_lane().submit(_on_device, self._sm.matrix.data.device.id, self._sm.topk, Q, k, engine,
+                                           max_workspace, n_threads, doc_filter).result
 
         def part(lo, hi):
             return doc_filter.shard(lo, hi) if doc_filter is not None else None
 
-        if isinstance(self._client, _Devices):  # every device's engine started before any is waited for
-            starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads,
-                                           part(lo, hi)))
-                      for lo, hi, _, f in self._shard_futures]
-            return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k)
+        offsets = [lo for lo, _, _, _ in self._shard_futures]  # added to each shard's doc ids in the merge
+        if isinstance(self._client, _Devices):  # every shard's batch on its own thread, none on this one
+            futs = [self._client.submit(i, f, _shard_topk, Q, k, engine, max_workspace, n_threads, part(lo, hi))
+                    for i, (lo, hi, _, f) in enumerate(self._shard_futures)]
+            return lambda: search_stage.merge_topk([f.result() for f in futs], k, offsets)
         # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
-        calls = [e.topk(Q, k, engine, max_workspace, n_threads, part(lo, hi))
+        Qs = _query_batch(Q)  # serialized once for all the workers
+        calls = [e.topk(Qs, k, engine, max_workspace, n_threads, part(lo, hi))
                  for e, (lo, hi, _, _) in zip(self._engines, self._shard_futures)]
-        return lambda: search_stage.merge_topk([c.result() for c in calls], k)
+        return lambda: search_stage.merge_topk([c.result() for c in calls], k, offsets)
+
+    def _gpu_lane(self) -> ThreadPoolExecutor:
+        """The thread of an index on one GPU that runs its batches (:meth:`topk_start`), made at the first."""
+        lane = self.__dict__.get("_lane")
+        if lane is None:
+            lane = self._lane = ThreadPoolExecutor(1, thread_name_prefix="cutext-search")
+        return lane
 
     def topk_arrays(self, Q, k: int = 10, engine: str = "auto", max_workspace=None, n_threads=None, filter=None):
         """Top ``k`` of a query CSR ``Q`` (:meth:`query_matrix`) as arrays (no frame, no w0 term).
@@ -1348,18 +1390,26 @@ class BM25Index:
             rng = tqdm(rng, desc="search", unit="batch")
         clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the parts of a search
         parts = []
+        source_ids = self._source_ids_arrow()
 
         def collect(s, Q, finish):
             doc, score, n = finish()
+            clock("search: engine (wait)")
             if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
-                rows, rank = np.repeat(np.arange(len(n)), k), np.tile(np.arange(k), len(n))
+                rows = np.repeat(np.arange(len(n), dtype=np.int64), k)
+                rank = np.tile(np.arange(k, dtype=np.int64), len(n))
                 docs, vals = doc.reshape(-1), score.reshape(-1).astype(np.float64)
             else:
-                rows, rank = np.nonzero(np.arange(k)[None, :] < n[:, None])
+                rows, rank = (x.astype(np.int64, copy=False)
+                              for x in np.nonzero(np.arange(k)[None, :] < n[:, None]))
                 docs, vals = doc[rows, rank], score[rows, rank].astype(np.float64)
             if self._has_w0:
-                vals = vals + self._absent(Q)[rows]
-            parts.append((rows + s, rank, docs, vals))
+                vals += self._absent(Q)[rows]
+            rows += s  # fresh arrays: in place
+            rank += 1
+            # the batch's strings gathered now, while the engines score the next batch (pyarrow releases the GIL)
+            parts.append((rank, docs, vals, qids.take(pa.array(rows)), source_ids.take(pa.array(docs))))
+            clock("search: collect")
 
         # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
         # kernels end; the other engines have finished when it returns).  Where the engines run off this
@@ -1384,24 +1434,23 @@ class BM25Index:
                 if pool is not None and i + 1 < len(starts):
                     nxt = pool.submit(csr, starts[i + 1])
                 clock("search: query csr")
-                if pending is not None:
-                    collect(*pending)
-                    clock("search: engine (wait)")
                 fb = doc_filter.queries(s, s + Q.shape[0]) if doc_filter is not None else None
-                pending = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads, fb))
+                started = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads, fb))
                 clock("search: engine (start)")
+                if pending is not None:  # batch i - 1 collected while the engines score batch i
+                    collect(*pending)
+                pending = started
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         if pending is not None:
             collect(*pending)
-            clock("search: engine (wait)")
-        rows, rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
-                                  for i, dt in enumerate((np.int64, np.int64, np.int64, np.float64)))
-        # string columns gathered in pyarrow and wrapped as pandas' str dtype (no Python objects)
-        out = pd.DataFrame({"query_id": _take_str(qids, rows), "doc_id": docs,
-                            "source_id": _take_str(self._source_ids_arrow(), docs),
-                            "rank": (rank + 1).astype(np.int64), "score": vals, "doc_index": docs})
+        rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
+                            for i, dt in enumerate((np.int64, np.int64, np.float64)))
+        # string columns gathered in pyarrow per batch and wrapped as pandas' str dtype (no Python objects)
+        out = pd.DataFrame({"query_id": _str_series([p[3] for p in parts]), "doc_id": docs,
+                            "source_id": _str_series([p[4] for p in parts]), "rank": rank, "score": vals,
+                            "doc_index": docs.copy()}, copy=False)
         if with_text:
             out["text"] = _take_str(self.texts_at(docs), np.arange(len(docs)))
         clock("search: result frame")

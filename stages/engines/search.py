@@ -34,6 +34,7 @@ from cutext.kernels.backend import array_module, to_host
 from cutext.stages.runtime.params import count
 from cutext.kernels import search as ks
 from cutext.kernels.search import MAX_K_GPU
+from cutext.kernels.topk_merge import merge_shards
 from cutext.stages.runtime.params import choice, param
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
@@ -302,24 +303,27 @@ class SearchMatrix:
         return doc, score, n
 
 
-def merge_topk(parts, k: int):
-    """Merge per-shard results ``[(doc, score, n), ...]`` (global doc ids) into the top ``k`` of each query,
-    by score descending then doc id ascending (the engines' rule, so the merge equals one index's result).
+def merge_topk(parts, k: int, offsets=None):
+    """Merge per-shard results ``[(doc, score, n), ...]`` into the top ``k`` of each query, by score descending
+    then doc id ascending (the engines' rule, so the merge equals one index's result).
 
     The parts come in the order of their documents (shard ``j``'s doc ids below shard ``j + 1``'s) and each
     row of a part is ranked by that rule already, so a P-way merge of the rows that takes the earlier shard
-    on equal scores keeps the rule (:func:`cutext.kernels.search.merge_ranked`, numba: O(k P) a query).
+    on equal scores keeps the rule (:func:`cutext.kernels.topk_merge.merge_shards`, numba: O(k P) a query,
+    reading the parts in place).  ``offsets``: the global doc id of each part's first document when the
+    parts hold doc ids numbered within their shard (added in the merge, no pass over the parts); None when
+    they hold global ids already.
 
     Returns
     -------
     (doc, score, n) : int64 (nq, k'), float32 (nq, k'), int32 (nq,), ``k' = min(k, total columns of the
         parts)``: shards capped at their own size (:meth:`SearchMatrix.topk`) give ``min(k, n_docs)``.
     """
-    if len(parts) == 1:
+    if len(parts) == 1 and (offsets is None or int(offsets[0]) == 0):
         return parts[0]
     width = sum(p[0].shape[1] for p in parts)
     k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
-    return ks.merge_ranked(parts, k)
+    return merge_shards(parts, [0] * len(parts) if offsets is None else offsets, k)
 
 
 __all__ = ["DocFilter", "ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine",
