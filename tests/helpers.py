@@ -229,11 +229,11 @@ def copy_artifact(src: Path, tmp_path: Path) -> Path:
     return dst
 
 
-def same_rows_but_near_ties(want, got, what, rtol=1e-6):
+def same_rows_but_near_ties(want, got, what, rtol=1e-6, max_extra=0.001):
     """cuSPARSE sums a score in another order than the CPU engine, so two documents whose float32 scores differ
     in the last bits may swap, also across the k-th place: every row of ``got`` is a row of ``want`` (an
-    allowed document), or has the score of that query's last row in ``want`` within ``rtol``; the scores of the
-    rows both hold agree within ``rtol``."""
+    allowed document), or has the score of that query's last row in ``want`` within ``rtol`` (at most
+    ``max_extra`` of the rows, None: any number); the scores of the rows both hold agree within ``rtol``."""
     assert len(got) == len(want), what
     m = want.merge(got, on=["query_id", "doc_id"], how="right", suffixes=("_c", "_g"), indicator=True)
     both = m[m["_merge"] == "both"]
@@ -242,4 +242,5 @@ def same_rows_but_near_ties(want, got, what, rtol=1e-6):
     last = want.groupby("query_id")["score"].min()
     np.testing.assert_allclose(extra["score_g"].to_numpy(), last.loc[extra["query_id"]].to_numpy(), rtol=rtol,
                                err_msg=f"{what}: a document outside the CPU's top k that is not a tie at the k-th place")
-    assert len(extra) <= 0.001 * len(want), what
+    if max_extra is not None:  # the share of rows that are such ties
+        assert len(extra) <= max_extra * len(want), what
