@@ -559,59 +559,82 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     return done
 
 
-@numba.njit(cache=True)
-def _merge_ranked(doc, score, n, offs, k, out_doc, out_score, out_n):  # pragma: no cover - numba
-    nq = doc.shape[0]
-    P = len(offs) - 1
+@numba.njit(nogil=True, cache=True)
+def _merge_shards(docs, scores, ns, offs, k, out_doc, out_score, out_n):  # pragma: no cover - numba
+    nq = out_n.shape[0]
+    P = len(docs)
     pos = np.zeros(P, np.int64)
+    cnt = np.zeros(P, np.int64)
+    head = np.zeros(P, np.float32)  # the score at pos[p], -inf once shard p is exhausted (scores are finite)
     for r in range(nq):
-        pos[:] = 0
+        for p in range(P):
+            pos[p] = 0
+            c = np.int64(ns[p][r])
+            w = docs[p].shape[1]
+            cnt[p] = min(c, w)
+            head[p] = scores[p][r, 0] if cnt[p] > 0 else -np.inf
         j = 0
         while j < k:
             best = -1
-            bc = 0
+            bs = -np.inf
             for p in range(P):
-                if pos[p] < n[p, r]:
-                    c = offs[p] + pos[p]
-                    if best < 0 or score[r, c] > score[r, bc]:  # equal scores: the earlier part (smaller docs)
-                        best = p
-                        bc = c
+                if head[p] > bs:  # strictly: equal scores keep the earlier shard (smaller doc ids)
+                    best = p
+                    bs = head[p]
             if best < 0:
                 break
-            out_doc[r, j] = doc[r, bc]
-            out_score[r, j] = score[r, bc]
-            pos[best] += 1
+            i = pos[best]
+            out_doc[r, j] = docs[best][r, i] + offs[best]
+            out_score[r, j] = bs
+            i += 1
+            pos[best] = i
+            head[best] = scores[best][r, i] if i < cnt[best] else -np.inf
             j += 1
         out_n[r] = j
 
 
-def merge_ranked(parts, k: int):
-    """Merge ranked rows of ``P`` parts into the top ``k`` of each row (a P-way merge, numba).
+def merge_shards(parts, offsets, k: int):
+    """Top ``k`` of each query over ``P`` shards' ranked rows, doc ids made global (``+ offsets[p]``).
 
     Parameters
     ----------
     parts : list of (doc, score, n)
-        int64 (nq, k_p) doc ids, float32 (nq, k_p) scores and int32 (nq,) counts of each part: the first
-        ``n[r]`` entries of row ``r`` ranked by score descending then doc id ascending.  The parts come in
-        document order (part ``p``'s doc ids below part ``p + 1``'s), so equal scores go to the earlier part.
+        Per shard, in document order (shard ``p``'s documents below shard ``p + 1``'s): int64 (nq, k_p) doc
+        ids numbered from 0 within the shard, float32 (nq, k_p) scores, int32 (nq,) counts; the first
+        ``n[r]`` entries of row ``r`` ranked by score descending then doc id ascending.
+    offsets : sequence of int, (P,)
+        The global doc id of each shard's first document.
     k : int >= 1
 
     Returns
     -------
-    (doc, score, n) : int64 (nq, k), float32 (nq, k), int32 (nq,); entries past ``n`` are -1 / 0.
+    (doc, score, n) : int64 (nq, k), float32 (nq, k), int32 (nq,); entries past ``n`` are -1 / 0.  Equal
+        scores keep the earlier shard first (the smaller doc id), so the merge equals one index's ranking.
+
+    Raises
+    ------
+    ValueError
+        No parts, parts with different numbers of queries, ``len(offsets) != len(parts)`` or ``k < 1``.
     """
+    if not parts:
+        raise ValueError("merge_shards: no parts")
+    if len(offsets) != len(parts):
+        raise ValueError(f"merge_shards: {len(parts)} parts but {len(offsets)} offsets")
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"merge_shards: k must be >= 1, got {k}")
     nq = len(parts[0][2])
-    widths = [p[0].shape[1] for p in parts]
-    offs = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
-    doc = np.ascontiguousarray(np.concatenate([p[0] for p in parts], axis=1), dtype=np.int64)
-    score = np.ascontiguousarray(np.concatenate([p[1] for p in parts], axis=1), dtype=np.float32)
-    n = np.ascontiguousarray(np.stack([np.minimum(np.asarray(p[2], np.int64), w) for p, w in zip(parts, widths)]))
+    if any(len(p[2]) != nq or p[0].shape[0] != nq or p[1].shape != p[0].shape for p in parts):
+        raise ValueError("merge_shards: the parts must hold the same queries (nq rows each)")
+    docs = tuple(np.ascontiguousarray(p[0], dtype=np.int64) for p in parts)
+    scores = tuple(np.ascontiguousarray(p[1], dtype=np.float32) for p in parts)
+    ns = tuple(np.ascontiguousarray(p[2], dtype=np.int32) for p in parts)
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
-    _merge_ranked(doc, score, n, offs, int(k), out_doc, out_score, out_n)
+    _merge_shards(docs, scores, ns, np.asarray(offsets, np.int64), k, out_doc, out_score, out_n)
     return out_doc, out_score, out_n
 
 
-__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "merge_ranked", "plan_passes", "search_cpu", "search_tiled",
+__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "merge_shards", "plan_passes", "search_cpu", "search_tiled",
            "search_tiled_start"]

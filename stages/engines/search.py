@@ -34,7 +34,6 @@ from cutext.kernels.backend import array_module, to_host
 from cutext.stages.runtime.params import count
 from cutext.kernels import search as ks
 from cutext.kernels.search import MAX_K_GPU
-from cutext.kernels.topk_merge import merge_shards
 from cutext.stages.runtime.params import choice, param
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
@@ -309,7 +308,7 @@ def merge_topk(parts, k: int, offsets=None):
 
     The parts come in the order of their documents (shard ``j``'s doc ids below shard ``j + 1``'s) and each
     row of a part is ranked by that rule already, so a P-way merge of the rows that takes the earlier shard
-    on equal scores keeps the rule (:func:`cutext.kernels.topk_merge.merge_shards`, numba: O(k P) a query,
+    on equal scores keeps the rule (:func:`cutext.kernels.search.merge_shards`, numba: O(k P) a query,
     reading the parts in place).  ``offsets``: the global doc id of each part's first document when the
     parts hold doc ids numbered within their shard (added in the merge, no pass over the parts); None when
     they hold global ids already.
@@ -323,7 +322,7 @@ def merge_topk(parts, k: int, offsets=None):
         return parts[0]
     width = sum(p[0].shape[1] for p in parts)
     k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
-    return merge_shards(parts, [0] * len(parts) if offsets is None else offsets, k)
+    return ks.merge_shards(parts, [0] * len(parts) if offsets is None else offsets, k)
 
 
 __all__ = ["DocFilter", "ENGINES", "SearchMatrix", "cap_k", "check_engine_options", "merge_topk", "resolve_engine",

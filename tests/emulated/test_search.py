@@ -175,12 +175,15 @@ def test_merge_of_shards_equals_one_index(seed, n_shards, k):
     M, Q = _problem(seed % 1000, n_terms=20, n_docs=300, nq=6, levels=2)
     want = _brute(M, Q, k)
     cuts = np.unique(np.r_[0, np.sort(np.random.default_rng(seed).integers(0, 300, n_shards - 1)), 300])
-    parts = []
+    parts, local = [], []
     for lo, hi in zip(cuts, cuts[1:]):
         S = M[:, lo:hi].tocsr()
         d, s, n = ks.search_cpu(*_args(S), hi - lo, Q.indptr, Q.indices, Q.data, k)
         parts.append((np.where(d >= 0, d + lo, -1), s, n))
+        local.append((d, s, n))
     _same(merge_topk(parts, k), want, f"shards {cuts}")
+    # shard-local doc ids, each shard's first doc id added in the merge (what shards and workers return)
+    _same(merge_topk(local, k, list(cuts[:-1])), want, f"shard-local ids, shards {cuts}")
 
 
 def _filters(n_docs, nq, seed):
