@@ -65,6 +65,14 @@ def _before(wa, ia, wb, ib):
 
 
 @numba.njit(cache=True, nogil=True)
+def merge_scratch(K):
+    """The output row and scratch of :func:`merge_update` for ``top_k = K``: ``(out_idx (K,) int32, out_w (K,)
+    float64, tmp_idx (2K,) int32, tmp_w (2K,) float64, order (2K,) int64)``."""
+    return (np.empty(K, np.int32), np.empty(K, np.float64), np.empty(2 * K, np.int32), np.empty(2 * K, np.float64),
+            np.empty(2 * K, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
 def merge_update(c_idx, c_w, c_len, c_norm, d_idx, d_w, d_len, d_norm, K, out_idx, out_w, tmp_idx, tmp_w, order):
     """Add a document to a cluster (Szasz and Samet section 4.1, steps 1-5).
 
@@ -242,11 +250,7 @@ def cluster_sequential(d_idx, d_w, d_len, d_norm, threshold, K,
     -------
     (n_clusters, n_pool) after the block.
     """
-    new_idx = np.empty(K, np.int32)
-    new_w = np.empty(K, np.float64)
-    tmp_idx = np.empty(2 * K, np.int32)
-    tmp_w = np.empty(2 * K, np.float64)
-    order = np.empty(2 * K, np.int64)
+    new_idx, new_w, tmp_idx, tmp_w, order = merge_scratch(K)
     old_idx = np.empty(K, np.int32)
     cap = c_idx.shape[0]
     sims = np.empty(cap, np.float64)
@@ -336,11 +340,7 @@ def replay_decisions(d_idx, d_w, d_len, d_norm, threshold, K, c_idx, c_w, c_len,
     -------
     (n_clusters after, first document whose new cluster id disagrees with the host's count, or -1)
     """
-    new_idx = np.empty(K, np.int32)
-    new_w = np.empty(K, np.float64)
-    tmp_idx = np.empty(2 * K, np.int32)
-    tmp_w = np.empty(2 * K, np.float64)
-    order = np.empty(2 * K, np.int64)
+    new_idx, new_w, tmp_idx, tmp_w, order = merge_scratch(K)
     for j in range(d_len.shape[0]):
         if d_len[j] == 0:
             continue
@@ -380,11 +380,7 @@ def resolve_batch(d_idx, d_w, d_len, d_norm, j0, j1, best_sim, best_id, threshol
     (j_stop, n_clusters, n_touched, n_post)
         ``j_stop`` is the first document not resolved (``j1`` when all are); ``n_post`` entries recorded.
     """
-    new_idx = np.empty(K, np.int32)
-    new_w = np.empty(K, np.float64)
-    tmp_idx = np.empty(2 * K, np.int32)
-    tmp_w = np.empty(2 * K, np.float64)
-    order = np.empty(2 * K, np.int64)
+    new_idx, new_w, tmp_idx, tmp_w, order = merge_scratch(K)
     old_idx = np.empty(K, np.int32)
     record = post_term.shape[0] >= (j1 - j0) * K and post_cluster.shape[0] >= (j1 - j0) * K
     n_post = 0

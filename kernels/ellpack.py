@@ -35,7 +35,7 @@ import numba
 import numpy as np
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module
-from cutext.kernels.cluster_ref import dot_merge, merge_update
+from cutext.kernels.cluster_ref import dot_merge, merge_scratch, merge_update
 
 BLOCK = _cuda.THREADS  # threads per block = rows per block-local max (CT_BLOCK = 256 in ellpack.cu)
 MAX_K = 512
@@ -299,11 +299,7 @@ def _twin_sequential(ell_idx, ell_w, c_norm, stride, n_rows, K, d_idx, d_w, d_le
     """CPU twin of ``ct_sequential``: Algorithm 1 over every row, the merge written into the matrix."""
     row_idx = np.empty(K, np.int32)
     row_w = np.empty(K, np.float64)
-    new_idx = np.empty(K, np.int32)
-    new_w = np.empty(K, np.float64)
-    tmp_idx = np.empty(2 * K, np.int32)
-    tmp_w = np.empty(2 * K, np.float64)
-    order = np.empty(2 * K, np.int64)
+    new_idx, new_w, tmp_idx, tmp_w, order = merge_scratch(K)
     for j in range(d_len.shape[0]):
         L = d_len[j]
         if L == 0:
