@@ -378,7 +378,7 @@ def ellpack_sequential(ell_idx, ell_w, c_norm, stride: int, n_rows: int, K: int,
     ell_idx : int32 (K * stride,), ell_w : float64 (K * stride,)
         The column-major ELLPACK matrix (numpy or cupy), updated in place.
     c_norm : float64 (>= n_rows + n_docs,)
-        Each row's magnitude before normalization (Eq. 2's stored norm), same module, updated in place.
+        Each row's magnitude before normalization (section 4.1's stored norm), same module, updated in place.
     stride : int
         Row capacity; must hold ``n_rows + n_docs`` rows (every document may start a cluster).
     n_rows : int
