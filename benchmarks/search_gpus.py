@@ -34,11 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
+from cutext.stages.runtime.compute import PROFILE_ENV, step_profile  # noqa: E402
 
 
 def _search(idx, queries, k: int, bs: int, repeats: int, filter=None):
-    from cutext.stages.runtime.compute import step_profile
-
     idx.search(queries[: min(len(queries), bs)], k=k, batch_size=bs)  # warm-up: kernels, query hash
     step_profile(reset=True)  # --profile: the timed searches' clocks only
     secs, out = [], None
@@ -76,15 +75,12 @@ def main(argv=None) -> int:
                          "(host clocks, ms per search; the engine's time shows as its wait)")
     args = ap.parse_args(argv)
     if args.profile:
-        from cutext.stages.runtime.compute import PROFILE_ENV
-
         os.environ[PROFILE_ENV] = "1"  # read by every StepClock when it starts
 
     import cupy
 
     from cutext import pipelines
     from cutext.stages.engines.bm25_index import BM25Index
-    from cutext.stages.runtime.compute import step_profile
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

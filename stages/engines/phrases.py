@@ -174,18 +174,6 @@ def match_phrase(index: PhraseIndex, term_ids: np.ndarray, offsets: np.ndarray, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_at_least(pos, lo, hi, x):
-    """Smallest i in [lo, hi) with pos[i] >= x (hi if none): a binary search of a posting's run."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if pos[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
 def _match(pidx, starts, pos, offsets, prev, slop, hit):
     """``hit[c]``: candidate ``c`` has, for some window start ``s`` (every shifted position ``p - q_j`` is
     tried), an occurrence of each slot ``j`` in ``[s + q_j, s + q_j + slop]``, distinct for a repeated term:
@@ -205,7 +193,7 @@ def _match(pidx, starts, pos, offsets, prev, slop, hit):
                     lo = s + offsets[j]
                     if prev[j] >= 0 and chosen[prev[j]] + 1 > lo:
                         lo = chosen[prev[j]] + 1
-                    i = _first_at_least(pos, starts[p], starts[p + 1], lo)
+                    i = starts[p] + np.searchsorted(pos[starts[p]:starts[p + 1]], lo)  # first >= lo in the run
                     if i == starts[p + 1] or pos[i] > s + offsets[j] + slop:
                         ok = False
                         break

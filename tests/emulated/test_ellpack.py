@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from cutext.kernels import ellpack
 from cutext.pipelines import datasets
-from cutext.stages.engines.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.engines.streamcluster import ClusterState, StreamClusterer, StreamVectorizer
 from helpers import build_cuda_emulation, install_fake_cupy
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -373,8 +373,6 @@ def test_one_launch_stream_equals_reference_on_twin_and_emulated_kernel(fake_cup
     """ellpack_sequential (the CPU twin, and ct_sequential emulated: one block of 32 threads walking several
     row tiles) gives the sequential reference's decisions, similarities, rows and norms, from a state that
     already holds rows; top_k=8 at T=0.05 makes most documents join and most merges drop terms."""
-    from cutext.stages.engines.streamcluster import ClusterState
-
     monkeypatch.setattr(ellpack, "BLOCK", 32)
     docs = datasets.load_reuters21578(shared_data / "corpora" / "reuters21578.tar.gz").iloc[:260]
     tv = StreamVectorizer(top_k).transform(docs["text"].tolist())
