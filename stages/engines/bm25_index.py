@@ -279,7 +279,7 @@ def _load_segment_shard(folders: list, deletes: list, vocab, df, run: tuple, lo:
     be = resolve_backend(backend, needs=ARRAY_STACK)
     terms = segments.MergedTerms(vocab, df, *run)
     segs = [segments.live_segment(segments.read_segment(Path(f), verify=False), d) for f, d in zip(folders, deletes)]
-    merged = segments.merge_segments(segs, terms=terms)
+    merged = segments.merge_segments(segs, terms=terms, device=be == "gpu")
     del segs
     return _Shard(lo, hi, _segment_matrix(merged, fn, w0, be), be)
 
@@ -465,7 +465,8 @@ def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
 def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
     """The CSR (V + 1, N) float32 of ``w - w0`` of merged segments (``fn``: the corpus's weight function),
     scipy on the host or, for ``be == "gpu"``, cupyx with the weights computed on the device (the same
-    formulas on the same operands: the same bits as the host)."""
+    formulas on the same operands: the same bits as the host) from postings already there
+    (``merge_segments(device=True)``) or copied there."""
     V, N = len(merged.indptr) - 2, len(merged.lengths)
     if be != "gpu":
         import scipy.sparse as sp
@@ -491,8 +492,8 @@ def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
         if np.any(w0):
             data[a:e] -= w0_d[t]
     del tf, lengths
-    return csp.csr_matrix((data, doc.astype(np.int32), indptr.astype(np.int32) if len(doc) < 2**31 else indptr),
-                          shape=(V + 1, N))
+    return csp.csr_matrix((data, doc.astype(np.int32, copy=False),
+                           indptr.astype(np.int32) if len(doc) < 2**31 else indptr), shape=(V + 1, N))
 
 
 class BM25Index:
@@ -733,7 +734,7 @@ class BM25Index:
             segs = [segments.live_segment(sg, d) for sg, d in zip(segs, deletes)]
         except ValueError as exc:
             raise art.ArtifactError(f"{mf}: deletions: {exc}") from None
-        merged = segments.merge_segments(segs)
+        merged = segments.merge_segments(segs, device=be == "gpu")  # the GPU's postings scattered there
         del segs
         if merged.n_docs != N:
             raise art.ArtifactError(f"{mf}: N={N}, the segments hold {merged.n_docs} documents")

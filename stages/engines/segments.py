@@ -85,6 +85,7 @@ COLUMNS = "columns.parquet"
 POSITIONS = "positions.parquet"
 COMPRESSION = "zstd"
 _INT32_MAX = 2**31 - 1
+DEVICE_MERGE_BLOCK = 1 << 26  # postings scattered at a time by merge_segments(device=True)
 # (use_dictionary, column_encoding) per file; the module docstring gives the measurements
 _ENCODINGS = {
     TERMS: (["df"], {"term": "DELTA_BYTE_ARRAY"}),
@@ -950,7 +951,7 @@ class MergedSegments:
         return short_repr(self, ["n_docs", "avgdl", "vocab", "doc", "tf"])
 
 
-def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments:
+def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool = False) -> MergedSegments:
     """Lay segments end to end in commit order and merge their postings into one term-major CSR.
 
     Lucene's segment design (immutable segments, per-segment term dictionaries, tf and norms stored,
@@ -966,6 +967,10 @@ def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments
         The global statistics of a larger index that ``segments`` are a consecutive run of (a shard), with
         ``term_ids`` those of ``segments``: the CSR's rows are the global term ids, its doc ids count from
         the run's first document (default: :func:`merge_terms` of ``segments``).
+    device : bool, default False
+        Place the postings on the current GPU: ``doc``, ``tf`` (and ``field_tf``) are cupy arrays, each
+        segment's postings are copied to the device as read and scattered there (the same slots as on the
+        host: the host path is this one's twin); ``indptr``, ``lengths`` and the terms stay on the host.
 
     Returns
     -------
@@ -994,18 +999,25 @@ def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments
     indptr = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(rows, out=indptr[1:])
     n_postings = int(indptr[-1])
-    doc = np.empty(n_postings, np.int32 if int(n.sum()) <= _INT32_MAX else np.int64)
-    tf = np.empty(n_postings, np.int32)
     fields = segs[0].fields if segs else ()
     if any(s.fields != fields for s in segs):
         raise ValueError(f"segments of different fields: {sorted({s.fields for s in segs})}")
-    field_tf = np.empty((len(fields), n_postings), np.int32) if fields else None
+    if device:
+        import cupy as xp
+    else:
+        xp = np
+    doc = xp.empty(n_postings, np.int32 if int(n.sum()) <= _INT32_MAX else np.int64)
+    tf = xp.empty(n_postings, np.int32)
+    field_tf = xp.empty((len(fields), n_postings), np.int32) if fields else None
     fill = indptr[:-1].copy()  # next free slot of each term id
     for s, g, base in zip(segs, mt.term_ids, bases):
         if not s.n_postings:
             continue
         start = fill[g]
         fill[g] += s.df
+        if device:
+            _scatter_on_device(s, start - s.offsets[:-1], base, doc, tf, field_tf)
+            continue
         dest = np.repeat(start - s.offsets[:-1], s.df)
         dest += np.arange(s.n_postings, dtype=np.int64)
         doc[dest] = s.doc.astype(doc.dtype, copy=False) + doc.dtype.type(base)
@@ -1019,6 +1031,31 @@ def merge_segments(segments, terms: MergedTerms | None = None) -> MergedSegments
                   else pa.array([], pa.string()))
     field_lengths = np.concatenate([s.field_lengths for s in segs], axis=1) if fields else None
     return MergedSegments(mt, indptr, doc, tf, lengths, source_ids, fields, field_tf, field_lengths)
+
+
+def _scatter_on_device(s: Segment, shift: np.ndarray, base: int, doc, tf, field_tf) -> None:
+    """One segment's postings into the device CSR of :func:`merge_segments`: local posting ``i`` of local
+    term ``j`` goes to slot ``shift[j] + i`` (``shift = start - offsets[:-1]``), as the host's
+    ``np.repeat`` places it; ``j`` is found by a binary search of ``i`` in the segment's offsets, a block
+    of postings at a time (about 24 bytes of temporaries a posting of a block)."""
+    import cupy
+
+    offsets = cupy.asarray(s.offsets)
+    shift_d = cupy.asarray(shift)
+    block = DEVICE_MERGE_BLOCK
+    for a in range(0, s.n_postings, block):
+        e = min(a + block, s.n_postings)
+        i = cupy.arange(a, e, dtype=np.int64)
+        dest = shift_d[cupy.searchsorted(offsets, i, side="right") - 1]
+        dest += i
+        del i
+        d = cupy.asarray(s.doc[a:e]).astype(doc.dtype, copy=False)
+        d += doc.dtype.type(base)
+        doc[dest] = d
+        tf[dest] = cupy.asarray(s.tf[a:e])
+        if field_tf is not None:
+            field_tf[:, dest] = cupy.asarray(s.field_tf[:, a:e])
+        del dest, d
 
 
 def field_segment(segments, fields) -> dict:

@@ -1,12 +1,13 @@
 """A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of a kernel source on the CPU.
 
-Only what cutext's ELLPACK and trie paths use: ``ndarray`` (a numpy subclass whose module is ``cupy``, so
-``is_gpu_object`` sees a device array), ``asarray``, ``array``, ``ascontiguousarray``, ``empty``, ``zeros``,
-``full``, ``arange``, the dtype names, ``.get()``, ``cuda.Device`` (ids and a context manager; several
+Only what cutext's ELLPACK and trie paths and the segments' device merge use: ``ndarray`` (a numpy
+subclass whose module is ``cupy``, so ``is_gpu_object`` sees a device array), ``asarray``, ``array``,
+``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names, ``.get()``, ``cuda.Device`` (ids and a context manager; several
 "devices" share the host) and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the
 launchers of the emulator library (``ellpack_emu.cpp``, ``trie_emu.cpp``) through ctypes.  Used by
 tests/emulated/test_ellpack.py to run the GPU clustering engine (update buffer, micro-batches, capacity
-doubling, row partitions) and by tests/emulated/test_trie.py to run the trie queries without a GPU.
+doubling, row partitions), by tests/emulated/test_trie.py to run the trie queries without a GPU and by
+tests/stages/test_segments.py (``make(None)``: arrays only) for ``merge_segments(device=True)``.
 """
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ def arange(*args, dtype=None):
     return _dev(np.arange(*args, dtype=dtype))
 
 
+def searchsorted(a, v, side="left"):
+    return _dev(np.searchsorted(np.asarray(a), np.asarray(v), side=side))
+
+
 class _Device:
     current = 0
     attributes = {"MultiProcessorCount": 1}  # one "SM": the emulator runs ct_sequential's grid barrier as one block
@@ -80,7 +85,7 @@ class _Device:
 
 def make(lib_path):
     """The fake cupy module, its kernels running in the compiled emulator library ``lib_path``."""
-    lib = ctypes.CDLL(str(lib_path))
+    lib = ctypes.CDLL(str(lib_path)) if lib_path is not None else None  # None: arrays only, no kernels
     mod = types.ModuleType("cupy")
     mod.ndarray = ndarray
     mod.asarray = asarray
@@ -90,6 +95,7 @@ def make(lib_path):
     mod.zeros = zeros
     mod.full = full
     mod.arange = arange
+    mod.searchsorted = searchsorted
     for name in ("int8", "int32", "int64", "uint32", "float32", "float64"):
         setattr(mod, name, getattr(np, name))
     mod.cuda = types.SimpleNamespace(Device=_Device)

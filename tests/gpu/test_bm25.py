@@ -1,6 +1,8 @@
 """GPU path == CPU path on the same input (run on the lent GPU machine; skipped without a device)."""
 from __future__ import annotations
 
+import json
+
 import dask
 import numpy as np
 import pandas as pd
@@ -113,8 +115,31 @@ def test_segmented_index_gpu_equals_cpu(tmp_path, data_dir):
         for k in ("indptr", "indices", "data"):
             np.testing.assert_array_equal(getattr(got.matrix, k), getattr(ref.matrix, k), err_msg=k)
     queries = ["parallel sorting algorithms", "compiler optimization of loops"]
-    pd.testing.assert_frame_equal(BM25Index.load(gpu.path, backend="gpu").search(queries, k=10),
-                                  ref.search(queries, k=10))
+    on_gpu = BM25Index.load(gpu.path, backend="gpu")  # postings scattered on the device (merge_segments)
+    for k in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(on_gpu.matrix, k).get(), getattr(ref.matrix, k), err_msg=k)
+    pd.testing.assert_frame_equal(on_gpu.search(queries, k=10), ref.search(queries, k=10))
+
+
+def test_device_merge_equals_the_host_merge_on_many_segments(tmp_path, data_dir, monkeypatch):
+    """merge_segments(device=True) on the GPU, CACM cut into many segments (several blocks a segment):
+    every posting in the host's slot."""
+    import cupy
+
+    from cutext.stages.engines import segments
+
+    r = _build(data_dir / "cacm" / "cacm.json", tmp_path / "ix", backend="cpu", index_format=2, blocksize=1 << 16,
+               **ANALYSIS)
+    names = json.loads((r.path / "index.json").read_text())["segments"]
+    assert len(names) >= 3
+    folders = [r.path / "segments" / n for n in names]
+    host = segments.merge_segments(folders)
+    monkeypatch.setattr(segments, "DEVICE_MERGE_BLOCK", 4099)
+    dev = segments.merge_segments(folders, device=True)
+    assert isinstance(dev.doc, cupy.ndarray) and isinstance(dev.tf, cupy.ndarray)
+    np.testing.assert_array_equal(dev.doc.get(), host.doc)
+    np.testing.assert_array_equal(dev.tf.get(), host.tf)
+    np.testing.assert_array_equal(dev.indptr, host.indptr)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from cutext.stages.engines import segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_flat
 
-from helpers import MISSING_DATA, scifact_topics
+from helpers import MISSING_DATA, load_fake_cupy, scifact_topics
 
 KW = dict(backend="cpu", scheduler="sync", progress=False)
 READER = {"text_column": ["title", "text"], "id_column": "_id"}
@@ -166,6 +167,25 @@ def test_appends_a_deletion_and_compaction_equal_a_one_shot_build(tmp_path, data
     assert segments.read_segment(ix / "segments" / seg).fields == ("title", "text")
     _same_matrix(index, live)
     _same_matrix(BM25Index.load(ix, backend="cpu"), live)
+
+
+def test_device_merge_moves_each_fields_tf_as_the_host(tmp_path, data_dir, monkeypatch):
+    """merge_segments(device=True) on the CPU stand-in of CuPy, BM25F segments of SciFact (several blocks a
+    segment): the (F, n) field tf lands in the host's slots with the postings."""
+    recs = _records(data_dir / "scifact" / "corpus.jsonl.gz")[:1500]
+    spec = dict(field_weights={"title": 2.0}, field_b={"title": 0.4, "text": 0.8}, stopwords="lucene", **READER)
+    ix = pipelines.run("bm25", _write(tmp_path, "a", recs), out=tmp_path / "ix", blocksize=1 << 17, **KW, **spec).path
+    folders = [ix / "segments" / n for n in json.loads((ix / "index.json").read_text())["segments"]]
+    assert len(folders) >= 2
+    host = segments.merge_segments(folders)
+    fake = load_fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake.make(None))
+    monkeypatch.setattr(segments, "DEVICE_MERGE_BLOCK", 1000)
+    dev = segments.merge_segments(folders, device=True)
+    assert isinstance(dev.field_tf, fake.ndarray) and dev.fields == host.fields == ("title", "text")
+    for name in ("doc", "tf", "field_tf"):
+        np.testing.assert_array_equal(np.asarray(getattr(dev, name)), getattr(host, name), err_msg=name)
+    np.testing.assert_array_equal(dev.field_lengths, host.field_lengths)
 
 
 def test_errors_name_the_field_the_value_and_the_way_out(tmp_path, data_dir):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 
 import dask
@@ -25,7 +26,7 @@ from cutext.stages.runtime import checksums
 from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.text.bm25 import VARIANTS
 from cutext.stages.text.tokenize import TokenizerConfig
-from helpers import cacm_jsonl, read_index, saved_index
+from helpers import cacm_jsonl, load_fake_cupy, read_index, saved_index
 
 N_PARTS = 3
 
@@ -109,6 +110,23 @@ class TestOneShotEquality:
         np.testing.assert_array_equal(w.weight, post["weight"].to_numpy())
         np.testing.assert_array_equal(w.w0, ref.w0)
         assert w.avgdl == ref.avgdl
+
+
+    @pytest.mark.parametrize("block", [seg.DEVICE_MERGE_BLOCK, 997])
+    def test_device_merge_places_every_posting_as_the_host(self, cacm, merged, monkeypatch, block):
+        """merge_segments(device=True) on the CPU stand-in of CuPy (several blocks a segment with 997):
+        the device CSR holds the host's postings slot for slot, and the terms and documents are the host's."""
+        fake = load_fake_cupy()
+        monkeypatch.setitem(sys.modules, "cupy", fake.make(None))
+        monkeypatch.setattr(seg, "DEVICE_MERGE_BLOCK", block)
+        dev = seg.merge_segments(cacm["folders"], device=True)
+        assert isinstance(dev.doc, fake.ndarray) and isinstance(dev.tf, fake.ndarray)
+        assert dev.doc.dtype == merged.doc.dtype and dev.tf.dtype == np.int32
+        np.testing.assert_array_equal(dev.indptr, merged.indptr)
+        np.testing.assert_array_equal(np.asarray(dev.doc), merged.doc)
+        np.testing.assert_array_equal(np.asarray(dev.tf), merged.tf)
+        np.testing.assert_array_equal(dev.lengths, merged.lengths)
+        assert dev.vocab.equals(merged.vocab) and dev.source_ids.equals(merged.source_ids)
 
 
 # ----------------------------------------------------------------------------- the files
