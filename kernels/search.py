@@ -545,8 +545,12 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             _cuda.kernel(SOURCE, "bm25_topk_sort")(
                 (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
             if i == len(passes) - 1:
+                # the results' copies queued behind this batch's kernels: the device's next batch, queued
+                # before the caller collects this one, does not hold the collection up
+                wait = _copy_out_async(xp, dev, n, k)
+
                 def finish(s=s, e=e):
-                    fetch(s, e)
+                    out_doc[s:e], out_score[s:e], out_n[s:e] = wait()
                     dev.clear()  # the kernels are done: freeing waits for nothing
                     return done()
                 return finish
@@ -557,6 +561,25 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
             out_n[s:e] = dev["top_n"][:n]
     return done
+
+
+def _copy_out_async(xp, dev: dict, n: int, k: int):
+    """Queue the copies of a pass's results (``dev``'s ``doc``, ``score``, ``top_n``) into page-locked host
+    buffers on the current stream, behind the pass's kernels, and return ``wait()`` -> ``(doc (n, k) int64,
+    score (n, k) float32, n (n,) int32)``, which waits for them (an event) and returns the buffers."""
+    bufs = []
+    for name, size, dtype in (("doc", n * k, np.int64), ("score", n * k, np.float32), ("top_n", n, np.int32)):
+        dtype = np.dtype(dtype)
+        host = np.frombuffer(xp.cuda.alloc_pinned_memory(max(size, 1) * dtype.itemsize), dtype, size)
+        dev[name][:size].get(out=host, blocking=False)  # page-locked: the copy returns before it is done
+        bufs.append(host)
+    done = xp.cuda.Event()
+    done.record()
+
+    def wait():
+        done.synchronize()
+        return bufs[0].reshape(n, k), bufs[1].reshape(n, k), bufs[2]
+    return wait
 
 
 @numba.njit(nogil=True, cache=True)

@@ -1,13 +1,15 @@
 """A stand-in for ``cupy`` whose RawModule kernels run the CUDA C of a kernel source on the CPU.
 
-Only what cutext's ELLPACK and trie paths and the segments' device merge use: ``ndarray`` (a numpy
+Only what cutext's ELLPACK, trie and search paths and the segments' device merge use: ``ndarray`` (a numpy
 subclass whose module is ``cupy``, so ``is_gpu_object`` sees a device array), ``asarray``, ``array``,
-``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names, ``.get()``, ``cuda.Device`` (ids and a context manager; several
-"devices" share the host) and ``RawModule(...).get_function(name)(grid, block, args)``, which calls the
-launchers of the emulator library (``ellpack_emu.cpp``, ``trie_emu.cpp``) through ctypes.  Used by
-tests/emulated/test_ellpack.py to run the GPU clustering engine (update buffer, micro-batches, capacity
-doubling, row partitions), by tests/emulated/test_trie.py to run the trie queries without a GPU and by
-tests/stages/test_segments.py (``make(None)``: arrays only) for ``merge_segments(device=True)``.
+``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names,
+``.get()`` (also into ``out=``), ``cuda.Device`` (ids and a context manager; several "devices" share the
+host), ``cuda.Event``, ``cuda.alloc_pinned_memory`` (a bytearray) and
+``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of the emulator
+library (``ellpack_emu.cpp``, ``trie_emu.cpp``, ``search_emu.cpp``) through ctypes.  Used by
+tests/emulated/ to run the GPU clustering engine (update buffer, micro-batches, capacity doubling, row
+partitions), the trie queries and the search engine without a GPU, and by tests/stages/test_segments.py
+(``make(None)``: arrays only) for ``merge_segments(device=True)``.
 """
 from __future__ import annotations
 
@@ -18,8 +20,11 @@ import numpy as np
 
 
 class ndarray(np.ndarray):
-    def get(self):
-        return np.array(self, copy=True)
+    def get(self, stream=None, out=None, blocking=True):
+        if out is None:
+            return np.array(self, copy=True)
+        out[...] = np.asarray(self)
+        return out
 
 
 ndarray.__module__ = "cupy"
@@ -83,6 +88,16 @@ class _Device:
         pass
 
 
+class _Event:
+    """Every emulated launch and copy has finished when it returns: recording and waiting do nothing."""
+
+    def record(self, stream=None):
+        self.recorded = True
+
+    def synchronize(self):
+        assert getattr(self, "recorded", False), "an event waited for before it was recorded"
+
+
 def make(lib_path):
     """The fake cupy module, its kernels running in the compiled emulator library ``lib_path``."""
     lib = ctypes.CDLL(str(lib_path)) if lib_path is not None else None  # None: arrays only, no kernels
@@ -98,7 +113,7 @@ def make(lib_path):
     mod.searchsorted = searchsorted
     for name in ("int8", "int32", "int64", "uint32", "float32", "float64"):
         setattr(mod, name, getattr(np, name))
-    mod.cuda = types.SimpleNamespace(Device=_Device)
+    mod.cuda = types.SimpleNamespace(Device=_Device, Event=_Event, alloc_pinned_memory=bytearray)
     launches = []
 
     def _arg(a):
