@@ -1,10 +1,15 @@
 """The ``bm25`` pipeline: build a term-major BM25 index, load it, search it.
 
-Index directory layout of the default, segmented index (``index_format=2``; every file Parquet or JSON)::
+Index directory layout of the default, segmented index (``index_format=2``; every file Parquet or JSON but
+``terms.arrow``)::
 
     index.json           index_format 2, segments (names in document order), next_segment, N, avgdl,
                          variant, k1, b, delta, tokenizer, backend, version, counts, timings;
                          bm25f (fields, weights, b) with field_weights= / field_b=
+    terms.arrow          the commit's global vocabulary (Arrow IPC file: term large_string, ascending by
+                         UTF-8 bytes; df int64, the live df over every segment), which lets an append count
+                         only its new segments (:mod:`cutext.stages.engines.index_commits`); absent from
+                         indexes of earlier versions and from a Client build until its first commit
     segments/seg-NNNNN/  one segment a read partition: terms, postings (doc, tf), docs (source_id,
                          length), text (with store_text=True), columns (with keep_columns=), segment.json
                          (:mod:`cutext.stages.engines.segments`); weighted at load; with BM25F fields the
@@ -418,6 +423,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                                          store_text=write_text, keep_columns=keep_columns)
                 layout["next_segment"] = len(layout["segments"])
                 avgdl = idx.n_tokens / idx.n_docs
+                # the global vocabulary and df are at hand: the commit keeps them for the next append
+                commit_stage.write_commit_terms(tmp, idx.vocab, idx.df_t[1:])
             else:
                 weights = _weights(idx, variant, k1, b, delta, per_file)
                 replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
@@ -640,6 +647,7 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
         fc = first.counts
         mt, counts = commit_stage.index_counts(heads, {}, replaced=int(fc.get("replaced", 0)),
                                                input_bytes=int(fc.get("input_bytes", 0)))
+        commit_stage.write_commit_terms(tmp, mt.vocab, mt.df[1:])  # kept for the next append
         spec = {"fields": list(fields[0]), "weights": list(fields[1]), "b": list(fields[2])}
         run.write_manifest(tmp, {
             "index_format": 2, "segments": names, "next_segment": next_segment, "store_text": False, "bm25f": spec,

@@ -10,12 +10,18 @@ one commit one wins and the other writes nothing, as Lucene's ``write.lock`` all
 Deletions are recorded, not rewritten (Lucene's live-docs files): ``deletes/<segment>-g<generation>.npy``
 holds a segment's deleted local doc numbers; :func:`commit_compaction` rewrites the live documents as one
 segment (Lucene's ``forceMerge(1)``).
+
+Every commit also keeps its global vocabulary, ``terms.arrow`` (:func:`write_commit_terms`: the live terms
+and their df over all its segments), so that an append's commit counts the new segments only and merges
+their terms into it, O(new segments + vocabulary) instead of reading every segment's terms
+(:func:`write_commit`); an index without it (written before it existed) takes the full recount once.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,10 +37,13 @@ from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
 __all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "segmented_commit", "commit_deletion",
-           "commit_compaction", "write_commit", "index_counts", "link_segments", "write_index_manifest"]
+           "commit_compaction", "write_commit", "index_counts", "link_segments", "write_index_manifest",
+           "TERMS_FILE", "write_commit_terms", "read_commit_terms"]
 
 SEGMENTS_DIR = "segments"
 KIND = "cutext.bm25"
+TERMS_FILE = "terms.arrow"
+_TERMS_SCHEMA = pa.schema([("term", pa.large_string()), ("df", pa.int64())])
 
 
 def read_deletes(path: Path, meta: dict, names: list) -> list:
@@ -176,13 +185,148 @@ def write_index_manifest(tmp: Path, fields: dict) -> None:
                                           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
+def write_commit_terms(tmp, vocab, df) -> None:
+    """Write a commit's global vocabulary ``tmp/terms.arrow`` (an Arrow IPC file).
+
+    Parameters
+    ----------
+    tmp : str or os.PathLike
+        The commit's directory (sealed afterwards with the rest of the commit).
+    vocab : pyarrow string array, shape (V,)
+        The terms of all the commit's segments, ascending by UTF-8 bytes (``MergedTerms.vocab``).
+    df : integer array, shape (V,)
+        The live df of each term over the commit's segments (``MergedTerms.df[1:]``); terms of df 0 are
+        left out, so the file holds the terms a merge of the live segments holds.
+
+    Raises
+    ------
+    ValueError
+        ``vocab`` and ``df`` of different lengths.
+    """
+    vocab = vocab.combine_chunks() if isinstance(vocab, pa.ChunkedArray) else vocab
+    vocab = vocab.cast(pa.large_string())
+    df = np.asarray(df, np.int64)
+    if len(vocab) != len(df):
+        raise ValueError(f"terms.arrow: {len(vocab)} terms and {len(df)} df values")
+    held = df > 0
+    if not held.all():
+        vocab, df = vocab.filter(pa.array(held)), df[held]
+    table = pa.table({"term": vocab, "df": pa.array(df, pa.int64())}, schema=_TERMS_SCHEMA)
+    with pa.OSFile(str(Path(tmp) / TERMS_FILE), "wb") as sink, pa.ipc.new_file(sink, _TERMS_SCHEMA) as w:
+        w.write_table(table)
+
+
+def read_commit_terms(index, meta: dict | None = None) -> tuple[pa.Array, np.ndarray] | None:
+    """The global vocabulary a commit keeps (:func:`write_commit_terms`), or None when it has none usable.
+
+    Parameters
+    ----------
+    index : str or os.PathLike
+        The commit's directory.
+    meta : dict, optional
+        Its manifest (``index.json``, parsed): the file must then be listed in its ``files`` with the
+        same size and CRC32 (a file the commit did not seal, or one damaged since, is not used), and hold
+        ``counts["n_terms"]`` terms whose df sum to ``counts["n_postings"]``.
+
+    Returns
+    -------
+    (pyarrow.LargeStringArray, numpy int64 array) or None
+        The terms, ascending by UTF-8 bytes, and their df (>= 1); None when the file is missing (an index
+        written before commits kept it), unreadable, or does not match ``meta``.  The caller then
+        recounts from the segments; nothing here raises.
+    """
+    f = Path(index) / TERMS_FILE
+    try:
+        raw = f.read_bytes()
+    except OSError:
+        return None
+    if meta is not None:
+        rec = (meta.get("files") or {}).get(TERMS_FILE)
+        if (not isinstance(rec, dict) or rec.get("bytes") != len(raw)
+                or rec.get("crc32") != f"{zlib.crc32(raw):08x}"):
+            return None
+    try:
+        table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
+        if table.schema.names != ["term", "df"] or table.column("term").null_count or table.column("df").null_count:
+            return None
+        terms = table.column("term").combine_chunks().cast(pa.large_string())
+        df = table.column("df").combine_chunks().to_numpy().astype(np.int64)
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+    if len(df) and int(df.min()) < 1:
+        return None
+    if len(terms) > 1 and not pc.all(pc.less(terms[:-1], terms[1:])).as_py():
+        return None
+    if meta is not None:
+        oc = meta.get("counts") or {}
+        if oc.get("n_terms") != len(terms) or oc.get("n_postings") != int(df.sum()):
+            return None
+    return terms, df
+
+
+def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list, added: list, new):
+    """The statistics of an append's commit from the earlier commit's and the ``added`` segments' alone
+    (:func:`write_commit`), or None when the commit is not a plain append of a commit that keeps its
+    vocabulary (then the caller recounts every segment).
+
+    Returns
+    -------
+    (heads, (n_docs, sum_dl, vocab, df)) or None
+        The added segments as read (terms and documents, no ids) and the commit's N, tokens, vocabulary
+        and df; N, tokens and df are those :func:`merge_terms` gives over every segment.
+    """
+    if new is not None or old.get("index_format", 1) != 2 or list(names) != list(old.get("segments") or ()):
+        return None
+    oc = old.get("counts")
+    if not isinstance(oc, dict) or not all(isinstance(oc.get(k), int) and not isinstance(oc.get(k), bool)
+                                           for k in ("n_docs", "n_tokens", "n_postings", "n_empty_docs")):
+        return None
+    if old.get("N") != oc["n_docs"]:
+        return None
+    try:  # the deletions recorded are the earlier commit's: an append deletes nothing
+        before = read_deletes(Path(index), old, list(names))
+    except (art.ArtifactError, OSError):
+        return None
+    if len(before) != len(deletes) or not all(np.array_equal(np.unique(np.asarray(a, np.int64)), np.unique(b))
+                                              for a, b in zip(deletes, before)):
+        return None
+    kept = read_commit_terms(index, old)
+    if kept is None:
+        return None
+    heads = segment_heads([Path(tmp) / SEGMENTS_DIR / n for n in added], [np.zeros(0, np.int64)] * len(added),
+                          ids=False)
+    fields = tuple((old.get("bm25f") or {}).get("fields") or ()) if isinstance(old.get("bm25f"), dict) else ()
+    if any(tuple(h.fields) != fields for h in heads):  # the full recount names the mismatch
+        return None
+    terms, df = kept
+    parts = [(terms, df)] + [(h.terms.cast(pa.large_string()), h.df) for h in heads if h.n_terms]
+    if len(parts) > 1:  # one hash pass over [old vocabulary, new segments' terms], one sort, as merge_terms
+        enc = pc.dictionary_encode(pa.concat_arrays([t for t, _ in parts]))
+        distinct, ids = enc.dictionary, enc.indices.to_numpy()
+        total = np.zeros(len(distinct), np.int64)
+        a = 0
+        for t, d in parts:  # within one part a term occurs once
+            total[ids[a:a + len(t)]] += d
+            a += len(t)
+        order = pc.sort_indices(distinct).to_numpy()  # binary comparison: UTF-8 byte order
+        terms, df = distinct.take(pa.array(order)), total[order]
+    n_docs = oc["n_docs"] + sum(h.n_docs for h in heads)
+    sum_dl = oc["n_tokens"] + sum(h.sum_dl for h in heads)
+    return heads, (n_docs, sum_dl, terms, df)
+
+
 def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, extra: dict,
                  new=None, added: list = (), timings: dict | None = None, fields: dict | None = None) -> dict:
     """Write a commit into ``tmp`` and return its manifest's ``counts``.
 
     The commit lists the segments ``names`` of ``index`` (hard links) with their ``deletes``, then the
     segments ``added`` (already written into ``tmp/segments``, e.g. by an append's writers), then ``new``
-    (``(name, write_segment arguments)``, written here); the manifest's statistics are recounted from them.
+    (``(name, write_segment arguments)``, written here); the manifest's statistics are recounted from them,
+    and the commit's vocabulary is kept in ``tmp/terms.arrow`` (:func:`write_commit_terms`).  An append (only
+    ``added`` segments, the earlier commit's segments and deletions unchanged) of a commit that keeps its
+    vocabulary (:func:`read_commit_terms`) reads only the added segments: N, tokens, postings and empty
+    documents are the earlier commit's plus theirs, and the vocabulary is the kept one merged with their
+    terms; the same manifest as a recount of every segment (:func:`index_counts`).
     ``extra`` goes to :func:`index_counts` (``replaced``, ``input_bytes`` and counts of the operation),
     ``timings`` (seconds per step) and ``fields`` (``backend``, ``scheduler``, ``n_workers`` of the run)
     into the manifest; the other settings are the earlier commit's.
@@ -202,9 +346,24 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
         write_segment(tmp / SEGMENTS_DIR / new[0], **new[1])
         timings["write"] = time.perf_counter() - t0
         segs.append(new[0])
-    heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
-                          list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)), ids=False)
-    mt, counts = index_counts(heads, old, **extra)
+    fast = _append_stats(index, tmp, old, names, deletes, added, new)
+    if fast is not None:  # an append: the earlier commit's statistics and vocabulary, and the new segments'
+        heads, (n_docs, sum_dl, vocab, df) = fast
+        oc, extra = old["counts"], dict(extra)
+        empty = sum(int((h.lengths == 0).sum()) for h in heads)
+        counts = {"n_docs": n_docs, "n_terms": len(vocab), "n_postings": int(df.sum()), "n_tokens": sum_dl,
+                  "n_empty_docs": oc["n_empty_docs"] + empty,
+                  "replaced": int(oc.get("replaced", 0)) + int(extra.pop("replaced", 0)),
+                  "input_bytes": int(oc.get("input_bytes", 0)) + int(extra.pop("input_bytes", 0)),
+                  "partitions": len(segs), **extra}
+        avgdl = sum_dl / n_docs if n_docs else 0.0  # as MergedTerms.avgdl: the same bits as a load's
+    else:
+        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in segs],
+                              list(deletes) + [np.zeros(0, np.int64)] * (len(segs) - len(deletes)), ids=False)
+        mt, counts = index_counts(heads, old, **extra)
+        n_docs, avgdl, vocab, df = mt.n_docs, mt.avgdl, mt.vocab, mt.df[1:]
+    del heads
+    write_commit_terms(tmp, vocab, df)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
                                 "scheduler", "n_workers", "store_text", "bm25f", "keep_columns", "positions")
                 if k in old}
@@ -213,7 +372,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     numbers = [int(n.rsplit("-", 1)[1]) for n in segs if n.rsplit("-", 1)[-1].isdigit()]
     next_segment = max([next_segment] + [x + 1 for x in numbers])
     write_index_manifest(tmp, {"index_format": 2, "segments": segs, "deletes": spec, "generation": gen,
-                               "next_segment": next_segment, "N": mt.n_docs, "avgdl": mt.avgdl, **keep,
+                               "next_segment": next_segment, "N": n_docs, "avgdl": avgdl, **keep,
                                **(fields or {}), "counts": counts, "timings": timings})
     return counts
 

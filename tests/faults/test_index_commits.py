@@ -9,8 +9,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from cutext import pipelines
@@ -162,3 +165,194 @@ def test_an_append_reads_only_what_it_wrote_and_never_blesses_a_damaged_segment(
     ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
     with pytest.raises(artifacts.ArtifactError, match="postings.parquet"):
         BM25Index.load(ix)
+
+
+# ----------------------------------------------------------------------------- the vocabulary a commit keeps
+
+def _cacm_parts(tmp_path, data_dir, k=4) -> list:
+    """CACM cut in ``k`` JSON-lines files of about equal size, in order."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    cuts = [len(lines) * i // k for i in range(k + 1)]
+    out = []
+    for i in range(k):
+        out.append(tmp_path / f"part{i}.jsonl")
+        out[-1].write_text("\n".join(lines[cuts[i]:cuts[i + 1]]) + "\n", encoding="utf-8")
+    return out
+
+
+def _recorded_append_stats(monkeypatch) -> list:
+    """Whether each commit took the append's fast path (``_append_stats`` returned its statistics)."""
+    taken = []
+    real = commits._append_stats
+
+    def record(*a, **k):
+        out = real(*a, **k)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(commits, "_append_stats", record)
+    return taken
+
+
+def _commit_state(ix) -> dict:
+    meta = json.loads((ix / "index.json").read_text())
+    return {k: meta.get(k) for k in ("N", "avgdl", "counts", "segments", "deletes", "generation", "next_segment")}
+
+
+def _assert_terms_are_the_live_merge(ix):
+    """terms.arrow (listed and sealed in index.json) holds merge_terms of the commit's live segments."""
+    from cutext.stages.engines import segments
+
+    meta = json.loads((ix / "index.json").read_text())
+    assert commits.TERMS_FILE in meta["files"]
+    folders, deletes = commits.commit_segments(ix, meta)
+    mt = segments.merge_terms(segments.segment_heads(folders, deletes, ids=False))
+    kept = commits.read_commit_terms(ix, meta)
+    assert kept is not None
+    terms, df = kept
+    assert terms.type == pa.large_string() and terms.equals(mt.vocab)
+    np.testing.assert_array_equal(df, mt.df[1:])
+    assert (df > 0).all() and meta["counts"]["n_terms"] == len(terms) and meta["N"] == mt.n_docs
+    assert meta["avgdl"] == mt.avgdl  # bit for bit: what a load recomputes
+
+
+def _living_sequence(ix, parts, ids) -> list:
+    """A build, an append, a deletion, an append, a compaction and an append, each commit's state."""
+    states = []
+    pipelines.run("bm25", parts[0], out=ix, **KW)
+    states.append(_commit_state(ix))
+    ops.append_index(parts[1], ix, backend="cpu", scheduler="sync", progress=False)
+    states.append(_commit_state(ix))
+    ops.delete_documents(ix, ids)
+    states.append(_commit_state(ix))
+    ops.append_index(parts[2], ix, backend="cpu", scheduler="sync", progress=False)
+    states.append(_commit_state(ix))
+    ops.compact_index(ix)
+    states.append(_commit_state(ix))
+    ops.append_index(parts[3], ix, backend="cpu", scheduler="sync", progress=False)
+    states.append(_commit_state(ix))
+    return states
+
+
+def test_an_appends_commit_from_the_kept_vocabulary_equals_a_recount_of_every_segment(tmp_path, data_dir,
+                                                                                     monkeypatch):
+    """Build, append, delete (of old and new documents), append, compact, append on CACM: every commit's N,
+    avgdl and counts (all keys) equal those of the full recount (the fast path switched off), its terms.arrow
+    is merge_terms of its live segments, and the index loads verified and searches as the recounted one."""
+    parts = _cacm_parts(tmp_path, data_dir)
+    first = [json.loads(x)["id"] for x in parts[0].read_text().splitlines()]
+    second = [json.loads(x)["id"] for x in parts[1].read_text().splitlines()]
+    ids = [str(x) for x in first[3::50] + second[7::40]]
+    taken = _recorded_append_stats(monkeypatch)
+    fast = _living_sequence(tmp_path / "fast", parts, ids)
+    assert taken == [True, False, True, False, True]  # the appends, and neither the deletion nor compaction
+    _assert_terms_are_the_live_merge(tmp_path / "fast")
+
+    taken.clear()
+    monkeypatch.setattr(commits, "read_commit_terms", lambda *a, **k: None)  # every commit recounts
+    full = _living_sequence(tmp_path / "full", parts, ids)
+    assert taken == [False] * 5
+    assert fast == full
+    assert full[-1]["counts"]["n_docs"] == sum(len(p.read_text().splitlines()) for p in parts) - len(ids)
+    monkeypatch.undo()
+    for name in ("fast", "full"):
+        _assert_terms_are_the_live_merge(tmp_path / name)
+    assert (tmp_path / "fast" / "terms.arrow").read_bytes() == (tmp_path / "full" / "terms.arrow").read_bytes()
+    qs = dict(list(cacm_topics(data_dir).items())[:10])
+    pd.testing.assert_frame_equal(BM25Index.load(tmp_path / "fast").search(qs, k=10),
+                                  BM25Index.load(tmp_path / "full").search(qs, k=10))
+
+
+def test_every_commit_of_a_bm25f_index_keeps_its_vocabulary_and_an_append_counts_as_a_recount(tmp_path, data_dir,
+                                                                                             monkeypatch):
+    """BM25F (SciFact title + text): the build and each append keep terms.arrow; the fast path's manifest is
+    the full recount's (the per-field sums are not in the manifest: a load recounts them)."""
+    import gzip
+
+    with gzip.open(data_dir / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        lines = [x for x in fh.read().splitlines() if x.strip()]
+    n = len(lines)
+    spec = dict(text_column=["title", "text"], id_column="_id", field_weights={"title": 2.0},
+                field_b={"title": 0.4, "text": 0.8})
+    files = []
+    for i, (a, e) in enumerate([(0, n // 3), (n // 3, 2 * n // 3), (2 * n // 3, n)]):
+        files.append(tmp_path / f"s{i}.jsonl")
+        files[-1].write_text("\n".join(lines[a:e]) + "\n", encoding="utf-8")
+    states = {}
+    taken = _recorded_append_stats(monkeypatch)
+    for name in ("fast", "full"):
+        if name == "full":
+            monkeypatch.setattr(commits, "read_commit_terms", lambda *a, **k: None)
+        ix = tmp_path / name
+        pipelines.run("bm25", files[0], out=ix, **KW, **spec)
+        if name == "fast":
+            _assert_terms_are_the_live_merge(ix)
+        for f in files[1:]:
+            pipelines.run("bm25", f, out=ix, append=True, id_column="_id", backend="cpu", scheduler="sync",
+                          progress=False)
+        states[name] = _commit_state(ix)
+    assert taken == [True, True, False, False]
+    assert states["fast"] == states["full"]
+    monkeypatch.undo()
+    _assert_terms_are_the_live_merge(tmp_path / "fast")
+    a, b = BM25Index.load(tmp_path / "fast"), BM25Index.load(tmp_path / "full")  # verified
+    assert a.n_docs == b.n_docs == n
+    np.testing.assert_array_equal(a.df, b.df)
+    np.testing.assert_array_equal(a.w0, b.w0)
+
+
+@pytest.mark.parametrize("old", ["missing", "damaged"])
+def test_an_index_without_a_usable_vocabulary_file_appends_by_a_recount_and_keeps_one_after(tmp_path, parts, old,
+                                                                                            monkeypatch):
+    """An index written before commits kept terms.arrow (the file removed and the manifest sealed again), or
+    one whose terms.arrow was damaged on disk (same size: only its CRC32 tells), takes the full recount; the
+    new commit keeps a correct terms.arrow and the next append takes the fast path."""
+    from cutext.stages.runtime import checksums
+
+    ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
+    f = ix / commits.TERMS_FILE
+    if old == "missing":
+        f.unlink()
+        checksums.seal(ix, "index.json")  # as an index of an earlier version: nothing unlisted, nothing missing
+        BM25Index.load(ix)  # verified
+        assert commits.TERMS_FILE not in json.loads((ix / "index.json").read_text())["files"]
+    else:
+        raw = bytearray(f.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        f.write_bytes(bytes(raw))
+    assert commits.read_commit_terms(ix, json.loads((ix / "index.json").read_text())) is None
+    taken = _recorded_append_stats(monkeypatch)
+    r = ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    assert r.counts["n_docs"] == 2000 and taken == [False]
+    _assert_terms_are_the_live_merge(ix)
+    BM25Index.load(ix)  # verified: the new commit's terms.arrow is sealed in its manifest
+    ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
+    assert taken == [False, True]
+    _assert_terms_are_the_live_merge(ix)
+    n = sum(len(parts[k].read_text().splitlines()) for k in "abc")
+    assert BM25Index.load(ix).n_docs == n == json.loads((ix / "index.json").read_text())["N"]
+
+
+def test_an_appends_commit_reads_only_the_new_segments(tmp_path, parts, monkeypatch):
+    """With the vocabulary kept, the commit of an append reads the terms and documents of its new segments
+    only (segment_heads / read_segment never see an old segment), even with deletions in the old ones."""
+    from cutext.stages.engines import segments
+
+    ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
+    ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    ops.delete_documents(ix, list(BM25Index.load(ix).source_ids[::97]))
+    old = set(json.loads((ix / "index.json").read_text())["segments"])
+    heads, reads = [], []
+    real_heads, real_read = commits.segment_heads, segments.read_segment
+    monkeypatch.setattr(commits, "segment_heads",
+                        lambda folders, *a, **k: heads.extend(folders) or real_heads(folders, *a, **k))
+    monkeypatch.setattr(segments, "read_segment", lambda folder, *a, **k: reads.append(folder) or
+                        real_read(folder, *a, **k))
+    monkeypatch.setattr(commits, "read_segment", segments.read_segment)
+    ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
+    monkeypatch.undo()
+    new = set(json.loads((ix / "index.json").read_text())["segments"]) - old
+    assert new and heads and {p.name for p in heads} == new
+    assert reads and {Path(p).name for p in reads} <= new
+    _assert_terms_are_the_live_merge(ix)
+    BM25Index.load(ix)

@@ -159,7 +159,7 @@ def test_index_json_and_layout(built, index_format):
         assert key in meta
     assert meta["index_format"] == index_format
     if index_format == 2:
-        assert sorted(p.name for p in r.path.iterdir()) == ["index.json", "segments"]
+        assert sorted(p.name for p in r.path.iterdir()) == ["index.json", "segments", "terms.arrow"]
         assert meta["segments"] == sorted(p.name for p in (r.path / "segments").iterdir())
         assert len(meta["segments"]) == r.counts["partitions"] == meta["next_segment"]
     else:
@@ -569,7 +569,7 @@ def test_segmented_index_scores_equal_the_one_shot_index(tmp_path, data_dir, var
     assert r2.counts == r1.counts and r1.counts["partitions"] > 3
     meta = json.loads((r2.path / "index.json").read_text())
     assert meta["index_format"] == 2 and len(meta["segments"]) == r1.counts["partitions"]
-    assert sorted(p.name for p in r2.path.iterdir()) == ["index.json", "segments"]
+    assert sorted(p.name for p in r2.path.iterdir()) == ["index.json", "segments", "terms.arrow"]
     a, b = BM25Index.load(r1.path), BM25Index.load(r2.path)
     _assert_same_loaded(a, b)
     queries = ["parallel sorting algorithms", "compiler optimization of loops", "unknownterm"]
