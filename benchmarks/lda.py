@@ -23,7 +23,11 @@ gpu (``--gpu``)
     estimate of EZLDA Table I for the same corpus; ``sampler="hybrid"`` (sparse W rows) for K in
     ``--gpu-hybrid-ks``, with the state's own bytes (``GibbsState.nbytes``).  The timed iterations are
     3-7 from a random start, where D rows are densest (the slowest iterations); ``--gpu-late N`` also
-    times iterations N+1..N+5 of the same chain, when D has become sparse.
+    times iterations N+1..N+5 of the same chain, when D has become sparse.  ``--gpu-orders word doc``:
+    the sparse and three-branch samplers on one GPU once per token order (``GibbsState.sample_order``;
+    ``doc`` = ``lda_sample_doc``, D rows in shared memory, ``--gpu-doc-cap`` entries a warp; rows
+    ``...-doc``), each row with a digest of the final topics (``z_sha1``: equal across orders, since the
+    draws are the same token for token).
 
 client (``--client``)
     The sampler on a dask Client (``pipelines.run("lda", ..., client=c)``: one shard per worker, W summed
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -309,6 +314,7 @@ def client_section(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
+    from cutext.kernels import lda as lda_kernels
     from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
     from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
 
@@ -320,11 +326,19 @@ def gpu_section(args, ddir, rows):
                      [f"{r}:{n}" for r in range(reps) for n in bow.doc_names], f"nips x{reps}")
     log(f"NIPS x {reps}: {big.n_docs} documents, {big.n_tokens:,} tokens")
     pool = cupy.get_default_memory_pool()
-    configs = [(K, smp, 1) for K in args.gpu_ks for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])
-               + (["hybrid"] if K in args.gpu_hybrid_ks else [])]
-    configs += [(K, "three_branch", n) for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
+    configs = [(K, smp, 1, order) for K in args.gpu_ks
+               for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])
+               + (["hybrid"] if K in args.gpu_hybrid_ks else [])
+               for order in (args.gpu_orders if smp in ("sparse", "three_branch") else ["word"])]
+    configs += [(K, "three_branch", n, "word") for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
     chunks = {}
-    for K, smp, ndev in configs:
+    for K, smp, ndev, spec in configs:
+        # spec "word", "doc" or "doc:NAME=VALUE,...": lda_sample_doc built with these -D switches
+        order, _, dfs = spec.partition(":")
+        defines = tuple(x for x in dfs.split(",") if x)
+        lda_kernels.DOC_DEFINES = defines
+        system = f"cutext-gpu{ndev}-{smp}" + (f"-{order}" if order != "word" else "") + \
+            "".join(f"-{x.removeprefix('LDA_DOC_').lower()}" for x in defines)
         if ndev not in chunks:  # the token order does not depend on K: build once per device count
             chunks.clear()
             chunks[ndev] = build_chunks(big, K, ndev)
@@ -335,13 +349,14 @@ def gpu_section(args, ddir, rows):
         ch = dataclasses.replace(base, K=K, n_dense=n_dense, chunk_split=split)
         est = ch.memory_estimate()
         pool.free_all_blocks()
-        log(f"gpu K={K} {smp} devices={ndev}")
+        log(f"gpu K={K} {smp} devices={ndev} order={order}")
         try:
             if ndev > 1:
                 st = ShardedGibbs(ch, K, 50.0 / K, 0.01, seed=0, devices=list(range(ndev)))
             else:
                 st = GibbsState(ch, K, 50.0 / K, 0.01, seed=0, gpu=True,
-                                w_layout="hybrid" if smp == "hybrid" else "dense")
+                                w_layout="hybrid" if smp == "hybrid" else "dense", sample_order=order)
+                st.doc_cap = args.gpu_doc_cap
             st.sync()
             setup_bytes = pool.used_bytes()
             times, skipped = [], []
@@ -373,7 +388,11 @@ def gpu_section(args, ddir, rows):
                 lm = statistics.median(late_times)
                 late = {"late_from_iteration": args.gpu_late + 1, "late_s_per_iter": lm,
                         "late_Mtok_per_s": ch.n_tokens / lm / 1e6, "late_llpt": st.llpt()}
-            rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": f"cutext-gpu{ndev}-{smp}",
+            zs = [p.z for p in st.parts] if ndev > 1 else [st.z]
+            z_sha1 = hashlib.sha1(b"".join(cupy.asnumpy(z).tobytes() for z in zs)).hexdigest()
+            rows.append({"section": "gpu", "corpus": big.source, "K": K, "system": system, "order": order,
+                         "doc_defines": list(defines),
+                         "doc_cap": args.gpu_doc_cap if order == "doc" else None, "z_sha1": z_sha1,
                          "devices": ndev,
                          "tokens": ch.n_tokens, "s_per_iter": med, "Mtok_per_s": ch.n_tokens / med / 1e6,
                          "skipped_last": skipped[-1], "llpt": ll, "llpt_seconds": t_ll,
@@ -381,9 +400,10 @@ def gpu_section(args, ddir, rows):
                          "hybrid_w_bytes_estimate": est["hybrid_w"], "dense_w_bytes": est["dense_w"],
                          "state_bytes": st.nbytes(),
                          "iterations": args.gpu_iterations, "warmup": args.gpu_warmup, **late})
+            log(f"  {ch.n_tokens / med / 1e6:.1f} M tokens/s, z sha1 {z_sha1[:12]}")
             del st
         except Exception as exc:  # noqa: BLE001
-            rows.append({"section": "gpu", "K": K, "system": f"cutext-gpu{ndev}-{smp}", "error": repr(exc)[:300]})
+            rows.append({"section": "gpu", "K": K, "system": system, "error": repr(exc)[:300]})
             log(f"error: {exc!r}")
         pool.free_all_blocks()
 
@@ -394,16 +414,16 @@ def print_table(rows):
         if not rs:
             continue
         print(f"\n{sec}: tokens per second per iteration (median)")
-        print(f"{'corpus':<12} {'K':>6} {'system':<26} {'tokens':>12} {'s/iter':>9} {'Mtok/s':>9} {'skipped':>8} "
+        print(f"{'corpus':<12} {'K':>6} {'system':<29} {'tokens':>12} {'s/iter':>9} {'Mtok/s':>9} {'skipped':>8} "
               f"{'dev MB':>8} {'late Mtok/s':>12} {'W+tab MB':>9}")
         for r in rs:
             if "error" in r:
-                print(f"{'':<12} {r['K']:>6} {r['system']:<26} ERROR {r['error'][:60]}")
+                print(f"{'':<12} {r['K']:>6} {r['system']:<29} ERROR {r['error'][:60]}")
                 continue
             dev = r.get("device_bytes_pool_peak")
             sb = r.get("state_bytes")
             wt = sb["W"] + sb["tables"] if sb else float("nan")
-            print(f"{r['corpus'][:12]:<12} {r['K']:>6} {r['system']:<26} {r['tokens']:>12,} {r['s_per_iter']:>9.4f} "
+            print(f"{r['corpus'][:12]:<12} {r['K']:>6} {r['system']:<29} {r['tokens']:>12,} {r['s_per_iter']:>9.4f} "
                   f"{r['Mtok_per_s']:>9.2f} {r.get('skipped_last', float('nan')):>8.3f} "
                   f"{(dev / 1e6 if dev else float('nan')):>8.0f} {r.get('late_Mtok_per_s', float('nan')):>12.2f} "
                   f"{wt / 1e6:>9.0f}")
@@ -441,6 +461,12 @@ def main(argv=None):
     ap.add_argument("--gpu-late", type=int, default=0,
                     help="also continue each chain to this iteration and time --gpu-iterations more "
                          "(D is sparser later in training; 0 = off)")
+    ap.add_argument("--gpu-orders", nargs="+", default=["word"],
+                    help="token orders of the sparse / three-branch samplers on one GPU (word: lda_sample; doc: "
+                         "lda_sample_doc, D rows in shared memory; doc:NAME=VALUE,...: lda_sample_doc built with "
+                         "-D switches, e.g. doc:LDA_DOC_UNROLL=4); 'word doc' times both side by side")
+    ap.add_argument("--gpu-doc-cap", type=int, default=768,
+                    help="order doc: D-row entries a warp keeps in shared memory (kernels.lda.DOC_CAP)")
     ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
                     help="device counts to run (e.g. 1 2 on nvidia-h200-x2: scaling rows for K <= 1000)")
     ap.add_argument("--client", action="store_true",
@@ -452,6 +478,9 @@ def main(argv=None):
     ap.add_argument("--collective", default="auto", choices=["auto", "nccl", "client"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    bad = [o for o in args.gpu_orders if o.partition(":")[0] not in ("word", "doc") or (o.startswith("word:"))]
+    if bad:
+        ap.error(f"--gpu-orders: word, doc or doc:NAME=VALUE,... (got {bad})")
     ddir = data_dir(args.data)
     info = env()
     log(json.dumps(info))

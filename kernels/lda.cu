@@ -395,6 +395,235 @@ extern "C" __global__ void __launch_bounds__(256, LDA_SAMPLE_MINB) lda_sample(
     }
 }
 
+// lda_sample with the tokens taken in DOCUMENT-major order (the same draws, paper 000 Eq. 3-4 and, with
+// three != 0, Eq. 6-10 with g = 2; collapsed-Gibbs exclusion of paper 001 Eq. 1): every draw depends on
+// the previous pass's counts and the token's own uniform number (keyed by the token's key, not its
+// position) only, so the order in which a pass visits tokens is free.  Warp w takes the doc-major
+// positions [32 w, 32 w + 32): lane i samples token tok[32 w + i] (tok = the inverted index doc_tok), so
+// the 32 tokens of a warp belong to one or a few documents.  When a document starts, the warp copies its
+// D row (d_topic, d_cnt; nnz <= cap entries) into its slice of shared memory (2 cap ints a warp), and the
+// warp search of K1 / K2 / the own topic, the counts b1 / b2 / dz, the lane sums' topics and counts and
+// the S walk read it there; the lane sums then make only the What[v][topic] gathers in global memory
+// (LDA_DOC_UNROLL of them in flight a lane).  A document with nnz > cap is read from global memory
+// through the same code (a pointer to its row instead of the shared copy).  The per-token values that
+// depend on the token alone (What row tops and qtot for three-branch, W[v][z], n_z and What[v][z] for the
+// own-topic terms) are loaded by the token's lane before the loop, so a token's chain of dependent
+// global loads is the lane-sum gathers, the walk's gathers and (Q branch only) the qcum search.
+// Every float operation is lda_sample's, in the same order (the lane-major S', the Kogge-Stone scans,
+// the branch tests; the own-topic weight wadj is computed by the token's lane before the loop, the same
+// expression): the numba twin kernels/lda.py::_twin_sample gives the same z and flags token for token.
+// Launch: blocks of 256 threads, dynamic shared memory 8 * 2 * cap ints; z_out / flags are written at the
+// tokens' own (word-major) positions.
+#ifndef LDA_DOC_MINB
+#define LDA_DOC_MINB 4     // blocks of 256 resident per SM (64 registers)
+#endif
+#ifndef LDA_DOC_UNROLL
+#define LDA_DOC_UNROLL 8   // What gathers per lane in flight in the lane sums
+#endif
+extern "C" __global__ void __launch_bounds__(256, LDA_DOC_MINB) lda_sample_doc(
+        long long n, const long long* tok, const int* word, const int* doc, const long long* keys, const int* z,
+        const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
+        const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
+        const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
+        double w_self, u64 seed, u64 it, int three, int exclude, int cap, int* z_out, signed char* flags) {
+    extern __shared__ int sW[];
+    const int lane = threadIdx.x & 31;
+    const long long p0 = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5;
+    if (p0 >= n) return;
+    int* s_topic = sW + (threadIdx.x >> 5) * 2 * cap;
+    int* s_cnt = s_topic + cap;
+    const int cnt = n - p0 < 32 ? (int)(n - p0) : 32;
+    // lane i loads token tok[p0 + i] and the values of its word and own topic
+    // (the token index, the document's offsets, length and nnz are not kept per lane: fewer registers)
+    int my_v = 0, my_d = 0, my_z = 0, my_k1 = -1, my_k2 = -1;
+    double my_u = 0.0, my_wadj = 0.0, my_qt = 0.0;
+    float my_wz = 0.0f, my_a1 = 0.0f, my_a2 = 0.0f, my_a3 = 0.0f;
+    if (lane < cnt) {
+        const long long t = tok[p0 + lane];
+        my_v = word[t];
+        my_d = doc[t];
+        my_z = z[t];
+        my_u = lda_uniform(seed, it, (u64)keys[t]);
+        const long long row = (long long)my_v * K;
+        my_qt = qtot[my_v];
+        if (three) {
+            my_k1 = top[2 * my_v];
+            my_k2 = top[2 * my_v + 1];
+            my_a1 = topv[3 * my_v];
+            my_a2 = topv[3 * my_v + 1];
+            my_a3 = topv[3 * my_v + 2];
+        }
+        if (exclude) {  // the own topic's weight with the token taken out (lda_sample's wadj for zs, or K1 = zo)
+            my_wadj = ((double)W[row + my_z] - w_self + beta) / ((double)nk[my_z] - w_self + vbeta);
+            my_wz = what[row + my_z];
+        }
+    }
+    int res_z = 0;
+    signed char res_f = 0;
+    int pv = -1, pd = -1, cur_d = -1, cur_L = 0, cur_nnz = 0;
+    const int* dt = d_topic;  // the current document's D row: the shared copy or its global row
+    const int* dc = d_cnt;
+    double A = 0.0;  // this lane's sum of cnt_j * What[v][topic_j], j = lane (mod 32), topic != K1
+    for (int i = 0; i < cnt; i++) {
+        const int v = __shfl_sync(LDA_FULL, my_v, i);
+        const int d = __shfl_sync(LDA_FULL, my_d, i);
+        const int zo = __shfl_sync(LDA_FULL, my_z, i);
+        const double u = __shfl_sync(LDA_FULL, my_u, i);
+        const int K1 = __shfl_sync(LDA_FULL, my_k1, i);
+        const int K2 = __shfl_sync(LDA_FULL, my_k2, i);
+        const double wadj = __shfl_sync(LDA_FULL, my_wadj, i);
+        const float wzf = __shfl_sync(LDA_FULL, my_wz, i);
+        const long long row = (long long)v * K;
+        if (d != cur_d) {  // a new document: its D row into this warp's shared memory when it fits
+            const long long base = doc_ptr[d];  // warp-uniform loads, once per document run
+            cur_L = (int)(doc_ptr[d + 1] - base);
+            cur_nnz = d_nnz[d];
+            const int nnz = cur_nnz;
+            __syncwarp();  // every lane is done with the previous row
+            if (nnz <= cap) {
+                for (int j = lane; j < nnz; j += 32) {
+                    s_topic[j] = d_topic[base + j];
+                    s_cnt[j] = d_cnt[base + j];
+                }
+                __syncwarp();
+                dt = s_topic;
+                dc = s_cnt;
+            } else {
+                dt = d_topic + base;
+                dc = d_cnt + base;
+            }
+            cur_d = d;
+        }
+        const int L = cur_L;
+        const int nnz = cur_nnz;
+        const int zs = (exclude && zo != K1) ? zo : -1;
+        int p1 = -1, p2 = -1, pz = -1;
+        if (three) {  // K1, K2 and the own topic, searched together
+            int want[3] = {K1, K2, zs};
+            int pos[3];
+            lda_warp_pos<3>(dt, 0, nnz, want, lane, pos);
+            p1 = pos[0];
+            p2 = pos[1];
+            pz = pos[2];
+        } else if (zs >= 0) {
+            lda_warp_pos<1>(dt, 0, nnz, &zs, lane, &pz);
+        }
+        int pick = -1;
+        signed char flag = 0;
+        double a1d = 0.0;
+        double M = 0.0;
+        if (three) {
+            const int b1 = p1 >= 0 ? dc[p1] : 0;
+            a1d = (double)__shfl_sync(LDA_FULL, my_a1, i);
+            if (exclude && zo == K1) {
+                M = ((double)b1 - 1.0 + alpha) * wadj;
+            } else {
+                M = ((double)b1 + alpha) * a1d;
+            }
+            // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
+            const int b2 = p2 >= 0 ? dc[p2] : 0;
+            double a2d = (double)__shfl_sync(LDA_FULL, my_a2, i);
+            double a3d = (double)__shfl_sync(LDA_FULL, my_a3, i);
+            double rest = (double)(L - b1 - b2);
+            double sest = a2d * (double)b2 + a3d * rest;
+            double qb = alpha * (__shfl_sync(LDA_FULL, my_qt, i) - a1d);
+            double tt = M + sest;
+            tt = tt + qb;
+            if (u * tt < M) { pick = K1; flag = 2; }
+        }
+        if (pick < 0) {
+            double zw = 0.0, wzs = 0.0, szs = 0.0;
+            if (zs >= 0) {
+                const int dz = pz >= 0 ? dc[pz] : 0;
+                zw = ((double)dz - 1.0 + alpha) * wadj;
+                wzs = (double)wzf;
+                szs = (double)dz * wzs;
+            }
+            if (v != pv || d != pd) {
+                A = 0.0;
+                for (int j = lane; j < nnz; j += 32 * LDA_DOC_UNROLL) {
+                    float w[LDA_DOC_UNROLL];
+#pragma unroll
+                    for (int r = 0; r < LDA_DOC_UNROLL; r++) {
+                        const int jj = j + 32 * r;
+                        const int k = jj < nnz ? dt[jj] : K1;
+                        w[r] = (jj >= nnz || k == K1) ? 0.0f : what[row + k];
+                    }
+#pragma unroll
+                    for (int r = 0; r < LDA_DOC_UNROLL; r++) {
+                        const int jj = j + 32 * r;
+                        const int c = jj < nnz ? dc[jj] : 0;
+                        A = A + (double)c * (double)w[r];
+                    }
+                }
+                pv = v;
+                pd = d;
+            }
+            double a = A;
+            if (pz >= 0 && (pz & 31) == lane) a = a - szs;
+            const double incl = lda_warp_scan(a, lane);
+            const double s = __shfl_sync(LDA_FULL, incl, 31);
+            double excl = __shfl_up_sync(LDA_FULL, incl, 1);
+            double q = __shfl_sync(LDA_FULL, my_qt, i);
+            if (K1 >= 0) q = q - a1d;
+            if (zs >= 0) q = q - wzs;
+            double Q = alpha * q;
+            double tot = M + zw;
+            tot = tot + s;
+            tot = tot + Q;
+            double x = u * tot;
+            if (x < M) { pick = K1; flag = 1; }
+            else {
+                x = x - M;
+                if (x < zw) { pick = zs; flag = 3; }
+                else {
+                    x = x - zw;
+                    if (x < s) {
+                        unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
+                        const int Ls = m ? __ffs(m) - 1 : 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
+                        double carry = __shfl_sync(LDA_FULL, excl, Ls);
+                        if (Ls == 0) carry = 0.0;
+                        int last = -1;
+                        for (int j0 = Ls; j0 < nnz && pick < 0; j0 += 32 * 32) {
+                            const int j = j0 + 32 * lane;
+                            int k = -1;
+                            double val = 0.0;
+                            if (j < nnz) {
+                                k = dt[j];
+                                if (k != K1 && k != zs) val = (double)dc[j] * (double)what[row + k];
+                            }
+                            const double P = lda_warp_scan(val, lane);
+                            const unsigned hit = __ballot_sync(LDA_FULL, val > 0.0 && carry + P > x);
+                            if (hit) pick = __shfl_sync(LDA_FULL, k, __ffs(hit) - 1);
+                            const unsigned pos_m = __ballot_sync(LDA_FULL, val > 0.0);
+                            if (pos_m) last = __shfl_sync(LDA_FULL, k, 31 - __clz(pos_m));
+                            carry = carry + __shfl_sync(LDA_FULL, P, 31);
+                        }
+                        if (pick < 0) pick = last;
+                    } else {
+                        double y = x - s;
+                        int lo = 0, hi = K - 1;
+                        while (lo < hi) {
+                            int mid = (lo + hi) >> 1;
+                            double c = (double)qcum[row + mid];
+                            if (K1 >= 0 && mid >= K1) c = c - a1d;
+                            if (zs >= 0 && mid >= zs) c = c - wzs;
+                            if (alpha * c > y) hi = mid; else lo = mid + 1;
+                        }
+                        pick = lo;
+                    }
+                }
+            }
+        }
+        if (lane == i) { res_z = pick; res_f = flag; }
+    }
+    if (lane < cnt) {
+        const long long t = tok[p0 + lane];
+        z_out[t] = res_z;
+        flags[t] = res_f;
+    }
+}
+
 // Paper 001 (Alg. 2, 4) dense sampler for small K: DNT[d][k] = (D[d][k] - own + alpha) / (n_k - own + V beta)
 // precomputed per document (own topic adjusted in the token's loop), W rows of a column panel of
 // words staged in shared memory (one block per panel of PANEL words; tokens sorted by word).

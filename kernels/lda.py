@@ -530,9 +530,14 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
             z_out[t] = lo
 
 
+ORDERS = ("word", "doc")
+DOC_CAP = 768  # D-row entries a warp of lda_sample_doc keeps in shared memory: 8 warps x 2 x 768 int32 = 48 KiB
+DOC_DEFINES: tuple = ()  # extra -D switches of lda_sample_doc's build (benchmarks: "LDA_DOC_UNROLL=4", ...)
+
+
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,
            vbeta: float, seed: int, iteration: int, three: bool = False, exclude: bool = True,
-           fixed_w: bool = False):
+           fixed_w: bool = False, order: str = "word", doc_tok=None, doc_cap: int = DOC_CAP):
     """One sparsity-aware Gibbs pass over tokens (EZLDA Eq. 1-4; three-branch Eq. 6-10, g = 2).
 
     Every token draws from ``p(k) ∝ (D[d][k] + alpha) (W[v][k] + beta) / (n_k + V beta)`` with the
@@ -561,12 +566,32 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
         Take the token out of its own counts (collapsed Gibbs); False samples Eq. 1 as printed.
     fixed_w : bool
         W is a trained model's, not built from these tokens (inference): exclude from D only.
+    order : {"word", "doc"}
+        The order in which the GPU visits the tokens; the draws are the same token for token (each one
+        depends on the previous pass's counts and its own uniform number only).  ``"word"``: ``lda_sample``,
+        a warp per 32 consecutive tokens of the chunk order (sorted by word, then document).  ``"doc"``:
+        ``lda_sample_doc``, a warp per 32 consecutive document-major positions of ``doc_tok`` (one or a
+        few documents a warp), the document's D row staged in shared memory (``doc_cap`` entries a warp;
+        longer rows are read from global memory by the same code); results are written at the tokens'
+        own positions.  The CPU twin is the same for both orders.
+    doc_tok : int64 (N,), optional
+        The inverted index (module docstring): required with ``order="doc"``.
+    doc_cap : int
+        ``order="doc"``: D-row entries per warp in shared memory (8 warps a block, ``8 * 2 * doc_cap``
+        int32 of dynamic shared memory; above 48 KiB the kernel is given the larger limit).
 
     Returns
     -------
     (z_new int32 (N,), flags int8 (N,)) of the input's backend; flags: 0 = S/Q branch, 1 = max-topic
     branch after building S', 2 = skipped by the S_est test, 3 = own-topic branch.
     """
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if order == "doc":
+        if doc_tok is None or doc_tok.shape[0] != word.shape[0]:
+            raise ValueError("order='doc' needs doc_tok, the document-major token index of the same tokens")
+        if int(doc_cap) < 1:
+            raise ValueError(f"doc_cap must be >= 1, got {doc_cap}")
     n = word.shape[0]
     K = W.shape[1]
     w_self = 0.0 if fixed_w else 1.0
@@ -578,6 +603,17 @@ def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *,
         _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables["what"], tables["qcum"],
                      tables["qtot"], tables["top"], tables["topv"], K, float(alpha), float(beta), float(vbeta),
                      w_self, np.uint64(seed), np.uint64(iteration), bool(three), bool(exclude), z_out, flags)
+    elif order == "doc":
+        if n:
+            shmem = (THREADS // 32) * 2 * int(doc_cap) * 4
+            f = _cuda.kernel(SOURCE, "lda_sample_doc", _cuda.COMPILE_OPTIONS + tuple(f"-D{x}" for x in DOC_DEFINES))
+            if shmem > 48 * 1024 and getattr(f, "max_dynamic_shared_size_bytes", 0) < shmem:
+                f.max_dynamic_shared_size_bytes = shmem  # opt in above the default 48 KiB
+            g, b = _cuda.grid((n + 31) // 32 * 32)  # a warp per 32 consecutive doc-major positions
+            f(g, b, (np.int64(n), doc_tok, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk,
+                     tables["what"], tables["qcum"], tables["qtot"], tables["top"], tables["topv"])
+              + args_tail + (np.uint64(seed), np.uint64(iteration), np.int32(bool(three)), np.int32(bool(exclude)),
+                             np.int32(doc_cap), z_out, flags), shared_mem=shmem)
     else:
         g, b = _cuda.grid((n + 31) // 32 * 32)  # a warp per 32 consecutive tokens
         _kernel("lda_sample")(g, b, (np.int64(n), word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk,

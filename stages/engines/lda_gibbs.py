@@ -30,6 +30,9 @@ from cutext.stages.runtime.params import check_memory, param
 SAMPLERS = ("auto", "sparse", "three_branch", "dense", "hybrid")
 DENSE_MAX_K = 256
 PANEL_WORDS = 8
+# token order of the GPU sparse / three-branch passes: "word" (lda_sample) or "doc" (lda_sample_doc, D rows
+# in shared memory); the same draws either way.  "word" until "doc" is measured faster on the device.
+SAMPLE_ORDER = "word"
 
 
 def panel_words(K: int) -> int:
@@ -157,10 +160,15 @@ class GibbsState:
         dense rows only for the ``ch.n_dense`` words with more than K tokens, sparse rows (topic, count)
         for the others (``self.hw``, a :class:`cutext.kernels.lda_hybrid.HybridW`; ``self.W`` is None); sample
         with ``sampler="hybrid"``.  Not with ``W_fixed`` or ``shard``.
+    sample_order : {"word", "doc"}, optional
+        Token order of the GPU's sparse and three-branch passes (:func:`cutext.kernels.lda.sample`'s
+        ``order``; the draws are the same either way): ``"doc"`` runs ``lda_sample_doc`` over the
+        document-major index ``doc_tok`` with D rows in shared memory.  Default :data:`SAMPLE_ORDER`.
+        The attribute ``sample_order`` may be changed between passes.
     """
 
     def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, gpu: bool = False,
-                 W_fixed=None, vbeta=None, V=None, device=None, shard=False, w_layout="dense"):
+                 W_fixed=None, vbeta=None, V=None, device=None, shard=False, w_layout="dense", sample_order=None):
         if gpu:
             import cupy as xp
         else:
@@ -176,6 +184,10 @@ class GibbsState:
             raise ValueError("the hybrid W layout is for single-device training (no W_fixed, no shards)")
         self.hybrid = w_layout == "hybrid"
         self.doc_c = lda_hybrid.HYBRID_DOC_C  # the hybrid sampler's doc-side rule (tests lower it)
+        self.sample_order = SAMPLE_ORDER if sample_order is None else sample_order
+        if self.sample_order not in lda_kernels.ORDERS:
+            raise ValueError(f"sample_order must be one of {lda_kernels.ORDERS}, got {self.sample_order!r}")
+        self.doc_cap = lda_kernels.DOC_CAP  # shared-memory D-row entries a warp with sample_order="doc"
         self.W = self.hw = self.htables = None
         self._panels = None
         self._pending = None
@@ -269,7 +281,8 @@ class GibbsState:
                                                   alpha=self.alpha, beta=self.beta, vbeta=self.vbeta,
                                                   seed=self.seed, iteration=iteration,
                                                   three=sampler == "three_branch", exclude=exclude,
-                                                  fixed_w=self.fixed)
+                                                  fixed_w=self.fixed, order=self.sample_order,
+                                                  doc_tok=self.doc_tok, doc_cap=self.doc_cap)
                 skipped = int((flags == lda_kernels.FLAG_SKIP).sum())
             changed = int((z_new != self.z).sum())
         self._pending = z_new

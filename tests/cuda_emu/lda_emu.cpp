@@ -48,6 +48,8 @@ static unsigned __ballot_sync(unsigned, int pred) {
     g_warp->arrive_and_wait();
     return m;
 }
+// the 32 lanes meet (lda_sample_doc: shared-memory D row written by all lanes, then read by all)
+static void __syncwarp(unsigned = 0xffffffffu) { g_warp->arrive_and_wait(); }
 static inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 
@@ -89,6 +91,18 @@ void h_sample(long long n, const int* word, const int* doc, const long long* key
     warps((n + 31) / 32, [&] {
         lda_sample(n, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top,
                    topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags);
+    });
+}
+// lda_sample_doc over the doc-major positions tok[0 .. n): one warp a block (its shared memory is sW[0 .. 2 cap))
+void h_sample_doc(long long n, const long long* tok, const int* word, const int* doc, const long long* keys,
+                  const int* z, const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
+                  const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
+                  const int* top, const float* topv, int K, double alpha, double beta, double vbeta, double w_self,
+                  u64 seed, u64 it, int three, int exclude, int cap, int* z_out, signed char* flags) {
+    if (2LL * cap > (long long)(sizeof(sW) / sizeof(sW[0]))) return;
+    warps((n + 31) / 32, [&] {
+        lda_sample_doc(n, tok, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top,
+                       topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, cap, z_out, flags);
     });
 }
 void h_dnt(const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz, const long long* nk,

@@ -254,3 +254,74 @@ def test_hybrid_kernels_draw_for_draw(lib, request, corpus, K, exclude, doc_c):
          tb["what"], tb["qtot"], hw.w_ptr, hw.w_topic, hw.w_cnt, hw.w_nnz, ht["inv"], ht["rcum"], np.int32(K),
          st.alpha, st.beta, terms)
     np.testing.assert_allclose(terms.mean(), st.llpt(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("corpus,sampler,exclude,K,cap,shift", [
+    ("reuters", "sparse", True, 40, "median", 0), ("reuters", "sparse", False, 40, "median", 7),
+    ("reuters", "three_branch", True, 300, "median", 19), ("reuters", "three_branch", False, 300, "median", 0),
+    ("reuters", "three_branch", True, 1000, K_.DOC_CAP, 3),
+    ("nips_long", "sparse", True, 4096, "median", 5), ("nips_long", "three_branch", True, 4096, "median", 0),
+    ("nips_long", "three_branch", False, 1000, K_.DOC_CAP, 11)])
+def test_sample_doc_order_draw_for_draw(lib, request, corpus, sampler, exclude, K, cap, shift):
+    """lda_sample_doc (tokens in document-major order through doc_tok, D rows staged in shared memory) equals
+    the numba twin draw for draw, z and flags, along a chain.  Windows of doc-major positions at the start,
+    middle and end of the index (cutting documents at other places with shift).  cap = "median": the median
+    D-row length of the documents the windows touch, so some rows are staged in shared memory and some are
+    longer than the cap and read from global memory (asserted); NIPS at K = 4096: rows of > 1,024 nonzeros
+    (several pivot steps of the warp search and rounds of the S walk, on both paths).  K = 1000 with the default
+    cap: Reuters rows all fit; the longest NIPS rows exceed it after the random start and fit a pass later."""
+    bow = request.getfixturevalue(corpus)
+    ch = build_chunks(bow, K, n_chunks=2)
+    st = GibbsState(ch, K, 0.1, 0.05, seed=11)
+    three = sampler == "three_branch"
+    both = fit = over = 0
+    seen: set = set()
+    for it in range(1, 4 if corpus == "reuters" else 3):
+        zh = np.full(ch.n_tokens, -1, np.int32)
+        fh = np.full(ch.n_tokens, -1, np.int8)
+        tb = st.tables
+        wins = [np.ascontiguousarray(st.doc_tok[a: a + WINDOW])
+                for a in (shift, ch.n_tokens // 2 - 97 + shift, ch.n_tokens - WINDOW - shift)]
+        nz = st.d_nnz[st.doc[np.concatenate(wins)]]
+        c = int(np.median(nz)) if cap == "median" else int(cap)
+        both += int((nz <= c).any() and (nz > c).any())
+        fit += int((nz <= c).sum())
+        over += int((nz > c).sum())
+        for tok in wins:
+            call(lib, "h_sample_doc", np.int64(WINDOW), tok, st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic,
+                 st.d_cnt, st.d_nnz, st.W, st.nk, tb["what"], tb["qcum"], tb["qtot"], tb["top"], tb["topv"],
+                 np.int32(K), st.alpha, st.beta, st.vbeta, 1.0, np.uint64(st.seed), np.uint64(it), np.int32(three),
+                 np.int32(exclude), np.int32(c), zh, fh)
+        z_new, flags = K_.sample(st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W,
+                                 st.nk, tb, alpha=st.alpha, beta=st.beta, vbeta=st.vbeta, seed=st.seed, iteration=it,
+                                 three=three, exclude=exclude, order="doc", doc_tok=st.doc_tok)
+        done = fh >= 0
+        assert done.sum() == 3 * WINDOW
+        np.testing.assert_array_equal(zh[done], z_new[done], err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(fh[done], flags[done], err_msg=f"iteration {it}")
+        st.sample_pass(it, sampler, exclude)
+        np.testing.assert_array_equal(z_new, st._pending)  # the CPU twin does not depend on the order
+        seen |= set(np.unique(flags[done]).tolist())
+        st.commit()
+    if K < 1000:  # the windows took every branch (S or Q, max topic, skipped, own topic)
+        want = {K_.FLAG_SQ} | ({K_.FLAG_MAX, K_.FLAG_SKIP} if three else set()) | ({K_.FLAG_OWN} if exclude else set())
+        assert want <= seen, seen
+    if cap == "median":
+        assert both > 0  # rows in shared memory and rows past the cap, in the same windows
+    elif corpus == "reuters":
+        assert over == 0 and fit > 0
+    else:
+        assert over > 0 and fit > 0, (over, fit)
+
+
+def test_sample_order_argument_checks(reuters):
+    ch = build_chunks(reuters, 20)
+    st = GibbsState(ch, 20, 0.1, 0.05, seed=1)
+    args = (st.word, st.doc, st.keys, st.z, st.doc_ptr, st.d_topic, st.d_cnt, st.d_nnz, st.W, st.nk, st.tables)
+    kw = dict(alpha=st.alpha, beta=st.beta, vbeta=st.vbeta, seed=1, iteration=1)
+    with pytest.raises(ValueError, match="order"):
+        K_.sample(*args, **kw, order="topic")
+    with pytest.raises(ValueError, match="doc_tok"):
+        K_.sample(*args, **kw, order="doc")
+    with pytest.raises(ValueError, match="sample_order"):
+        GibbsState(ch, 20, 0.1, 0.05, seed=1, sample_order="topic")

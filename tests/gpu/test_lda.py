@@ -97,6 +97,70 @@ def test_sampler_draw_for_draw_long_rows(shared_data, sampler):
         assert sc == sg
 
 
+def _sample_both(cpu, gpu, it, sampler, exclude, cap):
+    """One pass's draws on the CPU twin and on the GPU in both orders (word: lda_sample, doc: lda_sample_doc)."""
+    three = sampler == "three_branch"
+    kw = dict(alpha=cpu.alpha, beta=cpu.beta, vbeta=cpu.vbeta, seed=cpu.seed, iteration=it, three=three,
+              exclude=exclude)
+    c = K_.sample(cpu.word, cpu.doc, cpu.keys, cpu.z, cpu.doc_ptr, cpu.d_topic, cpu.d_cnt, cpu.d_nnz, cpu.W, cpu.nk,
+                  cpu.tables, **kw)
+    ga = (gpu.word, gpu.doc, gpu.keys, gpu.z, gpu.doc_ptr, gpu.d_topic, gpu.d_cnt, gpu.d_nnz, gpu.W, gpu.nk,
+          gpu.tables)
+    w = K_.sample(*ga, **kw, order="word")
+    d = K_.sample(*ga, **kw, order="doc", doc_tok=gpu.doc_tok, doc_cap=cap)
+    return c, w, d
+
+
+@pytest.mark.parametrize("sampler,exclude,K,cap", [("sparse", True, 1000, K_.DOC_CAP), ("sparse", False, 128, 32),
+                                                   ("three_branch", True, 1000, K_.DOC_CAP),
+                                                   ("three_branch", False, 1000, 64),
+                                                   ("three_branch", True, 64, K_.DOC_CAP)])
+def test_sampler_doc_order_draw_for_draw(kos, sampler, exclude, K, cap):
+    """lda_sample_doc (tokens in document-major order, D rows in shared memory up to cap entries a warp, longer
+    rows from global memory) equals the CPU twin and lda_sample draw for draw, z and flags, along a chain on
+    KOS; the chain stepped with GibbsState(sample_order="doc") stays equal to the CPU chain.  cap 32 / 64:
+    many rows past the cap."""
+    ch = build_chunks(kos, K, n_chunks=2)
+    cpu = GibbsState(ch, K, 0.1, 0.1, seed=4)
+    gpu = GibbsState(ch, K, 0.1, 0.1, seed=4, gpu=True, sample_order="doc")
+    gpu.doc_cap = cap
+    over = 0
+    for it in range(1, 6):
+        (zc, fc), (zw, fw), (zd, fd) = _sample_both(cpu, gpu, it, sampler, exclude, cap)
+        np.testing.assert_array_equal(zc, _h(zd), err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(fc, _h(fd), err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(_h(zw), _h(zd), err_msg=f"iteration {it}")
+        over += int((cpu.d_nnz > cap).sum())
+        sc = cpu.step(it, sampler, exclude=exclude)
+        sg = gpu.step(it, sampler, exclude=exclude)
+        np.testing.assert_array_equal(cpu.z, _h(gpu.z), err_msg=f"iteration {it}")
+        assert sc == sg
+        gpu.check_invariants()
+    assert (over > 0) == (cap < 100)
+
+
+@pytest.mark.parametrize("sampler,cap", [("sparse", K_.DOC_CAP), ("three_branch", 3000)])
+def test_sampler_doc_order_long_rows(shared_data, sampler, cap):
+    """All of NIPS at K = 4096 (D rows of more than 1,024 nonzeros): lda_sample_doc equals the CPU twin draw for
+    draw with the default cap (long rows from global memory) and with cap = 3,000 (192,000 bytes of shared
+    memory a block: the launch raises the kernel's dynamic shared-memory limit; rows of 1,024 to 3,000
+    nonzeros staged, several pivot steps and walk rounds in shared memory)."""
+    nips = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
+    ch = build_chunks(nips, 4096)
+    cpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2)
+    gpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2, gpu=True)
+    for it in range(1, 3):
+        nz = cpu.d_nnz
+        assert (nz > max(cap, 1024)).any() or ((nz > 1024) & (nz <= cap)).any()
+        assert (nz > K_.DOC_CAP).any() and (nz <= K_.DOC_CAP).any()
+        (zc, fc), _, (zd, fd) = _sample_both(cpu, gpu, it, sampler, True, cap)
+        np.testing.assert_array_equal(zc, _h(zd), err_msg=f"iteration {it}")
+        np.testing.assert_array_equal(fc, _h(fd), err_msg=f"iteration {it}")
+        cpu.step(it, sampler)
+        gpu.step(it, sampler)
+        np.testing.assert_array_equal(cpu.z, _h(gpu.z), err_msg=f"iteration {it}")
+
+
 def test_pipeline_gpu_equals_cpu(shared_data, tmp_path):
     src = shared_data / "bow" / "lda_reuters" / "reuters.ldac"
     seen = []
