@@ -486,12 +486,52 @@ def _mask_words(mask: np.ndarray) -> np.ndarray:
     return (b.view("<u4") if len(b) else np.zeros(1, "<u4")).astype(np.uint32)
 
 
+class Workspace:
+    """Device buffers of the GPU engine kept from one batch to the next (:func:`search_tiled_start`'s
+    ``workspace``), in two sets: the batch being scored and the one before it, still being collected.
+
+    A batch takes a free set and gives it back when its results are copied out; its buffers are views of
+    the set's arrays, grown when a batch needs more.  So a steady stream of batches allocates and frees
+    no device memory: under RMM's plain resource (what CuPy uses once cudf is imported) every free is a
+    device-wide ``cudaFree``, which would wait for the next batch's kernels and serialize the caller's
+    collection with them.  When both sets are taken a batch allocates its own buffers, as without one.
+    """
+
+    def __init__(self, n_sets: int = 2):
+        import threading
+
+        self._sets = [{} for _ in range(n_sets)]
+        self._free = list(range(n_sets))
+        self._lock = threading.Lock()
+
+    def take(self) -> dict | None:
+        """A free set of buffers (a dict name -> array, filled by :meth:`view`), or None when all are taken."""
+        with self._lock:
+            return self._sets[self._free.pop()] if self._free else None
+
+    def give_back(self, store: dict) -> None:
+        with self._lock:
+            i = next(j for j, x in enumerate(self._sets) if x is store)
+            if i not in self._free:
+                self._free.append(i)
+
+    @staticmethod
+    def view(store: dict, xp, name: str, size: int, dtype):
+        """``store[name]``'s first ``size`` items (``dtype``), the array replaced by a larger one when short."""
+        a = store.get(name)
+        if a is None or a.size < size or a.dtype != np.dtype(dtype):
+            a = store[name] = xp.empty(max(size, 1), dtype)
+        return a[:size]
+
+
 def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
-                       max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None):
+                       max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None,
+                       workspace: Workspace | None = None):
     """:func:`search_tiled` in two halves: this call launches the work and returns ``finish``, a function
     of no arguments that waits for it and returns ``(doc, score, n)``.  On the GPU the last pass of queries
     (the only one under the default workspace) is still running when this returns, so the caller can
-    prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors."""
+    prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors;
+    ``workspace`` (GPU only): the :class:`Workspace` whose buffers the batch borrows until ``finish``."""
     k = _check_k(k)
     if k > MAX_K_GPU:
         raise ValueError(f"k must be <= {MAX_K_GPU} for the GPU engine (its top-k sort is in shared memory), "
@@ -517,12 +557,26 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     nterms = max(int(q_ptr[e] - q_ptr[s]) for s, e in passes)
     # every device buffer of the call lives in ``dev`` until ``finish`` has copied the results: a buffer
     # freed while the kernels run would, under RMM's default resource (cudaFree), wait for them
-    dev = {"top_a": xp.zeros(nqt * k, dtype=np.uint64), "top_b": xp.zeros(nqt * k, dtype=np.uint64),
-           "top_n": xp.zeros(nqt, dtype=np.int32), "cursor": xp.zeros(max(nterms, 1), dtype=np.int64),
-           "doc": xp.zeros(nqt * k, dtype=np.int64), "score": xp.zeros(nqt * k, dtype=np.float32)}
+    borrowed = workspace.take() if gpu and workspace is not None else None
+    store = borrowed if borrowed is not None else {}
+
+    def zeros(name, size, dtype):
+        v = Workspace.view(store, xp, name, size, dtype)
+        v.fill(0)
+        return v
+
+    def upload(name, host):
+        host = np.ascontiguousarray(host)
+        v = Workspace.view(store, xp, name, host.size, host.dtype)
+        v.set(host)
+        return v
+
+    dev = {"top_a": zeros("top_a", nqt * k, np.uint64), "top_b": zeros("top_b", nqt * k, np.uint64),
+           "top_n": zeros("top_n", nqt, np.int32), "cursor": zeros("cursor", max(nterms, 1), np.int64),
+           "doc": zeros("doc", nqt * k, np.int64), "score": zeros("score", nqt * k, np.float32)}
     if gpu:  # the filter on the device (a one-word or one-entry stand-in for what fmode does not read)
-        dev["allow_bits"] = xp.asarray(_mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32))
-        dev["a_docs"] = xp.asarray(a_docs if len(a_docs) else np.zeros(1, np.int32))
+        dev["allow_bits"] = upload("allow_bits", _mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32))
+        dev["a_docs"] = upload("a_docs", a_docs if len(a_docs) else np.zeros(1, np.int32))
 
     def fetch(s, e):
         n = e - s
@@ -533,11 +587,10 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     for i, (s, e) in enumerate(passes):
         n = e - s
         qp = q_ptr[s:e + 1] - q_ptr[s]
-        qt = xp.asarray(q_terms[q_ptr[s]:q_ptr[e]])
-        qw = xp.asarray(q_w[q_ptr[s]:q_ptr[e]])
-        if gpu:
-            dev["q"] = (xp.asarray(qp), qt, qw)  # replaces (frees) the previous pass's, after its fetch
-            dev["a_ptr"] = xp.asarray(a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64))
+        if gpu:  # the previous pass's buffers are reused once its results are fetched
+            dev["q"] = (upload("qp", qp), upload("qt", q_terms[q_ptr[s]:q_ptr[e]]),
+                        upload("qw", q_w[q_ptr[s]:q_ptr[e]]))
+            dev["a_ptr"] = upload("a_ptr", a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64))
             _cuda.kernel(SOURCE, "bm25_block_search")(
                 (n,), (THREADS,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
                                    dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode), dev["allow_bits"],
@@ -552,10 +605,13 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
                 def finish(s=s, e=e):
                     out_doc[s:e], out_score[s:e], out_n[s:e] = wait()
                     dev.clear()  # the kernels are done: freeing waits for nothing
+                    if borrowed is not None:
+                        workspace.give_back(borrowed)
                     return done()
                 return finish
             fetch(s, e)
         else:
+            qt, qw = q_terms[q_ptr[s]:q_ptr[e]], q_w[q_ptr[s]:q_ptr[e]]
             _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, dev["top_a"],
                                dev["top_n"], fmode, fmask, a_ptr[s:e + 1] if fmode == 2 else a_ptr, a_docs)
             _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])

@@ -221,6 +221,7 @@ class SearchMatrix:
         self.indices32 = (matrix.indices if matrix.indices.dtype == np.int32 or self.n_docs >= 2**31
                           else matrix.indices.astype(np.int32))
         self.nonnegative = bool(len(matrix.data) == 0 or float(xp.min(matrix.data)) >= 0)
+        self.workspace = ks.Workspace() if self.on_gpu else None  # the GPU engine's buffers, kept between batches
 
     def dense(self, Q):
         """Dense float32 scores (nq, n_docs) on the host of a host query CSR ``Q`` (sparse product)."""
@@ -267,7 +268,7 @@ class SearchMatrix:
             return ks.search_tiled_start(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
                                          Q.indptr, Q.indices, Q.data, k,
                                          max_workspace=ks.DEFAULT_WORKSPACE if max_workspace is None
-                                         else max_workspace, **fkw)
+                                         else max_workspace, workspace=self.workspace, **fkw)
         if engine == "cpu":
             out = ks.search_cpu(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
                                 Q.indptr, Q.indices, Q.data, k, n_threads=n_threads, **fkw)

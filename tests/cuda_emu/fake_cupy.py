@@ -3,7 +3,7 @@
 Only what cutext's ELLPACK, trie and search paths and the segments' device merge use: ``ndarray`` (a numpy
 subclass whose module is ``cupy``, so ``is_gpu_object`` sees a device array), ``asarray``, ``array``,
 ``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names,
-``.get()`` (also into ``out=``), ``cuda.Device`` (ids and a context manager; several "devices" share the
+``.get()`` (also into ``out=``), ``.set()``, ``cuda.Device`` (ids and a context manager; several "devices" share the
 host), ``cuda.Event``, ``cuda.alloc_pinned_memory`` (a bytearray) and
 ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of the emulator
 library (``ellpack_emu.cpp``, ``trie_emu.cpp``, ``search_emu.cpp``) through ctypes.  Used by
@@ -25,6 +25,10 @@ class ndarray(np.ndarray):
             return np.array(self, copy=True)
         out[...] = np.asarray(self)
         return out
+
+    def set(self, arr, stream=None):
+        assert np.shape(arr) == self.shape, "cupy's set copies an array of the same shape"
+        self[...] = arr
 
 
 ndarray.__module__ = "cupy"

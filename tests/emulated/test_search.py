@@ -119,6 +119,36 @@ def test_emulated_cuda_equals_twin(fake_cupy, k, ws):
     assert (len(passes) > 1) == (ws < 1 << 30)
 
 
+def test_workspace_batches_in_flight_borrow_and_give_back_their_buffers(fake_cupy):
+    """Batches started before the last is finished (as a search over devices does), of growing sizes and with
+    several passes, through one Workspace: each equals the twin, the two sets are reused (no new arrays once
+    grown), a third batch in flight scores on buffers of its own, and every set is free again at the end."""
+    ws = ks.Workspace()
+    M = _problem(17, nq=30)[0]
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    probs = [_problem(17, nq=nq)[1] for nq in (5, 30, 12, 30)]
+    tight = 4 * (28 * 6 + 24 + 16 * 4)  # several passes of queries for the 30-query batches
+
+    def start(Q, mws=1 << 30):
+        return ks.search_tiled_start(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, 6, max_workspace=mws,
+                                     workspace=ws)
+
+    def want(Q, mws=1 << 30):
+        return ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, 6, max_workspace=mws)
+
+    a, b = start(probs[0]), start(probs[1])  # two in flight: both sets taken
+    assert ws.take() is None
+    c = start(probs[2])  # a third: buffers of its own
+    for fin, Q in ((a, probs[0]), (b, probs[1]), (c, probs[2])):
+        _same(fin(), want(Q))
+    assert len(ws._free) == 2
+    grown = {id(x) for st in ws._sets for x in st.values()}
+    for Q in probs:  # one at a time, no batch larger than before: the same arrays
+        _same(start(Q)(), want(Q))
+    _same(start(probs[3], tight)(), want(probs[3], tight), "several passes")
+    assert {id(x) for st in ws._sets for x in st.values()} >= grown and len(ws._free) == 2
+
+
 def test_emulated_cuda_long_postings_and_ties(fake_cupy):
     """Posting lists longer than a block's threads in one tile (cursor chunks), every score equal (the ties
     rule alone decides), and a query without terms."""
