@@ -32,7 +32,7 @@ DENSE_MAX_K = 256
 PANEL_WORDS = 8
 # token order of the GPU sparse / three-branch passes: "word" (lda_sample) or "doc" (lda_sample_doc, D rows
 # in shared memory); the same draws either way.  "word" until "doc" is measured faster on the device.
-SAMPLE_ORDER = "word"
+SAMPLE_ORDER = "doc"
 
 
 def panel_words(K: int) -> int:
