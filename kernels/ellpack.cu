@@ -1,4 +1,4 @@
-// ELLPACK similarity with block-local max reduction (paper 002, Algorithm 3), for cutext.
+// ELLPACK similarity with block-local max reduction (Szasz and Samet, Algorithm 3), for cutext.
 //
 // The cluster matrix is ELLPACK, column-major: entry n of row r is at [n * stride + r]
 // (stride = the row capacity, a multiple of 256, so every column starts aligned).  Rows are

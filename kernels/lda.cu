@@ -1,4 +1,4 @@
-// LDA collapsed Gibbs sampling kernels (paper 000 EZLDA, Eq. 1-10; paper 001 Alg. 2).
+// LDA collapsed Gibbs sampling kernels (EZLDA, Eq. 1-10; Moon et al. Alg. 2).
 //
 // Every kernel mirrors a numba CPU twin in kernels/lda.py operation for operation: the same
 // loops in the same order, the same dtypes (float32 tables, float64 accumulators), compiled
@@ -199,9 +199,9 @@ __device__ __forceinline__ double lda_warp_scan(double x, int lane) {
     return x;
 }
 
-// One Gibbs draw per token against the counts of the previous pass (paper 000 Eq. 3-4 and, with
+// One Gibbs draw per token against the counts of the previous pass (EZLDA Eq. 3-4 and, with
 // three != 0, Eq. 6-10 with g = 2); one WARP samples 32 consecutive tokens, one after another.  With
-// exclude != 0 the token's own assignment is taken out of its counts (collapsed Gibbs, paper 001
+// exclude != 0 the token's own assignment is taken out of its counts (collapsed Gibbs, Moon et al.
 // Eq. 1): D[d][z]-1 always, and W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0 for
 // inference with W fixed).
 //
@@ -395,8 +395,8 @@ extern "C" __global__ void __launch_bounds__(256, LDA_SAMPLE_MINB) lda_sample(
     }
 }
 
-// lda_sample with the tokens taken in DOCUMENT-major order (the same draws, paper 000 Eq. 3-4 and, with
-// three != 0, Eq. 6-10 with g = 2; collapsed-Gibbs exclusion of paper 001 Eq. 1): every draw depends on
+// lda_sample with the tokens taken in DOCUMENT-major order (the same draws, EZLDA Eq. 3-4 and, with
+// three != 0, Eq. 6-10 with g = 2; collapsed-Gibbs exclusion of Moon et al. Eq. 1): every draw depends on
 // the previous pass's counts and the token's own uniform number (keyed by the token's key, not its
 // position) only, so the order in which a pass visits tokens is free.  Warp w takes the doc-major
 // positions [32 w, 32 w + 32): lane i samples token tok[32 w + i] (tok = the inverted index doc_tok), so

@@ -1,4 +1,4 @@
-// Forward-trie n-gram language model queries (paper 003 / gLM), CUDA bodies of cutext.kernels.trie.
+// Forward-trie n-gram language model queries (Li's language model on GPU, after gLM), CUDA bodies of cutext.kernels.trie.
 //
 // Layout (see stages/trie.py): flat arrays over all levels, global entry indices;
 //   keys[e]  int32   last word id of entry e (level 1: e itself)
