@@ -40,7 +40,6 @@ import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dask.delayed import Delayed
@@ -70,8 +69,8 @@ from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
-from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
-                                            write_segment, write_text_segment)
+from cutext.stages.engines.segments import (add_positions, field_segment, read_segment, segment_heads,
+                                            write_partition_segment, write_segment, write_text_segment)
 from cutext.stages.runtime.params import choice, param
 
 POSTINGS_PER_FILE = 8_000_000
@@ -402,19 +401,21 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             layout["positions"] = True
         write_text = store_text or positions  # positions are found from the texts the writers keep
         if shares is not None:  # a Client and a file input: every worker builds its share's segments
-            replaced, layout["segments"], counts = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares,
-                                                                     store_text=write_text,
-                                                                     keep_columns=keep_columns)
+            replaced, layout["segments"], counts, vocab = _build_on_workers(run, src, tok_cfg, info, tmp, path,
+                                                                            shares, store_text=write_text,
+                                                                            keep_columns=keep_columns)
             layout["next_segment"] = len(src.pieces)
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(src.pieces)})
+            commit_stage.write_commit_terms(tmp, *vocab)  # the shares' vocabularies merged: for the next append
         elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
             _no_kept_columns_in_place(keep_columns, path)
-            replaced, layout["segments"], counts = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path,
-                                                                           store_text=write_text)
+            replaced, layout["segments"], counts, vocab = _build_parts_on_workers(run, src, tok_cfg, info, tmp,
+                                                                                  path, store_text=write_text)
             layout["next_segment"] = len(layout["segments"])
             avgdl = counts["n_tokens"] / counts["n_docs"]
             counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(layout["segments"])})
+            commit_stage.write_commit_terms(tmp, *vocab)  # the segments' vocabularies merged: for the next append
         else:
             src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
             idx = _front_end(run, src, tok_cfg, info, spill, path)
@@ -745,13 +746,13 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         first = int(old.get("next_segment", len(old["segments"])))
         shares = _shares(src, info)
         if shares is not None:  # a Client and a file input: every worker writes its share's segments
-            replaced, names, added = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
-                                                       store_text=write_text, keep_columns=keep)
+            replaced, names, added, _ = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
+                                                          store_text=write_text, keep_columns=keep)
             n_added = added["n_docs"]
         elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
             _no_kept_columns_in_place(keep, path)
-            replaced, names, added = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
-                                                             store_text=write_text)
+            replaced, names, added, _ = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
+                                                                store_text=write_text)
             n_added = added["n_docs"]
         else:
             src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
@@ -1049,8 +1050,8 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
     """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
     this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
     written into ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing
-    but this summary leaves the worker: the vocabulary of the share (for the index's term count), its
-    sizes, the segment names and the stage seconds."""
+    but this summary leaves the worker: the vocabulary of the share and its df (for the index's term count
+    and the commit's ``terms.arrow``), its sizes, the segment names and the stage seconds."""
     from distributed import get_worker
 
     tmp = Path(tmp)
@@ -1074,9 +1075,9 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
         raise RuntimeError(f"a worker's share of {len(src.pieces)} pieces made {len(names)} segments")
     terms = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
-    return {"names": names, "terms": terms, "n_docs": idx.n_docs, "sum_dl": idx.n_tokens,
-            "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()), "replaced": replaced,
-            "timings": stages.timings}
+    return {"names": names, "terms": terms, "df": _df_to_send(idx.df_t[1:]), "n_docs": idx.n_docs,
+            "sum_dl": idx.n_tokens, "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()),
+            "replaced": replaced, "timings": stages.timings}
 
 
 def _shares(src, info) -> list | None:
@@ -1098,11 +1099,14 @@ def _shares(src, info) -> list | None:
 
 
 def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
-                      first: int = 0, store_text: bool = False, keep_columns=None) -> tuple[int, list[str], dict]:
+                      first: int = 0, store_text: bool = False,
+                      keep_columns=None) -> tuple[int, list[str], dict, tuple]:
     """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
     (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
-    only lists the segments in document order.  Returns ``(replaced, segment names, counts)``; stage
-    seconds go to ``run.timings`` (the slowest worker's, and ``"workers"``, the wall time of them all).
+    only lists the segments in document order and merges the shares' vocabularies (their terms and df, to
+    the caller).  Returns ``(replaced, segment names, counts, (terms, df))``, the last the vocabulary of
+    all the segments (:func:`_summed_counts`, for the commit's ``terms.arrow``); stage seconds go to
+    ``run.timings`` (the slowest worker's, and ``"workers"``, the wall time of them all).
 
     Raises
     ------
@@ -1130,12 +1134,22 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     run.timings["workers"] = time.perf_counter() - t0
     for name in dict.fromkeys(n for r in results for n in r["timings"]):
         run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
-    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], _summed_counts(path, results)
+    counts, vocab = _summed_counts(path, results)
+    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts, vocab
 
 
-def _summed_counts(path, parts: list) -> dict:
-    """The index's counts from its writers' summaries (each with ``n_docs``, ``sum_dl``, ``n_postings``,
-    ``n_empty_docs`` and ``terms``, its distinct terms): the term count is the size of their union.
+def _df_to_send(df) -> np.ndarray:
+    """A writer's df for its summary to the caller: int32 (half the bytes of int64) when every value fits,
+    as a segment's do (its documents are numbered in int32)."""
+    df = np.asarray(df)
+    return df.astype(np.int32) if not len(df) or int(df.max()) <= np.iinfo(np.int32).max else df.astype(np.int64)
+
+
+def _summed_counts(path, parts: list) -> tuple[dict, tuple]:
+    """The index's counts and vocabulary from its writers' summaries (each with ``n_docs``, ``sum_dl``,
+    ``n_postings``, ``n_empty_docs``, ``terms``, its distinct terms ascending by UTF-8 bytes, and ``df``,
+    theirs): the term count is the size of their union, and ``(terms, df)`` the union with the df summed
+    (:func:`cutext.stages.engines.index_commits.merge_vocabularies`), for the commit's ``terms.arrow``.
 
     Raises
     ------
@@ -1146,11 +1160,10 @@ def _summed_counts(path, parts: list) -> dict:
     n_docs = sum(m["n_docs"] for m in parts)
     if n_tokens == 0:
         raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-    terms = pa.chunked_array([m["terms"].cast(pa.large_string()) for m in parts if len(m["terms"])],
-                             type=pa.large_string())
-    return {"n_docs": n_docs, "n_terms": len(pc.unique(terms)) if len(terms) else 0,
-            "n_postings": sum(m["n_postings"] for m in parts), "n_tokens": n_tokens,
-            "n_empty_docs": sum(m["n_empty_docs"] for m in parts)}
+    terms, df = commit_stage.merge_vocabularies([(m["terms"], m["df"]) for m in parts])
+    counts = {"n_docs": n_docs, "n_terms": len(terms), "n_postings": sum(m["n_postings"] for m in parts),
+              "n_tokens": n_tokens, "n_empty_docs": sum(m["n_empty_docs"] for m in parts)}
+    return counts, (terms, df)
 
 
 def _rows_of(text) -> int:
@@ -1163,14 +1176,20 @@ def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder:
     """The segment of one read partition (given, or read in this task), numbered by ``numberer`` (the
     partition's own, :func:`cutext.stages.readers.files.document_numberer`), with its own vocabulary.  Its
     task keys name the tokenize stage, as the stages' keys do (progress, task streams and the fault tests
-    find the stages by them)."""
+    find the stages by them).  Returns :func:`cutext.stages.engines.segments.write_text_segment`'s summary
+    with ``df``, the df of its ``terms`` (read back from the segment's terms here: O(vocabulary), no
+    postings), for the commit's ``terms.arrow``."""
     text = text() if isinstance(text, InTask) else text
     shutil.rmtree(folder, ignore_errors=True)  # a task run again after its worker died starts clean
-    return write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder, store_text)
+    meta = write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder, store_text)
+    head = read_segment(folder, verify=False, postings=False, ids=False)
+    if len(head.df) != len(meta["terms"]):
+        raise RuntimeError(f"{folder}: {len(meta['terms'])} terms written, {len(head.df)} read back")
+    return dict(meta, df=_df_to_send(head.df))
 
 
 def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
-                            first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict]:
+                            first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict, tuple]:
     """A segmented index on a Client from an input that :func:`_shares` cannot cut (a frame, or fewer units than
     workers): the read stage counts the documents of every partition (to the caller), then one task a
     partition tokenizes, counts and writes its segment with the partition's own vocabulary
@@ -1179,9 +1198,9 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     slice that ``spread_source`` keeps on a worker, there.  No global vocabulary is built: segments store
     their terms as strings, so the files equal those of the stages' path, and no text, term or statistic
     moves between workers (a frame's id check sends hashes of the ids to the caller:
-    :func:`cutext.stages.readers.frames.check_unique_ids`).  Each partition's terms return to the caller
-    for the index's term count.  Returns ``(replaced, segment names,
-    counts)``, as :func:`_build_on_workers`.
+    :func:`cutext.stages.readers.frames.check_unique_ids`).  Each partition's terms and their df return to
+    the caller for the index's term count and the commit's ``terms.arrow``.  Returns ``(replaced, segment
+    names, counts, (terms, df))``, as :func:`_build_on_workers`.
 
     Raises
     ------
@@ -1225,9 +1244,9 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
     metas = run.stage("tokenize+write", lambda: gather([
         submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]), store_text)
         for i, p in enumerate(parts)]))
-    counts = _summed_counts(path, metas)
+    counts, vocab = _summed_counts(path, metas)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
-    return sum(m["replaced"] for m in metas), [names[i] for i in order], counts
+    return sum(m["replaced"] for m in metas), [names[i] for i in order], counts, vocab
 
 
 # ----------------------------------------------------------------------------- command line

@@ -38,7 +38,7 @@ from cutext.stages.runtime.output import OutputBusyError, atomic_directory, writ
 
 __all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "segmented_commit", "commit_deletion",
            "commit_compaction", "write_commit", "index_counts", "link_segments", "write_index_manifest",
-           "TERMS_FILE", "write_commit_terms", "read_commit_terms"]
+           "TERMS_FILE", "write_commit_terms", "read_commit_terms", "merge_vocabularies"]
 
 SEGMENTS_DIR = "segments"
 KIND = "cutext.bm25"
@@ -264,6 +264,50 @@ def read_commit_terms(index, meta: dict | None = None) -> tuple[pa.Array, np.nda
     return terms, df
 
 
+def merge_vocabularies(parts) -> tuple[pa.Array, np.ndarray]:
+    """The union of vocabularies and their summed df, as :func:`merge_terms` merges segments' terms: one
+    hash pass over their concatenation (``pyarrow.compute.dictionary_encode``) and one sort of the distinct
+    terms.
+
+    Parameters
+    ----------
+    parts : sequence of (pyarrow string array, integer array)
+        Each a vocabulary (its terms distinct, ascending by UTF-8 bytes: a segment's, a commit's kept
+        one, a writer's) and the df of its terms, of equal lengths.
+
+    Returns
+    -------
+    (pyarrow.LargeStringArray, numpy int64 array)
+        The distinct terms of all the parts, ascending by UTF-8 bytes, and each one's df summed over the
+        parts (terms of df 0 stay: :func:`write_commit_terms` leaves them out).  One part is returned as
+        it is (cast), none as empty arrays.
+
+    Raises
+    ------
+    ValueError
+        A part whose terms and df differ in length.
+    """
+    parts = [((t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t).cast(pa.large_string()),
+              np.asarray(d, np.int64)) for t, d in parts]
+    for t, d in parts:
+        if len(t) != len(d):
+            raise ValueError(f"a vocabulary of {len(t)} terms with {len(d)} df values")
+    parts = [(t, d) for t, d in parts if len(t)]
+    if not parts:
+        return pa.array([], pa.large_string()), np.zeros(0, np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    enc = pc.dictionary_encode(pa.concat_arrays([t for t, _ in parts]))
+    distinct, ids = enc.dictionary, enc.indices.to_numpy()
+    total = np.zeros(len(distinct), np.int64)
+    a = 0
+    for t, d in parts:  # within one part a term occurs once
+        total[ids[a:a + len(t)]] += d
+        a += len(t)
+    order = pc.sort_indices(distinct).to_numpy()  # binary comparison: UTF-8 byte order
+    return distinct.take(pa.array(order)), total[order]
+
+
 def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list, added: list, new):
     """The statistics of an append's commit from the earlier commit's and the ``added`` segments' alone
     (:func:`write_commit`), or None when the commit is not a plain append of a commit that keeps its
@@ -298,18 +342,7 @@ def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list,
     fields = tuple((old.get("bm25f") or {}).get("fields") or ()) if isinstance(old.get("bm25f"), dict) else ()
     if any(tuple(h.fields) != fields for h in heads):  # the full recount names the mismatch
         return None
-    terms, df = kept
-    parts = [(terms, df)] + [(h.terms.cast(pa.large_string()), h.df) for h in heads if h.n_terms]
-    if len(parts) > 1:  # one hash pass over [old vocabulary, new segments' terms], one sort, as merge_terms
-        enc = pc.dictionary_encode(pa.concat_arrays([t for t, _ in parts]))
-        distinct, ids = enc.dictionary, enc.indices.to_numpy()
-        total = np.zeros(len(distinct), np.int64)
-        a = 0
-        for t, d in parts:  # within one part a term occurs once
-            total[ids[a:a + len(t)]] += d
-            a += len(t)
-        order = pc.sort_indices(distinct).to_numpy()  # binary comparison: UTF-8 byte order
-        terms, df = distinct.take(pa.array(order)), total[order]
+    terms, df = merge_vocabularies([kept] + [(h.terms, h.df) for h in heads if h.n_terms])
     n_docs = oc["n_docs"] + sum(h.n_docs for h in heads)
     sum_dl = oc["n_tokens"] + sum(h.sum_dl for h in heads)
     return heads, (n_docs, sum_dl, terms, df)

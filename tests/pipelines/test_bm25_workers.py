@@ -5,11 +5,14 @@ scheduler, and nothing moves between workers."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from cutext import pipelines
+from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
 
 from helpers import cacm_topics
@@ -105,3 +108,88 @@ def test_fewer_files_than_workers_spread_the_partitions(client, tmp_path, data_d
     assert "tokenize_partition_segment" in prefixes
     assert _moved(client) == moved  # no slice, vocabulary or statistic between workers
     _same(BM25Index.load(got.path, backend="cpu"), BM25Index.load(ref.path, backend="cpu"), cacm_topics(data_dir))
+
+
+def _assert_kept_terms_are_the_merge(ix):
+    """The commit's terms.arrow (sealed in index.json) holds merge_terms of its segments: terms and df."""
+    from cutext.stages.engines import segments
+
+    meta = json.loads((ix / "index.json").read_text())
+    assert commits.TERMS_FILE in meta["files"]
+    kept = commits.read_commit_terms(ix, meta)
+    assert kept is not None
+    folders, deletes = commits.commit_segments(ix, meta)
+    mt = segments.merge_terms(segments.segment_heads(folders, deletes, ids=False))
+    terms, df = kept
+    assert terms.equals(mt.vocab) and meta["counts"]["n_terms"] == len(terms)
+    np.testing.assert_array_equal(df, mt.df[1:])
+
+
+def _assert_an_append_reads_only_its_segments(ix, src, monkeypatch):
+    """An append after the build takes the fast path: its commit reads the new segments only."""
+    old = set(json.loads((ix / "index.json").read_text())["segments"])
+    heads, stats = [], []
+    real_heads, real_stats = commits.segment_heads, commits._append_stats
+    monkeypatch.setattr(commits, "segment_heads",
+                        lambda folders, *a, **k: heads.extend(folders) or real_heads(folders, *a, **k))
+    monkeypatch.setattr(commits, "_append_stats", lambda *a, **k: stats.append(real_stats(*a, **k)) or stats[-1])
+    pipelines.run("bm25", src, out=ix, append=True, backend="cpu", scheduler="sync", progress=False)
+    monkeypatch.undo()
+    new = set(json.loads((ix / "index.json").read_text())["segments"]) - old
+    assert len(stats) == 1 and stats[0] is not None
+    assert new and heads and {Path(p).name for p in heads} == new
+    _assert_kept_terms_are_the_merge(ix)
+
+
+def _cacm_lines(data_dir) -> list:
+    return (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_client_build_of_shares_keeps_the_commit_vocabulary(client, tmp_path, data_dir, monkeypatch):
+    """A file input split into the workers' shares (``_build_on_workers``): the shares' vocabularies and df,
+    merged on the caller, are the commit's terms.arrow, so the next append reads only its segments."""
+    lines = _cacm_lines(data_dir)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        (src / f"part-{i}.jsonl").write_text("\n".join(lines[i * 600:(i + 1) * 600]) + "\n", encoding="utf-8")
+    more = tmp_path / "more.jsonl"
+    more.write_text("\n".join(lines[2400:]) + "\n", encoding="utf-8")
+    client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.task_prefixes.clear())
+    ref = pipelines.run("bm25", str(src), out=tmp_path / "ref", scheduler="sync", blocksize=64 << 10, **KW)
+    got = pipelines.run("bm25", str(src), out=tmp_path / "ix", client=client, blocksize=64 << 10, **KW)
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert "build_share" in prefixes
+    assert got.counts["n_terms"] == ref.counts["n_terms"]
+    _assert_kept_terms_are_the_merge(got.path)
+    _assert_an_append_reads_only_its_segments(got.path, more, monkeypatch)
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_a_client_build_of_partitions_keeps_the_commit_vocabulary(client, tmp_path, data_dir, monkeypatch, frame):
+    """One file of lines, or a dask frame (``_build_parts_on_workers``: a segment a partition): the
+    partitions' vocabularies and df, merged on the caller, are the commit's terms.arrow, so the next append
+    reads only its segments."""
+    import dask.dataframe as dd
+
+    lines = _cacm_lines(data_dir)
+    more = tmp_path / "more.jsonl"
+    more.write_text("\n".join(lines[2400:]) + "\n", encoding="utf-8")
+    if frame:
+        rows = [json.loads(x) for x in lines[:2400]]
+        posts = pd.DataFrame({"source_id": [r["id"] for r in rows], "text": [r["contents"] for r in rows]})
+        src, kw = dd.from_pandas(posts, npartitions=3, sort=False), {"id_column": "source_id"}
+    else:
+        src = tmp_path / "src.txt"
+        src.write_text("\n".join(" ".join(json.loads(x)["contents"].split()) for x in lines[:2400]) + "\n",
+                       encoding="utf-8")
+        src, kw = str(src), {"format": "lines", "blocksize": 64 << 10}
+    client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.task_prefixes.clear())
+    ref = pipelines.run("bm25", src, out=tmp_path / "ref", scheduler="sync", **kw, **KW)
+    got = pipelines.run("bm25", src, out=tmp_path / "ix", client=client, **kw, **KW)
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert "build_share" not in prefixes and "tokenize_partition_segment" in prefixes
+    assert len(json.loads((got.path / "index.json").read_text())["segments"]) > 1
+    assert got.counts["n_terms"] == ref.counts["n_terms"]
+    _assert_kept_terms_are_the_merge(got.path)
+    _assert_an_append_reads_only_its_segments(got.path, more, monkeypatch)
