@@ -32,6 +32,7 @@ import io
 import functools
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ from cutext.stages.engines.segments import (add_positions, field_segment, read_s
                                             write_partition_segment, write_segment, write_text_segment)
 from cutext.stages.runtime.params import choice, param
 
+# the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
+# in-process build sets for its own scheduler: their shares take turns
+_SHARE_LOCK = threading.Lock()
 POSTINGS_PER_FILE = 8_000_000
 # The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
 # fewer, larger read partitions and term ranges cut the per-partition and per-file costs
@@ -1065,7 +1069,7 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
     threads = get_worker().state.nthreads
     scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
     try:
-        with share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
+        with _SHARE_LOCK, share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
             idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
             replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,

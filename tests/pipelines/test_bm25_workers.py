@@ -193,3 +193,19 @@ def test_a_client_build_of_partitions_keeps_the_commit_vocabulary(client, tmp_pa
     assert got.counts["n_terms"] == ref.counts["n_terms"]
     _assert_kept_terms_are_the_merge(got.path)
     _assert_an_append_reads_only_its_segments(got.path, more, monkeypatch)
+
+
+def test_workers_of_one_process_leave_the_callers_scheduler_as_it_was(tmp_path, data_dir):
+    """Two workers in the caller's process (LocalCluster(processes=False)) build their shares at once: each
+    share's in-process build sets dask's (process-wide) scheduler, and without turns the last to finish
+    restored another's, leaving the caller on the synchronous scheduler from the third build on."""
+    import dask
+
+    src = _cacm_files(tmp_path / "src", data_dir, 4, False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+            distributed.Client(lc) as c:
+        before = dask.config.get("scheduler", None)
+        for i in range(4):
+            r = pipelines.run("bm25", src, out=tmp_path / f"ix{i}", client=c, **KW)
+            assert dask.config.get("scheduler", None) == before, f"build {i}"
+            assert r.n_workers == 2 and r.scheduler != "sync", f"build {i} ran on {r.scheduler}"
