@@ -624,7 +624,7 @@ extern "C" __global__ void __launch_bounds__(256, LDA_DOC_MINB) lda_sample_doc(
     }
 }
 
-// Paper 001 (Alg. 2, 4) dense sampler for small K: DNT[d][k] = (D[d][k] - own + alpha) / (n_k - own + V beta)
+// Moon et al. (Alg. 2, 4) dense sampler for small K: DNT[d][k] = (D[d][k] - own + alpha) / (n_k - own + V beta)
 // precomputed per document (own topic adjusted in the token's loop), W rows of a column panel of
 // words staged in shared memory (one block per panel of PANEL words; tokens sorted by word).
 // Sampling: p_k = (W[v][k] - own + beta) * DNT[d][k]; sum, draw, rescan (Alg. 2 lines 21-32).
@@ -708,7 +708,7 @@ extern "C" __global__ void lda_llpt_terms(long long n, const int* word, const in
 }
 
 // ----------------------------------------------------------------------------- hybrid dense/sparse W
-// Paper 000 section IV-B: words with more than K tokens (ids 0 .. n_dense-1 after the frequency
+// EZLDA section IV-B: words with more than K tokens (ids 0 .. n_dense-1 after the frequency
 // relabelling) keep dense rows W_dense (n_dense x K int32, with their What / qcum rows); every other
 // word v keeps a sparse row s = v - n_dense in padded CSR: w_topic / w_cnt at w_ptr[s] (capacity = the
 // word's token count <= K, so the offsets never change), w_nnz[s] entries, topics ascending.  Sparse rows
