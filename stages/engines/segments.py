@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,8 +61,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cutext.kernels.backend import array_module, is_gpu_object, to_host, values
+from cutext.kernels.postings import place_runs
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
+from cutext.stages.runtime.compute import host_cpus
 from cutext.stages.runtime.reprs import short_repr
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.text.encode import sorted_terms, vocabulary_frame
@@ -1018,13 +1021,10 @@ def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool =
         if device:
             _scatter_on_device(s, start - s.offsets[:-1], base, doc, tf, field_tf)
             continue
-        dest = np.repeat(start - s.offsets[:-1], s.df)
-        dest += np.arange(s.n_postings, dtype=np.int64)
-        doc[dest] = s.doc.astype(doc.dtype, copy=False) + doc.dtype.type(base)
-        tf[dest] = s.tf
-        if field_tf is not None:
-            field_tf[:, dest] = s.field_tf
-        del dest
+        place_runs(start, s.offsets, s.doc, doc, base)  # each term's run copied whole, terms on numba's threads
+        place_runs(start, s.offsets, s.tf, tf)
+        for f in range(len(fields)):
+            place_runs(start, s.offsets, s.field_tf[f], field_tf[f])
     lengths = (np.concatenate([s.lengths for s in segs]).astype(np.int32, copy=False) if segs
                else np.zeros(0, np.int32))
     source_ids = (pa.concat_arrays([s.source_ids.cast(pa.string()) for s in segs]) if segs
@@ -1036,7 +1036,7 @@ def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool =
 def _scatter_on_device(s: Segment, shift: np.ndarray, base: int, doc, tf, field_tf) -> None:
     """One segment's postings into the device CSR of :func:`merge_segments`: local posting ``i`` of local
     term ``j`` goes to slot ``shift[j] + i`` (``shift = start - offsets[:-1]``), as the host's
-    ``np.repeat`` places it; ``j`` is found by a binary search of ``i`` in the segment's offsets, a block
+    :func:`cutext.kernels.postings.place_runs` places it; ``j`` is found by a binary search of ``i`` in the segment's offsets, a block
     of postings at a time (about 24 bytes of temporaries a posting of a block)."""
     import cupy
 
@@ -1183,11 +1183,22 @@ def posting_weights(merged: MergedSegments, fn, *, minus=None, block: int = 1 <<
     # BM25F (fn: cutext.stages.text.bm25.FieldWeights) takes the (F, n) tf and lengths of the fields
     tf, lengths = ((merged.field_tf, merged.field_lengths) if merged.field_tf is not None
                    else (merged.tf, merged.lengths))
-    for a in range(0, len(t), block):
+
+    def one(a):
         e = a + block
         out[a:e] = fn.weights(t[a:e], tf[..., a:e], lengths[..., merged.doc[a:e]])
         if minus is not None:
             out[a:e] -= minus[t[a:e]]
+
+    starts = range(0, len(t), block)
+    if len(starts) < 2:
+        for a in starts:
+            one(a)
+        return out
+    # blocks on threads (numpy's elementwise loops release the GIL): the same operations a posting, the
+    # same bits; a few threads, since each block holds about 24 bytes of float64 temporaries a posting
+    with ThreadPoolExecutor(min(len(starts), host_cpus(), 8)) as pool:
+        list(pool.map(one, starts))
     return out
 
 
