@@ -1036,8 +1036,8 @@ def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool =
 def _scatter_on_device(s: Segment, shift: np.ndarray, base: int, doc, tf, field_tf) -> None:
     """One segment's postings into the device CSR of :func:`merge_segments`: local posting ``i`` of local
     term ``j`` goes to slot ``shift[j] + i`` (``shift = start - offsets[:-1]``), as the host's
-    :func:`cutext.kernels.postings.place_runs` places it; ``j`` is found by a binary search of ``i`` in the segment's offsets, a block
-    of postings at a time (about 24 bytes of temporaries a posting of a block)."""
+    :func:`cutext.kernels.postings.place_runs` places it; ``j`` is found by a binary search of ``i`` in the
+    segment's offsets, a block of postings at a time (about 24 bytes of temporaries a posting of a block)."""
     import cupy
 
     offsets = cupy.asarray(s.offsets)
