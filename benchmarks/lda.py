@@ -315,7 +315,7 @@ def client_section(args, ddir, rows):
 def gpu_section(args, ddir, rows):
     import cupy
     from cutext.kernels import lda as lda_kernels
-    from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
+    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs
     from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
 
     bow = load("nips", ddir)
@@ -330,7 +330,9 @@ def gpu_section(args, ddir, rows):
                for smp in ["sparse", "three_branch"] + (["dense"] if K <= 256 else [])
                + (["hybrid"] if K in args.gpu_hybrid_ks else [])
                for order in (args.gpu_orders if smp in ("sparse", "three_branch") else ["word"])]
-    configs += [(K, "three_branch", n, "word") for n in args.gpu_devices if n > 1 for K in args.gpu_ks if K <= 1000]
+    # the shards sample in the library's order (lda_gibbs.SAMPLE_ORDER)
+    configs += [(K, "three_branch", n, SAMPLE_ORDER) for n in args.gpu_devices if n > 1 for K in args.gpu_ks
+                if K <= 1000]
     chunks = {}
     for K, smp, ndev, spec in configs:
         # spec "word", "doc" or "doc:NAME=VALUE,...": lda_sample_doc built with these -D switches
@@ -461,8 +463,9 @@ def main(argv=None):
     ap.add_argument("--gpu-late", type=int, default=0,
                     help="also continue each chain to this iteration and time --gpu-iterations more "
                          "(D is sparser later in training; 0 = off)")
-    ap.add_argument("--gpu-orders", nargs="+", default=["word"],
-                    help="token orders of the sparse / three-branch samplers on one GPU (word: lda_sample; doc: "
+    ap.add_argument("--gpu-orders", nargs="+", default=None,
+                    help="token orders of the sparse / three-branch samplers on one GPU (default: the library's, "
+                         "lda_gibbs.SAMPLE_ORDER; word: lda_sample; doc: "
                          "lda_sample_doc, D rows in shared memory; doc:NAME=VALUE,...: lda_sample_doc built with "
                          "-D switches, e.g. doc:LDA_DOC_UNROLL=4); 'word doc' times both side by side")
     ap.add_argument("--gpu-doc-cap", type=int, default=768,
@@ -478,6 +481,10 @@ def main(argv=None):
     ap.add_argument("--collective", default="auto", choices=["auto", "nccl", "client"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.gpu_orders is None:
+        from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER
+
+        args.gpu_orders = [SAMPLE_ORDER]
     bad = [o for o in args.gpu_orders if o.partition(":")[0] not in ("word", "doc") or (o.startswith("word:"))]
     if bad:
         ap.error(f"--gpu-orders: word, doc or doc:NAME=VALUE,... (got {bad})")
