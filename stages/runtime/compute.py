@@ -105,10 +105,23 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
            "dataframe.shuffle.method": "tasks"}
     with _device_oom_guard(backend):
         if client is not None:
+            forget_lost_placements(client)
             with dask.config.set(cfg):
                 yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
             return
         yield from _context(backend, cfg, scheduler, nbytes, n_workers)
+
+
+def forget_lost_placements(client) -> None:
+    """Install :class:`cutext.stages.runtime.placements.LostPlacements` on ``client``'s scheduler (a plugin of
+    that name replaces the last).  Best effort: a scheduler that cannot take it (another process without
+    cutext) is left as is."""
+    from cutext.stages.runtime.placements import LostPlacements
+
+    try:
+        client.register_plugin(LostPlacements(), name=LostPlacements.name)
+    except Exception:  # noqa: BLE001 - a placement preference must not fail a run
+        pass
 
 
 @contextlib.contextmanager
@@ -315,6 +328,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
                                dashboard_address=None)
     try:
         with Client(cluster) as c, dask.config.set(cfg):
+            forget_lost_placements(c)
             if backend == "gpu":
                 c.run(rmm_cupy)  # the workers' CuPy arrays from their RMM pool, as in-process
             yield ComputeInfo(backend, "cluster", len(c.scheduler_info().get("workers", {})), c)

@@ -28,9 +28,13 @@ class KillWorker(distributed.WorkerPlugin):
     def transition(self, key, start, finish, **kwargs):
         if finish != "executing" or not any(p in str(key) for p in self.pattern.split("|")):
             return
-        if self.once and os.path.exists(self.marker):
-            return
-        Path(self.marker).touch()
+        if self.once:
+            try:  # created by one worker only: two workers starting such a task at once must not both die
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+        else:
+            Path(self.marker).touch()
         os._exit(1)
 
 
@@ -95,3 +99,46 @@ def test_workers_that_keep_dying_fail_clearly_and_keep_the_old_output(corpus, tm
     assert (out / "index.json").read_bytes() == before
     assert json.loads(before)["k1"] == 1.2
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx.")]
+
+
+class KillEveryWorker(distributed.WorkerPlugin):
+    """End a worker when it starts a task whose key holds ``pattern``, while one of ``n`` kill slots (marker
+    files, each created by one worker only) is free: the first ``n`` such tasks kill their workers."""
+
+    def __init__(self, folder: str, pattern: str, n: int):
+        self.folder, self.pattern, self.n = folder, pattern, n
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or self.pattern not in str(key):
+            return
+        for i in range(self.n):
+            try:
+                os.close(os.open(os.path.join(self.folder, f"kill-{i}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                continue
+            os._exit(1)
+
+
+@pytest.mark.slow
+def test_every_worker_killed_while_holding_the_slices_the_run_still_finishes(data_dir, tmp_path):
+    """Both workers die holding their slices of one file: their restarts have other addresses, and the tasks
+    placed on the dead ones as a preference run on the new ones (dask would leave a task that became
+    unrunnable while no worker was up waiting for the departed addresses: a run that never ends)."""
+    import threading
+
+    src = str(data_dir / "cacm" / "cacm.json")
+    kw = dict(KW, blocksize=64 << 20)
+    ref = pipelines.run("bm25", src, out=tmp_path / "ref", scheduler="sync", **kw)
+    (tmp_path / "kills").mkdir()
+    out = {}
+    with _cluster() as lc, distributed.Client(lc) as c:
+        c.register_plugin(KillEveryWorker(str(tmp_path / "kills"), "tokenize_partition_segment", 2))
+
+        def build():
+            out["r"] = pipelines.run("bm25", src, out=tmp_path / "idx", client=c, **kw)
+        t = threading.Thread(target=build, daemon=True)
+        t.start()
+        t.join(120)
+        assert not t.is_alive(), "the run did not finish in 120 s after its workers died"
+    assert len(list((tmp_path / "kills").iterdir())) == 2, "not every worker was killed"
+    assert_same_index(read_index(ref.path), read_index(out["r"].path))
