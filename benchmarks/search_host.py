@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _median(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall seconds of ``repeats`` calls of ``fn`` after one untimed call."""
     fn()
     runs = []
     for _ in range(repeats):
@@ -88,11 +89,11 @@ def main(argv=None) -> int:
         from cutext.stages.runtime import compute
 
         rows = {
-            "query_matrix": _median(lambda: [idx.query_matrix(b) for b in batches], a.repeats),
-            "engine": _median(engine, a.repeats),
+            "query_matrix": median_seconds(lambda: [idx.query_matrix(b) for b in batches], a.repeats),
+            "engine": median_seconds(engine, a.repeats),
         }
         compute.step_profile(reset=True)
-        rows["search"] = _median(lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine),
+        rows["search"] = median_seconds(lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine),
                                  a.repeats)
         prof = compute.step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: search's own clocks
         if prof:
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
             finally:
                 idx.topk_start = real
 
-        with_cache = _median(frames_only, a.repeats)
+        with_cache = median_seconds(frames_only, a.repeats)
         rows["result frame"] = max(0.0, with_cache - rows["query_matrix"])
     out = []
     print(f"\n{'part':14s} {'ms':>9s} {'share':>7s}")

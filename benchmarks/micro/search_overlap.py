@@ -12,25 +12,14 @@ is the one ``benchmarks/search_gpus.py`` builds (``--index``, default its workdi
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import bm25 as bench  # noqa: E402
-
-
-def _median(fn, repeats: int) -> float:
-    fn()  # warm: kernels compiled, pools filled
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+from search_host import median_seconds  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -60,7 +49,7 @@ def main(argv=None) -> int:
         one._sm.topk_start(Q, args.k, "gpu")()
         sync([0])
 
-    rows.append(("1 GPU, whole index", _median(single, args.repeats)))
+    rows.append(("1 GPU, whole index", median_seconds(single, args.repeats)))
     sharded = bi.BM25Index.load(args.index, backend="gpu", devices=list(range(args.devices)))
     devs, shards = sharded._client, [f for _, _, _, f in sharded._shard_futures]
 
@@ -69,7 +58,7 @@ def main(argv=None) -> int:
 
     for i, f in enumerate(shards):
         rows.append((f"shard {i} alone (GPU {f.device}, docs {f.hi - f.lo:,})",
-                     _median(lambda f=f: (devs.run(f, bi._shard_finish, start(f)), sync([f.device])), args.repeats)))
+                     median_seconds(lambda f=f: (devs.run(f, bi._shard_finish, start(f)), sync([f.device])), args.repeats)))
 
     def all_started():
         fins = [(f, start(f)) for f in shards]
@@ -77,14 +66,14 @@ def main(argv=None) -> int:
             devs.run(f, bi._shard_finish, fin)
         sync([f.device for f in shards])
 
-    rows.append((f"{len(shards)} shards, all started on the caller's thread", _median(all_started, args.repeats)))
+    rows.append((f"{len(shards)} shards, all started on the caller's thread", median_seconds(all_started, args.repeats)))
     pool = ThreadPoolExecutor(len(shards))
 
     def own(f):
         devs.run(f, bi._shard_finish, start(f))
         sync([f.device])
 
-    rows.append((f"{len(shards)} shards, a thread a shard", _median(lambda: list(pool.map(own, shards)), args.repeats)))
+    rows.append((f"{len(shards)} shards, a thread a shard", median_seconds(lambda: list(pool.map(own, shards)), args.repeats)))
 
     def uploads():
         for f in shards:  # the query CSR copied to each device, as a start does
@@ -92,7 +81,7 @@ def main(argv=None) -> int:
                 cupy.asarray(Q.indices), cupy.asarray(Q.data), cupy.asarray(Q.indptr)
         sync([f.device for f in shards])
 
-    rows.append((f"query CSR copied to {len(shards)} devices", _median(uploads, args.repeats)))
+    rows.append((f"query CSR copied to {len(shards)} devices", median_seconds(uploads, args.repeats)))
     print(f"\n{args.batch_size} queries a batch, k={args.k}, medians of {args.repeats}")
     print("| what | ms a batch | q/s |")
     print("| --- | --- | --- |")
