@@ -56,9 +56,13 @@ def main(argv=None) -> int:
     def start(f):
         return devs.run(f, bi._shard_topk_start, Q, args.k, "gpu", None, None, None)
 
+    def alone(f):
+        devs.run(f, bi._shard_finish, start(f))
+        sync([f.device])
+
     for i, f in enumerate(shards):
         rows.append((f"shard {i} alone (GPU {f.device}, docs {f.hi - f.lo:,})",
-                     median_seconds(lambda f=f: (devs.run(f, bi._shard_finish, start(f)), sync([f.device])), args.repeats)))
+                     median_seconds(lambda f=f: alone(f), args.repeats)))
 
     def all_started():
         fins = [(f, start(f)) for f in shards]
