@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from cutext.kernels._version import __version__
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             merge_terms, read_positions, read_segment, read_segment_columns,
-                                            read_segment_texts, segment_heads, write_segment)
+                                            read_segment_texts, segment_heads, union_terms,
+                                            write_segment)
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
@@ -265,9 +266,8 @@ def read_commit_terms(index, meta: dict | None = None) -> tuple[pa.Array, np.nda
 
 
 def merge_vocabularies(parts) -> tuple[pa.Array, np.ndarray]:
-    """The union of vocabularies and their summed df, as :func:`merge_terms` merges segments' terms: one
-    hash pass over their concatenation (``pyarrow.compute.dictionary_encode``) and one sort of the distinct
-    terms.
+    """The union of vocabularies and their summed df, as :func:`merge_terms` merges segments' terms
+    (:func:`cutext.stages.engines.segments.union_terms`).
 
     Parameters
     ----------
@@ -293,19 +293,13 @@ def merge_vocabularies(parts) -> tuple[pa.Array, np.ndarray]:
         if len(t) != len(d):
             raise ValueError(f"a vocabulary of {len(t)} terms with {len(d)} df values")
     parts = [(t, d) for t, d in parts if len(t)]
-    if not parts:
-        return pa.array([], pa.large_string()), np.zeros(0, np.int64)
     if len(parts) == 1:
         return parts[0]
-    enc = pc.dictionary_encode(pa.concat_arrays([t for t, _ in parts]))
-    distinct, ids = enc.dictionary, enc.indices.to_numpy()
-    total = np.zeros(len(distinct), np.int64)
-    a = 0
-    for t, d in parts:  # within one part a term occurs once
-        total[ids[a:a + len(t)]] += d
-        a += len(t)
-    order = pc.sort_indices(distinct).to_numpy()  # binary comparison: UTF-8 byte order
-    return distinct.take(pa.array(order)), total[order]
+    vocab, ids = union_terms([t for t, _ in parts])
+    df = np.zeros(len(vocab) + 1, np.int64)
+    for g, (_, d) in zip(ids, parts):  # within one part a term occurs once
+        df[g] += d
+    return vocab, df[1:]
 
 
 def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list, added: list, new):

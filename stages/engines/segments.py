@@ -75,7 +75,7 @@ __all__ = ["Segment", "MergedTerms", "MergedSegments", "SegmentWeights", "write_
            "merge_terms", "merge_segments", "segment_weights", "segments_from_counts", "write_partition_segment",
            "write_text_segment", "read_segment_texts", "live_texts", "text_array", "column_table",
            "read_segment_columns",
-           "live_segment", "posting_weights", "segment_heads",
+           "live_segment", "posting_weights", "segment_heads", "union_terms",
            "postings_bytes", "field_segment", "segment_positions", "write_positions", "read_positions",
            "add_positions", "live_positions", "merge_positions", "run_starts"]
 
@@ -858,22 +858,41 @@ def merge_terms(segments) -> MergedTerms:
     if sum(sizes) == 0:
         return MergedTerms(pa.array([], pa.large_string()), np.zeros(1, np.int64), int(doc_base[-1]), sum_dl,
                            doc_base, [np.zeros(0, np.int32) for _ in segs], field_sum_dl)
-    all_terms = pa.concat_arrays([s.terms.cast(pa.large_string()) for s in segs])
-    enc = pc.dictionary_encode(all_terms)
+    vocab, term_ids = union_terms([s.terms for s in segs])
+    df = np.zeros(len(vocab) + 1, np.int64)
+    for s, g in zip(segs, term_ids):  # a loop over segments; within one, a term occurs once
+        df[g] += s.df
+    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids, field_sum_dl)
+
+
+def union_terms(term_arrays) -> tuple[pa.Array, list]:
+    """The sorted union of vocabularies and each one's terms as ids of it: one hash pass over their
+    concatenation (``pyarrow.compute.dictionary_encode``) and one sort of the distinct terms.
+
+    Parameters
+    ----------
+    term_arrays : sequence of pyarrow string arrays
+        Vocabularies (a segment's terms, a commit's kept ones), each term once in each.
+
+    Returns
+    -------
+    (pyarrow.LargeStringArray (V,), list of int32 arrays)
+        The distinct terms ascending by UTF-8 bytes, and for each input array the id of each of its terms
+        (``i + 1`` for ``vocab[i]``: id 0 stays the unknown term's).
+    """
+    arrays = [(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t).cast(pa.large_string())
+              for t in term_arrays]
+    enc = pc.dictionary_encode(pa.concat_arrays(arrays) if arrays else pa.array([], pa.large_string()))
     distinct, first = enc.dictionary, enc.indices.to_numpy()
     order = pc.sort_indices(distinct).to_numpy()  # binary comparison: UTF-8 byte order
-    vocab = distinct.take(pa.array(order))
     rank = np.empty(len(order), np.int32)
     rank[order] = np.arange(1, len(order) + 1, dtype=np.int32)
     gid = rank[first]
-    df = np.zeros(len(vocab) + 1, np.int64)
-    term_ids, a = [], 0
-    for s, k in zip(segs, sizes):  # a loop over segments; within one, a term occurs once
-        g = gid[a:a + k]
-        df[g] += s.df
-        term_ids.append(g)
-        a += k
-    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids, field_sum_dl)
+    ids, a = [], 0
+    for t in arrays:
+        ids.append(gid[a:a + len(t)])
+        a += len(t)
+    return distinct.take(pa.array(order)), ids
 
 
 def _field_sums(segs) -> np.ndarray | None:
