@@ -32,6 +32,8 @@ computed as without a filter; a document outside it is never a candidate of the 
 """
 from __future__ import annotations
 
+import threading
+
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
@@ -498,8 +500,6 @@ class Workspace:
     """
 
     def __init__(self, n_sets: int = 2):
-        import threading
-
         self._sets = [{} for _ in range(n_sets)]
         self._free = list(range(n_sets))
         self._lock = threading.Lock()

@@ -116,7 +116,7 @@ def forget_lost_placements(client) -> None:
     """Install :class:`cutext.stages.runtime.placements.LostPlacements` on ``client``'s scheduler (a plugin of
     that name replaces the last).  Best effort: a scheduler that cannot take it (another process without
     cutext) is left as is."""
-    from cutext.stages.runtime.placements import LostPlacements
+    from cutext.stages.runtime.placements import LostPlacements  # imports distributed: only runs on a Client
 
     try:
         client.register_plugin(LostPlacements(), name=LostPlacements.name)
