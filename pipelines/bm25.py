@@ -70,8 +70,8 @@ from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
-from cutext.stages.engines.segments import (add_positions, field_segment, read_segment, segment_heads,
-                                            write_partition_segment, write_segment, write_text_segment)
+from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
+                                            write_segment, write_text_segment)
 from cutext.stages.runtime.params import choice, param
 
 # the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
@@ -1181,15 +1181,11 @@ def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder:
     partition's own, :func:`cutext.stages.readers.files.document_numberer`), with its own vocabulary.  Its
     task keys name the tokenize stage, as the stages' keys do (progress, task streams and the fault tests
     find the stages by them).  Returns :func:`cutext.stages.engines.segments.write_text_segment`'s summary
-    with ``df``, the df of its ``terms`` (read back from the segment's terms here: O(vocabulary), no
-    postings), for the commit's ``terms.arrow``."""
+    (its ``terms`` and their ``df``, for the commit's ``terms.arrow``)."""
     text = text() if isinstance(text, InTask) else text
     shutil.rmtree(folder, ignore_errors=True)  # a task run again after its worker died starts clean
     meta = write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder, store_text)
-    head = read_segment(folder, verify=False, postings=False, ids=False)
-    if len(head.df) != len(meta["terms"]):
-        raise RuntimeError(f"{folder}: {len(meta['terms'])} terms written, {len(head.df)} read back")
-    return dict(meta, df=_df_to_send(head.df))
+    return dict(meta, df=_df_to_send(meta["df"]))
 
 
 def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,

@@ -1333,8 +1333,9 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=Non
     Returns
     -------
     dict
-        The segment's ``segment.json`` and ``doc_lo`` (its first global doc id) and ``replaced`` (U+FFFD
-        replacements of its documents).
+        The segment's ``segment.json``, ``doc_lo`` (its first global doc id), ``replaced`` (U+FFFD
+        replacements of its documents), and its ``terms`` and their ``df`` (what a commit's vocabulary
+        counts).
 
     Raises
     ------
@@ -1348,9 +1349,10 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=Non
     if hi - lo != len(ids) or (len(ids) and not (np.diff(ids) == 1).all()):
         raise ValueError(f"{folder}: the partition's doc ids are not consecutive ({len(ids)} ids in [{lo}, {hi}))")
     source_ids = pa.array(docs["source_id"].to_numpy(dtype=object), pa.large_string())
-    meta = write_segment(folder, **segments_from_counts(counts, vocab, source_ids, lo, hi), texts=texts,
-                         columns=columns)
-    return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0)
+    seg = segments_from_counts(counts, vocab, source_ids, lo, hi)
+    meta = write_segment(folder, **seg, texts=texts, columns=columns)
+    return dict(meta, doc_lo=lo, replaced=int(docs["replaced"].sum()) if "replaced" in docs.columns else 0,
+                terms=seg["terms"], df=seg["df"])
 
 
 def write_text_segment(texts, docs, tokenizer, folder, store_text: bool = False) -> dict:
@@ -1378,8 +1380,8 @@ def write_text_segment(texts, docs, tokenizer, folder, store_text: bool = False)
     Returns
     -------
     dict
-        :func:`write_partition_segment`'s result, with ``terms`` (pyarrow.LargeStringArray, shape
-        (n_terms,): the partition's vocabulary, sorted) and ``n_empty_docs`` (documents without a token).
+        :func:`write_partition_segment`'s result (``terms``: the partition's vocabulary, sorted, and
+        ``df``), with ``n_empty_docs`` (documents without a token).
 
     Raises
     ------
@@ -1397,8 +1399,7 @@ def write_text_segment(texts, docs, tokenizer, folder, store_text: bool = False)
     counts = count_partition_summary(summary, vocabulary_frame(vocab, docs), docs)
     n_empty = int((to_host(summary.scan.lengths) == 0).sum())
     del summary
-    meta = write_partition_segment(counts, docs, vocab, folder, texts=kept)
-    return dict(meta, terms=vocab, n_empty_docs=n_empty)
+    return dict(write_partition_segment(counts, docs, vocab, folder, texts=kept), n_empty_docs=n_empty)
 
 
 # ----------------------------------------------------------------------------- term positions
