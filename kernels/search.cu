@@ -74,6 +74,31 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 #ifndef SB_UNROLL
 #define SB_UNROLL 4
 #endif
+// Per-block timeline for benchmarks/micro/search_blocks.py (off by default): -DSB_PROFILE records, per block,
+// %globaltimer at its start and end, its SM, and counts of tiles, scoring steps, appends and selects.
+#ifdef SB_PROFILE
+#define SB_PROF_SLOTS 8
+__device__ unsigned long long sb_prof[65536 * SB_PROF_SLOTS];
+__device__ __forceinline__ unsigned long long sb_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define SB_PROF_BEGIN unsigned long long prof_c[4] = {0, 0, 0, 0}; const unsigned long long prof_t0 = sb_now();
+#define SB_PROF_COUNT(i) (++prof_c[i])
+#define SB_PROF_END                                                                                   \
+    if (threadIdx.x == 0 && q < 65536) {                                                              \
+        unsigned int smid;                                                                            \
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                             \
+        unsigned long long* r = sb_prof + (long long)q * SB_PROF_SLOTS;                               \
+        r[0] = prof_t0; r[1] = sb_now(); r[2] = smid;                                                 \
+        r[3] = prof_c[0]; r[4] = prof_c[1]; r[5] = prof_c[2]; r[6] = prof_c[3];                        \
+    }
+#else
+#define SB_PROF_BEGIN
+#define SB_PROF_COUNT(i)
+#define SB_PROF_END
+#endif
 
 extern "C" __global__ void bm25_block_search(const long long* __restrict__ indptr, const int* __restrict__ indices,
                                              const float* __restrict__ data, const long long* __restrict__ q_ptr,
@@ -83,6 +108,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                                              const unsigned int* __restrict__ allow_bits,
                                              const long long* __restrict__ a_ptr, const int* __restrict__ a_docs) {
     const int q = blockIdx.x;
+    SB_PROF_BEGIN
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
     __shared__ float a[SB_TILE];
     __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
@@ -100,6 +126,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE) {
         const int d1 = (int)(n_docs - d0 < SB_TILE ? n_docs : d0 + SB_TILE);
         const int width = d1 - (int)d0;
+        SB_PROF_COUNT(0);
         // (1) score the tile: a term's postings in steps of blockDim.x (the first) then SB_UNROLL * blockDim.x
         for (long long j = j0; j < j1; ++j) {
             const int t = q_terms[j];
@@ -110,6 +137,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             while (true) {
                 const bool all_in = first ? sb_step<1>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1])
                                           : sb_step<SB_UNROLL>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1]);
+                SB_PROF_COUNT(1);
                 if (!__syncthreads_and(all_in)) break;  // also the barrier between terms
                 p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
                 first = false;
@@ -153,6 +181,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
         if (cnt == 0) continue;  // every thread sees the same cnt
         unsigned long long* kept = buf[cur];
         if ((long long)m + cnt < k) {  // (3a) append
+            SB_PROF_COUNT(2);
             if (threadIdx.x == 0) pos_sh = m;
             __syncthreads();
             for (int i = threadIdx.x; i < width; i += blockDim.x) {
@@ -167,6 +196,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             continue;
         }
         // (3b) radix select of the k largest among kept[0, m) and the tile's candidates
+        SB_PROF_COUNT(3);
         if (threadIdx.x == 0) { prefix_sh = 0ull; mask_sh = 0ull; remaining_sh = k; }
         __syncthreads();
         for (int shift = 56; shift >= 0; shift -= 8) {
@@ -221,6 +251,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     if (cur == 1)  // the kept keys end in top_a
         for (int i = threadIdx.x; i < m; i += blockDim.x) buf[0][i] = buf[1][i];
     if (threadIdx.x == 0) top_n[q] = m;
+    SB_PROF_END
 }
 
 // Rank the kept keys of query blockIdx.x (bitonic sort, descending, in shared memory) and write
