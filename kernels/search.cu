@@ -21,14 +21,14 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
 
 // One step of the scoring of a tile [d0, d1) by one term of weight w: U * blockDim.x postings from p0, each
 // thread loading its U doc ids and weights first (independent loads in flight), then adding those in the
-// tile.  The tile's postings of a term are a prefix of [p0, end): the thread that meets the first posting
-// out of the tile writes its position to *next (a shared slot; cursor[j] itself is written after the
-// term's last barrier, since a slower thread may not have read it yet).  Returns whether all U postings of
-// this thread were in the tile.
+// tile.  The tile's postings of a term are a prefix of [ps, end) (ps: the term's cursor): the thread that
+// meets the first posting out of the tile (the one at ps, or whose predecessor is in the tile) writes its
+// position to *next (a shared slot; cursor[j] itself is written after the term's barrier, since a slower
+// thread may not have read it yet).  Returns whether all U postings of this thread were in the tile.
 template <int U>
 __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const float* __restrict__ data,
-                                        long long p0, long long end, int d0, int d1, float w, float* a,
-                                        long long* next) {
+                                        long long p0, long long ps, long long end, int d0, int d1, float w,
+                                        float* a, long long* next) {
     int doc[U];
     float wt[U];
 #pragma unroll
@@ -46,7 +46,7 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
             a[doc[u] - d0] = a[doc[u] - d0] + prod;
         } else {
             all_in = false;
-            if (p == p0 || (p - 1 < end && indices[p - 1] < d1)) *next = p;
+            if (p == ps || (p - 1 < end && indices[p - 1] < d1)) *next = p;
         }
     }
     return all_in;
@@ -63,10 +63,16 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 // tile's allowed bits are gathered into shared memory first) whose key beats
 // theta (the k-th best key kept so far, 0 while fewer than k are kept) stays a candidate, every other score
 // is reset to 0; (3) keep: when the kept and the candidates are fewer than k, the candidates are appended;
-// otherwise a radix select (8 passes of 8 bits, histograms in shared memory; keys are distinct, so exactly k
-// keys are >= the k-th largest) of the kept and the candidates gives the new k kept, written to the other
-// buffer (top_a / top_b of the query), and theta = the k-th largest key.  Candidates are reset to 0 as they
-// are written.  At the end the kept keys (unordered) are in top_a, their number in top_n.
+// otherwise the k largest of the kept and the candidates become the kept, and theta = the k-th largest key.
+// With k <= SB_LIST / 2 the kept keys live in a shared list of SB_LIST keys, and the filter appends each
+// candidate's key behind them: when they all fit, the k largest are found by rank (each key's place = how
+// many of the list beat it; keys are distinct, so the places are 0..n-1) and the candidates' scores are reset
+// through their keys, so a tile costs no further pass over its scores.  Otherwise (a larger k, or more
+// candidates than the list holds, as in a query's first tiles) a radix select (8 passes of 8 bits,
+// histograms in shared memory; exactly k keys are >= the k-th largest) of the kept and the tile's
+// candidates gives the new k kept, written to the other buffer (top_a / top_b of the query; with the shared
+// list, top_a then back to the list).  Candidates are reset to 0 as they are written.  At the end the kept
+// keys (unordered) are in top_a, their number in top_n.
 // Device memory: the two key buffers (k each) and a cursor per query term; the scores live in shared memory.
 #ifndef SB_TILE
 #define SB_TILE 8192
@@ -74,8 +80,11 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 #ifndef SB_UNROLL
 #define SB_UNROLL 4
 #endif
+#ifndef SB_LIST
+#define SB_LIST 256  // keys of the shared list (kept + a tile's candidates): a thread each when they are ranked
+#endif
 // Per-block timeline for benchmarks/micro/search_blocks.py (off by default): -DSB_PROFILE records, per block,
-// %globaltimer at its start and end, its SM, and counts of tiles, scoring steps, appends and selects.
+// %globaltimer at its start and end, its SM, and counts of tiles, scoring steps, appends, ranked and radix selects.
 #ifdef SB_PROFILE
 #define SB_PROF_SLOTS 8
 __device__ unsigned long long sb_prof[65536 * SB_PROF_SLOTS];
@@ -84,7 +93,7 @@ __device__ __forceinline__ unsigned long long sb_now() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-#define SB_PROF_BEGIN unsigned long long prof_c[4] = {0, 0, 0, 0}; const unsigned long long prof_t0 = sb_now();
+#define SB_PROF_BEGIN unsigned long long prof_c[5] = {0, 0, 0, 0, 0}; const unsigned long long prof_t0 = sb_now();
 #define SB_PROF_COUNT(i) (++prof_c[i])
 #define SB_PROF_END                                                                                   \
     if (threadIdx.x == 0 && q < 65536) {                                                              \
@@ -92,7 +101,7 @@ __device__ __forceinline__ unsigned long long sb_now() {
         asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                             \
         unsigned long long* r = sb_prof + (long long)q * SB_PROF_SLOTS;                               \
         r[0] = prof_t0; r[1] = sb_now(); r[2] = smid;                                                 \
-        r[3] = prof_c[0]; r[4] = prof_c[1]; r[5] = prof_c[2]; r[6] = prof_c[3];                        \
+        r[3] = prof_c[0]; r[4] = prof_c[1]; r[5] = prof_c[2]; r[6] = prof_c[3]; r[7] = prof_c[4];                        \
     }
 #else
 #define SB_PROF_BEGIN
@@ -100,7 +109,7 @@ __device__ __forceinline__ unsigned long long sb_now() {
 #define SB_PROF_END
 #endif
 
-extern "C" __global__ void bm25_block_search(const long long* __restrict__ indptr, const int* __restrict__ indices,
+extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(const long long* __restrict__ indptr, const int* __restrict__ indices,
                                              const float* __restrict__ data, const long long* __restrict__ q_ptr,
                                              const int* __restrict__ q_terms, const float* __restrict__ q_w,
                                              int n_docs, int k, long long* cursor, unsigned long long* top_a,
@@ -112,13 +121,15 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
     __shared__ float a[SB_TILE];
     __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
-    __shared__ unsigned int hist[256];
+    __shared__ unsigned int hist[256], group_sh[32];
     __shared__ unsigned long long prefix_sh, mask_sh;
     __shared__ long long remaining_sh, next_sh[2];
     __shared__ int cnt_sh, pos_sh;
+    __shared__ unsigned long long sk[SB_LIST];  // the shared list: kept keys, then a tile's candidates
     unsigned long long* buf[2] = {top_a + (long long)q * k, top_b + (long long)q * k};
+    const bool listed = 2 * k <= SB_LIST && SB_LIST <= (int)blockDim.x;  // the kept keys in sk (block-uniform)
     int cur = 0;
-    int m = 0;                      // keys kept in buf[cur]
+    int m = 0;                      // keys kept in buf[cur], or in sk[0, m) when listed
     unsigned long long theta = 0;   // a candidate's key must be > theta
     for (int i = threadIdx.x; i < SB_TILE; i += blockDim.x) a[i] = 0.0f;
     for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) cursor[j] = indptr[q_terms[j]];
@@ -132,13 +143,15 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             const int t = q_terms[j];
             const float w = q_w[j];
             const long long end = indptr[t + 1];
-            long long p0 = cursor[j];
+            const long long ps = cursor[j];
+            long long p0 = ps;
             bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
-                const bool all_in = first ? sb_step<1>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1])
-                                          : sb_step<SB_UNROLL>(indices, data, p0, end, (int)d0, d1, w, a, &next_sh[j & 1]);
+                const bool all_in = first ? sb_step<1>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1])
+                                          : sb_step<SB_UNROLL>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1]);
                 SB_PROF_COUNT(1);
-                if (!__syncthreads_and(all_in)) break;  // also the barrier between terms
+                // also the barrier between terms (a thread going on alone to its next step measured 5 % slower)
+                if (!__syncthreads_and(all_in)) break;
                 p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
                 first = false;
             }
@@ -171,16 +184,53 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
         int mine = 0;
         for (int i = threadIdx.x; i < width; i += blockDim.x) {
             const float s = a[i];
-            if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u)) && sb_key(s, d0 + i) > theta) ++mine;
-            else a[i] = 0.0f;
+            if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u))) {
+                const unsigned long long key = sb_key(s, d0 + i);
+                if (key > theta) {
+                    if (listed) {  // behind the kept keys, while the list has room
+                        const int slot = m + atomicAdd(&cnt_sh, 1);
+                        if (slot < SB_LIST) sk[slot] = key;
+                    } else {
+                        ++mine;
+                    }
+                    continue;
+                }
+            }
+            a[i] = 0.0f;
         }
         if (mine) atomicAdd(&cnt_sh, mine);
         __syncthreads();
         const int cnt = cnt_sh;
         __syncthreads();  // cnt_sh is read by all before it is reset
         if (cnt == 0) continue;  // every thread sees the same cnt
-        unsigned long long* kept = buf[cur];
-        if ((long long)m + cnt < k) {  // (3a) append
+        if (listed && m + cnt <= SB_LIST) {  // (3') the candidates are sk[m, m + cnt)
+            const int n = m + cnt;
+            for (int t = m + (int)threadIdx.x; t < n; t += blockDim.x)  // their scores back to 0
+                a[(int)(0xFFFFFFFFu - (unsigned int)(sk[t] & 0xFFFFFFFFull)) - (int)d0] = 0.0f;
+            if (n < k) {  // appended already
+                SB_PROF_COUNT(2);
+                m = n;
+                __syncthreads();
+                continue;
+            }
+            SB_PROF_COUNT(3);
+            unsigned long long key = 0;
+            int place = SB_LIST;
+            if ((int)threadIdx.x < n) {  // a key's place in descending order
+                key = sk[threadIdx.x];
+                place = 0;
+                for (int t = 0; t < n; ++t) place += sk[t] > key;
+            }
+            __syncthreads();  // every place counted before a key moves
+            if (place < k) sk[place] = key;
+            m = k;
+            __syncthreads();
+            theta = sk[k - 1];
+            continue;
+        }
+        // the radix path: the kept keys in buf[cur] (or sk), the candidates in the tile's scores
+        unsigned long long* kept = listed ? sk : buf[cur];
+        if (!listed && (long long)m + cnt < k) {  // (3a) append
             SB_PROF_COUNT(2);
             if (threadIdx.x == 0) pos_sh = m;
             __syncthreads();
@@ -196,7 +246,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             continue;
         }
         // (3b) radix select of the k largest among kept[0, m) and the tile's candidates
-        SB_PROF_COUNT(3);
+        SB_PROF_COUNT(4);
         if (threadIdx.x == 0) { prefix_sh = 0ull; mask_sh = 0ull; remaining_sh = k; }
         __syncthreads();
         for (int shift = 56; shift >= 0; shift -= 8) {
@@ -215,10 +265,21 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                 }
             }
             __syncthreads();
-            if (threadIdx.x == 0) {
+            if (threadIdx.x < 32) {  // the counts of 32 groups of 8 digits, so one thread then reads 40, not 256
+                unsigned int c = 0;
+                for (int b = 0; b < 8; ++b) c += hist[8 * threadIdx.x + b];
+                group_sh[threadIdx.x] = c;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {  // the largest digit whose count from the top reaches rem
                 long long rem = remaining_sh;
-                int dg = 255;
-                for (; dg > 0; --dg) {
+                int g = 31;
+                for (; g > 0; --g) {
+                    if ((long long)group_sh[g] >= rem) break;
+                    rem -= group_sh[g];
+                }
+                int dg = 8 * g + 7;
+                for (; dg > 8 * g; --dg) {
                     if ((long long)hist[dg] >= rem) break;
                     rem -= hist[dg];
                 }
@@ -230,7 +291,7 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
             __syncthreads();
         }
         const unsigned long long kth = prefix_sh;  // the k-th largest key itself (distinct keys, all 64 bits)
-        unsigned long long* next = buf[1 - cur];
+        unsigned long long* next = listed ? buf[0] : buf[1 - cur];
         for (int i = threadIdx.x; i < m; i += blockDim.x) {
             const unsigned long long key = kept[i];
             if (key >= kth) next[atomicAdd(&pos_sh, 1)] = key;
@@ -243,12 +304,19 @@ extern "C" __global__ void bm25_block_search(const long long* __restrict__ indpt
                 a[i] = 0.0f;
             }
         }
-        cur = 1 - cur;
         m = k;
         theta = kth;
         __syncthreads();
+        if (listed) {  // back to the list
+            for (int i = threadIdx.x; i < k; i += blockDim.x) sk[i] = buf[0][i];
+            __syncthreads();
+        } else {
+            cur = 1 - cur;
+        }
     }
-    if (cur == 1)  // the kept keys end in top_a
+    if (listed)  // the kept keys end in top_a
+        for (int i = threadIdx.x; i < m; i += blockDim.x) buf[0][i] = sk[i];
+    else if (cur == 1)
         for (int i = threadIdx.x; i < m; i += blockDim.x) buf[0][i] = buf[1][i];
     if (threadIdx.x == 0) top_n[q] = m;
     SB_PROF_END

@@ -24,9 +24,11 @@ computed as without a filter; a document outside it is never a candidate of the 
   :mod:`cutext.kernels._cuda`), and its numba twin when the arrays are numpy: one block per query scores
   the documents a tile of :data:`TILE` at a time in **shared memory**, each query term's postings read
   from a cursor that advances tile by tile (the postings of a term are sorted by doc, so no search of the
-  posting list); a tile's scores that beat the k-th kept key are merged with the kept ones by a radix
-  select of the k largest 64-bit keys ``sortable(score) << 32 | ~doc``; at the end a bitonic sort of the
-  k keys per query.  The device workspace is the k keys per query and a cursor per query term
+  posting list); a tile's scores that beat the k-th kept key are merged with the kept ones, keeping the k
+  largest 64-bit keys ``sortable(score) << 32 | ~doc``: for k <= 128 the kept keys and the tile's
+  candidates sit in a shared list of 256 and the k largest are found by rank (each key's place = the keys
+  that beat it), else (or when the candidates overflow the list) by a radix select; at the end a bitonic
+  sort of the k keys per query.  The device workspace is the k keys per query and a cursor per query term
   (:func:`plan_passes` bounds it by ``max_workspace`` bytes, whatever the batch size).  The key order is
   (score desc, doc asc), so the ties rule holds by construction.
 """
@@ -452,7 +454,8 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
 
     One block per query scores the documents a tile of :data:`TILE` at a time in shared memory (each query
     term's postings consumed from a cursor, so a tile costs no search of the posting lists) and keeps the k
-    best keys, merging a tile's candidates only when they beat the k-th key kept (a radix select).
+    best keys, merging a tile's candidates only when they beat the k-th key kept (by rank in a shared list
+    for k <= 128, else a radix select).
 
     Parameters
     ----------

@@ -3,13 +3,19 @@ first half and quarter of the documents (what one shard of 2 or 4 GPUs holds).
 
 For each part the kernels of one batch are timed alone (CUDA events, medians of ``--repeats``), then run once
 more built with ``-DSB_PROFILE`` (``kernels/search.cu``), which records for every block (query) its start and
-end (``%globaltimer``), its SM and its counts of tiles, scoring steps, appends and radix selects.  Printed
+end (``%globaltimer``), its SM and its counts of tiles, scoring steps, appends, selects by rank in the
+shared list and radix selects.  Printed
 per part: the kernel span; the blocks' mean, median, 99th percentile and longest duration; how many blocks
 ran at once on average against the most; the tail (the span after the last block started); a least-squares
 fit of a block's duration on its postings and its steps; the longest blocks.  If the engine has a cost that
 does not shrink with the documents, this says whether it is in the blocks or around them.
 
+``--variant NAME=OPTIONS`` (nvrtc options, e.g. ``-DSB_STEP_BARRIER``) or ``--variant NAME=@FILE`` (another
+``search.cu`` with the same kernels, e.g. an earlier commit's) times other builds of the kernels on the same
+parts and queries, and checks that they return the same documents and scores.
+
     python benchmarks/micro/search_blocks.py [--index /tmp/cutext-search-gpus/index] [--parts 1,2,4]
+        [--variant old=@/tmp/search-old.cu]
 """
 from __future__ import annotations
 
@@ -56,6 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=OPTIONS|NAME=@FILE",
+                    help="another build of the kernels, timed beside the default (repeatable)")
     args = ap.parse_args(argv)
 
     import cupy
@@ -84,7 +92,24 @@ def main(argv=None) -> int:
             out.append(cupy.cuda.get_elapsed_time(ev[0], ev[1]))
         return float(np.median(out[1:]))
 
-    summary = []
+    variants = []
+    for v in args.variant:
+        name, _, spec = v.partition("=")
+        if spec.startswith("@"):
+            text = Path(spec[1:]).read_text()
+            variants.append((name, f"search-{name}.cu", (), text))
+        else:
+            variants.append((name, ks.SOURCE, tuple(spec.split()), None))
+    real_source = _cuda.source
+
+    def source(name):
+        for _, src, _, text in variants:
+            if text is not None and name == src:
+                return text
+        return real_source(name)
+
+    _cuda.source = source
+    summary, vrows = [], []
     for parts in [int(p) for p in args.parts.split(",")]:
         hi = -(-sm.n_docs // parts)
         indptr, indices, data = ((sm.indptr64, sm.indices32, sm.matrix.data) if parts == 1
@@ -99,7 +124,18 @@ def main(argv=None) -> int:
             ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k, workspace=ws)()
 
         ms = timed(run)
-        real = ks._cuda
+        want = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k, workspace=ws)()
+        real, real_src = ks._cuda, ks.SOURCE
+        for name, src, opts, _ in variants:
+            ks._cuda, ks.SOURCE = _Options(real, opts), src
+            try:
+                vms = timed(run)
+                got = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k,
+                                            workspace=ws)()
+            finally:
+                ks._cuda, ks.SOURCE = real, real_src
+            same = all(np.array_equal(x, y) for x, y in zip(got, want))
+            vrows.append((parts, name, vms, ms, same))
         ks._cuda = _Options(real, PROFILE_OPTIONS)
         try:
             ms_prof = timed(run)
@@ -114,7 +150,7 @@ def main(argv=None) -> int:
         # blocks running at once, sampled over the span
         grid = np.linspace(t0.min(), t1.max(), 2000)
         running = np.searchsorted(np.sort(t0), grid, "right") - np.searchsorted(np.sort(t1), grid, "right")
-        tiles, steps, appends, selects = (rec[:, i].astype(np.float64) for i in (3, 4, 5, 6))
+        tiles, steps, appends, selects, radix = (rec[:, i].astype(np.float64) for i in (3, 4, 5, 6, 7))
         A = np.column_stack([np.ones(nq), post, steps])
         coef, *_ = np.linalg.lstsq(A, dur, rcond=None)
         print(f"\n## first 1/{parts} of the documents: {n_docs:,} docs, {int(indices.size):,} postings")
@@ -124,17 +160,22 @@ def main(argv=None) -> int:
               f"max {dur.max():.1f}; sum / span = {dur.sum() / span:.0f} blocks at once (most {running.max()}); "
               f"tail after the last start {tail / 1e3:.2f} ms")
         print(f"per block mean: tiles {tiles.mean():.1f}, steps {steps.mean():.1f}, appends {appends.mean():.2f}, "
-              f"selects {selects.mean():.2f}, postings {post.mean():,.0f}")
+              f"ranked selects {selects.mean():.2f}, radix selects {radix.mean():.2f}, postings {post.mean():,.0f}")
         print(f"fit us = {coef[0]:.1f} + {coef[1] * 1e3:.3f} ns a posting + {coef[2] * 1e3:.1f} ns a step")
         order = np.argsort(-dur)[:5]
         for q in order:
             print(f"  query {q}: {dur[q]:.0f} us, started at {(t0[q] - t0.min()) / 1e3:.0f} us, "
-                  f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, {selects[q]:.0f} selects")
+                  f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, {selects[q]:.0f} + {radix[q]:.0f} selects")
         summary.append((parts, ms, span / 1e3, dur.mean(), tail / 1e3, dur.sum() / span))
     print("\n| documents | kernels ms | span ms | mean block us | tail ms | blocks at once |")
     print("| --- | --- | --- | --- | --- | --- |")
     for parts, ms, span, mean, tail, conc in summary:
         print(f"| 1/{parts} | {ms:.2f} | {span:.2f} | {mean:.1f} | {tail:.2f} | {conc:.0f} |")
+    if vrows:
+        print("\n| documents | build | kernels ms | default ms | build / default | same results |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for parts, name, vms, ms, same in vrows:
+            print(f"| 1/{parts} | {name} | {vms:.2f} | {ms:.2f} | {vms / ms:.2f}x | {'yes' if same else 'NO'} |")
     return 0
 
 

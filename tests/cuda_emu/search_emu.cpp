@@ -1,5 +1,6 @@
 // Runs the CUDA C of kernels/search.cu on the CPU: one std::thread per CUDA thread, blocks one after another.
 #include "emu_block_threads.h"
+#define __launch_bounds__(...)
 // device atomics: blocks run one after another, so only the threads of one block race
 static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
