@@ -80,9 +80,6 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 #ifndef SB_UNROLL
 #define SB_UNROLL 4
 #endif
-#ifndef SB_DENSE_FIRST
-#define SB_DENSE_FIRST 32  // 0: every term's first step in a tile is one posting a thread
-#endif
 #ifndef SB_LIST
 #define SB_LIST 256  // keys of the shared list (kept + a tile's candidates): a thread each when they are ranked
 #endif
@@ -148,9 +145,7 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
             const long long end = indptr[t + 1];
             const long long ps = cursor[j];
             long long p0 = ps;
-            // most terms have fewer postings in a tile than a block has threads: a first step of one posting a
-            // thread; a term on more than 1 / SB_DENSE_FIRST of the documents starts with a full step
-            bool first = SB_DENSE_FIRST == 0 || (end - indptr[t]) * SB_DENSE_FIRST < (long long)n_docs;
+            bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
                 const bool all_in = first ? sb_step<1>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1])
                                           : sb_step<SB_UNROLL>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1]);
