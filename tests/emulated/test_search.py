@@ -120,6 +120,20 @@ def test_emulated_cuda_equals_twin(fake_cupy, k, ws):
     assert (len(passes) > 1) == (ws < 1 << 30)
 
 
+@pytest.mark.parametrize("k", [15, 16, 17])
+def test_emulated_cuda_kept_in_the_shared_list_or_not(fake_cupy, k):
+    """Around the list's bound (``2 k <= SB_LIST``, 32 here): k = 15 and 16 keep their keys in the shared list
+    (tiles whose kept keys and candidates fit are merged by rank, the first tiles' overflow by the radix
+    select from the list), k = 17 takes the radix select with the key buffers; over 8 tiles of 512, with
+    many equal scores, each equals the twin and the brute force."""
+    M, Q = _problem(100 + k, n_terms=40, n_docs=4000, nq=10, levels=2)
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    got = ks.search_tiled(*dev, M.shape[1], Q.indptr, Q.indices, Q.data, k)
+    _same(got, ks.search_tiled(*_args(M), M.shape[1], Q.indptr, Q.indices, Q.data, k), "emulated vs twin")
+    _same(got, _brute(M, Q, k), "emulated vs brute force")
+    assert (got[2] == k).sum() >= 3  # queries that fill their k: the select ran
+
+
 def test_workspace_batches_in_flight_borrow_and_give_back_their_buffers(fake_cupy):
     """Batches started before the last is finished (as a search over devices does), of growing sizes and with
     several passes, through one Workspace: each equals the twin, the two sets are reused (no new arrays once
