@@ -86,8 +86,9 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 // Per-block timeline for benchmarks/micro/search_blocks.py (off by default): -DSB_PROFILE records, per block,
 // %globaltimer at its start and end, its SM, and counts of tiles, scoring steps, appends, ranked and radix selects.
 #ifdef SB_PROFILE
+#define SB_PROF_BLOCKS 65536  // blocks recorded (queries of a pass)
 #define SB_PROF_SLOTS 8
-__device__ unsigned long long sb_prof[65536 * SB_PROF_SLOTS];
+__device__ unsigned long long sb_prof[SB_PROF_BLOCKS * SB_PROF_SLOTS];
 __device__ __forceinline__ unsigned long long sb_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -95,13 +96,13 @@ __device__ __forceinline__ unsigned long long sb_now() {
 }
 #define SB_PROF_BEGIN unsigned long long prof_c[5] = {0, 0, 0, 0, 0}; const unsigned long long prof_t0 = sb_now();
 #define SB_PROF_COUNT(i) (++prof_c[i])
-#define SB_PROF_END                                                                                   \
-    if (threadIdx.x == 0 && q < 65536) {                                                              \
-        unsigned int smid;                                                                            \
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                             \
-        unsigned long long* r = sb_prof + (long long)q * SB_PROF_SLOTS;                               \
-        r[0] = prof_t0; r[1] = sb_now(); r[2] = smid;                                                 \
-        r[3] = prof_c[0]; r[4] = prof_c[1]; r[5] = prof_c[2]; r[6] = prof_c[3]; r[7] = prof_c[4];                        \
+#define SB_PROF_END                                                                                \
+    if (threadIdx.x == 0 && q < SB_PROF_BLOCKS) {                                                  \
+        unsigned int smid;                                                                         \
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                          \
+        unsigned long long* r = sb_prof + (long long)q * SB_PROF_SLOTS;                            \
+        r[0] = prof_t0; r[1] = sb_now(); r[2] = smid;                                              \
+        for (int c = 0; c < 5; ++c) r[3 + c] = prof_c[c];                                          \
     }
 #else
 #define SB_PROF_BEGIN
