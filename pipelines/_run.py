@@ -98,6 +98,8 @@ class PipelineRun:
         self.timings: dict[str, float] = {}
         self.backend: str | None = None
         self.info: ComputeInfo | None = None
+        self._tmp: Path | None = None  # the output's temporary directory, inside output()
+        self._written: dict = {}  # {path relative to it: (bytes, crc32)}: see wrote()
         self.path = check_output(out, kind=self.kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
         notice_compiles(progress)  # a first run compiles the CPU kernels for a while: say so once, with the progress
 
@@ -182,12 +184,24 @@ class PipelineRun:
             ``workers_write`` and a worker does not see the directory (the message names the worker and
             the path): ``out`` is not on a file system every worker mounts.  Nothing is left behind.
         """
+        self._written = {}
         with atomic_directory(self.out, overwrite=self.overwrite, kind=self.kind, manifest=self.manifest,
-                              inputs=self.inputs, expect=expect) as tmp:
+                              inputs=self.inputs, expect=expect, written=self._written) as tmp:
             client = self.info.client if self.info is not None else None
             if workers_write and client is not None:
                 check_workers_see(client, tmp)
-            yield tmp
+            self._tmp = tmp
+            try:
+                yield tmp
+            finally:
+                self._tmp = None
+
+    def wrote(self, path, checksum) -> None:
+        """Record that the file ``path`` inside :meth:`output`'s directory was written with the CRC32
+        ``checksum = (bytes, crc32)`` taken as it was written
+        (:func:`cutext.stages.runtime.checksums.open_checksummed`): the seal takes it instead of reading
+        the file back (it still reads a file whose size differs)."""
+        self._written[Path(path).relative_to(self._tmp).as_posix()] = (int(checksum[0]), str(checksum[1]))
 
     def stage(self, name: str, fn: Callable, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` as the stage ``name``: its seconds go to ``timings[name]`` and,

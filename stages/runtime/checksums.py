@@ -20,6 +20,7 @@ output, which is why loaders also check values (:mod:`cutext.stages.runtime.arti
 from __future__ import annotations
 
 import functools
+import io
 import json
 import mmap
 import os
@@ -28,7 +29,8 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-__all__ = ["crc32_file", "listing", "seal", "sealed_files", "verify", "unlisted", "ChecksumError", "MissingFileError"]
+__all__ = ["crc32_file", "listing", "open_checksummed", "seal", "sealed_files", "verify", "unlisted", "ChecksumError",
+           "MissingFileError"]
 
 _BLOCK = 8 << 20  # bytes read and checked at a time (zlib.crc32 releases the GIL for each)
 _SPAN = 64 << 20  # a larger file is checked in spans of this size on several threads, then combined
@@ -119,6 +121,80 @@ def _crc_files(paths: list) -> list[str]:
 def crc32_file(path) -> str:
     """CRC32 of a file's bytes as 8 lowercase hex digits (``zlib.crc32`` of its whole content)."""
     return _crc_files([path])[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _crc_pool() -> ThreadPoolExecutor:
+    """Threads that take the CRC32s of a large write's spans (:class:`_ChecksummedRaw`), made at the first."""
+    return ThreadPoolExecutor(_threads(8), thread_name_prefix="cutext-crc")
+
+
+class _ChecksummedRaw(io.RawIOBase):
+    """A new file written front to back, the CRC32 of its bytes taken as they are written (no seek)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.crc = 0
+        self.nbytes = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.nbytes
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if (whence, offset) in ((os.SEEK_CUR, 0), (os.SEEK_SET, self.nbytes), (os.SEEK_END, 0)):
+            return self.nbytes  # where it is: a tell
+        raise io.UnsupportedOperation("a checksummed file is written front to back")
+
+    def write(self, b) -> int:
+        with memoryview(b) as view, view.cast("B") as data:
+            # a large write: its whole spans' CRC32s on the pool while this thread writes (zlib and the write
+            # release the GIL), then combined (one cached operator: the spans are of one size); the rest here
+            n_spans = len(data) // _BLOCK if len(data) >= 2 * _BLOCK else 0
+            spans = [_crc_pool().submit(zlib.crc32, data[i * _BLOCK:(i + 1) * _BLOCK]) for i in range(n_spans)]
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.write(self.fd, data[done:])
+            finally:
+                crcs = [f.result() for f in spans]  # the buffer is the caller's again only once they are done
+            crc = self.crc
+            for c in crcs:
+                crc = crc32_combine(crc, c, _BLOCK)
+            self.crc = zlib.crc32(data[n_spans * _BLOCK:], crc)
+        self.nbytes += done
+        return done
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self.fd)
+            finally:
+                super().close()
+
+
+class ChecksummedFile(io.BufferedWriter):
+    """A file opened for writing whose size and CRC32 are known when it is closed, without reading it back
+    (:func:`open_checksummed`)."""
+
+    @property
+    def checksum(self) -> tuple[int, str]:
+        """``(bytes, crc32 as 8 hex digits)`` of what was written so far (flushed first)."""
+        if not self.closed:
+            self.flush()
+        return self.raw.nbytes, f"{self.raw.crc:08x}"
+
+
+def open_checksummed(path, buffer_size: int = 1 << 20) -> ChecksummedFile:
+    """Open ``path`` to write it front to back, its CRC32 taken on the bytes as they pass: the file's
+    ``checksum`` (``(bytes, crc32)``) then goes to :func:`seal` as ``known``, so the seal does not read
+    the file back (a writer that wrote around the page cache made the seal read it from the disk).  Not
+    seekable: a writer that seeks back fails instead of recording a CRC32 of other bytes than the file's.
+    A writer that takes a path (pyarrow's, cudf's) takes this object as its file (an ``io.IOBase``)."""
+    return ChecksummedFile(_ChecksummedRaw(path), buffer_size=buffer_size)
 
 
 def listing(directory, manifest: str) -> tuple[list[str], list[str]]:

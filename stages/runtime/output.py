@@ -461,15 +461,17 @@ def _swap_in(tmp: Path, out: Path, tag: str, suffix: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _seal_all(tmp: Path, manifest: str) -> None:
+def _seal_all(tmp: Path, manifest: str, written: dict | None = None) -> None:
     """Seal the outputs nested inside ``tmp`` (a cluster run's ``state/``), deepest first, then ``tmp``.
+    ``written``: ``{path relative to tmp: (bytes, crc32)}`` of files whose writer took their CRC32 as it
+    wrote them (:func:`cutext.stages.runtime.checksums.open_checksummed`), not read back.
 
     A nested output already sealed and unchanged (an index's segments: sealed by their writer, or hard-linked
     from the commit before) keeps its manifest, and the outer manifests take its files' CRC32s from it: a
     commit reads only the bytes it wrote (an append to a 32 GB index read all 4.2 GB of it)."""
     nested = [m for name in _MANIFESTS + ("segment.json",) for m in tmp.rglob(name)
               if m.parent != tmp and (_manifest_kind(m) or "").startswith("cutext.")]
-    known: dict = {}
+    known: dict = dict(written or {})
     for m in sorted(nested, key=lambda m: -len(m.parts)):
         rel = m.parent.relative_to(tmp)
         files = checksums.sealed_files(m.parent, m.name)
@@ -483,7 +485,7 @@ def _seal_all(tmp: Path, manifest: str) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, manifest: str | None = None,
-                     inputs=None, expect=None):
+                     inputs=None, expect=None, written: dict | None = None):
     """Yield a temporary directory beside ``out``; make it ``out`` only when the block succeeds.
 
     Parameters
@@ -501,6 +503,10 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
         ``expect(out)`` is called under the output's lock just before the swap; whatever it raises
         aborts the run with nothing written (a commit that must build on the output it read, e.g.
         an append raising :class:`OutputBusyError` when another writer committed meanwhile).
+    written : dict, optional
+        Filled by the block: ``{path relative to the directory: (bytes, crc32)}`` of files whose CRC32
+        their writer took as it wrote them; the seal takes it from there for a file of that size instead
+        of reading the file back.
 
     Yields
     ------
@@ -526,7 +532,7 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
     try:
         yield tmp
         if manifest != "\0none" and (tmp / manifest).is_file():
-            _seal_all(tmp, manifest)
+            _seal_all(tmp, manifest, written)
         with _lock(path):
             check_output(out, kind=kind, manifest=manifest, inputs=inputs, overwrite=overwrite)
             if expect is not None:

@@ -97,6 +97,41 @@ def test_a_file_checked_in_spans_has_the_crc_of_its_whole_bytes(tmp_path, monkey
     assert checksums.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(data)
 
 
+@pytest.mark.parametrize("block", [None, 64])
+def test_a_file_checksummed_as_written_has_the_crc_of_its_bytes(tmp_path, monkeypatch, block):
+    """The CRC32 taken on the bytes as pyarrow's writer wrote them (small writes through the buffer and
+    large ones past it; with 64-byte spans, the large writes' spans checked on threads and combined) is the
+    file's; a seek back is refused; the seal takes the recorded CRC32 for a file of the recorded size, and
+    reads back a file whose size differs."""
+    import io
+
+    from cutext.stages.runtime.output import _seal_all
+
+    if block is not None:
+        monkeypatch.setattr(checksums, "_BLOCK", block)
+
+    rng = np.random.default_rng(0)
+    f = checksums.open_checksummed(tmp_path / "a.parquet", buffer_size=4096)
+    w = pq.ParquetWriter(f, pa.schema([("x", pa.int64()), ("s", pa.string())]))
+    for n in (10, 50_000, 3):
+        w.write_table(pa.table({"x": rng.integers(0, 1 << 40, n), "s": [str(v) for v in range(n)]}))
+    w.close()
+    assert f.tell() == f.checksum[0]
+    with pytest.raises(io.UnsupportedOperation):
+        f.seek(0)
+    got = f.checksum
+    f.close()
+    path = tmp_path / "a.parquet"
+    assert got == (path.stat().st_size, checksums.crc32_file(path)) and pq.read_table(path).num_rows == 50_013
+    assert f.checksum == got  # after close, as it was
+    (tmp_path / "m.json").write_text("{}")
+    (tmp_path / "b.bin").write_bytes(b"xyz")
+    _seal_all(tmp_path, "m.json", {"a.parquet": (got[0], "0badc0de"), "b.bin": (2, "0badc0de")})
+    files = json.loads((tmp_path / "m.json").read_text())["files"]
+    assert files["a.parquet"]["crc32"] == "0badc0de"  # taken as recorded, not read back
+    assert files["b.bin"]["crc32"] == checksums.crc32_file(tmp_path / "b.bin")  # another size: read back
+
+
 @pytest.mark.parametrize("kind", list(LOADERS))
 def test_any_byte_edit_of_any_file_is_refused_naming_the_file(kind, request, tmp_path):
     src = request.getfixturevalue(kind)
