@@ -176,7 +176,8 @@ def main(argv=None):
     ap.add_argument("--cpu-e2e-queries", type=float, default=2e6, help="queries of the CPU end-to-end file row")
     ap.add_argument("--cluster-gpus", type=int, nargs="*", default=[],
                     help="also the end-to-end file row on a LocalCUDACluster of each of these worker counts")
-    ap.add_argument("--blocksize", type=int, default=64 << 20, help="bytes per piece of the end-to-end rows")
+    ap.add_argument("--blocksize", type=int, default=None,
+                    help="bytes per piece of the end-to-end rows (default: the pipeline's, 256 MiB for a GPU model)")
     ap.add_argument("--tmp", default=None, help="folder for the end-to-end text files (default: the system temp)")
     ap.add_argument("--build-binary", default=None,
                     help="KenLM's build_binary executable: adds the sizes of its probing and trie binary files")

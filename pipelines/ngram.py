@@ -49,14 +49,15 @@ from cutext.kernels.backend import (gpu_stack_installed, to_cudf, to_host)
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
 from cutext.pipelines._cli import Command, print_result
 from cutext.stages.runtime.params import param
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
-from cutext.stages.runtime.compute import device_pool, host_share, share_threads
+from cutext.stages.runtime.checksums import open_checksummed
+from cutext.stages.runtime.compute import StepClock, device_pool, host_share, share_threads
 
 
 def _read_texts(piece, fs):
@@ -150,6 +151,11 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
            for name, dtype in SCORE_COLUMNS}
     return cudf.DataFrame({**src, **out})
 
+
+# bytes a piece for a GPU model: a piece costs ~12 ms besides its bytes (launches, syncs, a writer call), so
+# 7.75 GB of text scored in process in 3.43 s at 64 MiB pieces and 2.34 s at 256 MiB (one H200,
+# benchmarks/micro/ngram_shares.py)
+GPU_BLOCKSIZE = 256 << 20
 
 # the scores of a run: a folder of Parquet part files in corpus order, each written by one writer (one part in
 # this process, one a worker on a Client); pyarrow, pandas, cudf and dask read the folder as one table
@@ -306,7 +312,8 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     dict
         ``rows`` ({file_index: rows} scored), ``n_docs``, ``totals`` (n_sentences, n_tokens, n_oov),
         ``log10`` (the log10 sum of each item, in order: the caller adds them in corpus order, as one process
-        does), ``empty``, ``part`` (the file's name), ``where`` (this worker's address) and ``timings``
+        does), ``empty``, ``part`` (the file's name), ``checksum`` (its bytes and CRC32, taken as it was
+        written), ``where`` (this worker's address) and ``timings``
         (seconds: ``read`` waiting for reads, ``score``, ``write`` the write left after the last score).
     """
     t0 = time.perf_counter()
@@ -333,7 +340,8 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
             raise
     return {"rows": dict(sink.rows_seen), "n_docs": sink.n_docs,
             "totals": dict(sink.totals), "log10": list(sink.log10_parts), "empty": sink.empty,
-            "part": Path(path).name if sink.writer is not None else None, "where": _worker_address(),
+            "part": Path(path).name if sink.writer is not None else None, "checksum": sink.checksum,
+            "where": _worker_address(),
             "timings": {"read": t_read, "score": t1 - t0 - t_read, "write": time.perf_counter() - t1}}
 
 
@@ -347,8 +355,10 @@ class _Totals:
     empty: int
 
 
-def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar):
-    """Score the pieces on the Client's workers, each worker writing its own part of ``folder``.
+def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar, wrote=None):
+    """Score the pieces on the Client's workers, each worker writing its own part of ``folder``; ``wrote(path,
+    checksum)`` records each part's bytes and CRC32, taken by its worker as it wrote it
+    (:meth:`cutext.pipelines._run.PipelineRun.wrote`).
 
     The pieces are cut into one share a worker, contiguous in corpus order and of about equal bytes (with
     fewer pieces than workers, each piece is cut into row slices so that every worker scores; every worker of a
@@ -438,6 +448,9 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
             raise RuntimeError(f"the share of the corpus from {first.paths[0]} held {sum(got.values())} documents, "
                                f"{sum(want.values())} were counted before it was scored: the input changed "
                                "while it was read")
+    for r in results:
+        if wrote is not None and r["part"] is not None and r["checksum"] is not None:
+            wrote(folder / r["part"], r["checksum"])
     sum_log10 = 0.0
     for r in results:  # item by item in corpus order, as the writer of one process adds them
         for x in r["log10"]:
@@ -486,7 +499,7 @@ def _gather_pinned(client, futures, workers, on_done=None) -> list:
 
 
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
-                 eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=64 << 20,
+                 eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO,
                  overwrite: bool = True, progress: bool = True, client=None, scheduler="auto", n_workers=None,
                  members=None) -> RunResult:
@@ -518,7 +531,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         KenLM's sentence boundaries.
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio, members
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``members``: the archive members
-        read, fnmatch globs).
+        read, fnmatch globs).  ``blocksize=None``: pieces of 64 MiB for a CPU model, 256 MiB for a GPU
+        model (:data:`GPU_BLOCKSIZE`).
     overwrite : bool
     progress : bool
         Show pieces scored / total: a bar when standard error is a terminal, else a plain line
@@ -569,6 +583,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         raise ValueError(f"pass {param('client')} or {param('n_workers')}, not both (n_workers sizes a local "
                          "cluster)")
     lm = run.stage("load_model", _load_model, model, backend)
+    if blocksize is None:
+        blocksize = GPU_BLOCKSIZE if lm.backend == "gpu" else DEFAULT_BLOCKSIZE
     pieces, fmt, check, fs, read_local, read_remote = _corpus_readers(
         lm, path, format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
         encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio, members=members)
@@ -682,7 +698,7 @@ def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, fs, read_local, 
     folder.mkdir()
     if info.client is not None:
         totals, n_tasks, workers_used, timings = _score_on_client(info.client, lm, pieces, fs, read_remote, folder,
-                                                                  sentence, bos, eos, bar)
+                                                                  sentence, bos, eos, bar, run.wrote)
         run.timings.update(timings)
         return totals, n_tasks, workers_used, lambda: None
     # one GPU in this process: the scores stay on the device and cudf's Parquet writer writes
@@ -699,6 +715,8 @@ def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, fs, read_local, 
     except BaseException:
         sink.abort()
         raise
+    if sink.checksum is not None:
+        run.wrote(sink.path, sink.checksum)
     return sink, len(pieces), ["local"], written
 
 
@@ -769,6 +787,8 @@ class _ScoresWriter:
         self.pending_rows = 0
         self.futures = []
         self.writer = None
+        self.file = None  # the part file, its CRC32 taken as written (checksums.open_checksummed)
+        self.checksum = None  # (bytes, crc32) once closed
         self.offsets = offsets
         self.doc0 = doc0 if offsets is None else None  # None: not known yet
         self.rows0: dict = dict(rows0 or {})
@@ -837,7 +857,8 @@ class _ScoresWriter:
             cols[name] = table[name]
         t = pa.table(cols)
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, t.schema, use_dictionary=False)
+            self.file = open_checksummed(self.path)
+            self.writer = pq.ParquetWriter(self.file, t.schema, use_dictionary=False)
         self.writer.write_table(t)
         for k, c in (("n_sentences", "sentences"), ("n_tokens", "tokens"), ("n_oov", "oov")):
             self.totals[k] += int(pc.sum(t[c]).as_py() or 0)
@@ -851,6 +872,7 @@ class _ScoresWriter:
         import cudf
         import cupy
 
+        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: the writer's parts (host clocks, the thread's own)
         n = len(df)
         src = df["source_id"] if "source_id" in df.columns else None
         if piece.numbered and (src is None or src.null_count):
@@ -866,18 +888,25 @@ class _ScoresWriter:
             t[name] = df[name].reset_index(drop=True)
         sums = cupy.stack([t[c].values.sum() for c in ("sentences", "tokens", "oov")]
                           + [(t["tokens"].values == 0).sum()]).get()
-        return t, [int(x) for x in sums], t["log10_prob"].values.get()
+        log10 = t["log10_prob"].values.get()
+        clock("ngram write: frame (device)")
+        return t, [int(x) for x in sums], log10
 
     def _write_device(self, made):
         import cudf
 
         parts = [m.result() for m in made]
+        clock = StepClock(np)
         t = parts[0][0] if len(parts) == 1 else cudf.concat([p[0] for p in parts], ignore_index=True)
         if self.writer is None:
             from cudf.io.parquet import ParquetWriter
 
-            self.writer = ParquetWriter(str(self.path), index=False, **DEVICE_WRITER_OPTIONS)
+            # through a file object: cudf writing the path itself bypasses the page cache (the disk's speed,
+            # shared by the workers of a host), and the seal then read the file back from the disk
+            self.file = open_checksummed(self.path)
+            self.writer = ParquetWriter(self.file, index=False, **DEVICE_WRITER_OPTIONS)
         self.writer.write_table(t)
+        clock("ngram write: encode + write (device)")
         for _, (n_sent, n_tok, n_oov, empty), log10 in parts:
             self.totals["n_sentences"] += n_sent
             self.totals["n_tokens"] += n_tok
@@ -907,8 +936,13 @@ class _ScoresWriter:
         self.pool.shutdown(wait=True)
         if self.prep is not None:
             self.prep.shutdown(wait=True)
-        if self.writer is not None:
-            self.writer.close()
+        try:
+            if self.writer is not None:
+                self.writer.close()
+                self.checksum = self.file.checksum
+        finally:
+            if self.file is not None:
+                self.file.close()
 
 
 # ----------------------------------------------------------------------------- command line

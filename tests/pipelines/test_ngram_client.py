@@ -117,6 +117,25 @@ def test_client_run_equals_one_process(client, abc, lines, tmp_path, kind):
     assert set(j2["timings"]) >= {"workers", "read", "score", "write"}
 
 
+def test_parts_are_sealed_with_the_crc_their_writer_took(client, abc, lines, tmp_path, monkeypatch):
+    """The part files' CRC32s in ngram.json are taken by their writer as it writes them (in this process and on
+    each worker), not read back at the seal; they are the files' CRC32s, and the output verifies."""
+    from cutext.stages.runtime import checksums
+
+    src, blocksize = _inputs("one file", lines, tmp_path / "in")
+    seals = []  # the files each seal read back
+    real = checksums._crc_files
+    monkeypatch.setattr(checksums, "_crc_files", lambda paths: seals.append([Path(p).name for p in paths]) or real(paths))
+    runs = [_run(abc, src, tmp_path / name, blocksize=blocksize, **kw) for name, kw in (("one", {}), ("two", {"client": client}))]
+    assert seals == [[], []]  # two seals; neither read a file back
+    for r, _, j in runs:
+        parts = sorted((r.path / "scores.parquet").glob("part-*.parquet"))
+        assert len(parts) == (2 if r.scheduler == "client" else 1)
+        for p in parts:
+            assert j["files"][f"scores.parquet/{p.name}"] == {"bytes": p.stat().st_size, "crc32": checksums.crc32_file(p)}
+        checksums.verify(r.path, "ngram.json", j)
+
+
 @pytest.mark.parametrize("npartitions", [1, 3])
 @pytest.mark.parametrize("ids", [True, False])
 def test_client_frame_equals_one_process(client, abc, lines, tmp_path, npartitions, ids):
