@@ -337,14 +337,11 @@ def _slots(client) -> list:
     return workers
 
 
-def _shard_topk(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
-    """Worker side of a sharded search: the shard's top k, doc ids numbered within the shard (the merge
-    adds the shard's first doc id, :func:`cutext.stages.engines.search.merge_topk`; ``doc_filter``: the
-    shard's part of the filter, :meth:`cutext.stages.engines.search.DocFilter.shard`)."""
-    return shard.sm.topk(Q, k, engine, max_workspace, n_threads, doc_filter)
-
-
 def _shard_topk_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+    """Worker side of a sharded search: :meth:`cutext.stages.engines.search.SearchMatrix.topk_start` of the shard,
+    doc ids numbered within the shard (the merge adds the shard's first doc id,
+    :func:`cutext.stages.engines.search.merge_topk`; ``doc_filter``: the shard's part of the filter,
+    :meth:`cutext.stages.engines.search.DocFilter.shard`)."""
     return shard.sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
 
 
@@ -369,19 +366,37 @@ def _query_batch(Q):
     return Serialized(*serialize(Q, serializers=("dask", "pickle"), on_error="raise"))
 
 
+def _shard_engine_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+    from distributed.protocol import Serialized, deserialize
+
+    if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
+        Q = deserialize(Q.header, Q.frames)
+    return _shard_topk_start(shard, Q, k, engine, max_workspace, n_threads, doc_filter)
+
+
 class _ShardEngine:
     """A shard's long-lived search engine on its worker (a dask actor): a query batch is one call sent
-    straight to the worker that holds the shard, with no task for the scheduler to place."""
+    straight to the worker that holds the shard, with no task for the scheduler to place.
+
+    A call starts its batch on one thread and waits for it on another (:meth:`topk` is a coroutine, run on
+    the worker's event loop): the next batch, sent while this one is scored, is started as soon as it
+    arrives, so the device scores it while this one's results are copied out and sent back, as the engines
+    of one process do (``devices=``)."""
 
     def __init__(self, shard: _Shard):
         self.shard = shard
+        self._threads = None  # (start, finish): one thread each, made at the first call
 
-    def topk(self, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
-        from distributed.protocol import Serialized, deserialize
+    async def topk(self, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
+        import asyncio
 
-        if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
-            Q = deserialize(Q.header, Q.frames)
-        return _shard_topk(self.shard, Q, k, engine, max_workspace, n_threads, doc_filter)
+        if self._threads is None:
+            self._threads = (ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-start"),
+                             ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-finish"))
+        loop = asyncio.get_running_loop()
+        finish = await loop.run_in_executor(self._threads[0], _shard_engine_start, self.shard, Q, k, engine,
+                                            max_workspace, n_threads, doc_filter)
+        return await loop.run_in_executor(self._threads[1], finish)
 
 
 def _shard_dense(shard: _Shard, Q):
