@@ -153,8 +153,8 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
 
 
 # bytes a piece for a GPU model: a piece costs ~12 ms besides its bytes (launches, syncs, a writer call), so
-# 7.75 GB of text scored in process in 3.43 s at 64 MiB pieces and 2.34 s at 256 MiB (one H200,
-# benchmarks/micro/ngram_shares.py)
+# 7.75 GB of text took 3.96 s in process at 64 MiB pieces and 2.90 s at 256 MiB (one H200,
+# benchmarks/micro/ngram_shares.py; docs/decisions.md, "ngram scores written on the device")
 GPU_BLOCKSIZE = 256 << 20
 
 # the scores of a run: a folder of Parquet part files in corpus order, each written by one writer (one part in
