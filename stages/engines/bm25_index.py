@@ -1423,9 +1423,15 @@ class BM25Index:
                 vals += self._absent(Q)[rows]
             rows += s  # fresh arrays: in place
             rank += 1
-            # the batch's strings gathered now, while the engines score the next batch (pyarrow releases the GIL)
-            parts.append((rank, docs, vals, qids.take(pa.array(rows)), source_ids.take(pa.array(docs))))
+            # the batch's strings gathered while the engines score the next batch: on a thread of their own
+            # where the engines run off this thread's cores (pyarrow releases the GIL), so that this thread
+            # starts the next batch meanwhile
+            parts.append((rank, docs, vals, takes.submit(strings, rows, docs) if takes is not None
+                          else strings(rows, docs)))
             clock("search: collect")
+
+        def strings(rows, docs):
+            return qids.take(pa.array(rows)), source_ids.take(pa.array(docs))
 
         # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
         # kernels end; the other engines have finished when it returns).  Where the engines run off this
@@ -1434,6 +1440,7 @@ class BM25Index:
         # and numpy release the GIL); the CPU engine uses every core itself.
         ahead = self._sm is None or self._sm.on_gpu
         pool = ThreadPoolExecutor(1) if ahead and len(rng) > 1 else None
+        takes = ThreadPoolExecutor(1, thread_name_prefix="cutext-collect") if pool is not None else None
 
         def csr(s):
             return self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
@@ -1456,16 +1463,18 @@ class BM25Index:
                 if pending is not None:  # batch i - 1 collected while the engines score batch i
                     collect(*pending)
                 pending = started
+            if pending is not None:
+                collect(*pending)
+            strs = [p[3].result() if takes is not None else p[3] for p in parts]
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-        if pending is not None:
-            collect(*pending)
+            for ex in (pool, takes):
+                if ex is not None:
+                    ex.shutdown(wait=True, cancel_futures=True)
         rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
                             for i, dt in enumerate((np.int64, np.int64, np.float64)))
         # string columns gathered in pyarrow per batch and wrapped as pandas' str dtype (no Python objects)
-        out = pd.DataFrame({"query_id": _str_series([p[3] for p in parts]), "doc_id": docs,
-                            "source_id": _str_series([p[4] for p in parts]), "rank": rank, "score": vals,
+        out = pd.DataFrame({"query_id": _str_series([q for q, _ in strs]), "doc_id": docs,
+                            "source_id": _str_series([d for _, d in strs]), "rank": rank, "score": vals,
                             "doc_index": docs.copy()}, copy=False)
         if with_text:
             out["text"] = _take_str(self.texts_at(docs), np.arange(len(docs)))
