@@ -355,7 +355,7 @@ class _Totals:
     empty: int
 
 
-def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar, wrote=None):
+def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar, wrote):
     """Score the pieces on the Client's workers, each worker writing its own part of ``folder``; ``wrote(path,
     checksum)`` records each part's bytes and CRC32, taken by its worker as it wrote it
     (:meth:`cutext.pipelines._run.PipelineRun.wrote`).
@@ -448,11 +448,10 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
             raise RuntimeError(f"the share of the corpus from {first.paths[0]} held {sum(got.values())} documents, "
                                f"{sum(want.values())} were counted before it was scored: the input changed "
                                "while it was read")
-    for r in results:
-        if wrote is not None and r["part"] is not None and r["checksum"] is not None:
-            wrote(folder / r["part"], r["checksum"])
     sum_log10 = 0.0
     for r in results:  # item by item in corpus order, as the writer of one process adds them
+        if r["part"] is not None:
+            wrote(folder / r["part"], r["checksum"])
         for x in r["log10"]:
             sum_log10 += x
     totals = _Totals(sum(r["n_docs"] for r in results),

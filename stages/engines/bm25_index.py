@@ -366,14 +366,6 @@ def _query_batch(Q):
     return Serialized(*serialize(Q, serializers=("dask", "pickle"), on_error="raise"))
 
 
-def _shard_engine_start(shard: _Shard, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
-    from distributed.protocol import Serialized, deserialize
-
-    if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
-        Q = deserialize(Q.header, Q.frames)
-    return _shard_topk_start(shard, Q, k, engine, max_workspace, n_threads, doc_filter)
-
-
 class _ShardEngine:
     """A shard's long-lived search engine on its worker (a dask actor): a query batch is one call sent
     straight to the worker that holds the shard, with no task for the scheduler to place.
@@ -385,18 +377,20 @@ class _ShardEngine:
 
     def __init__(self, shard: _Shard):
         self.shard = shard
-        self._threads = None  # (start, finish): one thread each, made at the first call
+        self._start = ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-start")
+        self._finish = ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-finish")
 
     async def topk(self, Q, k: int, engine: str, max_workspace, n_threads, doc_filter=None):
         import asyncio
 
-        if self._threads is None:
-            self._threads = (ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-start"),
-                             ThreadPoolExecutor(1, thread_name_prefix="cutext-shard-finish"))
+        from distributed.protocol import Serialized, deserialize
+
+        if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
+            Q = deserialize(Q.header, Q.frames)
         loop = asyncio.get_running_loop()
-        finish = await loop.run_in_executor(self._threads[0], _shard_engine_start, self.shard, Q, k, engine,
+        finish = await loop.run_in_executor(self._start, _shard_topk_start, self.shard, Q, k, engine,
                                             max_workspace, n_threads, doc_filter)
-        return await loop.run_in_executor(self._threads[1], finish)
+        return await loop.run_in_executor(self._finish, finish)
 
 
 def _shard_dense(shard: _Shard, Q):
