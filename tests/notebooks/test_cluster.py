@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _metric, _outputs, kernel  # noqa: F401  (kernel is a fixture)
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -20,6 +21,7 @@ def test_stream_clustering_notebook(kernel, tmp_path, monkeypatch, shared_data):
 
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(tmp_path))
     monkeypatch.setenv("CUTEXT_DATA", str(shared_data))
+    need_data("reuters21578")  # what the notebook fetches: skipped by name where it is not here
     nb = _execute(nbformat.read(NOTEBOOK, as_version=4), NOTEBOOKS, kernel)
     text, outs = _outputs(nb)
     assert not [o for o in outs if o.output_type == "error"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -23,6 +24,7 @@ def test_lake_etl_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noqa:
 
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(tmp_path))
     monkeypatch.setenv("CUTEXT_DATA", str(shared_data))
+    need_data("20newsgroups")  # what the notebook fetches: skipped by name where it is not here
     nb = _execute(nbformat.read(LAKE_NB, as_version=4), NOTEBOOKS, kernel)
     text, outs = _outputs(nb)
     assert not [o for o in outs if o.output_type == "error"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -15,6 +16,7 @@ LDA_NB = NOTEBOOKS / "lda_topics.ipynb"
 def test_lda_topics_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noqa: F811
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(tmp_path))
     monkeypatch.setenv("CUTEXT_DATA", str(shared_data))
+    need_data("lda-reuters")  # what the notebook fetches: skipped by name where it is not here
     nb = _execute(nbformat.read(LDA_NB, as_version=4), NOTEBOOKS, kernel)
     text, outs = _outputs(nb)
     assert not [o for o in outs if o.output_type == "error"]

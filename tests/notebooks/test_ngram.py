@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import need_data
 from notebook_helpers import _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -19,6 +20,8 @@ def test_ngram_scoring_notebook(kernel, tmp_path, monkeypatch, shared_data):  # 
     work = tmp_path / "work"
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(work))
     monkeypatch.setenv("CUTEXT_DATA", str(shared_data))
+    need_data("abc-o3-arpa")  # what the notebook fetches: skipped by name where it is not here
+    need_data("inaugural-heldout")
     nb = _execute(nbformat.read(NOTEBOOK, as_version=4), NOTEBOOK.parent, kernel)
     text, outs = _outputs(nb)
     assert not [o for o in outs if o.output_type == "error"]

@@ -19,6 +19,7 @@ from cutext.pipelines.lda import LDAModel
 from cutext.stages.engines.lda_chunk import (BagOfWords, LDAInputError, bow_from_tokens, build_chunks, read_ldac,
                                              read_uci)
 from cutext.stages.engines.lda_gibbs import GibbsState
+from helpers import need_data
 
 
 @pytest.fixture(scope="module")
@@ -380,6 +381,7 @@ def test_three_branch_curve_matches_two_branch(reuters_path, tmp_path):
 def test_from_text_corpus_and_cli(shared_data, tmp_path, capsys):
     from cutext.pipelines.__main__ import main
 
+    need_data("lee")  # skipped by name where the Lee corpus is not here
     src = shared_data / "corpora" / "gensim" / "lee_background.cor"
     out = tmp_path / "lee"
     rc = main(["lda", str(src), "--out", str(out), "-K", "5", "--iterations", "5", "--format", "lines",
