@@ -135,6 +135,8 @@ def client_runs(path, lm, n, args, blocksize) -> list:
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
         with cluster, Client(cluster) as client:
             client.run(set_constants, args.constants)
+            if args.timeline:
+                client.run(install_timeline, args.timeline == "sync")
             for r in range(args.repeats + 1):
                 out = Path(args.tmp) / f"ngram-shares-client-{r}"
                 shutil.rmtree(out, ignore_errors=True)
@@ -145,6 +147,12 @@ def client_runs(path, lm, n, args, blocksize) -> list:
                                         progress=False, client=client)
                     t = time.perf_counter() - t0
                 shutil.rmtree(out, ignore_errors=True)
+                if args.timeline:
+                    got = client.run(take_timeline)
+                    if r == args.repeats:
+                        print(f"client {n} run of {t:.3f} s", flush=True)
+                        for w, ev in got.items():
+                            print_timeline(f"client {n} {w}", ev, t_wall)
                 workers = {}
                 for task in ts.data:
                     w = workers.setdefault(task["worker"], {"tasks": {}})
@@ -184,23 +192,90 @@ def inproc_runs(path, lm, args, blocksize) -> list:
     for r in range(max(1, args.repeats + 1)):
         out = Path(args.tmp) / f"ngram-shares-inproc-{r}"
         shutil.rmtree(out, ignore_errors=True)
+        take_timeline()
+        t_wall = time.time()
         t0 = time.perf_counter()
         res = pipelines.run("ngram", path, out=out, model=lm, format="lines", blocksize=blocksize, progress=False)
         t = time.perf_counter() - t0
         shutil.rmtree(out, ignore_errors=True)
+        if args.timeline and r == args.repeats:
+            print(f"inproc run of {t:.3f} s", flush=True)
+            print_timeline("inproc", take_timeline(), t_wall)
         if r > 0 or args.repeats == 0:
             runs.append((t, dict(res.timings)))
     return runs
 
 
-def set_constants(constants: dict) -> None:
-    """Set constants of cutext.pipelines.ngram in this process (``client.run`` it on the workers)."""
+def install_timeline(sync: bool = False) -> None:
+    """Record (name, thread, start, end) in wall-clock seconds of each piece's score, each frame made and each
+    write of the scores writer, and the writer's close, in this process (``client.run`` it on the workers).
+    ``sync``: synchronize the device at the end of each, so that the end is when the GPU finished it."""
+    import functools
+    import threading
+
     from cutext.pipelines import ngram as ng
 
+    if hasattr(ng, "_timeline_events"):  # (the list lives in the module: this function may be a pickled copy)
+        return
+    events = ng._timeline_events = []
+
+    def wrap(fn, name):
+        @functools.wraps(fn)
+        def timed(*a, **kw):
+            t0 = time.time()
+            out = fn(*a, **kw)
+            if sync:
+                import cupy
+
+                cupy.cuda.runtime.deviceSynchronize()
+            events.append((name, threading.current_thread().name[-12:], t0, time.time()))
+            return out
+        return timed
+
+    ng._score_piece_device = wrap(ng._score_piece_device, "score")
+    ng._ScoresWriter._frame_device = wrap(ng._ScoresWriter._frame_device, "frame")
+    ng._ScoresWriter._write_device = wrap(ng._ScoresWriter._write_device, "write")
+    ng._ScoresWriter._write = wrap(ng._ScoresWriter._write, "write")
+    ng._ScoresWriter._shutdown = wrap(ng._ScoresWriter._shutdown, "close")
+
+
+def take_timeline() -> list:
+    from cutext.pipelines import ngram as ng
+
+    events = getattr(ng, "_timeline_events", [])
+    out = list(events)
+    events.clear()
+    return out
+
+
+def print_timeline(label: str, events: list, t0: float) -> None:
+    """The events of one run, seconds after ``t0``, and the end of the last score against the last write."""
+    if not events:
+        return
+    last = {}
+    lines = []
+    for name, thread, a, b in sorted(events, key=lambda e: e[2]):
+        lines.append(f"{name}@{thread} {a - t0:.3f}-{b - t0:.3f}")
+        last[name] = max(last.get(name, 0.0), b - t0)
+    print(f"timeline {label}: " + "; ".join(lines), flush=True)
+    print(f"timeline {label} ends: " + ", ".join(f"{k} {v:.3f}" for k, v in last.items()), flush=True)
+
+
+def set_constants(constants: dict) -> dict:
+    """Set constants of cutext.pipelines.ngram (or, for a dotted name, of that module under cutext, e.g.
+    ``stages.text.ngram_text.COUNT_WITH``) in this process (``client.run`` it on the workers); returns the
+    values they had."""
+    import importlib
+
+    before = {}
     for k, v in constants.items():
-        if not hasattr(ng, k):
-            raise SystemExit(f"cutext.pipelines.ngram has no {k}")
-        setattr(ng, k, v)
+        mod, _, name = ("pipelines.ngram." + k if "." not in k else k).rpartition(".")
+        m = importlib.import_module(f"cutext.{mod}")
+        if not hasattr(m, name):
+            raise SystemExit(f"cutext.{mod} has no {name}")
+        before[k] = getattr(m, name)
+        setattr(m, name, v)
+    return before
 
 
 def profiled(fn, label: str, top: int) -> None:
@@ -234,8 +309,14 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="set a constant of cutext.pipelines.ngram for the rows, in process and on the workers, e.g. "
                          "DEVICE_ROWS_PER_WRITE=524288 or 'DEVICE_WRITER_OPTIONS={\"compression\": null}'")
+    ap.add_argument("--variants", default=None, metavar="JSON",
+                    help="a JSON list of {NAME: value} (as --set): every row is run once for each, e.g. "
+                         "'[{}, {\"stages.text.ngram_text.COUNT_WITH\": \"numpy\"}]'")
     ap.add_argument("--cprofile", type=int, default=0, help="also one run of inproc / client under cProfile: "
                     "print this many entries")
+    ap.add_argument("--timeline", nargs="?", const="host", choices=["host", "sync"], default=None,
+                    help="print when each piece's score, frame and write started and ended in the last run of each "
+                         "row (in process and on each worker); 'sync': the device synchronized after each")
     ap.add_argument("--data", default=None)
     ap.add_argument("--backend", choices=["gpu", "cpu"], default="gpu", help="cpu: check the script without a GPU")
     ap.add_argument("--tmp", default="/tmp")
@@ -249,8 +330,10 @@ def main(argv=None) -> int:
         return child(args)
     if args.profile:  # before any cluster starts: its workers inherit it
         os.environ["CUTEXT_GPUTEXT_PROFILE"] = "1"
-    args.constants = {k: json.loads(v) for k, v in (x.split("=", 1) for x in args.set)}
-    set_constants(args.constants)
+    base = {k: json.loads(v) for k, v in (x.split("=", 1) for x in args.set)}
+    variants = [dict(base, **v) for v in json.loads(args.variants)] if args.variants else [base]
+    if args.timeline:
+        install_timeline(args.timeline == "sync")
 
     from cutext.pipelines.ngram import NGramModel
 
@@ -266,8 +349,13 @@ def main(argv=None) -> int:
     lm = NGramModel.load(args.model_path, backend=args.backend)
     rows = args.rows.split(",")
     table = []
-    for mb in (int(x) for x in args.blocksize_mb.split(",")):
+    for mb, constants in ((int(x), c) for x in args.blocksize_mb.split(",") for c in variants):
         bs = mb << 20
+        args.constants = constants
+        defaults = set_constants(constants)
+        if constants:
+            print(f"constants {constants}", flush=True)
+        mb = f"{mb} {json.dumps(constants)}" if len(variants) > 1 else mb
         if "inproc" in rows:
             step_profile(reset=True)
             runs = inproc_runs(path, lm, args, bs)
@@ -302,6 +390,7 @@ def main(argv=None) -> int:
                 nbytes = sum(f.stat().st_size for f in fs)
                 table.append((f"{name} {len(fs)}", mb, walls[k], nbytes / walls[k] / 1e9, detail))
                 print(table[-1], flush=True)
+        set_constants(defaults)
     print("\n| row | piece MB | seconds | GB/s | detail |\n| --- | --- | --- | --- | --- |")
     for row in table:
         print(f"| {row[0]} | {row[1]} | {row[2]:.3f} | {row[3]:.3f} | {row[4]} |")

@@ -23,10 +23,16 @@ import numpy as np
 import pyarrow as pa
 from cutext.kernels.backend import array_module, is_gpu_object
 from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_bounds
-from cutext.kernels.tokenize import utf8_valid
+from cutext.kernels.tokenize import count_newlines, utf8_valid
 from cutext.stages.readers.device import _local_plain, _piece_range, piece_bytes, piece_device_bytes
 from cutext.stages.readers.base import BOM, CorpusError, _is_utf8, _read_errors
 from cutext.stages.readers.pread import READ_CHUNK, READ_THREADS, _pread_chunk
+
+# threads and bytes a read of :func:`count_lines_rows` (it runs beside a worker's scoring); "numpy" counts with
+# ``count_nonzero(buf == 10)`` (a temporary and two calls that take the GIL a chunk) instead of the numba kernel
+COUNT_THREADS = READ_THREADS
+COUNT_CHUNK = READ_CHUNK
+COUNT_WITH = "numba"
 from cutext.stages.text.tokenize import cudf_string_buffers
 
 SENTENCE_MODES = ("line", "document")
@@ -136,19 +142,22 @@ def count_lines_rows(piece, fs) -> int:
                 return 0
             fd = fh.fileno()
 
-            def newlines(a: int) -> tuple[int, int]:
-                n = min(READ_CHUNK, end - a)
-                buf = getattr(local, "buf", None)
-                if buf is None:
-                    buf = local.buf = np.empty(READ_CHUNK, np.uint8)
-                _pread_chunk(fd, memoryview(buf)[:n], a)
-                return int(np.count_nonzero(buf[:n] == 10)), int(buf[n - 1])
+            chunk, numba_count = COUNT_CHUNK, COUNT_WITH == "numba"
 
-            starts = range(start, end, READ_CHUNK)
+            def newlines(a: int) -> tuple[int, int]:
+                n = min(chunk, end - a)
+                buf = getattr(local, "buf", None)
+                if buf is None or len(buf) < chunk:
+                    buf = local.buf = np.empty(chunk, np.uint8)
+                _pread_chunk(fd, memoryview(buf)[:n], a)
+                got = count_newlines(buf[:n]) if numba_count else np.count_nonzero(buf[:n] == 10)
+                return int(got), int(buf[n - 1])
+
+            starts = range(start, end, chunk)
             if len(starts) == 1:
                 got = [newlines(start)]
             else:
-                with ThreadPoolExecutor(min(READ_THREADS, len(starts))) as pool:
+                with ThreadPoolExecutor(min(COUNT_THREADS, len(starts))) as pool:
                     got = list(pool.map(newlines, starts))
             head = os.pread(fd, len(BOM), 0) if start == 0 else b""
     except _read_errors() as exc:
