@@ -34,6 +34,7 @@ with ``sentence="document"`` the whole document is one sentence. ``tokens`` coun
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import sys
 import time
@@ -145,6 +146,9 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
     else:
         cols = lm.score_documents(texts, sentence, bos, eos)
         src = {}
+    stream = cupy.cuda.get_current_stream()
+    if stream.ptr:  # scored on a stream of its own (:func:`_score_here`): complete before cudf takes the columns
+        stream.synchronize()
     # nan_as_null=False: a NaN perplexity stays NaN (a null would also give the column a mask, and
     # cudf's writer then records a nullable pandas dtype, Float64, in the file's metadata)
     out = {name: cudf.Series(cupy.asarray(cols[name]).astype(dtype, copy=False), nan_as_null=False)
@@ -730,8 +734,15 @@ def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: st
     (:func:`_score_piece_device`, a ``sink`` with ``device=True``)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if on_device and DEVICE_STREAMS:
+        import cupy
+
+        reading, scoring = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+        read = functools.partial(_on_stream, reading, read)
+    else:
+        scoring = contextlib.nullcontext()
     t_read = 0.0
-    with ThreadPoolExecutor(1) as pool:  # the next item is read while this one is scored
+    with ThreadPoolExecutor(1) as pool, scoring:  # the next item is read while this one is scored
         nxt = pool.submit(read, 0) if items else None
         for j, (i, k, m) in enumerate(items):
             tr = time.perf_counter()
@@ -746,6 +757,20 @@ def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: st
             if bar is not None:
                 bar.update(1)
     return t_read
+
+
+# a GPU model's reads and scores run on CUDA streams of their own (non-blocking), so that they wait neither
+# for the writer's cudf kernels and copies on the legacy default stream nor it for them
+DEVICE_STREAMS = True
+
+
+def _on_stream(stream, fn, *args):
+    """``fn(*args)`` with ``stream`` current in this thread, the stream synchronized before it returns (its
+    results complete for work on any other stream)."""
+    with stream:
+        out = fn(*args)
+        stream.synchronize()
+    return out
 
 
 # options of cudf's chunked Parquet writer for scores.parquet on the device (benchmarks/micro/ngram_write.py

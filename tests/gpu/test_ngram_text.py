@@ -197,6 +197,30 @@ def test_gpu_pipeline_equals_cpu_on_20news(abc_pair, corpora, tmp_path):
     pd.testing.assert_frame_equal(tg, tc, check_exact=False, rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.parametrize("streams", [True, False])
+def test_gpu_lines_read_and_scored_on_streams_equal_cpu(abc_pair, corpora, tmp_path, monkeypatch, streams):
+    """A lines file of several pieces read to the device and scored there on non-blocking streams of their own
+    (``DEVICE_STREAMS``; or on the legacy default stream) while cudf frames and writes the pieces before on
+    other threads: the scores and totals equal the CPU model's."""
+    import json
+
+    from cutext.pipelines import ngram as ng
+
+    monkeypatch.setattr(ng, "DEVICE_STREAMS", streams)
+    cpu, gpu = abc_pair
+    src = tmp_path / "docs.txt"
+    src.write_text("".join(t.replace("\n", " ") + "\n" for t in corpora), encoding="utf-8")
+    kw = {"format": "lines", "progress": False, "blocksize": 1 << 20}
+    rc = pipelines.run("ngram", src, out=tmp_path / "c", model=cpu, **kw)
+    rg = pipelines.run("ngram", src, out=tmp_path / "g", model=gpu, **kw)
+    assert rg.counts["partitions"] >= 4
+    tc = pq.read_table(rc.path / "scores.parquet").to_pandas()
+    tg = pq.read_table(rg.path / "scores.parquet").to_pandas()
+    pd.testing.assert_frame_equal(tg, tc, check_exact=False, rtol=1e-12, atol=1e-9)
+    jc, jg = (json.loads((r.path / "ngram.json").read_text()) for r in (rc, rg))
+    assert jg["counts"]["n_tokens"] == jc["counts"]["n_tokens"] and jg["counts"]["n_oov"] == jc["counts"]["n_oov"]
+
+
 def test_gpu_pipeline_on_local_cuda_cluster_identical(abc_pair, corpora, tmp_path):
     """ngram on a LocalCUDACluster (one GPU per worker; a single gzip file split over the workers) ==
     the same GPU model in one process, bit for bit."""
