@@ -529,7 +529,15 @@ def read_jsonl_device(piece, fs):
     text_cols, id_cols = picked
     from cudf.api.types import is_string_dtype
 
-    if text_cols is None or not all(is_string_dtype(gdf[c].dtype) for c in text_cols):
+    if text_cols is None:
+        return host("no text column")
+    for c in text_cols:  # libcudf does not type a column of nulls only (one record without a title) as strings
+        if gdf[c].null_count == len(gdf) and not is_string_dtype(gdf[c].dtype):
+            try:
+                gdf[c] = gdf[c].astype(str)  # nulls still, read as "" as the host reader reads them
+            except Exception:  # noqa: BLE001 - a type libcudf cannot cast: the host reader reads the piece
+                return host(f"text column {c} of nulls typed {gdf[c].dtype}")
+    if not all(is_string_dtype(gdf[c].dtype) for c in text_cols):
         return host("no text column of strings")
     if id_cols is not None:
         ids = gdf[id_cols[0]]
