@@ -723,6 +723,20 @@ def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, fs, read_local, 
     return sink, len(pieces), ["local"], written
 
 
+# a GPU model's reads and scores run on CUDA streams of their own (non-blocking), so that they wait neither
+# for the writer's cudf kernels and copies on the legacy default stream nor it for them
+DEVICE_STREAMS = True
+
+
+def _on_stream(stream, fn, *args):
+    """``fn(*args)`` with ``stream`` current in this thread, the stream synchronized before it returns (its
+    results complete for work on any other stream)."""
+    with stream:
+        out = fn(*args)
+        stream.synchronize()
+    return out
+
+
 def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: str, bos: bool, eos: bool,
                 bar) -> float:
     """Score ``items`` one after the other in this process (the whole corpus, or a worker's share), each
@@ -757,20 +771,6 @@ def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: st
             if bar is not None:
                 bar.update(1)
     return t_read
-
-
-# a GPU model's reads and scores run on CUDA streams of their own (non-blocking), so that they wait neither
-# for the writer's cudf kernels and copies on the legacy default stream nor it for them
-DEVICE_STREAMS = True
-
-
-def _on_stream(stream, fn, *args):
-    """``fn(*args)`` with ``stream`` current in this thread, the stream synchronized before it returns (its
-    results complete for work on any other stream)."""
-    with stream:
-        out = fn(*args)
-        stream.synchronize()
-    return out
 
 
 # options of cudf's chunked Parquet writer for scores.parquet on the device (benchmarks/micro/ngram_write.py
