@@ -1009,8 +1009,10 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
             raise RuntimeError(f"keep_columns: {len(names)} count partitions but {len(kept)} read partitions")
     tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t, columns=kc)
              for c, d, n, t, kc in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts, kept)]
-    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time
-    with dask.config.set(scheduler="threads", num_workers=pa.cpu_count()):  # a worker's share of the cores
+    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time; but
+    # partitions spilled on the GPU were put in files because device memory holds about one: one at a time
+    threads = 1 if spill is not None and info.backend == "gpu" else pa.cpu_count()  # a worker's share of the cores
+    with dask.config.set(scheduler="threads", num_workers=threads):
         metas = compute_all(tasks, info)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)
