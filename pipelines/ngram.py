@@ -773,13 +773,79 @@ def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: st
     return t_read
 
 
-# options of cudf's chunked Parquet writer for scores.parquet on the device (benchmarks/micro/ngram_write.py
-# measured no compression: 1.5x faster at 1 row group a piece, 2.5x the bytes; snappy kept)
+# options of cudf's chunked Parquet writer for scores.parquet on the device, used where
+# DEVICE_SCORE_ENCODINGS is None (benchmarks/micro/ngram_write.py measured no compression: 1.5x faster at 1
+# row group a piece, 2.5x the bytes; snappy kept)
 DEVICE_WRITER_OPTIONS: dict = {}
+# Parquet encodings of the score columns by name: doc_id is dense and a line-numbered source_id is
+# "<label>:<row>", so a delta (DELTA_BINARY_PACKED) and shared prefixes (DELTA_BYTE_ARRAY) store them in a
+# few bits a row where cudf's dictionary-or-plain with snappy takes ~24 and ~29 bytes
+# (benchmarks/micro/ngram_encode.py). The device writes them with pylibcudf's chunked writer (cudf's
+# ParquetWriter takes no encodings); None: cudf's ParquetWriter with DEVICE_WRITER_OPTIONS.
+DEVICE_SCORE_ENCODINGS: dict | None = {"doc_id": "DELTA_BINARY_PACKED", "source_id": "DELTA_BYTE_ARRAY"}
+# the same for pyarrow's writer on the host: its DELTA_BYTE_ARRAY takes twice PLAIN's time, so doc_id only
+HOST_SCORE_ENCODINGS: dict = {"doc_id": "DELTA_BINARY_PACKED"}
 # rows of scores given to cudf's writer at once (a row group): pieces are gathered up to this (each call
 # costs ~10 ms; 100 M queries end to end on an H200: 295 M q/s at a piece a write, 338 at 1 M rows, 389 at
 # 2 M, 357 at 4 M, where the last write no longer overlaps scoring)
 DEVICE_ROWS_PER_WRITE = 1 << 21
+
+
+class _EncodedParquetWriter:
+    """pylibcudf's chunked Parquet writer of cudf frames with the given encoding for each named column
+    (``{"doc_id": "DELTA_BINARY_PACKED", ...}``, names of ``pylibcudf.io.types.ColumnEncoding``); the
+    interface of cudf's ``ParquetWriter`` (``write_table``, ``close``), which takes no encodings. Every
+    column is nullable, as in cudf's chunked writer; no pandas metadata, as from pyarrow's writer on the host.
+
+    Raises
+    ------
+    ValueError
+        An encoding libcudf does not name, an option other than ``compression`` and ``statistics``, or a
+        column of ``encodings`` not in ``columns``.
+    """
+
+    def __init__(self, sink, columns: list, encodings: dict, compression: str | None = "snappy",
+                 statistics: str = "ROWGROUP", **unknown):
+        import pylibcudf as plc
+
+        if unknown:
+            raise ValueError(f"options of cudf's ParquetWriter not taken with column encodings: {sorted(unknown)}")
+        if set(encodings) - set(columns):
+            raise ValueError(f"encodings for columns not written: {sorted(set(encodings) - set(columns))}")
+        kinds = plc.io.types.ColumnEncoding
+        bad = [e for e in encodings.values() if not hasattr(kinds, str(e))]
+        if bad:
+            raise ValueError(f"Parquet encodings libcudf does not name: {bad}")
+        self._plc = plc
+        self._sink = plc.io.SinkInfo([sink])
+        self._columns = list(columns)
+        self._encodings = dict(encodings)
+        self._compression = getattr(plc.io.types.CompressionType, str(compression or "none").upper())
+        self._statistics = getattr(plc.io.types.StatisticsFreq, f"STATISTICS_{statistics.upper()}")
+        self._writer = None
+
+    def _table(self, frame):
+        if list(frame.columns) != self._columns:
+            raise ValueError(f"columns {list(frame.columns)} after {self._columns}")
+        return self._plc.Table([frame[c]._column.plc_column for c in self._columns])
+
+    def write_table(self, frame) -> None:
+        plc = self._plc
+        table = self._table(frame)
+        if self._writer is None:
+            meta = plc.io.types.TableInputMetadata(table)
+            for i, name in enumerate(self._columns):
+                meta.column_metadata[i].set_name(name)
+                if name in self._encodings:
+                    meta.column_metadata[i].set_encoding(getattr(plc.io.types.ColumnEncoding, self._encodings[name]))
+            options = (plc.io.parquet.ChunkedParquetWriterOptions.builder(self._sink).metadata(meta)
+                       .compression(self._compression).stats_level(self._statistics).build())
+            self._writer = plc.io.parquet.ChunkedParquetWriter.from_options(options)
+        self._writer.write(table)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close([])
 
 
 class _ScoresWriter:
@@ -882,7 +948,8 @@ class _ScoresWriter:
         t = pa.table(cols)
         if self.writer is None:
             self.file = open_checksummed(self.path)
-            self.writer = pq.ParquetWriter(self.file, t.schema, use_dictionary=False)
+            self.writer = pq.ParquetWriter(self.file, t.schema, use_dictionary=False,
+                                           column_encoding=dict(HOST_SCORE_ENCODINGS) or None)
         self.writer.write_table(t)
         for k, c in (("n_sentences", "sentences"), ("n_tokens", "tokens"), ("n_oov", "oov")):
             self.totals[k] += int(pc.sum(t[c]).as_py() or 0)
@@ -923,12 +990,16 @@ class _ScoresWriter:
         clock = StepClock(np)
         t = parts[0][0] if len(parts) == 1 else cudf.concat([p[0] for p in parts], ignore_index=True)
         if self.writer is None:
-            from cudf.io.parquet import ParquetWriter
-
             # through a file object: cudf writing the path itself bypasses the page cache (the disk's speed,
             # shared by the workers of a host), and the seal then read the file back from the disk
             self.file = open_checksummed(self.path)
-            self.writer = ParquetWriter(self.file, index=False, **DEVICE_WRITER_OPTIONS)
+            if DEVICE_SCORE_ENCODINGS is None:
+                from cudf.io.parquet import ParquetWriter
+
+                self.writer = ParquetWriter(self.file, index=False, **DEVICE_WRITER_OPTIONS)
+            else:
+                self.writer = _EncodedParquetWriter(self.file, list(t.columns), DEVICE_SCORE_ENCODINGS,
+                                                    **DEVICE_WRITER_OPTIONS)
         self.writer.write_table(t)
         clock("ngram write: encode + write (device)")
         for _, (n_sent, n_tok, n_oov, empty), log10 in parts:

@@ -164,13 +164,19 @@ def main(argv=None) -> int:
     delta_ids = {"doc_id": "DELTA_BINARY_PACKED"}
     delta_all = {**delta_ids, "source_id": "DELTA_BYTE_ARRAY", "sentences": "DELTA_BINARY_PACKED",
                  "tokens": "DELTA_BINARY_PACKED", "oov": "DELTA_BINARY_PACKED"}
+    delta_ids_src = {**delta_ids, "source_id": "DELTA_BYTE_ARRAY"}  # the pipeline's DEVICE_SCORE_ENCODINGS
     for label, enc in (("default encodings", {}), ("doc_id DELTA_BINARY_PACKED", delta_ids),
+                       ("doc_id delta, source_id DELTA_BYTE_ARRAY", delta_ids_src),
+                       ("doc_id delta, source_id DELTA_LENGTH_BYTE_ARRAY",
+                        {**delta_ids, "source_id": "DELTA_LENGTH_BYTE_ARRAY"}),
                        ("doc_id delta, source_id DELTA_BYTE_ARRAY, counts delta", delta_all)):
         try:
             plc_row(f"pylibcudf -> null, {label}", NullSink, enc)
         except Exception as exc:  # noqa: BLE001 - an encoding this libcudf refuses: say so, go on
             print(f"pylibcudf {label}: {type(exc).__name__}: {exc}", flush=True)
     try:
+        plc_row("pylibcudf -> checksummed file, doc_id delta, source_id DELTA_BYTE_ARRAY (the pipeline)",
+                lambda: open_checksummed(folder / f"f{next(files)}.parquet"), delta_ids_src)
         plc_row("pylibcudf -> checksummed file, doc_id delta, source_id DELTA_BYTE_ARRAY, counts delta",
                 lambda: open_checksummed(folder / f"f{next(files)}.parquet"), delta_all)
     except Exception as exc:  # noqa: BLE001

@@ -221,6 +221,41 @@ def test_gpu_lines_read_and_scored_on_streams_equal_cpu(abc_pair, corpora, tmp_p
     assert jg["counts"]["n_tokens"] == jc["counts"]["n_tokens"] and jg["counts"]["n_oov"] == jc["counts"]["n_oov"]
 
 
+@pytest.mark.parametrize("encodings", ["delta", None])
+def test_gpu_scores_written_with_column_encodings_equal_cpu(abc_pair, corpora, tmp_path, monkeypatch, encodings):
+    """scores.parquet written on the device by pylibcudf's chunked writer with delta encodings for doc_id and
+    source_id (``DEVICE_SCORE_ENCODINGS``), or by cudf's ParquetWriter (None), over several pieces and row
+    groups: pyarrow reads the same table as the CPU pipeline's, and the file's column chunks carry the
+    encodings asked for."""
+    from cutext.pipelines import ngram as ng
+
+    enc = {"doc_id": "DELTA_BINARY_PACKED", "source_id": "DELTA_BYTE_ARRAY"} if encodings else None
+    monkeypatch.setattr(ng, "DEVICE_SCORE_ENCODINGS", enc)
+    monkeypatch.setattr(ng, "DEVICE_ROWS_PER_WRITE", 1 << 10)  # several row groups
+    cpu, gpu = abc_pair
+    src = tmp_path / "docs.txt"
+    src.write_text("".join(t.replace("\n", " ") + "\n" for t in corpora), encoding="utf-8")
+    kw = {"format": "lines", "progress": False, "blocksize": 1 << 20}
+    rc = pipelines.run("ngram", src, out=tmp_path / "c", model=cpu, **kw)
+    rg = pipelines.run("ngram", src, out=tmp_path / "g", model=gpu, **kw)
+    assert rg.counts["partitions"] >= 2
+    tc = pq.read_table(rc.path / "scores.parquet").to_pandas()
+    tg = pq.read_table(rg.path / "scores.parquet").to_pandas()
+    assert tg["source_id"].iloc[-1] == str(len(tg) - 1)  # a single file: row numbers without a label
+    pd.testing.assert_frame_equal(tg, tc, check_exact=False, rtol=1e-12, atol=1e-9)
+    parts = sorted((rg.path / "scores.parquet").glob("*.parquet"))
+    assert parts
+    meta = pq.ParquetFile(parts[0]).metadata
+    assert meta.num_row_groups >= 2
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    chunk = meta.row_group(0)
+    got = {n: chunk.column(i).encodings for i, n in enumerate(names)}
+    for name, e in (enc or {}).items():
+        assert e in got[name], (name, got[name])
+    if enc is None:
+        assert "DELTA_BINARY_PACKED" not in got["doc_id"]
+
+
 def test_gpu_pipeline_on_local_cuda_cluster_identical(abc_pair, corpora, tmp_path):
     """ngram on a LocalCUDACluster (one GPU per worker; a single gzip file split over the workers) ==
     the same GPU model in one process, bit for bit."""
