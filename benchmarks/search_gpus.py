@@ -37,9 +37,11 @@ import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of th
 from cutext.stages.runtime.compute import PROFILE_ENV, step_profile  # noqa: E402
 
 
-def _search(idx, queries, k: int, bs: int, repeats: int, filter=None):
+def _search(idx, queries, k: int, bs: int, repeats: int, filter=None, client=None):
     idx.search(queries[: min(len(queries), bs)], k=k, batch_size=bs)  # warm-up: kernels, query hash
     step_profile(reset=True)  # --profile: the timed searches' clocks only
+    if client is not None:
+        client.run(step_profile, True)  # the workers' clocks too
     secs, out = [], None
     for _ in range(repeats):
         gc.collect()
@@ -128,7 +130,7 @@ def main(argv=None) -> int:
         else:
             idx = BM25Index.load(path, backend="gpu", devices=devices if len(devices) > 1 else None)
         load_s = time.perf_counter() - t
-        med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats)
+        med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats, client=client)
         same = True if ref is None else _same(out, ref)
         ref = out if ref is None else ref
         rows.append({"system": f"cutext {label}", "devices": len(devices), "load_s": round(load_s, 3),
@@ -140,6 +142,10 @@ def main(argv=None) -> int:
             bench.log(f"  ms per search ({args.repeats} searches): " + ", ".join(
                 f"{k.split(': ', 1)[-1]} {1e3 * v / args.repeats:.1f}" for k, v in sorted(prof.items())))
             rows[-1]["profile_ms"] = {k: round(1e3 * v / args.repeats, 2) for k, v in sorted(prof.items())}
+            if client is not None:  # each worker's side of the batches
+                for w, wp in sorted(client.run(step_profile, True).items()):
+                    bench.log(f"  ms per search on {w}: " + ", ".join(
+                        f"{k.split(': ', 1)[-1]} {1e3 * v / args.repeats:.1f}" for k, v in sorted(wp.items())))
         del idx, out
         if client is not None:
             client.close()

@@ -388,9 +388,13 @@ class _ShardEngine:
         if isinstance(Q, Serialized):  # an in-process worker is handed the message's objects as they are
             Q = deserialize(Q.header, Q.frames)
         loop = asyncio.get_running_loop()
+        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: the worker's side of a batch (queue waits included)
         finish = await loop.run_in_executor(self._start, _shard_topk_start, self.shard, Q, k, engine,
                                             max_workspace, n_threads, doc_filter)
-        return await loop.run_in_executor(self._finish, finish)
+        clock("shard: start (worker)")
+        out = await loop.run_in_executor(self._finish, finish)
+        clock("shard: finish (worker)")
+        return out
 
 
 def _shard_dense(shard: _Shard, Q):
@@ -1281,10 +1285,21 @@ class BM25Index:
             return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k,
                                                    offsets)
         # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
+        clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: parts of a Client batch on the caller
         Qs = _query_batch(Q)  # serialized once for all the workers
         calls = [e.topk(Qs, k, engine, max_workspace, n_threads, part(lo, hi))
                  for e, (lo, hi, _, _) in zip(self._engines, self._shard_futures)]
-        return lambda: search_stage.merge_topk([c.result() for c in calls], k, offsets)
+        clock("search: shards' calls sent (client)")
+
+        def finish():
+            clock = StepClock(np)
+            got = [c.result() for c in calls]
+            clock("search: shards' results waited for (client)")
+            out = search_stage.merge_topk(got, k, offsets)
+            clock("search: shards' results merged (client)")
+            return out
+
+        return finish
 
     def _gpu_lane(self) -> ThreadPoolExecutor:
         """The thread of an index on one GPU that runs its batches (:meth:`topk_start`), made at the first."""
