@@ -72,6 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default="/tmp/cutext-search-gpus")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--switch-intervals", default="",
+                    help="also run each Client row with the caller's sys.setswitchinterval at these seconds, "
+                         "e.g. 0.0005 (Python's default 0.005: a thread that waits for the GIL waits up to that long)")
     ap.add_argument("--profile", action="store_true",
                     help="set CUTEXT_GPUTEXT_PROFILE=1: print each row's StepClock parts of BM25Index.search "
                          "(host clocks, ms per search; the engine's time shows as its wait)")
@@ -109,7 +112,9 @@ def main(argv=None) -> int:
             bench.log(f"skipped {n} GPUs: {n_gpus} visible")
     for n in (int(x) for x in args.client_gpus.split(",") if x):
         if n <= n_gpus:
-            configs.append((f"Client of {n} GPU worker{'s' if n > 1 else ''}, {n_seg} segments", ix, ("client", n)))
+            for sw in [None] + [float(x) for x in args.switch_intervals.split(",") if x]:
+                configs.append((f"Client of {n} GPU worker{'s' if n > 1 else ''}, {n_seg} segments"
+                                + (f", switch interval {sw * 1e3:g} ms" if sw else ""), ix, ("client", n, sw)))
         else:
             bench.log(f"skipped a Client of {n} GPUs: {n_gpus} visible")
     step_profile(reset=True)  # the build's clocks are not the searches'
@@ -117,6 +122,7 @@ def main(argv=None) -> int:
     for label, path, devices in configs:
         cluster = client = None
         t = time.perf_counter()
+        switch = devices[2] if isinstance(devices, tuple) else None  # the caller's GIL switch interval
         if isinstance(devices, tuple):  # a LocalCUDACluster: one long-lived engine per worker
             from distributed import Client
 
@@ -130,7 +136,13 @@ def main(argv=None) -> int:
         else:
             idx = BM25Index.load(path, backend="gpu", devices=devices if len(devices) > 1 else None)
         load_s = time.perf_counter() - t
-        med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats, client=client)
+        before = sys.getswitchinterval()
+        if switch:
+            sys.setswitchinterval(switch)
+        try:
+            med, secs, out = _search(idx, queries, args.k, args.batch_size, args.repeats, client=client)
+        finally:
+            sys.setswitchinterval(before)
         same = True if ref is None else _same(out, ref)
         ref = out if ref is None else ref
         rows.append({"system": f"cutext {label}", "devices": len(devices), "load_s": round(load_s, 3),

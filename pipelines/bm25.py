@@ -1007,11 +1007,13 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
         kept = kept_columns(idx.source, keep_columns)
         if len(kept) != len(names):
             raise RuntimeError(f"keep_columns: {len(names)} count partitions but {len(kept)} read partitions")
-    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t, columns=kc)
+    # partitions spilled on the GPU were put in files because device memory holds about one: one at a time,
+    # encoded on the host (libcudf's ZSTD encoder asks for hundreds of MB of scratch)
+    tight = spill is not None and info.backend == "gpu"
+    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t, columns=kc, host=tight)
              for c, d, n, t, kc in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts, kept)]
-    # in process the segments are encoded on the host (pyarrow releases the GIL): one a core at a time; but
-    # partitions spilled on the GPU were put in files because device memory holds about one: one at a time
-    threads = 1 if spill is not None and info.backend == "gpu" else pa.cpu_count()  # a worker's share of the cores
+    # in process a segment a core at a time (pyarrow's and cudf's encoders release the GIL)
+    threads = 1 if tight else pa.cpu_count()  # a worker's share of the cores
     with dask.config.set(scheduler="threads", num_workers=threads):
         metas = compute_all(tasks, info)
     if spill is not None:

@@ -1309,7 +1309,7 @@ def segments_from_counts(counts, vocab, source_ids, doc_lo: int, doc_hi: int, le
             "source_ids": source_ids}
 
 
-def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=None) -> dict:
+def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=None, host: bool = False) -> dict:
     """One segment from a partition of the count stage and the same partition of the document table:
     the bm25 pipeline's segmented writer, run by the worker that holds the partition (no postings move
     between workers; the vocabulary's strings are the one O(V) input every writer shares).
@@ -1329,6 +1329,10 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=Non
         segment stores the texts (:func:`text_array`; a cudf column reaches the host through Arrow).
     columns : pyarrow Table or pandas / cudf DataFrame, optional
         The partition's kept columns, a row per document of ``docs`` in its order (:func:`column_table`).
+    host : bool
+        Move device counts to host memory first and encode the segment there (the same files): for a
+        build under a device memory budget, since libcudf's ZSTD encoder asks for scratch of hundreds of MB
+        even for a small segment.
 
     Returns
     -------
@@ -1344,6 +1348,8 @@ def write_partition_segment(counts, docs, vocab, folder, texts=None, columns=Non
     """
     texts = text_array(texts) if texts is not None else None
     docs = to_host(docs)
+    if host:
+        counts = to_host(counts)
     ids = docs["doc_id"].to_numpy()
     lo, hi = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
     if hi - lo != len(ids) or (len(ids) and not (np.diff(ids) == 1).all()):
