@@ -806,12 +806,12 @@ class _EncodedParquetWriter:
 
     def __init__(self, sink, columns: list, encodings: dict, compression: str | None = "snappy",
                  statistics: str = "ROWGROUP", **unknown):
-        import pylibcudf as plc
-
         if unknown:
             raise ValueError(f"options of cudf's ParquetWriter not taken with column encodings: {sorted(unknown)}")
         if set(encodings) - set(columns):
             raise ValueError(f"encodings for columns not written: {sorted(set(encodings) - set(columns))}")
+        import pylibcudf as plc
+
         kinds = plc.io.types.ColumnEncoding
         bad = [e for e in encodings.values() if not hasattr(kinds, str(e))]
         if bad:

@@ -444,6 +444,40 @@ def test_pipeline_scores_corpus_into_parquet(abc, arpa, tmp_path):
     assert meta["model"]["counts"] == [28592, 275002, 538258]
 
 
+def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path):
+    """The host writer codes the dense doc_id DELTA_BINARY_PACKED (HOST_SCORE_ENCODINGS) and reads back as
+    written; an empty dict gives the plain column and the same table."""
+    from cutext.pipelines import ngram as ng
+
+    src = arpa / "lmplz" / "heldout.inaugural2001-2009.tok.txt"
+    r = pipelines.run("ngram", src, out=tmp_path / "delta", model=abc, format="lines", progress=False)
+    part = next((r.path / "scores.parquet").glob("*.parquet"))
+    chunk = pq.ParquetFile(part).metadata.row_group(0)
+    assert "DELTA_BINARY_PACKED" in chunk.column(0).encodings and chunk.column(0).path_in_schema == "doc_id"
+    assert "DELTA_BINARY_PACKED" not in chunk.column(1).encodings  # source_id: PLAIN on the host
+    before = dict(ng.HOST_SCORE_ENCODINGS)
+    try:
+        ng.HOST_SCORE_ENCODINGS.clear()
+        plain = pipelines.run("ngram", src, out=tmp_path / "plain", model=abc, format="lines", progress=False)
+    finally:
+        ng.HOST_SCORE_ENCODINGS.update(before)
+    part = next((plain.path / "scores.parquet").glob("*.parquet"))
+    assert "DELTA_BINARY_PACKED" not in pq.ParquetFile(part).metadata.row_group(0).column(0).encodings
+    pd.testing.assert_frame_equal(pq.read_table(r.path / "scores.parquet").to_pandas(),
+                                  pq.read_table(plain.path / "scores.parquet").to_pandas())
+
+
+def test_encoded_writer_refuses_options_it_does_not_take():
+    """The device writer with column encodings names an option of cudf's writer it does not take, or an
+    encoding for a column it does not write, before it needs a GPU."""
+    from cutext.pipelines.ngram import _EncodedParquetWriter
+
+    with pytest.raises(ValueError, match="use_dictionary"):
+        _EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_id": "DELTA_BINARY_PACKED"}, use_dictionary=False)
+    with pytest.raises(ValueError, match="doc_ids"):
+        _EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_ids": "DELTA_BINARY_PACKED"})
+
+
 def test_pipeline_documents_and_lines(arpa, tmp_path):
     """One document per file: each non-blank line a sentence (default), or the file one sentence."""
     lines = (arpa / "lmplz" / "heldout.inaugural2001-2009.tok.txt").read_text(encoding="utf-8").splitlines()
