@@ -289,7 +289,7 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     """Worker side of a Client run: read, score and write one share of the corpus into the part file
     ``path``, as a run in one process does (:func:`_score_here`: the next item is read while this one is
     scored; a GPU model reads lines pieces to this worker's device, keeps the scores there and writes them
-    with cudf's writer).  Nothing but this summary leaves the worker.
+    with libcudf's writer).  Nothing but this summary leaves the worker.
 
     Parameters
     ----------
@@ -858,8 +858,9 @@ class _ScoresWriter:
     (asked at every add without waiting, and waited for at :meth:`close`), then go to the writer in order.
 
     ``device=True``: the added tables are cudf frames (:func:`_score_piece_device`); the source ids are
-    made and the file written on the device (cudf's chunked Parquet writer); the same columns, rows
-    and totals (the log10 sum is taken on the host, in numpy's order, as for host tables). Two
+    made and the file written on the device (libcudf's chunked Parquet writer, the ids delta-coded:
+    :data:`DEVICE_SCORE_ENCODINGS`); the same columns, rows and totals (the log10 sum is taken on the
+    host, in numpy's order, as for host tables). Two
     threads: one makes each piece's frame, the other writes the frames gathered up to
     :data:`DEVICE_ROWS_PER_WRITE` rows as one row group.
     """
