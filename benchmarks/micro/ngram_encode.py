@@ -136,25 +136,12 @@ def main(argv=None) -> int:
     for name in frame.columns:
         cudf_row(f"cudf -> null, column {name} alone", NullSink, table=frame[[name]])
 
-    # pylibcudf's chunked writer with encodings by column (cudf's ParquetWriter takes none): not yet run
-    import pylibcudf as plc
-
-    def plc_row(label, sink_fn, encodings, compression="SNAPPY"):
+    # pylibcudf's chunked writer with encodings by column, as the pipeline writes (cudf's ParquetWriter takes none)
+    def plc_row(label, sink_fn, encodings):
         sink = sink_fn()
-        names = list(frame.columns)
-        cols = [frame[c]._column.plc_column for c in names]
-        meta = plc.io.types.TableInputMetadata(plc.Table(cols))
-        for i, name in enumerate(names):
-            meta.column_metadata[i].set_name(name)
-            if name in encodings:
-                meta.column_metadata[i].set_encoding(getattr(plc.io.types.ColumnEncoding, encodings[name]))
-        options = (plc.io.parquet.ChunkedParquetWriterOptions.builder(plc.io.SinkInfo([sink])).metadata(meta)
-                   .compression(getattr(plc.io.types.CompressionType, compression))
-                   .stats_level(plc.io.types.StatisticsFreq.STATISTICS_ROWGROUP).build())
-        writer = plc.io.parquet.ChunkedParquetWriter.from_options(options)
-        s, c = timed(lambda: writer.write(plc.Table([frame[c]._column.plc_column for c in names])), args.repeats,
-                     sync)
-        writer.close([])
+        writer = ng._EncodedParquetWriter(sink, list(frame.columns), encodings)
+        s, c = timed(lambda: writer.write_table(frame), args.repeats, sync)
+        writer.close()
         n = getattr(sink, "n", None)
         if hasattr(sink, "close"):
             sink.close()
@@ -164,7 +151,7 @@ def main(argv=None) -> int:
     delta_ids = {"doc_id": "DELTA_BINARY_PACKED"}
     delta_all = {**delta_ids, "source_id": "DELTA_BYTE_ARRAY", "sentences": "DELTA_BINARY_PACKED",
                  "tokens": "DELTA_BINARY_PACKED", "oov": "DELTA_BINARY_PACKED"}
-    delta_ids_src = {**delta_ids, "source_id": "DELTA_BYTE_ARRAY"}  # the pipeline's DEVICE_SCORE_ENCODINGS
+    delta_ids_src = {**delta_ids, "source_id": "DELTA_BYTE_ARRAY"}
     for label, enc in (("default encodings", {}), ("doc_id DELTA_BINARY_PACKED", delta_ids),
                        ("doc_id delta, source_id DELTA_BYTE_ARRAY", delta_ids_src),
                        ("doc_id delta, source_id DELTA_LENGTH_BYTE_ARRAY",
@@ -175,8 +162,8 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001 - an encoding this libcudf refuses: say so, go on
             print(f"pylibcudf {label}: {type(exc).__name__}: {exc}", flush=True)
     try:
-        plc_row("pylibcudf -> checksummed file, doc_id delta, source_id DELTA_BYTE_ARRAY (the pipeline)",
-                lambda: open_checksummed(folder / f"f{next(files)}.parquet"), delta_ids_src)
+        plc_row(f"pylibcudf -> checksummed file, the pipeline's DEVICE_SCORE_ENCODINGS {ng.DEVICE_SCORE_ENCODINGS}",
+                lambda: open_checksummed(folder / f"f{next(files)}.parquet"), ng.DEVICE_SCORE_ENCODINGS or {})
         plc_row("pylibcudf -> checksummed file, doc_id delta, source_id DELTA_BYTE_ARRAY, counts delta",
                 lambda: open_checksummed(folder / f"f{next(files)}.parquet"), delta_all)
     except Exception as exc:  # noqa: BLE001
