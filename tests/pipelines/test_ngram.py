@@ -444,7 +444,7 @@ def test_pipeline_scores_corpus_into_parquet(abc, arpa, tmp_path):
     assert meta["model"]["counts"] == [28592, 275002, 538258]
 
 
-def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path):
+def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path, monkeypatch):
     """The host writer codes the dense doc_id DELTA_BINARY_PACKED (HOST_SCORE_ENCODINGS) and reads back as
     written; an empty dict gives the plain column and the same table."""
     from cutext.pipelines import ngram as ng
@@ -455,12 +455,8 @@ def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path):
     chunk = pq.ParquetFile(part).metadata.row_group(0)
     assert "DELTA_BINARY_PACKED" in chunk.column(0).encodings and chunk.column(0).path_in_schema == "doc_id"
     assert "DELTA_BINARY_PACKED" not in chunk.column(1).encodings  # source_id: PLAIN on the host
-    before = dict(ng.HOST_SCORE_ENCODINGS)
-    try:
-        ng.HOST_SCORE_ENCODINGS.clear()
-        plain = pipelines.run("ngram", src, out=tmp_path / "plain", model=abc, format="lines", progress=False)
-    finally:
-        ng.HOST_SCORE_ENCODINGS.update(before)
+    monkeypatch.setattr(ng, "HOST_SCORE_ENCODINGS", {})
+    plain = pipelines.run("ngram", src, out=tmp_path / "plain", model=abc, format="lines", progress=False)
     part = next((plain.path / "scores.parquet").glob("*.parquet"))
     assert "DELTA_BINARY_PACKED" not in pq.ParquetFile(part).metadata.row_group(0).column(0).encodings
     pd.testing.assert_frame_equal(pq.read_table(r.path / "scores.parquet").to_pandas(),
