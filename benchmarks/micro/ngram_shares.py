@@ -10,6 +10,10 @@ sentences replicated to ``--queries`` queries (as ``benchmarks/ngram.py --e2e-qu
     procs N       the file cut at line ends into N files; N processes, each ``pipelines.run`` on one file in
                   process on a GPU of its own, started together (what N GPUs of one host give without dask)
     alone         the first of those files in one such process alone (the share's work without neighbours)
+    count         the row count of the first share's pieces in this process, alone (what the second share
+                  waits for before it writes: ``count_lines_rows``), with the numba kernel of
+                  ``--count-kernels``: ``lanes`` (the pipeline's), ``loop`` (one int64 count a byte, defined
+                  here) or ``numpy``
 
 ``--blocksize-mb 64,256`` repeats every row at each piece size (a fixed cost a piece shows as a gap).
 
@@ -185,6 +189,48 @@ def client_runs(path, lm, n, args, blocksize) -> list:
     return runs
 
 
+def one_byte_loop():
+    """The newline count of one int64 counter a byte (the kernel before the uint8 lanes), for the count row."""
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def count(buf):
+        n = 0
+        for i in range(len(buf)):
+            n += buf[i] == 10
+        return n
+
+    return count
+
+
+def count_runs(path, args, blocksize) -> list:
+    """``(kernel, median seconds, rows)`` of counting the first of ``args.gpus`` shares' pieces, per kernel."""
+    from cutext.pipelines import ngram as ng
+    from cutext.stages.readers.files import plan
+    from cutext.stages.text import ngram_text
+
+    fs, pieces, _ = plan(str(path), format="lines", blocksize=blocksize)
+    a, b = ng._contiguous_shares([ng._piece_weight(p, fs) for p in pieces], args.gpus)[0]
+    first = pieces[a:b]
+    out = []
+    for kernel in args.count_kernels.split(","):
+        saved = ngram_text.count_newlines, ngram_text.COUNT_WITH
+        if kernel == "loop":
+            ngram_text.count_newlines = one_byte_loop()
+        ngram_text.COUNT_WITH = "numpy" if kernel == "numpy" else "numba"
+        try:
+            secs = []
+            for r in range(max(1, args.repeats + 1)):
+                t0 = time.perf_counter()
+                rows = sum(ngram_text.count_lines_rows(p, fs) for p in first)
+                if r > 0 or args.repeats == 0:
+                    secs.append(time.perf_counter() - t0)
+        finally:
+            ngram_text.count_newlines, ngram_text.COUNT_WITH = saved
+        out.append((kernel, statistics.median(secs), rows, sum(ng._piece_weight(p, fs) for p in first)))
+    return out
+
+
 def inproc_runs(path, lm, args, blocksize) -> list:
     from cutext import pipelines
 
@@ -303,6 +349,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--rows", default="inproc,client,procs,alone")
     ap.add_argument("--blocksize-mb", default="256")
+    ap.add_argument("--count-kernels", default="lanes,loop", help="the count row's kernels: lanes, loop, numpy")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="set CUTEXT_GPUTEXT_PROFILE=1: print the seconds of the "
                     "writer's parts (frame, encode + write) a run, in process and on each worker")
@@ -377,6 +424,11 @@ def main(argv=None) -> int:
                 detail += f" || share {w.get('share')}: {fmt_timings(w.get('timings', {}))}; {tasks}"
             table.append((f"client {args.gpus}", mb, t, size / t / 1e9, detail))
             print(table[-1], flush=True)
+        if "count" in rows:
+            for kernel, t, n, nbytes in count_runs(path, args, bs):
+                table.append((f"count {kernel}", mb, t, nbytes / t / 1e9, f"{n} rows of the first of {args.gpus} "
+                              f"shares, {nbytes / 1e9:.2f} GB"))
+                print(table[-1], flush=True)
         if "procs" in rows or "alone" in rows:
             files = split_file(path, args.gpus)
             for name, fs in (("procs", files), ("alone", files[:1])):
