@@ -137,12 +137,6 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 # queries a numba thread of the query CSR takes at least (text_csr's chunk): a batch of 8192 on a 64-core
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
-# threads that gather a search batch's id strings where the engines run off the caller's cores: the source
-# ids are read at random (a take is bound by memory latency), so parts of a batch on threads of their own
-# overlap their misses (1.82x on 2 threads for 13 batches of 81,920 takes of 1.05 M ids, a 2-core CPU); a
-# part has at least COLLECT_MIN_ROWS rows
-COLLECT_THREADS = max(1, min(4, (os.cpu_count() or 1) // 4))
-COLLECT_MIN_ROWS = 8192
 
 
 def _as_queries(queries) -> tuple[pa.Array, list[str]]:
@@ -1447,16 +1441,11 @@ class BM25Index:
                 vals += self._absent(Q)[rows]
             rows += s  # fresh arrays: in place
             rank += 1
-            # the batch's strings gathered while the engines score the next batch: on threads of their own
+            # the batch's strings gathered while the engines score the next batch: on a thread of their own
             # where the engines run off this thread's cores (pyarrow releases the GIL), so that this thread
             # starts the next batch meanwhile
-            if takes is None:
-                got = [strings(rows, docs)]
-            else:
-                n_cut = max(1, min(COLLECT_THREADS, len(rows) // COLLECT_MIN_ROWS))
-                cuts = np.linspace(0, len(rows), n_cut + 1).astype(np.int64)
-                got = [takes.submit(strings, rows[a:b], docs[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
-            parts.append((rank, docs, vals, got))
+            parts.append((rank, docs, vals, takes.submit(strings, rows, docs) if takes is not None
+                          else strings(rows, docs)))
             clock("search: collect")
 
         def strings(rows, docs):
@@ -1469,7 +1458,7 @@ class BM25Index:
         # and numpy release the GIL); the CPU engine uses every core itself.
         ahead = self._sm is None or self._sm.on_gpu
         pool = ThreadPoolExecutor(1) if ahead and len(rng) > 1 else None
-        takes = ThreadPoolExecutor(COLLECT_THREADS, thread_name_prefix="cutext-collect") if pool is not None else None
+        takes = ThreadPoolExecutor(1, thread_name_prefix="cutext-collect") if pool is not None else None
 
         def csr(s):
             return self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
@@ -1494,7 +1483,7 @@ class BM25Index:
                 pending = started
             if pending is not None:
                 collect(*pending)
-            strs = [g.result() if takes is not None else g for p in parts for g in p[3]]
+            strs = [p[3].result() if takes is not None else p[3] for p in parts]
         finally:
             for ex in (pool, takes):
                 if ex is not None:

@@ -626,13 +626,11 @@ def test_cli_builds_a_segmented_index(tmp_path, data_dir):
     assert json.loads((r.path / "index.json").read_text())["index_format"] == 2
 
 
-def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir, monkeypatch):
+def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir):
     """``load(client=...)`` of a segmented index: each of 2 worker processes reads a run of whole segments and
-    weighs it from the global statistics; the same rows and scores as the one-shot index, also with each
-    batch's id strings gathered in parts on several threads (``COLLECT_THREADS``)."""
+    weighs it from the global statistics; the same rows and scores as the one-shot index."""
     from distributed import Client, LocalCluster
 
-    from cutext.stages.engines import bm25_index
     from cutext.stages.engines.bm25_index import BM25Index
 
     src = data_dir / "cacm" / "cacm.json"
@@ -650,9 +648,6 @@ def test_sharded_search_of_a_segmented_index_equals_one_index(tmp_path, data_dir
         np.testing.assert_array_equal(sharded.idf, one.idf)
         for engine in ("auto", "sparse"):
             pd.testing.assert_frame_equal(sharded.search(qs, k=25, engine=engine), one.search(qs, k=25))
-        monkeypatch.setattr(bm25_index, "COLLECT_THREADS", 3)
-        monkeypatch.setattr(bm25_index, "COLLECT_MIN_ROWS", 16)  # 3 parts a batch of 8 queries x 25
-        pd.testing.assert_frame_equal(sharded.search(qs, k=25, batch_size=8), one.search(qs, k=25))
         q = next(iter(qs.values()))
         np.testing.assert_array_equal(sharded.get_scores(q), one.get_scores(q))
 
