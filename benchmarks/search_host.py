@@ -16,8 +16,7 @@ built once with the default analysis) and 10,000 real queries (the posts' Subjec
 * ``search``: the whole call, end to end.
 
 Each figure is the median of ``--repeats`` runs after a warm-up (numba compiles).  Prints a table;
-``--json PATH`` writes the rows.  ``--collect-threads 1,4`` repeats ``result frame`` and ``search`` with the
-batch's id strings collected on that many threads (``COLLECT_THREADS``; default: the library's).
+``--json PATH`` writes the rows.
 
     python benchmarks/search_host.py --data ../shared/data --repeats 7
 """
@@ -59,8 +58,6 @@ def main(argv=None) -> int:
     ap.add_argument("--mb", type=float, default=None,
                     help="index MB of replicated 20 Newsgroups (benchmarks/bm25.py's subset, tokenizer 'plain') "
                          "instead of one copy with the default analysis")
-    ap.add_argument("--collect-threads", default=None,
-                    help="comma list: repeat the result frame and search rows with COLLECT_THREADS set to each")
     a = ap.parse_args(argv)
 
     from bm25 import Corpus, tokenizer_kwargs, write_lines, write_replicated  # the same corpus and queries
@@ -95,8 +92,13 @@ def main(argv=None) -> int:
             "query_matrix": median_seconds(lambda: [idx.query_matrix(b) for b in batches], a.repeats),
             "engine": median_seconds(engine, a.repeats),
         }
-        from cutext.stages.engines import bm25_index
-
+        compute.step_profile(reset=True)
+        rows["search"] = median_seconds(lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine),
+                                 a.repeats)
+        prof = compute.step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: search's own clocks
+        if prof:
+            print("search's clocks, ms per call (mean of " f"{a.repeats + 1} calls): "
+                  + ", ".join(f"{k.removeprefix('search: ')} {1e3 * v / (a.repeats + 1):.1f}" for k, v in prof.items()))
         answers = iter(())
         real = idx.topk_start
 
@@ -113,35 +115,17 @@ def main(argv=None) -> int:
             finally:
                 idx.topk_start = real
 
-        default = bm25_index.COLLECT_THREADS
-        threads = [int(x) for x in a.collect_threads.split(",")] if a.collect_threads else [default]
-        names = []
-        for n in threads:
-            bm25_index.COLLECT_THREADS = n
-            tag = "" if len(threads) == 1 else f" (collect {n})"
-            compute.step_profile(reset=True)
-            rows["search" + tag] = median_seconds(
-                lambda: idx.search(queries, k=a.k, batch_size=a.batch_size, engine=a.engine), a.repeats)
-            prof = compute.step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1: search's own clocks
-            if prof:
-                print(f"search's clocks{tag}, ms per call (mean of {a.repeats + 1} calls): "
-                      + ", ".join(f"{k.removeprefix('search: ')} {1e3 * v / (a.repeats + 1):.1f}"
-                                  for k, v in prof.items()))
-            with_cache = median_seconds(frames_only, a.repeats)
-            rows["result frame" + tag] = max(0.0, with_cache - rows["query_matrix"])
-            names.append(tag)
-        bm25_index.COLLECT_THREADS = default
+        with_cache = median_seconds(frames_only, a.repeats)
+        rows["result frame"] = max(0.0, with_cache - rows["query_matrix"])
     out = []
-    print(f"\n{'part':26s} {'ms':>9s} {'share':>7s}")
-    for tag in names:
-        for name in ("query_matrix", "engine", "result frame" + tag, "search" + tag):
-            sec = rows[name]
-            out.append({"part": name, "seconds": sec, "n_queries": a.n_queries, "engine": a.engine,
-                        "batch_size": a.batch_size, "k": a.k})
-            print(f"{name:26s} {sec * 1e3:9.1f} {sec / rows['search' + tag]:7.0%}")
-        print(f"search{tag}: {a.n_queries / rows['search' + tag]:,.0f} queries/s; host side (query_matrix + "
-              f"result frame) alone: {a.n_queries / (rows['query_matrix'] + rows['result frame' + tag]):,.0f} "
-              "queries/s\n")
+    print(f"\n{'part':14s} {'ms':>9s} {'share':>7s}")
+    for name in ("query_matrix", "engine", "result frame", "search"):
+        sec = rows[name]
+        out.append({"part": name, "seconds": sec, "n_queries": a.n_queries, "engine": a.engine,
+                    "batch_size": a.batch_size, "k": a.k})
+        print(f"{name:14s} {sec * 1e3:9.1f} {sec / rows['search']:7.0%}")
+    print(f"\nsearch: {a.n_queries / rows['search']:,.0f} queries/s; host side (query_matrix + result frame) "
+          f"alone: {a.n_queries / (rows['query_matrix'] + rows['result frame']):,.0f} queries/s")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     return 0
