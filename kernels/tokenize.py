@@ -302,33 +302,12 @@ def _lines_cpu(buf, chars, ends, fill):
     return k, nl
 
 
-NEWLINE_LANES = 32  # bytes compared at once: one AVX2 register of uint8 counters
-
-
 @numba.njit(cache=True, nogil=True)
 def count_newlines(buf) -> int:
     """The ``\\n`` bytes of ``buf`` (uint8, 1-d): one pass, no temporary, without the GIL (threads that count
-    the chunks of a file run beside the rest of the process).
-
-    Counted in :data:`NEWLINE_LANES` uint8 counters, one a byte lane of a group, summed every 255 groups
-    before they can wrap: the compiler turns the lane loop into vector compares and adds, about twice the
-    bytes a second of one int64 count a byte."""
-    lanes = NEWLINE_LANES
+    the chunks of a file run beside the rest of the process)."""
     n = 0
-    groups = len(buf) // lanes
-    acc = np.zeros(lanes, np.uint8)
-    g = 0
-    while g < groups:
-        end = min(g + 255, groups)
-        acc[:] = 0
-        for q in range(g, end):
-            base = q * lanes
-            for lane in range(lanes):
-                acc[lane] += buf[base + lane] == 10
-        for lane in range(lanes):
-            n += acc[lane]
-        g = end
-    for i in range(groups * lanes, len(buf)):
+    for i in range(len(buf)):
         n += buf[i] == 10
     return n
 

@@ -26,14 +26,13 @@ from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_
 from cutext.kernels.tokenize import count_newlines, utf8_valid
 from cutext.stages.readers.device import _local_plain, _piece_range, piece_bytes, piece_device_bytes
 from cutext.stages.readers.base import BOM, CorpusError, _is_utf8, _read_errors
-from cutext.stages.readers.pread import READ_THREADS, _pread_chunk
+from cutext.stages.readers.pread import READ_CHUNK, READ_THREADS, _pread_chunk
 from cutext.stages.text.tokenize import cudf_string_buffers
 
-# threads and bytes a read of :func:`count_lines_rows` (it runs beside a worker's scoring: a chunk small enough
-# to be counted from the core's L2 cache as read); "numpy" counts with ``count_nonzero(buf == 10)`` (a
-# temporary and two calls that take the GIL a chunk) instead of the numba kernel
+# threads and bytes a read of :func:`count_lines_rows` (it runs beside a worker's scoring); "numpy" counts with
+# ``count_nonzero(buf == 10)`` (a temporary and two calls that take the GIL a chunk) instead of the numba kernel
 COUNT_THREADS = READ_THREADS
-COUNT_CHUNK = 1 << 20
+COUNT_CHUNK = READ_CHUNK
 COUNT_WITH = "numba"
 
 SENTENCE_MODES = ("line", "document")
