@@ -34,6 +34,7 @@ with ``sentence="document"`` the whole document is one sentence. ``tokens`` coun
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import sys
@@ -160,6 +161,9 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
 # 7.75 GB of text took 3.96 s in process at 64 MiB pieces and 2.90 s at 256 MiB (one H200,
 # benchmarks/micro/ngram_shares.py; docs/decisions.md, "ngram scores written on the device")
 GPU_BLOCKSIZE = 256 << 20
+# the smallest byte range a piece is cut into on a Client (equal shares, halves of a row count): a piece's
+# fixed cost is worth its bytes above it
+MIN_SPLIT = 1 << 20
 
 # the scores of a run: a folder of Parquet part files in corpus order, each written by one writer (one part in
 # this process, one a worker on a Client); pyarrow, pandas, cudf and dask read the folder as one table
@@ -207,6 +211,73 @@ def _slices_per_piece(weights, n: int) -> list:
         i = max(range(len(weights)), key=lambda j: (weights[j] + 1) / m[j])
         m[i] += 1
     return m
+
+
+def _byte_range_piece(piece) -> bool:
+    """Whether ``piece`` is a byte range of one uncompressed ``lines`` / ``jsonl`` file (as the plan cuts
+    them at ``blocksize``): cut anywhere, its reader moves each cut to a line end."""
+    return (piece.format in ("lines", "jsonl") and piece.compression is None and piece.archive is None
+            and len(piece.paths) == 1)
+
+
+def _split_bytes(piece, fs, cuts) -> list:
+    """``piece`` cut at the byte offsets ``cuts`` (ascending, inside it: relative to its start) into
+    consecutive byte ranges of the same file; a part would be under :data:`MIN_SPLIT` bytes is not cut."""
+    size = _piece_weight(piece, fs)
+    out, a = [], 0
+    for c in cuts:
+        c = int(c)
+        if c - a >= MIN_SPLIT and size - c >= MIN_SPLIT:
+            out.append(dataclasses.replace(piece, start=piece.start + a, end=piece.start + c))
+            a = c
+    if not out:
+        return [piece]
+    out.append(dataclasses.replace(piece, start=piece.start + a))
+    return out
+
+
+def _split_at_shares(pieces, fs, n: int) -> tuple[list, list]:
+    """The pieces with those that hold a cut between two of ``n`` equal shares of the bytes split there
+    (byte ranges only, :func:`_byte_range_piece`), so that each worker's share is the same bytes and not
+    the nearest whole pieces (29 pieces of 256 MiB on 2 workers: 14 against 15).  Returns the pieces and,
+    for each, the index of the plan's piece it comes from."""
+    if n < 2 or fs is None or not pieces:
+        return list(pieces), list(range(len(pieces)))
+    weights = np.array([_piece_weight(p, fs) for p in pieces], np.int64)
+    ends = np.cumsum(weights)
+    total = int(ends[-1])
+    targets = [total * k // n for k in range(1, n)]
+    out, source = [], []
+    for i, p in enumerate(pieces):
+        lo = int(ends[i] - weights[i])
+        inside = [t - lo for t in targets if lo < t < int(ends[i])]
+        parts = _split_bytes(p, fs, inside) if inside and _byte_range_piece(p) else [p]
+        out.extend(parts)
+        source.extend([i] * len(parts))
+    return out, source
+
+
+def _halves(entries, fs) -> tuple[list, list]:
+    """The row-count entries of a share (``(piece, None, 0, 1)``, local lines pieces) cut at half their bytes,
+    the piece across the middle split there (:func:`_split_bytes`): two counts that run at once and sum to
+    the share's rows, since a line belongs to the range its first byte is in.  Entries of row slices
+    (``m > 1``) are not cut: ``([], entries)``."""
+    if not entries or any(m != 1 for _, _, _, m in entries):
+        return [], list(entries)
+    weights = [_piece_weight(p, fs) for p, _, _, _ in entries]
+    half = sum(weights) // 2
+    first, second, a = [], [], 0
+    for (p, read, k, m), w in zip(entries, weights):
+        if a + w <= half:
+            first.append((p, read, k, m))
+        elif a >= half:
+            second.append((p, read, k, m))
+        else:
+            parts = _split_bytes(p, fs, [half - a])
+            first.append((parts[0], read, k, m))
+            second.extend((q, read, k, m) for q in parts[1:])
+        a += w
+    return first, second
 
 
 def _share_rows(entries, fs, name: str | None = None) -> dict:
@@ -364,15 +435,18 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
     checksum)`` records each part's bytes and CRC32, taken by its worker as it wrote it
     (:meth:`cutext.pipelines._run.PipelineRun.wrote`).
 
-    The pieces are cut into one share a worker, contiguous in corpus order and of about equal bytes (with
-    fewer pieces than workers, each piece is cut into row slices so that every worker scores; every worker of a
-    piece reads it whole).  One task a worker, pinned to it, reads its share (on its GPU for a GPU model),
+    The pieces are cut into one share a worker, contiguous in corpus order and of equal bytes (a byte range
+    that holds a cut between two shares is split there, :func:`_split_at_shares`; with still fewer pieces than
+    workers, each piece is cut into row slices so that every worker scores; every worker of a piece reads it
+    whole).  One task a worker, pinned to it, reads its share (on its GPU for a GPU model),
     scores it and writes part ``k`` (:func:`_score_share`); only counts, totals and seconds come back, no
     score row.  Where a share's documents start (its first ``doc_id`` and per file its first row number)
     comes from the row counts of the shares before it, counted while it scores (:class:`_Offsets`: its
-    writer holds the scored rows until they arrive): an uncompressed local ``lines`` piece is counted from
-    its bytes by the worker of the next share, beside that share's own scoring (or, on a worker of one
-    thread, while the share waits for its offsets), so that the piece's own worker reads it while scoring;
+    writer holds the scored rows until they arrive): the uncompressed local ``lines`` pieces of a share are
+    counted from their bytes, half by the share's own worker beside its scoring (on its second thread; none
+    on a worker of one thread) and half by the worker of the next share beside that share's scoring (or, on
+    a worker of one thread, while the share waits for its offsets), so that the piece's own worker reads it
+    while scoring;
     any other piece is read ahead by its own worker, which counts its rows and then scores it from memory.
     The last share's pieces are read while scoring.
 
@@ -399,6 +473,7 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         raise RuntimeError("the dask Client has no workers")
     if not pieces:
         return _Totals(0, {"n_sentences": 0, "n_tokens": 0, "n_oov": 0}, 0.0, 0), 0, [], {"workers": 0.0}
+    pieces, source = _split_at_shares(pieces, fs, len(workers))  # source[i]: the plan's index of piece i
     weights = [_piece_weight(p, fs) for p in pieces]
     if len(pieces) >= len(workers):
         shares = [[(i, 0, 1) for i in range(a, b)] for a, b in _contiguous_shares(weights, len(workers))]
@@ -406,6 +481,8 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         shares = [[(i, k, m)] for i, m in enumerate(_slices_per_piece(weights, len(workers))) for k in range(m)]
     # pinned: a loose restriction lets an idle worker steal a share, two shares then run on one GPU
     pin = {"allow_other_workers": False, "pure": False}
+    info = client.scheduler_info().get("workers", {})
+    threads = {w: int(info.get(w, {}).get("nthreads", 1) or 1) for w in workers}
     sharing = host_share(client, workers[:len(shares)])
     counts, futures = [], []
     run_id = uuid.uuid4().hex
@@ -419,7 +496,7 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
                 if not last:
                     counted.append((pieces[i], None, k, m))
             else:
-                read = read_remote(client, i, workers[s])
+                read = read_remote(client, source[i], workers[s])
                 ahead.append((pieces[i], read, k, m))
             items.append((i, pieces[i], k, m, read))
         # the counts before this share by name: it scores while they count, and waits for them only to write
@@ -427,11 +504,15 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         futures.append(client.submit(_score_share, lm, fs, items, later, str(_part_path(folder, s)),
                                      sentence, bos, eos, sharing[workers[s]], workers=[workers[s]], **pin))
         rows = []
-        if not last:  # the shares after this one write once its rows are counted: counted first (priority)
-            for part, w in ((counted, workers[s + 1]), (ahead, workers[s])):
+        if not last:  # the shares after this one write once its rows are counted: counted first (priority),
+            # the bytes counted from shared in halves by this share's worker (beside its scoring, on its second
+            # thread) and the next share's, earlier shares' first
+            own, nxt = _halves(counted, fs) if threads[workers[s]] > 1 else ([], counted)
+            for part, w in ((own, workers[s]), (nxt, workers[s + 1]), (ahead, workers[s])):
                 if part:
                     names.append(f"cutext-ngram-rows-{run_id}-{s}-{len(rows)}")
-                    rows.append(client.submit(_share_rows, part, fs, names[-1], workers=[w], priority=10, **pin))
+                    rows.append(client.submit(_share_rows, part, fs, names[-1], workers=[w],
+                                              priority=10 + len(shares) - s, **pin))
         counts.append(rows)
     if bar is not None:
         bar.reset(total=sum(len(share) for share in shares))

@@ -117,6 +117,67 @@ def test_client_run_equals_one_process(client, abc, lines, tmp_path, kind):
     assert set(j2["timings"]) >= {"workers", "read", "score", "write"}
 
 
+@pytest.mark.parametrize("kind", ["files", "one file", "one piece"])
+def test_client_run_with_pieces_split_at_the_shares_equals_one_process(client, abc, lines, tmp_path, kind,
+                                                                      monkeypatch):
+    """With the byte ranges that hold the cut between the two shares split there (any size here), the rows,
+    source ids, scores and totals still equal one process; the first share of one file ends at the line
+    that holds its middle byte."""
+    monkeypatch.setattr(ng, "MIN_SPLIT", 64)  # the caller cuts the pieces: the workers need no patch
+    src, blocksize = _inputs(kind, lines, tmp_path / "in")
+    r1, one, j1 = _run(abc, src, tmp_path / "one", blocksize=blocksize)
+    r2, two, j2 = _run(abc, src, tmp_path / "two", blocksize=blocksize, client=client)
+    pd.testing.assert_frame_equal(two, one, check_exact=True)
+    for k in TOTALS:
+        assert j2["counts"][k] == j1["counts"][k], k
+    assert r2.counts["parts"] == 2
+    assert r2.counts["tasks"] == r2.counts["partitions"] + 1  # one piece split in two
+    if kind != "files":  # (a gzip file weighs its compressed bytes)
+        first = pq.read_table(sorted((r2.path / "scores.parquet").iterdir())[0], columns=["doc_id"]).num_rows
+        size = Path(src).stat().st_size
+        nbytes = sum(len(x.encode()) + 1 for x in lines[:first])  # the first share's text, to a line's end
+        assert 0 <= nbytes - size // 2 <= max(len(x.encode()) + 1 for x in lines), (nbytes, size)
+
+
+def _pieces_rows(pieces, fs):
+    from cutext.stages.readers.files import read_piece
+
+    return [t for p in pieces for t in read_piece(p, fs)["text"].tolist()]
+
+
+@pytest.mark.parametrize("blocksize,n", [(16384, 2), (16384, 3), (5000, 4), (64 << 20, 2), (64 << 20, 5)])
+def test_pieces_split_at_the_shares_read_the_same_rows(lines, tmp_path, monkeypatch, blocksize, n):
+    """Split at the shares' cuts, the pieces are consecutive byte ranges of their file that read the same rows
+    in the same order, and cut into ``n`` shares of equal bytes (to a byte each); the halves of a share's
+    row count sum to its rows."""
+    from cutext.stages.readers.files import plan
+    from cutext.stages.text.ngram_text import count_lines_rows
+
+    monkeypatch.setattr(ng, "MIN_SPLIT", 1)
+    src = _write(tmp_path / "one.txt", lines)
+    fs, pieces, _ = plan(str(src), format="lines", blocksize=blocksize)
+    split, source = ng._split_at_shares(pieces, fs, n)
+    assert len(split) > len(pieces) and sorted(source) == source and set(source) == set(range(len(pieces)))
+    assert split[0].start == 0 and split[-1].end is None
+    assert all(a.end == b.start for a, b in itertools.pairwise(split))
+    assert _pieces_rows(split, fs) == _pieces_rows(pieces, fs)
+    w = [ng._piece_weight(p, fs) for p in split]
+    shares = ng._contiguous_shares(w, n)
+    assert len(shares) == n
+    total = sum(w)
+    for k, (a, b) in enumerate(shares):
+        assert abs(sum(w[a:b]) - total // n) <= n, (k, sum(w[a:b]), total // n)
+    entries = [(p, None, 0, 1) for p in split[shares[0][0]:shares[0][1]]]
+    first, second = ng._halves(entries, fs)
+    assert first and second
+    whole = sum(count_lines_rows(p, fs) for p, *_ in entries)
+    assert sum(count_lines_rows(p, fs) for p, *_ in first + second) == whole
+    # a gzip piece is no byte range: it is not cut
+    gz = _write(tmp_path / "one.txt.gz", lines, compress=True)
+    fs, pieces, _ = plan(str(gz), format="lines", blocksize=blocksize)
+    assert ng._split_at_shares(pieces, fs, n)[0] == pieces
+
+
 def test_parts_are_sealed_with_the_crc_their_writer_took(client, abc, lines, tmp_path, monkeypatch):
     """The part files' CRC32s in ngram.json are taken by their writer as it writes them (in this process and on
     each worker), not read back at the seal; they are the files' CRC32s, and the output verifies."""
