@@ -394,16 +394,7 @@ class _ShardEngine:
         clock("shard: start (worker)")
         out = await loop.run_in_executor(self._finish, finish)
         clock("shard: finish (worker)")
-        return _narrow_doc_ids(out, self.shard.hi - self.shard.lo)
-
-
-def _narrow_doc_ids(out, n_docs: int):
-    """A shard's ``(doc, score, n)`` with its doc ids (numbered within the shard) as int32 when the shard has
-    fewer than 2**31 documents: the reply a worker sends is a third smaller (the merge widens them)."""
-    doc, score, n = out
-    if n_docs < 2**31 and doc.dtype != np.int32:
-        doc = doc.astype(np.int32)
-    return doc, score, n
+        return out
 
 
 def _shard_dense(shard: _Shard, Q):

@@ -320,8 +320,7 @@ def merge_topk(parts, k: int, offsets=None):
         parts)``: shards capped at their own size (:meth:`SearchMatrix.topk`) give ``min(k, n_docs)``.
     """
     if len(parts) == 1 and (offsets is None or int(offsets[0]) == 0):
-        doc, score, n = parts[0]
-        return doc.astype(np.int64, copy=False), score, n  # a worker's reply holds int32 ids
+        return parts[0]
     width = sum(p[0].shape[1] for p in parts)
     k = max(1, min(int(k), width))  # the parts hold every candidate: padding past them would only allocate
     return ks.merge_shards(parts, [0] * len(parts) if offsets is None else offsets, k)
