@@ -222,7 +222,8 @@ def _byte_range_piece(piece) -> bool:
 
 def _split_bytes(piece, fs, cuts) -> list:
     """``piece`` cut at the byte offsets ``cuts`` (ascending, inside it: relative to its start) into
-    consecutive byte ranges of the same file; a part would be under :data:`MIN_SPLIT` bytes is not cut."""
+    consecutive byte ranges of the same file; a cut that would leave a part under :data:`MIN_SPLIT` bytes is
+    not made."""
     size = _piece_weight(piece, fs)
     out, a = [], 0
     for c in cuts:
@@ -504,9 +505,9 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         futures.append(client.submit(_score_share, lm, fs, items, later, str(_part_path(folder, s)),
                                      sentence, bos, eos, sharing[workers[s]], workers=[workers[s]], **pin))
         rows = []
-        if not last:  # the shares after this one write once its rows are counted: counted first (priority),
-            # the bytes counted from shared in halves by this share's worker (beside its scoring, on its second
-            # thread) and the next share's, earlier shares' first
+        if not last:  # the shares after this one write once its rows are counted: counted first (priority,
+            # earlier shares' first), in two halves at once by this share's worker (beside its scoring, on its
+            # second thread) and the next share's
             own, nxt = _halves(counted, fs) if threads[workers[s]] > 1 else ([], counted)
             for part, w in ((own, workers[s]), (nxt, workers[s + 1]), (ahead, workers[s])):
                 if part:
