@@ -161,8 +161,8 @@ def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
 # 7.75 GB of text took 3.96 s in process at 64 MiB pieces and 2.90 s at 256 MiB (one H200,
 # benchmarks/micro/ngram_shares.py; docs/decisions.md, "ngram scores written on the device")
 GPU_BLOCKSIZE = 256 << 20
-# the smallest byte range a piece is cut into on a Client (equal shares, halves of a row count): a piece's
-# fixed cost is worth its bytes above it
+# the smallest byte range a piece is cut into on a Client (equal shares, halves of a row count): below it a
+# piece's fixed cost (~12 ms on a GPU, above) outweighs the balance it buys
 MIN_SPLIT = 1 << 20
 
 # the scores of a run: a folder of Parquet part files in corpus order, each written by one writer (one part in
@@ -220,11 +220,10 @@ def _byte_range_piece(piece) -> bool:
             and len(piece.paths) == 1)
 
 
-def _split_bytes(piece, fs, cuts) -> list:
-    """``piece`` cut at the byte offsets ``cuts`` (ascending, inside it: relative to its start) into
-    consecutive byte ranges of the same file; a cut that would leave a part under :data:`MIN_SPLIT` bytes is
-    not made."""
-    size = _piece_weight(piece, fs)
+def _split_bytes(piece, size: int, cuts) -> list:
+    """``piece`` of ``size`` bytes (:func:`_piece_weight`) cut at the byte offsets ``cuts`` (ascending, inside
+    it: relative to its start) into consecutive byte ranges of the same file; a cut that would leave a part
+    under :data:`MIN_SPLIT` bytes is not made."""
     out, a = [], 0
     for c in cuts:
         c = int(c)
@@ -252,7 +251,7 @@ def _split_at_shares(pieces, fs, n: int) -> tuple[list, list]:
     for i, p in enumerate(pieces):
         lo = int(ends[i] - weights[i])
         inside = [t - lo for t in targets if lo < t < int(ends[i])]
-        parts = _split_bytes(p, fs, inside) if inside and _byte_range_piece(p) else [p]
+        parts = _split_bytes(p, int(weights[i]), inside) if inside and _byte_range_piece(p) else [p]
         out.extend(parts)
         source.extend([i] * len(parts))
     return out, source
@@ -274,7 +273,7 @@ def _halves(entries, fs) -> tuple[list, list]:
         elif a >= half:
             second.append((p, read, k, m))
         else:
-            parts = _split_bytes(p, fs, [half - a])
+            parts = _split_bytes(p, w, [half - a])
             first.append((parts[0], read, k, m))
             second.extend((q, read, k, m) for q in parts[1:])
         a += w
@@ -469,7 +468,8 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         not hold the rows counted for it (the input changed while it was read).
     """
     t0 = time.perf_counter()
-    workers = sorted(client.scheduler_info().get("workers", {}))
+    info = client.scheduler_info().get("workers", {})
+    workers = sorted(info)
     if not workers:
         raise RuntimeError("the dask Client has no workers")
     if not pieces:
@@ -482,7 +482,6 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         shares = [[(i, k, m)] for i, m in enumerate(_slices_per_piece(weights, len(workers))) for k in range(m)]
     # pinned: a loose restriction lets an idle worker steal a share, two shares then run on one GPU
     pin = {"allow_other_workers": False, "pure": False}
-    info = client.scheduler_info().get("workers", {})
     threads = {w: int(info.get(w, {}).get("nthreads", 1) or 1) for w in workers}
     sharing = host_share(client, workers[:len(shares)])
     counts, futures = [], []

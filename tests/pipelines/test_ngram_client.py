@@ -22,6 +22,8 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
+from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.text.ngram_text import count_lines_rows
 
 pytestmark = pytest.mark.slow  # a LocalCluster of two processes
 
@@ -140,8 +142,6 @@ def test_client_run_with_pieces_split_at_the_shares_equals_one_process(client, a
 
 
 def _pieces_rows(pieces, fs):
-    from cutext.stages.readers.files import read_piece
-
     return [t for p in pieces for t in read_piece(p, fs)["text"].tolist()]
 
 
@@ -150,9 +150,6 @@ def test_pieces_split_at_the_shares_read_the_same_rows(lines, tmp_path, monkeypa
     """Split at the shares' cuts, the pieces are consecutive byte ranges of their file that read the same rows
     in the same order, and cut into ``n`` shares of equal bytes (to a byte each); the halves of a share's
     row count sum to its rows."""
-    from cutext.stages.readers.files import plan
-    from cutext.stages.text.ngram_text import count_lines_rows
-
     monkeypatch.setattr(ng, "MIN_SPLIT", 1)
     src = _write(tmp_path / "one.txt", lines)
     fs, pieces, _ = plan(str(src), format="lines", blocksize=blocksize)
