@@ -17,7 +17,9 @@ import pytest
 from cutext import pipelines
 from cutext.kernels import wordsplit as ws
 from cutext.kernels.backend import device_count
+from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
+from cutext.stages.readers.files import plan
 from cutext.stages.text.ngram_text import encode_text
 
 pytestmark = pytest.mark.gpu
@@ -220,8 +222,6 @@ def test_gpu_lines_read_and_scored_on_streams_equal_cpu(abc_pair, corpora, tmp_p
     other threads: the scores and totals equal the CPU model's."""
     import json
 
-    from cutext.pipelines import ngram as ng
-
     monkeypatch.setattr(ng, "DEVICE_STREAMS", streams)
     rc, rg, _, _ = _lines_cpu_and_gpu(abc_pair, corpora, tmp_path)
     jc, jg = (json.loads((r.path / "ngram.json").read_text()) for r in (rc, rg))
@@ -234,8 +234,6 @@ def test_gpu_scores_written_with_column_encodings_equal_cpu(abc_pair, corpora, t
     source_id (``DEVICE_SCORE_ENCODINGS``), or by cudf's ParquetWriter (None), over several pieces and row
     groups: pyarrow reads the same table as the CPU pipeline's, and the file's column chunks carry the
     encodings asked for."""
-    from cutext.pipelines import ngram as ng
-
     enc = {"doc_id": "DELTA_BINARY_PACKED", "source_id": "DELTA_BYTE_ARRAY"} if encodings else None
     monkeypatch.setattr(ng, "DEVICE_SCORE_ENCODINGS", enc)
     monkeypatch.setattr(ng, "DEVICE_ROWS_PER_WRITE", 1 << 10)  # several row groups
@@ -314,9 +312,6 @@ def test_gpu_scores_written_on_the_device_equal_the_host_writer(abc_pair, corpor
     pyarrow's writer writes from the same scores: numbered source ids ``<file>:<row>`` across the
     pieces of two files, jsonl ids, empty documents, NaN perplexities; column types as pyarrow reads them;
     a row group a piece, or all pieces gathered into one write."""
-    from cutext.pipelines import ngram as ng
-    from cutext.stages.readers.files import plan
-
     monkeypatch.setattr(ng, "DEVICE_ROWS_PER_WRITE", rows_per_write)
 
     _, gpu = abc_pair

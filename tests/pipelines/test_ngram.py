@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
+from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.readers.arpa import ArpaError, read_arpa
 from cutext.stages.engines.trie import build_trie
@@ -447,8 +448,6 @@ def test_pipeline_scores_corpus_into_parquet(abc, arpa, tmp_path):
 def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path, monkeypatch):
     """The host writer codes the dense doc_id DELTA_BINARY_PACKED (HOST_SCORE_ENCODINGS) and reads back as
     written; an empty dict gives the plain column and the same table."""
-    from cutext.pipelines import ngram as ng
-
     src = arpa / "lmplz" / "heldout.inaugural2001-2009.tok.txt"
     r = pipelines.run("ngram", src, out=tmp_path / "delta", model=abc, format="lines", progress=False)
     part = next((r.path / "scores.parquet").glob("*.parquet"))
@@ -466,12 +465,10 @@ def test_pipeline_scores_doc_id_delta_coded(abc, arpa, tmp_path, monkeypatch):
 def test_encoded_writer_refuses_options_it_does_not_take():
     """The device writer with column encodings names an option of cudf's writer it does not take, or an
     encoding for a column it does not write, before it needs a GPU."""
-    from cutext.pipelines.ngram import _EncodedParquetWriter
-
     with pytest.raises(ValueError, match="use_dictionary"):
-        _EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_id": "DELTA_BINARY_PACKED"}, use_dictionary=False)
+        ng._EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_id": "DELTA_BINARY_PACKED"}, use_dictionary=False)
     with pytest.raises(ValueError, match="doc_ids"):
-        _EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_ids": "DELTA_BINARY_PACKED"})
+        ng._EncodedParquetWriter(io.BytesIO(), ["doc_id"], {"doc_ids": "DELTA_BINARY_PACKED"})
 
 
 def test_pipeline_documents_and_lines(arpa, tmp_path):
