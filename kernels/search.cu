@@ -19,6 +19,13 @@ __device__ __forceinline__ unsigned long long sb_key(float s, long long doc) {
     return ((unsigned long long)u << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned int)doc);
 }
 
+// The score of a key (sb_key's inverse on its high 32 bits)
+__device__ __forceinline__ float sb_score(unsigned long long key) {
+    unsigned int u = (unsigned int)(key >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : (0xFFFFFFFFu - u);
+    return __uint_as_float(u);
+}
+
 // One step of the scoring of a tile [d0, d1) by one term of weight w: U * blockDim.x postings from p0, each
 // thread loading its U doc ids and weights first (independent loads in flight), then adding those in the
 // tile.  The tile's postings of a term are a prefix of [ps, end) (ps: the term's cursor): the thread that
@@ -80,6 +87,9 @@ __device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const f
 #ifndef SB_UNROLL
 #define SB_UNROLL 4
 #endif
+#ifndef SB_QT
+#define SB_QT 32  // query terms whose cursor, end and weight live in shared memory (6 blocks still fit an SM)
+#endif
 #ifndef SB_LIST
 #define SB_LIST 256  // keys of the shared list (kept + a tile's candidates): a thread each when they are ranked
 #endif
@@ -120,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
     const int q = blockIdx.x;
     SB_PROF_BEGIN
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
-    __shared__ float a[SB_TILE];
+    __shared__ __align__(16) float a[SB_TILE];
     __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
     __shared__ unsigned int hist[256], group_sh[32];
     __shared__ unsigned long long prefix_sh, mask_sh;
@@ -133,7 +143,20 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
     int m = 0;                      // keys kept in buf[cur], or in sk[0, m) when listed
     unsigned long long theta = 0;   // a candidate's key must be > theta
     for (int i = threadIdx.x; i < SB_TILE; i += blockDim.x) a[i] = 0.0f;
-    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) cursor[j] = indptr[q_terms[j]];
+    // a term's cursor, end and weight in shared memory for the query's first SB_QT terms (the rest in global memory):
+    // a term's first loads in a tile wait on its cursor alone, not on q_terms -> indptr
+    __shared__ long long cur_sh[SB_QT], end_sh[SB_QT];
+    __shared__ float w_sh[SB_QT];
+    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        const int t = q_terms[j];
+        if (j - j0 < SB_QT) {
+            cur_sh[j - j0] = indptr[t];
+            end_sh[j - j0] = indptr[t + 1];
+            w_sh[j - j0] = q_w[j];
+        } else {
+            cursor[j] = indptr[t];
+        }
+    }
     __syncthreads();
     for (long long d0 = 0; d0 < n_docs; d0 += SB_TILE) {
         const int d1 = (int)(n_docs - d0 < SB_TILE ? n_docs : d0 + SB_TILE);
@@ -141,10 +164,10 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
         SB_PROF_COUNT(0);
         // (1) score the tile: a term's postings in steps of blockDim.x (the first) then SB_UNROLL * blockDim.x
         for (long long j = j0; j < j1; ++j) {
-            const int t = q_terms[j];
-            const float w = q_w[j];
-            const long long end = indptr[t + 1];
-            const long long ps = cursor[j];
+            const bool sh = j - j0 < SB_QT;
+            const float w = sh ? w_sh[j - j0] : q_w[j];
+            const long long end = sh ? end_sh[j - j0] : indptr[q_terms[j] + 1];
+            const long long ps = sh ? cur_sh[j - j0] : cursor[j];
             long long p0 = ps;
             bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
@@ -156,7 +179,9 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
                 p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
                 first = false;
             }
-            if (threadIdx.x == 0) cursor[j] = next_sh[j & 1];
+            if (threadIdx.x == 0) {
+                if (sh) cur_sh[j - j0] = next_sh[j & 1]; else cursor[j] = next_sh[j & 1];
+            }
         }
         // (2) filter: candidates stay, the rest back to 0
         if (fmode == 1) {  // the tile's words of the bitset (d0 is a multiple of 32)
@@ -182,22 +207,34 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
         }
         if (threadIdx.x == 0) cnt_sh = 0;
         __syncthreads();
+        // four scores a thread at once: a score of this tile beats theta iff it is > ts (theta's document comes
+        // from an earlier tile, so on equal scores this tile's larger doc id loses), and a group of four with none
+        // above ts is only cleared (when not zero already)
+        const float ts = theta ? sb_score(theta) : 0.0f;
         int mine = 0;
-        for (int i = threadIdx.x; i < width; i += blockDim.x) {
-            const float s = a[i];
-            if (s > 0.0f && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u))) {
-                const unsigned long long key = sb_key(s, d0 + i);
-                if (key > theta) {
-                    if (listed) {  // behind the kept keys, while the list has room
-                        const int slot = m + atomicAdd(&cnt_sh, 1);
-                        if (slot < SB_LIST) sk[slot] = key;
+        float4* a4 = reinterpret_cast<float4*>(a);
+        for (int i4 = threadIdx.x; i4 < (width + 3) >> 2; i4 += blockDim.x) {  // past width the scores are 0
+            const float4 v = a4[i4];
+            if (fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)) > ts) {
+                float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const int i = 4 * i4 + u;
+                    if (e[u] > ts && (fmode == 0 || ((allow_sh[i >> 5] >> (i & 31)) & 1u))) {
+                        if (listed) {  // behind the kept keys, while the list has room
+                            const int slot = m + atomicAdd(&cnt_sh, 1);
+                            if (slot < SB_LIST) sk[slot] = sb_key(e[u], d0 + i);
+                        } else {
+                            ++mine;
+                        }
                     } else {
-                        ++mine;
+                        e[u] = 0.0f;
                     }
-                    continue;
                 }
+                a4[i4] = make_float4(e[0], e[1], e[2], e[3]);
+            } else if (v.x != 0.0f || v.y != 0.0f || v.z != 0.0f || v.w != 0.0f) {
+                a4[i4] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
-            a[i] = 0.0f;
         }
         if (mine) atomicAdd(&cnt_sh, mine);
         __syncthreads();
@@ -353,9 +390,7 @@ extern "C" __global__ void bm25_topk_sort(const unsigned long long* top, const i
         if (i < n) {
             const unsigned long long key = s[i];
             doc = (long long)(0xFFFFFFFFu - (unsigned int)(key & 0xFFFFFFFFull));
-            unsigned int u = (unsigned int)(key >> 32);
-            u = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : (0xFFFFFFFFu - u);
-            score = __uint_as_float(u);
+            score = sb_score(key);
         }
         out_doc[(long long)q * k + i] = doc;
         out_score[(long long)q * k + i] = score;

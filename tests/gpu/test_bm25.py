@@ -258,6 +258,41 @@ def test_search_engines_gpu_equal_cpu(tmp_path, data_dir, variant):
         _same_rows_close(want, gpu.search(topics, k=k, engine="sparse"))
 
 
+class _Built:
+    """``cutext.kernels._cuda`` with extra nvrtc options for every kernel: another build of search.cu."""
+
+    def __init__(self, real, extra):
+        self.real, self.extra = real, tuple(extra)
+
+    def kernel(self, source, function):
+        return self.real.kernel(source, function, self.real.COMPILE_OPTIONS + self.extra)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("options", [("-DSB_QT=1", "-DSB_UNROLL=2"), ("-DSB_TILE=1024",),
+                                     ("-DSB_UNROLL=1", "-DSB_LIST=64")])
+def test_search_engine_builds_equal_cpu(tmp_path, data_dir, monkeypatch, options):
+    """The GPU engine's step, tile, shared list sizes and the query terms it keeps in shared memory change no row:
+    builds of search.cu with another SB_UNROLL, SB_QT (the terms past the first read from global memory; the
+    default keeps 32, and one CACM topic has 43), SB_TILE (a term's cursor crosses 8x more tile edges) or SB_LIST
+    (k=10 fills a list of 64 keys, k=1000 takes the radix select) return the CPU engine's frames bit for bit, with
+    one pass and with a 1 MiB workspace."""
+    from cutext.kernels import _cuda
+    from cutext.kernels import search as ks
+
+    r = _build(data_dir / "cacm" / "cacm.json", tmp_path / "idx", backend="cpu", **ANALYSIS)
+    topics = cacm_topics(data_dir)
+    cpu = pipelines.BM25Index.load(r.path, backend="cpu")
+    gpu = pipelines.BM25Index.load(r.path, backend="gpu")
+    monkeypatch.setattr(ks, "_cuda", _Built(_cuda, options))
+    for k in (10, 1000):
+        want = cpu.search(topics, k=k, engine="cpu")
+        pd.testing.assert_frame_equal(gpu.search(topics, k=k, engine="gpu"), want)
+        pd.testing.assert_frame_equal(gpu.search(topics, k=k, engine="gpu", max_workspace=1 << 20), want)
+
+
 def _news_queries(n=3000):
     docs = datasets.load_20newsgroups(need_data("20newsgroups"))
     return [" ".join(t.split()[:8]) for t in docs["text"][:n]]
