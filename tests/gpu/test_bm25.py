@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 from cutext import pipelines
+from cutext.kernels import _cuda
+from cutext.kernels import search as ks
 from cutext.kernels.backend import device_count, to_cudf
 from cutext.pipelines import datasets
 from cutext.stages.text.count import count_partition
@@ -279,9 +281,6 @@ def test_search_engine_builds_equal_cpu(tmp_path, data_dir, monkeypatch, options
     default keeps 32, and one CACM topic has 43), SB_TILE (a term's cursor crosses 8x more tile edges) or SB_LIST
     (k=10 fills a list of 64 keys, k=1000 takes the radix select) return the CPU engine's frames bit for bit, with
     one pass and with a 1 MiB workspace."""
-    from cutext.kernels import _cuda
-    from cutext.kernels import search as ks
-
     r = _build(data_dir / "cacm" / "cacm.json", tmp_path / "idx", backend="cpu", **ANALYSIS)
     topics = cacm_topics(data_dir)
     cpu = pipelines.BM25Index.load(r.path, backend="cpu")
