@@ -1,6 +1,11 @@
 // Runs the CUDA C of kernels/search.cu on the CPU: one std::thread per CUDA thread, blocks one after another.
 #include "emu_block_threads.h"
+#include <cmath>
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+// the vector type of the filter's four-score loads
+struct alignas(16) float4 { float x, y, z, w; };
+static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 // device atomics: blocks run one after another, so only the threads of one block race
 static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

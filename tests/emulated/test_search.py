@@ -31,6 +31,14 @@ def emu_lib(tmp_path_factory):
                                 "search_emu.cpp", flags=("-O1", "-ffp-contract=off", "-DSB_TILE=512", "-DSB_LIST=32"))
 
 
+@pytest.fixture(scope="module")
+def emu_lib_qt2(tmp_path_factory):
+    """search.cu with SB_QT=2: a query's terms past its second keep their cursor, end and weight in global memory."""
+    return build_cuda_emulation(tmp_path_factory.mktemp("emu_qt2"), Path(ks.__file__).with_name("search.cu"),
+                                "search_emu.cpp",
+                                flags=("-O1", "-ffp-contract=off", "-DSB_TILE=512", "-DSB_LIST=32", "-DSB_QT=2"))
+
+
 @pytest.fixture
 def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of search.cu."""
@@ -175,6 +183,26 @@ def test_emulated_cuda_long_postings_and_ties(fake_cupy):
     assert want[2][1] == 0 and (want[0][0] == np.arange(40)).all()
     dev = [fake_cupy.asarray(a) for a in _args(M)]
     _same(ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, 40), want, "emulated")
+
+
+def test_emulated_cuda_terms_past_those_in_shared_memory(emu_lib_qt2, monkeypatch):
+    """Queries of 1-9 terms over a build that keeps two terms a query in shared memory: the third and later terms'
+    cursors advance in global memory, tile by tile, and the results equal the twin and the brute force."""
+    fake = install_fake_cupy(emu_lib_qt2, monkeypatch)
+    monkeypatch.setattr(ks, "THREADS", 32)
+    M = _problem(23, n_terms=30, n_docs=3000)[0]
+    M = (sp.random(31, 3000, density=0.2, format="csr", random_state=5, dtype=np.float32) + M).tocsr()
+    M.sort_indices()
+    rng = np.random.default_rng(23)
+    rows = [rng.choice(np.arange(1, 31), size=n, replace=False) for n in range(1, 10)]
+    Q = sp.csr_matrix((np.ones(sum(map(len, rows)), np.float32), (np.repeat(np.arange(9), [len(r) for r in rows]),
+                       np.concatenate(rows))), shape=(9, 31))
+    Q.sort_indices()
+    dev = [fake.asarray(a) for a in _args(M)]
+    for k in (4, 100):
+        got = ks.search_tiled(*dev, 3000, Q.indptr, Q.indices, Q.data, k)
+        _same(got, ks.search_tiled(*_args(M), 3000, Q.indptr, Q.indices, Q.data, k), f"emulated vs twin k={k}")
+        _same(got, _brute(M, Q, k), f"emulated vs brute force k={k}")
 
 
 @pytest.mark.parametrize("density", [0.3, 0.9])
