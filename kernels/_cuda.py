@@ -93,6 +93,30 @@ def kernel(name: str, function: str, options: tuple = COMPILE_OPTIONS):
     return f
 
 
+class Options:
+    """This module with ``extra`` nvrtc options added to every kernel it builds: another build of a source (a test
+    or a benchmark sets it as a kernel module's ``_cuda``, e.g. ``-DSB_TILE=1024`` for ``search.cu``).
+
+    Parameters
+    ----------
+    extra : iterable of str
+        nvrtc options appended to :data:`COMPILE_OPTIONS` (``-D`` switches of the source).
+    """
+
+    def __init__(self, extra):
+        self.extra = tuple(extra)
+
+    def kernel(self, name: str, function: str):
+        """:func:`kernel` built with the extra options."""
+        return kernel(name, function, COMPILE_OPTIONS + self.extra)
+
+    def __getattr__(self, attr):  # everything else is the module's own
+        try:
+            return globals()[attr]
+        except KeyError:
+            raise AttributeError(attr) from None
+
+
 def grid(n, threads: int = THREADS):
     """Launch shape for one thread per item: ``((ceil(n / threads),), (threads,))``, at least one block."""
     return (max(1, (int(n) + threads - 1) // threads),), (threads,)
@@ -105,4 +129,4 @@ def clear() -> None:
         _functions.clear()
 
 
-__all__ = ["COMPILE_OPTIONS", "THREADS", "clear", "grid", "kernel", "module", "source"]
+__all__ = ["COMPILE_OPTIONS", "THREADS", "Options", "clear", "grid", "kernel", "module", "source"]

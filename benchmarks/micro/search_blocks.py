@@ -42,19 +42,6 @@ def doc_range(indptr, indices, data, lo: int, hi: int):
     return c[indptr], (indices[keep] - lo).astype(cupy.int32), data[keep]
 
 
-class _Options:
-    """Stands in for ``cutext.kernels._cuda`` in ``kernels.search``: every kernel built with ``extra`` options."""
-
-    def __init__(self, real, extra):
-        self.real, self.extra = real, tuple(extra)
-
-    def kernel(self, source, function):
-        return self.real.kernel(source, function, self.real.COMPILE_OPTIONS + self.extra)
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", default="/tmp/cutext-search-gpus/index")
@@ -129,7 +116,7 @@ def main(argv=None) -> int:
         want = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k, workspace=ws)()
         real, real_src = ks._cuda, ks.SOURCE
         for name, src, opts, _ in variants:
-            ks._cuda, ks.SOURCE = _Options(real, opts), src
+            ks._cuda, ks.SOURCE = _cuda.Options(opts), src
             try:
                 vms = timed(run)
                 got = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k,
@@ -138,7 +125,7 @@ def main(argv=None) -> int:
                 ks._cuda, ks.SOURCE = real, real_src
             same = all(np.array_equal(x, y) for x, y in zip(got, want))
             vrows.append((parts, name, vms, ms, same))
-        ks._cuda = _Options(real, PROFILE_OPTIONS)
+        ks._cuda = _cuda.Options(PROFILE_OPTIONS)
         try:
             ms_prof = timed(run)
             prof = _cuda.module(ks.SOURCE, _cuda.COMPILE_OPTIONS + PROFILE_OPTIONS).get_global("sb_prof")

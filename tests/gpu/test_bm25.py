@@ -260,19 +260,6 @@ def test_search_engines_gpu_equal_cpu(tmp_path, data_dir, variant):
         _same_rows_close(want, gpu.search(topics, k=k, engine="sparse"))
 
 
-class _Built:
-    """``cutext.kernels._cuda`` with extra nvrtc options for every kernel: another build of search.cu."""
-
-    def __init__(self, real, extra):
-        self.real, self.extra = real, tuple(extra)
-
-    def kernel(self, source, function):
-        return self.real.kernel(source, function, self.real.COMPILE_OPTIONS + self.extra)
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
 @pytest.mark.parametrize("options", [("-DSB_QT=1", "-DSB_UNROLL=2"), ("-DSB_TILE=1024",),
                                      ("-DSB_UNROLL=1", "-DSB_LIST=64")])
 def test_search_engine_builds_equal_cpu(tmp_path, data_dir, monkeypatch, options):
@@ -285,7 +272,7 @@ def test_search_engine_builds_equal_cpu(tmp_path, data_dir, monkeypatch, options
     topics = cacm_topics(data_dir)
     cpu = pipelines.BM25Index.load(r.path, backend="cpu")
     gpu = pipelines.BM25Index.load(r.path, backend="gpu")
-    monkeypatch.setattr(ks, "_cuda", _Built(_cuda, options))
+    monkeypatch.setattr(ks, "_cuda", _cuda.Options(options))
     for k in (10, 1000):
         want = cpu.search(topics, k=k, engine="cpu")
         pd.testing.assert_frame_equal(gpu.search(topics, k=k, engine="gpu"), want)
