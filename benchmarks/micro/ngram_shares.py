@@ -37,6 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import ngram as bench  # noqa: E402  (the text files and data folder of the ngram benchmark)
+from cutext.pipelines import ngram as ng
+from cutext.stages.readers.files import plan
+from cutext.stages.text import ngram_text
 
 
 def split_file(path: Path, n: int) -> list:
@@ -116,11 +119,9 @@ def client_runs(path, lm, n, args, blocksize) -> list:
     """Runs on ``local_gpu_cluster(n)``: (seconds, timings, per worker dict) each."""
     from distributed import Client, get_task_stream
 
-    from cutext.stages.runtime.compute import step_profile
-
     from cutext import pipelines
     from cutext.pipelines import local_gpu_cluster
-    from cutext.pipelines import ngram as ng
+    from cutext.stages.runtime.compute import step_profile
 
     seen = {}
     gather = ng._gather_pinned
@@ -221,10 +222,6 @@ def uint8_lanes():
 
 def count_runs(path, args, blocksize) -> list:
     """``(kernel, median seconds, rows)`` of counting the first of ``args.gpus`` shares' pieces, per kernel."""
-    from cutext.pipelines import ngram as ng
-    from cutext.stages.readers.files import plan
-    from cutext.stages.text import ngram_text
-
     fs, pieces, _ = plan(str(path), format="lines", blocksize=blocksize)
     a, b = ng._contiguous_shares([ng._piece_weight(p, fs) for p in pieces], args.gpus)[0]
     first = pieces[a:b]
@@ -275,8 +272,6 @@ def install_timeline(sync: bool = False) -> None:
     import functools
     import threading
 
-    from cutext.pipelines import ngram as ng
-
     if hasattr(ng, "_timeline_events"):  # (the list lives in the module: this function may be a pickled copy)
         return
     events = ng._timeline_events = []
@@ -302,8 +297,6 @@ def install_timeline(sync: bool = False) -> None:
 
 
 def take_timeline() -> list:
-    from cutext.pipelines import ngram as ng
-
     events = getattr(ng, "_timeline_events", [])
     out = list(events)
     events.clear()
