@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from cutext.stages.engines.lda_chunk import Chunks
 from cutext.stages.engines.lda_gibbs import GibbsState, _sub_chunks, check_state_memory
+from cutext.stages.runtime.compute import WorkerActors
 
 COLLECTIVES = ("auto", "nccl", "client")
 
@@ -194,9 +195,8 @@ class DistributedGibbs:
             [sub_f] = client.scatter([sub], workers=[w], hash=False)
             futs.append(client.submit(_ShardActor, sub_f, K, alpha, beta, seed, self.gpu, ch.V, workers=[w],
                                       allow_other_workers=False, actor=True, pure=False))
-        self.actors = [f.result() for f in futs]
-        self._futures = futs  # keep the actors alive
-        self.where = [f.result() for f in [a.where() for a in self.actors]]
+        self.actors = WorkerActors(client, futs, workers)  # called on their workers, not through the scheduler
+        self.where = self._gather("where")
         distinct_gpus = False
         if self.gpu:  # NCCL needs one GPU per rank: dask-cuda gives each worker its own first visible device
             vis = [x["cuda_visible_devices"] for x in self.where]
@@ -214,13 +214,13 @@ class DistributedGibbs:
                                    "(install NCCL, e.g. conda install nccl) -- or use collective='client'")
         self.collective = collective
         if collective == "nccl":
-            uid = self.actors[0].nccl_unique_id().result()
+            uid = self.actors.call_one(0, "nccl_unique_id")
             # the communicator init is collective: every rank joins at once
-            [f.result() for f in [a.nccl_init(uid, n, r) for r, a in enumerate(self.actors)]]
+            self.actors.call("nccl_init", per_actor=[(uid, n, r) for r in range(n)])
         self._allreduce(None)
 
     def _gather(self, method, *args):
-        return [f.result() for f in [getattr(a, method)(*args) for a in self.actors]]
+        return self.actors.call(method, *args)
 
     def _allreduce(self, local_ws):
         """Sum the shards' local W and install the sum on every shard."""
@@ -272,17 +272,17 @@ class DistributedGibbs:
     @property
     def W(self) -> np.ndarray:
         """The summed W (host copy from shard 0), int32 (V, K)."""
-        return self.actors[0].global_w().result()
+        return self.actors.call_one(0, "global_w")
 
     @property
     def nk(self) -> np.ndarray:
-        return self.actors[0].nk().result()
+        return self.actors.call_one(0, "nk")
 
     def host(self, a) -> np.ndarray:
         return a
 
     def topic_word_table(self):
-        return self.actors[0].topic_word_table().result()
+        return self.actors.call_one(0, "topic_word_table")
 
     def llpt(self) -> float:
         """EZLDA Eq. 5 (log2, bits per token) over every shard's tokens."""
@@ -316,9 +316,7 @@ class DistributedGibbs:
 
     def close(self):
         """Release the actors (their shards' memory on the workers)."""
-        for f in self._futures:
-            f.release()
-        self.actors, self._futures = [], []
+        self.actors.release()
 
 
 __all__ = ["COLLECTIVES", "DistributedGibbs"]

@@ -431,6 +431,97 @@ def shared_key(obj, client=None):
     return dask.delayed(obj, pure=True, traverse=False)
 
 
+class WorkerActors:
+    """Dask actors, one a worker, called straight on their workers, the calls of all workers waited for at once.
+
+    A ``distributed.Actor``'s call goes through the scheduler unless the client was made with
+    ``direct_to_workers=True`` (``distributed.client.direct-to-workers``, off by default): the scheduler's one
+    event loop then carries every call's arguments and every reply, and each ``ActorFuture.result()`` is a
+    round trip of its own to the client's event loop.  Here a call is the ``actor_execute`` message a direct
+    client's actor sends, on the client's connection pool to the actor's worker, and ``start`` returns one
+    wait for the calls of every actor.  A client made with ``direct_to_workers=False``, or a worker it cannot
+    reach when this is made (a client outside the cluster's network), is called through the scheduler, as a
+    ``distributed.Actor`` is.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    futures : list of distributed.Future
+        Of ``client.submit(cls, ..., actor=True, workers=[address])``, one a worker; kept, so the actors live
+        as long as this object.
+    addresses : list of str
+        The worker of each actor.
+
+    Raises
+    ------
+    Exception
+        From ``start``'s wait: the first error raised by an actor's method, as ``ActorFuture.result()``.
+    """
+
+    def __init__(self, client, futures, addresses):
+        self.client = client
+        self.futures = list(futures)
+        self.actors = [f.result() for f in self.futures]
+        self.keys = [f.key for f in self.futures]
+        self.addresses = list(addresses)
+        self.direct = [False] * len(self.addresses)
+        if client.direct_to_workers is not False:
+            self.direct = client.sync(self._reachable)
+
+    def __len__(self) -> int:
+        return len(self.actors)
+
+    async def _reachable(self) -> list[bool]:
+        import asyncio
+
+        async def one(address):
+            try:
+                await self.client.rpc(address).identity()
+                return True
+            except OSError:
+                return False
+
+        return list(await asyncio.gather(*(one(a) for a in self.addresses)))
+
+    async def _call(self, i: int, method: str, args: tuple):
+        if not self.direct[i]:
+            return await getattr(self.actors[i], method)(*args)
+        from distributed.protocol import to_serialize
+
+        r = await self.client.rpc(self.addresses[i]).actor_execute(
+            function=method, actor=self.keys[i], args=[to_serialize(a) for a in args], kwargs={})
+        if r["status"] != "OK":
+            raise r["exception"]
+        return r["result"]
+
+    def start(self, method: str, *args, per_actor: list | None = None, only: int | None = None):
+        """Send ``method(*args)`` to every actor (``per_actor``: a tuple of arguments for each instead;
+        ``only``: to that actor alone) and return ``wait()`` -> the results in the actors' order."""
+        import asyncio
+
+        which = range(len(self.actors)) if only is None else [only]
+        calls = [(i, per_actor[i] if per_actor is not None else args) for i in which]
+
+        async def every():
+            return list(await asyncio.gather(*(self._call(i, method, a) for i, a in calls)))
+
+        return asyncio.run_coroutine_threadsafe(every(), self.client.loop.asyncio_loop).result
+
+    def call(self, method: str, *args, per_actor: list | None = None) -> list:
+        """:meth:`start` and its wait: every actor's result."""
+        return self.start(method, *args, per_actor=per_actor)()
+
+    def call_one(self, i: int, method: str, *args):
+        """``method(*args)`` on actor ``i`` alone: its result."""
+        return self.start(method, *args, only=i)()[0]
+
+    def release(self) -> None:
+        """Release the actors (what they hold on their workers)."""
+        for f in self.futures:
+            f.release()
+        self.futures, self.actors, self.keys, self.addresses, self.direct = [], [], [], [], []
+
+
 def cluster_workers() -> list[str] | None:
     """The worker addresses (sorted) of :func:`cluster_client`, or None when dask computes in-process
     or the cluster has fewer than two workers (nothing to spread)."""
