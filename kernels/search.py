@@ -55,6 +55,11 @@ SCAN_BLOCK = 64  # CPU engine: scores per block of the dense top-k scan
 DENSE_RATIO = 8  # CPU engine: a query with >= N / 8 postings is scored densely (no touched list)
 
 
+# documents a GPU index (or shard) may hold: a step's 32-bit offsets within a term reach past its last posting
+# by up to SB_UNROLL * blockDim.x (search.cu, sb_step)
+MAX_DOCS_GPU = 2**31 - 2**16
+
+
 def _check_k(k: int) -> int:
     if int(k) < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -460,7 +465,7 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     Parameters
     ----------
     indptr : int64 array (V + 2,), indices : int32 array (nnz,), data : float32 array (nnz,)
-        The index (cupy: on the device).  ``n_docs < 2**31``.
+        The index (cupy: on the device).  ``n_docs < 2**31 - 2**16`` (the kernel's 32-bit offsets).
     n_docs : int
     q_ptr, q_terms, q_w : host arrays, the query CSR (see :func:`search_cpu`)
     k : int in [1, 4096] (:data:`MAX_K_GPU`, the shared-memory sort)
@@ -478,8 +483,8 @@ def search_tiled(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int
     Raises
     ------
     ValueError
-        ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31``; a filter of
-        the wrong shape (:func:`search_cpu`).
+        ``k`` outside [1, 4096], ``max_workspace`` too small for a query, ``n_docs >= 2**31 - 2**16``; a
+        filter of the wrong shape (:func:`search_cpu`).
     """
     return search_tiled_start(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, max_workspace, mask, lists)()
 
@@ -499,7 +504,9 @@ class Workspace:
     the set's arrays, grown when a batch needs more.  So a steady stream of batches allocates and frees
     no device memory: under RMM's plain resource (what CuPy uses once cudf is imported) every free is a
     device-wide ``cudaFree``, which would wait for the next batch's kernels and serialize the caller's
-    collection with them.  When both sets are taken a batch allocates its own buffers, as without one.
+    collection with them.  A set also holds the page-locked host arrays that a batch's uploads are staged in
+    (so they are queued on the stream, not waited for).  When both sets are taken a batch allocates its own
+    buffers, as without one.
     """
 
     def __init__(self, n_sets: int = 2):
@@ -519,11 +526,17 @@ class Workspace:
                 self._free.append(i)
 
     @staticmethod
-    def view(store: dict, xp, name: str, size: int, dtype):
-        """``store[name]``'s first ``size`` items (``dtype``), the array replaced by a larger one when short."""
+    def view(store: dict, xp, name: str, size: int, dtype, pinned: bool = False):
+        """``store[name]``'s first ``size`` items (``dtype``), the array replaced by a larger one when short;
+        ``pinned``: a host array in page-locked memory (``xp.cuda.alloc_pinned_memory``) instead of a device one."""
         a = store.get(name)
         if a is None or a.size < size or a.dtype != np.dtype(dtype):
-            a = store[name] = xp.empty(max(size, 1), dtype)
+            n = max(size, 1)
+            if pinned:
+                a = np.frombuffer(xp.cuda.alloc_pinned_memory(n * np.dtype(dtype).itemsize), dtype, n)
+            else:
+                a = xp.empty(n, dtype)
+            store[name] = a
         return a[:size]
 
 
@@ -539,8 +552,9 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     if k > MAX_K_GPU:
         raise ValueError(f"k must be <= {MAX_K_GPU} for the GPU engine (its top-k sort is in shared memory), "
                          f"got {k}; use engine='cpu' or 'sparse' for deeper runs")
-    if n_docs >= 2**31:
-        raise ValueError(f"the GPU engine needs n_docs < 2**31, got {n_docs}; shard the index (client=...)")
+    if n_docs >= MAX_DOCS_GPU:
+        raise ValueError(f"the GPU engine needs n_docs < 2**31 - 2**16, got {n_docs}; shard the index "
+                         "(devices=... or client=...)")
     q_ptr, q_terms, q_w = _as_query_csr(q_ptr, q_terms, q_w)
     nq = len(q_ptr) - 1
     fmode, fmask, a_ptr, a_docs = _filter_arrays(mask, lists, int(n_docs), nq)
@@ -562,24 +576,33 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     # freed while the kernels run would, under RMM's default resource (cudaFree), wait for them
     borrowed = workspace.take() if gpu and workspace is not None else None
     store = borrowed if borrowed is not None else {}
-
-    def zeros(name, size, dtype):
-        v = Workspace.view(store, xp, name, size, dtype)
-        v.fill(0)
-        return v
-
-    def upload(name, host):
-        host = np.ascontiguousarray(host)
-        v = Workspace.view(store, xp, name, host.size, host.dtype)
-        v.set(host)
-        return v
-
-    dev = {"top_a": zeros("top_a", nqt * k, np.uint64), "top_b": zeros("top_b", nqt * k, np.uint64),
-           "top_n": zeros("top_n", nqt, np.int32), "cursor": zeros("cursor", max(nterms, 1), np.int64),
-           "doc": zeros("doc", nqt * k, np.int64), "score": zeros("score", nqt * k, np.float32)}
-    if gpu:  # the filter on the device (a one-word or one-entry stand-in for what fmode does not read)
-        dev["allow_bits"] = upload("allow_bits", _mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32))
-        dev["a_docs"] = upload("a_docs", a_docs if len(a_docs) else np.zeros(1, np.int32))
+    if not gpu:
+        dev = {name: np.zeros(size, dtype) for name, size, dtype in
+               (("top_a", nqt * k, np.uint64), ("top_n", nqt, np.int32))}
+        for s, e in passes:
+            n = e - s
+            qp = q_ptr[s:e + 1] - q_ptr[s]
+            qt, qw = q_terms[q_ptr[s]:q_ptr[e]], q_w[q_ptr[s]:q_ptr[e]]
+            _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, dev["top_a"],
+                               dev["top_n"], fmode, fmask, a_ptr[s:e + 1] if fmode == 2 else a_ptr, a_docs)
+            _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
+            out_n[s:e] = dev["top_n"][:n]
+        return done
+    # The kernels write every buffer they read (top_a / top_b up to a query's kept count, the cursors past
+    # SB_QT at a query's start, top_n, doc and score in full), so none is cleared.  A batch makes one upload
+    # and one copy-out: each packs its arrays into one page-locked host buffer and one device buffer (the
+    # workspace's, kept), so a device's batch costs a few calls of the caller's thread, none of which waits.
+    dev = {"store": store,  # the page-locked buffers stay alive (and unused by another batch) until finish
+           "top_a": Workspace.view(store, xp, "top_a", nqt * k, np.uint64),
+           "top_b": Workspace.view(store, xp, "top_b", nqt * k, np.uint64),
+           "cursor": Workspace.view(store, xp, "cursor", max(nterms, 1), np.int64)}
+    out_layout = _packed([("doc", nqt * k, np.int64), ("score", nqt * k, np.float32), ("top_n", nqt, np.int32)])
+    out_dev = Workspace.view(store, xp, "out", out_layout[-1], np.uint8)
+    dev.update(_views(out_dev, out_layout[0]))
+    stream = xp.cuda.get_current_stream()
+    # the filter on the device (a one-word or one-entry stand-in for what fmode does not read)
+    bits = _mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32)
+    docs = a_docs if len(a_docs) else np.zeros(1, np.int32)
 
     def fetch(s, e):
         n = e - s
@@ -589,56 +612,62 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
 
     for i, (s, e) in enumerate(passes):
         n = e - s
-        qp = q_ptr[s:e + 1] - q_ptr[s]
-        if gpu:  # the previous pass's buffers are reused once its results are fetched
-            dev["q"] = (upload("qp", qp), upload("qt", q_terms[q_ptr[s]:q_ptr[e]]),
-                        upload("qw", q_w[q_ptr[s]:q_ptr[e]]))
-            dev["a_ptr"] = upload("a_ptr", a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64))
-            _cuda.kernel(SOURCE, "bm25_block_search")(
-                (n,), (THREADS,), (indptr, indices, data, *dev["q"], np.int32(n_docs), np.int32(k), dev["cursor"],
-                                   dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode), dev["allow_bits"],
-                                   dev["a_ptr"], dev["a_docs"]))
-            _cuda.kernel(SOURCE, "bm25_topk_sort")(
-                (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
-            if i == len(passes) - 1:
-                # the results' copies queued behind this batch's kernels: the device's next batch, queued
-                # before the caller collects this one, does not hold the collection up
-                wait = _copy_out_async(xp, dev, n, k)
-
-                def finish(s=s, e=e):
-                    out_doc[s:e], out_score[s:e], out_n[s:e] = wait()
-                    dev.clear()  # the kernels are done: freeing waits for nothing
-                    if borrowed is not None:
-                        workspace.give_back(borrowed)
-                    return done()
-                return finish
+        ups = [("qp", q_ptr[s:e + 1] - q_ptr[s]), ("qt", q_terms[q_ptr[s]:q_ptr[e]]), ("qw", q_w[q_ptr[s]:q_ptr[e]]),
+               ("a_ptr", a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64)), ("allow_bits", bits),
+               ("a_docs", docs)]
+        ups = [(name, np.ascontiguousarray(h)) for name, h in ups]
+        layout, total = _packed([(name, h.size, h.dtype) for name, h in ups])
+        staged = Workspace.view(store, xp, "host:in", total, np.uint8, pinned=True)
+        sv = _views(staged, layout)
+        for name, h in ups:  # the previous pass's upload is done: its results were fetched
+            sv[name][...] = h
+        up_dev = Workspace.view(store, xp, "in", total, np.uint8)
+        up_dev.set(staged, stream=stream)  # page-locked: queued on the stream, returns at once
+        u = _views(up_dev, layout)
+        _cuda.kernel(SOURCE, "bm25_block_search")(
+            (n,), (THREADS,), (indptr, indices, data, u["qp"], u["qt"], u["qw"], np.int32(n_docs), np.int32(k),
+                               dev["cursor"], dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode),
+                               u["allow_bits"], u["a_ptr"], u["a_docs"]))
+        _cuda.kernel(SOURCE, "bm25_topk_sort")(
+            (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
+        if i < len(passes) - 1:
             fetch(s, e)
-        else:
-            qt, qw = q_terms[q_ptr[s]:q_ptr[e]], q_w[q_ptr[s]:q_ptr[e]]
-            _twin_block_search(indptr, indices, data, qp, qt, qw, n, int(n_docs), k, TILE, dev["top_a"],
-                               dev["top_n"], fmode, fmask, a_ptr[s:e + 1] if fmode == 2 else a_ptr, a_docs)
-            _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
-            out_n[s:e] = dev["top_n"][:n]
-    return done
+            continue
+        # the results' copy queued behind this batch's kernels: the device's next batch, queued before the
+        # caller collects this one, does not hold the collection up
+        host_out = Workspace.view(store, xp, "host:out", out_layout[-1], np.uint8, pinned=True)
+        got = _views(host_out, out_layout[0])
+        out_dev.get(out=host_out, blocking=False)  # page-locked: returns before the copy is done
+        ready = xp.cuda.Event()
+        ready.record(stream)
+
+        def finish(s=s, e=e, n=n, got=got, ready=ready):
+            ready.synchronize()
+            out_doc[s:e] = got["doc"][:n * k].reshape(n, k)
+            out_score[s:e] = got["score"][:n * k].reshape(n, k)
+            out_n[s:e] = got["top_n"][:n]
+            dev.clear()  # the kernels are done: freeing waits for nothing
+            if borrowed is not None:
+                workspace.give_back(borrowed)
+            return done()
+        return finish
+    return done  # pragma: no cover - the last pass returns finish
 
 
-def _copy_out_async(xp, dev: dict, n: int, k: int):
-    """Queue the copies of a pass's results (``dev``'s ``doc``, ``score``, ``top_n``) into page-locked host
-    buffers on the current stream, behind the pass's kernels, and return ``wait()`` -> ``(doc (n, k) int64,
-    score (n, k) float32, n (n,) int32)``, which waits for them (an event) and returns the buffers."""
-    bufs = []
-    for name, size, dtype in (("doc", n * k, np.int64), ("score", n * k, np.float32), ("top_n", n, np.int32)):
+def _packed(arrays) -> tuple[dict, int]:
+    """``({name: (byte offset, size, dtype)}, total bytes)`` of ``(name, size, dtype)`` arrays back to back
+    in one byte buffer, each at a multiple of 16 bytes (at least 16 bytes each)."""
+    layout, total = {}, 0
+    for name, size, dtype in arrays:
         dtype = np.dtype(dtype)
-        host = np.frombuffer(xp.cuda.alloc_pinned_memory(max(size, 1) * dtype.itemsize), dtype, size)
-        dev[name][:size].get(out=host, blocking=False)  # page-locked: the copy returns before it is done
-        bufs.append(host)
-    done = xp.cuda.Event()
-    done.record()
+        layout[name] = (total, int(size), dtype)
+        total += max(16, -(-int(size) * dtype.itemsize // 16) * 16)
+    return layout, total
 
-    def wait():
-        done.synchronize()
-        return bufs[0].reshape(n, k), bufs[1].reshape(n, k), bufs[2]
-    return wait
+
+def _views(buf, layout: dict) -> dict:
+    """``{name: array}``: the arrays of ``layout`` (:func:`_packed`) as views of the byte buffer ``buf``."""
+    return {name: buf[off:off + size * dt.itemsize].view(dt) for name, (off, size, dt) in layout.items()}
 
 
 @numba.njit(nogil=True, cache=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,9 +22,9 @@ from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
 from cutext.stages.engines import phrases as phrase_stage
-from cutext.stages.runtime.compute import (StepClock)
-from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, token_positions,
-                                         tokenize_flat)
+from cutext.stages.runtime.compute import StepClock, WorkerActors
+from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
+                                         token_positions, tokenize_flat)
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.params import choice, count, param
@@ -552,7 +553,7 @@ class BM25Index:
         self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
         self._term_hash = None  # kernels.termhash.TermHash of the vocabulary, built at the first query
         self._client = client
-        self._engines: list = []  # dask actors (_ShardEngine) of a client's shards, one per worker
+        self._engines = None  # WorkerActors: the engines (_ShardEngine) of a client's shards, one per worker
         self._shard_futures = list(shards or [])  # (lo, hi, worker, future)
         self.shards = [(lo, hi, w) for lo, hi, w, _ in self._shard_futures]
         self._text_segments = None  # (folders, deletes, doc_base) of a segmented index, for its texts
@@ -724,8 +725,9 @@ class BM25Index:
         index = cls(*fields, None, ",".join(sorted({i[2] for i in infos})), client=client, shards=futures)
         index._shard_nonnegative = all(i[3] for i in infos)
         if not isinstance(client, _Devices):  # one engine per worker, holding the shard it loaded
-            index._engines = [client.submit(_ShardEngine, f, workers=[w], allow_other_workers=False, actor=True,
-                                            pure=False).result() for _, _, w, f in futures]
+            engines = [client.submit(_ShardEngine, f, workers=[w], allow_other_workers=False, actor=True, pure=False)
+                       for _, _, w, f in futures]
+            index._engines = WorkerActors(client, engines, [w for _, _, w, _ in futures])
         return index
 
     @classmethod
@@ -1195,12 +1197,13 @@ class BM25Index:
         call (:class:`cutext.kernels.termhash.TermHash`).  Without a stemmer the batch is split and
         looked up in one pass over its bytes on numba's threads
         (:func:`cutext.kernels.termhash.text_csr`); with one, it is tokenized into one array first
-        (stopwords and stemming on its distinct terms).  ``n_threads``: numba threads of the one pass
-        (default: one per :data:`QUERIES_PER_THREAD` queries, at most numba's setting)."""
+        (stopwords and stemming on its distinct terms).  ``texts``: a sequence of str, or a pyarrow string
+        array (read as it is: :meth:`search` converts all its queries once).  ``n_threads``: numba threads of
+        the one pass (default: one per :data:`QUERIES_PER_THREAD` queries, at most numba's setting)."""
         import scipy.sparse as sp
 
-
-        texts = list(texts)
+        if not isinstance(texts, pa.Array):
+            texts = list(texts)
         if self._term_hash is None:  # built once: a batch then costs one probe per token
             self._term_hash = TermHash(self.vocab)
         cfg = self.tokenizer
@@ -1215,7 +1218,8 @@ class BM25Index:
                 n_threads = max(1, min(numba.get_num_threads(), -(-len(texts) // QUERIES_PER_THREAD)))
             q_ptr, q_terms, q_w = text_csr(data, offsets, self._term_hash, fold, n_threads)
         else:
-            tokens, rows = tokenize_flat(texts, cfg)  # one array for the batch, no list per query
+            tokens, rows = tokenize_flat(texts if isinstance(texts, list) else texts.to_pylist(),
+                                         cfg)  # one array for the batch, no list per query
             ids = self._term_hash.lookup(tokens)
             if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):
                 o = np.argsort(rows, kind="stable")
@@ -1287,13 +1291,13 @@ class BM25Index:
         # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
         clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: parts of a Client batch on the caller
         Qs = _query_batch(Q)  # serialized once for all the workers
-        calls = [e.topk(Qs, k, engine, max_workspace, n_threads, part(lo, hi))
-                 for e, (lo, hi, _, _) in zip(self._engines, self._shard_futures)]
+        wait = self._engines.start("topk", per_actor=[(Qs, k, engine, max_workspace, n_threads, part(lo, hi))
+                                                      for lo, hi, _, _ in self._shard_futures])
         clock("search: shards' calls sent (client)")
 
         def finish():
             clock = StepClock(np)
-            got = [c.result() for c in calls]
+            got = wait()
             clock("search: shards' results waited for (client)")
             out = search_stage.merge_topk(got, k, offsets)
             clock("search: shards' results merged (client)")
@@ -1444,27 +1448,36 @@ class BM25Index:
 
         # batch i + 1 is tokenized while the GPU engine scores batch i (topk_start returns before the
         # kernels end; the other engines have finished when it returns).  Where the engines run off this
-        # thread's cores (a GPU, or the shards of workers or devices), the next batch is tokenized on a
-        # thread of its own meanwhile, beside this thread's merge and collection of the last one (numba
+        # thread's cores (a GPU, or the shards of workers or devices), the next two batches are tokenized on
+        # a thread of its own meanwhile, beside this thread's merge and collection of the last one (numba
         # and numpy release the GIL); the CPU engine uses every core itself.
         ahead = self._sm is None or self._sm.on_gpu
         pool = ThreadPoolExecutor(1) if ahead and len(rng) > 1 else None
         takes = ThreadPoolExecutor(1, thread_name_prefix="cutext-collect") if pool is not None else None
 
+        try:  # the texts in Arrow once (under the GIL): a batch's tokenizer then reads its slice without it
+            arrow_texts = text_array(texts)
+        except TextEncodingError as exc:
+            raise ValueError(f"query {qids[exc.row].as_py()!r}: {exc.detail}") from None
+
         def csr(s):
-            return self.query_matrix(texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's, else None
+            own = StepClock(np)  # on the tokenizer's thread: its own time, not the caller's wait
+            Q = self.query_matrix(arrow_texts[s:s + batch_size], n_threads)  # n_threads: the CPU engine's
+            own("search: query csr (tokenizer thread)")
+            return Q
 
         starts = list(range(0, len(texts), batch_size))  # the bar (if any) advances as the loop takes a batch
-        nxt = pool.submit(csr, starts[0]) if pool is not None else None
+        # two batches queued on the tokenizer's thread, so it does not wait for the caller to take one
+        nxt = deque(pool.submit(csr, s) for s in starts[:2]) if pool is not None else None
         pending = None
         try:
             for i, s in enumerate(rng):
                 try:
-                    Q = nxt.result() if pool is not None else csr(s)
+                    Q = nxt.popleft().result() if pool is not None else csr(s)
                 except TextEncodingError as exc:
                     raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
-                if pool is not None and i + 1 < len(starts):
-                    nxt = pool.submit(csr, starts[i + 1])
+                if pool is not None and i + 2 < len(starts):
+                    nxt.append(pool.submit(csr, starts[i + 2]))
                 clock("search: query csr")
                 fb = doc_filter.queries(s, s + Q.shape[0]) if doc_filter is not None else None
                 started = (s, Q, self.topk_start(Q, k, engine, max_workspace, n_threads, fb))

@@ -126,13 +126,16 @@ class TextEncodingError(ValueError):
 
 
 def text_array(texts):
-    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.readers.base.text_array`).
+    """``texts`` as a pyarrow ``large_string`` array (:func:`cutext.stages.readers.base.text_array`); a
+    pyarrow string array as it is (cast to ``large_string``), not converted again.
 
     Raises
     ------
     TextEncodingError (ValueError)
         A text that UTF-8 cannot encode; the message and ``row`` give its position in ``texts``.
     """
+    if isinstance(texts, pa.Array) and (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        return texts.cast(pa.large_string()) if pa.types.is_string(texts.type) else texts
     return read_text_array(texts if isinstance(texts, list) else list(texts), "texts", error=TextEncodingError)
 
 

@@ -4,7 +4,7 @@ Only what cutext's ELLPACK, trie and search paths and the segments' device merge
 subclass whose module is ``cupy``, so ``is_gpu_object`` sees a device array), ``asarray``, ``array``,
 ``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names,
 ``.get()`` (also into ``out=``), ``.set()``, ``cuda.Device`` (ids and a context manager; several "devices" share the
-host), ``cuda.Event``, ``cuda.alloc_pinned_memory`` (a bytearray) and
+host), ``cuda.Event``, ``cuda.alloc_pinned_memory`` (a bytearray), ``cuda.get_current_stream`` and
 ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of the emulator
 library (``ellpack_emu.cpp``, ``trie_emu.cpp``, ``search_emu.cpp``) through ctypes.  Used by
 tests/emulated/ to run the GPU clustering engine (update buffer, micro-batches, capacity doubling, row
@@ -32,6 +32,7 @@ class ndarray(np.ndarray):
 
 
 ndarray.__module__ = "cupy"
+_STREAM = types.SimpleNamespace(ptr=0)  # the one stream: the emulated kernels and copies run in call order
 
 
 def _dev(a):
@@ -117,7 +118,8 @@ def make(lib_path):
     mod.searchsorted = searchsorted
     for name in ("int8", "int32", "int64", "uint32", "float32", "float64"):
         setattr(mod, name, getattr(np, name))
-    mod.cuda = types.SimpleNamespace(Device=_Device, Event=_Event, alloc_pinned_memory=bytearray)
+    mod.cuda = types.SimpleNamespace(Device=_Device, Event=_Event, alloc_pinned_memory=bytearray,
+                                     get_current_stream=lambda: _STREAM)
     launches = []
 
     def _arg(a):
