@@ -26,34 +26,44 @@ __device__ __forceinline__ float sb_score(unsigned long long key) {
     return __uint_as_float(u);
 }
 
-// One step of the scoring of a tile [d0, d1) by one term of weight w: U * blockDim.x postings from p0, each
-// thread loading its U doc ids and weights first (independent loads in flight), then adding those in the
-// tile.  The tile's postings of a term are a prefix of [ps, end) (ps: the term's cursor): the thread that
-// meets the first posting out of the tile (the one at ps, or whose predecessor is in the tile) writes its
-// position to *next (a shared slot; cursor[j] itself is written after the term's barrier, since a slower
-// thread may not have read it yet).  Returns whether all U postings of this thread were in the tile.
+// A pointer the compiler cannot see through: a posting's address is then one 32-bit multiply-add on a term's
+// base (sb_step), not 64-bit arithmetic on the index's base plus the cursor (the CPU emulation has no asm).
+template <class T>
+__device__ __forceinline__ const T* sb_opaque(const T* p) {
+#ifdef __CUDA_ARCH__
+    asm("mov.b64 %0, %0;" : "+l"(p));
+#endif
+    return p;
+}
+
+// One step of the scoring of a tile [d0, d1) by one term of weight w: U * blockDim.x postings from offset r0
+// of the term's postings idx / wts (len of them from its cursor on; 32-bit offsets: a term has fewer than
+// n_docs < 2**31 - 2**16 postings), each thread loading its U doc ids and weights first (independent loads
+// in flight), then adding those in the tile.  The tile's postings of a term are a prefix of them: the thread
+// that meets the first posting out of the tile (offset 0, or one whose predecessor is in the tile) writes its
+// offset to *next (a shared slot; cursor[j] itself is written after the term's barrier, since a slower thread
+// may not have read it yet).  Returns whether all U postings of this thread were in the tile.
 template <int U>
-__device__ __forceinline__ bool sb_step(const int* __restrict__ indices, const float* __restrict__ data,
-                                        long long p0, long long ps, long long end, int d0, int d1, float w,
-                                        float* a, long long* next) {
+__device__ __forceinline__ bool sb_step(const int* __restrict__ idx, const float* __restrict__ wts,
+                                        int r0, int len, int d0, int d1, float w, float* a, int* next) {
     int doc[U];
     float wt[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const long long p = p0 + (long long)u * blockDim.x + threadIdx.x;
-        doc[u] = p < end ? indices[p] : 0x7FFFFFFF;
-        wt[u] = p < end ? data[p] : 0.0f;
+        const int r = r0 + u * (int)blockDim.x + (int)threadIdx.x;
+        doc[u] = r < len ? __ldg(idx + r) : 0x7FFFFFFF;
+        wt[u] = r < len ? __ldg(wts + r) : 0.0f;
     }
     bool all_in = true;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const long long p = p0 + (long long)u * blockDim.x + threadIdx.x;
+        const int r = r0 + u * (int)blockDim.x + (int)threadIdx.x;
         if (doc[u] < d1) {
             const float prod = w * wt[u];
             a[doc[u] - d0] = a[doc[u] - d0] + prod;
         } else {
             all_in = false;
-            if (p == ps || (p - 1 < end && indices[p - 1] < d1)) *next = p;
+            if (r == 0 || (r - 1 < len && __ldg(idx + r - 1) < d1)) *next = r;
         }
     }
     return all_in;
@@ -134,7 +144,8 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
     __shared__ unsigned int allow_sh[SB_TILE / 32];  // the tile's allowed documents (fmode 1, 2)
     __shared__ unsigned int hist[256], group_sh[32];
     __shared__ unsigned long long prefix_sh, mask_sh;
-    __shared__ long long remaining_sh, next_sh[2];
+    __shared__ long long remaining_sh;
+    __shared__ int next_sh[2];  // a term's first offset out of the tile (sb_step)
     __shared__ int cnt_sh, pos_sh;
     __shared__ unsigned long long sk[SB_LIST];  // the shared list: kept keys, then a tile's candidates
     unsigned long long* buf[2] = {top_a + (long long)q * k, top_b + (long long)q * k};
@@ -168,19 +179,22 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
             const float w = sh ? w_sh[j - j0] : q_w[j];
             const long long end = sh ? end_sh[j - j0] : indptr[q_terms[j] + 1];
             const long long ps = sh ? cur_sh[j - j0] : cursor[j];
-            long long p0 = ps;
+            const int* __restrict__ idx = sb_opaque(indices + ps);
+            const float* __restrict__ wts = sb_opaque(data + ps);
+            const int len = (int)(end - ps);
+            int r0 = 0;
             bool first = true;  // most terms have fewer postings in a tile than a block has threads
             while (true) {
-                const bool all_in = first ? sb_step<1>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1])
-                                          : sb_step<SB_UNROLL>(indices, data, p0, ps, end, (int)d0, d1, w, a, &next_sh[j & 1]);
+                const bool all_in = first ? sb_step<1>(idx, wts, r0, len, (int)d0, d1, w, a, &next_sh[j & 1])
+                                          : sb_step<SB_UNROLL>(idx, wts, r0, len, (int)d0, d1, w, a, &next_sh[j & 1]);
                 SB_PROF_COUNT(1);
                 // also the barrier between terms (a thread going on alone to its next step measured 5 % slower)
                 if (!__syncthreads_and(all_in)) break;
-                p0 += first ? (long long)blockDim.x : (long long)SB_UNROLL * blockDim.x;
+                r0 += first ? (int)blockDim.x : SB_UNROLL * (int)blockDim.x;
                 first = false;
             }
             if (threadIdx.x == 0) {
-                if (sh) cur_sh[j - j0] = next_sh[j & 1]; else cursor[j] = next_sh[j & 1];
+                if (sh) cur_sh[j - j0] = ps + next_sh[j & 1]; else cursor[j] = ps + next_sh[j & 1];
             }
         }
         // (2) filter: candidates stay, the rest back to 0

@@ -12,6 +12,7 @@ static unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic
 static unsigned int atomicOr(unsigned int* p, unsigned int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 static float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+template <class T> static T __ldg(const T* p) { return *p; }  // the read-only cache's load: a plain load here
 // __syncthreads_count: a barrier that returns how many threads of the block passed a true predicate.  Three
 // barriers: (A) the count of the previous call has been read by all, (B) all have added, (C) all have read;
 // thread 0 then resets it (the next adds come after the next (A), which thread 0 reaches after the reset).
