@@ -72,6 +72,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
     ap.add_argument("--workdir", default="/tmp/cutext-search-gpus")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--reuse-index", action="store_true",
+                    help="search the indexes an earlier run left in --workdir (same --gb) instead of building them")
     ap.add_argument("--switch-intervals", default="",
                     help="also run each Client row with the caller's sys.setswitchinterval at these seconds, "
                          "e.g. 0.0005 (Python's default 0.005: a thread that waits for the GIL waits up to that long)")
@@ -92,17 +94,26 @@ def main(argv=None) -> int:
     src = bench.corpus_folder(args.data, work, args.gb)
     queries = bench.Corpus(bench.find_20news(args.data)).queries(args.n_queries)
     tok_c, tok_b = bench.tokenizer_kwargs("plain")
-    ix, ixc = work / "index", work / "index-compacted"
-    t = time.perf_counter()
-    r = pipelines.run("bm25", str(src), out=str(ix), backend="gpu", scheduler="sync", format="lines", progress=False,
-                      index_format=2,
-                      variant="lucene", k1=1.2, b=0.75, **tok_c)
-    build_s = time.perf_counter() - t
-    shutil.rmtree(ixc, ignore_errors=True)
-    shutil.copytree(ix, ixc)
-    n_seg = BM25Index.load(ixc, backend="cpu").compact()
-    bench.log(f"index: {r.counts['input_bytes'] / 1e9:.2f} GB, {r.counts['n_docs']:,} docs, "
-              f"{r.counts['n_postings']:,} postings, {n_seg} segments; build {build_s:.2f} s")
+    ix, ixc, made = work / "index", work / "index-compacted", work / "index-counts.json"
+    if args.reuse_index and made.exists():  # the indexes of an earlier run of this workdir (same --gb)
+        built = json.loads(made.read_text())
+        if built["gb"] != args.gb:
+            raise SystemExit(f"--reuse-index: {ix} holds {built['gb']} GB, not --gb {args.gb}")
+    else:
+        made.unlink(missing_ok=True)
+        t = time.perf_counter()
+        r = pipelines.run("bm25", str(src), out=str(ix), backend="gpu", scheduler="sync", format="lines",
+                          progress=False, index_format=2, variant="lucene", k1=1.2, b=0.75, **tok_c)
+        built = {"gb": args.gb, "build_s": time.perf_counter() - t,
+                 **{c: r.counts[c] for c in ("input_bytes", "n_docs", "n_postings")}}
+        shutil.rmtree(ixc, ignore_errors=True)
+        shutil.copytree(ix, ixc)
+        built["n_segments"] = BM25Index.load(ixc, backend="cpu").compact()
+        made.write_text(json.dumps(built))
+    n_seg, counts = built["n_segments"], built
+    bench.log(f"index: {counts['input_bytes'] / 1e9:.2f} GB, {counts['n_docs']:,} docs, "
+              f"{counts['n_postings']:,} postings, {n_seg} segments; build {built['build_s']:.2f} s"
+              + (" (an earlier run's, --reuse-index)" if args.reuse_index else ""))
     n_gpus = cupy.cuda.runtime.getDeviceCount()
     configs = [("1 GPU, compacted (1 segment)", ixc, [0]), (f"1 GPU, {n_seg} segments", ix, [0])]
     for n in (int(x) for x in args.devices.split(",") if x):
@@ -195,7 +206,7 @@ def main(argv=None) -> int:
                      "qps": round(len(queries) / med), "same_results": None})
     base = rows[1]["qps"]  # one GPU, the index as built
     peer = rows[-1]["qps"] if not args.no_bm25s else None
-    print(f"\n{r.counts['input_bytes'] / 1e9:.2f} GB of text, {r.counts['n_docs']:,} docs, {r.counts['n_postings']:,} "
+    print(f"\n{counts['input_bytes'] / 1e9:.2f} GB of text, {counts['n_docs']:,} docs, {counts['n_postings']:,} "
           f"postings; {len(queries):,} queries, top-{args.k}, batches of {args.batch_size}; medians of {args.repeats}")
     print("| system | load s | q/s | x 1 GPU | x bm25s | same results as 1 GPU |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -204,7 +215,8 @@ def main(argv=None) -> int:
         same = "" if row["same_results"] is None else ("yes" if row["same_results"] else "**no**")
         print(f"| {row['system']} | {row['load_s']} | {row['qps']:,} | {row['qps'] / base:.2f} | {xp} | {same} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"counts": r.counts, "build_s": build_s, "n_queries": len(queries),
+        Path(args.json).write_text(json.dumps({"counts": counts, "build_s": built["build_s"], "index_reused": args.reuse_index,
+                                               "n_queries": len(queries),
                                                "k": args.k, "batch_size": args.batch_size, "rows": rows}, indent=2))
     return 0 if all(row["same_results"] in (True, None) for row in rows) else 1
 
