@@ -504,9 +504,9 @@ class Workspace:
     the set's arrays, grown when a batch needs more.  So a steady stream of batches allocates and frees
     no device memory: under RMM's plain resource (what CuPy uses once cudf is imported) every free is a
     device-wide ``cudaFree``, which would wait for the next batch's kernels and serialize the caller's
-    collection with them.  A set also holds the page-locked host arrays that a batch's uploads are staged in
-    (so they are queued on the stream, not waited for).  When both sets are taken a batch allocates its own
-    buffers, as without one.
+    collection with them.  A set also holds the page-locked host buffers of a batch's one upload and one
+    copy-out (so both are queued on the stream, not waited for).  When both sets are taken a batch allocates
+    its own buffers, as without one.
     """
 
     def __init__(self, n_sets: int = 2):

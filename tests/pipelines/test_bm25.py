@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -523,6 +524,14 @@ def test_query_matrix_without_a_stemmer_equals_the_token_path(tmp_path, data_dir
     np.testing.assert_array_equal(Q.data, q_w)
     assert Q.nnz > len(topics)
     pd.testing.assert_frame_equal(index.search(texts, k=10), index.search(texts, k=10, engine="sparse"))
+    # search reads its batches as slices of one Arrow array: a slice gives the rows of its texts
+    arr = pa.array(texts, pa.string())
+    for lo, hi in ((0, len(texts)), (3, len(texts) - 2)):
+        P = index.query_matrix(arr[lo:hi])
+        R = Q[lo:hi]
+        np.testing.assert_array_equal(P.indptr, R.indptr)
+        np.testing.assert_array_equal(P.indices, R.indices)
+        np.testing.assert_array_equal(P.data, R.data)
 
 
 def test_tokenize_flat_batch_equals_each_text_alone():
