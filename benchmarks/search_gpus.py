@@ -110,9 +110,9 @@ def main(argv=None) -> int:
         shutil.copytree(ix, ixc)
         built["n_segments"] = BM25Index.load(ixc, backend="cpu").compact()
         made.write_text(json.dumps(built))
-    n_seg, counts = built["n_segments"], built
-    bench.log(f"index: {counts['input_bytes'] / 1e9:.2f} GB, {counts['n_docs']:,} docs, "
-              f"{counts['n_postings']:,} postings, {n_seg} segments; build {built['build_s']:.2f} s"
+    n_seg = built["n_segments"]
+    bench.log(f"index: {built['input_bytes'] / 1e9:.2f} GB, {built['n_docs']:,} docs, "
+              f"{built['n_postings']:,} postings, {n_seg} segments; build {built['build_s']:.2f} s"
               + (" (an earlier run's, --reuse-index)" if args.reuse_index else ""))
     n_gpus = cupy.cuda.runtime.getDeviceCount()
     configs = [("1 GPU, compacted (1 segment)", ixc, [0]), (f"1 GPU, {n_seg} segments", ix, [0])]
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
                      "qps": round(len(queries) / med), "same_results": None})
     base = rows[1]["qps"]  # one GPU, the index as built
     peer = rows[-1]["qps"] if not args.no_bm25s else None
-    print(f"\n{counts['input_bytes'] / 1e9:.2f} GB of text, {counts['n_docs']:,} docs, {counts['n_postings']:,} "
+    print(f"\n{built['input_bytes'] / 1e9:.2f} GB of text, {built['n_docs']:,} docs, {built['n_postings']:,} "
           f"postings; {len(queries):,} queries, top-{args.k}, batches of {args.batch_size}; medians of {args.repeats}")
     print("| system | load s | q/s | x 1 GPU | x bm25s | same results as 1 GPU |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -215,8 +215,8 @@ def main(argv=None) -> int:
         same = "" if row["same_results"] is None else ("yes" if row["same_results"] else "**no**")
         print(f"| {row['system']} | {row['load_s']} | {row['qps']:,} | {row['qps'] / base:.2f} | {xp} | {same} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"counts": counts, "build_s": built["build_s"], "index_reused": args.reuse_index,
-                                               "n_queries": len(queries),
+        Path(args.json).write_text(json.dumps({"counts": built, "build_s": built["build_s"],
+                                               "index_reused": args.reuse_index, "n_queries": len(queries),
                                                "k": args.k, "batch_size": args.batch_size, "rows": rows}, indent=2))
     return 0 if all(row["same_results"] in (True, None) for row in rows) else 1
 

@@ -572,10 +572,6 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     passes = plan_passes(q_ptr, k, max_workspace)
     nqt = max(e - s for s, e in passes)
     nterms = max(int(q_ptr[e] - q_ptr[s]) for s, e in passes)
-    # every device buffer of the call lives in ``dev`` until ``finish`` has copied the results: a buffer
-    # freed while the kernels run would, under RMM's default resource (cudaFree), wait for them
-    borrowed = workspace.take() if gpu and workspace is not None else None
-    store = borrowed if borrowed is not None else {}
     if not gpu:
         dev = {name: np.zeros(size, dtype) for name, size, dtype in
                (("top_a", nqt * k, np.uint64), ("top_n", nqt, np.int32))}
@@ -588,6 +584,10 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             _twin_sort(dev["top_a"][:n * k], dev["top_n"][:n], k, n, out_doc[s:e], out_score[s:e])
             out_n[s:e] = dev["top_n"][:n]
         return done
+    # every device buffer of the call lives in ``dev`` until ``finish`` has copied the results: a buffer
+    # freed while the kernels run would, under RMM's default resource (cudaFree), wait for them
+    borrowed = workspace.take() if workspace is not None else None
+    store = borrowed if borrowed is not None else {}
     # The kernels write every buffer they read (top_a / top_b up to a query's kept count, the cursors past
     # SB_QT at a query's start, top_n, doc and score in full), so none is cleared.  A batch makes one upload
     # and one copy-out: each packs its arrays into one page-locked host buffer and one device buffer (the
@@ -596,9 +596,10 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
            "top_a": Workspace.view(store, xp, "top_a", nqt * k, np.uint64),
            "top_b": Workspace.view(store, xp, "top_b", nqt * k, np.uint64),
            "cursor": Workspace.view(store, xp, "cursor", max(nterms, 1), np.int64)}
-    out_layout = _packed([("doc", nqt * k, np.int64), ("score", nqt * k, np.float32), ("top_n", nqt, np.int32)])
-    out_dev = Workspace.view(store, xp, "out", out_layout[-1], np.uint8)
-    dev.update(_views(out_dev, out_layout[0]))
+    out_layout, out_bytes = _packed([("doc", nqt * k, np.int64), ("score", nqt * k, np.float32),
+                                     ("top_n", nqt, np.int32)])
+    out_dev = Workspace.view(store, xp, "out", out_bytes, np.uint8)
+    dev.update(_views(out_dev, out_layout))
     stream = xp.cuda.get_current_stream()
     # the filter on the device (a one-word or one-entry stand-in for what fmode does not read)
     bits = _mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32)
@@ -635,8 +636,8 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
             continue
         # the results' copy queued behind this batch's kernels: the device's next batch, queued before the
         # caller collects this one, does not hold the collection up
-        host_out = Workspace.view(store, xp, "host:out", out_layout[-1], np.uint8, pinned=True)
-        got = _views(host_out, out_layout[0])
+        host_out = Workspace.view(store, xp, "host:out", out_bytes, np.uint8, pinned=True)
+        got = _views(host_out, out_layout)
         out_dev.get(out=host_out, blocking=False)  # page-locked: returns before the copy is done
         ready = xp.cuda.Event()
         ready.record(stream)

@@ -1472,10 +1472,7 @@ class BM25Index:
         pending = None
         try:
             for i, s in enumerate(rng):
-                try:
-                    Q = nxt.popleft().result() if pool is not None else csr(s)
-                except TextEncodingError as exc:
-                    raise ValueError(f"query {qids[s + exc.row].as_py()!r}: {exc.detail}") from None
+                Q = nxt.popleft().result() if pool is not None else csr(s)  # the texts were checked above
                 if pool is not None and i + 2 < len(starts):
                     nxt.append(pool.submit(csr, starts[i + 2]))
                 clock("search: query csr")
