@@ -340,7 +340,7 @@ def gpu_section(args, ddir, rows):
         defines = tuple(x for x in dfs.split(",") if x)
         lda_kernels.DOC_DEFINES = defines
         system = f"cutext-gpu{ndev}-{smp}" + (f"-{order}" if order != "word" else "") + \
-            "".join(f"-{x.removeprefix('LDA_DOC_').lower()}" for x in defines)
+            "".join(f"-{x.removeprefix('LDA_').lower()}" for x in defines)
         if ndev not in chunks:  # the token order does not depend on K: build once per device count
             chunks.clear()
             chunks[ndev] = build_chunks(big, K, ndev)
@@ -467,7 +467,7 @@ def main(argv=None):
                     help="token orders of the sparse / three-branch samplers on one GPU (default: the library's, "
                          "lda_gibbs.SAMPLE_ORDER; word: lda_sample; doc: "
                          "lda_sample_doc, D rows in shared memory; doc:NAME=VALUE,...: lda_sample_doc built with "
-                         "-D switches, e.g. doc:LDA_DOC_UNROLL=4); 'word doc' times both side by side")
+                         "-D switches, e.g. doc:LDA_UNROLL=8); 'word doc' times both side by side")
     ap.add_argument("--gpu-doc-cap", type=int, default=768,
                     help="order doc: D-row entries a warp keeps in shared memory (kernels.lda.DOC_CAP)")
     ap.add_argument("--gpu-devices", nargs="+", type=int, default=[1],
@@ -476,7 +476,7 @@ def main(argv=None):
                     help="client section: the sampler on a dask Client (1 and 2 workers) next to in-process")
     ap.add_argument("--client-workers", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--client-ks", nargs="+", type=int, default=[128])
-    ap.add_argument("--client-sampler", default="three_branch")
+    ap.add_argument("--client-sampler", default="sparse")
     ap.add_argument("--client-replicate", type=int, default=1, help="tile the corpus this many times")
     ap.add_argument("--collective", default="auto", choices=["auto", "nccl", "client"])
     ap.add_argument("--json", default=None)

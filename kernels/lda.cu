@@ -143,52 +143,6 @@ extern "C" __global__ void lda_prepare_words(const int* W, const long long* nk, 
 
 #define LDA_FULL 0xffffffffu
 
-// Positions of NT topics (t[i] < 0: none) in the sorted D row [base, base+nnz), searched by the
-// whole warp at once: 32 pivots a step (one load per lane per topic, a ballot picks the segment), then
-// the last segment of <= 32 entries compared lane by lane.  -1 where absent.  Warp-uniform result.
-template <int NT>
-__device__ __forceinline__ void lda_warp_pos(const int* d_topic, long long base, int nnz, const int* t,
-                                             int lane, int* out) {
-    int lo[NT], len[NT];
-#pragma unroll
-    for (int i = 0; i < NT; i++) { lo[i] = 0; len[i] = t[i] >= 0 ? nnz : 0; out[i] = -1; }
-    int mx = nnz;
-    while (mx > 32) {
-        int piv[NT];
-        int stride[NT];
-#pragma unroll
-        for (int i = 0; i < NT; i++) {
-            stride[i] = (len[i] + 31) >> 5;
-            int idx = lo[i] + lane * stride[i];
-            piv[i] = (len[i] > 32 && idx < lo[i] + len[i]) ? d_topic[base + idx] : 0x7fffffff;
-        }
-        mx = 0;
-#pragma unroll
-        for (int i = 0; i < NT; i++) {
-            unsigned m = __ballot_sync(LDA_FULL, piv[i] <= t[i]);
-            if (len[i] > 32) {
-                if (!m) { len[i] = 0; }
-                else {
-                    int h = 31 - __clz(m);
-                    int nlo = lo[i] + h * stride[i];
-                    int end = lo[i] + len[i];
-                    lo[i] = nlo;
-                    len[i] = (nlo + stride[i] < end ? nlo + stride[i] : end) - nlo;
-                }
-            }
-            mx = len[i] > mx ? len[i] : mx;
-        }
-    }
-    int e[NT];
-#pragma unroll
-    for (int i = 0; i < NT; i++) e[i] = lane < len[i] ? d_topic[base + lo[i] + lane] : -1;
-#pragma unroll
-    for (int i = 0; i < NT; i++) {
-        unsigned m = __ballot_sync(LDA_FULL, len[i] > 0 && e[i] == t[i]);
-        out[i] = m ? lo[i] + __ffs(m) - 1 : -1;
-    }
-}
-
 // inclusive Kogge-Stone scan over the 32 lanes (lane l receives old[l - off] + old[l] for off = 1..16)
 __device__ __forceinline__ double lda_warp_scan(double x, int lane) {
 #pragma unroll
@@ -199,429 +153,322 @@ __device__ __forceinline__ double lda_warp_scan(double x, int lane) {
     return x;
 }
 
-// One Gibbs draw per token against the counts of the previous pass (EZLDA Eq. 3-4 and, with
-// three != 0, Eq. 6-10 with g = 2); one WARP samples 32 consecutive tokens, one after another.  With
-// exclude != 0 the token's own assignment is taken out of its counts (collapsed Gibbs, Moon et al.
-// Eq. 1): D[d][z]-1 always, and W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0 for
-// inference with W fixed).
-//
-// S' = sum over the nonzeros j of D[d] (topics other than K1 and the own topic zs) of
-// cnt_j * What[v][topic_j], defined lane-major: lane l sums the entries j = l, l+32, ... in order
-// (float64), K1 adding 0; the own topic's entry value is then subtracted from its lane's sum; an
-// inclusive Kogge-Stone scan of the 32 lane sums gives S' (lane 31) and the lane offsets.  The S
-// branch takes the first lane Ls whose inclusive sum exceeds the target and whose own sum is positive
-// (else the last lane with a positive sum), then walks that lane's entries in rounds of 32: values
-// (0 for K1 and zs) are scanned across the warp (Kogge-Stone), added to a carry that starts at the
-// lane's exclusive offset, and the first entry with a positive value whose carry + prefix exceeds the
-// target is drawn (else the last positive entry of the lane).  The lane sums depend on the word and
-// the document only, so consecutive tokens of the same (word, document) share them (tokens are sorted
-// by word and document inside a chunk).  The numba twin kernels/lda.py::_sample_one performs the same
-// float operations in the same order, so draws are equal token for token.
-// Launch: blocks of 256 threads (8 warps); warp w samples tokens [32 w, 32 w + 32); lane i holds token
-// 32 w + i (its data, its uniform number, its result), so loads and stores of token arrays coalesce.
-// flags: 0 = S or Q branch, 1 = max-topic branch after building S', 2 = skipped (decided by the
-// S_est bound before S' is built), 3 = own-topic branch.
+// position of topic k in the sorted row r[0, nnz), or -1 (absent, or k < 0): binary search
+__device__ __forceinline__ int lda_pos(const int* r, int nnz, int k) {
+    if (k < 0) return -1;
+    int lo = 0, hi = nnz;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (r[mid] < k) lo = mid + 1; else hi = mid;
+    }
+    return (lo < nnz && r[lo] == k) ? lo : -1;
+}
+
+// p, opaque to the compiler: an address p + k stays one IMAD.WIDE on a pointer held in registers, instead of
+// (v * K + k) recomputed in 64 bits from the kernel's parameters at every gather
+__device__ __forceinline__ const float* lda_opaque(const float* p) {
+#ifdef __CUDA_ARCH__
+    asm("mov.b64 %0, %0;" : "+l"(p));
+#endif
+    return p;
+}
+
+// a D-row entry staged in shared memory: topic and count (as float), read with one 8-byte load
+struct __align__(8) lda_entry { int k; float c; };
+
 #ifndef LDA_SAMPLE_MINB
-#define LDA_SAMPLE_MINB 4  // blocks of 256 resident per SM: caps registers at 64 (measured: 8 bytes of spill)
+#define LDA_SAMPLE_MINB 4  // blocks of 256 resident per SM (64 registers)
 #endif
 #ifndef LDA_UNROLL
 #define LDA_UNROLL 4       // D-row entries per lane loaded together in the lane sums
 #endif
+
+// This lane's sum of float(cnt_j) * What[v][topic_j] over j = lane, lane + 32, ... (topic_j != K1), in
+// float, in that order.  Staged row: padded with {0, 0.0f} to `rounds` x 32 entries (a padded entry adds
+// +0.0f, which leaves the sum as it is).  Global row: `nnz` entries.
+__device__ __forceinline__ float lda_lane_sum_staged(const lda_entry* e, int rounds, const float* wrow, int K1,
+                                                     int lane) {
+    float A = 0.0f;
+#pragma unroll LDA_UNROLL
+    for (int r = 0; r < rounds; r++) {
+        const lda_entry x = e[lane + 32 * r];
+        const float w = x.k == K1 ? 0.0f : __ldg(wrow + x.k);
+        A = A + x.c * w;
+    }
+    return A;
+}
+
+__device__ __forceinline__ float lda_lane_sum_global(const int* dt, const int* dc, int nnz, const float* wrow,
+                                                     int K1, int lane) {
+    float A = 0.0f;
+    for (int j = lane; j < nnz; j += 32 * LDA_UNROLL) {
+        int k[LDA_UNROLL];
+        float c[LDA_UNROLL], w[LDA_UNROLL];
+#pragma unroll
+        for (int r = 0; r < LDA_UNROLL; r++) {
+            const int jj = j + 32 * r;
+            k[r] = jj < nnz ? __ldg(dt + jj) : K1;
+            c[r] = jj < nnz ? (float)__ldg(dc + jj) : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < LDA_UNROLL; r++) w[r] = k[r] == K1 ? 0.0f : __ldg(wrow + k[r]);
+#pragma unroll
+        for (int r = 0; r < LDA_UNROLL; r++) A = A + c[r] * w[r];
+    }
+    return A;
+}
+
+// One Gibbs draw per token against the counts of the previous pass (EZLDA Eq. 3-4 and, with three != 0,
+// Eq. 6-10 with g = 2); with exclude != 0 the token's own assignment is taken out of its counts (collapsed
+// Gibbs, Moon et al. Eq. 1): D[d][z]-1 always, and W[v][z]-w_self, n_z-w_self (w_self = 1 while training, 0
+// for inference with W fixed).  One WARP samples 32 tokens.
+//
+// The draw.  K1 = the top topic of What[v] (three-branch; else none), zs = the own topic unless it is K1.
+// M = the K1 term, zw = the own-topic term, Q = alpha (qtot[v] - What[v][K1] - What[v][zs]), and
+// S' = sum over the nonzeros j of D[d] (topics other than K1 and zs) of cnt_j What[v][topic_j], defined
+// lane-major: lane l's sum A_l = float(cnt_j) * What[v][topic_j] added in float over j = l, l+32, ... in
+// order (K1 adding 0); a_l = double(A_l), minus cnt_zs What[v][zs] on the own topic's lane (pz & 31); an
+// inclusive Kogge-Stone scan of the 32 a_l gives S' (lane 31).  x = u (M + zw + S' + Q) picks M, zw, S' or Q
+// in that order.  In S' the lane Ls is the first whose inclusive sum exceeds x and whose a_l is positive
+// (else the last lane with a positive a_l); its entries j = Ls, Ls+32, ... are walked in order, adding
+// their float values (0 for K1 and zs) to a float acc: the first positive entry with incl[Ls-1] + acc > x
+// is drawn (else the last positive entry of the lane).  In Q, a binary search of the running sums qcum.
+// The numba twin kernels/lda.py::_twin_sample performs the same float operations in the same order, so
+// draws are equal token for token, in either token order.
+//
+// The work.  (1) Each lane takes its own token: its loads, the positions of K1, K2 and zs in the D row
+// (binary searches), M and the three-branch skip test (Eq. 10 with S_est, flag 2: no S' needed), zw, Q.
+// (2) For every token still undecided, one after another, the warp builds the lane sums (shared by
+// consecutive tokens of the same word and document: tokens are sorted by word and document inside a chunk)
+// and their scan; the token's lane decides the branch and, in S', the warp picks Ls.  (3) Each lane
+// finishes its own token: the walk of lane Ls's entries, or the Q search.  Only (2) is serial in the tokens.
+// DOC: warp w takes the document-major positions [32 w, 32 w + 32) of tok (one or a few documents a
+// warp); a document's D row is staged in the warp's slice of shared memory (cap entries of 8 bytes) when it
+// fits once padded to a multiple of 32.  Else tokens [32 w, 32 w + 32) of the chunk order (sorted by word),
+// rows read from global memory.  Results are written at the tokens' own positions.
+// flags: 0 = S or Q branch, 1 = max-topic branch after building S', 2 = skipped (decided by the S_est
+// bound before S' is built), 3 = own-topic branch.
+template <bool DOC>
+__device__ __forceinline__ void lda_sample_warp(
+        long long n, const long long* tok, const int* word, const int* doc, const long long* keys, const int* z,
+        const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
+        const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
+        const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
+        double w_self, u64 seed, u64 it, int three, int exclude, int cap, lda_entry* s_row, int* z_out,
+        signed char* flags) {
+    const int lane = threadIdx.x & 31;
+    const long long p0 = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5;
+    if (p0 >= n) return;
+    const int cnt = n - p0 < 32 ? (int)(n - p0) : 32;
+    // (1) this lane's token
+    long long t = 0;
+    int my_v = 0, my_d = 0, my_k1 = -1, my_zs = -1, my_pz = -1;
+    double my_u = 0.0, my_M = 0.0, my_zw = 0.0, my_szs = 0.0, my_Q = 0.0;
+    int res_z = 0;
+    signed char res_f = 0;
+    bool need = false;
+    if (lane < cnt) {
+        t = DOC ? tok[p0 + lane] : p0 + lane;
+        my_v = word[t];
+        my_d = doc[t];
+        const int zo = z[t];
+        my_u = lda_uniform(seed, it, (u64)keys[t]);
+        const long long base = doc_ptr[my_d];
+        const int nnz = d_nnz[my_d];
+        const int* rt = d_topic + base;
+        const long long row = (long long)my_v * K;
+        int K2 = -1;
+        if (three) { my_k1 = top[2 * my_v]; K2 = top[2 * my_v + 1]; }
+        const int K1 = my_k1;
+        my_zs = (exclude && zo != K1) ? zo : -1;
+        const int p1 = lda_pos(rt, nnz, K1);
+        const int p2 = lda_pos(rt, nnz, K2);
+        my_pz = lda_pos(rt, nnz, my_zs);
+        double a1d = 0.0;
+        need = true;
+        if (three) {
+            const int b1 = p1 >= 0 ? d_cnt[base + p1] : 0;
+            a1d = (double)topv[3 * my_v];
+            if (exclude && zo == K1) {
+                double wadj = ((double)W[row + K1] - w_self + beta) / ((double)nk[K1] - w_self + vbeta);
+                my_M = ((double)b1 - 1.0 + alpha) * wadj;
+            } else {
+                my_M = ((double)b1 + alpha) * a1d;
+            }
+            // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
+            const int b2 = p2 >= 0 ? d_cnt[base + p2] : 0;
+            double a2d = (double)topv[3 * my_v + 1];
+            double a3d = (double)topv[3 * my_v + 2];
+            double rest = (double)((int)(doc_ptr[my_d + 1] - base) - b1 - b2);
+            double sest = a2d * (double)b2 + a3d * rest;
+            double qb = alpha * (qtot[my_v] - a1d);
+            double tt = my_M + sest;
+            tt = tt + qb;
+            if (my_u * tt < my_M) { res_z = K1; res_f = 2; need = false; }
+        }
+        if (need) {
+            double wzs = 0.0;
+            if (my_zs >= 0) {
+                const int dz = my_pz >= 0 ? d_cnt[base + my_pz] : 0;
+                double wadj = ((double)W[row + my_zs] - w_self + beta) / ((double)nk[my_zs] - w_self + vbeta);
+                my_zw = ((double)dz - 1.0 + alpha) * wadj;
+                wzs = (double)what[row + my_zs];
+                my_szs = (double)dz * wzs;
+            }
+            double q = qtot[my_v];
+            if (K1 >= 0) q = q - a1d;
+            if (my_zs >= 0) q = q - wzs;
+            my_Q = alpha * q;
+        }
+    }
+    // (2) the lane sums and their scan, token after token
+    int my_br = 0;  // 1: walk lane my_Ls from my_carry to my_x; 2: Q search for my_x
+    int my_Ls = 0;
+    double my_x = 0.0, my_carry = 0.0;
+    unsigned todo = __ballot_sync(LDA_FULL, need);
+    int pv = -1, pd = -1, cur_d = -1, nnz = 0, rounds = -1;  // rounds >= 0: the row is staged
+    const int* dt = d_topic;
+    const int* dc = d_cnt;
+    float A = 0.0f;
+    while (todo) {
+        const int i = __ffs(todo) - 1;
+        todo &= todo - 1;
+        const int v = __shfl_sync(LDA_FULL, my_v, i);
+        const int d = __shfl_sync(LDA_FULL, my_d, i);
+        const int K1 = __shfl_sync(LDA_FULL, my_k1, i);
+        if (d != cur_d) {  // warp-uniform loads, once per document run
+            const long long base = doc_ptr[d];
+            nnz = d_nnz[d];
+            dt = d_topic + base;
+            dc = d_cnt + base;
+            rounds = -1;
+            if (DOC) {
+                const int padded = (nnz + 31) & ~31;
+                __syncwarp();  // every lane is done with the previous row
+                if (padded <= cap) {
+                    for (int j = lane; j < padded; j += 32) {
+                        lda_entry e;
+                        e.k = j < nnz ? dt[j] : 0;
+                        e.c = j < nnz ? (float)dc[j] : 0.0f;
+                        s_row[j] = e;
+                    }
+                    __syncwarp();
+                    rounds = padded >> 5;
+                }
+            }
+            cur_d = d;
+            pv = -1;
+        }
+        if (v != pv || d != pd) {
+            const float* wrow = lda_opaque(what + (long long)v * K);
+            A = rounds >= 0 ? lda_lane_sum_staged(s_row, rounds, wrow, K1, lane)
+                            : lda_lane_sum_global(dt, dc, nnz, wrow, K1, lane);
+            pv = v;
+            pd = d;
+        }
+        const int pz = __shfl_sync(LDA_FULL, my_pz, i);
+        const double szs = __shfl_sync(LDA_FULL, my_szs, i);
+        double a = (double)A;
+        if (pz >= 0 && (pz & 31) == lane) a = a - szs;
+        const double incl = lda_warp_scan(a, lane);
+        const double s = __shfl_sync(LDA_FULL, incl, 31);
+        // every lane evaluates the branch of its own token against this S'; lane i's result is kept
+        double tot = my_M + my_zw;
+        tot = tot + s;
+        tot = tot + my_Q;
+        double x = my_u * tot;
+        int br = 0, pick = -1;
+        signed char flag = 0;
+        if (x < my_M) { pick = my_k1; flag = 1; }
+        else {
+            x = x - my_M;
+            if (x < my_zw) { pick = my_zs; flag = 3; }
+            else {
+                x = x - my_zw;
+                if (x < s) br = 1;
+                else { br = 2; x = x - s; }
+            }
+        }
+        if (__shfl_sync(LDA_FULL, br, i) == 1) {
+            const double xi = __shfl_sync(LDA_FULL, x, i);
+            const unsigned m = __ballot_sync(LDA_FULL, incl > xi && a > 0.0);
+            const int Ls = m ? __ffs(m) - 1 : 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
+            double carry = __shfl_sync(LDA_FULL, incl, Ls > 0 ? Ls - 1 : 0);
+            if (Ls == 0) carry = 0.0;
+            if (lane == i) { my_Ls = Ls; my_carry = carry; }
+        }
+        if (lane == i) {
+            my_br = br;
+            my_x = x;
+            if (br == 0) { res_z = pick; res_f = flag; }
+        }
+    }
+    // (3) this lane's token: the walk of lane Ls's entries, or the Q search
+    if (my_br == 1) {
+        const long long base = doc_ptr[my_d];
+        const int rn = d_nnz[my_d];
+        const float* wrow = lda_opaque(what + (long long)my_v * K);
+        float acc = 0.0f;
+        int last = -1, pick = -1;
+        for (int j = my_Ls; j < rn; j += 32) {
+            const int k = d_topic[base + j];
+            if (k == my_k1 || k == my_zs) continue;
+            const float val = (float)d_cnt[base + j] * wrow[k];
+            acc = acc + val;
+            if (val > 0.0f) {
+                last = k;
+                if (my_carry + (double)acc > my_x) { pick = k; break; }
+            }
+        }
+        res_z = pick >= 0 ? pick : last;
+        res_f = 0;
+    } else if (my_br == 2) {
+        const long long row = (long long)my_v * K;
+        const double a1d = my_k1 >= 0 ? (double)topv[3 * my_v] : 0.0;
+        const double wzs = my_zs >= 0 ? (double)what[row + my_zs] : 0.0;
+        int lo = 0, hi = K - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) >> 1;
+            double c = (double)qcum[row + mid];
+            if (my_k1 >= 0 && mid >= my_k1) c = c - a1d;
+            if (my_zs >= 0 && mid >= my_zs) c = c - wzs;
+            if (alpha * c > my_x) hi = mid; else lo = mid + 1;
+        }
+        res_z = lo;
+        res_f = 0;
+    }
+    if (lane < cnt) {
+        z_out[t] = res_z;
+        flags[t] = res_f;
+    }
+}
+
+// lda_sample_warp over the chunk order: warp w samples tokens [32 w, 32 w + 32), D rows from global memory.
+// Launch: blocks of 256 threads.
 extern "C" __global__ void __launch_bounds__(256, LDA_SAMPLE_MINB) lda_sample(
         long long n, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
         const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
         double w_self, u64 seed, u64 it, int three, int exclude, int* z_out, signed char* flags) {
-    const int lane = threadIdx.x & 31;
-    const long long t0 = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5;
-    if (t0 >= n) return;
-    const int cnt = n - t0 < 32 ? (int)(n - t0) : 32;
-    // lane i loads token t0 + i
-    int my_v = 0, my_d = 0, my_z = 0, my_nnz = 0, my_L = 0, my_k1 = -1, my_k2 = -1;
-    long long my_base = 0;
-    double my_u = 0.0;
-    if (lane < cnt) {
-        long long t = t0 + lane;
-        my_v = word[t];
-        my_d = doc[t];
-        my_z = z[t];
-        my_u = lda_uniform(seed, it, (u64)keys[t]);
-        my_base = doc_ptr[my_d];
-        my_L = (int)(doc_ptr[my_d + 1] - my_base);
-        my_nnz = d_nnz[my_d];
-        if (three) { my_k1 = top[2 * my_v]; my_k2 = top[2 * my_v + 1]; }
-    }
-    int res_z = 0;
-    signed char res_f = 0;
-    int pv = -1, pd = -1;
-    double A = 0.0;  // this lane's sum of cnt_j * What[v][topic_j], j = lane (mod 32), topic != K1
-    for (int i = 0; i < cnt; i++) {
-        const int v = __shfl_sync(LDA_FULL, my_v, i);
-        const int d = __shfl_sync(LDA_FULL, my_d, i);
-        const int zo = __shfl_sync(LDA_FULL, my_z, i);
-        const long long base = __shfl_sync(LDA_FULL, my_base, i);
-        const int L = __shfl_sync(LDA_FULL, my_L, i);
-        const int nnz = __shfl_sync(LDA_FULL, my_nnz, i);
-        const double u = __shfl_sync(LDA_FULL, my_u, i);
-        const int K1 = __shfl_sync(LDA_FULL, my_k1, i);
-        const int K2 = __shfl_sync(LDA_FULL, my_k2, i);
-        const long long row = (long long)v * K;
-        const int zs = (exclude && zo != K1) ? zo : -1;
-        int p1 = -1, p2 = -1, pz = -1;
-        if (three) {  // K1, K2 and the own topic, searched together
-            int want[3] = {K1, K2, zs};
-            int pos[3];
-            lda_warp_pos<3>(d_topic, base, nnz, want, lane, pos);
-            p1 = pos[0];
-            p2 = pos[1];
-            pz = pos[2];
-        } else if (zs >= 0) {
-            lda_warp_pos<1>(d_topic, base, nnz, &zs, lane, &pz);
-        }
-        int pick = -1;
-        signed char flag = 0;
-        double a1d = 0.0;
-        double M = 0.0;
-        if (three) {
-            const int b1 = p1 >= 0 ? d_cnt[base + p1] : 0;
-            a1d = (double)topv[3 * v];
-            if (exclude && zo == K1) {
-                double wadj = ((double)W[row + K1] - w_self + beta) / ((double)nk[K1] - w_self + vbeta);
-                M = ((double)b1 - 1.0 + alpha) * wadj;
-            } else {
-                M = ((double)b1 + alpha) * a1d;
-            }
-            // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
-            const int b2 = p2 >= 0 ? d_cnt[base + p2] : 0;
-            double a2d = (double)topv[3 * v + 1];
-            double a3d = (double)topv[3 * v + 2];
-            double rest = (double)(L - b1 - b2);
-            double sest = a2d * (double)b2 + a3d * rest;
-            double qb = alpha * (qtot[v] - a1d);
-            double tt = M + sest;
-            tt = tt + qb;
-            if (u * tt < M) { pick = K1; flag = 2; }
-        }
-        if (pick < 0) {
-            double zw = 0.0, wzs = 0.0, szs = 0.0;
-            if (zs >= 0) {
-                const int dz = pz >= 0 ? d_cnt[base + pz] : 0;
-                double wadj = ((double)W[row + zs] - w_self + beta) / ((double)nk[zs] - w_self + vbeta);
-                zw = ((double)dz - 1.0 + alpha) * wadj;
-                wzs = (double)what[row + zs];
-                szs = (double)dz * wzs;
-            }
-            if (v != pv || d != pd) {
-                A = 0.0;
-                for (int j = lane; j < nnz; j += 32 * LDA_UNROLL) {
-                    int k[LDA_UNROLL], c[LDA_UNROLL];
-#pragma unroll
-                    for (int r = 0; r < LDA_UNROLL; r++) {
-                        const int jj = j + 32 * r;
-                        k[r] = jj < nnz ? d_topic[base + jj] : K1;
-                        c[r] = jj < nnz ? d_cnt[base + jj] : 0;
-                    }
-                    double w4[LDA_UNROLL];
-#pragma unroll
-                    for (int r = 0; r < LDA_UNROLL; r++) w4[r] = (k[r] == K1) ? 0.0 : (double)what[row + k[r]];
-#pragma unroll
-                    for (int r = 0; r < LDA_UNROLL; r++) A = A + (double)c[r] * w4[r];
-                }
-                pv = v;
-                pd = d;
-            }
-            double a = A;
-            if (pz >= 0 && (pz & 31) == lane) a = a - szs;
-            const double incl = lda_warp_scan(a, lane);
-            const double s = __shfl_sync(LDA_FULL, incl, 31);
-            double excl = __shfl_up_sync(LDA_FULL, incl, 1);
-            double q = qtot[v];
-            if (K1 >= 0) q = q - a1d;
-            if (zs >= 0) q = q - wzs;
-            double Q = alpha * q;
-            double tot = M + zw;
-            tot = tot + s;
-            tot = tot + Q;
-            double x = u * tot;
-            if (x < M) { pick = K1; flag = 1; }
-            else {
-                x = x - M;
-                if (x < zw) { pick = zs; flag = 3; }
-                else {
-                    x = x - zw;
-                    if (x < s) {
-                        unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
-                        const int Ls = m ? __ffs(m) - 1 : 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
-                        double carry = __shfl_sync(LDA_FULL, excl, Ls);
-                        if (Ls == 0) carry = 0.0;
-                        int last = -1;
-                        for (int j0 = Ls; j0 < nnz && pick < 0; j0 += 32 * 32) {
-                            const int j = j0 + 32 * lane;
-                            int k = -1;
-                            double val = 0.0;
-                            if (j < nnz) {
-                                k = d_topic[base + j];
-                                if (k != K1 && k != zs) val = (double)d_cnt[base + j] * (double)what[row + k];
-                            }
-                            const double P = lda_warp_scan(val, lane);
-                            const unsigned hit = __ballot_sync(LDA_FULL, val > 0.0 && carry + P > x);
-                            if (hit) pick = __shfl_sync(LDA_FULL, k, __ffs(hit) - 1);
-                            const unsigned pos_m = __ballot_sync(LDA_FULL, val > 0.0);
-                            if (pos_m) last = __shfl_sync(LDA_FULL, k, 31 - __clz(pos_m));
-                            carry = carry + __shfl_sync(LDA_FULL, P, 31);
-                        }
-                        if (pick < 0) pick = last;
-                    } else {
-                        double y = x - s;
-                        int lo = 0, hi = K - 1;
-                        while (lo < hi) {
-                            int mid = (lo + hi) >> 1;
-                            double c = (double)qcum[row + mid];
-                            if (K1 >= 0 && mid >= K1) c = c - a1d;
-                            if (zs >= 0 && mid >= zs) c = c - wzs;
-                            if (alpha * c > y) hi = mid; else lo = mid + 1;
-                        }
-                        pick = lo;
-                    }
-                }
-            }
-        }
-        if (lane == i) { res_z = pick; res_f = flag; }
-    }
-    if (lane < cnt) {
-        z_out[t0 + lane] = res_z;
-        flags[t0 + lane] = res_f;
-    }
+    lda_sample_warp<false>(n, nullptr, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot,
+                           top, topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, 0, nullptr, z_out,
+                           flags);
 }
 
-// lda_sample with the tokens taken in DOCUMENT-major order (the same draws, EZLDA Eq. 3-4 and, with
-// three != 0, Eq. 6-10 with g = 2; collapsed-Gibbs exclusion of Moon et al. Eq. 1): every draw depends on
-// the previous pass's counts and the token's own uniform number (keyed by the token's key, not its
-// position) only, so the order in which a pass visits tokens is free.  Warp w takes the doc-major
-// positions [32 w, 32 w + 32): lane i samples token tok[32 w + i] (tok = the inverted index doc_tok), so
-// the 32 tokens of a warp belong to one or a few documents.  When a document starts, the warp copies its
-// D row (d_topic, d_cnt; nnz <= cap entries) into its slice of shared memory (2 cap ints a warp), and the
-// warp search of K1 / K2 / the own topic, the counts b1 / b2 / dz, the lane sums' topics and counts and
-// the S walk read it there; the lane sums then make only the What[v][topic] gathers in global memory
-// (LDA_DOC_UNROLL of them in flight a lane).  A document with nnz > cap is read from global memory
-// through the same code (a pointer to its row instead of the shared copy).  The per-token values that
-// depend on the token alone (What row tops and qtot for three-branch, W[v][z], n_z and What[v][z] for the
-// own-topic terms) are loaded by the token's lane before the loop, so a token's chain of dependent
-// global loads is the lane-sum gathers, the walk's gathers and (Q branch only) the qcum search.
-// Every float operation is lda_sample's, in the same order (the lane-major S', the Kogge-Stone scans,
-// the branch tests; the own-topic weight wadj is computed by the token's lane before the loop, the same
-// expression): the numba twin kernels/lda.py::_twin_sample gives the same z and flags token for token.
-// Launch: blocks of 256 threads, dynamic shared memory 8 * 2 * cap ints; z_out / flags are written at the
-// tokens' own (word-major) positions.
-#ifndef LDA_DOC_MINB
-#define LDA_DOC_MINB 4     // blocks of 256 resident per SM (64 registers)
-#endif
-#ifndef LDA_DOC_UNROLL
-#define LDA_DOC_UNROLL 4   // What gathers per lane in flight in the lane sums (4 and 8: equal at K=1000, 4 faster at K=128)
-#endif
-extern "C" __global__ void __launch_bounds__(256, LDA_DOC_MINB) lda_sample_doc(
+// lda_sample_warp over the document-major positions of tok (the inverted index doc_tok): the same draws.
+// Launch: blocks of 256 threads, dynamic shared memory 8 warps x cap entries of 8 bytes.
+extern "C" __global__ void __launch_bounds__(256, LDA_SAMPLE_MINB) lda_sample_doc(
         long long n, const long long* tok, const int* word, const int* doc, const long long* keys, const int* z,
         const long long* doc_ptr, const int* d_topic, const int* d_cnt, const int* d_nnz,
         const int* W, const long long* nk, const float* what, const float* qcum, const double* qtot,
         const int* top, const float* topv, int K, double alpha, double beta, double vbeta,
         double w_self, u64 seed, u64 it, int three, int exclude, int cap, int* z_out, signed char* flags) {
     extern __shared__ int sW[];
-    const int lane = threadIdx.x & 31;
-    const long long p0 = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5;
-    if (p0 >= n) return;
-    int* s_topic = sW + (threadIdx.x >> 5) * 2 * cap;
-    int* s_cnt = s_topic + cap;
-    const int cnt = n - p0 < 32 ? (int)(n - p0) : 32;
-    // lane i loads token tok[p0 + i] and the values of its word and own topic
-    // (the token index, the document's offsets, length and nnz are not kept per lane: fewer registers)
-    int my_v = 0, my_d = 0, my_z = 0, my_k1 = -1, my_k2 = -1;
-    double my_u = 0.0, my_wadj = 0.0, my_qt = 0.0;
-    float my_wz = 0.0f, my_a1 = 0.0f, my_a2 = 0.0f, my_a3 = 0.0f;
-    if (lane < cnt) {
-        const long long t = tok[p0 + lane];
-        my_v = word[t];
-        my_d = doc[t];
-        my_z = z[t];
-        my_u = lda_uniform(seed, it, (u64)keys[t]);
-        const long long row = (long long)my_v * K;
-        my_qt = qtot[my_v];
-        if (three) {
-            my_k1 = top[2 * my_v];
-            my_k2 = top[2 * my_v + 1];
-            my_a1 = topv[3 * my_v];
-            my_a2 = topv[3 * my_v + 1];
-            my_a3 = topv[3 * my_v + 2];
-        }
-        if (exclude) {  // the own topic's weight with the token taken out (lda_sample's wadj for zs, or K1 = zo)
-            my_wadj = ((double)W[row + my_z] - w_self + beta) / ((double)nk[my_z] - w_self + vbeta);
-            my_wz = what[row + my_z];
-        }
-    }
-    int res_z = 0;
-    signed char res_f = 0;
-    int pv = -1, pd = -1, cur_d = -1, cur_L = 0, cur_nnz = 0;
-    const int* dt = d_topic;  // the current document's D row: the shared copy or its global row
-    const int* dc = d_cnt;
-    double A = 0.0;  // this lane's sum of cnt_j * What[v][topic_j], j = lane (mod 32), topic != K1
-    for (int i = 0; i < cnt; i++) {
-        const int v = __shfl_sync(LDA_FULL, my_v, i);
-        const int d = __shfl_sync(LDA_FULL, my_d, i);
-        const int zo = __shfl_sync(LDA_FULL, my_z, i);
-        const double u = __shfl_sync(LDA_FULL, my_u, i);
-        const int K1 = __shfl_sync(LDA_FULL, my_k1, i);
-        const int K2 = __shfl_sync(LDA_FULL, my_k2, i);
-        const double wadj = __shfl_sync(LDA_FULL, my_wadj, i);
-        const float wzf = __shfl_sync(LDA_FULL, my_wz, i);
-        const long long row = (long long)v * K;
-        if (d != cur_d) {  // a new document: its D row into this warp's shared memory when it fits
-            const long long base = doc_ptr[d];  // warp-uniform loads, once per document run
-            cur_L = (int)(doc_ptr[d + 1] - base);
-            cur_nnz = d_nnz[d];
-            const int nnz = cur_nnz;
-            __syncwarp();  // every lane is done with the previous row
-            if (nnz <= cap) {
-                for (int j = lane; j < nnz; j += 32) {
-                    s_topic[j] = d_topic[base + j];
-                    s_cnt[j] = d_cnt[base + j];
-                }
-                __syncwarp();
-                dt = s_topic;
-                dc = s_cnt;
-            } else {
-                dt = d_topic + base;
-                dc = d_cnt + base;
-            }
-            cur_d = d;
-        }
-        const int L = cur_L;
-        const int nnz = cur_nnz;
-        const int zs = (exclude && zo != K1) ? zo : -1;
-        int p1 = -1, p2 = -1, pz = -1;
-        if (three) {  // K1, K2 and the own topic, searched together
-            int want[3] = {K1, K2, zs};
-            int pos[3];
-            lda_warp_pos<3>(dt, 0, nnz, want, lane, pos);
-            p1 = pos[0];
-            p2 = pos[1];
-            pz = pos[2];
-        } else if (zs >= 0) {
-            lda_warp_pos<1>(dt, 0, nnz, &zs, lane, &pz);
-        }
-        int pick = -1;
-        signed char flag = 0;
-        double a1d = 0.0;
-        double M = 0.0;
-        if (three) {
-            const int b1 = p1 >= 0 ? dc[p1] : 0;
-            a1d = (double)__shfl_sync(LDA_FULL, my_a1, i);
-            if (exclude && zo == K1) {
-                M = ((double)b1 - 1.0 + alpha) * wadj;
-            } else {
-                M = ((double)b1 + alpha) * a1d;
-            }
-            // skip test with S_est (Eq. 10, g = 2) and Q' = alpha (sum What[v] - a1)
-            const int b2 = p2 >= 0 ? dc[p2] : 0;
-            double a2d = (double)__shfl_sync(LDA_FULL, my_a2, i);
-            double a3d = (double)__shfl_sync(LDA_FULL, my_a3, i);
-            double rest = (double)(L - b1 - b2);
-            double sest = a2d * (double)b2 + a3d * rest;
-            double qb = alpha * (__shfl_sync(LDA_FULL, my_qt, i) - a1d);
-            double tt = M + sest;
-            tt = tt + qb;
-            if (u * tt < M) { pick = K1; flag = 2; }
-        }
-        if (pick < 0) {
-            double zw = 0.0, wzs = 0.0, szs = 0.0;
-            if (zs >= 0) {
-                const int dz = pz >= 0 ? dc[pz] : 0;
-                zw = ((double)dz - 1.0 + alpha) * wadj;
-                wzs = (double)wzf;
-                szs = (double)dz * wzs;
-            }
-            if (v != pv || d != pd) {
-                A = 0.0;
-                for (int j = lane; j < nnz; j += 32 * LDA_DOC_UNROLL) {
-                    float w[LDA_DOC_UNROLL];
-#pragma unroll
-                    for (int r = 0; r < LDA_DOC_UNROLL; r++) {
-                        const int jj = j + 32 * r;
-                        const int k = jj < nnz ? dt[jj] : K1;
-                        w[r] = (jj >= nnz || k == K1) ? 0.0f : what[row + k];
-                    }
-#pragma unroll
-                    for (int r = 0; r < LDA_DOC_UNROLL; r++) {
-                        const int jj = j + 32 * r;
-                        const int c = jj < nnz ? dc[jj] : 0;
-                        A = A + (double)c * (double)w[r];
-                    }
-                }
-                pv = v;
-                pd = d;
-            }
-            double a = A;
-            if (pz >= 0 && (pz & 31) == lane) a = a - szs;
-            const double incl = lda_warp_scan(a, lane);
-            const double s = __shfl_sync(LDA_FULL, incl, 31);
-            double excl = __shfl_up_sync(LDA_FULL, incl, 1);
-            double q = __shfl_sync(LDA_FULL, my_qt, i);
-            if (K1 >= 0) q = q - a1d;
-            if (zs >= 0) q = q - wzs;
-            double Q = alpha * q;
-            double tot = M + zw;
-            tot = tot + s;
-            tot = tot + Q;
-            double x = u * tot;
-            if (x < M) { pick = K1; flag = 1; }
-            else {
-                x = x - M;
-                if (x < zw) { pick = zs; flag = 3; }
-                else {
-                    x = x - zw;
-                    if (x < s) {
-                        unsigned m = __ballot_sync(LDA_FULL, incl > x && a > 0.0);
-                        const int Ls = m ? __ffs(m) - 1 : 31 - __clz(__ballot_sync(LDA_FULL, a > 0.0));
-                        double carry = __shfl_sync(LDA_FULL, excl, Ls);
-                        if (Ls == 0) carry = 0.0;
-                        int last = -1;
-                        for (int j0 = Ls; j0 < nnz && pick < 0; j0 += 32 * 32) {
-                            const int j = j0 + 32 * lane;
-                            int k = -1;
-                            double val = 0.0;
-                            if (j < nnz) {
-                                k = dt[j];
-                                if (k != K1 && k != zs) val = (double)dc[j] * (double)what[row + k];
-                            }
-                            const double P = lda_warp_scan(val, lane);
-                            const unsigned hit = __ballot_sync(LDA_FULL, val > 0.0 && carry + P > x);
-                            if (hit) pick = __shfl_sync(LDA_FULL, k, __ffs(hit) - 1);
-                            const unsigned pos_m = __ballot_sync(LDA_FULL, val > 0.0);
-                            if (pos_m) last = __shfl_sync(LDA_FULL, k, 31 - __clz(pos_m));
-                            carry = carry + __shfl_sync(LDA_FULL, P, 31);
-                        }
-                        if (pick < 0) pick = last;
-                    } else {
-                        double y = x - s;
-                        int lo = 0, hi = K - 1;
-                        while (lo < hi) {
-                            int mid = (lo + hi) >> 1;
-                            double c = (double)qcum[row + mid];
-                            if (K1 >= 0 && mid >= K1) c = c - a1d;
-                            if (zs >= 0 && mid >= zs) c = c - wzs;
-                            if (alpha * c > y) hi = mid; else lo = mid + 1;
-                        }
-                        pick = lo;
-                    }
-                }
-            }
-        }
-        if (lane == i) { res_z = pick; res_f = flag; }
-    }
-    if (lane < cnt) {
-        const long long t = tok[p0 + lane];
-        z_out[t] = res_z;
-        flags[t] = res_f;
-    }
+    lda_entry* s_row = reinterpret_cast<lda_entry*>(sW) + (threadIdx.x >> 5) * cap;
+    lda_sample_warp<true>(n, tok, word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot,
+                          top, topv, K, alpha, beta, vbeta, w_self, seed, it, three, exclude, cap, s_row, z_out,
+                          flags);
 }
 
 // Moon et al. (Alg. 2, 4) dense sampler for small K: DNT[d][k] = (D[d][k] - own + alpha) / (n_k - own + V beta)

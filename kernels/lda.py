@@ -24,8 +24,9 @@ pass (EZLDA: W and D are rebuilt from the token list after sampling), so tokens 
 within a pass and the result does not depend on thread scheduling.  Random numbers come from a
 counter-based generator, ``uniform(seed, iteration, key)`` = splitmix64 applied three times to
 (seed, iteration, token key), top 53 bits / 2^53, so a GPU thread and the CPU loop draw the same
-number for the same token.  Float arithmetic is IEEE float64 with float32 tables, in the same order
-on both sides (CUDA compiled with ``--fmad=false``).
+number for the same token.  Float arithmetic is IEEE float64 with float32 tables (the sparse samplers'
+lane sums of D-row entries in float32), in the same order on both sides (CUDA compiled with
+``--fmad=false``).
 
 Every public function validates its input, allocates its outputs once with the input's array module
 (:func:`cutext.kernels.backend.array_module`) and branches only at the launch: the numba twin
@@ -362,24 +363,19 @@ def _scan_prefix(x, tmp, m):
 @numba.njit(cache=True, parallel=True)
 def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what, qcum, qtot, top, topv,
                  K, alpha, beta, vbeta, w_self, seed, it, three, exclude, z_out, flags):
-    """The twin of ``lda_sample``: every token as one warp of the kernel would sample it.  The warp's 32
-    lanes are the scratch arrays ``incl`` (the lane sums' scan), ``rk``, ``rv``, ``rp`` (topics, values
-    and scan of one round of the S walk), ``lane`` and ``rv2`` (scan buffers); ``lsum`` holds the lane
-    sums (K1 excluded) of the (word, document) ``(pv, pd)`` of an earlier token, reused when a token has
-    the same pair, as the kernel does.  (One loop body, not a function per token: numba's call of a
+    """The twin of ``lda_sample`` / ``lda_sample_doc``: every token's draw with the kernels' float operations in
+    their order (kernels/lda.cu, ``lda_sample_warp``).  ``lsum`` holds the 32 lane sums (float32, K1 excluded)
+    of the (word, document) ``(pv, pd)`` of an earlier token, reused when a token has the same pair; ``incl``
+    their Kogge-Stone scan, ``tmp`` its scratch.  (One loop body, not a function per token: numba's call of a
     function with twenty array arguments cost more than the sampling.)"""
     s_ = np.uint64(seed)
     it_ = np.uint64(it)
     n = word.shape[0]
     step = 4096
     for b in numba.prange((n + step - 1) // step):
-        lane = np.empty(32, dtype=np.float64)
+        tmp = np.empty(32, dtype=np.float64)
         incl = np.empty(32, dtype=np.float64)
-        rk = np.empty(32, dtype=np.int32)
-        rv = np.empty(32, dtype=np.float64)
-        rp = np.empty(32, dtype=np.float64)
-        lsum = np.empty(32, dtype=np.float64)
-        rv2 = np.empty(32, dtype=np.float64)
+        lsum = np.zeros(32, dtype=np.float32)
         pv = -1
         pd = -1
         for t in range(b * step, min(n, (b + 1) * step)):
@@ -430,30 +426,30 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
                 zw = (np.float64(dz) - 1.0 + alpha) * wadj
                 wzs = np.float64(what[v, zs])
                 szs = np.float64(dz) * wzs
-            if v != pv or d != pd:
-                for ln in range(32):
-                    lsum[ln] = 0.0
-                for j in range(nnz):
-                    k = d_topic[base + j]
-                    if k == K1:
-                        continue
-                    lsum[j & 31] = lsum[j & 31] + np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-                pv = v
-                pd = d
-            lz = pz & 31 if pz >= 0 else -1
-            for ln in range(32):
-                incl[ln] = lsum[ln]
-            if lz >= 0:
-                incl[lz] = incl[lz] - szs
-            ladj = incl[lz] if lz >= 0 else 0.0  # the own topic's lane sum after the subtraction
-            _scan_prefix(incl, lane, 32)
-            s = incl[31]
             q = qtot[v]
             if K1 >= 0:
                 q = q - a1d
             if zs >= 0:
                 q = q - wzs
             Q = alpha * q
+            if v != pv or d != pd:
+                for ln in range(32):
+                    lsum[ln] = np.float32(0.0)
+                for j in range(nnz):
+                    k = d_topic[base + j]
+                    if k == K1:
+                        continue
+                    lsum[j & 31] = lsum[j & 31] + np.float32(d_cnt[base + j]) * what[v, k]
+                pv = v
+                pd = d
+            lz = pz & 31 if pz >= 0 else -1
+            for ln in range(32):
+                incl[ln] = np.float64(lsum[ln])
+            if lz >= 0:
+                incl[lz] = incl[lz] - szs
+            ladj = incl[lz] if lz >= 0 else 0.0  # the own topic's lane value after the subtraction
+            _scan_prefix(incl, tmp, 32)
+            s = incl[31]
             tot = M + zw
             tot = tot + s
             tot = tot + Q
@@ -472,45 +468,32 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
             if x < s:
                 Ls = -1
                 for ln in range(32):
-                    a = ladj if ln == lz else lsum[ln]
+                    a = ladj if ln == lz else np.float64(lsum[ln])
                     if incl[ln] > x and a > 0.0:
                         Ls = ln
                         break
                 if Ls < 0:
                     for ln in range(31, -1, -1):
-                        a = ladj if ln == lz else lsum[ln]
+                        a = ladj if ln == lz else np.float64(lsum[ln])
                         if a > 0.0:
                             Ls = ln
                             break
-                # walk lane Ls's entries j = Ls + 32 i in rounds of 32 (i = the CUDA lane), a warp scan per round
+                # walk lane Ls's entries j = Ls, Ls + 32, ... in order, their float values added to acc
                 carry = incl[Ls - 1] if Ls > 0 else 0.0
+                acc = np.float32(0.0)
                 last = -1
                 pick = -1
-                j0 = Ls
-                while j0 < nnz and pick < 0:
-                    # the round holds m entries; a Kogge-Stone prefix at position i depends on positions <= i only,
-                    # and a round of fewer than 32 entries is the last one, so its scan stops at m
-                    m = min(32, (nnz - j0 + 31) // 32)
-                    for ln in range(m):
-                        j = j0 + 32 * ln
-                        val = 0.0
-                        k = d_topic[base + j]
-                        if k != K1 and k != zs:
-                            val = np.float64(d_cnt[base + j]) * np.float64(what[v, k])
-                        rk[ln] = k
-                        rv[ln] = val
-                        rp[ln] = val
-                    _scan_prefix(rp, rv2, m)
-                    for ln in range(m):
-                        if rv[ln] > 0.0 and carry + rp[ln] > x:
-                            pick = rk[ln]
+                for j in range(Ls, nnz, 32):
+                    k = d_topic[base + j]
+                    if k == K1 or k == zs:
+                        continue
+                    val = np.float32(d_cnt[base + j]) * what[v, k]
+                    acc = acc + val
+                    if val > 0.0:
+                        last = k
+                        if carry + np.float64(acc) > x:
+                            pick = k
                             break
-                    for ln in range(m - 1, -1, -1):
-                        if rv[ln] > 0.0:
-                            last = rk[ln]
-                            break
-                    carry = carry + rp[31]
-                    j0 += 32 * 32
                 z_out[t] = pick if pick >= 0 else last
                 continue
             y = x - s
@@ -532,7 +515,7 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
 
 ORDERS = ("word", "doc")
 DOC_CAP = 768  # D-row entries a warp of lda_sample_doc keeps in shared memory: 8 warps x 2 x 768 int32 = 48 KiB
-DOC_DEFINES: tuple = ()  # extra -D switches of lda_sample_doc's build (benchmarks: "LDA_DOC_UNROLL=4", ...)
+DOC_DEFINES: tuple = ()  # extra -D switches of lda_sample_doc's build (benchmarks: "LDA_UNROLL=8", ...)
 
 
 def sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, tables, *, alpha: float, beta: float,

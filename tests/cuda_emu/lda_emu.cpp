@@ -17,9 +17,11 @@ static dim3_ blockDim;
 #define __forceinline__ inline
 #define __shared__
 #define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline int atomicAdd(int* a, int v) { int o = *a; *a += v; return o; }
 static inline void __syncthreads() {}
-int sW[1 << 16];  // the dynamic shared memory of the one-thread blocks (panel_words * K ints)
+alignas(16) int sW[1 << 16];  // the dynamic shared memory of the one-thread blocks (panel_words * K ints)
 using std::log2;
 
 // ---- warp intrinsics: every lane writes its value, all meet, every lane reads, all meet again

@@ -110,8 +110,8 @@ def nips_long(shared_data):
                                                      ("nips-three_branch", True, 4096, 0)])
 def test_sampling_kernels_draw_for_draw(lib, request, sampler, exclude, K, shift):
     """shift moves the emulated windows, so the warps of 32 tokens cut (word, document) runs at other places.
-    The NIPS cases have D rows of more than 1,024 nonzeros: several pivot steps in the warp search and
-    several rounds in the walk of the S branch."""
+    The NIPS cases have D rows of more than 1,024 nonzeros: more than 32 entries a lane in the lane sums
+    and in the walk of the S branch."""
     if sampler.startswith("nips-"):
         sampler = sampler[5:]
         corpus = request.getfixturevalue("nips_long")
@@ -266,7 +266,7 @@ def test_sample_doc_order_draw_for_draw(lib, request, corpus, sampler, exclude, 
     middle and end of the index (cutting documents at other places with shift).  cap = "median": the median
     D-row length of the documents the windows touch, so some rows are staged in shared memory and some are
     longer than the cap and read from global memory (asserted); NIPS at K = 4096: rows of > 1,024 nonzeros
-    (several pivot steps of the warp search and rounds of the S walk, on both paths).  K = 1000 with the default
+    (more than 32 entries a lane in the lane sums and the S walk, on both paths).  K = 1000 with the default
     cap: the longest NIPS rows exceed it after the random start and fit a pass later."""
     bow = request.getfixturevalue(corpus)
     ch = build_chunks(bow, K, n_chunks=2)

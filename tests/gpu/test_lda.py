@@ -83,8 +83,8 @@ def test_sampler_draw_for_draw(kos, sampler, exclude, K):
 
 @pytest.mark.parametrize("sampler", ["sparse", "three_branch"])
 def test_sampler_draw_for_draw_long_rows(shared_data, sampler):
-    """All of NIPS at K = 4096: D rows of more than 1,024 nonzeros (several steps of the warp search and
-    several rounds of the S walk); every GPU draw equals the CPU twin's."""
+    """All of NIPS at K = 4096: D rows of more than 1,024 nonzeros (more than 32 entries a lane in the lane
+    sums and the S walk); every GPU draw equals the CPU twin's."""
     nips = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
     ch = build_chunks(nips, 4096)
     cpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2)
@@ -144,7 +144,7 @@ def test_sampler_doc_order_long_rows(shared_data, sampler, cap):
     """All of NIPS at K = 4096 (D rows of more than 1,024 nonzeros): lda_sample_doc equals the CPU twin draw for
     draw with the default cap (long rows from global memory) and with cap = 3,000 (192,000 bytes of shared
     memory a block: the launch raises the kernel's dynamic shared-memory limit; rows of 1,024 to 3,000
-    nonzeros staged, several pivot steps and walk rounds in shared memory)."""
+    nonzeros staged, lane sums of many rounds in shared memory)."""
     nips = read_uci(shared_data / "bow" / "uci" / "docword.nips.txt.gz")
     ch = build_chunks(nips, 4096)
     cpu = GibbsState(ch, 4096, 0.05, 0.01, seed=2)
