@@ -97,7 +97,7 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         for K <= 4096; ``hybrid``: the conditional of ``sparse`` with W in EZLDA's hybrid layout
         (section IV-B: dense rows only for words with more than K tokens, sparse (topic, count) rows for
         the others; SparseLDA buckets for their tokens), for large K on one device (not with
-        ``n_devices > 1``); ``auto`` = dense for K <= 256, else three_branch.
+        ``n_devices > 1``); ``auto`` = sparse (the fastest at every K measured, docs/decisions.md).
     seed : int
         Seed of the counter-based generator; a run is reproducible bit for bit, on CPU and GPU.
     exclude_self : bool

@@ -446,7 +446,7 @@ def test_gzip_uci_subset_trains(kos_path, tmp_path):
             fh.write(f"{a} {b} {c}\n")
     (tmp_path / "vocab.kos300.txt").write_text("\n".join(kos.vocab) + "\n")
     r = pipelines.run("lda", str(p), out=tmp_path / "kos", K=10, iterations=5, progress=False)
-    assert r.params["alpha"] == 0.1 and r.params["sampler"] == "dense" and r.params["format"] == "uci"
+    assert r.params["alpha"] == 0.1 and r.params["sampler"] == "sparse" and r.params["format"] == "uci"
     assert r.params["stopwords"] == "none" and (r.params["min_df"], r.params["max_df"]) == (1, 1.0)
     assert r.counts["n_tokens"] == int(sub.count.sum())
     assert "bush" in LDAModel.load(tmp_path / "kos").vocab
