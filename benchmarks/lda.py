@@ -315,7 +315,7 @@ def client_section(args, ddir, rows):
 def gpu_section(args, ddir, rows):
     import cupy
     from cutext.kernels import lda as lda_kernels
-    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs
+    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs, resolve_sample_order
     from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
 
     bow = load("nips", ddir)
@@ -339,8 +339,6 @@ def gpu_section(args, ddir, rows):
         order, _, dfs = spec.partition(":")
         defines = tuple(x for x in dfs.split(",") if x)
         lda_kernels.DOC_DEFINES = defines
-        system = f"cutext-gpu{ndev}-{smp}" + (f"-{order}" if order != "word" else "") + \
-            "".join(f"-{x.removeprefix('LDA_').lower()}" for x in defines)
         if ndev not in chunks:  # the token order does not depend on K: build once per device count
             chunks.clear()
             chunks[ndev] = build_chunks(big, K, ndev)
@@ -349,6 +347,10 @@ def gpu_section(args, ddir, rows):
         split = np.array([a + np.searchsorted(base.word[a:b], n_dense, side="left")
                           for a, b in zip(base.chunk_ptr[:-1], base.chunk_ptr[1:])], dtype=np.int64)
         ch = dataclasses.replace(base, K=K, n_dense=n_dense, chunk_split=split)
+        if smp in ("sparse", "three_branch"):  # "auto": the library's order for this V, K and device
+            order = resolve_sample_order(order, ch.V, K)
+        system = f"cutext-gpu{ndev}-{smp}" + (f"-{order}" if order not in ("word", "auto") else "") + \
+            "".join(f"-{x.removeprefix('LDA_').lower()}" for x in defines)
         est = ch.memory_estimate()
         pool.free_all_blocks()
         log(f"gpu K={K} {smp} devices={ndev} order={order}")
@@ -465,7 +467,7 @@ def main(argv=None):
                          "(D is sparser later in training; 0 = off)")
     ap.add_argument("--gpu-orders", nargs="+", default=None,
                     help="token orders of the sparse / three-branch samplers on one GPU (default: the library's, "
-                         "lda_gibbs.SAMPLE_ORDER; word: lda_sample; doc: "
+                         "lda_gibbs.SAMPLE_ORDER, auto; word: lda_sample; doc: "
                          "lda_sample_doc, D rows in shared memory; doc:NAME=VALUE,...: lda_sample_doc built with "
                          "-D switches, e.g. doc:LDA_UNROLL=8); 'word doc' times both side by side")
     ap.add_argument("--gpu-doc-cap", type=int, default=768,
@@ -485,9 +487,10 @@ def main(argv=None):
         from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER
 
         args.gpu_orders = [SAMPLE_ORDER]
-    bad = [o for o in args.gpu_orders if o.partition(":")[0] not in ("word", "doc") or (o.startswith("word:"))]
+    bad = [o for o in args.gpu_orders if o.partition(":")[0] not in ("auto", "word", "doc") or ":" in o and
+           not o.startswith("doc:")]
     if bad:
-        ap.error(f"--gpu-orders: word, doc or doc:NAME=VALUE,... (got {bad})")
+        ap.error(f"--gpu-orders: auto, word, doc or doc:NAME=VALUE,... (got {bad})")
     ddir = data_dir(args.data)
     info = env()
     log(json.dumps(info))

@@ -29,9 +29,36 @@ from cutext.stages.runtime.params import check_memory, param
 
 SAMPLERS = ("auto", "sparse", "three_branch", "dense", "hybrid")
 PANEL_WORDS = 8
-# token order of the GPU sparse / three-branch passes: "doc" (lda_sample_doc, D rows in shared memory; 1.19x
-# "word" at K=1000 on an H200) or "word" (lda_sample); the same draws either way
-SAMPLE_ORDER = "doc"
+# token order of the GPU sparse / three-branch passes: "doc" (lda_sample_doc, D rows in shared memory), "word"
+# (lda_sample) or "auto" (resolve_sample_order); the same draws either way
+SAMPLE_ORDER = "auto"
+# "auto" visits tokens in document order while the What table (V x K float32) is at most this many times the
+# device's L2 cache: one H200 (60 MiB of L2), NIPS, K=1000 / 2048 / 4096 / 32768 (What 50 / 102 / 203 / 1,628 MB):
+# document order 1.56x / 1.37x / 0.92x / 0.40x word order (lda-gpu-h200-orders-k-2026-11-28.*)
+DOC_ORDER_L2_FACTOR = 2
+
+
+def resolve_sample_order(order: str, V: int, K: int, gpu: bool = True, device=None) -> str:
+    """The token order a pass of the sparse samplers takes: ``order`` itself, or for ``"auto"`` ``"doc"`` while
+    What (``V * K * 4`` bytes) is at most :data:`DOC_ORDER_L2_FACTOR` times the L2 cache of ``device`` (the
+    current device by default), else ``"word"``: document order gathers What[v][k] of every word of a document,
+    word order keeps one word's row in cache.  On the CPU the twin does not depend on the order: ``"word"``.
+
+    Raises
+    ------
+    ValueError
+        ``order`` is not ``"auto"``, ``"word"`` or ``"doc"``.
+    """
+    if order not in ("auto",) + lda_kernels.ORDERS:
+        raise ValueError(f"sample_order must be one of {('auto',) + lda_kernels.ORDERS}, got {order!r}")
+    if order != "auto":
+        return order
+    if not gpu:
+        return "word"
+    import cupy
+    dev = cupy.cuda.Device(device).id if device is not None else cupy.cuda.Device().id
+    l2 = int(cupy.cuda.runtime.getDeviceProperties(dev)["l2CacheSize"])
+    return "doc" if 4 * int(V) * int(K) <= DOC_ORDER_L2_FACTOR * l2 else "word"
 
 
 def panel_words(K: int) -> int:
@@ -161,11 +188,12 @@ class GibbsState:
         dense rows only for the ``ch.n_dense`` words with more than K tokens, sparse rows (topic, count)
         for the others (``self.hw``, a :class:`cutext.kernels.lda_hybrid.HybridW`; ``self.W`` is None); sample
         with ``sampler="hybrid"``.  Not with ``W_fixed`` or ``shard``.
-    sample_order : {"word", "doc"}, optional
+    sample_order : {"auto", "word", "doc"}, optional
         Token order of the GPU's sparse and three-branch passes (:func:`cutext.kernels.lda.sample`'s
         ``order``; the draws are the same either way): ``"doc"`` runs ``lda_sample_doc`` over the
-        document-major index ``doc_tok`` with D rows in shared memory.  Default :data:`SAMPLE_ORDER`.
-        The attribute ``sample_order`` may be changed between passes.
+        document-major index ``doc_tok`` with D rows in shared memory; ``"auto"``: :func:`resolve_sample_order`.
+        Default :data:`SAMPLE_ORDER`.  The attribute ``sample_order`` holds the resolved order and may be changed
+        between passes.
     """
 
     def __init__(self, ch: Chunks, K: int, alpha: float, beta: float, seed: int = 0, gpu: bool = False,
@@ -185,9 +213,8 @@ class GibbsState:
             raise ValueError("the hybrid W layout is for single-device training (no W_fixed, no shards)")
         self.hybrid = w_layout == "hybrid"
         self.doc_c = lda_hybrid.HYBRID_DOC_C  # the hybrid sampler's doc-side rule (tests lower it)
-        self.sample_order = SAMPLE_ORDER if sample_order is None else sample_order
-        if self.sample_order not in lda_kernels.ORDERS:
-            raise ValueError(f"sample_order must be one of {lda_kernels.ORDERS}, got {self.sample_order!r}")
+        self.sample_order = resolve_sample_order(SAMPLE_ORDER if sample_order is None else sample_order, self.V,
+                                                 self.K, gpu, device)
         self.doc_cap = lda_kernels.DOC_CAP  # shared-memory D-row entries a warp with sample_order="doc"
         self.W = self.hw = self.htables = None
         self._panels = None
@@ -572,4 +599,4 @@ class ShardedGibbs:
 
 
 __all__ = ["PANEL_WORDS", "SAMPLERS", "GibbsState", "ShardedGibbs", "check_state_memory",
-           "panel_words", "resolve_sampler", "state_bytes"]
+           "panel_words", "resolve_sample_order", "resolve_sampler", "state_bytes"]

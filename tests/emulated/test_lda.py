@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from cutext.kernels import lda as K_
 from cutext.stages.engines.lda_chunk import build_chunks, read_ldac
-from cutext.stages.engines.lda_gibbs import GibbsState, panel_words
+from cutext.stages.engines.lda_gibbs import GibbsState, panel_words, resolve_sample_order
 from helpers import build_cuda_emulation
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out
@@ -321,3 +321,9 @@ def test_sample_order_argument_checks(reuters):
         K_.sample(*args, **kw, order="doc")
     with pytest.raises(ValueError, match="sample_order"):
         GibbsState(ch, 20, 0.1, 0.05, seed=1, sample_order="topic")
+    # "auto" resolves to an order the kernels take; an explicit order is kept; on the CPU the twin ignores it
+    assert GibbsState(ch, 20, 0.1, 0.05, seed=1).sample_order in K_.ORDERS
+    assert GibbsState(ch, 20, 0.1, 0.05, seed=1, sample_order="doc").sample_order == "doc"
+    assert resolve_sample_order("auto", 12419, 1000, gpu=False) == "word"
+    with pytest.raises(ValueError, match="sample_order"):
+        resolve_sample_order("topics", 10, 10)

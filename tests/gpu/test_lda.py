@@ -12,7 +12,7 @@ from cutext.kernels import lda as K_
 from cutext.kernels import lda_hybrid as KH
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.engines.lda_chunk import build_chunks, read_ldac, read_uci
-from cutext.stages.engines.lda_gibbs import GibbsState
+from cutext.stages.engines.lda_gibbs import GibbsState, resolve_sample_order
 
 pytestmark = pytest.mark.gpu
 
@@ -95,6 +95,19 @@ def test_sampler_draw_for_draw_long_rows(shared_data, sampler):
         sg = gpu.step(it, sampler)
         np.testing.assert_array_equal(cpu.z, _h(gpu.z), err_msg=f"iteration {it}")
         assert sc == sg
+
+
+def test_auto_order_by_what_size():
+    """sample_order="auto" on a GPU of 50-60 MiB of L2 (H100, H200): document order for NIPS at K=1000 (What 50 MB),
+    word order at K=32768 (1.6 GB)."""
+    import cupy
+
+    l2 = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["l2CacheSize"]
+    if not 48 * 2**20 <= l2 <= 64 * 2**20:
+        pytest.skip(f"L2 of {l2} bytes")
+    assert resolve_sample_order("auto", 12419, 1000) == "doc"
+    assert resolve_sample_order("auto", 12419, 32768) == "word"
+    assert resolve_sample_order("word", 12419, 1000) == "word"
 
 
 def _sample_both(cpu, gpu, it, sampler, exclude, cap):
