@@ -94,7 +94,7 @@ def test_reprs_are_one_short_line(tmp_path, corpus, arpa):
                             r"backend='cpu', path='.*test\.arpa'\)$"),
         "cluster": (repr(sc), rf"^StreamClusterer\(threshold=0\.3, top_k=35, method='reference', backend='cpu', "
                               rf"batch_size=1, clusters={sc.n_clusters}, docs=80, terms=[\d,]+\)$"),
-        "lda": (repr(m), r"^LDAModel\(K=3, V=[\d,]+, docs=80, tokens=[\d,]+, sampler='dense', alpha=0\.1, "
+        "lda": (repr(m), r"^LDAModel\(K=3, V=[\d,]+, docs=80, tokens=[\d,]+, sampler='sparse', alpha=0\.1, "
                          r"beta=0\.01, iterations=2, LLPT=-[\d.]+, trained on 'cpu', path='.*lda'\)$"),
         "result": (repr(c), rf"^RunResult\('cluster', path='.*cl', backend='cpu', clusters={sc.n_clusters}, "
                             r"documents=80, [\d.]+ s\)$"),
