@@ -20,15 +20,21 @@ __device__ __forceinline__ double lda_uniform(u64 seed, u64 it, u64 key) {
     return (double)(h >> 11) * 1.1102230246251565404236316680908203125e-16;  // 2^-53
 }
 
-// count of topic k in the sorted D row [base, base+nnz); 0 when absent (binary search)
-__device__ __forceinline__ int lda_find(const int* d_topic, const int* d_cnt, long long base, int nnz, int k) {
+// position of topic k in the sorted row r[0, nnz), or -1 (absent, or k < 0): binary search
+__device__ __forceinline__ int lda_pos(const int* r, int nnz, int k) {
+    if (k < 0) return -1;
     int lo = 0, hi = nnz;
     while (lo < hi) {
         int mid = (lo + hi) >> 1;
-        if (d_topic[base + mid] < k) lo = mid + 1; else hi = mid;
+        if (r[mid] < k) lo = mid + 1; else hi = mid;
     }
-    if (lo < nnz && d_topic[base + lo] == k) return d_cnt[base + lo];
-    return 0;
+    return (lo < nnz && r[lo] == k) ? lo : -1;
+}
+
+// count of topic k in the sorted D row [base, base+nnz); 0 when absent
+__device__ __forceinline__ int lda_find(const int* d_topic, const int* d_cnt, long long base, int nnz, int k) {
+    const int p = lda_pos(d_topic + base, nnz, k);
+    return p >= 0 ? d_cnt[base + p] : 0;
 }
 
 extern "C" __global__ void lda_uniform_kernel(u64 seed, u64 it, const long long* keys, long long n, double* out) {
@@ -151,17 +157,6 @@ __device__ __forceinline__ double lda_warp_scan(double x, int lane) {
         if (lane >= off) x = y + x;
     }
     return x;
-}
-
-// position of topic k in the sorted row r[0, nnz), or -1 (absent, or k < 0): binary search
-__device__ __forceinline__ int lda_pos(const int* r, int nnz, int k) {
-    if (k < 0) return -1;
-    int lo = 0, hi = nnz;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (r[mid] < k) lo = mid + 1; else hi = mid;
-    }
-    return (lo < nnz && r[lo] == k) ? lo : -1;
 }
 
 // p, opaque to the compiler: an address p + k stays one IMAD.WIDE on a pointer held in registers, instead of

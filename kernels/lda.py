@@ -339,24 +339,24 @@ def _find(d_topic, d_cnt, base, nnz, k):
 
 
 @numba.njit(inline="always", cache=True)
-def _ks_step(src, dst, off, m):
-    for ln in range(min(off, m)):
+def _ks_step(src, dst, off):
+    for ln in range(off):
         dst[ln] = src[ln]
-    for ln in range(off, m):
+    for ln in range(off, 32):
         dst[ln] = src[ln - off] + src[ln]
 
 
 @numba.njit(inline="always", cache=True)
-def _scan_prefix(x, tmp, m):
-    """In place on x[:m]: the inclusive Kogge-Stone scan of ``lda_warp_scan`` (lane l receives
-    old[l - off] + old[l] for off = 1, 2, 4, 8, 16), restricted to the first m lanes (lane l's result
-    depends on lanes <= l only).  Ping-pong between x and tmp, so that every step vectorizes."""
-    _ks_step(x, tmp, 1, m)
-    _ks_step(tmp, x, 2, m)
-    _ks_step(x, tmp, 4, m)
-    _ks_step(tmp, x, 8, m)
-    _ks_step(x, tmp, 16, m)
-    for ln in range(m):
+def _scan_prefix(x, tmp):
+    """In place on the 32 lanes x: the inclusive Kogge-Stone scan of ``lda_warp_scan`` (lane l receives
+    old[l - off] + old[l] for off = 1, 2, 4, 8, 16).  Ping-pong between x and tmp, so that every step
+    vectorizes."""
+    _ks_step(x, tmp, 1)
+    _ks_step(tmp, x, 2)
+    _ks_step(x, tmp, 4)
+    _ks_step(tmp, x, 8)
+    _ks_step(x, tmp, 16)
+    for ln in range(32):
         x[ln] = tmp[ln]
 
 
@@ -448,7 +448,7 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
             if lz >= 0:
                 incl[lz] = incl[lz] - szs
             ladj = incl[lz] if lz >= 0 else 0.0  # the own topic's lane value after the subtraction
-            _scan_prefix(incl, tmp, 32)
+            _scan_prefix(incl, tmp)
             s = incl[31]
             tot = M + zw
             tot = tot + s
