@@ -8,6 +8,8 @@
 // Filter (fmode): 0 every document; 1 the documents whose bit is set in allow_bits (uint32 words, bit d & 31
 // of word d >> 5, one bitset for every query); 2 per query q the sorted doc ids a_docs[a_ptr[q], a_ptr[q + 1]).
 // A document outside the filter is never a candidate, so the top k is taken among the allowed ones.
+// Block b scores query q_order[b] (a permutation of the pass's queries, the costliest first: blocks start in
+// index order, so the last to start are the cheapest and the kernel's tail, where SMs idle, is short).
 // Numba twin: _twin_block_search, _twin_sort in search.py.  Compiled with --fmad=false.
 
 #define SB_THREADS 256
@@ -136,8 +138,9 @@ extern "C" __global__ void __launch_bounds__(SB_THREADS, 6) bm25_block_search(co
                                              int n_docs, int k, long long* cursor, unsigned long long* top_a,
                                              unsigned long long* top_b, int* top_n, int fmode,
                                              const unsigned int* __restrict__ allow_bits,
-                                             const long long* __restrict__ a_ptr, const int* __restrict__ a_docs) {
-    const int q = blockIdx.x;
+                                             const long long* __restrict__ a_ptr, const int* __restrict__ a_docs,
+                                             const int* __restrict__ q_order) {
+    const int q = q_order[blockIdx.x];
     SB_PROF_BEGIN
     const long long j0 = q_ptr[q], j1 = q_ptr[q + 1];
     __shared__ __align__(16) float a[SB_TILE];

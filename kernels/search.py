@@ -30,7 +30,8 @@ computed as without a filter; a document outside it is never a candidate of the 
   that beat it), else (or when the candidates overflow the list) by a radix select; at the end a bitonic
   sort of the k keys per query.  The device workspace is the k keys per query and a cursor per query term
   (:func:`plan_passes` bounds it by ``max_workspace`` bytes, whatever the batch size).  The key order is
-  (score desc, doc asc), so the ties rule holds by construction.
+  (score desc, doc asc), so the ties rule holds by construction.  The blocks take the queries costliest
+  first (:func:`launch_order`), so the kernel does not end on one long query while SMs idle.
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ DEFAULT_WORKSPACE = 1 << 30
 TILE = 8192  # SB_TILE in search.cu: float32 scores of a block's tile in shared memory (32 KiB)
 BYTES_PER_QUERY_K = 28  # plan_passes: device bytes per query and unit of k
 BYTES_PER_QUERY_TERM = 16  # plan_passes: device bytes per query term
+ORDER_BY_COST = True  # launch_order: the costliest queries' blocks first (False: in batch order, for A/B runs)
+STEP_POSTINGS = 1024  # launch_order: postings a block's step reads (SB_UNROLL * SB_THREADS in search.cu)
 SCAN_BLOCK = 64  # CPU engine: scores per block of the dense top-k scan
 DENSE_RATIO = 8  # CPU engine: a query with >= N / 8 postings is scored densely (no touched list)
 
@@ -349,6 +352,7 @@ def plan_passes(q_ptr, k: int, max_workspace: int) -> list[tuple[int, int]]:
         ``max_workspace`` cannot hold one of the queries (named by its position in the batch).
     """
     q_ptr = np.asarray(q_ptr, np.int64)
+    q_ptr = q_ptr - q_ptr[0]  # a pass's rows of the batch's CSR: q_terms holds that pass's terms alone
     nq = len(q_ptr) - 1
     per_q = BYTES_PER_QUERY_K * int(k) + 24
     cum = np.arange(nq + 1, dtype=np.int64) * per_q + (q_ptr - q_ptr[0]) * BYTES_PER_QUERY_TERM
@@ -540,14 +544,57 @@ class Workspace:
         return a[:size]
 
 
+def launch_order(q_ptr, q_terms, term_postings, n_docs: int) -> np.ndarray:
+    """The order in which the GPU engine's blocks take a pass's queries: by estimated cost, descending
+    (costs as 16-bit fractions of the largest; ties in batch order), the longest-processing-time-first
+    rule of list scheduling (Graham, "Bounds on multiprocessing timing anomalies", 1969).  Blocks start in
+    index order as SMs free up, so the cheapest queries run last and the kernel's tail is short.
+
+    A query's cost, in postings: those of its terms (``term_postings[t]``, host int64), plus a step of
+    :data:`STEP_POSTINGS` for each of its terms in each tile of :data:`TILE` documents (a term's first step
+    in a tile, and its barrier, are paid even for a posting or none).  ``q_ptr``: a pass's rows of a
+    batch's query CSR (int64, need not start at 0), ``q_terms``: that pass's terms alone.
+
+    Returns
+    -------
+    int32 array (nq,): a permutation of ``0 .. nq - 1``.
+    """
+    q_ptr = np.asarray(q_ptr, np.int64)
+    nq = len(q_ptr) - 1
+    if not ORDER_BY_COST or nq < 2:
+        return np.arange(nq, dtype=np.int32)
+    cost = _query_costs(q_ptr, np.asarray(q_terms), term_postings, -(-int(n_docs) // TILE) * STEP_POSTINGS)
+    # 16-bit keys of the cost against the largest (a stable sort of them is numpy's radix sort, 10x a
+    # comparison sort of the costs; the order needs no finer grain)
+    key = (cost * (65535.0 / max(int(cost.max()), 1))).astype(np.uint16)
+    return np.argsort(65535 - key, kind="stable").astype(np.int32)
+
+
+@numba.njit(nogil=True, cache=True)
+def _query_costs(q_ptr, q_terms, term_postings, per_term):  # pragma: no cover - numba
+    """launch_order's cost of each query, int64 (nq,): its terms' postings plus ``per_term`` a term (``q_ptr``
+    a pass's rows of the batch's CSR, its terms alone in ``q_terms``)."""
+    nq = len(q_ptr) - 1
+    out = np.empty(nq, np.int64)
+    base = q_ptr[0]
+    for q in range(nq):
+        c = 0
+        for j in range(q_ptr[q] - base, q_ptr[q + 1] - base):
+            c += term_postings[q_terms[j]] + per_term
+        out[q] = c
+    return out
+
+
 def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, k: int,
                        max_workspace: int = DEFAULT_WORKSPACE, mask=None, lists=None,
-                       workspace: Workspace | None = None):
+                       workspace: Workspace | None = None, term_postings=None):
     """:func:`search_tiled` in two halves: this call launches the work and returns ``finish``, a function
     of no arguments that waits for it and returns ``(doc, score, n)``.  On the GPU the last pass of queries
     (the only one under the default workspace) is still running when this returns, so the caller can
     prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors;
-    ``workspace`` (GPU only): the :class:`Workspace` whose buffers the batch borrows until ``finish``."""
+    ``workspace`` (GPU only): the :class:`Workspace` whose buffers the batch borrows until ``finish``;
+    ``term_postings`` (GPU only): host int64, the postings of each term (``diff(indptr)``) for
+    :func:`launch_order`, read from the device's ``indptr`` when not given."""
     k = _check_k(k)
     if k > MAX_K_GPU:
         raise ValueError(f"k must be <= {MAX_K_GPU} for the GPU engine (its top-k sort is in shared memory), "
@@ -605,6 +652,10 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     bits = _mask_words(fmask) if fmode == 1 else np.zeros(1, np.uint32)
     docs = a_docs if len(a_docs) else np.zeros(1, np.int32)
 
+    if term_postings is None:
+        term_postings = np.diff(indptr.get())
+    term_postings = np.asarray(term_postings, np.int64)
+
     def fetch(s, e):
         n = e - s
         out_doc[s:e] = dev["doc"][:n * k].get().reshape(n, k)
@@ -615,7 +666,8 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         n = e - s
         ups = [("qp", q_ptr[s:e + 1] - q_ptr[s]), ("qt", q_terms[q_ptr[s]:q_ptr[e]]), ("qw", q_w[q_ptr[s]:q_ptr[e]]),
                ("a_ptr", a_ptr[s:e + 1] if fmode == 2 else np.zeros(n + 1, np.int64)), ("allow_bits", bits),
-               ("a_docs", docs)]
+               ("a_docs", docs), ("order", launch_order(q_ptr[s:e + 1], q_terms[q_ptr[s]:q_ptr[e]], term_postings,
+                                                        n_docs))]
         ups = [(name, np.ascontiguousarray(h)) for name, h in ups]
         layout, total = _packed([(name, h.size, h.dtype) for name, h in ups])
         staged = Workspace.view(store, xp, "host:in", total, np.uint8, pinned=True)
@@ -628,7 +680,7 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
         _cuda.kernel(SOURCE, "bm25_block_search")(
             (n,), (THREADS,), (indptr, indices, data, u["qp"], u["qt"], u["qw"], np.int32(n_docs), np.int32(k),
                                dev["cursor"], dev["top_a"], dev["top_b"], dev["top_n"], np.int32(fmode),
-                               u["allow_bits"], u["a_ptr"], u["a_docs"]))
+                               u["allow_bits"], u["a_ptr"], u["a_docs"], u["order"]))
         _cuda.kernel(SOURCE, "bm25_topk_sort")(
             (n,), (THREADS,), (dev["top_a"], dev["top_n"], np.int32(k), dev["doc"], dev["score"]))
         if i < len(passes) - 1:
@@ -748,5 +800,5 @@ def merge_shards(parts, offsets, k: int):
     return out_doc, out_score, out_n
 
 
-__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "merge_shards", "plan_passes", "search_cpu", "search_tiled",
-           "search_tiled_start"]
+__all__ = ["DEFAULT_WORKSPACE", "MAX_K_GPU", "TILE", "launch_order", "merge_shards", "plan_passes", "search_cpu",
+           "search_tiled", "search_tiled_start"]

@@ -12,10 +12,12 @@ does not shrink with the documents, this says whether it is in the blocks or aro
 
 ``--variant NAME=OPTIONS`` (nvrtc options, e.g. ``-DSB_STEP_BARRIER``) or ``--variant NAME=@FILE`` (another
 ``search.cu`` with the same kernels, e.g. an earlier commit's) times other builds of the kernels on the same
-parts and queries, and checks that they return the same documents and scores.
+parts and queries, and checks that they return the same documents and scores.  ``--batch-order`` times
+the default build with the queries' blocks launched in batch order instead of the engine's order by cost
+(``kernels.search.launch_order``).
 
     python benchmarks/micro/search_blocks.py [--index /tmp/cutext-search-gpus/index] [--parts 1,2,4]
-        [--variant old=@/tmp/search-old.cu]
+        [--variant old=@/tmp/search-old.cu] [--batch-order]
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data", default=None, help="folder holding corpora/20news-bydate.tar.gz")
+    ap.add_argument("--batch-order", action="store_true",
+                    help="also time the default build with the queries' blocks in batch order (not by cost)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=OPTIONS|NAME=@FILE",
                     help="another build of the kernels, timed beside the default (repeatable)")
     args = ap.parse_args(argv)
@@ -109,20 +113,21 @@ def main(argv=None) -> int:
         post = cs[q_ptr[1:]] - cs[q_ptr[:-1]]  # postings of each query's terms
         ws = ks.Workspace()
 
-        def run(indptr=indptr, indices=indices, data=data, n_docs=n_docs, ws=ws):  # this part's arrays
-            ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k, workspace=ws)()
+        def run(indptr=indptr, indices=indices, data=data, n_docs=n_docs, ws=ws, df=df):  # this part's arrays
+            return ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k,
+                                         workspace=ws, term_postings=df)()
 
         ms = timed(run)
-        want = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k, workspace=ws)()
+        want = run()
         real, real_src = ks._cuda, ks.SOURCE
-        for name, src, opts, _ in variants:
+        for name, src, opts, _ in variants + ([("batch-order", ks.SOURCE, (), None)] if args.batch_order else []):
             ks._cuda, ks.SOURCE = _cuda.Options(opts), src
+            ks.ORDER_BY_COST = name != "batch-order"
             try:
                 vms = timed(run)
-                got = ks.search_tiled_start(indptr, indices, data, n_docs, q_ptr, Q.indices, Q.data, args.k,
-                                            workspace=ws)()
+                got = run()
             finally:
-                ks._cuda, ks.SOURCE = real, real_src
+                ks._cuda, ks.SOURCE, ks.ORDER_BY_COST = real, real_src, True
             same = all(np.array_equal(x, y) for x, y in zip(got, want))
             vrows.append((parts, name, vms, ms, same))
         ks._cuda = _cuda.Options(PROFILE_OPTIONS)

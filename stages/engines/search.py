@@ -222,6 +222,8 @@ class SearchMatrix:
                           else matrix.indices.astype(np.int32))
         self.nonnegative = bool(len(matrix.data) == 0 or float(xp.min(matrix.data)) >= 0)
         self.workspace = ks.Workspace() if self.on_gpu else None  # the GPU engine's buffers, kept between batches
+        # postings of each term on the host: the GPU engine's launch order (kernels.search.launch_order)
+        self.term_postings = np.diff(to_host(self.indptr64)).astype(np.int64) if self.on_gpu else None
 
     def dense(self, Q):
         """Dense float32 scores (nq, n_docs) on the host of a host query CSR ``Q`` (sparse product)."""
@@ -268,7 +270,8 @@ class SearchMatrix:
             return ks.search_tiled_start(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
                                          Q.indptr, Q.indices, Q.data, k,
                                          max_workspace=ks.DEFAULT_WORKSPACE if max_workspace is None
-                                         else max_workspace, workspace=self.workspace, **fkw)
+                                         else max_workspace, workspace=self.workspace,
+                                         term_postings=self.term_postings, **fkw)
         if engine == "cpu":
             out = ks.search_cpu(self.indptr64, self.indices32, self.matrix.data, self.n_docs,
                                 Q.indptr, Q.indices, Q.data, k, n_threads=n_threads, **fkw)

@@ -34,10 +34,10 @@ void launch_bm25_block_search(unsigned gx, unsigned gy, unsigned bx, const long 
                               const float* data, const long long* q_ptr, const int* q_terms, const float* q_w,
                               int n_docs, int k, long long* cursor, unsigned long long* top_a,
                               unsigned long long* top_b, int* top_n, int fmode, const unsigned int* allow_bits,
-                              const long long* a_ptr, const int* a_docs) {
+                              const long long* a_ptr, const int* a_docs, const int* q_order) {
     launch({gx, gy, 1}, {bx, 1, 1}, [&] {
         bm25_block_search(indptr, indices, data, q_ptr, q_terms, q_w, n_docs, k, cursor, top_a, top_b, top_n, fmode,
-                          allow_bits, a_ptr, a_docs); });
+                          allow_bits, a_ptr, a_docs, q_order); });
 }
 void launch_bm25_topk_sort(unsigned gx, unsigned gy, unsigned bx, const unsigned long long* top, const int* top_n,
                            int k, long long* out_doc, float* out_score) {

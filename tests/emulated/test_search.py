@@ -323,3 +323,59 @@ def test_filter_arrays_are_checked():
     with pytest.raises(ValueError, match="not both"):
         ks.search_cpu(*_args(M), n, Q.indptr, Q.indices, Q.data, 5, mask=np.ones(n, bool),
                       lists=(np.array([0, 0, 0, 0]), np.zeros(0)))
+
+
+def test_emulated_cuda_rare_terms_over_many_tiles(fake_cupy):
+    """Terms with a posting every few tiles, or none past a point, or none at all (a term's cursor waits through
+    tiles that hold none of its postings): over 24 tiles of 512, with postings at the first and last document of
+    a tile, the results equal the twin and the brute force."""
+    n_docs = 24 * 512
+    rng = np.random.default_rng(31)
+    rows, cols = [], []
+    edges = np.array([0, 511, 512, 1023, 1024, 5 * 512 - 1, 5 * 512, n_docs - 1])
+    for t in range(1, 13):
+        docs = np.unique(np.concatenate([rng.choice(n_docs, size=int(rng.integers(1, 12)), replace=False),
+                                         edges[rng.random(len(edges)) < 0.4]]))
+        if t == 12:
+            docs = docs[docs < 700]  # none after the second tile
+        rows.append(np.full(len(docs), t))
+        cols.append(docs)
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    M = sp.csr_matrix(((rng.integers(1, 4, len(rows)) / 4).astype(np.float32), (rows, cols)), shape=(14, n_docs))
+    M.sort_indices()  # term 13 and term 0: no postings
+    qrows = [rng.choice(np.arange(14), size=int(rng.integers(1, 8)), replace=False) for _ in range(10)]
+    Q = sp.csr_matrix((np.ones(sum(map(len, qrows)), np.float32),
+                       (np.repeat(np.arange(10), [len(r) for r in qrows]), np.concatenate(qrows))), shape=(10, 14))
+    Q.sort_indices()
+    dev = [fake_cupy.asarray(a) for a in _args(M)]
+    for k in (3, 20):
+        got = ks.search_tiled(*dev, n_docs, Q.indptr, Q.indices, Q.data, k)
+        _same(got, ks.search_tiled(*_args(M), n_docs, Q.indptr, Q.indices, Q.data, k), f"k={k} emulated vs twin")
+        _same(got, _brute(M, Q, k), f"k={k} emulated vs brute force")
+        assert (got[2] > 0).sum() >= 8
+
+
+def test_launch_order_costliest_first(monkeypatch):
+    """The blocks' order (kernels.search.launch_order): a permutation of the queries by cost descending (postings
+    of the terms plus a step a term and tile), ties in batch order; a pass's rows of a larger CSR rebased; batch
+    order when switched off."""
+    term_postings = np.array([0, 5000, 3, 3, 40000, 10], np.int64)
+    # costs with 2 tiles (n_docs 9000 at TILE 8192), a step 1024 postings a term and tile:
+    # q0 [1, 2] 5003 + 4096; q1 [] 0; q2 [4] 40000 + 2048; q3 [2] 3 + 2048; q4 [3] 3 + 2048; q5 [5, 2] 13 + 4096
+    q_ptr = np.array([0, 2, 2, 3, 4, 5, 7], np.int64)
+    q_terms = np.array([1, 2, 4, 2, 3, 5, 2], np.int32)
+    order = ks.launch_order(q_ptr, q_terms, term_postings, 9000)
+    assert order.dtype == np.int32
+    assert order.tolist() == [2, 0, 5, 3, 4, 1]
+    # rows 2..5 of the batch as a pass: their terms alone, q_ptr not from 0
+    assert ks.launch_order(q_ptr[2:6], q_terms[q_ptr[2]:q_ptr[5]], term_postings, 9000).tolist() == [0, 1, 2]
+    assert ks.launch_order(q_ptr[3:6], q_terms[q_ptr[3]:q_ptr[5]], term_postings, 9000).tolist() == [0, 1]
+    M, Q = _problem(7, nq=200)
+    lens = np.diff(M.indptr).astype(np.int64)
+    got = ks.launch_order(Q.indptr, Q.indices, lens, M.shape[1])
+    assert sorted(got.tolist()) == list(range(200))
+    cost = np.array([lens[Q.indices[Q.indptr[q]:Q.indptr[q + 1]]].sum() + 1024 * (Q.indptr[q + 1] - Q.indptr[q])
+                     for q in range(200)])
+    assert (np.diff(cost[got]) <= 0).all()
+    monkeypatch.setattr(ks, "ORDER_BY_COST", False)
+    assert ks.launch_order(q_ptr, q_terms, term_postings, 9000).tolist() == list(range(6))
