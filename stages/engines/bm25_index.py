@@ -159,7 +159,7 @@ def _as_queries(queries) -> tuple[pa.Array, list[str]]:
     else:
         texts = list(queries)
         ids = None  # "0", "1", ... made by pyarrow below
-    if not all(isinstance(t, str) for t in texts):
+    if not all(issubclass(t, str) for t in set(map(type, texts))):  # the types once each, not every text
         i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
         qid = str(i) if ids is None else ids[i]
         raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
@@ -1420,27 +1420,39 @@ class BM25Index:
         clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the parts of a search
         parts = []
         source_ids = self._source_ids_arrow()
+        # the frame's numeric columns, filled batch by batch while the engines score the next one (no
+        # concatenation after the last); at most k rows a query
+        cols = {name: np.empty(len(texts) * k, dt) for name, dt in
+                (("rank", np.int64), ("doc_id", np.int64), ("doc_index", np.int64), ("score", np.float64))}
+        filled = 0
 
         def collect(s, Q, finish):
+            nonlocal filled
             doc, score, n = finish()
             clock("search: engine (wait)")
             if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
                 rows = np.repeat(np.arange(len(n), dtype=np.int64), k)
                 rank = np.tile(np.arange(k, dtype=np.int64), len(n))
                 docs, vals = doc.reshape(-1), score.reshape(-1).astype(np.float64)
-            else:
-                rows, rank = (x.astype(np.int64, copy=False)
-                              for x in np.nonzero(np.arange(k)[None, :] < n[:, None]))
-                docs, vals = doc[rows, rank], score[rows, rank].astype(np.float64)
+            else:  # a query's first n[q] columns, row by row
+                keep = np.arange(k)[None, :] < n[:, None]
+                docs, vals = doc[keep], score[keep].astype(np.float64)
+                n64 = n.astype(np.int64)
+                rows = np.repeat(np.arange(len(n), dtype=np.int64), n64)
+                rank = np.arange(len(rows), dtype=np.int64) - np.repeat(np.cumsum(n64) - n64, n64)
             if self._has_w0:
                 vals += self._absent(Q)[rows]
             rows += s  # fresh arrays: in place
-            rank += 1
+            end = filled + len(docs)
+            np.add(rank, 1, out=cols["rank"][filled:end])
+            cols["doc_id"][filled:end] = docs
+            cols["doc_index"][filled:end] = docs
+            cols["score"][filled:end] = vals
+            filled = end
             # the batch's strings gathered while the engines score the next batch: on a thread of their own
             # where the engines run off this thread's cores (pyarrow releases the GIL), so that this thread
             # starts the next batch meanwhile
-            parts.append((rank, docs, vals, takes.submit(strings, rows, docs) if takes is not None
-                          else strings(rows, docs)))
+            parts.append(takes.submit(strings, rows, docs) if takes is not None else strings(rows, docs))
             clock("search: collect")
 
         def strings(rows, docs):
@@ -1484,17 +1496,18 @@ class BM25Index:
                 pending = started
             if pending is not None:
                 collect(*pending)
-            strs = [p[3].result() if takes is not None else p[3] for p in parts]
+            strs = [p.result() if takes is not None else p for p in parts]
         finally:
             for ex in (pool, takes):
                 if ex is not None:
                     ex.shutdown(wait=True, cancel_futures=True)
-        rank, docs, vals = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
-                            for i, dt in enumerate((np.int64, np.int64, np.float64)))
+        # views of the filled rows (copies when under half were filled, so the rest is not kept alive)
+        num = {name: c[:filled] if 2 * filled >= len(c) else c[:filled].copy() for name, c in cols.items()}
+        docs = num["doc_id"]
         # string columns gathered in pyarrow per batch and wrapped as pandas' str dtype (no Python objects)
         out = pd.DataFrame({"query_id": _str_series([q for q, _ in strs]), "doc_id": docs,
-                            "source_id": _str_series([d for _, d in strs]), "rank": rank, "score": vals,
-                            "doc_index": docs.copy()}, copy=False)
+                            "source_id": _str_series([d for _, d in strs]), "rank": num["rank"],
+                            "score": num["score"], "doc_index": num["doc_index"]}, copy=False)
         if with_text:
             out["text"] = _take_str(self.texts_at(docs), np.arange(len(docs)))
         clock("search: result frame")
