@@ -51,6 +51,34 @@ def _search(idx, queries, k: int, bs: int, repeats: int, filter=None, client=Non
     return statistics.median(secs), secs, out
 
 
+def _search_peak_bytes(idx, queries, k: int, batch_size: int) -> int:
+    """Peak bytes of device memory a search of a one-GPU index allocates (its workspace made anew; the
+    index's arrays excluded): RMM's statistics around the call, CuPy allocating from RMM."""
+    import rmm
+
+    from cutext.kernels import search as ks
+    from cutext.stages.runtime.compute import cupy_from_rmm
+
+    idx._sm.workspace = ks.Workspace()  # the engine's buffers counted from their first batch
+    old = rmm.mr.get_current_device_resource()
+    stats = rmm.mr.StatisticsResourceAdaptor(old)
+    rmm.mr.set_current_device_resource(stats)
+    try:
+        with cupy_from_rmm():
+            idx.search(queries, k=k, batch_size=batch_size)
+    finally:
+        rmm.mr.set_current_device_resource(old)
+    c = stats.allocation_counts  # a Statistics object, or a dict in older rmm
+    return int(c["peak_bytes"] if isinstance(c, dict) else c.peak_bytes)
+
+
+def _index_device_bytes(idx) -> int:
+    """Bytes of the device arrays of a one-GPU index's search matrix (each buffer once)."""
+    sm = idx._sm
+    arrays = [sm.indptr64, sm.indices32, sm.matrix.data, sm.matrix.indices, sm.matrix.indptr]
+    return sum({a.data.ptr: a.nbytes for a in arrays if hasattr(a, "data") and hasattr(a.data, "ptr")}.values())
+
+
 def _same(a, b) -> bool:
     return (a["query_id"].equals(b["query_id"]) and np.array_equal(a["doc_id"].to_numpy(), b["doc_id"].to_numpy())
             and np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), rtol=1e-6, atol=0))
@@ -160,6 +188,12 @@ def main(argv=None) -> int:
                      "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
                      "qps": round(len(queries) / med), "same_results": same})
         bench.log(f"{label}: {len(queries) / med:,.0f} q/s (load {load_s:.2f} s), same results: {same}")
+        if client is None and len(devices) == 1:  # device memory: the index's arrays, a search's own peak
+            index_mib = _index_device_bytes(idx) / 2**20
+            peak = _search_peak_bytes(idx, queries, args.k, args.batch_size) / 2**20
+            rows[-1].update(index_device_mib=round(index_mib, 1), search_peak_mib=round(peak, 1))
+            bench.log(f"  device memory: the index's arrays {index_mib:,.0f} MiB; a search's allocations at their "
+                      f"peak {peak:,.1f} MiB (index + search {index_mib + peak:,.0f} MiB)")
         prof = step_profile(reset=True)  # $CUTEXT_GPUTEXT_PROFILE=1 (--profile): the timed searches' host clocks
         if prof:
             bench.log(f"  ms per search ({args.repeats} searches): " + ", ".join(
