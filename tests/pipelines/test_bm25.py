@@ -141,6 +141,31 @@ def test_search_is_topk_of_dense_scores(built):
         assert got["rank"].tolist() == list(range(1, len(want) + 1))
 
 
+def test_search_rows_of_queries_short_of_k(built):
+    """Batches mixing queries that find fewer than k documents (a rare term; none) with ones that find k: each
+    query's rows are its top documents by the dense scores, ranked 1..n, in query order."""
+    _, index, topics = built("cacm", "lucene", k1=0.9, b=0.4)
+    vocab = index.vocab.to_pylist()  # term id t + 1 (id 0: terms outside the vocabulary)
+    rare = [t for t, d in zip(vocab, index.df[1:len(vocab) + 1]) if 1 <= d <= 3 and t.isalpha()][:6]
+    assert len(rare) == 6
+    texts = [q for _, q in list(topics.items())[:6]]
+    qs = {f"q{i}": t for i, t in enumerate([texts[0], rare[0], texts[1], "zzzqqqxxunknownterm", rare[1], texts[2],
+                                            " ".join(rare[2:4]), texts[3], rare[4], texts[4], rare[5], texts[5]])}
+    run = index.search(qs, k=7, batch_size=5)
+    assert run["query_id"].tolist() == sorted(run["query_id"].tolist(), key=lambda q: int(q[1:]))
+    short = 0
+    for qid, q in qs.items():
+        s = index.get_scores(q)
+        order = np.lexsort((np.arange(len(s)), -s))
+        want = [i for i in order[:7] if s[i] > 0]
+        got = run[run.query_id == qid]
+        short += len(want) < 7
+        assert got["doc_index"].tolist() == want, qid
+        assert got["rank"].tolist() == list(range(1, len(want) + 1)), qid
+        np.testing.assert_allclose(got["score"].to_numpy(), s[want], rtol=1e-6)
+    assert short >= 6
+
+
 def test_search_edge_cases(built):
     _, index, _ = built("cacm", "lucene", k1=0.9, b=0.4)
     assert len(index.search(["zzzqqqxxunknownterm"], k=5)) == 0
