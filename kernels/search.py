@@ -550,7 +550,7 @@ def launch_order(q_ptr, q_terms, term_postings, n_docs: int) -> np.ndarray:
     rule of list scheduling (Graham, "Bounds on multiprocessing timing anomalies", 1969).  Blocks start in
     index order as SMs free up, so the cheapest queries run last and the kernel's tail is short.
 
-    A query's cost, in postings: those of its terms (``term_postings[t]``, host int64), plus a step of
+    A query's cost, in postings: those of its terms (``term_postings[t]``, host int32 or int64), plus a step of
     :data:`STEP_POSTINGS` for each of its terms in each tile of :data:`TILE` documents (a term's first step
     in a tile, and its barrier, are paid even for a posting or none).  ``q_ptr``: a pass's rows of a
     batch's query CSR (int64, need not start at 0), ``q_terms``: that pass's terms alone.
@@ -593,7 +593,7 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     (the only one under the default workspace) is still running when this returns, so the caller can
     prepare the next batch meanwhile; the numba twin has finished.  Same parameters and errors;
     ``workspace`` (GPU only): the :class:`Workspace` whose buffers the batch borrows until ``finish``;
-    ``term_postings`` (GPU only): host int64, the postings of each term (``diff(indptr)``) for
+    ``term_postings`` (GPU only): host int32, the postings of each term (``diff(indptr)``) for
     :func:`launch_order`, read from the device's ``indptr`` when not given."""
     k = _check_k(k)
     if k > MAX_K_GPU:
@@ -653,8 +653,7 @@ def search_tiled_start(indptr, indices, data, n_docs: int, q_ptr, q_terms, q_w, 
     docs = a_docs if len(a_docs) else np.zeros(1, np.int32)
 
     if term_postings is None:
-        term_postings = np.diff(indptr.get())
-    term_postings = np.asarray(term_postings, np.int64)
+        term_postings = np.diff(indptr.get()).astype(np.int32)
 
     def fetch(s, e):
         n = e - s

@@ -223,7 +223,7 @@ class SearchMatrix:
         self.nonnegative = bool(len(matrix.data) == 0 or float(xp.min(matrix.data)) >= 0)
         self.workspace = ks.Workspace() if self.on_gpu else None  # the GPU engine's buffers, kept between batches
         # postings of each term on the host: the GPU engine's launch order (kernels.search.launch_order)
-        self.term_postings = np.diff(to_host(self.indptr64)).astype(np.int64) if self.on_gpu else None
+        self.term_postings = np.diff(to_host(self.indptr64)).astype(np.int32) if self.on_gpu else None
 
     def dense(self, Q):
         """Dense float32 scores (nq, n_docs) on the host of a host query CSR ``Q`` (sparse product)."""

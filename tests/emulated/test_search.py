@@ -367,6 +367,7 @@ def test_launch_order_costliest_first(monkeypatch):
     order = ks.launch_order(q_ptr, q_terms, term_postings, 9000)
     assert order.dtype == np.int32
     assert order.tolist() == [2, 0, 5, 3, 4, 1]
+    assert ks.launch_order(q_ptr, q_terms, term_postings.astype(np.int32), 9000).tolist() == order.tolist()
     # rows 2..5 of the batch as a pass: their terms alone, q_ptr not from 0
     assert ks.launch_order(q_ptr[2:6], q_terms[q_ptr[2]:q_ptr[5]], term_postings, 9000).tolist() == [0, 1, 2]
     assert ks.launch_order(q_ptr[3:6], q_terms[q_ptr[3]:q_ptr[5]], term_postings, 9000).tolist() == [0, 1]
