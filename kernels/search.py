@@ -352,7 +352,6 @@ def plan_passes(q_ptr, k: int, max_workspace: int) -> list[tuple[int, int]]:
         ``max_workspace`` cannot hold one of the queries (named by its position in the batch).
     """
     q_ptr = np.asarray(q_ptr, np.int64)
-    q_ptr = q_ptr - q_ptr[0]  # a pass's rows of the batch's CSR: q_terms holds that pass's terms alone
     nq = len(q_ptr) - 1
     per_q = BYTES_PER_QUERY_K * int(k) + 24
     cum = np.arange(nq + 1, dtype=np.int64) * per_q + (q_ptr - q_ptr[0]) * BYTES_PER_QUERY_TERM

@@ -138,6 +138,7 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 # queries a numba thread of the query CSR takes at least (text_csr's chunk): a batch of 8192 on a 64-core
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
+RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
 
 
 def _as_queries(queries) -> tuple[pa.Array, list[str]]:
@@ -1421,8 +1422,8 @@ class BM25Index:
         parts = []
         source_ids = self._source_ids_arrow()
         # the frame's numeric columns, filled batch by batch while the engines score the next one (no
-        # concatenation after the last); at most k rows a query
-        cols = {name: np.empty(len(texts) * k, dt) for name, dt in
+        # concatenation after the last); at most k rows a query, room for RESULT_ROWS_FIRST at first, doubled as needed
+        cols = {name: np.empty(min(len(texts) * k, RESULT_ROWS_FIRST), dt) for name, dt in
                 (("rank", np.int64), ("doc_id", np.int64), ("doc_index", np.int64), ("score", np.float64))}
         filled = 0
 
@@ -1444,6 +1445,10 @@ class BM25Index:
                 vals += self._absent(Q)[rows]
             rows += s  # fresh arrays: in place
             end = filled + len(docs)
+            if end > len(cols["rank"]):
+                for name, c in list(cols.items()):
+                    cols[name] = np.empty(min(max(end, 2 * len(c)), len(texts) * k), c.dtype)
+                    cols[name][:filled] = c[:filled]
             np.add(rank, 1, out=cols["rank"][filled:end])
             cols["doc_id"][filled:end] = docs
             cols["doc_index"][filled:end] = docs

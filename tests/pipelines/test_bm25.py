@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from cutext import pipelines
 from cutext.pipelines import bm25 as bm25_pipe
+from cutext.stages.engines import bm25_index
 from cutext.stages.text.count import count_partition, run_lengths
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
@@ -141,7 +142,7 @@ def test_search_is_topk_of_dense_scores(built):
         assert got["rank"].tolist() == list(range(1, len(want) + 1))
 
 
-def test_search_rows_of_queries_short_of_k(built):
+def test_search_rows_of_queries_short_of_k(built, monkeypatch):
     """Batches mixing queries that find fewer than k documents (a rare term; none) with ones that find k: each
     query's rows are its top documents by the dense scores, ranked 1..n, in query order."""
     _, index, topics = built("cacm", "lucene", k1=0.9, b=0.4)
@@ -164,6 +165,8 @@ def test_search_rows_of_queries_short_of_k(built):
         assert got["rank"].tolist() == list(range(1, len(want) + 1)), qid
         np.testing.assert_allclose(got["score"].to_numpy(), s[want], rtol=1e-6)
     assert short >= 6
+    monkeypatch.setattr(bm25_index, "RESULT_ROWS_FIRST", 4)  # the columns grow batch after batch: the same frame
+    pd.testing.assert_frame_equal(index.search(qs, k=7, batch_size=5), run)
 
 
 def test_search_edge_cases(built):
