@@ -34,7 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
-from cutext.stages.runtime.compute import PROFILE_ENV, step_profile  # noqa: E402
+from cutext.kernels import search as ks  # noqa: E402
+from cutext.stages.runtime.compute import PROFILE_ENV, cupy_from_rmm, step_profile  # noqa: E402
 
 
 def _search(idx, queries, k: int, bs: int, repeats: int, filter=None, client=None):
@@ -55,9 +56,6 @@ def _search_peak_bytes(idx, queries, k: int, batch_size: int) -> int:
     """Peak bytes of device memory a search of a one-GPU index allocates (its workspace made anew; the
     index's arrays excluded): RMM's statistics around the call, CuPy allocating from RMM."""
     import rmm
-
-    from cutext.kernels import search as ks
-    from cutext.stages.runtime.compute import cupy_from_rmm
 
     idx._sm.workspace = ks.Workspace()  # the engine's buffers counted from their first batch
     old = rmm.mr.get_current_device_resource()
