@@ -307,8 +307,6 @@ class _Devices:
 
     def place(self, jobs) -> list:
         """Run each ``(device, lo, hi, (loader, *args))`` under its device, on a thread each."""
-        from concurrent.futures import ThreadPoolExecutor
-
         import cupy
 
         def one(job):
@@ -327,6 +325,14 @@ class _Devices:
 
         with cupy.cuda.Device(shard.device):
             return fn(shard, *args)
+
+    def submit(self, shard: "_Shard", fn, *args):
+        """:meth:`run` on the thread of the shard's device (one a device, made at its first call): a future."""
+        lanes = self.__dict__.setdefault("_lanes", {})
+        lane = lanes.get(shard.device)
+        if lane is None:
+            lane = lanes[shard.device] = ThreadPoolExecutor(1, thread_name_prefix=f"cutext-search-gpu{shard.device}")
+        return lane.submit(self.run, shard, fn, *args)
 
 
 def _slots(client) -> list:
@@ -1282,13 +1288,25 @@ class BM25Index:
             return doc_filter.shard(lo, hi) if doc_filter is not None else None
 
         offsets = [lo for lo, _, _, _ in self._shard_futures]  # added to each shard's doc ids in the merge
-        if isinstance(self._client, _Devices):  # every device's engine started before any is waited for
-            # (a thread a shard that also waited for its batch measured slower on 2 of 4 H200: 0.90x one GPU)
-            starts = [(f, self._client.run(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads,
-                                           part(lo, hi)))
+        if isinstance(self._client, _Devices):  # every device's batch started on that device's own thread (its
+            # order, upload and launches), so the devices start at once while this thread collects the batch
+            # before; the results are waited for here (a device's thread that also waited measured slower)
+            starts = [(f, self._client.submit(f, _shard_topk_start, Q, k, engine, max_workspace, n_threads,
+                                              part(lo, hi)))
                       for lo, hi, _, f in self._shard_futures]
-            return lambda: search_stage.merge_topk([self._client.run(f, _shard_finish, fin) for f, fin in starts], k,
-                                                   offsets)
+
+            def finish_devices():
+                got, err = [], None
+                for f, fin in starts:  # every device's batch waited for (its buffers given back), even after an error
+                    try:
+                        got.append(self._client.run(f, _shard_finish, fin.result()))
+                    except BaseException as exc:
+                        err = err or exc
+                if err is not None:
+                    raise err
+                return search_stage.merge_topk(got, k, offsets)
+
+            return finish_devices
         # every worker's engine called at once; the calls return at finish() (the next batch may be sent first)
         clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: parts of a Client batch on the caller
         Qs = _query_batch(Q)  # serialized once for all the workers

@@ -58,6 +58,19 @@ def test_shards_on_two_gpus_equal_one_index(cacm_index, data_dir):
     pd.testing.assert_frame_equal(got.search(qs, k=100), BM25Index.load(cacm_index, backend="cpu").search(qs, k=100))
 
 
+def test_a_device_threads_error_reaches_the_caller_and_frees_nothing_held(cacm_index, data_dir):
+    """Each device's batches start on a thread of that device: an error there is raised by the search, every
+    device's batch is still waited for, and the engines' buffer sets are all free after a search."""
+    qs = cacm_topics(data_dir)
+    got = BM25Index.load(cacm_index, backend="gpu", devices=[0, 0])
+    with pytest.raises(ValueError, match="n_threads is a setting of the CPU engine"):
+        got.search(qs, n_threads=1, batch_size=17)
+    pd.testing.assert_frame_equal(got.search(qs, k=10, batch_size=17),
+                                  BM25Index.load(cacm_index, backend="cpu").search(qs, k=10))
+    held = [shard.sm.workspace for _, _, _, shard in got._shard_futures]
+    assert all(len(w._free) == len(w._sets) for w in held)
+
+
 def test_devices_are_refused_clearly(cacm_index):
     with pytest.raises(ValueError, match=r"device numbers in \[0, "):
         BM25Index.load(cacm_index, backend="gpu", devices=[device_count()])
