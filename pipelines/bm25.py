@@ -50,8 +50,8 @@ from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context,
-                                           gpu_spill_budget, host_share, input_bytes, on_worker, share_threads,
-                                           shared_key)
+                                           compute_fanned_out, gpu_spill_budget, host_share, input_bytes, on_worker,
+                                           share_threads, shared_key)
 from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
@@ -945,7 +945,8 @@ def _write_files_gpu(tmp: Path, postings, range_workers, documents, docs, info, 
                      if overlap else contextlib.nullcontext())
         with in_flight:
             # the replaced-bytes total with the writes (one round trip less on a cluster)
-            replaced = int(compute_all(tasks + [docs["replaced"].sum()], info)[-1])
+            replaced = int(compute_fanned_out(tasks + [docs["replaced"].sum()], info, "bm25 index files",
+                                              GPU_WRITE_WORKERS if overlap else 1)[-1])
         clock("write: postings + documents (weight + sort + parquet)")
         vocab_written.result()
     return replaced
@@ -1015,7 +1016,7 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
     # in process a segment a core at a time (pyarrow's and cudf's encoders release the GIL)
     threads = 1 if tight else pa.cpu_count()  # a worker's share of the cores
     with dask.config.set(scheduler="threads", num_workers=threads):
-        metas = compute_all(tasks, info)
+        metas = compute_fanned_out(tasks, info, "bm25 segments", threads)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)
     order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
