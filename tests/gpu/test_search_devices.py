@@ -58,7 +58,7 @@ def test_shards_on_two_gpus_equal_one_index(cacm_index, data_dir):
     pd.testing.assert_frame_equal(got.search(qs, k=100), BM25Index.load(cacm_index, backend="cpu").search(qs, k=100))
 
 
-def test_a_device_threads_error_reaches_the_caller_and_frees_nothing_held(cacm_index, data_dir):
+def test_an_error_on_a_devices_thread_reaches_the_caller_and_no_buffer_set_stays_taken(cacm_index, data_dir):
     """Each device's batches start on a thread of that device: an error there is raised by the search, every
     device's batch is still waited for, and the engines' buffer sets are all free after a search."""
     qs = cacm_topics(data_dir)
