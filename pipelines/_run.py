@@ -31,7 +31,8 @@ from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import RunResult
 from cutext.stages.runtime.compute import ComputeInfo, compute_context
 from cutext.stages.runtime.output import atomic_directory, check_output, check_workers_see, write_json
-from cutext.stages.runtime.progress import notice_compiles, pipeline_progress, progress_bar, stage
+from cutext.stages.runtime.progress import (notice_compiles, notice_gpu_compiles, pipeline_progress, progress_bar,
+                                           stage)
 
 __all__ = ["PipelineRun"]
 
@@ -115,6 +116,8 @@ class PipelineRun:
             ``"gpu"`` without cudf, cupy or a visible device.
         """
         self.backend = resolve_backend(backend)
+        if self.backend == "gpu":  # a first GPU run on a machine compiles its CUDA kernels: say so once
+            notice_gpu_compiles(self.progress)
         return self.backend
 
     def shown(self) -> contextlib.AbstractContextManager:

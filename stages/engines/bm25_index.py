@@ -28,7 +28,7 @@ from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, nor
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.params import choice, count, param
-from cutext.stages.runtime.progress import notice_compiles
+from cutext.stages.runtime.progress import notice_compiles, notice_gpu_compiles
 
 
 def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
@@ -1414,6 +1414,8 @@ class BM25Index:
         if with_text and not self.store_text:  # before any work
             raise ValueError("with_text=True: " + self._no_text())
         notice_compiles()  # the first search on a machine compiles the CPU kernels for seconds: say so once
+        if self.backend == "gpu":  # and, on the GPU, CuPy compiles the engine's CUDA kernels
+            notice_gpu_compiles()
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
         engine = choice("engine", engine, search_stage.ENGINES)

@@ -13,7 +13,8 @@ Two pieces, both used by every pipeline:
   and ``distributed.as_completed`` over the persisted futures for a ``Client`` (:func:`wait`).
   Outside a pipeline run (or with ``progress=False``) both are no-ops.
 * :func:`notice_compiles` -- one line, once a process, when numba starts compiling a cutext kernel
-  that its cache does not hold (the first run on a machine, or the first after an upgrade).
+  that its cache does not hold (the first run on a machine, or the first after an upgrade);
+  :func:`notice_gpu_compiles` -- one line at the first GPU run of a process when CuPy's kernel cache is empty.
 
 What a stage counts: a dask graph holds several kinds of task (reading, tokenizing, ...); the bar
 counts the most numerous kind among the tasks that run, which, after dask's fusion of blockwise
@@ -25,14 +26,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 from dask.callbacks import Callback
 
 __all__ = ["PLAIN_INTERVAL", "COMPILE_NOTICE", "PlainProgress", "progress_bar", "pipeline_progress", "stage", "wait",
-           "notice_compiles",
+           "notice_compiles", "notice_gpu_compiles", "GPU_COMPILE_NOTICE", "cupy_cache_dir",
            "is_terminal"]
 
 PLAIN_INTERVAL = 10.0  # seconds between two plain lines of one bar (plus one line when it closes)
@@ -308,6 +311,45 @@ def _compile_listener():
             pass
 
     return CompileNotice()
+
+
+GPU_COMPILE_NOTICE = "compiling GPU kernels (first GPU run on this machine; CuPy keeps them in {where} for later runs)"
+_GPU_NOTICE = {"checked": False}
+
+
+def cupy_cache_dir() -> Path:
+    """The folder of CuPy's compiled kernels: ``$CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache`` (CuPy's default)."""
+    return Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cupy" / "kernel_cache")
+
+
+def notice_gpu_compiles(enabled: bool = True) -> None:
+    """Say :data:`GPU_COMPILE_NOTICE` once a process, at the first GPU run, when CuPy's kernel cache
+    (:func:`cupy_cache_dir`) is empty or absent: that run compiles every CUDA kernel it uses (a first 2 GB
+    bm25 build on an H200: about 30 s against 7 s with the kernels on disk).  A line on standard error, or
+    with ``enabled=False`` a log record (logger ``cutext``, level INFO).  A cache that holds other
+    programs' kernels but not cutext's says nothing; with ``CUPY_CACHE_IN_MEMORY=1`` (no disk cache) the
+    notice names that setting."""
+    with _NOTICE_LOCK:
+        if _GPU_NOTICE["checked"]:
+            return
+        _GPU_NOTICE["checked"] = True
+    if os.environ.get("CUPY_CACHE_IN_MEMORY") == "1":
+        where = "memory only (CUPY_CACHE_IN_MEMORY=1)"
+    else:
+        folder = cupy_cache_dir()
+        try:
+            with os.scandir(folder) as entries:
+                if any(True for _ in entries):
+                    return
+        except OSError:  # absent or unreadable: CuPy compiles (and makes it)
+            pass
+        where = str(folder)
+    text = GPU_COMPILE_NOTICE.format(where=where)
+    if enabled:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    else:
+        logging.getLogger("cutext").info(text)
 
 
 def notice_compiles(enabled: bool = True) -> None:

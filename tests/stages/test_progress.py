@@ -229,3 +229,45 @@ class TestCompileNotice:
             prog.notice_compiles(True)
         assert prog.COMPILE_NOTICE not in capsys.readouterr().err
         assert [r.getMessage() for r in caplog.records] == [prog.COMPILE_NOTICE]
+
+
+class TestGpuCompileNotice:
+    """The line said at the first GPU run of a process when CuPy's kernel cache is empty."""
+
+    @staticmethod
+    def _fresh(monkeypatch, folder):
+        monkeypatch.setitem(prog._GPU_NOTICE, "checked", False)
+        monkeypatch.setenv("CUPY_CACHE_DIR", str(folder))
+        monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+
+    def test_an_absent_or_empty_cache_is_said_once(self, tmp_path, capsys, monkeypatch):
+        self._fresh(monkeypatch, tmp_path / "absent")
+        assert prog.cupy_cache_dir() == tmp_path / "absent"
+        prog.notice_gpu_compiles(True)
+        prog.notice_gpu_compiles(True)
+        err = capsys.readouterr().err
+        assert err.count("compiling GPU kernels") == 1 and str(tmp_path / "absent") in err
+        (tmp_path / "empty").mkdir()
+        self._fresh(monkeypatch, tmp_path / "empty")
+        prog.notice_gpu_compiles(True)
+        assert "compiling GPU kernels" in capsys.readouterr().err
+
+    def test_a_cache_with_kernels_says_nothing(self, tmp_path, capsys, monkeypatch):
+        (tmp_path / "k").mkdir()
+        (tmp_path / "k" / "0123abcd.cubin").write_bytes(b"x")
+        self._fresh(monkeypatch, tmp_path / "k")
+        prog.notice_gpu_compiles(True)
+        assert capsys.readouterr().err == ""
+
+    def test_quiet_runs_log_it_and_an_in_memory_cache_is_named(self, tmp_path, capsys, caplog, monkeypatch):
+        self._fresh(monkeypatch, tmp_path / "absent")
+        monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
+        with caplog.at_level("INFO", logger="cutext"):
+            prog.notice_gpu_compiles(False)
+        assert capsys.readouterr().err == ""
+        assert [r.getMessage() for r in caplog.records] == [
+            prog.GPU_COMPILE_NOTICE.format(where="memory only (CUPY_CACHE_IN_MEMORY=1)")]
+
+    def test_the_default_folder_is_cupys(self, monkeypatch):
+        monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
+        assert prog.cupy_cache_dir() == Path.home() / ".cupy" / "kernel_cache"
