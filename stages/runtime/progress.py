@@ -334,7 +334,7 @@ def notice_gpu_compiles(enabled: bool = True) -> None:
             return
         _GPU_NOTICE["checked"] = True
     if os.environ.get("CUPY_CACHE_IN_MEMORY") == "1":
-        where = "memory only (CUPY_CACHE_IN_MEMORY=1)"
+        where = "memory (CUPY_CACHE_IN_MEMORY=1: this process only)"
     else:
         folder = cupy_cache_dir()
         try:

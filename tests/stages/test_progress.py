@@ -266,7 +266,7 @@ class TestGpuCompileNotice:
             prog.notice_gpu_compiles(False)
         assert capsys.readouterr().err == ""
         assert [r.getMessage() for r in caplog.records] == [
-            prog.GPU_COMPILE_NOTICE.format(where="memory only (CUPY_CACHE_IN_MEMORY=1)")]
+            prog.GPU_COMPILE_NOTICE.format(where="memory (CUPY_CACHE_IN_MEMORY=1: this process only)")]
 
     def test_the_default_folder_is_cupys(self, monkeypatch):
         monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
