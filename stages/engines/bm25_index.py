@@ -304,6 +304,7 @@ class _Devices:
             raise ValueError(f"BM25Index.load: devices must be a non-empty list of device numbers in [0, {n}), "
                              f"got {devices!r}")
         self.devices = [int(d) for d in devices]
+        self._lanes: dict = {}  # device -> the thread that starts its batches (:meth:`submit`)
 
     def place(self, jobs) -> list:
         """Run each ``(device, lo, hi, (loader, *args))`` under its device, on a thread each."""
@@ -328,10 +329,10 @@ class _Devices:
 
     def submit(self, shard: "_Shard", fn, *args):
         """:meth:`run` on the thread of the shard's device (one a device, made at its first call): a future."""
-        lanes = self.__dict__.setdefault("_lanes", {})
-        lane = lanes.get(shard.device)
+        lane = self._lanes.get(shard.device)
         if lane is None:
-            lane = lanes[shard.device] = ThreadPoolExecutor(1, thread_name_prefix=f"cutext-search-gpu{shard.device}")
+            lane = ThreadPoolExecutor(1, thread_name_prefix=f"cutext-search-gpu{shard.device}")
+            self._lanes[shard.device] = lane
         return lane.submit(self.run, shard, fn, *args)
 
 

@@ -287,6 +287,15 @@ _NOTICE = {"enabled": True, "said": False, "listener": None}
 _NOTICE_LOCK = threading.Lock()
 
 
+def _say(text: str, enabled: bool) -> None:
+    """A notice: a line on standard error, or with ``enabled=False`` an INFO record of logger ``cutext``."""
+    if enabled:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    else:
+        logging.getLogger("cutext").info(text)
+
+
 def _compile_listener():
     """A numba event listener that says :data:`COMPILE_NOTICE` at the first compile of a cutext function."""
     from numba.core.event import Listener
@@ -301,11 +310,7 @@ def _compile_listener():
                 if _NOTICE["said"]:
                     return
                 _NOTICE["said"] = True
-            if _NOTICE["enabled"]:
-                sys.stderr.write(COMPILE_NOTICE + "\n")
-                sys.stderr.flush()
-            else:
-                logging.getLogger("cutext").info(COMPILE_NOTICE)
+            _say(COMPILE_NOTICE, _NOTICE["enabled"])
 
         def on_end(self, event):
             pass
@@ -344,12 +349,7 @@ def notice_gpu_compiles(enabled: bool = True) -> None:
         except OSError:  # absent or unreadable: CuPy compiles (and makes it)
             pass
         where = str(folder)
-    text = GPU_COMPILE_NOTICE.format(where=where)
-    if enabled:
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-    else:
-        logging.getLogger("cutext").info(text)
+    _say(GPU_COMPILE_NOTICE.format(where=where), enabled)
 
 
 def notice_compiles(enabled: bool = True) -> None:
