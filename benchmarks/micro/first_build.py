@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import bm25 as bench  # noqa: E402
+from cutext import pipelines  # noqa: E402
+from cutext.stages.runtime import compute  # noqa: E402
 
 
 def _stack_sampler(interval: float):
@@ -51,8 +53,6 @@ def _stack_sampler(interval: float):
 
 
 def build(src: Path, out: Path, tag: str, interval: float, top: int) -> None:
-    from cutext import pipelines
-
     tok_c, _ = bench.tokenizer_kwargs("plain")
     stacks, stop = _stack_sampler(interval)
     t = time.perf_counter()
@@ -80,8 +80,6 @@ def main(argv=None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     src = bench.corpus_folder(args.data, work, args.gb)
     if args.all_at_once:
-        from cutext.stages.runtime import compute
-
         compute._FANNED_OUT.add("bm25 segments")  # as if it had run: no first segment alone
     label = "every writer at once" if args.all_at_once else "the first segment alone"
     build(src, work / "first-build-index", f"first build ({label})", args.interval, args.top)
