@@ -61,6 +61,8 @@ from cutext.stages.text.sort import term_major
 from cutext.stages.readers.files import document_numberer
 from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
 from cutext.stages.runtime.progress import is_terminal
+from cutext.stages.runtime.progress import gather as progress_gather
+from cutext.stages.runtime.progress import released_check
 from cutext.stages.runtime.progress import wait as progress_wait
 from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import read_queries, write_trec_run
@@ -1046,8 +1048,11 @@ class _WorkerStages:
 
     def __init__(self):
         self.timings: dict[str, float] = {}
+        self.released = released_check()  # made on the share's task thread, asked on any
 
     def stage(self, name, fn, *args, **kwargs):
+        if self.released():  # the run failed elsewhere (its caller stops the other shares): no more writes
+            raise RuntimeError(f"this share's build stopped before its {name} stage: the run was stopped")
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         self.timings[name] = time.perf_counter() - t0
@@ -1073,12 +1078,17 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
     # one stream of work on a GPU; on the CPU the worker's own threads (one: synchronous)
     threads = get_worker().state.nthreads
     scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
+    files = list(dict.fromkeys(str(f) for p in src.pieces for f in p.paths))
     try:
         with _SHARE_LOCK, share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
             src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
             idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
             replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,
                                            store_text=store_text, keep_columns=keep_columns)
+    except Exception as exc:  # an error that names no file still tells which files the failed share held
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        exc.add_note(f"in the bm25 build of a worker's share of the input: {', '.join(files[:3])}{more}")
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
@@ -1130,16 +1140,12 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
                              store_text, keep_columns, workers=[w], allow_other_workers=True, pure=False)
                for w, pieces, k in shares]
     bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
-    if bar is not None:
-        from distributed import as_completed
-
-        sizes = {f.key: len(pieces) for f, (_, pieces, _) in zip(futures, shares)}
-        try:
-            for f in as_completed(futures):
-                bar.update(sizes[f.key])
-        finally:
+    try:
+        # a share that fails raises at once, after the other shares stopped writing into tmp (removed next)
+        results = progress_gather(futures, None if bar is None else (lambda k: bar.update(len(shares[k][1]))))
+    finally:
+        if bar is not None:
             bar.close()
-    results = client.gather(futures)
     run.timings["workers"] = time.perf_counter() - t0
     for name in dict.fromkeys(n for r in results for n in r["timings"]):
         run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
@@ -1225,7 +1231,7 @@ def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, inf
         return client.submit(fn, part, *args, workers=[homes[i]], allow_other_workers=True, pure=False)
 
     def gather(futures):
-        progress_wait(futures)
+        progress_wait(futures)  # the first error at once, the other tasks stopped
         return client.gather(futures)
 
     def read():

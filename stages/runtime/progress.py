@@ -35,6 +35,7 @@ from pathlib import Path
 from dask.callbacks import Callback
 
 __all__ = ["PLAIN_INTERVAL", "COMPILE_NOTICE", "PlainProgress", "progress_bar", "pipeline_progress", "stage", "wait",
+           "gather", "stop_tasks", "task_released", "released_check", "STOP_TIMEOUT",
            "notice_compiles", "notice_gpu_compiles", "GPU_COMPILE_NOTICE", "cupy_cache_dir",
            "is_terminal"]
 
@@ -264,22 +265,141 @@ def stage(name: str, partitions=None):
 
 def wait(collections) -> None:
     """Wait for persisted collections computing on a ``distributed.Client``, feeding the current
-    stage's bar as their futures finish (``distributed.as_completed``); plain ``distributed.wait``
-    outside a shown stage."""
-    from distributed import futures_of
-    from distributed import wait as _wait
+    stage's bar as their futures finish (``distributed.as_completed``).
 
-    sp = _STAGE.get()
+    The first task that fails raises its error at once (``distributed.wait`` would wait for every other
+    task first, the rest of a stage of a large corpus); before it is raised the other tasks are cancelled
+    and their running ones waited for (:func:`stop_tasks`), so none writes into an output its caller then
+    removes.
+
+    Raises
+    ------
+    Exception
+        The error of the first task that failed.
+    """
+    from distributed import futures_of
+
     futures = futures_of(collections)
-    if sp is None or not futures:
-        _wait(collections)
+    if not futures:
         return
+    sp = _STAGE.get()
+    if sp is not None:
+        sp.start(len(futures), "partitions" if len(futures) == sp.partitions else "tasks")
+    try:
+        for f in _as_completed(futures):
+            if f.status == "error":
+                f.result()  # raises the task's error
+            if sp is not None:
+                sp.update(1)
+    except BaseException:
+        stop_tasks(futures)
+        raise
+    cancelled = [f for f in futures if f.cancelled()]
+    if cancelled:  # cancelled elsewhere (the client closed): raises as distributed.wait does
+        cancelled[0].result()
+
+
+def gather(futures, on_done=None) -> list:
+    """``client.gather(futures)`` on their client, but the first task that fails raises its error at once,
+    after the other tasks are stopped (:func:`wait`); ``on_done(i)`` as task ``i`` finishes well.
+
+    Returns
+    -------
+    list
+        The tasks' results, in the order of ``futures``.
+    """
+    futures = list(futures)
+    if not futures:
+        return []
+    where = {f.key: i for i, f in enumerate(futures)}
+    try:
+        for f in _as_completed(futures):
+            if f.status == "error":
+                f.result()
+            if on_done is not None:
+                on_done(where[f.key])
+        return futures[0].client.gather(futures)
+    except BaseException:
+        stop_tasks(futures)
+        raise
+
+
+def _as_completed(futures):
     from distributed import as_completed
 
-    sp.start(len(futures), "partitions" if len(futures) == sp.partitions else "tasks")
-    for _ in as_completed(futures):
-        sp.update(1)
-    _wait(collections)  # raises the first error, as distributed.wait does
+    return as_completed(futures)
+
+
+STOP_TIMEOUT = 120.0  # seconds stop_tasks waits for the running tasks of a failed run to return
+
+
+def stop_tasks(futures, timeout: float = STOP_TIMEOUT) -> bool:
+    """Cancel ``futures`` (distributed Futures of one client) and wait until no worker still runs one of them.
+
+    A cancelled task that is running goes on until its function returns (a thread cannot be stopped from
+    outside, and the scheduler forgets it at once: ``client.processing()`` no longer lists it); a task that
+    writes into a run's temporary output would write after the failed run removed it.  A long task can
+    return early by asking :func:`task_released` between its steps.
+
+    Returns
+    -------
+    bool
+        True when none runs any more; False when ``timeout`` seconds passed first (or the client is closed).
+    """
+    futures = [f for f in futures if getattr(f, "client", None) is not None]
+    if not futures:
+        return True
+    client = futures[0].client
+    keys = [f.key for f in futures]
+    deadline = time.monotonic() + timeout
+    try:
+        client.cancel(futures)
+        while True:
+            running = client.run(_running_tasks, keys, on_error="ignore")
+            if not any(running.values()):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001 - the client or its scheduler is gone: nothing is left to wait for
+        return False
+
+
+def _running_tasks(keys, dask_worker=None) -> int:
+    """Run on a worker (``client.run``): how many of the tasks ``keys`` it is still executing, cancelled ones
+    included."""
+    running = ("executing", "long-running")
+    n = 0
+    for k in keys:
+        ts = dask_worker.state.tasks.get(k)
+        if ts is not None and (ts.state in running
+                               or (ts.state in ("cancelled", "resumed") and ts.previous in running)):
+            n += 1
+    return n
+
+
+def task_released() -> bool:
+    """Whether the dask task running in this thread is no longer wanted: its client cancelled or released
+    it (:func:`stop_tasks`, or its caller left).  False outside a task of a distributed worker."""
+    return released_check()()
+
+
+def released_check():
+    """:func:`task_released` of the dask task running in this thread, as a function that any thread may call
+    (a task's own helper threads have no dask thread state); one that says False outside a task."""
+    try:
+        from distributed import get_worker
+        from distributed.worker import thread_state
+
+        worker, key = get_worker(), thread_state.key
+    except (ImportError, ValueError, AttributeError):
+        return lambda: False
+
+    def released() -> bool:
+        ts = worker.state.tasks.get(key)
+        return ts is None or ts.state in ("cancelled", "released", "forgotten")
+
+    return released
 
 
 COMPILE_NOTICE = "compiling CPU kernels (first run; cached for later runs)"

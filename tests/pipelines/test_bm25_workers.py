@@ -209,3 +209,54 @@ def test_workers_of_one_process_leave_the_callers_scheduler_as_it_was(tmp_path, 
             r = pipelines.run("bm25", src, out=tmp_path / f"ix{i}", client=c, **KW)
             assert dask.config.get("scheduler", None) == before, f"build {i}"
             assert r.n_workers == 2 and r.scheduler != "sync", f"build {i} ran on {r.scheduler}"
+
+
+def _stopped(c, timeout: float = 20.0) -> bool:
+    """Whether every worker of ``c`` is executing no task within ``timeout`` seconds (cancelled ones included)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(c.run(lambda dask_worker: len(dask_worker.state.executing)).values()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_share_that_fails_stops_the_others_and_leaves_nothing_behind(tmp_path, data_dir, monkeypatch, append):
+    """One worker's share fails while the other is still building: the caller gets the error at once, naming
+    the failed share's files; the other share stops at its next stage instead of writing its segments into the
+    run's temporary directory after the caller removed it (which left a ``.ix.tmp-*`` directory behind); an
+    append keeps the commit before it."""
+    import contextlib
+    import time
+
+    import cutext.pipelines.bm25 as bm25
+
+    src = _cacm_files(tmp_path / "src", data_dir, 4, False)
+    front_end = bm25._front_end
+
+    def failing(run, s, *args, **kwargs):
+        if any("part-2" in str(p) for piece in s.pieces for p in piece.paths):
+            raise RuntimeError("a share failed")
+        time.sleep(2)  # the other share is still at work when the first one fails
+        return front_end(run, s, *args, **kwargs)
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+            distributed.Client(lc) as c:
+        out = tmp_path / "ix"
+        if append:
+            pipelines.run("bm25", str(data_dir / "cacm" / "cacm.json"), out=out, scheduler="sync", **KW)
+        before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} if append else None
+        # the shares of workers in one process take turns; in their own processes they run at once, as here
+        monkeypatch.setattr(bm25, "_SHARE_LOCK", contextlib.nullcontext())
+        monkeypatch.setattr(bm25, "_front_end", failing)
+        with pytest.raises(RuntimeError, match="a share failed") as err:
+            pipelines.run("bm25", src, out=out, client=c, append=append, **({} if append else KW))
+        assert any("part-2.jsonl" in n for n in getattr(err.value, "__notes__", [])), err.value
+        assert _stopped(c)
+        time.sleep(0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["src"] + (["ix"] if append else []))
+    if append:
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

@@ -271,3 +271,33 @@ class TestGpuCompileNotice:
     def test_the_default_folder_is_cupys(self, monkeypatch):
         monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
         assert prog.cupy_cache_dir() == Path.home() / ".cupy" / "kernel_cache"
+
+
+@pytest.mark.slow
+def test_a_failed_task_on_a_client_raises_at_once_and_stops_the_others():
+    """``wait`` raises the first task's error as it happens, not after every other task of the stage (as
+    ``distributed.wait`` does), and returns only when no worker still runs one of them (the queued ones
+    cancelled, the running ones waited for), so none writes into an output its caller then removes."""
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    finished = []  # the sleeping tasks that ran to their end (workers in this process)
+
+    def fail():
+        time.sleep(0.2)
+        raise ValueError("one task failed")
+
+    def sleep(i):
+        time.sleep(1.0)
+        finished.append(i)
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        futures = [client.submit(fail, pure=False)] + [client.submit(sleep, i, pure=False) for i in range(8)]
+        with pytest.raises(ValueError, match="one task failed"):
+            prog.wait(futures)
+        assert not any(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
+        done = len(finished)
+        time.sleep(1.5)
+        assert len(finished) == done  # none ran after wait returned
+    assert done < 8  # raised before the queued tasks ran: distributed.wait runs all eight first
