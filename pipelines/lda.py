@@ -295,32 +295,35 @@ def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg:
     if not workers:  # a client's workers hold their shards in their own memory
         check_state_memory(ch, c.K, c.sampler, gpu=gpu, n_states=1 if gpu else c.n_devices)
     state = run.stage("init", _init_state, ch, c, gpu, client=client, workers=workers, collective=collective)
-    rows = _sample(run, state, ch, c, callback)
-    written = run.start("write")
-    llpt_df = pd.DataFrame(rows).astype({"iteration": np.int32})
-    final = float(llpt_df["llpt"].iloc[-1])
-    n_empty = int((np.diff(ch.doc_ptr) == 0).sum())
-    counts = {"n_docs": ch.n_docs, "n_empty_docs": n_empty, "n_words": ch.V, "n_tokens": ch.n_tokens,
-              "n_dense_words": ch.n_dense, "K": c.K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
-    t_sample = run.timings["sample"]
-    tps = ch.n_tokens * c.iterations / t_sample if t_sample > 0 else float("nan")
-    pruning = bow.extra.get("pruning") or {}
-    params = {"K": c.K, "iterations": int(c.iterations), "alpha": c.alpha, "beta": c.beta, "sampler": c.sampler,
-              "seed": int(c.seed), "exclude_self": bool(c.exclude_self), "format": fmt, "llpt": final,
-              "tokens_per_s": tps, "stopwords": pruning.get("stopwords"), "min_df": pruning.get("min_df"),
-              "max_df": pruning.get("max_df")}
-    with run.output() as tmp:
-        _write_model(tmp, state, ch, bow, llpt_df, c.K, c.alpha)
-        written()
-        run.write_manifest(tmp, {
-            **params, "V": ch.V, "n_docs": ch.n_docs, "n_tokens": ch.n_tokens, "backend": be,
-            "n_devices": c.n_devices, "source": input_label(path), "counts": counts,
-            "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
-                         if workers else {"scheduler": "in-process", "n_devices": c.n_devices}),
-            "timings": run.timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-            "pruning": pruning or None, "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
-            "front_end": {k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra} or None})
-        if workers:
+    try:
+        rows = _sample(run, state, ch, c, callback)
+        written = run.start("write")
+        llpt_df = pd.DataFrame(rows).astype({"iteration": np.int32})
+        final = float(llpt_df["llpt"].iloc[-1])
+        n_empty = int((np.diff(ch.doc_ptr) == 0).sum())
+        counts = {"n_docs": ch.n_docs, "n_empty_docs": n_empty, "n_words": ch.V, "n_tokens": ch.n_tokens,
+                  "n_dense_words": ch.n_dense, "K": c.K, "n_chunks": int(len(ch.chunk_ptr) - 1)}
+        t_sample = run.timings["sample"]
+        tps = ch.n_tokens * c.iterations / t_sample if t_sample > 0 else float("nan")
+        pruning = bow.extra.get("pruning") or {}
+        params = {"K": c.K, "iterations": int(c.iterations), "alpha": c.alpha, "beta": c.beta, "sampler": c.sampler,
+                  "seed": int(c.seed), "exclude_self": bool(c.exclude_self), "format": fmt, "llpt": final,
+                  "tokens_per_s": tps, "stopwords": pruning.get("stopwords"), "min_df": pruning.get("min_df"),
+                  "max_df": pruning.get("max_df")}
+        with run.output() as tmp:
+            _write_model(tmp, state, ch, bow, llpt_df, c.K, c.alpha)
+            written()
+            run.write_manifest(tmp, {
+                **params, "V": ch.V, "n_docs": ch.n_docs, "n_tokens": ch.n_tokens, "backend": be,
+                "n_devices": c.n_devices, "source": input_label(path), "counts": counts,
+                "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
+                             if workers else {"scheduler": "in-process", "n_devices": c.n_devices}),
+                "timings": run.timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
+                "pruning": pruning or None, "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+                "front_end": ({k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra}
+                              or None)})
+    finally:
+        if workers:  # the shards' actors freed on their workers, also when a shard or the write failed
             state.close()
     headline = {"LLPT": final}  # bits per token after the last iteration (EZLDA Eq. 5)
     if workers:

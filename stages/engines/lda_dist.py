@@ -196,28 +196,32 @@ class DistributedGibbs:
             futs.append(client.submit(_ShardActor, sub_f, K, alpha, beta, seed, self.gpu, ch.V, workers=[w],
                                       allow_other_workers=False, actor=True, pure=False))
         self.actors = WorkerActors(client, futs, workers)  # called on their workers, not through the scheduler
-        self.where = self._gather("where")
-        distinct_gpus = False
-        if self.gpu:  # NCCL needs one GPU per rank: dask-cuda gives each worker its own first visible device
-            vis = [x["cuda_visible_devices"] for x in self.where]
-            distinct_gpus = (len({x["pid"] for x in self.where}) == n and None not in vis
-                             and len({v.split(",")[0].strip() for v in vis}) == n)
-        if collective == "auto":
-            collective = ("nccl" if self.gpu and distinct_gpus and all(self._gather("nccl_available"))
-                          else "client")
-        elif collective == "nccl":
-            if not distinct_gpus:
-                raise RuntimeError("collective='nccl' needs one GPU per worker, told apart by CUDA_VISIBLE_DEVICES "
-                                   f"(dask-cuda's LocalCUDACluster / dask-cuda-worker); workers: {self.where}")
-            if not all(self._gather("nccl_available")):
-                raise RuntimeError("collective='nccl': cupy.cuda.nccl is not available on every worker "
-                                   "(install NCCL, e.g. conda install nccl) -- or use collective='client'")
-        self.collective = collective
-        if collective == "nccl":
-            uid = self.actors.call_one(0, "nccl_unique_id")
-            # the communicator init is collective: every rank joins at once
-            self.actors.call("nccl_init", per_actor=[(uid, n, r) for r in range(n)])
-        self._allreduce(None)
+        try:
+            self.where = self._gather("where")
+            distinct_gpus = False
+            if self.gpu:  # NCCL needs one GPU per rank: dask-cuda gives each worker its own first visible device
+                vis = [x["cuda_visible_devices"] for x in self.where]
+                distinct_gpus = (len({x["pid"] for x in self.where}) == n and None not in vis
+                                 and len({v.split(",")[0].strip() for v in vis}) == n)
+            if collective == "auto":
+                collective = ("nccl" if self.gpu and distinct_gpus and all(self._gather("nccl_available"))
+                              else "client")
+            elif collective == "nccl":
+                if not distinct_gpus:
+                    raise RuntimeError("collective='nccl' needs one GPU per worker, told apart by CUDA_VISIBLE_DEVICES "
+                                       f"(dask-cuda's LocalCUDACluster / dask-cuda-worker); workers: {self.where}")
+                if not all(self._gather("nccl_available")):
+                    raise RuntimeError("collective='nccl': cupy.cuda.nccl is not available on every worker "
+                                       "(install NCCL, e.g. conda install nccl) -- or use collective='client'")
+            self.collective = collective
+            if collective == "nccl":
+                uid = self.actors.call_one(0, "nccl_unique_id")
+                # the communicator init is collective: every rank joins at once
+                self.actors.call("nccl_init", per_actor=[(uid, n, r) for r in range(n)])
+            self._allreduce(None)
+        except BaseException:  # a set-up that failed frees the shards it placed on the workers
+            self.actors.release()
+            raise
 
     def _gather(self, method, *args):
         return self.actors.call(method, *args)

@@ -461,7 +461,12 @@ class WorkerActors:
     def __init__(self, client, futures, addresses):
         self.client = client
         self.futures = list(futures)
-        self.actors = [f.result() for f in self.futures]
+        try:
+            self.actors = [f.result() for f in self.futures]
+        except BaseException:  # an actor that failed to start: the others are not kept alive by the traceback
+            for f in self.futures:
+                f.release()
+            raise
         self.keys = [f.key for f in self.futures]
         self.addresses = list(addresses)
         self.direct = [False] * len(self.addresses)

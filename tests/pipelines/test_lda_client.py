@@ -235,3 +235,36 @@ def test_load_cached_reads_a_model_once_and_again_when_rewritten(model, tmp_path
     b = lda_model.load_cached(d)
     assert b is not a and lda_model.MODEL_LOADS[0] == before + 2
     np.testing.assert_array_equal(a.W, b.W)
+
+
+def test_a_shard_that_fails_frees_every_shard_on_the_workers(reuters_path, tmp_path, monkeypatch):
+    """A shard's pass fails on one worker: the caller gets its error, no model is written, and the shards'
+    actors are freed on both workers even while the error (its traceback holding the run's frames, as a
+    notebook keeps the last one) is still alive."""
+    import time
+
+    from distributed import get_worker
+
+    from cutext.stages.engines import lda_dist
+
+    step = lda_dist._ShardActor.step
+    bad = {}
+
+    def failing(self, iteration, *args):
+        if get_worker().address == bad["worker"] and iteration == 2:
+            raise RuntimeError("a shard failed")
+        return step(self, iteration, *args)
+
+    monkeypatch.setattr(lda_dist._ShardActor, "step", failing)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        bad["worker"] = sorted(c.scheduler_info()["workers"])[1]
+        with pytest.raises(RuntimeError, match="a shard failed") as err:
+            pipelines.run("lda", str(reuters_path), out=tmp_path / "m", client=c, K=4, iterations=4, seed=1,
+                          backend="cpu", progress=False)
+        assert err.value.__traceback__ is not None
+        deadline = time.monotonic() + 10  # an actor is freed once the scheduler has handled its release
+        while any(c.run(lambda dask_worker: len(dask_worker.state.actors)).values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(c.run(lambda dask_worker: len(dask_worker.state.actors)).values())
+    assert not (tmp_path / "m").exists() and not list(tmp_path.iterdir())
