@@ -60,6 +60,7 @@ from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, 
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
 from cutext.stages.runtime.checksums import open_checksummed
 from cutext.stages.runtime.compute import StepClock, device_pool, host_share, share_threads
+from cutext.stages.runtime.progress import released_check, stop_tasks, task_released
 
 
 def _read_texts(piece, fs):
@@ -297,16 +298,33 @@ def _share_rows(entries, fs, name: str | None = None) -> dict:
         for the shares after this one that score before the counts arrive (:class:`_Offsets`).
     """
     out: dict = {}
-    for piece, read, k, m in entries:
-        n = count_lines_rows(piece, fs) if read is None else _n_rows(read)
-        a, b = _slice_bounds(n, k, m)
-        out[piece.file_index] = out.get(piece.file_index, 0) + (b - a)
+    try:
+        for piece, read, k, m in entries:
+            n = count_lines_rows(piece, fs) if read is None else _n_rows(read)
+            a, b = _slice_bounds(n, k, m)
+            out[piece.file_index] = out.get(piece.file_index, 0) + (b - a)
+    except BaseException as exc:
+        if name is not None:  # the shares waiting for this count stop instead of waiting for ever
+            _publish_rows(name, {_COUNT_FAILED: f"{type(exc).__name__}: {exc}"})
+        raise
     if name is not None:
-        from distributed import Event, Variable
-
-        Variable(name).set(out)
-        Event(name).set()
+        _publish_rows(name, out)
     return out
+
+
+# the key of a published row count that failed (a row count's keys are file indexes)
+_COUNT_FAILED = "failed"
+# seconds between two looks, while a share waits for the row counts before it, at whether its run still wants it
+_WAIT_POLL = 0.5
+
+
+def _publish_rows(name: str, rows: dict, client=None) -> None:
+    """Publish a row count (or a failure, ``{_COUNT_FAILED: why}``) as the dask ``Variable`` ``name``, then set
+    the ``Event`` ``name`` (:class:`_Offsets`)."""
+    from distributed import Event, Variable
+
+    Variable(name, client=client).set(rows)
+    Event(name, client=client).set()
 
 
 def _summed_rows(before) -> tuple[int, dict]:
@@ -336,16 +354,54 @@ class _Offsets:
         return all(Event(n).is_set() for n in self.names)
 
     def get(self) -> tuple[int, dict]:
-        from distributed import Event, Variable, rejoin, secede
+        """Wait for the counts and sum them (:func:`_summed_rows`).
 
-        if not self.ready():
+        Raises
+        ------
+        RuntimeError
+            A count failed (the message gives its error), or the run stopped while this share waited (its
+            task was released: a count's worker left, or the caller failed or left).
+        """
+        from distributed import Event, Variable, rejoin, secede
+        from distributed.utils import TimeoutError as DaskTimeout  # asyncio's, not the builtin, on Python 3.10
+
+        def stopped(what: str):
+            return RuntimeError(f"the run stopped while this share of the corpus waited for {what} of the shares "
+                                "before it; nothing of it is kept")
+
+        got = []
+        seceded = not self.ready()
+        if seceded:
             secede()
-            try:
-                for n in self.names:
-                    Event(n).wait()
-            finally:
+        try:
+            for n in self.names:
+                while not Event(n).wait(timeout=_WAIT_POLL):
+                    if task_released():
+                        raise stopped("the row counts")
+                while True:
+                    try:
+                        got.append(Variable(n).get(timeout=_WAIT_POLL))
+                        break
+                    except (TimeoutError, DaskTimeout):
+                        if task_released():
+                            raise stopped("the row counts") from None
+        finally:
+            if seceded:
                 rejoin()
-        return _summed_rows([Variable(n).get() for n in self.names])
+        failed = [rows[_COUNT_FAILED] for rows in got if _COUNT_FAILED in rows]
+        if failed:
+            raise RuntimeError(f"the row count of a share of the corpus before this one failed ({failed[0]}); "
+                               "this share is not written")
+        return _summed_rows(got)
+
+    def stop(self, client) -> None:
+        """Wake the shares that wait for a count that will not come (the run failed): each count not yet
+        published is published as failed."""
+        from distributed import Event
+
+        for n in self.names:
+            if not Event(n, client=client).is_set():
+                _publish_rows(n, {_COUNT_FAILED: "the run stopped before it was counted"}, client=client)
 
     def release(self, client) -> None:
         """Drop the published counts from ``client``'s scheduler (the caller, once the run is over)."""
@@ -396,7 +452,11 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
     offsets = before if isinstance(before, _Offsets) else None
     doc0, rows0 = (0, {}) if offsets is not None else _summed_rows(before)
 
+    released = released_check()  # asked on the reading thread
+
     def read(j):
+        if released():  # the run failed elsewhere: no more of this share is read or written
+            raise RuntimeError("this share of the corpus stopped: the run was stopped")
         _, piece, _, _, got = items[j]
         return _read_for(lm, piece, fs) if got is None else got
 
@@ -516,12 +576,24 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         counts.append(rows)
     if bar is not None:
         bar.reset(total=sum(len(share) for share in shares))
+    offsets = _Offsets(tuple(names))
+    counting = [f for rows in counts for f in rows]
     try:
-        results = _gather_pinned(client, futures, workers[:len(shares)],
-                                 None if bar is None else (lambda s: bar.update(len(shares[s]))))
+        # the counts waited for too: a failed count raises its own error (the shares after it stop)
+        def done(k):
+            if bar is not None and k < len(shares):  # a share, not a count
+                bar.update(len(shares[k]))
+
+        results = _gather_pinned(client, futures + counting, workers[:len(shares)], done)[:len(shares)]
         counted_rows = client.gather(counts)
+    except BaseException:
+        # the other shares stop before the caller removes the output they write into: a share waiting for a
+        # count that will not come wakes and raises, one scoring stops before its next item
+        offsets.stop(client)
+        stop_tasks(futures + counting)
+        raise
     finally:
-        _Offsets(tuple(names)).release(client)
+        offsets.release(client)
     for s, rows in enumerate(counted_rows):
         want = {}
         for r in rows:

@@ -171,7 +171,7 @@ def client_runs(path, lm, n, args, blocksize) -> list:
                             got[1] += ss["stop"] - ss["start"]
                             got[2] = ss["start"] - t_wall if got[2] is None else min(got[2], ss["start"] - t_wall)
                             got[3] = ss["stop"] - t_wall if got[3] is None else max(got[3], ss["stop"] - t_wall)
-                for s, got in enumerate(seen["results"]):
+                for s, got in enumerate(r for r in seen["results"] if "where" in r):  # the shares, not the counts
                     w = workers.setdefault(got["where"], {"tasks": {}})
                     w["share"] = s
                     w["timings"] = got["timings"]

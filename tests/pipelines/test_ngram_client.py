@@ -22,6 +22,8 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
+from cutext.stages.readers.base import CorpusError
+from cutext.stages.runtime.progress import task_released
 from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text.ngram_text import count_lines_rows
 
@@ -323,3 +325,154 @@ def test_a_share_scores_before_the_rows_before_it_are_counted(abc, lines, tmp_pa
     second = min(t for what, part, t in _LOG if what == "scored" and part == "part-00001.parquet")
     if threads == 2:
         assert second < counted  # scored before the first share's rows were counted
+
+
+def _count_fails(piece, fs):
+    """count_lines_rows of a file that can no longer be read."""
+    raise CorpusError(f"{piece.paths[0]}: cannot read: a test's error")
+
+
+_STOPPED: list = []  # the errors with which the shares' waits for the counts ended, in this process
+_REAL_GET = ng._Offsets.get
+
+
+def _recorded_get(self):
+    try:
+        return _REAL_GET(self)
+    except Exception as exc:
+        _STOPPED.append(exc)
+        raise
+
+
+def _run_guarded(fn, seconds=120.0):
+    """``fn()`` on a thread: its error, or a failure if it is still running after ``seconds`` (a hang)."""
+    import threading
+
+    box = {}
+
+    def call():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001  (handed to the test)
+            box["error"] = exc
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the run did not end"
+    return box.get("error")
+
+
+def _wait_for(cond, seconds=60.0):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cond()
+
+
+def test_a_failed_row_count_raises_its_error_and_the_share_waiting_for_it_stops(abc, lines, tmp_path,
+                                                                                monkeypatch):
+    """A row count that fails is the run's error (it does not leave the caller waiting for a share that waits
+    for that count): the share after it stops with an error naming the count's, and nothing is written."""
+    src, blocksize = _inputs("one file", lines, tmp_path / "in")
+    _STOPPED.clear()
+    monkeypatch.setattr(ng, "count_lines_rows", _count_fails)
+    monkeypatch.setattr(ng._Offsets, "get", _recorded_get)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        err = _run_guarded(lambda: _run(abc, src, tmp_path / "out", blocksize=blocksize, client=c))
+        # the count's own error, or the waiting share's that gives it (whichever reaches the caller first)
+        assert isinstance(err, (CorpusError, RuntimeError)), err
+        assert "one.txt: cannot read: a test's error" in str(err), err
+        assert _wait_for(lambda: _STOPPED)  # the second share stopped waiting (woken by the failed count, or
+        assert isinstance(_STOPPED[0], RuntimeError)  # released by the caller, whichever came first)
+        assert _wait_for(lambda: not any(c.processing().values()))  # no task left running
+    assert not (tmp_path / "out").exists()
+
+
+def _never_rows(entries, fs, name=None):
+    """_share_rows that never publishes (a count whose worker hangs), until its task is released."""
+    import time
+
+    while not task_released():
+        time.sleep(0.05)
+    raise RuntimeError("released")
+
+
+def _read_fails_for_the_first_share(lm, piece, fs):
+    if piece.start == 0:
+        raise CorpusError(f"{piece.paths[0]}: cannot read: a test's error")
+    return _REAL_READ(lm, piece, fs)
+
+
+_REAL_READ = ng._read_for
+
+
+def test_a_failed_share_stops_the_shares_waiting_for_counts_that_will_not_come(abc, lines, tmp_path, monkeypatch):
+    """The first share fails while its rows are still being counted: the run raises the share's error and the
+    share after it, waiting for that count, stops instead of waiting for ever; nothing is written."""
+    src, blocksize = _inputs("one file", lines, tmp_path / "in")
+    _STOPPED.clear()
+    monkeypatch.setattr(ng, "_share_rows", _never_rows)
+    monkeypatch.setattr(ng._Offsets, "get", _recorded_get)
+    monkeypatch.setattr(ng, "_read_for", _read_fails_for_the_first_share)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        err = _run_guarded(lambda: _run(abc, src, tmp_path / "out", blocksize=blocksize, client=c))
+        assert isinstance(err, CorpusError) and "a test's error" in str(err), err
+        assert _wait_for(lambda: _STOPPED)
+        assert isinstance(_STOPPED[0], RuntimeError)
+        assert _wait_for(lambda: not any(c.processing().values()))
+    assert not (tmp_path / "out").exists()
+
+
+def test_offsets_sum_the_published_counts_and_raise_a_failed_one():
+    """A share's offsets: the published counts summed (first doc_id, first row of each file); a count published
+    as failed is an error that gives the count's."""
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as c:
+        ng._publish_rows("t-a", {0: 5, 1: 2}, client=c)
+        ng._publish_rows("t-b", {1: 3}, client=c)
+        assert ng._Offsets(("t-a", "t-b")).get() == (10, {0: 5, 1: 5})
+        ng._publish_rows("t-c", {ng._COUNT_FAILED: "CorpusError: x.txt: cannot read"}, client=c)
+        with pytest.raises(RuntimeError, match="x.txt: cannot read"):
+            ng._Offsets(("t-a", "t-c")).get()
+        ng._Offsets(("t-d",)).stop(c)  # a count that never came, published as failed by the caller
+        with pytest.raises(RuntimeError, match="stopped before it was counted"):
+            ng._Offsets(("t-d",)).get()
+        ng._Offsets(("t-a", "t-b", "t-c", "t-d")).release(c)
+        assert not ng._Offsets(("t-a",)).ready()
+
+
+_READS: list = []  # the start offsets of the pieces read, in this process
+
+
+def test_a_failed_share_stops_the_other_shares_before_their_next_piece(abc, lines, tmp_path, monkeypatch):
+    """The second share fails at its first piece while the first share is still scoring its many pieces: the
+    run raises the error once the first share has stopped, before its next piece, and nothing is written."""
+    src, blocksize = _inputs("one file", lines, tmp_path / "in")
+    size = src.stat().st_size
+    _READS.clear()
+
+    def read(lm, piece, fs):
+        import time
+
+        _READS.append(piece.start)
+        if piece.start >= size // 2:
+            raise CorpusError(f"{piece.paths[0]}: cannot read: a test's error")
+        time.sleep(0.2)  # a share of many large pieces
+        return _REAL_READ(lm, piece, fs)
+
+    monkeypatch.setattr(ng, "_read_for", read)
+    first = [p for p in plan(src, format="lines", blocksize=blocksize)[1] if p.start < size // 2]
+    assert len(first) >= 8
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        err = _run_guarded(lambda: _run(abc, src, tmp_path / "out", blocksize=blocksize, client=c))
+        assert isinstance(err, CorpusError) and "a test's error" in str(err), err
+        n_read = sum(1 for s in _READS if s < size // 2)
+        assert not any(c.processing().values())
+        assert sum(1 for s in _READS if s < size // 2) == n_read  # nothing read after the error was raised
+    assert n_read < len(first)  # the first share stopped before its last pieces
+    assert not (tmp_path / "out").exists()
