@@ -30,8 +30,11 @@ import pandas as pd
 from cutext.stages.engines.lda_chunk import Chunks
 from cutext.stages.engines.lda_gibbs import GibbsState, _sub_chunks, check_state_memory
 from cutext.stages.runtime.compute import WorkerActors
+from cutext.stages.runtime.progress import released_check
 
 COLLECTIVES = ("auto", "nccl", "client")
+# seconds between two looks at a collective's stream (a pass takes milliseconds or more)
+_COLLECTIVE_POLL = 50e-6
 
 
 class _ShardActor:
@@ -42,6 +45,8 @@ class _ShardActor:
         check_state_memory(sub, K, "sparse", gpu=gpu, V=V, owner="lda worker shard")
         self.state = GibbsState(sub, K, alpha, beta, seed=seed, gpu=gpu, V=V, shard=True)
         self.comm = None
+        # this actor's own task: released when the caller lets the run's shards go (it ended, or a shard failed)
+        self._released = released_check()
 
     # -- set-up
     def where(self) -> dict:
@@ -89,8 +94,25 @@ class _ShardActor:
         stream = cupy.cuda.get_current_stream()
         self.comm.allReduce(st.W_local.data.ptr, W.data.ptr, int(W.size), nccl.NCCL_INT32, nccl.NCCL_SUM,
                             stream.ptr)
-        stream.synchronize()
+        self._wait_collective(stream)
         st.set_global_w(W)
+
+    def _wait_collective(self, stream) -> None:
+        """Wait for ``stream``, where a collective runs.  A rank whose peer failed before joining it would
+        wait for ever (its worker's actor thread with it, and the next run's shard behind that): once the
+        caller releases this shard, the communicator is aborted (``ncclCommAbort``) and an error raised.
+
+        Raises
+        ------
+        RuntimeError
+            The run released this shard while the collective waited for a peer.
+        """
+        while not stream.done:
+            if self._released():
+                comm, self.comm = self.comm, None
+                comm.abort()
+                raise RuntimeError("the sum of W across the shards stopped: another shard of the run failed")
+            time.sleep(_COLLECTIVE_POLL)
 
     def step(self, iteration: int, sampler: str, exclude: bool, return_w: bool):
         """Sample a pass and rebuild the local counts; returns (skipped, changed[, local W on the host])."""

@@ -91,3 +91,50 @@ def test_transform_cudf_and_dask_cudf_frames_equal_pandas(shared_data, tmp_path)
     pd.testing.assert_frame_equal(got.to_pandas().drop(columns="text"), want.drop(columns="text"))
     dgot = m.transform(dask_cudf.from_cudf(gdf, npartitions=3), "text", iterations=10, backend="gpu").compute()
     pd.testing.assert_frame_equal(dgot.to_pandas().drop(columns="text"), want.drop(columns="text"))
+
+
+# run on the workers (exec, a builtin, travels by name): the shard on the second GPU fails its passes
+_FAIL_ON_THE_SECOND_GPU = """
+import os
+from cutext.stages.engines import lda_dist
+real = lda_dist._ShardActor.__dict__.get("_real_steps") or lda_dist._ShardActor.steps
+lda_dist._ShardActor._real_steps = real
+def steps(self, *args):
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() == "1":
+        raise RuntimeError("a shard failed")
+    return real(self, *args)
+lda_dist._ShardActor.steps = steps
+"""
+_RESTORE = """
+from cutext.stages.engines import lda_dist
+if "_real_steps" in lda_dist._ShardActor.__dict__:
+    lda_dist._ShardActor.steps = lda_dist._ShardActor._real_steps
+"""
+
+
+def test_a_shard_that_fails_under_nccl_frees_its_peer_for_the_next_run(shared_data, tmp_path, cuda_client):
+    """The shard on one GPU fails while the other waits in ncclAllReduce for it: the run raises the shard's
+    error, the waiting shard's communicator is aborted once the run lets its shards go, and the next run on
+    the same workers (whose actor threads the waiting shard held) completes."""
+    import threading
+
+    from cupy.cuda import nccl
+
+    if not getattr(nccl, "available", True):
+        pytest.skip("cupy.cuda.nccl is not available in this environment")
+    src = shared_data / "bow" / "uci" / "docword.kos.txt.gz"
+    kw = dict(K=16, backend="gpu", progress=False, seed=3, client=cuda_client, collective="nccl")
+    cuda_client.run(exec, _FAIL_ON_THE_SECOND_GPU, {})
+    try:
+        with pytest.raises(RuntimeError, match="a shard failed"):
+            pipelines.run("lda", str(src), out=tmp_path / "failed", iterations=4, **kw)
+    finally:
+        cuda_client.run(exec, _RESTORE, {})
+    assert not (tmp_path / "failed").exists()
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", pipelines.run("lda", str(src), out=tmp_path / "next",
+                                                                          iterations=2, **kw)), daemon=True)
+    t.start()
+    t.join(180)
+    assert not t.is_alive(), "the next run on the same workers did not end"
+    assert box["r"].n_workers == 2 and (tmp_path / "next" / "params.json").exists()
