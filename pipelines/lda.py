@@ -231,14 +231,14 @@ class _Chain:
         Raises
         ------
         ValueError
-            K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), llpt_every < 1,
+            K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), llpt_every < 0,
             n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler.
         """
         K = count("K", K, lo=2)
         iterations = count("iterations", iterations, lo=0)
         alpha = ALPHA if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
         beta = number("beta", beta, lo=0, lo_open=True)
-        llpt_every = count("llpt_every", llpt_every, lo=1)
+        llpt_every = count("llpt_every", llpt_every, lo=0)  # 0: the LLPT after the last iteration only
         count("n_chunks", n_chunks, lo=1, none_ok=True)
         count("seed", seed, lo=0)
         n_devices = count("n_devices", n_devices, lo=1)

@@ -123,7 +123,8 @@ def test_a_shard_that_fails_under_nccl_frees_its_peer_for_the_next_run(shared_da
     if not getattr(nccl, "available", True):
         pytest.skip("cupy.cuda.nccl is not available in this environment")
     src = shared_data / "bow" / "uci" / "docword.kos.txt.gz"
-    kw = dict(K=16, backend="gpu", progress=False, seed=3, client=cuda_client, collective="nccl")
+    # the LLPT after the last pass only: the shards run the passes in one call, summing W among themselves
+    kw = dict(K=16, backend="gpu", progress=False, seed=3, client=cuda_client, collective="nccl", llpt_every=4)
     cuda_client.run(exec, _FAIL_ON_THE_SECOND_GPU, {})
     try:
         with pytest.raises(RuntimeError, match="a shard failed"):

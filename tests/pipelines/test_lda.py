@@ -795,3 +795,16 @@ def test_alpha_default_is_0_1(reuters_path, tmp_path, alpha):
     r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=50, iterations=1, alpha=alpha, backend="cpu",
                       progress=False)
     assert r.params["alpha"] == 0.1  # not 50 / K = 1.0
+
+
+def test_llpt_every_zero_gives_the_llpt_of_the_last_iteration_only(reuters_path, tmp_path):
+    """``llpt_every=0`` (as documented): the LLPT of the initial state and after the last iteration, a row
+    for every iteration; a negative value is refused naming the parameter, and no model is written."""
+    kw = dict(K=4, iterations=5, seed=1, backend="cpu", progress=False)
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", llpt_every=0, **kw)
+    ll = pd.read_parquet(r.path / "llpt.parquet")
+    assert list(ll["iteration"]) == list(range(6))
+    assert list(ll["iteration"][ll["llpt"].notna()]) == [0, 5]
+    with pytest.raises(ValueError, match="llpt_every"):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "bad", llpt_every=-1, **kw)
+    assert not (tmp_path / "bad").exists()
