@@ -365,9 +365,9 @@ class _Offsets:
         from distributed import Event, Variable, rejoin, secede
         from distributed.utils import TimeoutError as DaskTimeout  # asyncio's, not the builtin, on Python 3.10
 
-        def stopped(what: str):
-            return RuntimeError(f"the run stopped while this share of the corpus waited for {what} of the shares "
-                                "before it; nothing of it is kept")
+        def stopped():
+            return RuntimeError("the run stopped while this share of the corpus waited for the row counts of the "
+                                "shares before it; nothing of it is kept")
 
         got = []
         seceded = not self.ready()
@@ -377,14 +377,14 @@ class _Offsets:
             for n in self.names:
                 while not Event(n).wait(timeout=_WAIT_POLL):
                     if task_released():
-                        raise stopped("the row counts")
+                        raise stopped()
                 while True:
                     try:
                         got.append(Variable(n).get(timeout=_WAIT_POLL))
                         break
                     except (TimeoutError, DaskTimeout):
                         if task_released():
-                            raise stopped("the row counts") from None
+                            raise stopped() from None
         finally:
             if seceded:
                 rejoin()
@@ -589,7 +589,8 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
     except BaseException:
         # the other shares stop before the caller removes the output they write into: a share waiting for a
         # count that will not come wakes and raises, one scoring stops before its next item
-        offsets.stop(client)
+        with contextlib.suppress(Exception):  # a scheduler that is gone: the run's own error is the one raised
+            offsets.stop(client)
         stop_tasks(futures + counting)
         raise
     finally:

@@ -277,7 +277,7 @@ def wait(collections) -> None:
     Exception
         The error of the first task that failed.
     """
-    from distributed import futures_of
+    from distributed import as_completed, futures_of
 
     futures = futures_of(collections)
     if not futures:
@@ -286,7 +286,7 @@ def wait(collections) -> None:
     if sp is not None:
         sp.start(len(futures), "partitions" if len(futures) == sp.partitions else "tasks")
     try:
-        for f in _as_completed(futures):
+        for f in as_completed(futures):
             if f.status == "error":
                 f.result()  # raises the task's error
             if sp is not None:
@@ -308,12 +308,14 @@ def gather(futures, on_done=None) -> list:
     list
         The tasks' results, in the order of ``futures``.
     """
+    from distributed import as_completed
+
     futures = list(futures)
     if not futures:
         return []
     where = {f.key: i for i, f in enumerate(futures)}
     try:
-        for f in _as_completed(futures):
+        for f in as_completed(futures):
             if f.status == "error":
                 f.result()
             if on_done is not None:
@@ -322,12 +324,6 @@ def gather(futures, on_done=None) -> list:
     except BaseException:
         stop_tasks(futures)
         raise
-
-
-def _as_completed(futures):
-    from distributed import as_completed
-
-    return as_completed(futures)
 
 
 STOP_TIMEOUT = 120.0  # seconds stop_tasks waits for the running tasks of a failed run to return
