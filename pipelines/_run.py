@@ -31,6 +31,7 @@ from cutext.kernels.backend import resolve_backend
 from cutext.pipelines._result import RunResult
 from cutext.stages.runtime.compute import ComputeInfo, compute_context
 from cutext.stages.runtime.output import atomic_directory, check_output, check_workers_see, write_json
+from cutext.stages.runtime.params import flag
 from cutext.stages.runtime.progress import (notice_compiles, notice_gpu_compiles, pipeline_progress, progress_bar,
                                            stage)
 
@@ -84,11 +85,13 @@ class PipelineRun:
         pipeline (:func:`cutext.stages.runtime.output.check_output`).
     ValueError
         ``out`` is a URL of another file system than the local one (``s3://``, ``memory://``...): the
-        output is committed by renaming a directory (:mod:`cutext.stages.runtime.output`).
+        output is committed by renaming a directory (:mod:`cutext.stages.runtime.output`); ``overwrite`` or
+        ``progress`` not a bool.
     """
 
     def __init__(self, name: str, out, *, manifest: str, inputs=None, overwrite: bool = True,
                  progress: bool = True):
+        overwrite, progress = flag("overwrite", overwrite), flag("progress", progress)  # "no" is truthy
         self.name = name
         self.kind = f"cutext.{name}"
         self.out = out

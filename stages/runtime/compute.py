@@ -94,12 +94,30 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
     the GPU backend (synchronous: one stream of work on the device) whatever the input size, and on the
     CPU backend for inputs under 256 MiB (threads), using a ``LocalCluster`` (one process per core)
     above that.  ``scheduler="cluster"`` starts a ``LocalCUDACluster`` (one worker per GPU) on the GPU
-    backend, a ``LocalCluster`` on the CPU backend.
+    backend, a ``LocalCluster`` on the CPU backend.  ``n_workers`` sizes that local cluster: given with
+    ``"auto"`` it starts one whatever the input size; with ``"sync"`` or ``"threads"`` (no cluster) it is
+    refused.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``scheduler``, ``n_workers`` < 1; ``n_workers`` with ``"sync"`` / ``"threads"``;
+        ``scheduler`` other than ``"auto"`` or ``n_workers`` with a ``client`` (whose workers are the cluster).
     """
     if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+        raise ValueError(f"{param('scheduler', bare=True)} must be one of {SCHEDULERS}, got {scheduler!r}")
 
     n_workers = count("n_workers", n_workers, lo=1, none_ok=True)
+    if client is not None and (scheduler != "auto" or n_workers is not None):
+        name = "scheduler" if scheduler != "auto" else "n_workers"
+        raise ValueError(f"{param(name, scheduler if name == 'scheduler' else n_workers)} with {param('client')}: "
+                         f"the client's workers run the stages, there is no local cluster to choose or size; "
+                         f"drop {param(name, bare=True)}")
+    if n_workers is not None and scheduler in ("sync", "threads"):
+        # in-process schedulers start no worker: the count would change nothing
+        raise ValueError(f"{param('n_workers', n_workers)} sizes a local cluster, but {param('scheduler', scheduler)} "
+                         f"runs in this process; use {param('scheduler', 'cluster')} or \"auto\", or drop "
+                         f"{param('n_workers', bare=True)}")
     cfg = {"dataframe.backend": "cudf" if backend == "gpu" else "pandas",
            "dataframe.convert-string": False,
            "dataframe.shuffle.method": "tasks"}
@@ -302,6 +320,8 @@ def local_gpu_cluster(n_workers: int | None = None, **kwargs):
 
 
 def _context(backend, cfg, scheduler, nbytes, n_workers):
+    if scheduler == "auto" and n_workers is not None:  # workers asked for: the local cluster they size
+        scheduler = "cluster"
     if scheduler == "auto":
         # the GPU stays in-process whatever the input: a LocalCUDACluster's start (about 10 s) and its
         # slower front end never paid back (4 GB on two H200: 3.7 s in process, 4.2 s on two workers);

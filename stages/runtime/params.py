@@ -29,7 +29,7 @@ import numbers
 import os
 
 __all__ = ["FLOAT_LIMITS", "ResourceLimitError", "UnknownParameterError", "available_memory", "check_keywords",
-           "check_memory", "choice", "cli_syntax", "count", "format_bytes", "keywords_of", "number", "param"]
+           "check_memory", "choice", "cli_syntax", "count", "flag", "format_bytes", "keywords_of", "number", "param"]
 
 # Bounds of the float parameters, by name: (lowest, highest, reason).  number() applies them on top of the
 # caller's range, so the stages and the loaders that check through it share them.
@@ -198,6 +198,26 @@ def number(name: str, value, lo: float | None = None, hi: float | None = None, *
     if low is not None and v < low:
         raise ValueError(f"{param(name, bare=True)} must be >= {low:g}, got {v:g}: {why}")
     return v
+
+
+def flag(name: str, value) -> bool:
+    """``value`` if it is a bool (numpy's too): a switch is True or False, not any truthy object.
+
+    >>> flag("lowercase", "no")
+    Traceback (most recent call last):
+    ...
+    ValueError: lowercase must be True or False, got 'no'
+
+    Raises
+    ------
+    ValueError
+        Any other value (``"no"``, ``0``, None); the message names the parameter.
+    """
+    import numpy  # numpy's bool too (a mask element, a frame cell)
+
+    if isinstance(value, (bool, numpy.bool_)):
+        return bool(value)
+    raise ValueError(f"{param(name, bare=True)} must be True or False, got {value!r}")
 
 
 def choice(name: str, value, options):

@@ -70,7 +70,7 @@ from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 from cutext.stages.readers.base import text_array as read_text_array
 from cutext.kernels.backend import to_host, values
 from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
-from cutext.stages.runtime.params import count
+from cutext.stages.runtime.params import count, flag
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -204,7 +204,7 @@ class TokenizerConfig:
     def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
         """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
         check_stemmer(stemmer)
-
+        lowercase = flag("lowercase", lowercase)
         min_len = count("min_len", min_len, lo=1)
         max_len = count("max_len", max_len, lo=min_len, none_ok=True)
         return cls(bool(lowercase), resolve_stopwords(stopwords), stemmer, int(min_len),
