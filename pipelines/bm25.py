@@ -74,7 +74,7 @@ from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
 from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
                                             write_segment, write_text_segment)
-from cutext.stages.runtime.params import choice, param
+from cutext.stages.runtime.params import choice, flag, param
 
 # the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
 # in-process build sets for its own scheduler: their shares take turns
@@ -235,8 +235,11 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         must be a path every worker sees, on a cluster of several hosts a shared file system (NFS,
         Lustre...); each worker is checked before the run reads anything.
     variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
-    k1, b, delta : float
-        BM25 parameters (``delta`` only for bm25l, default 0.5, and bm25+, default 1.0).
+    k1, b : float
+        BM25 parameters.
+    delta : float, optional
+        The lower bound added to the tf part by bm25l (default 0.5) and bm25+ (default 1.0); refused with
+        the other variants, whose formulas have no delta.
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer settings (:class:`cutext.stages.text.tokenize.TokenizerConfig`).
     format, text_column, id_column, blocksize, encoding, storage_options, glob
@@ -261,7 +264,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         the CPU on threads under 256 MiB of input, else on a ``LocalCluster``; ``"cluster"`` starts a
         local cluster (``LocalCUDACluster`` on the GPU) (:func:`cutext.stages.runtime.compute.compute_context`).
     n_workers : int, optional
-        Workers of a local cluster (default: one per GPU / core).
+        Workers of a local cluster (default: one per GPU / core); with ``scheduler="auto"`` it starts one.
+        Refused with ``"sync"`` / ``"threads"`` and with ``client`` (as ``scheduler`` other than ``"auto"``).
     index_format : {2, 1}, default 2
         2: segments (``segments/seg-NNNNN/``, :mod:`cutext.stages.engines.segments`), one per read
         partition, each written by the worker that counted it, storing tf and document lengths; the
@@ -328,7 +332,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     CorpusError (ValueError)
         Unreadable input, a missing column, or an empty corpus (message names the file).
     ValueError
-        Bad BM25 or tokenizer parameters; ``out`` is a URL of another file system than the local one.
+        Bad BM25 or tokenizer parameters (``delta`` with a variant other than bm25l and bm25+; a switch such
+        as ``append`` or ``lowercase`` that is not a bool); ``out`` is a URL of another file system than the
+        local one.
         BM25F: a ``field_weights`` / ``field_b`` key that is not a column of ``text_column`` (the message
         names the columns), a negative weight, a b outside [0, 1], ``index_format=1``, ``store_text``, a
         variant other than lucene, robertson and atire; with ``append``, fields or weights that differ
@@ -341,10 +347,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         A worker of ``client`` does not see the output's temporary directory (the message names the
         worker and the path); checked before the corpus is read, and nothing is left behind.
     """
-    if not isinstance(store_text, bool):
-        raise ValueError(f"{param('store_text', bare=True)} must be True or False, got {store_text!r}")
-    if not isinstance(positions, bool):
-        raise ValueError(f"{param('positions', bare=True)} must be True or False, got {positions!r}")
+    store_text, positions = flag("store_text", store_text), flag("positions", positions)
+    append = flag("append", append)  # append="no" would otherwise append
+    if delta is not None and not append and variant not in bm25_stage.DEFAULT_DELTA:
+        # bm25s and Lucene have no delta in these formulas: a given one would change nothing
+        raise ValueError(f"{param('delta', delta)}: {param('variant', variant)} has no delta term; delta is "
+                         f"for {' and '.join(map(repr, bm25_stage.DEFAULT_DELTA))} (leave it out)")
     fields = _field_spec(text_column, field_weights, field_b, b)
     if positions and fields is not None:
         raise ValueError(f"{param('positions', True)} is not available with BM25F fields yet: leave it out, or "

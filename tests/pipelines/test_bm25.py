@@ -820,3 +820,30 @@ def test_convert_a_format_1_index_scores_as_before_and_takes_appends(tmp_path, d
     assert "already a segmented index" in capsys.readouterr().err
     r = append_index(src, tmp_path / "v2", backend="cpu", progress=False)
     assert r.counts["n_docs"] == 2 * ref.n_docs
+
+
+def test_delta_is_refused_with_a_variant_without_one(tmp_path, data_dir):
+    """``delta`` belongs to bm25l and bm25+; lucene, robertson and atire have no delta term, so a given one
+    is refused naming it, not recorded and ignored; None keeps each variant's default."""
+    src = data_dir / "cacm" / "cacm.json"
+    for variant in ("lucene", "robertson", "atire"):
+        with pytest.raises(ValueError, match=r"delta=0\.5.*no delta term"):
+            pipelines.run("bm25", src, out=tmp_path / "x", variant=variant, delta=0.5, progress=False)
+    assert not (tmp_path / "x").exists()
+    r = pipelines.run("bm25", src, out=tmp_path / "l", variant="bm25l", delta=0.7, backend="cpu", progress=False)
+    assert r.params["delta"] == 0.7
+
+
+def test_switches_and_local_cluster_sizes_are_checked(tmp_path, data_dir):
+    """A switch takes a bool ("no" is truthy: append="no" would append), and ``n_workers`` is refused where
+    no local cluster runs (``scheduler="sync"`` / ``"threads"``) instead of being ignored."""
+    src = data_dir / "cacm" / "cacm.json"
+    for kw, name in (({"append": "no"}, "append"), ({"lowercase": "no"}, "lowercase"),
+                     ({"overwrite": 0}, "overwrite"), ({"progress": "yes"}, "progress")):
+        with pytest.raises(ValueError, match=f"{name} must be True or False"):
+            pipelines.run("bm25", src, out=tmp_path / "x", backend="cpu", **{"progress": False, **kw})
+    for scheduler in ("sync", "threads"):
+        with pytest.raises(ValueError, match="n_workers=2 sizes a local cluster"):
+            pipelines.run("bm25", src, out=tmp_path / "x", backend="cpu", scheduler=scheduler, n_workers=2,
+                          progress=False)
+    assert not (tmp_path / "x").exists()
