@@ -227,7 +227,7 @@ def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by
         order).  Stable: ties keep input order.
     idf_from : None, "stream", or path
         IDF reference: None = the corpus itself; ``"stream"`` = the documents seen so far;
-        a path = a BM25 index directory (``pipelines.run("bm25", ...)``) or another corpus.
+        a path = a BM25 index directory (``pipelines.run("bm25", ...)``) or another corpus (not ``""``).
     weighting : {"tficf", "tfidf"}
         See :mod:`cutext.stages.text.termvec` (natural logarithms).
     lowercase, stopwords, stemmer, min_len, max_len
@@ -237,11 +237,12 @@ def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by
         read, fnmatch globs), also used for an ``idf_from`` corpus.
     backend : {"auto", "cpu", "gpu"}
     method : {"reference", "brute", "ellpack"}, optional
-        Clustering engine (default: reference on the CPU, ellpack on the GPU).
+        Clustering engine (default: reference on the CPU, ellpack on the GPU).  ``batch_size``, ``devices``
+        and ``candidates`` are options of ellpack, refused with the others.
     batch_size : int, optional
         Micro-batch of the ELLPACK engine (default 32 on the GPU, 1 on the CPU); exact for any size.
     devices : list of int, optional
-        GPUs holding row partitions of the cluster matrix (paper section 6).
+        GPUs holding row partitions of the cluster matrix (paper section 6); not empty.
     candidates : {"auto", True, False}
         ELLPACK engine: score only the clusters that share a term with the document (an inverted
         index on the device), every cluster (False), or choose per batch ("auto", the default: the
@@ -282,7 +283,9 @@ def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by
         Unreadable or empty corpus, a missing order_by column.
     ValueError
         Bad parameters; ``scheduler`` or ``n_workers`` given with ``client`` (the clustering is one
-        ordered stream in this process; the client only runs the front end).
+        ordered stream in this process; the client only runs the front end); ``n_workers`` with
+        ``scheduler="sync"`` / ``"threads"``; ``batch_size``, ``devices`` or ``candidates`` with ``method``
+        "reference" or "brute"; ``devices=[]``; ``idf_from=""``.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier cluster output, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`).
@@ -293,8 +296,11 @@ def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by
     threshold, top_k, n_top_terms, batch_size = _checked(weighting, threshold, top_k, n_top_terms, batch_size,
                                                          n_workers)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    if isinstance(idf_from, str) and not idf_from.strip():  # "" would read the working directory as a corpus
+        raise ValueError(f"{param('idf_from', idf_from)}: give None (the corpus), \"stream\" or a path")
     be = run.resolve_backend(backend)
     method = method or ("ellpack" if be == "gpu" else "reference")
+    _check_engine_options(method, batch_size, devices, candidates)
     batch_size = batch_size or _default_batch(be, method)
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
                    encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
@@ -435,6 +441,30 @@ def similarity_histogram(assign: pd.DataFrame, bins: int = 20) -> dict:
     sim = assign.loc[assign["cluster_id"].to_numpy() >= 0, "similarity"].to_numpy(np.float64)
     counts, edges = np.histogram(np.clip(sim, 0.0, 1.0), bins=bins, range=(0.0, 1.0))
     return {"edges": [round(float(e), 6) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def _check_engine_options(method: str, batch_size, devices, candidates) -> None:
+    """Refuse the ELLPACK engine's options with the reference and brute engines, which take one document at
+    a time over every cluster, and an empty ``devices`` list.
+
+    Raises
+    ------
+    ValueError
+        ``batch_size``, ``devices`` or ``candidates`` other than their defaults with ``method`` "reference" or
+        "brute"; ``devices=[]``.
+    """
+    if devices is not None and len(devices) == 0:
+        raise ValueError(f"{param('devices', devices)} names no GPU: give device numbers, or None (one device)")
+    if method == "ellpack":
+        return
+    given = [(k, v) for k, v in (("batch_size", batch_size), ("devices", devices)) if v is not None]
+    if candidates is True or candidates is False:  # another value is refused by the clusterer itself
+        given.append(("candidates", candidates))
+    if given:
+        k, v = given[0]
+        raise ValueError(f"{param(k, v)} is an option of the ELLPACK engine, but {param('method', method)} "
+                         f"clusters one document at a time on the CPU: use {param('method', 'ellpack')} or drop "
+                         f"{param(k, bare=True)}")
 
 
 def _check_front_end_placement(client, scheduler, n_workers) -> None:

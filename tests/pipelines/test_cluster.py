@@ -587,3 +587,22 @@ def test_one_str_is_one_document():
     assert len(StreamVectorizer(10).transform("oil prices")) == 1  # not one vector per character
     with pytest.raises(TypeError, match="bytes"):
         sc.partial_fit(b"oil prices")
+
+
+def test_ellpack_options_empty_devices_and_empty_idf_from_are_refused(data_dir, tmp_path):
+    """``batch_size``, ``devices`` and ``candidates`` steer the ELLPACK engine: the reference and brute
+    engines ignored them and now refuse them; ``devices=[]`` names no GPU; ``idf_from=""`` read the working
+    directory as the IDF corpus."""
+    src = data_dir / "cacm" / "cacm.json"
+    kw = dict(backend="cpu", progress=False)
+    for method in ("reference", "brute"):
+        for bad in ({"batch_size": 8}, {"devices": [0]}, {"candidates": False}):
+            with pytest.raises(ValueError, match=f"{next(iter(bad))}=.*option of the ELLPACK engine"):
+                pipelines.run("cluster", src, out=tmp_path / "x", method=method, **bad, **kw)
+    with pytest.raises(ValueError, match=r"devices=\[\] names no GPU"):
+        pipelines.run("cluster", src, out=tmp_path / "x", method="ellpack", devices=[], **kw)
+    with pytest.raises(ValueError, match="idf_from=''"):
+        pipelines.run("cluster", src, out=tmp_path / "x", idf_from="", **kw)
+    assert not (tmp_path / "x").exists()
+    r = pipelines.run("cluster", src, out=tmp_path / "ok", method="ellpack", batch_size=8, **kw)
+    assert r.params["batch_size"] == 8
