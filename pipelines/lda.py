@@ -30,6 +30,7 @@ pandas / cudf / dask / dask-cudf frames),
 """
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +45,12 @@ from cutext.pipelines._cli import Command, print_result
 from cutext.stages.engines.lda_chunk import (LDAInputError, check_df_limit, detect_format, lda_chunks, prune_bow,
                                              read_bow)
 from cutext.stages.readers.frames import input_label
+from cutext.stages.readers.source import read_corpus
 from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
 from cutext.kernels.backend import device_count
 from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
 from cutext.stages.engines.lda_gibbs import check_state_memory
-from cutext.stages.runtime.params import count, number, param
+from cutext.stages.runtime.params import count, flag, number, param
 from cutext.stages.text.tokenize import STOPWORD_SETS, TokenizerConfig, resolve_stopwords
 from cutext.stages.engines.lda_model import LDAModel
 
@@ -107,7 +109,7 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     format : str
         ``"auto"``, ``"uci"``, ``"ldac"`` or a reader format for text corpora.
     vocab : path, optional
-        Vocabulary file for UCI / LDA-C input.
+        Vocabulary file for UCI / LDA-C input; refused with a text corpus.
     n_chunks : int, optional
         Chunks of the token list (default ``n_devices``, or the number of sampling workers with a
         ``client``; the sampling result does not depend on it).
@@ -133,7 +135,8 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         ``max_df=0.5`` drops corpus-wide words such as mail headers; on 20 Newsgroups and Reuters-21578 it
         raises NPMI coherence (benchmarks/defaults.py), but on a few documents it removes most words.
     stemmer, lowercase, min_len, max_len
-        Tokenizer settings for text corpora.
+        Tokenizer settings for text corpora; refused (when not the default) with a UCI / LDA-C input, whose
+        words are already counted.
     overwrite : bool
     progress : bool
         Show the progress of the iterations (with the LLPT) and, for a text corpus, of the front
@@ -153,9 +156,11 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         machine) nor ``sampler="hybrid"``.
     scheduler : {"auto", "sync", "threads", "cluster"}
         Text corpora without a client: where the front end runs
-        (:func:`cutext.stages.runtime.compute.compute_context`).
+        (:func:`cutext.stages.runtime.compute.compute_context`); refused with a client and with a UCI / LDA-C
+        input.
     n_workers : int, optional
-        Without a client: workers of a local cluster for the front end.  With a client: how many of its
+        Without a client: workers of a local cluster for the front end of a text corpus (also with
+        ``scheduler="auto"``; refused with ``"sync"`` / ``"threads"`` and with a UCI / LDA-C input).  With a client: how many of its
         workers sample (the first ``n_workers`` addresses in sorted order; default all).
     collective : {"auto", "nccl", "client"}
         With a client: how W is summed between the workers every iteration -- ``"nccl"``: ncclAllReduce
@@ -165,7 +170,7 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     **read_kw
         Reader settings for text corpora, passed to :func:`cutext.stages.readers.source.read_corpus`
         (``text_column``, ``id_column``, ``blocksize``, ``encoding``, ``storage_options``,
-        ``glob``); ``run()`` checks their names against the reader.
+        ``glob``); ``run()`` checks their names against the reader.  Refused with a UCI / LDA-C input.
 
     Returns
     -------
@@ -179,7 +184,9 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     ValueError
         K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), unknown sampler, stopwords
         that are not a name, path or list of words, ``min_df`` / ``max_df`` that are not an int >= 1 or a
-        float in [0, 1] (checked before any work), bounds no word can meet; ``LDAInputError`` (a ValueError)
+        float in [0, 1] (checked before any work), bounds no word can meet; a setting the input cannot use
+        (``vocab`` with a text corpus; tokenizer, reader, ``scheduler`` or ``n_workers`` settings with a UCI /
+        LDA-C input); ``exclude_self`` not a bool; a ``callback`` that is not callable; ``LDAInputError`` (a ValueError)
         for malformed input, a corpus without tokens or with a single distinct word (after pruning, the
         message names the bounds and the most frequent words removed).
     ResourceLimitError (MemoryError, ValueError)
@@ -194,14 +201,21 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     run = PipelineRun("lda", out, manifest="params.json", inputs=[path, vocab, *param_files(stopwords)],
                       overwrite=overwrite, progress=progress)
     chain = _Chain.checked(K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks, n_devices)
+    if callback is not None and not callable(callback):  # else a TypeError after the corpus is read
+        raise ValueError(f"{param('callback', bare=True)} must be a function callback(iteration, state), "
+                         f"got {callback!r}")
     vocab_input = (detect_format(path) if format == "auto" else format) in ("uci", "ldac")
+    _check_input_settings(vocab_input, vocab=vocab, lowercase=lowercase, stemmer=stemmer, min_len=min_len,
+                          max_len=max_len, scheduler=scheduler, n_workers=None if client is not None else n_workers,
+                          **read_kw)
     stopwords = _stopwords(stopwords, vocab_input)
     text_stop, vocab_stop = (None, resolve_stopwords(stopwords)) if vocab_input else (stopwords, frozenset())
     prune = {"stopwords": vocab_stop, "min_df": check_df_limit("min_df", min_df),
              "max_df": check_df_limit("max_df", max_df)}
     be, tok_cfg = run.resolve_backend(backend), TokenizerConfig.make(lowercase, text_stop, stemmer, min_len, max_len)
+    # with a client n_workers counts the sampling workers; the front end runs on all of the client's
     bow, fmt = _read(run, path, be, tok_cfg, format=format, vocab=vocab, client=client, scheduler=scheduler,
-                     n_workers=n_workers, prune=prune, **read_kw)
+                     n_workers=None if client is not None else n_workers, prune=prune, **read_kw)
     bow.extra["pruning"]["stopwords"] = _stopword_label(stopwords, len(tok_cfg.stopwords | vocab_stop))
     return _fit(run, path, bow, fmt, chain, be, tok_cfg, client=client, n_workers=n_workers, collective=collective,
                 callback=callback)
@@ -232,13 +246,14 @@ class _Chain:
         ------
         ValueError
             K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), llpt_every < 0,
-            n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler.
+            n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler, exclude_self not a bool.
         """
         K = count("K", K, lo=2)
         iterations = count("iterations", iterations, lo=0)
         alpha = ALPHA if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
         beta = number("beta", beta, lo=0, lo_open=True)
         llpt_every = count("llpt_every", llpt_every, lo=0)  # 0: the LLPT after the last iteration only
+        exclude_self = flag("exclude_self", exclude_self)
         count("n_chunks", n_chunks, lo=1, none_ok=True)
         count("seed", seed, lo=0)
         n_devices = count("n_devices", n_devices, lo=1)
@@ -258,6 +273,34 @@ def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, 
     bow = prune_bow(bow, **prune)
     read()
     return bow, fmt
+
+
+# the settings that only a text corpus uses, with their defaults in train() (a reader setting's default is None)
+_TEXT_ONLY = {"lowercase": True, "stemmer": None, "min_len": 1, "max_len": None, "scheduler": "auto",
+              "n_workers": None}
+
+
+def _check_input_settings(vocab_input: bool, *, vocab, **given) -> None:
+    """Refuse what the input cannot use: ``vocab`` with a text corpus (its vocabulary comes from its tokens);
+    tokenizer, reader and front-end settings with a UCI / LDA-C input (already counted words, read on the
+    host).  ``given``: those settings, the reader's keywords among them.
+
+    Raises
+    ------
+    ValueError
+        Names the first such parameter and the input kind.
+    """
+    if not vocab_input:
+        if vocab is not None:
+            raise ValueError(f"{param('vocab')} is the vocabulary file of a UCI / LDA-C input; a text corpus takes "
+                             f"its words from its tokens: drop {param('vocab', bare=True)}")
+        return
+    reader = inspect.signature(read_corpus).parameters
+    for name, value in given.items():
+        default = _TEXT_ONLY[name] if name in _TEXT_ONLY else reader[name].default if name in reader else None
+        if value is not default and value != default:
+            raise ValueError(f"{param(name, value)} is a setting of text corpora; a UCI / LDA-C input holds "
+                             f"counted word ids and is read on the host: drop {param(name, bare=True)}")
 
 
 def _stopword_label(stopwords, n: int) -> str:

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
 from cutext.stages.engines.lda_chunk import (BagOfWords, bow_from_tokens, build_chunks, document_keys)
 from cutext.stages.readers.frames import is_dask, is_frame
-from cutext.stages.engines.lda_gibbs import GibbsState
+from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState
 from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory
 from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.runtime.params import count
+from cutext.stages.runtime.params import count, flag, param
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
@@ -222,6 +222,7 @@ class LDAModel:
 
     def _fold_in(self, docs, iterations, seed, backend, sampler):
         iterations = check_fold_in_iterations(iterations)
+        seed, sampler = _fold_in_options(seed, sampler)
         bow = self._bow(docs)
         be = resolve_backend(backend, needs=ARRAY_STACK)
         if bow.n_tokens == 0:
@@ -263,10 +264,12 @@ class LDAModel:
             Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
             cupy is installed and a device is visible, else the CPU; a given seed draws the same
             topics on both.  For a dask frame it is resolved on each worker.
-        sampler : {"auto", "sparse", "three_branch", "dense"}
+            Seed of the draws, >= 0 (as :func:`cutext.pipelines.lda.train`).
+        sampler : {"auto", "sparse", "three_branch", "dense", "hybrid"}
+            ``"auto"`` and ``"hybrid"`` sample with ``"sparse"`` (the fixed W is dense).
         theta_columns : bool
             Frames: add the K ``theta_<k>`` columns (True, the default) or only ``topic``, ``topic_prob``
-            and ``n_tokens`` (False).
+            and ``n_tokens`` (False).  Refused (False) for a list, whose result is the theta array.
 
         Returns
         -------
@@ -289,7 +292,8 @@ class LDAModel:
         ------
         ValueError
             A frame without ``text_column``, a column name that already exists, a dask Series,
-            ``text_column`` given with a list or a str, ``iterations`` not an integer in [1, 100000].
+            ``text_column`` given with a list or a str, ``iterations`` not an integer in [1, 100000], ``seed``
+            not an integer >= 0, an unknown ``sampler``, ``theta_columns`` not a bool (or False for a list).
         TypeError
             Non-string values in the text column; bytes, a non-iterable, or a list mixing texts and token
             lists (the message names the first odd item).
@@ -297,6 +301,11 @@ class LDAModel:
             The fold-in's (V, K) tables exceed the memory available (checked before allocating them).
         """
         iterations = check_fold_in_iterations(iterations)
+        seed, sampler = _fold_in_options(seed, sampler)
+        theta_columns = flag("theta_columns", theta_columns)
+        if not _is_frame(docs) and not theta_columns:  # a list gets the whole theta array anyway
+            raise ValueError(f"{param('theta_columns', theta_columns)} chooses the columns added to a DataFrame; "
+                             f"docs is a {type(docs).__name__}, whose result is the (n_docs, K) theta array")
         if _is_frame(docs):
             return self._transform_frame(docs, text_column, iterations=iterations, seed=seed, backend=backend,
                                          sampler=sampler, theta_columns=theta_columns)
@@ -486,3 +495,17 @@ def _transform_partition(part, model: LDAModel, text_column, *, iterations, seed
     return pd.concat([part, pd.DataFrame(cols, index=part.index)], axis=1)
 
 __all__ = ["LDAModel", "load_cached", "check_fold_in_iterations", "MAX_FOLD_IN_ITERATIONS"]
+
+
+def _fold_in_options(seed, sampler) -> tuple:
+    """``(seed, sampler)`` of a fold-in, checked before any document is read.
+
+    Raises
+    ------
+    ValueError
+        ``seed`` not an integer >= 0; ``sampler`` not one of :data:`cutext.stages.engines.lda_gibbs.SAMPLERS`.
+    """
+    seed = count("seed", seed, lo=0)  # the counter-based generator takes a uint64
+    if sampler not in SAMPLERS:
+        raise ValueError(f"{param('sampler', bare=True)} must be one of {SAMPLERS}, got {sampler!r}")
+    return seed, sampler

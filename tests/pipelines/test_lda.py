@@ -808,3 +808,49 @@ def test_llpt_every_zero_gives_the_llpt_of_the_last_iteration_only(reuters_path,
     with pytest.raises(ValueError, match="llpt_every"):
         pipelines.run("lda", str(reuters_path), out=tmp_path / "bad", llpt_every=-1, **kw)
     assert not (tmp_path / "bad").exists()
+
+
+def test_text_corpus_settings_are_refused_with_a_counted_input(reuters_path, lee_path, tmp_path):
+    """An LDA-C / UCI input holds counted word ids: tokenizer, reader and front-end settings would change
+    nothing and are refused naming the parameter; ``vocab`` with a text corpus likewise.  The defaults pass."""
+    kw = dict(K=3, iterations=1, backend="cpu", progress=False)
+    for bad in ({"lowercase": False}, {"stemmer": "porter"}, {"min_len": 3}, {"max_len": 5},
+                {"text_column": "text"}, {"blocksize": 1 << 20}, {"scheduler": "threads"}, {"n_workers": 2}):
+        name = next(iter(bad))
+        with pytest.raises(ValueError, match=f"{name}=.*setting of text corpora"):
+            pipelines.run("lda", str(reuters_path), out=tmp_path / "bad", **kw, **bad)
+    with pytest.raises(ValueError, match="vocab=.*text corpus"):
+        pipelines.run("lda", str(lee_path), out=tmp_path / "bad", vocab=str(reuters_path), **kw)
+    assert not (tmp_path / "bad").exists()
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "ok", lowercase=True, min_len=1, encoding="utf-8",
+                      **kw)
+    assert r.counts["K"] == 3
+
+
+def test_chain_switch_and_callback_are_checked(reuters_path, tmp_path):
+    """``exclude_self`` is a bool ("no" would sample with the token excluded), ``callback`` a function:
+    both refused before the corpus is read."""
+    kw = dict(K=3, iterations=1, backend="cpu", progress=False)
+    with pytest.raises(ValueError, match="exclude_self must be True or False"):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "bad", exclude_self="no", **kw)
+    with pytest.raises(ValueError, match="callback must be a function"):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "bad", callback=3, **kw)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_transform_checks_seed_sampler_and_theta_columns(reuters_path, tmp_path):
+    """The fold-in's ``seed`` and ``sampler`` are checked as train() checks them (an unknown sampler was
+    sampled as sparse, seed=-1 overflowed, 1.5 was truncated); ``theta_columns=False`` with a list, whose
+    result is the theta array, is refused."""
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=3, iterations=2, backend="cpu",
+                      progress=False)
+    model = LDAModel.load(r.path)
+    docs = ["oil prices rose", "the bank raised rates"]
+    for bad, match in (({"seed": -1}, "seed must be an integer >= 0"), ({"seed": 1.5}, "seed must be an integer"),
+                       ({"seed": "x"}, "seed must be an integer"), ({"sampler": "bogus"}, "sampler must be one of"),
+                       ({"theta_columns": False}, "theta_columns=False chooses the columns"),
+                       ({"theta_columns": "no"}, "theta_columns must be True or False")):
+        with pytest.raises(ValueError, match=match):
+            model.transform(docs, backend="cpu", **bad)
+    hybrid = model.transform(docs, backend="cpu", sampler="hybrid", iterations=3)
+    np.testing.assert_array_equal(hybrid, model.transform(docs, backend="cpu", sampler="sparse", iterations=3))
