@@ -47,13 +47,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from cutext.kernels.backend import (gpu_stack_installed, to_cudf, to_host)
+from cutext.kernels.backend import (BACKENDS, gpu_stack_installed, to_cudf, to_host)
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
 from cutext.pipelines._cli import Command, print_result
-from cutext.stages.runtime.params import param
+from cutext.stages.runtime.params import choice, flag, param
 from cutext.stages.readers.files import read_piece, plan
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
@@ -679,7 +679,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     model : str, os.PathLike or NGramModel
         An ARPA file or a loaded model (whose backend is then used).
     backend : {"auto", "cpu", "gpu"}
-        Where the trie is queried when ``model`` is a path. On the GPU the text of every piece goes to
+        Where the trie is queried when ``model`` is a path; with a loaded model only ``"auto"`` or the
+        model's own backend (``lm.backend``) is taken. On the GPU the text of every piece goes to
         the device once, and sentences, words, word ids, scores and per-document sums are computed there
         (:meth:`NGramModel.score_documents`); reading stays on the host.
     sentence : {"line", "document"}
@@ -706,10 +707,12 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         too, but for a piece split into row ranges, summed a range at a time (its last bits may differ).
     scheduler : {"auto", "sync", "threads", "cluster"}
         Without ``client``: ``"cluster"`` starts a local cluster (:func:`cutext.stages.runtime.compute.compute_context`;
-        ``n_workers`` workers) and scores there as with ``client``; the others (``"auto"`` whatever the
-        input size) score the pieces one after another in this process (the numba kernels use every core).
+        ``n_workers`` workers) and scores there as with ``client``; the others (``"auto"`` without
+        ``n_workers``, whatever the input size) score the pieces one after another in this process (the
+        numba kernels use every core).
     n_workers : int, optional
-        Workers of the local cluster (``scheduler="cluster"``).
+        Workers of the local cluster: ``scheduler="cluster"``, or ``"auto"`` (which then starts it).  Refused
+        with ``"sync"`` / ``"threads"`` (nothing to size) and with ``client``.
 
     Returns
     -------
@@ -727,6 +730,9 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         Unreadable input or an empty corpus (message names the file).
     ArpaError
         Malformed model (message names the file and line).
+    ValueError
+        An unknown ``sentence``, ``bos`` / ``eos`` not a bool, a ``backend`` other than ``"auto"`` and the
+        loaded model's own, ``n_workers`` with ``client`` or with ``scheduler="sync"`` / ``"threads"``.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier ngram output, or is the working
         directory, an input or a parent of one (:mod:`cutext.stages.runtime.output`); checked before any work.
@@ -735,7 +741,8 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                       progress=progress)
 
     if sentence not in ("line", "document"):
-        raise ValueError(f"sentence must be 'line' or 'document', got {sentence!r}")
+        raise ValueError(f"{param('sentence', bare=True)} must be 'line' or 'document', got {sentence!r}")
+    bos, eos = flag("bos", bos), flag("eos", eos)  # recorded in ngram.json as given
     if n_workers is not None and client is not None:
         raise ValueError(f"pass {param('client')} or {param('n_workers')}, not both (n_workers sizes a local "
                          "cluster)")
@@ -779,8 +786,20 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
 
 
 def _load_model(model, backend: str) -> NGramModel:
-    """``model`` itself when it is a loaded :class:`NGramModel`, else the ARPA file it names, loaded."""
+    """``model`` itself when it is a loaded :class:`NGramModel`, else the ARPA file it names, loaded.
+
+    Raises
+    ------
+    ValueError
+        ``backend`` not one of ``"auto"``, ``"cpu"``, ``"gpu"``, or, with a loaded model, other than
+        ``"auto"`` and the model's own (its trie is where it was loaded).
+    """
+    backend = choice("backend", backend, BACKENDS)
     if isinstance(model, NGramModel):
+        if backend not in ("auto", model.backend):  # the trie stays where it was loaded
+            raise ValueError(f"{param('backend', backend)} but the loaded model is on the {model.backend.upper()} "
+                             f"(NGramModel.load(..., backend={backend!r}) puts it there); drop "
+                             f"{param('backend', bare=True)} or load the model with it")
         return model
     return NGramModel.load(model, backend=backend)
 

@@ -530,3 +530,23 @@ def test_cli_corpus(arpa, tmp_path, capsys):
     assert rc == 0
     res = json.loads(capsys.readouterr().out)
     assert res["counts"]["n_docs"] == 664 and math.isfinite(res["params"]["perplexity"])
+
+
+def test_backend_bos_eos_and_n_workers_are_used_or_refused(abc, data_dir, tmp_path):
+    """With a loaded model the trie is where it was loaded: a ``backend`` other than "auto" and the model's
+    own (or an unknown one) was ignored and is refused; ``bos`` / ``eos`` take bools ("no" was recorded and
+    read as True); ``n_workers`` is refused where no local cluster runs."""
+    src = data_dir / "cacm" / "cacm.json"
+    kw = dict(model=abc, progress=False)
+    with pytest.raises(ValueError, match="backend='gpu' but the loaded model is on the CPU"):
+        pipelines.run("ngram", src, out=tmp_path / "x", backend="gpu", **kw)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        pipelines.run("ngram", src, out=tmp_path / "x", backend="bogus", **kw)
+    for bad in ({"bos": "no"}, {"eos": 0}):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be True or False"):
+            pipelines.run("ngram", src, out=tmp_path / "x", **bad, **kw)
+    with pytest.raises(ValueError, match="n_workers=2 sizes a local cluster"):
+        pipelines.run("ngram", src, out=tmp_path / "x", scheduler="sync", n_workers=2, **kw)
+    assert not (tmp_path / "x").exists()
+    r = pipelines.run("ngram", src, out=tmp_path / "ok", backend="cpu", **kw)
+    assert r.backend == "cpu" and r.counts["n_docs"] == 3204
