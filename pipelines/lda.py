@@ -275,7 +275,7 @@ def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, 
     return bow, fmt
 
 
-# the settings that only a text corpus uses, with their defaults in train() (a reader setting's default is None)
+# the settings that only a text corpus uses, with their defaults in train() (the reader's from its signature)
 _TEXT_ONLY = {"lowercase": True, "stemmer": None, "min_len": 1, "max_len": None, "scheduler": "auto",
               "n_workers": None}
 

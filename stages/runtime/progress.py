@@ -277,7 +277,7 @@ def wait(collections) -> None:
     Exception
         The error of the first task that failed.
     """
-    from distributed import as_completed, futures_of
+    from distributed import futures_of
 
     futures = futures_of(collections)
     if not futures:
@@ -285,15 +285,7 @@ def wait(collections) -> None:
     sp = _STAGE.get()
     if sp is not None:
         sp.start(len(futures), "partitions" if len(futures) == sp.partitions else "tasks")
-    try:
-        for f in as_completed(futures):
-            if f.status == "error":
-                f.result()  # raises the task's error
-            if sp is not None:
-                sp.update(1)
-    except BaseException:
-        stop_tasks(futures)
-        raise
+    _until_done(futures, None if sp is None else (lambda i: sp.update(1)))
     cancelled = [f for f in futures if f.cancelled()]
     if cancelled:  # cancelled elsewhere (the client closed): raises as distributed.wait does
         cancelled[0].result()
@@ -308,19 +300,25 @@ def gather(futures, on_done=None) -> list:
     list
         The tasks' results, in the order of ``futures``.
     """
-    from distributed import as_completed
-
     futures = list(futures)
     if not futures:
         return []
+    _until_done(futures, on_done)
+    return futures[0].client.gather(futures)
+
+
+def _until_done(futures: list, on_done) -> None:
+    """Wait for ``futures`` as they finish, ``on_done(i)`` for each that finished well; the first error is
+    raised at once, after :func:`stop_tasks` has stopped the others."""
+    from distributed import as_completed
+
     where = {f.key: i for i, f in enumerate(futures)}
     try:
         for f in as_completed(futures):
             if f.status == "error":
-                f.result()
+                f.result()  # raises the task's error
             if on_done is not None:
                 on_done(where[f.key])
-        return futures[0].client.gather(futures)
     except BaseException:
         stop_tasks(futures)
         raise
