@@ -106,8 +106,9 @@ def _appends(pipelines, args, work: Path, kw: dict) -> list:
     more = bench.corpus_folder(args.data, work / "append", args.append_gb)
     index = work / "index-2"
     out = []
+    # the same text appended again and again: its ids repeat, so every copy is kept (no id check of the index)
     for what, fn in (("append to the index", lambda: pipelines.run("bm25", str(more), out=str(index), append=True,
-                                                                    **kw)),
+                                                                    on_duplicate="keep", **kw)),
                      ("build of the appended text alone", lambda: pipelines.run(
                          "bm25", str(more), out=str(work / "index-append-alone"), index_format=2, **kw))):
         runs = []

@@ -71,7 +71,8 @@ from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_tabl
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.index_commits import SEGMENTS_DIR, read_deletes, segmented_commit
+from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
+from cutext.stages.engines.index_ids import check_on_duplicate, duplicate_deletes
 from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
                                             write_segment, write_text_segment)
 from cutext.stages.runtime.params import choice, flag, param
@@ -216,7 +217,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
                 progress=True, append=False, members=None, store_text=False, field_weights=None,
-                field_b=None, keep_columns=None, positions=False) -> RunResult:
+                field_b=None, keep_columns=None, positions=False, on_duplicate="error") -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -317,13 +318,21 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         host to find the positions (Lucene's: a dropped stopword leaves a gap), so the build takes longer
         and the index holds about 1 to 1.5 bytes more a token (``docs/decisions.md``, "Phrase queries").
         Segmented one-field indexes only (not ``index_format=1``, not BM25F fields).
+    on_duplicate : {"error", "replace", "keep"}, default "error"
+        What to do with a document whose source id is already in the index (``append``) or earlier in the
+        input (ids of a table's id column, a frame's; ids of files and lines are unique by construction):
+        ``"error"`` names the ids and writes nothing; ``"replace"`` deletes the older copies in the same
+        commit (Lucene's ``updateDocument``: an upsert; of copies within the input the last stays;
+        segmented indexes only); ``"keep"`` indexes every copy (search may return several documents of
+        one id, and a delete of the id removes them all) (:mod:`cutext.stages.engines.index_ids`).
 
     Returns
     -------
     RunResult
         ``path`` = the index directory; ``counts``: n_docs, n_terms, n_postings, n_tokens,
-        n_empty_docs, replaced; ``timings`` in seconds per stage (with ``append``, the counts of the
-        whole index and ``appended_docs``).
+        n_empty_docs, replaced (characters replaced while decoding), ``updated_docs`` (copies deleted by
+        ``on_duplicate="replace"``, when any); ``timings`` in seconds per stage (with ``append``, the counts
+        of the whole index and ``appended_docs``).
 
     Raises
     ------
@@ -340,6 +349,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         variant other than lucene, robertson and atire; with ``append``, fields or weights that differ
         from the index's.  ``positions`` not a bool, with ``index_format=1`` or BM25F fields, or given to
         an append of an index without positions.
+    DuplicateIdError (ValueError)
+        ``on_duplicate="error"`` and a source id repeats (named); nothing is written.
     OutputDirectoryError (FileExistsError)
         ``out`` is not a new or empty directory nor an earlier bm25 index, or is the working
         directory, the input or a parent of either (:mod:`cutext.stages.runtime.output`); checked before any work.
@@ -348,6 +359,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         worker and the path); checked before the corpus is read, and nothing is left behind.
     """
     store_text, positions = flag("store_text", store_text), flag("positions", positions)
+    on_duplicate = check_on_duplicate(on_duplicate)
     append = flag("append", append)  # append="no" would otherwise append
     if delta is not None and not append and variant not in bm25_stage.DEFAULT_DELTA:
         # bm25s and Lucene have no delta in these formulas: a given one would change nothing
@@ -370,10 +382,13 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
-                            n_workers=n_workers, progress=progress, members=members)
+                            n_workers=n_workers, progress=progress, members=members, on_duplicate=on_duplicate)
+    if on_duplicate == "replace" and index_format == 1:
+        raise ValueError(f"{param('on_duplicate', 'replace')} deletes the older copies of an id, which a segmented "
+                         f"index records: use {param('index_format', 2)} (the default)")
     if fields is not None:
         return _build_fields(path, out, fields, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
-                             store_text=store_text, overwrite=overwrite, progress=progress,
+                             store_text=store_text, overwrite=overwrite, progress=progress, on_duplicate=on_duplicate,
                              tokenizer=dict(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer,
                                             min_len=min_len, max_len=max_len),
                              run_kw=dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
@@ -404,6 +419,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                members=members)
     if keep_columns is not None:
         kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
+    if index_format == 2:
+        src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
                                   n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
@@ -448,6 +465,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
             counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
                       "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
                       "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+        if fmt in ID_FORMATS:  # ids from a column may repeat: on_duplicate decides
+            avgdl = _dedupe(tmp, layout, index_format, on_duplicate, input_label(path), counts, avgdl)
         if positions:
             counts["positions_bytes"] = run.stage("positions", _add_positions, tmp, layout["segments"], tok_cfg,
                                                   store_text)
@@ -466,6 +485,25 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 _BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
                    "store_text": False, "keep_columns": None, "positions": False}
 _TOKENIZER_DEFAULTS = (True, None, None, 1, None)
+
+
+ID_FORMATS = ("jsonl", "parquet", "csv", "frame")  # inputs whose source ids come from a column (may repeat)
+
+
+def _dedupe(tmp: Path, layout: dict, index_format: int, on_duplicate: str, where: str, counts: dict,
+            avgdl: float) -> float:
+    """``on_duplicate`` applied to a one-shot build's documents (:func:`commit_stage.dedupe_build`); the avgdl
+    of the live documents.  A format-1 index is checked for repeated ids only (``"replace"`` is refused)."""
+    if index_format == 1:
+        if on_duplicate == "error":
+            ids = pq.read_table(tmp / "documents", columns=["source_id"]).column("source_id").cast(pa.string())
+            duplicate_deletes([], [ids.combine_chunks()], "error", where)
+        return avgdl
+    changed = commit_stage.dedupe_build(tmp, layout["segments"], on_duplicate, where, counts)
+    if changed is None:
+        return avgdl
+    layout["deletes"] = changed["deletes"]
+    return changed["avgdl"]
 
 
 def _add_positions(tmp: Path, names: list, tok_cfg, store_text: bool) -> int:
@@ -611,7 +649,7 @@ def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: T
         for i, f in enumerate(fields):
             try:
                 r = build_index(path, work / str(i), text_column=f, **_tokenizer_kw(tok_cfg), **run_kw,
-                                index_format=2, progress=run.progress)
+                                index_format=2, progress=run.progress, on_duplicate="keep")  # the caller decides
             except CorpusError as exc:
                 raise CorpusError(f"BM25F field {f!r}: {exc}") from None
             results.append(r)
@@ -639,7 +677,7 @@ def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: T
 
 
 def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_format, store_text, overwrite,
-                  progress, tokenizer: dict, run_kw: dict) -> RunResult:
+                  progress, tokenizer: dict, run_kw: dict, on_duplicate: str = "error") -> RunResult:
     """:func:`build_index` of a BM25F index (``fields``: ``(names, weights, bs)`` of :func:`_field_spec`): the
     segments of :func:`_field_segments` and a manifest that records the fields, their weights and b's."""
     if index_format != 2 or isinstance(index_format, bool):
@@ -664,9 +702,13 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
                                                input_bytes=int(fc.get("input_bytes", 0)))
         commit_stage.write_commit_terms(tmp, mt.vocab, mt.df[1:])  # kept for the next append
         spec = {"fields": list(fields[0]), "weights": list(fields[1]), "b": list(fields[2])}
+        layout = {"segments": names}
+        avgdl = mt.avgdl
+        if first.params.get("format") in ID_FORMATS:
+            avgdl = _dedupe(tmp, layout, 2, on_duplicate, input_label(path), counts, avgdl)
         run.write_manifest(tmp, {
-            "index_format": 2, "segments": names, "next_segment": next_segment, "store_text": False, "bm25f": spec,
-            "N": mt.n_docs, "avgdl": mt.avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "index_format": 2, **layout, "next_segment": next_segment, "store_text": False, "bm25f": spec,
+            "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": first.backend, "scheduler": first.scheduler,
             "n_workers": first.n_workers, "source": input_label(path), "format": first.params.get("format"),
             "counts": counts, "timings": run.timings})
@@ -679,7 +721,8 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
 
 def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
-                 client=None, scheduler="auto", n_workers=None, progress=True, members=None) -> RunResult:
+                 client=None, scheduler="auto", n_workers=None, progress=True, members=None,
+                 on_duplicate="error") -> RunResult:
     """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
@@ -703,11 +746,17 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         Reader settings of the new documents, as for :func:`build_index`.
     backend, client, scheduler, n_workers, progress
         As for :func:`build_index`.
+    on_duplicate : {"error", "replace", "keep"}, default "error"
+        A new document whose source id is live in the index or repeats among the new ones: ``"error"``
+        names the ids and commits nothing; ``"replace"`` deletes the older copies in the append's commit
+        (Lucene's ``updateDocument``, an upsert); ``"keep"`` indexes every copy
+        (:mod:`cutext.stages.engines.index_ids`).
 
     Returns
     -------
     RunResult
-        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``.
+        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs`` and
+        ``updated_docs`` (older copies deleted by ``"replace"``).
 
     Raises
     ------
@@ -722,7 +771,11 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         ``index`` is a URL of another file system than the local one.
     OutputNotSharedError (OSError)
         A worker of ``client`` does not see the new commit's temporary directory; nothing is left behind.
+    DuplicateIdError (ValueError)
+        ``on_duplicate="error"`` and a new document's id is in the index or repeats (named); nothing is
+        committed.
     """
+    on_duplicate = check_on_duplicate(on_duplicate)
     index = local_output(index)
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
@@ -741,10 +794,11 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
             first = int(old.get("next_segment", len(old["segments"])))
             names, _, res = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw, first)
             n_added = int(res.counts["n_docs"])
+            deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
             counts = commit_stage.write_commit(
-                tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
+                tmp, Path(index), old, old["segments"], deletes,
                 {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
-                 "appended_docs": n_added}, added=names, timings=run.timings,
+                 "appended_docs": n_added, "updated_docs": updated}, added=names, timings=run.timings,
                 fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
         return run.result(res.backend, res.scheduler, res.n_workers, counts,
                           {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
@@ -755,6 +809,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
+    src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
                                   n_workers=n_workers) as info, run.output(expect, workers_write=True) as tmp:
         first = int(old.get("next_segment", len(old["segments"])))
@@ -774,11 +829,15 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
             replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
                                         store_text=write_text, keep_columns=keep)
             n_added = idx.n_docs
+        if keep:
+            commit_stage.check_kept_types(Path(index), old["segments"], tmp, names)
         if with_positions:
             run.stage("positions", _add_positions, tmp, names, tok_cfg, store_text)
+        deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
         counts = commit_stage.write_commit(
-            tmp, Path(index), old, old["segments"], read_deletes(Path(index), old, old["segments"]),
-            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added}, added=names,
+            tmp, Path(index), old, old["segments"], deletes,
+            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added,
+             "updated_docs": updated}, added=names,
             timings=run.timings, fields={"backend": info.backend, "scheduler": info.scheduler,
                                          "n_workers": info.n_workers})
     return run.result(info.backend, info.scheduler, info.n_workers, counts,

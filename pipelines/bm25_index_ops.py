@@ -21,7 +21,7 @@ from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.runtime import artifacts as art
 
-__all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli"]
+__all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli", "read_ids_file"]
 
 
 def delete_documents(index, source_ids) -> RunResult:
@@ -35,19 +35,22 @@ def delete_documents(index, source_ids) -> RunResult:
     ----------
     index : str or os.PathLike
         A segmented index (``index_format=2``).
-    source_ids : iterable of str
-        The ``source_id`` of every document to delete; every one must be in the index (a document already
-        deleted counts as absent).
+    source_ids : str or iterable of str
+        The ``source_id`` of every document to delete, exactly as stored (never stripped or converted: an
+        int is refused); every one must be in the index (a document already deleted counts as absent).
 
     Returns
     -------
     RunResult
-        ``counts`` of the index after the deletion, with ``deleted_docs``.
+        ``counts`` of the index after the deletion, with ``deleted_docs``: the documents removed (every live
+        copy of an id counts).
 
     Raises
     ------
     ArtifactError (ValueError)
         Not a segmented cutext bm25 index, or a damaged one.
+    TypeError
+        ``source_ids`` is None, a number, or holds a non-str.
     ValueError
         Source ids that are not in the index (up to five named), or none given.
     OutputBusyError (FileExistsError)
@@ -149,10 +152,37 @@ def _delete_cli_main(args, kw) -> int:
     """``bm25-delete ID... --index DIR``: delete the documents, print the result."""
     ids = list(kw.pop("source_ids", []))
     if args.ids_file:
-        ids += [x.strip() for x in Path(args.ids_file).read_text(encoding="utf-8").splitlines() if x.strip()]
+        ids += read_ids_file(args.ids_file)
     r = delete_documents(kw.pop("index"), ids, **kw)
     print_result(r, args.json)
     return 0
+
+
+def read_ids_file(path) -> list:
+    """The source ids of a file of one id a line, each line exactly as written: only the line break (``\\n``
+    or ``\\r\\n``) ends it, nothing is stripped, and an empty line is no id (a UTF-8 byte-order mark at the
+    start is dropped: it is the file's encoding, not an id's first character).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ValueError
+        ``path`` is a directory, or not UTF-8 text (the line named).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--ids-file {path}: is a directory; give a file of one source id a line")
+    if not p.exists():
+        raise FileNotFoundError(f"--ids-file {path}: no such file")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ValueError(f"--ids-file {path}:{line}: not UTF-8 text ({exc.reason})") from None
+    lines = text.split("\n")
+    return [x[:-1] if x.endswith("\r") else x for x in lines if x not in ("", "\r")]
 
 
 def _compact_cli_main(args, kw) -> int:

@@ -21,6 +21,7 @@ from cutext.kernels.backend import ARRAY_STACK, resolve_backend, to_host
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
+from cutext.stages.engines.index_ids import source_id_list
 from cutext.stages.engines import phrases as phrase_stage
 from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
@@ -818,8 +819,9 @@ class BM25Index:
         Parameters
         ----------
         source_ids : str or iterable of str
-            Source ids as search results give them (other values are compared as ``str(x)``).  Of equal
-            source ids in the index (an append of a document again) the first document is taken.
+            Source ids as search results give them, exactly (a non-str is refused, not converted:
+            :func:`cutext.stages.engines.index_ids.source_id_list`).  Of equal source ids in the index (an
+            append with ``on_duplicate="keep"``) the first document is taken.
 
         Returns
         -------
@@ -834,8 +836,7 @@ class BM25Index:
             ids = pd.Index(self.source_ids, dtype=object)
             first = ~ids.duplicated(keep="first")  # equal ids after an append: the first document answers
             self._id_index, self._id_pos = ids[first], np.flatnonzero(first).astype(np.int64)
-        wanted = [source_ids] if isinstance(source_ids, str) else [x if isinstance(x, str) else str(x)
-                                                                   for x in source_ids]
+        wanted = source_id_list(source_ids)
         pos = self._id_index.get_indexer(wanted)
         if (pos < 0).any():
             missing = [w for w, p in zip(wanted, pos) if p < 0]
@@ -1149,12 +1150,13 @@ class BM25Index:
         Parameters
         ----------
         source_ids : str or iterable of str
-            The ``source_id`` of each document to delete; each must be in the index and live.
+            The ``source_id`` of each document to delete, exactly as stored; each must be in the index and
+            live.
 
         Returns
         -------
         int
-            The number of documents deleted.
+            The number of documents deleted (every live copy of an id counts).
 
         Raises
         ------
@@ -1166,8 +1168,7 @@ class BM25Index:
         OutputBusyError (FileExistsError)
             Another writer committed to the index meanwhile; nothing is written.
         """
-        ids = [source_ids] if isinstance(source_ids, str) else list(source_ids)
-        counts = index_commits.commit_deletion(self.path, ids)
+        counts = index_commits.commit_deletion(self.path, source_ids)
         self._reload()
         return int(counts["deleted_docs"])
 

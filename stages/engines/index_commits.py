@@ -28,8 +28,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
+from cutext.stages.engines.index_ids import duplicate_deletes, segment_source_ids, source_id_list
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             merge_terms, read_positions, read_segment, read_segment_columns,
                                             read_segment_texts, segment_heads, union_terms,
@@ -39,7 +41,8 @@ from cutext.stages.runtime.output import OutputBusyError, atomic_directory, writ
 
 __all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "segmented_commit", "commit_deletion",
            "commit_compaction", "write_commit", "index_counts", "link_segments", "write_index_manifest",
-           "TERMS_FILE", "write_commit_terms", "read_commit_terms", "merge_vocabularies"]
+           "TERMS_FILE", "write_commit_terms", "read_commit_terms", "merge_vocabularies", "update_deletes",
+           "dedupe_build", "check_kept_types"]
 
 SEGMENTS_DIR = "segments"
 KIND = "cutext.bm25"
@@ -362,7 +365,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     gen = int(old.get("generation", 0)) + 1
     link_segments(index, tmp, names)
     spec = {}
-    for n, d in zip(names, deletes):
+    for n, d in zip(list(names) + list(added), deletes):  # an added segment may come with deletions (an update)
         if len(d):
             spec[n] = f"{n}-g{gen:05d}.npy"
             (tmp / "deletes").mkdir(exist_ok=True)
@@ -415,43 +418,49 @@ def commit_deletion(index, source_ids) -> dict:
     ----------
     index : str or os.PathLike
         A segmented index.
-    source_ids : iterable of str
-        The ``source_id`` of each document to delete; each must be in the index and not deleted yet.
+    source_ids : str or iterable of str
+        The ``source_id`` of each document to delete, exactly as stored (never stripped or converted:
+        :func:`cutext.stages.engines.index_ids.source_id_list`); each must be in the index and not deleted yet.
+        Every live copy of an id is deleted (an index appended with ``on_duplicate="keep"`` may hold several).
 
     Returns
     -------
     dict
-        The new commit's ``counts`` (with ``deleted_docs``).
+        The new commit's ``counts``, with ``deleted_docs``: the documents removed (copies of one id counted
+        each).
 
     Raises
     ------
     ArtifactError (ValueError)
         Not a segmented cutext bm25 index, or a damaged one.
+    TypeError
+        ``source_ids`` is not a str or an iterable of str (an int, None, ...).
     ValueError
         Source ids that are not in the index (up to five named), or none given; nothing is written.
     OutputBusyError
         Another writer committed to the index meanwhile; nothing is written.
     """
     index = Path(index)
+    wanted = pa.array(sorted(set(source_id_list(source_ids))), pa.string())
     old, expect = segmented_commit(index, "deleting documents")
-    wanted = pa.array(sorted({str(x) for x in source_ids}), pa.string())
     if not len(wanted):
         raise ValueError(f"{index}: no source id given to delete")
     names = old["segments"]
     found = np.zeros(len(wanted), bool)
-    new_deletes = []
+    new_deletes, removed = [], 0
     for n, d in zip(names, read_deletes(index, old, names)):
         ids = read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False).source_ids.cast(pa.string())
         hit = pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False)
         hit[d] = False  # deleted before: not there any more
         found[pc.index_in(ids.filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
+        removed += int(hit.sum())
         new_deletes.append(np.union1d(d, np.flatnonzero(hit)).astype(np.int64))
     if not found.all():
         missing = wanted.filter(pa.array(~found)).to_pylist()
         raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
                          f"{missing[:5]}; nothing was deleted")
     with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
-        return write_commit(tmp, index, old, names, new_deletes, {"deleted_docs": int(len(wanted))})
+        return write_commit(tmp, index, old, names, new_deletes, {"deleted_docs": removed})
 
 
 def commit_compaction(index) -> dict:
@@ -518,3 +527,145 @@ def _merged_positions(index: Path, names: list, deletes: list, segs: list, merge
             p = live_positions(p, full.tf, live[full.doc])
         pos.append(p)
     return merge_positions(segs, pos, merged)
+
+
+def update_deletes(index: Path, old: dict, tmp: Path, added: list, on_duplicate: str) -> tuple[list, int]:
+    """The deletions of an append's commit: the earlier commit's, and those ``on_duplicate`` makes of documents
+    whose source ids the ``added`` segments (written into ``tmp``) bring again
+    (:func:`cutext.stages.engines.index_ids.duplicate_deletes`).
+
+    Returns
+    -------
+    (list of int64 arrays, int)
+        The deleted local doc numbers of each of the index's segments, then (only when an update deleted
+        some) of each added segment, for :func:`write_commit`; and the number of documents the update
+        deleted (0 but for ``"replace"``).
+
+    Raises
+    ------
+    DuplicateIdError (ValueError)
+        ``on_duplicate="error"`` and a new document's id is live in the index or repeats among the new
+        ones; nothing is committed.
+    """
+    index, names = Path(index), list(old["segments"])
+    deletes = read_deletes(index, old, names)
+    if on_duplicate == "keep":
+        return deletes, 0
+    old_ids = segment_source_ids([index / SEGMENTS_DIR / n for n in names], deletes)
+    new_ids = segment_source_ids([Path(tmp) / SEGMENTS_DIR / n for n in added])
+    old_del, new_del, n = duplicate_deletes(old_ids, new_ids, on_duplicate, f"appending to {index}")
+    if not n:
+        return deletes, 0
+    merged = [np.union1d(d, x).astype(np.int64) for d, x in zip(deletes, old_del)]
+    return merged + new_del, n
+
+
+def dedupe_build(tmp: Path, names: list, on_duplicate: str, where: str, counts: dict) -> dict | None:
+    """Apply ``on_duplicate`` to a one-shot build's segments (written into ``tmp``) whose input repeats ids.
+
+    Parameters
+    ----------
+    tmp : pathlib.Path
+        The new index's directory, its segments under ``segments/`` and its ``terms.arrow`` written.
+    names : list of str
+        The segments, in document order.
+    on_duplicate : {"error", "replace", "keep"}
+    where : str
+        The input, for the message.
+    counts : dict
+        The build's ``counts``; with ``"replace"`` and repeated ids, updated in place to the live documents.
+
+    Returns
+    -------
+    dict or None
+        None when nothing is deleted; else the manifest's fields that change (``deletes``, ``N``,
+        ``avgdl``): the earlier copies of a repeated id are recorded as deleted (``deletes/``), the
+        statistics and ``terms.arrow`` recounted over the live documents, so the index scores as a build of
+        the input without them.
+
+    Raises
+    ------
+    DuplicateIdError (ValueError)
+        ``"error"`` and an id repeats in the input; nothing is committed.
+    """
+    if on_duplicate == "keep":
+        return None
+    folders = [Path(tmp) / SEGMENTS_DIR / n for n in names]
+    _, deletes, n = duplicate_deletes([], segment_source_ids(folders), on_duplicate, where)
+    if not n:
+        return None
+    spec = {}
+    for name, d in zip(names, deletes):
+        if len(d):
+            spec[name] = f"{name}-g00000.npy"
+            (Path(tmp) / "deletes").mkdir(exist_ok=True)
+            np.save(Path(tmp) / "deletes" / spec[name], d, allow_pickle=False)
+    heads = segment_heads(folders, deletes, ids=False)
+    mt, recount = index_counts(heads, {})
+    counts.update({k: recount[k] for k in ("n_docs", "n_terms", "n_postings", "n_tokens", "n_empty_docs")},
+                  updated_docs=n)
+    write_commit_terms(tmp, mt.vocab, mt.df[1:])
+    return {"deletes": spec, "N": mt.n_docs, "avgdl": mt.avgdl}
+
+
+def _type_family(t: pa.DataType) -> str:
+    """The family of a kept column's Arrow type: types of one family (and integers with floats) unify
+    without changing what a filter compares; ``null`` (a column with no value) joins any."""
+    for fam, test in (("null", pa.types.is_null), ("bool", pa.types.is_boolean), ("number", pa.types.is_integer),
+                      ("number", pa.types.is_floating), ("number", pa.types.is_decimal),
+                      ("string", pa.types.is_string), ("string", pa.types.is_large_string),
+                      ("binary", pa.types.is_binary), ("binary", pa.types.is_large_binary),
+                      ("date", pa.types.is_date), ("timestamp", pa.types.is_timestamp)):
+        if test(t):
+            return fam
+    return str(t)
+
+
+def check_kept_types(index: Path, names: list, tmp: Path, added: list) -> None:
+    """Refuse an append whose kept columns (``keep_columns=``) have types that cannot be compared with the
+    index's: a string column where the index holds numbers, say, would make every later ``filter=`` of the
+    column fail.  Integers and floats mix (a filter compares them as numbers; a compaction unifies them as
+    ``pa.concat_tables(promote_options="permissive")`` does), and an all-null column joins any type.
+
+    Parameters
+    ----------
+    index : pathlib.Path
+        The index; its segments ``names`` hold the kept columns so far.
+    names : list of str
+        The index's segments.
+    tmp, added
+        The new commit's directory and the segments an append wrote into it.
+
+    Raises
+    ------
+    ValueError
+        A kept column whose type in the new documents cannot be compared with its type in the index (the
+        column and both types named); nothing is committed.
+    """
+    def schemas(folders):
+        out = []
+        for f in folders:
+            p = Path(f) / "columns.parquet"
+            if p.exists():
+                out.append(pq.read_schema(p))
+        return out
+
+    def families(schemas_):
+        fam = {}
+        for sch in schemas_:
+            for field in sch:
+                f = _type_family(field.type)
+                if f != "null":
+                    fam.setdefault(field.name, (f, field.type))
+        return fam
+
+    have = families(schemas([Path(index) / SEGMENTS_DIR / n for n in names]))
+    new = schemas([Path(tmp) / SEGMENTS_DIR / n for n in added])
+    for sch in new:
+        for field in sch:
+            f = _type_family(field.type)
+            if f == "null" or field.name not in have or have[field.name][0] == f:
+                continue
+            raise ValueError(f"{index}: kept column {field.name!r} is {have[field.name][1]} in the index but "
+                             f"{field.type} in the new documents; a filter could not compare them, so nothing was "
+                             f"appended (convert the column in the input to {have[field.name][1]})")

@@ -56,7 +56,8 @@ def test_a_file_url_out_is_the_path_it_names(corpus, tmp_path, client):
     assert by_url.scheduler == "client" and by_url.counts == by_path.counts
     assert_same_index(read_index(by_path.path), read_index(tmp_path / "by-url"))
     # an append through the URL finds the index it names
-    more = pipelines.run("bm25", str(corpus / "a.jsonl"), out=url, append=True, client=client, **KW)
+    more = pipelines.run("bm25", str(corpus / "a.jsonl"), out=url, append=True, client=client, on_duplicate="keep",
+                         **KW)
     assert more.path == tmp_path / "by-url" and more.counts["n_docs"] == 600
     assert sorted(os.listdir(tmp_path)) == ["by-path", "by-url"]
 

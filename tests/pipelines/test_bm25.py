@@ -818,7 +818,7 @@ def test_convert_a_format_1_index_scores_as_before_and_takes_appends(tmp_path, d
     pd.testing.assert_frame_equal(got.search(qs, k=10), ref.search(qs, k=10))
     assert main(["bm25-convert", "--index", str(tmp_path / "v2")]) == 2
     assert "already a segmented index" in capsys.readouterr().err
-    r = append_index(src, tmp_path / "v2", backend="cpu", progress=False)
+    r = append_index(src, tmp_path / "v2", backend="cpu", progress=False, on_duplicate="keep")
     assert r.counts["n_docs"] == 2 * ref.n_docs
 
 

@@ -284,7 +284,8 @@ def test_client_build_keeps_the_columns_of_an_in_process_build(tmp_path, data_di
 def test_a_source_id_appended_again_allows_each_of_its_documents(tmp_path):
     a = pd.DataFrame({"id": ["x", "y", "z"], "text": ["alpha beta", "alpha", "beta"]})
     ix = pipelines.run("bm25", a, out=tmp_path / "ix", id_column="id", **KW).path
-    pipelines.run("bm25", a.iloc[:1].assign(text="alpha alpha"), out=ix, append=True, id_column="id", **KW)
+    pipelines.run("bm25", a.iloc[:1].assign(text="alpha alpha"), out=ix, append=True, id_column="id",
+                  on_duplicate="keep", **KW)
     index = BM25Index.load(ix)
     got = index.search(["alpha", "alpha"], k=10, filter=[["x"], ["y", "nope"]])
     assert got[got.query_id == "0"].doc_id.tolist() == [3, 0] and got[got.query_id == "1"].doc_id.tolist() == [1]
