@@ -22,6 +22,8 @@ from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
 from cutext.stages.engines.index_ids import source_id_list
+from cutext.stages.engines.index_reader import IndexReader
+from cutext.kernels.postings import csr_weights, place_weighted_runs
 from cutext.stages.engines import phrases as phrase_stage
 from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
@@ -485,6 +487,30 @@ def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
         raise art.ArtifactError(f"{mf}: {exc}") from None
 
 
+def _weighted_matrix(segs: list, mt, fn, w0: np.ndarray):
+    """The scipy CSR (V + 1, N) float32 of ``w - w0`` of live segments in commit order (``mt``: their global
+    statistics, :class:`cutext.stages.engines.segments.MergedTerms`; ``fn``: the corpus's one-field weight
+    function), each segment's postings placed and weighted in one pass
+    (:func:`cutext.kernels.postings.place_weighted_runs`): the matrix :func:`_segment_matrix` makes of
+    :func:`cutext.stages.engines.segments.merge_segments`, bit for bit, without the merged tf."""
+    import scipy.sparse as sp
+
+    indptr = np.zeros(len(mt.df) + 1, np.int64)
+    np.cumsum(mt.df, out=indptr[1:])
+    doc = np.empty(int(indptr[-1]), np.int32 if mt.n_docs <= np.iinfo(np.int32).max else np.int64)
+    data = np.empty(int(indptr[-1]), np.float32)
+    fill = indptr[:-1].copy()  # next free slot of each term id: a term's postings of earlier segments first
+    minus = w0 if np.any(w0) else None  # search adds the w0 of every query term back
+    for sg, g, base in zip(segs, mt.term_ids, mt.doc_base[:-1]):
+        if not sg.n_postings:
+            continue
+        start = fill[g]
+        fill[g] += sg.df
+        place_weighted_runs(start, sg.offsets, g, sg.doc, sg.tf, sg.lengths, int(base), fn.idf_t, fn.avgdl,
+                            fn.variant, fn.k1, fn.b, fn.delta, doc, data, minus=minus)
+    return sp.csr_matrix((data, doc, indptr), shape=(len(mt.df), mt.n_docs), copy=False)
+
+
 def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
     """The CSR (V + 1, N) float32 of ``w - w0`` of merged segments (``fn``: the corpus's weight function),
     scipy on the host or, for ``be == "gpu"``, cupyx with the weights computed on the device (the same
@@ -495,7 +521,12 @@ def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
         import scipy.sparse as sp
 
         # search adds the w0 of every query term back
-        data = segments.posting_weights(merged, fn, minus=w0 if np.any(w0) else None, block=block)
+        minus = w0 if np.any(w0) else None
+        if isinstance(fn, bm25_stage.WeightPartition):  # one field: the numba twin of the numpy formulas
+            data = csr_weights(merged.indptr, merged.doc, merged.tf, merged.lengths, fn.idf_t, fn.avgdl, fn.variant,
+                               fn.k1, fn.b, fn.delta, minus=minus)
+        else:
+            data = segments.posting_weights(merged, fn, minus=minus, block=block)
         return sp.csr_matrix((data, merged.doc, merged.indptr), shape=(V + 1, N), copy=False)
     import cupy
     import cupyx.scipy.sparse as csp
@@ -570,6 +601,7 @@ class BM25Index:
         self._id_index = None  # pandas Index of the source ids (first of equal ids), built at the first doc()
         self._columns = None  # pyarrow Table of the kept columns, read at the first filter by them
         self._phrase_index = None  # phrases.PhraseIndex (postings with positions), read at the first phrase query
+        self._reader = None  # index_reader.IndexReader of a segmented index loaded in this process: refresh()
 
     @property
     def store_text(self) -> bool:
@@ -741,35 +773,40 @@ class BM25Index:
 
     @classmethod
     def _load_segments(cls, path: Path, meta: dict, N: int, avgdl: float, variant: str, k1: float, delta: float,
-                       be: str, client) -> "BM25Index":
-        """:meth:`load` of a segmented index (``index_format`` 2): the segments listed in index.json, read on
-        a thread each and merged in their order, weighted from the global N, avgdl and df
+                       be: str, client, reader: IndexReader | None = None) -> "BM25Index":
+        """:meth:`load` of a segmented index (``index_format`` 2): the commit's segment readers
+        (:class:`cutext.stages.engines.index_reader.IndexReader`: ``reader``, or those of ``path``'s commit,
+        whose files :meth:`load` verified) merged in their order, weighted from the global N, avgdl and df
         (:mod:`cutext.stages.engines.segments`; on the GPU backend the weights are computed on the device)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         mf = path / "index.json"
         folders, deletes = index_commits.commit_segments(path, meta)
         if client is not None:
             return cls._load_segment_shards(path, meta, folders, deletes, N, avgdl, variant, k1, delta, be, client)
-        # the commit's manifest already holds (and load verified) every segment file's CRC32
-        with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:
-            segs = list(pool.map(lambda f: segments.read_segment(f, verify=False), folders))
-        try:
-            segs = [segments.live_segment(sg, d) for sg, d in zip(segs, deletes)]
-        except ValueError as exc:
-            raise art.ArtifactError(f"{mf}: deletions: {exc}") from None
-        merged = segments.merge_segments(segs, device=be == "gpu")  # the GPU's postings scattered there
-        del segs
-        if merged.n_docs != N:
-            raise art.ArtifactError(f"{mf}: N={N}, the segments hold {merged.n_docs} documents")
-        if N and not math.isclose(merged.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12):
-            raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({merged.avgdl})")
-        fn = _weight_fn(meta, mf, merged.terms, variant, k1, delta)
+        if reader is None:
+            reader = IndexReader.open(path, verify=False)
+            if reader.meta != meta:  # committed since the manifest was read and verified: read the new commit
+                return cls._open(path, be, None, True)
+        mt, segs = reader.terms, [r.segment for r in reader.segments]
+        if mt.n_docs != N:
+            raise art.ArtifactError(f"{mf}: N={N}, the segments hold {mt.n_docs} documents")
+        if N and not math.isclose(mt.avgdl, avgdl, rel_tol=1e-12, abs_tol=1e-12):
+            raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({mt.avgdl})")
+        fn = _weight_fn(meta, mf, mt, variant, k1, delta)
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
-        M = _segment_matrix(merged, fn, w0, be)
-        source_ids = merged.source_ids.to_numpy(zero_copy_only=False).astype(object)
-        index = cls(path, meta, merged.vocab, merged.df, fn.idf_t, w0, source_ids, merged.lengths, M, be)
-        index._text_segments = (folders, deletes, merged.doc_base)
+        if be != "gpu" and isinstance(fn, bm25_stage.WeightPartition):  # one field on the host: one pass
+            M = _weighted_matrix(segs, mt, fn, w0)
+            lengths = np.concatenate([sg.lengths for sg in segs]).astype(np.int32, copy=False) if segs else \
+                np.zeros(0, np.int32)
+            ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else pa.array([], pa.string())
+        else:
+            merged = segments.merge_segments(segs, terms=mt, device=be == "gpu")  # the GPU's postings placed there
+            M = _segment_matrix(merged, fn, w0, be)
+            lengths, ids = merged.lengths, merged.source_ids
+            del merged
+        source_ids = ids.to_numpy(zero_copy_only=False).astype(object)
+        index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths, M, be)
+        index._text_segments = (folders, deletes, mt.doc_base)
+        index._reader = reader
         return index
 
     @classmethod
@@ -1168,7 +1205,7 @@ class BM25Index:
         OutputBusyError (FileExistsError)
             Another writer committed to the index meanwhile; nothing is written.
         """
-        counts = index_commits.commit_deletion(self.path, source_ids)
+        counts = index_commits.commit_deletion(self.path, source_ids, reader=self._reader)
         self._reload()
         return int(counts["deleted_docs"])
 
@@ -1193,9 +1230,59 @@ class BM25Index:
         self._reload()
         return int(counts["compacted_segments"])
 
-    def _reload(self) -> None:
+    def refresh(self) -> "BM25Index":
+        """The index as of its newest commit (Lucene's ``DirectoryReader.openIfChanged``, Tantivy's
+        ``IndexReader::reload``): this object when nothing was committed since it was loaded, else a new
+        one; this object keeps searching its own commit either way.
+
+        A segmented index loaded in this process reuses every segment whose files and deletions are
+        unchanged (:class:`cutext.stages.engines.index_reader.IndexReader`): only the new segments, and the
+        segments with new deletions, are read and verified; the global statistics are summed again and the
+        postings merged and weighted from memory.  An index loaded with a ``client`` or ``devices``, or of
+        format 1, is loaded again whole.
+
+        Returns
+        -------
+        BM25Index
+
+        Raises
+        ------
+        ArtifactError, ArtifactNotFoundError
+            The newest commit is damaged (the file named) or gone.
+        """
         backend, client, verify, devices = getattr(self, "_load_args", (self.backend, self._client, True, None))
-        fresh = type(self).load(self.path, backend=backend, client=client, verify=verify, devices=devices)
+        if self._reader is None or client is not None or devices is not None:
+            raw = (self.path / "index.json").read_bytes() if (self.path / "index.json").exists() else b""
+            if self._reader is not None and raw == self._reader.raw:
+                return self
+            fresh = type(self).load(self.path, backend=backend, client=client, verify=verify, devices=devices)
+            return fresh if fresh.meta != self.meta else self
+        reader = self._reader.refresh(verify=verify)
+        if reader is self._reader:
+            return self
+        fresh = type(self)._from_reader(reader, backend)
+        fresh._load_args = (backend, client, verify, devices)
+        return fresh
+
+    @classmethod
+    def _from_reader(cls, reader: IndexReader, backend) -> "BM25Index":
+        """The index of a segmented commit's reader (its manifest's settings checked as :meth:`load` does)."""
+        meta, mf = reader.meta, reader.path / "index.json"
+        N = art.field_int(meta, "N", mf, lo=0)
+        avgdl = art.field_float(meta, "avgdl", mf, lo=0)
+        try:
+            variant = meta.get("variant", "lucene")
+            delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
+            k1 = float(meta.get("k1", 0.9))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise art.ArtifactError(f"{mf}: {exc}") from None
+        be = resolve_backend(backend, needs=ARRAY_STACK)
+        return cls._load_segments(reader.path, meta, N, avgdl, variant, k1, delta, be, None, reader=reader)
+
+    def _reload(self) -> None:
+        fresh = self.refresh()
+        if fresh is self:
+            return
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 

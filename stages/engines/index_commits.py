@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cutext.kernels._version import __version__
+from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines.index_ids import duplicate_deletes, segment_source_ids, source_id_list
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             merge_terms, read_positions, read_segment, read_segment_columns,
@@ -345,8 +346,59 @@ def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list,
     return heads, (n_docs, sum_dl, terms, df)
 
 
+def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
+    """The statistics of a deletion's commit from the earlier commit's kept vocabulary and counts, corrected by
+    the postings of the newly deleted documents only (each segment with new deletions reads its postings
+    and lengths; the others nothing), or None when the earlier commit keeps no usable statistics.
+
+    Returns
+    -------
+    (n_docs, sum_dl, vocab, df, n_empty_docs) or None
+        The live documents' N, tokens, vocabulary (terms of df 0 dropped) and df, and empty documents: what
+        :func:`merge_terms` gives over the live segments.
+    """
+    oc = old.get("counts")
+    if not isinstance(oc, dict) or not all(isinstance(oc.get(k), int) and not isinstance(oc.get(k), bool)
+                                           for k in ("n_docs", "n_tokens", "n_postings", "n_empty_docs")):
+        return None
+    if old.get("N") != oc["n_docs"] or list(names) != list(old.get("segments") or ()) or len(deletes) != len(names):
+        return None
+    kept = read_commit_terms(index, old)
+    if kept is None:
+        return None
+    try:
+        before = read_deletes(Path(index), old, list(names))
+    except (art.ArtifactError, OSError):
+        return None
+    vocab, df = kept
+    df = df.copy()
+    n_docs, sum_dl, empty = oc["n_docs"], oc["n_tokens"], oc["n_empty_docs"]
+    for n, b, a in zip(names, before, deletes):
+        gone = np.setdiff1d(np.asarray(a, np.int64), b)
+        if not len(gone):
+            continue
+        if len(np.setdiff1d(b, a)):  # a deletion never brings a document back
+            return None
+        seg = read_segment(Path(index) / SEGMENTS_DIR / n, verify=False, ids=False)
+        mask = np.zeros(seg.n_docs, bool)
+        mask[gone] = True
+        hit = np.flatnonzero(mask[seg.doc])  # the postings of the documents deleted now
+        local, corr = np.unique(np.searchsorted(seg.offsets, hit, side="right") - 1, return_counts=True)
+        g = sorted_term_ids(vocab, seg.terms.take(pa.array(local)))
+        if len(g) and int(g.min()) == 0:
+            return None
+        df[g - 1] -= corr  # within a segment a term occurs once
+        lens = seg.lengths[gone]
+        n_docs, sum_dl, empty = n_docs - len(gone), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())
+    if len(df) and int(df.min()) < 0:
+        return None
+    held = df > 0
+    return n_docs, sum_dl, vocab.filter(pa.array(held)), df[held], empty
+
+
 def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, extra: dict,
-                 new=None, added: list = (), timings: dict | None = None, fields: dict | None = None) -> dict:
+                 new=None, added: list = (), timings: dict | None = None, fields: dict | None = None,
+                 stats: tuple | None = None) -> dict:
     """Write a commit into ``tmp`` and return its manifest's ``counts``.
 
     The commit lists the segments ``names`` of ``index`` (hard links) with their ``deletes``, then the
@@ -357,6 +409,8 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     vocabulary (:func:`read_commit_terms`) reads only the added segments: N, tokens, postings and empty
     documents are the earlier commit's plus theirs, and the vocabulary is the kept one merged with their
     terms; the same manifest as a recount of every segment (:func:`index_counts`).
+    ``stats`` (``(n_docs, sum_dl, vocab, df, n_empty_docs)``, the live documents'), when given, are the new
+    commit's statistics (a deletion through a reader: :func:`commit_deletion`).
     ``extra`` goes to :func:`index_counts` (``replaced``, ``input_bytes`` and counts of the operation),
     ``timings`` (seconds per step) and ``fields`` (``backend``, ``scheduler``, ``n_workers`` of the run)
     into the manifest; the other settings are the earlier commit's.
@@ -376,13 +430,20 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
         write_segment(tmp / SEGMENTS_DIR / new[0], **new[1])
         timings["write"] = time.perf_counter() - t0
         segs.append(new[0])
-    fast = _append_stats(index, tmp, old, names, deletes, added, new)
-    if fast is not None:  # an append: the earlier commit's statistics and vocabulary, and the new segments'
+    fast = stats if stats is not None else _append_stats(index, tmp, old, names, deletes, added, new)
+    if stats is not None:  # a deletion through a reader of the commit: its statistics, corrected in memory
+        heads, (n_docs, sum_dl, vocab, df, empty) = [], stats
+    elif fast is not None:
         heads, (n_docs, sum_dl, vocab, df) = fast
+        empty = old["counts"]["n_empty_docs"] + sum(int((h.lengths == 0).sum()) for h in heads)
+    elif not added and new is None:
+        fast = _deletion_stats(index, old, names, deletes)
+        if fast is not None:
+            heads, (n_docs, sum_dl, vocab, df, empty) = [], fast
+    if fast is not None:  # an append or a deletion: the earlier commit's statistics and what changed
         oc, extra = old["counts"], dict(extra)
-        empty = sum(int((h.lengths == 0).sum()) for h in heads)
         counts = {"n_docs": n_docs, "n_terms": len(vocab), "n_postings": int(df.sum()), "n_tokens": sum_dl,
-                  "n_empty_docs": oc["n_empty_docs"] + empty,
+                  "n_empty_docs": empty,
                   "replaced": int(oc.get("replaced", 0)) + int(extra.pop("replaced", 0)),
                   "input_bytes": int(oc.get("input_bytes", 0)) + int(extra.pop("input_bytes", 0)),
                   "partitions": len(segs), **extra}
@@ -407,7 +468,33 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     return counts
 
 
-def commit_deletion(index, source_ids) -> dict:
+def _reader_deletion(reader, old: dict, wanted: pa.Array):
+    """A deletion's new deletions and statistics from a reader of the commit (``IndexReader``: its live
+    segments in memory): no segment is read.  Returns ``(deletes, found, removed, stats)``."""
+    mt = reader.terms
+    df = mt.df.copy()
+    found = np.zeros(len(wanted), bool)
+    n_docs, sum_dl, empty = mt.n_docs, mt.sum_dl, int(old["counts"]["n_empty_docs"])
+    new_deletes, removed = [], 0
+    for r, g in zip(reader.segments, mt.term_ids):
+        seg = r.segment
+        hit = pc.is_in(seg.source_ids.cast(pa.string()), value_set=wanted).to_numpy(zero_copy_only=False)
+        if not hit.any():
+            new_deletes.append(r.deleted)
+            continue
+        found[pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
+        removed += int(hit.sum())
+        new_deletes.append(np.union1d(r.deleted, r.live_docs[hit]).astype(np.int64))
+        postings = np.flatnonzero(hit[seg.doc])  # the postings of the documents deleted now
+        local, corr = np.unique(np.searchsorted(seg.offsets, postings, side="right") - 1, return_counts=True)
+        df[g[local]] -= corr
+        lens = seg.lengths[hit]
+        n_docs, sum_dl, empty = n_docs - int(hit.sum()), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())
+    held = df[1:] > 0
+    return new_deletes, found, removed, (n_docs, sum_dl, mt.vocab.filter(pa.array(held)), df[1:][held], empty)
+
+
+def commit_deletion(index, source_ids, reader=None) -> dict:
     """Delete documents from a segmented index by their source ids: a new commit that records them.
 
     Each segment's deleted local documents go to ``deletes/`` and are listed in the new commit (the
@@ -422,6 +509,9 @@ def commit_deletion(index, source_ids) -> dict:
         The ``source_id`` of each document to delete, exactly as stored (never stripped or converted:
         :func:`cutext.stages.engines.index_ids.source_id_list`); each must be in the index and not deleted yet.
         Every live copy of an id is deleted (an index appended with ``on_duplicate="keep"`` may hold several).
+    reader : cutext.stages.engines.index_reader.IndexReader, optional
+        A reader of the index's commit (``BM25Index``'s): the ids are found and the statistics corrected in
+        its segments in memory; ignored when the index was committed since it was opened.
 
     Returns
     -------
@@ -446,6 +536,23 @@ def commit_deletion(index, source_ids) -> dict:
     if not len(wanted):
         raise ValueError(f"{index}: no source id given to delete")
     names = old["segments"]
+    stats = None
+    if (reader is not None and json.loads(reader.raw or b"null") == old and isinstance(old.get("counts"), dict)
+            and isinstance(old["counts"].get("n_empty_docs"), int) and [r.name for r in reader.segments] == names):
+        new_deletes, found, removed, stats = _reader_deletion(reader, old, wanted)
+    else:
+        found, new_deletes, removed = _found_in_segments(index, old, names, wanted)
+    if not found.all():
+        missing = wanted.filter(pa.array(~found)).to_pylist()
+        raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
+                         f"{missing[:5]}; nothing was deleted")
+    with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
+        return write_commit(tmp, index, old, names, new_deletes, {"deleted_docs": removed}, stats=stats)
+
+
+def _found_in_segments(index: Path, old: dict, names: list, wanted: pa.Array) -> tuple:
+    """``(found, deletes, removed)`` of a deletion: which ids the segments hold live, each segment's deleted
+    local docs with them, and the documents they delete (the segments' source ids read)."""
     found = np.zeros(len(wanted), bool)
     new_deletes, removed = [], 0
     for n, d in zip(names, read_deletes(index, old, names)):
@@ -455,12 +562,7 @@ def commit_deletion(index, source_ids) -> dict:
         found[pc.index_in(ids.filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
         removed += int(hit.sum())
         new_deletes.append(np.union1d(d, np.flatnonzero(hit)).astype(np.int64))
-    if not found.all():
-        missing = wanted.filter(pa.array(~found)).to_pylist()
-        raise ValueError(f"{index}: {len(missing)} source id(s) not in the index (or already deleted), e.g. "
-                         f"{missing[:5]}; nothing was deleted")
-    with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
-        return write_commit(tmp, index, old, names, new_deletes, {"deleted_docs": removed})
+    return found, new_deletes, removed
 
 
 def commit_compaction(index) -> dict:

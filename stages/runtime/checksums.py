@@ -300,7 +300,7 @@ def unlisted(directory, manifest: str, meta: dict) -> list[str]:
     return [f for f in files if f not in known_f] + [x for x in dirs if x not in known_d]
 
 
-def verify(directory, manifest: str, meta: dict, *, contents: bool = True) -> None:
+def verify(directory, manifest: str, meta: dict, *, contents: bool = True, listed_only: bool = False) -> None:
     """Check a saved output against its sealed manifest (see :func:`seal`).
 
     Parameters
@@ -314,6 +314,9 @@ def verify(directory, manifest: str, meta: dict, *, contents: bool = True) -> No
         Also check the CRC32 of the manifest and of every file (reads the whole output once, on a
         pool of threads), their sizes and that they exist.  False checks only that nothing unlisted
         is there.
+    listed_only : bool, default False
+        Check only the files ``meta["files"]`` lists, not what else the directory holds (a reader that
+        verifies the files it reads anew passes the manifest with those files alone).
 
     Raises
     ------
@@ -332,7 +335,7 @@ def verify(directory, manifest: str, meta: dict, *, contents: bool = True) -> No
                             "cutext); rebuild it, or load it with verify=False to skip every integrity check")
     if contents and not _manifest_ok(mf.read_bytes()):
         raise ChecksumError(f"{mf}: the manifest's checksum does not match its bytes (edited or damaged)")
-    extra = unlisted(d, manifest, meta)
+    extra = [] if listed_only else unlisted(d, manifest, meta)
     if extra:
         raise ChecksumError(f"{d}: holds entries its {manifest} does not list: "
                             + ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")

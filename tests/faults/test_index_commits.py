@@ -90,14 +90,14 @@ def test_two_appenders_from_one_commit_one_wins_the_other_writes_nothing(tmp_pat
 def test_a_delete_or_compact_that_lost_the_race_to_an_append_writes_nothing(tmp_path, parts, monkeypatch, second):
     ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
     ids = list(BM25Index.load(ix).source_ids[:3])
-    real = commits.index_counts
+    real = commits.write_commit_terms
 
     def race(*a, **k):  # an append commits while the delete / compact is writing
-        monkeypatch.setattr(commits, "index_counts", real)
+        monkeypatch.setattr(commits, "write_commit_terms", real)
         ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
         return real(*a, **k)
 
-    monkeypatch.setattr(commits, "index_counts", race)
+    monkeypatch.setattr(commits, "write_commit_terms", race)
     with pytest.raises(OutputBusyError, match="another writer"):
         if second == "delete":
             ops.delete_documents(ix, ids)

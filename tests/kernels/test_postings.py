@@ -47,3 +47,59 @@ def test_runs_outside_the_arrays_are_refused_and_nothing_is_written():
     assert not dst.any()
     place_runs(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), dst)  # no run: nothing
     assert not dst.any()
+
+
+def test_sorted_term_ids_finds_each_term_as_a_hash_lookup_does():
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cutext.kernels.postings import sorted_term_ids
+
+    rng = np.random.default_rng(3)
+    alphabet = list("ab\u00e9z\u4e2d0") + ["", "\U0001f600"]
+    words = {"".join(rng.choice(alphabet, rng.integers(1, 6))) for _ in range(3000)}
+    vocab = pa.array(sorted(w.encode() for w in words), pa.binary()).cast(pa.large_string())
+    local = vocab.filter(pa.array(rng.random(len(vocab)) < 0.3))
+    extra = pa.array(sorted({"zzzz\u00e9", "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"} - set(words)))
+    terms = pa.array(sorted((local.to_pylist() + extra.to_pylist()), key=str.encode))
+    got = sorted_term_ids(vocab, terms)
+    want = pc.index_in(terms, value_set=vocab).to_numpy(zero_copy_only=False)
+    want = np.where(np.isnan(want.astype(float)), 0, np.nan_to_num(want.astype(float)) + 1).astype(np.int32)
+    np.testing.assert_array_equal(got, want)
+    assert (got == 0).sum() == len(extra)
+    assert len(sorted_term_ids(vocab, pa.array([], pa.string()))) == 0
+    np.testing.assert_array_equal(sorted_term_ids(vocab[5:9], vocab[5:9]), [1, 2, 3, 4])  # sliced arrays
+
+
+@pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_weights_of_the_csr_kernels_are_the_bits_of_the_numpy_formulas(variant):
+    from cutext.kernels.postings import csr_weights, place_weighted_runs
+    from cutext.stages.text import bm25 as bm25_stage
+
+    rng = np.random.default_rng(11)
+    V, N = 300, 2000
+    df = rng.integers(1, 40, V + 1)
+    df[0] = 0
+    indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
+    doc = np.concatenate([np.sort(rng.choice(N, d, replace=False)) for d in df]).astype(np.int32)
+    tf = rng.integers(1, 30, len(doc)).astype(np.int32)
+    lengths = rng.integers(0, 400, N).astype(np.int32)
+    np.maximum.at(lengths, doc, tf)
+    fn = bm25_stage.corpus_weights(df, N, int(lengths.sum()), variant, 0.9, 0.4, None)
+    t = np.repeat(np.arange(V + 1), df)
+    w0 = fn.w0.astype(np.float32)
+    want = fn.weights(t, tf, lengths[doc]) - w0[t]
+    got = csr_weights(indptr, doc, tf, lengths, fn.idf_t, fn.avgdl, variant, 0.9, 0.4, fn.delta, minus=w0)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    # the same postings as a segment of local terms (every other term), placed after a gap and weighed
+    keep = np.arange(1, V + 1, 2)
+    offsets = np.concatenate([[0], np.cumsum(df[keep])]).astype(np.int64)
+    sel = np.concatenate([np.arange(indptr[j], indptr[j + 1]) for j in keep])
+    start = offsets[:-1] + 7
+    doc_out, data_out = np.full(len(sel) + 7, -1, np.int32), np.zeros(len(sel) + 7, np.float32)
+    place_weighted_runs(start, offsets, keep, doc[sel], tf[sel], lengths, 100, fn.idf_t, fn.avgdl, variant, 0.9, 0.4,
+                        fn.delta, doc_out, data_out, minus=w0)
+    np.testing.assert_array_equal(doc_out[7:], doc[sel] + 100)
+    np.testing.assert_array_equal(data_out[7:].view(np.int32), want[sel].view(np.int32))
+    with pytest.raises(ValueError, match="variant"):
+        csr_weights(indptr, doc, tf, lengths, fn.idf_t, fn.avgdl, "bm99", 0.9, 0.4, 0.0)
