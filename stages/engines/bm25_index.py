@@ -22,6 +22,7 @@ from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
 from cutext.stages.engines import phrases as phrase_stage
+from cutext.stages.engines import search_input
 from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
                                          token_positions, tokenize_flat)
@@ -139,34 +140,6 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
-
-
-def _as_queries(queries) -> tuple[pa.Array, list[str]]:
-    """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
-    number) is an error naming it."""
-    if isinstance(queries, str):
-        return pa.array(["0"], pa.string()), [queries]
-    if isinstance(queries, pd.DataFrame):
-        qcol = "query" if "query" in queries.columns else "text"
-        if qcol not in queries.columns or "query_id" not in queries.columns:
-            raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
-        ids, texts = queries["query_id"].astype(str).tolist(), queries[qcol].tolist()
-    elif isinstance(queries, pd.Series):
-        ids, texts = [str(i) for i in queries.index], queries.tolist()
-    elif isinstance(queries, dict):
-        ids, texts = [str(k) for k in queries], list(queries.values())
-    elif queries is None:
-        raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
-    else:
-        texts = list(queries)
-        ids = None  # "0", "1", ... made by pyarrow below
-    if not all(issubclass(t, str) for t in set(map(type, texts))):  # the types once each, not every text
-        i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-        qid = str(i) if ids is None else ids[i]
-        raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
-    if ids is None:
-        return pa.array(np.arange(len(texts), dtype=np.int64)).cast(pa.string()), texts
-    return pa.array(ids, pa.string()), texts
 
 
 def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
@@ -1007,6 +980,7 @@ class BM25Index:
         if isinstance(filter, pc.Expression):
             # without kept columns an empty table names the expression's first column in pyarrow's error
             table = self.column_table() if self.keep_columns else pa.table({"": pa.nulls(0)})
+            search_input.check_filter_types(filter, table.schema)
             try:
                 got = ds.dataset(table).to_table(columns={"allowed": filter}).column("allowed")
             except pa.ArrowInvalid as exc:
@@ -1014,6 +988,8 @@ class BM25Index:
                 if names:
                     raise ValueError("filter: " + self._not_kept(names)) from None
                 raise ValueError(f"filter {filter}: {exc}") from None
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:  # no kernel for the types compared
+                raise search_input.type_error(filter, table.schema, exc) from None
             if not self.keep_columns:  # an expression of no column (pc.scalar(True)): column_table's message
                 self.column_table()
             if not pa.types.is_boolean(got.type):
@@ -1045,11 +1021,8 @@ class BM25Index:
             if isinstance(x, (str, bytes)):
                 raise TypeError(f"filter: entry {i} is a string; each query's entry is a list of source ids")
         lists = [x if isinstance(x, list) else list(x) for x in lists]
-        try:  # strings convert in Arrow's C++ loop; other ids are compared as str(x)
-            nested = pa.array(lists, pa.list_(pa.string()))
-        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-            nested = pa.array([[x if isinstance(x, str) else str(x) for x in lst] for lst in lists],
-                              pa.list_(pa.string()))
+        search_input.check_source_id_lists(lists)  # strings only: an id is compared as the caller wrote it
+        nested = pa.array(lists, pa.list_(pa.string()))
         ids = nested.flatten()
         rows = np.repeat(np.arange(len(lists), dtype=np.int64), pc.list_value_length(nested).to_numpy())
         known = self._source_ids_arrow()
@@ -1259,7 +1232,11 @@ class BM25Index:
 
     def get_scores(self, query: str) -> np.ndarray:
         """Dense BM25 scores of one query against every document, float32 array (N,), on the host
-        (the sparse product; on every shard for a sharded index)."""
+        (the sparse product; on every shard for a sharded index).  A ``query`` that is not a string is a
+        TypeError."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string (one query; search() takes several), got {type(query).__name__} "
+                            f"{query!r}"[:300])
         Q = self.query_matrix([query])
         if self._sm is not None:
             dense = self._sm.dense(Q)[0].astype(np.float64)
@@ -1423,7 +1400,7 @@ class BM25Index:
         if self._sm is not None:  # check the options before any work (shards check them on their worker)
             eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
-        qids, texts = _as_queries(queries)
+        qids, texts = search_input.as_queries(queries)
         if not (phrases is None or isinstance(phrases, bool)):
             raise ValueError(f"{param('phrases', bare=True)} must be True, False or None, got {phrases!r}")
         if phrases is True and not self.positions:  # before any work
