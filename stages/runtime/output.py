@@ -341,14 +341,14 @@ def check_output_file(out, *, inputs=None) -> Path:
                                        + "; choose another file")
     if real.is_dir():
         raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: {real} is a directory")
-    if not real.parent.is_dir():  # else the write fails late, naming its temporary file
-        raise FileNotFoundError(f"refusing to write {os.fspath(out)!r}: its folder {real.parent} "
-                                + ("is a file, not a folder" if real.parent.exists() else
-                                   "does not exist; create it first"))
     art = _artifact_above(real.parent)
     if art is not None:
         raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: it lies inside the cutext output {art}, "
                                    "whose files are checksummed and replaced whole; choose a path outside it")
+    if not real.parent.is_dir():  # else the write fails late, naming its temporary file
+        raise FileNotFoundError(f"refusing to write {os.fspath(out)!r}: its folder {real.parent} "
+                                + ("is a file, not a folder" if real.parent.exists() else
+                                   "does not exist; create it first"))
     return path
 
 
