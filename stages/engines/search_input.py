@@ -155,8 +155,9 @@ _NUMBER = "number"
 def kind_of(t: pa.DataType) -> str:
     """The kind of values an Arrow type holds, for type checks of filters: two values can be compared when
     their kinds are equal (``"number"``: every integer, float and decimal; ``"string"``, ``"binary"``,
-    ``"bool"``, ``"date or timestamp"``, ``"time"``, ``"duration"``; ``"null"`` compares with any), else the
-    type's own name (lists, structs)."""
+    ``"bool"``, ``"date or timestamp"``, ``"time"``, ``"duration"``; ``"null"`` compares with any, and
+    ``"string"`` with ``"binary"``, whose bytes Arrow reads as UTF-8), else the type's own name (lists,
+    structs)."""
     if pa.types.is_dictionary(t):
         return kind_of(t.value_type)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
@@ -244,7 +245,7 @@ def check_filter_types(filter, schema: pa.Schema) -> None:
     for name, vtype in re.findall(r"is_in\((?:FieldRef\.Name\()?([^,(){}]+?)\)?, \{value_set=([^:]+):", str(filter)):
         if name in schema.names:
             ck, vk = kind_of(schema.field(name).type), _kind_text(vtype)
-            if ck != vk and "null" not in (ck, vk):
+            if ck != vk and "null" not in (ck, vk) and {ck, vk} != {"string", "binary"}:  # as == compares them
                 raise _mismatch(filter, schema, [name], vtype)
 
 

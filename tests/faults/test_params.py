@@ -320,7 +320,8 @@ def test_query_ids_that_collide_are_refused(index60, queries, match):
     """Two queries whose ids are one string in the result (the dict keys 1 and "1", a repeated query_id) would
     merge their hits under one query_id: refused naming them (up to five), whatever form the queries take."""
     idx = BM25Index.load(index60, backend="cpu")
-    with pytest.raises(ValueError, match=r"^queries: \d+ query id\(s\) repeat.*" + match + ".*each query needs its own"):
+    with pytest.raises(ValueError, match=r"^queries: \d+ query id\(s\) repeat.*" + match
+                       + ".*each query needs its own"):
         idx.search(queries, k=5)
     with pytest.raises(ValueError, match=r"queries: 1 query id\(s\) missing \(None or NaN\), at position\(s\) 1"):
         idx.search(pd.DataFrame({"query_id": [1, None], "query": ["computer", "program"]}))

@@ -295,8 +295,8 @@ def test_a_source_id_appended_again_allows_each_of_its_documents(tmp_path):
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
     """A 6-document index keeping a column of each kind: int64, another int64, string, double, timestamp."""
-    df = pd.DataFrame({"id": [f"{10 + i}" for i in range(6)], "text": ["alpha beta", "alpha", "beta gamma",
-                                                                     "alpha gamma", "alpha delta", "alpha beta"],
+    texts = ["alpha beta", "alpha", "beta gamma", "alpha gamma", "alpha delta", "alpha beta"]
+    df = pd.DataFrame({"id": [f"{10 + i}" for i in range(6)], "text": texts,
                        "year": np.arange(2000, 2006, dtype=np.int64), "month": np.arange(1, 7, dtype=np.int64),
                        "cat": ["a", "b", "a", "b", "a", "b"], "r": np.linspace(0.1, 0.6, 6),
                        "day": pd.date_range("2020-01-01", periods=6, freq="MS", tz="UTC")})
