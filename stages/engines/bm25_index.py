@@ -980,7 +980,6 @@ class BM25Index:
         if isinstance(filter, pc.Expression):
             # without kept columns an empty table names the expression's first column in pyarrow's error
             table = self.column_table() if self.keep_columns else pa.table({"": pa.nulls(0)})
-            search_input.check_filter_types(filter, table.schema)
             try:
                 got = ds.dataset(table).to_table(columns={"allowed": filter}).column("allowed")
             except pa.ArrowInvalid as exc:
@@ -992,6 +991,7 @@ class BM25Index:
                 raise search_input.type_error(filter, table.schema, exc) from None
             if not self.keep_columns:  # an expression of no column (pc.scalar(True)): column_table's message
                 self.column_table()
+            search_input.check_filter_types(filter, table.schema)  # what Arrow casts or answers with nothing
             if not pa.types.is_boolean(got.type):
                 raise ValueError(f"filter {filter} gives {got.type} values; a filter must be a boolean expression "
                                  "(a comparison such as pc.field('year') >= 2000)")

@@ -235,13 +235,25 @@ def _mismatch(filter, schema: pa.Schema, names: list, value: str) -> ValueError:
 
 def check_filter_types(filter, schema: pa.Schema) -> None:
     """Refuse a set lookup (``pc.field(c).isin(values)``) whose values are of another kind than the column
-    (:func:`kind_of`): Arrow would cast them (``"2000"`` to 2000, True to 1) where ``==`` refuses the same pair.
+    (:func:`kind_of`): Arrow would cast them (``"2000"`` to 2000, True to 1) where ``==`` refuses the same pair;
+    and a comparison with a null or NaN literal (``pc.field("year") == None``), which no value satisfies (null
+    for every document, as in SQL; NaN equals nothing, as in IEEE 754): ``is_null()`` / ``is_nan()`` test them.
 
     Raises
     ------
     ValueError
-        Naming the column, its type and the values' type.
+        Naming the column, its type and the values' type; or the comparison and the test to use.
     """
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expression_text(filter))  # string literals blanked
+    op = r"(?:==|!=|<=|>=|<|>)"
+    lit_re = r"(null\[[^\]]*\]|-?nan)"
+    for lit in re.findall(rf"{op} {lit_re}\)", text) + re.findall(rf"\({lit_re} {op} ", text):
+        if lit.endswith("nan") and "nan" in schema.names:  # a column named nan, not the float
+            continue
+        test = "is_null() or .is_valid()" if lit.startswith("null") else "is_nan()"
+        raise ValueError(f"filter {expression_text(filter)}: a comparison with {lit.split('[')[0]} is "
+                         f"{'null' if lit.startswith('null') else 'false (or, for !=, true)'} for every document, "
+                         f"so it cannot select by value; test for it with pc.field(...).{test}")
     for name, vtype in re.findall(r"is_in\((?:FieldRef\.Name\()?([^,(){}]+?)\)?, \{value_set=([^:]+):", str(filter)):
         if name in schema.names:
             ck, vk = kind_of(schema.field(name).type), _kind_text(vtype)

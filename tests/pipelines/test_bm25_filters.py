@@ -315,11 +315,14 @@ def typed(tmp_path_factory):
     (pc.field("year").isin([True]), r"column 'year' is int64 \(number\) and the value is bool"),
     (pc.field("cat").isin([1, 2]), r"column 'cat' is large_string \(string\) and the value is int64"),
     (pc.field("year") == pc.field("cat"), r"columns 'year' \(int64\) and 'cat' \(large_string\) cannot be compared"),
+    (pc.field("year") == None, r"comparison with null is null for every document.*is_null\(\)"),  # noqa: E711
+    ((pc.field("r") > 0) & (pc.field("r") != float("nan")), r"comparison with nan is false .*is_nan\(\)"),
 ], ids=["int==str", "str==int", "int==bool", "timestamp>int", "and", "int-isin-str", "int-isin-bool",
-        "str-isin-int", "int==str-column"])
+        "str-isin-int", "int==str-column", "==None", "!=nan"])
 def test_a_filter_whose_types_cannot_match_the_column_is_refused(typed, expr, match):
-    """One line naming the column, its type and the value's; never a raw Arrow error, and never a set lookup
-    whose values Arrow would cast to the column's type ("2000" to 2000, True to 1) where == refuses them."""
+    """One line naming the column, its type and the value's; never a raw Arrow error, never a set lookup
+    whose values Arrow would cast to the column's type ("2000" to 2000, True to 1) where == refuses them, and
+    never a comparison with null or NaN, which no document satisfies (0 rows without a word)."""
     with pytest.raises(ValueError, match=match) as exc:
         typed.search(["alpha", "beta"], filter=expr)
     assert "\n" not in str(exc.value) and str(exc.value).startswith("filter ")
