@@ -968,8 +968,11 @@ class BM25Index:
         ------
         ValueError
             An expression on a column that is not kept (the message names it and ``keep_columns=``) or that
-            is not boolean; a mask of another length than N; per-query lists whose number is not
-            ``n_queries``; a filter of another type.
+            is not boolean; an expression that compares a column with a value of another kind, a set lookup
+            included, or with a null or NaN literal (:func:`cutext.stages.engines.search_input.check_filter_types`:
+            the message names the column, its type and the value's); a mask of another length than N;
+            per-query lists whose number is not ``n_queries`` or that hold an id that is not a string (an int
+            is never converted: the message names it); a filter of another type.
         TypeError
             A per-query entry that is a single string (a list of ids is needed).
         """
@@ -1331,6 +1334,8 @@ class BM25Index:
         ----------
         queries : str, list of str, dict {query_id: text}, pandas Series (index = query id) or
             DataFrame ``(query_id, query)``
+            A list (tuple, numpy or pyarrow array, any ordered iterable) numbers its queries ``"0"``,
+            ``"1"``, ...; other ids are written with ``str`` and must stay distinct.
         k : int >= 1
         batch_size : int >= 1
             Queries tokenized and scored together.
@@ -1383,11 +1388,15 @@ class BM25Index:
             an option the engine in effect does not use; ``with_text`` on an index without texts (the
             message names ``store_text=True``); a filter on a column that is not kept (the message names it
             and ``keep_columns=``), a mask of another length than N, per-query lists whose number is not
-            the number of queries.  With phrases: an unbalanced quote, a ``~`` after a phrase that is not
-            followed by a non-negative integer; ``phrases=True`` on an index without positions (the message
-            names ``positions=True`` and ``--positions``).
+            the number of queries, a filter whose types cannot match its column or a per-query id that is not
+            a string (:meth:`doc_filter`).  Query ids that are one string once written as ``query_id`` (``1``
+            and ``"1"``, a repeated DataFrame id) or missing (the message names up to five).  With phrases: an
+            unbalanced quote, a ``~`` after a phrase that is not followed by a non-negative integer, a slop
+            above 2**31 - 1 (Lucene's int); ``phrases=True`` on an index without positions (the message names
+            ``positions=True`` and ``--positions``).
         TypeError
-            A query that is not a string.
+            ``queries`` of another type (a number, None, bytes, a set), or a query that is not a string
+            (:func:`cutext.stages.engines.search_input.as_queries`).
         """
         if with_text and not self.store_text:  # before any work
             raise ValueError("with_text=True: " + self._no_text())
