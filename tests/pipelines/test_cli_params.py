@@ -379,3 +379,19 @@ def test_a_path_the_system_refuses_deep_in_a_command_is_one_error_line(tmp_path,
     assert main(["lda", str(tmp_path / "docword.t.txt"), "--vocab", str(tmp_path / "vocab"), "-K", "2",
                  "--iterations", "2", "--out", str(tmp_path / "lda"), "--no-progress"]) == 2
     assert _one_error_line(capsys) == f"error: {tmp_path / 'vocab'}: is a directory"
+
+
+@pytest.mark.parametrize("name, text", [
+    ("q.tsv", "1\tcomputer\n1\tprogram\n"),
+    ("q.jsonl", '{"_id": 1, "text": "computer"}\n{"_id": "1", "text": "program"}\n'),
+    ("topics.txt", "<top>\n<num> Number: 7\n<title> computer\n</top>\n<top>\n<num> Number: 7\n<title> program\n"
+                   "</top>\n"),
+], ids=["tsv", "jsonl", "trec"])
+def test_search_refuses_a_queries_file_whose_ids_repeat(small_index, tmp_path, capsys, name, text):
+    """Every format ``--queries`` reads: two queries of one id exit 2 naming the file and line, no run written."""
+    (tmp_path / name).write_text(text)
+    out = tmp_path / "run.txt"
+    assert main(["search", str(small_index), "--queries", str(tmp_path / name), "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {tmp_path / name}, line ") and "duplicate query id" in line
+    assert not out.exists()
