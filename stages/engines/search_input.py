@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -67,7 +68,7 @@ def as_queries(queries) -> tuple[pa.Array, list[str]]:
         given, texts = queries["query_id"].tolist(), queries[qcol].tolist()
     elif isinstance(queries, pd.Series):
         given, texts = queries.index.tolist(), queries.tolist()
-    elif isinstance(queries, dict):
+    elif isinstance(queries, Mapping):
         given, texts = list(queries), list(queries.values())
     elif isinstance(queries, (bytes, bytearray, set, frozenset)) or not _iterable(queries):
         why = "; a set has no order to number its queries by" if isinstance(queries, (set, frozenset)) else ""
@@ -80,7 +81,7 @@ def as_queries(queries) -> tuple[pa.Array, list[str]]:
     ids = None if given is None else _query_ids(given)
     if not all(issubclass(t, str) for t in set(map(type, texts))):  # the types once each, not every text
         i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-        qid = str(i) if ids is None else ids[i]
+        qid = str(i) if ids is None else ids[i].as_py()
         raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
     if ids is None:
         return pa.array(np.arange(len(texts), dtype=np.int64)).cast(pa.string()), texts

@@ -342,7 +342,8 @@ def test_queries_of_another_type_are_refused_naming_the_forms(index60, queries, 
 
 
 def test_ordered_query_forms_number_their_queries(index60):
-    """A tuple, a numpy or a pyarrow array of strings, a generator: ids "0", "1", ... as for a list."""
+    """A tuple, a numpy or a pyarrow array of strings, a generator: ids "0", "1", ... as for a list; a
+    Mapping's keys are its ids, and a text that is not a string is named by its id."""
     import pyarrow as pa
 
     idx = BM25Index.load(index60, backend="cpu")
@@ -350,6 +351,12 @@ def test_ordered_query_forms_number_their_queries(index60):
     for form in (("computer program", "matrix"), np.array(["computer program", "matrix"]),
                  pa.array(["computer program", "matrix"]), (q for q in ["computer program", "matrix"])):
         pd.testing.assert_frame_equal(idx.search(form, k=5), want)
+    import types
+
+    mapped = idx.search(types.MappingProxyType({"q7": "matrix"}), k=5)  # any Mapping: its keys are the ids
+    assert set(mapped.query_id) == {"q7"} and len(mapped)
+    with pytest.raises(TypeError, match=r"^query 'q7' is 5 \(int\), not a string"):
+        idx.search({"q1": "matrix", "q7": 5})
 
 
 def test_a_stopwords_directory_is_named_as_one(tmp_path):
