@@ -116,17 +116,17 @@ def _query_ids(given: list) -> pa.Array:
     if len(ids.unique()) != len(ids):  # a hash of the strings (1M ids: about 0.2 s)
         seen = pd.Series(ids.to_pylist())
         dup = seen[seen.duplicated(keep=False)]
-        parts = []
-        for qid in pd.unique(dup):
+        repeated, parts = pd.unique(dup), []
+        for qid in repeated[:EXAMPLES]:  # a scan each: the ones the message names only
             spelled = [given[i] for i in dup.index[dup == qid]]
             if len({repr(s) for s in spelled}) > 1:  # the caller wrote them differently
                 parts.append(f"{qid!r} (from {', '.join(repr(s) for s in spelled)})")
             else:
                 parts.append(f"{qid!r} ({len(spelled)} times)")
-        more = f" and {len(parts) - EXAMPLES} more" if len(parts) > EXAMPLES else ""
-        raise ValueError(f"queries: {len(parts)} query id(s) repeat once written as the result's query_id "
-                         f"strings: {', '.join(parts[:EXAMPLES])}{more}; each query needs its own id (their hits "
-                         "would merge under one)")
+        more = f" and {len(repeated) - EXAMPLES} more" if len(repeated) > EXAMPLES else ""
+        raise ValueError(f"queries: {len(repeated)} query id(s) repeat once written as the result's query_id "
+                         f"strings: {', '.join(parts)}{more}; each query needs its own id (their hits would merge "
+                         "under one)")
     return ids
 
 
@@ -191,8 +191,11 @@ def _kind_text(text: str) -> str:
         return kind_of(pa.type_for_alias(text))
     except (ValueError, KeyError):
         pass
+    values = re.match(r"dictionary<values=([^,]+),", text)
+    if values:
+        return _kind_text(values.group(1))
     for prefix, kind in (("decimal", _NUMBER), ("timestamp", "date or timestamp"), ("date", "date or timestamp"),
-                         ("time", "time"), ("duration", "duration"), ("dictionary", "dictionary")):
+                         ("time", "time"), ("duration", "duration")):
         if text.startswith(prefix):
             return kind
     return text
