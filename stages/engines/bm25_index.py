@@ -989,15 +989,16 @@ class BM25Index:
                 names = re.findall(r"FieldRef\.Name\(([^)]*)\)", str(exc))
                 if names:
                     raise ValueError("filter: " + self._not_kept(names)) from None
-                raise ValueError(f"filter {filter}: {exc}") from None
+                detail = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"filter {search_input.expression_text(filter)}: {detail}") from None
             except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:  # no kernel for the types compared
                 raise search_input.type_error(filter, table.schema, exc) from None
             if not self.keep_columns:  # an expression of no column (pc.scalar(True)): column_table's message
                 self.column_table()
             search_input.check_filter_types(filter, table.schema)  # what Arrow casts or answers with nothing
             if not pa.types.is_boolean(got.type):
-                raise ValueError(f"filter {filter} gives {got.type} values; a filter must be a boolean expression "
-                                 "(a comparison such as pc.field('year') >= 2000)")
+                raise ValueError(f"filter {search_input.expression_text(filter)} gives {got.type} values; a filter "
+                                 "must be a boolean expression (a comparison such as pc.field('year') >= 2000)")
             return search_stage.DocFilter(mask=got.fill_null(False).to_numpy(zero_copy_only=False).astype(bool))
         if isinstance(filter, (list, tuple)) and filter and all(
                 not isinstance(x, (bool, np.bool_, str)) and hasattr(x, "__iter__") for x in filter):
