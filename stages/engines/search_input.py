@@ -65,6 +65,10 @@ def as_queries(queries) -> tuple[pa.Array, list[str]]:
         qcol = "query" if "query" in queries.columns else "text"
         if qcol not in queries.columns or "query_id" not in queries.columns:
             raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
+        twice = [c for c in ("query_id", qcol) if list(queries.columns).count(c) > 1]
+        if twice:
+            raise ValueError(f"query DataFrame has {len(queries.columns)} columns, {twice} more than once; "
+                             "it needs one query_id and one query column")
         given, texts = queries["query_id"].tolist(), queries[qcol].tolist()
     elif isinstance(queries, pd.Series):
         given, texts = queries.index.tolist(), queries.tolist()

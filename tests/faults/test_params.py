@@ -325,6 +325,8 @@ def test_query_ids_that_collide_are_refused(index60, queries, match):
         idx.search(queries, k=5)
     with pytest.raises(ValueError, match=r"queries: 1 query id\(s\) missing \(None or NaN\), at position\(s\) 1"):
         idx.search(pd.DataFrame({"query_id": [1, None], "query": ["computer", "program"]}))
+    with pytest.raises(ValueError, match=r"\['query_id'\] more than once; it needs one query_id and one query"):
+        idx.search(pd.DataFrame([[1, 2, "computer"]], columns=["query_id", "query_id", "query"]))
 
 
 @pytest.mark.parametrize("queries, shown", [
