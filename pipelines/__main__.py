@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     int
         0 on success; 2 for a usage error (argparse exits with 2 itself) or a
         ``FileNotFoundError``, ``FileExistsError``, ``ValueError`` or ``RuntimeError`` raised by
-        the subcommand, whose message is printed to standard error as ``error: <message>``.
+        the subcommand, or an ``OSError`` about a path (a directory where a file is read, no
+        permission), whose message is printed to standard error as ``error: <message>``.
     """
     ap = argparse.ArgumentParser(prog="python -m cutext.pipelines",
                                  description="cutext: GPU/CPU text-analytics pipelines")
@@ -77,8 +78,20 @@ def main(argv=None) -> int:
     try:
         return int(args.cli_main(args) or 0)
     except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_said(exc)}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a path the system refused (a directory where a file is read, no permission)
+        if exc.filename is None:
+            raise
+        print(f"error: {_said(exc)}", file=sys.stderr)
+        return 2
+
+
+def _said(exc: Exception) -> str:
+    """The message of an error; the system's ``[Errno 21] Is a directory: 'x'`` as ``x: is a directory``."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror and str(exc).startswith("[Errno"):
+        return f"{exc.filename}: {exc.strerror[:1].lower()}{exc.strerror[1:]}"
+    return str(exc)
 
 
 if __name__ == "__main__":

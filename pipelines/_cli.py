@@ -28,6 +28,7 @@ import ast
 import functools
 import inspect
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -37,7 +38,8 @@ from cutext.pipelines._result import default_out
 from cutext.stages.readers.source import read_corpus
 from cutext.stages.runtime.params import cli_syntax, keywords_of
 
-__all__ = ["ALIASES", "Command", "Keywords", "Param", "PYTHON_ONLY", "SHARED", "keyword_owners", "print_result"]
+__all__ = ["ALIASES", "Command", "Keywords", "Param", "PYTHON_ONLY", "SHARED", "check_input_file", "keyword_owners",
+           "print_result"]
 
 # Parameters that no command line can give; the tests check that every other keyword has an option.
 PYTHON_ONLY = {
@@ -462,6 +464,9 @@ class Command:
         queries, the run file).
     json : bool
         Add ``--json``: print the result as JSON.
+    files : tuple of str
+        The arguments (their ``dest``) that name a file the command reads (``search --queries``); each is
+        checked before any work (:func:`check_input_file`).
     """
 
     name: str
@@ -476,6 +481,7 @@ class Command:
     extra: tuple = ()
     setup: Callable | None = None
     json: bool = False
+    files: tuple = ()
 
     @functools.cached_property
     def table(self) -> dict:
@@ -606,6 +612,9 @@ class Command:
     def __call__(self, args) -> int:
         """Run the subcommand: its parameters' messages speak the command line (:func:`cli_syntax`)."""
         with cli_syntax(self.spell):
+            for name in self.files:  # before any work: a directory or a missing path given for a file
+                if getattr(args, name, None) is not None:
+                    check_input_file(getattr(args, name), self.spell(name) or name)
             kw = self.keywords(args)
             client = None
             if getattr(args, "scheduler_address", None):
@@ -617,6 +626,33 @@ class Command:
             finally:
                 if client is not None:
                     client.close()
+
+
+def check_input_file(path, option: str) -> None:
+    """Refuse a path given where the command reads a file, before any work: a path that does not exist or
+    a directory.  ``-`` (standard input) and URLs of other file systems pass (their readers check them).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    option : str
+        How the command line names the argument (``--queries``, ``run``), for the message.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such path (the message names the option and the path).
+    ValueError
+        A directory (the message names the option and the path).
+    """
+    text = os.fspath(path)
+    if text == "-" or ("://" in text and not text.startswith("file://")):
+        return
+    local = text[len("file://"):] if text.startswith("file://") else text
+    if os.path.isdir(local):
+        raise ValueError(f"{option} {text}: is a directory; {option} reads a file")
+    if not os.path.exists(local):
+        raise FileNotFoundError(f"{option} {text}: no such file")
 
 
 def _default_text(row: Param, value) -> str:

@@ -1398,6 +1398,7 @@ COMMANDS = (
                         "options are the keywords of BM25Index.load, BM25Index.search, read_queries and "
                         "write_trec_run.",
             skip=("path", "with_text", "filter"), defaults={"k": 1000, "backend": "cpu"}, setup=_search_arguments,
+            files=("queries",),
             options={"k": dict(help="documents per query (a TREC run's 1000 by default)")}),
 )
 

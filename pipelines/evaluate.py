@@ -334,7 +334,7 @@ COMMANDS = (
                         "the keywords of cutext.pipelines.evaluate.evaluate.",
             positional={"run": dict(help="TREC run file"),
                         "qrels": dict(help="TREC qrels (qid iter docid rel) or BEIR qrels TSV")},
-            options={"metrics": dict(nargs="+")}),
+            options={"metrics": dict(nargs="+")}, files=("run", "qrels")),
 )
 
 

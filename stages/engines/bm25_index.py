@@ -25,6 +25,7 @@ from cutext.stages.engines.index_ids import source_id_list
 from cutext.stages.engines.index_reader import IndexReader
 from cutext.kernels.postings import csr_weights, place_weighted_runs
 from cutext.stages.engines import phrases as phrase_stage
+from cutext.stages.engines import search_input
 from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
                                          token_positions, tokenize_flat)
@@ -142,34 +143,6 @@ def _term_major_order(t, d, block: int = 1 << 22) -> bool:
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
-
-
-def _as_queries(queries) -> tuple[pa.Array, list[str]]:
-    """(query ids as a pyarrow string array, query texts); a query that is not a string (None, NaN, a
-    number) is an error naming it."""
-    if isinstance(queries, str):
-        return pa.array(["0"], pa.string()), [queries]
-    if isinstance(queries, pd.DataFrame):
-        qcol = "query" if "query" in queries.columns else "text"
-        if qcol not in queries.columns or "query_id" not in queries.columns:
-            raise ValueError(f"query DataFrame needs columns query_id and query; has {list(queries.columns)}")
-        ids, texts = queries["query_id"].astype(str).tolist(), queries[qcol].tolist()
-    elif isinstance(queries, pd.Series):
-        ids, texts = [str(i) for i in queries.index], queries.tolist()
-    elif isinstance(queries, dict):
-        ids, texts = [str(k) for k in queries], list(queries.values())
-    elif queries is None:
-        raise TypeError("queries must be a string, a list, a dict, a Series or a DataFrame, got None")
-    else:
-        texts = list(queries)
-        ids = None  # "0", "1", ... made by pyarrow below
-    if not all(issubclass(t, str) for t in set(map(type, texts))):  # the types once each, not every text
-        i = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-        qid = str(i) if ids is None else ids[i]
-        raise TypeError(f"query {qid!r} is {texts[i]!r} ({type(texts[i]).__name__}), not a string")
-    if ids is None:
-        return pa.array(np.arange(len(texts), dtype=np.int64)).cast(pa.string()), texts
-    return pa.array(ids, pa.string()), texts
 
 
 def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
@@ -1033,8 +1006,11 @@ class BM25Index:
         ------
         ValueError
             An expression on a column that is not kept (the message names it and ``keep_columns=``) or that
-            is not boolean; a mask of another length than N; per-query lists whose number is not
-            ``n_queries``; a filter of another type.
+            is not boolean; an expression that compares a column with a value of another kind, a set lookup
+            included, or with a null or NaN literal (:func:`cutext.stages.engines.search_input.check_filter_types`:
+            the message names the column, its type and the value's); a mask of another length than N;
+            per-query lists whose number is not ``n_queries`` or that hold an id that is not a string (an int
+            is never converted: the message names it); a filter of another type.
         TypeError
             A per-query entry that is a single string (a list of ids is needed).
         """
@@ -1051,12 +1027,16 @@ class BM25Index:
                 names = re.findall(r"FieldRef\.Name\(([^)]*)\)", str(exc))
                 if names:
                     raise ValueError("filter: " + self._not_kept(names)) from None
-                raise ValueError(f"filter {filter}: {exc}") from None
+                detail = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"filter {search_input.expression_text(filter)}: {detail}") from None
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:  # no kernel for the types compared
+                raise search_input.type_error(filter, table.schema, exc) from None
             if not self.keep_columns:  # an expression of no column (pc.scalar(True)): column_table's message
                 self.column_table()
+            search_input.check_filter_types(filter, table.schema)  # what Arrow casts or answers with nothing
             if not pa.types.is_boolean(got.type):
-                raise ValueError(f"filter {filter} gives {got.type} values; a filter must be a boolean expression "
-                                 "(a comparison such as pc.field('year') >= 2000)")
+                raise ValueError(f"filter {search_input.expression_text(filter)} gives {got.type} values; a filter "
+                                 "must be a boolean expression (a comparison such as pc.field('year') >= 2000)")
             return search_stage.DocFilter(mask=got.fill_null(False).to_numpy(zero_copy_only=False).astype(bool))
         if isinstance(filter, (list, tuple)) and filter and all(
                 not isinstance(x, (bool, np.bool_, str)) and hasattr(x, "__iter__") for x in filter):
@@ -1083,11 +1063,8 @@ class BM25Index:
             if isinstance(x, (str, bytes)):
                 raise TypeError(f"filter: entry {i} is a string; each query's entry is a list of source ids")
         lists = [x if isinstance(x, list) else list(x) for x in lists]
-        try:  # strings convert in Arrow's C++ loop; other ids are compared as str(x)
-            nested = pa.array(lists, pa.list_(pa.string()))
-        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-            nested = pa.array([[x if isinstance(x, str) else str(x) for x in lst] for lst in lists],
-                              pa.list_(pa.string()))
+        search_input.check_source_id_lists(lists)  # strings only: an id is compared as the caller wrote it
+        nested = pa.array(lists, pa.list_(pa.string()))
         ids = nested.flatten()
         rows = np.repeat(np.arange(len(lists), dtype=np.int64), pc.list_value_length(nested).to_numpy())
         known = self._source_ids_arrow()
@@ -1347,7 +1324,11 @@ class BM25Index:
 
     def get_scores(self, query: str) -> np.ndarray:
         """Dense BM25 scores of one query against every document, float32 array (N,), on the host
-        (the sparse product; on every shard for a sharded index)."""
+        (the sparse product; on every shard for a sharded index).  A ``query`` that is not a string is a
+        TypeError."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string (one query; search() takes several), got {type(query).__name__} "
+                            f"{query!r}"[:300])
         Q = self.query_matrix([query])
         if self._sm is not None:
             dense = self._sm.dense(Q)[0].astype(np.float64)
@@ -1442,6 +1423,8 @@ class BM25Index:
         ----------
         queries : str, list of str, dict {query_id: text}, pandas Series (index = query id) or
             DataFrame ``(query_id, query)``
+            A list (tuple, numpy or pyarrow array, any ordered iterable) numbers its queries ``"0"``,
+            ``"1"``, ...; other ids are written with ``str`` and must stay distinct.
         k : int >= 1
         batch_size : int >= 1
             Queries tokenized and scored together.
@@ -1494,11 +1477,15 @@ class BM25Index:
             an option the engine in effect does not use; ``with_text`` on an index without texts (the
             message names ``store_text=True``); a filter on a column that is not kept (the message names it
             and ``keep_columns=``), a mask of another length than N, per-query lists whose number is not
-            the number of queries.  With phrases: an unbalanced quote, a ``~`` after a phrase that is not
-            followed by a non-negative integer; ``phrases=True`` on an index without positions (the message
-            names ``positions=True`` and ``--positions``).
+            the number of queries, a filter whose types cannot match its column or a per-query id that is not
+            a string (:meth:`doc_filter`).  Query ids that are one string once written as ``query_id`` (``1``
+            and ``"1"``, a repeated DataFrame id) or missing (the message names up to five).  With phrases: an
+            unbalanced quote, a ``~`` after a phrase that is not followed by a non-negative integer, a slop
+            above 2**31 - 1 (Lucene's int); ``phrases=True`` on an index without positions (the message names
+            ``positions=True`` and ``--positions``).
         TypeError
-            A query that is not a string.
+            ``queries`` of another type (a number, None, bytes, a set), or a query that is not a string
+            (:func:`cutext.stages.engines.search_input.as_queries`).
         """
         if with_text and not self.store_text:  # before any work
             raise ValueError("with_text=True: " + self._no_text())
@@ -1511,7 +1498,7 @@ class BM25Index:
         if self._sm is not None:  # check the options before any work (shards check them on their worker)
             eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
-        qids, texts = _as_queries(queries)
+        qids, texts = search_input.as_queries(queries)
         if not (phrases is None or isinstance(phrases, bool)):
             raise ValueError(f"{param('phrases', bare=True)} must be True, False or None, got {phrases!r}")
         if phrases is True and not self.positions:  # before any work

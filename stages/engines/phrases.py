@@ -27,7 +27,7 @@ import numpy as np
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             read_positions, read_segment, run_starts)
 
-__all__ = ["Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message"]
+__all__ = ["MAX_SLOP", "Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message"]
 
 
 def no_positions_message(path) -> str:
@@ -47,6 +47,11 @@ class Phrase:
 
 
 _SLOP = re.compile(r"~(\d+)(?![\w.~])")
+MAX_SLOP = 2**31 - 1  # Lucene's slop is a Java int; positions are int32, so no larger slop matches more
+
+
+def _clip(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def parse_query(text: str) -> tuple[str, list]:
@@ -54,7 +59,7 @@ def parse_query(text: str) -> tuple[str, list]:
 
     ``"..."`` is a phrase, ``"..."~N`` (N a non-negative integer, right after the closing quote) a proximity
     query; everything else is ordinary terms.  The BM25 text is the query with each phrase's quotes and
-    ``~N`` removed (its words stay BM25 terms of the query).
+    ``~N`` removed (its words stay BM25 terms of the query).  N is at most :data:`MAX_SLOP`.
 
     Returns
     -------
@@ -63,8 +68,9 @@ def parse_query(text: str) -> tuple[str, list]:
     Raises
     ------
     ValueError
-        An odd number of ``"`` (an unbalanced quote), or a ``~`` after a closing quote that is not followed
-        by a non-negative integer (``~``, ``~-1``, ``~1.5``, ``~x``).
+        An odd number of ``"`` (an unbalanced quote), a ``~`` after a closing quote that is not followed
+        by a non-negative integer (``~``, ``~-1``, ``~1.5``, ``~x``), or a slop above :data:`MAX_SLOP`
+        (2**31 - 1, Lucene's: its slop is an int).
     """
     if text.count('"') % 2:
         raise ValueError(f"query {text!r}: unbalanced quote (an odd number of \"); a phrase is \"...\" or \"...\"~N")
@@ -83,7 +89,13 @@ def parse_query(text: str) -> tuple[str, list]:
                 bad = re.match(r"~\S*", text[i:]).group(0)
                 raise ValueError(f"query {text!r}: bad proximity {bad!r} after a phrase; write \"...\"~N with N a "
                                  "non-negative integer (Lucene's slop)")
-            slop, i = int(m.group(1)), m.end()
+            digits, i = m.group(1).lstrip("0") or "0", m.end()
+            # the length first: Python refuses int() of thousands of digits
+            if len(digits) > len(str(MAX_SLOP)) or int(digits) > MAX_SLOP:
+                raise ValueError(f"query {_clip(text)!r}: slop ~{_clip(digits, 30)} is past {MAX_SLOP:,} (2**31 - 1, "
+                                 "Lucene's bound: a slop is a 32-bit int); any slop at least a document's length "
+                                 "already matches the words anywhere in it")
+            slop = int(digits)
         phrases.append(Phrase(inner, slop))
         parts.append(f" {inner} ")
     return "".join(parts), phrases

@@ -326,6 +326,8 @@ def check_output_file(out, *, inputs=None) -> Path:
         ``out`` is an input or lies inside an input folder, is a directory, or lies inside a cutext
         output (an index, a model: writing there changes a sealed output, and the file would be
         deleted with it at the next run).
+    FileNotFoundError
+        The folder of ``out`` does not exist (or is a file).
     ValueError
         ``out`` is a URL of another file system than the local one.
     """
@@ -343,6 +345,10 @@ def check_output_file(out, *, inputs=None) -> Path:
     if art is not None:
         raise OutputDirectoryError(f"refusing to write {os.fspath(out)!r}: it lies inside the cutext output {art}, "
                                    "whose files are checksummed and replaced whole; choose a path outside it")
+    if not real.parent.is_dir():  # else the write fails late, naming its temporary file
+        raise FileNotFoundError(f"refusing to write {os.fspath(out)!r}: its folder {real.parent} "
+                                + ("is a file, not a folder" if real.parent.exists() else
+                                   "does not exist; create it first"))
     return path
 
 

@@ -158,7 +158,7 @@ def resolve_stopwords(stopwords) -> frozenset:
         if not isinstance(stopwords, str):
             raise TypeError(f"stopwords must be 'lucene', 'english', 'none', a file path or a list of words, got the "
                             f"bytes path {stopwords!r}")
-        if not Path(stopwords).is_file():
+        if not Path(stopwords).exists():  # a directory is refused below, by name
             raise ValueError(f"stopwords: no such file {stopwords!r}")
     if isinstance(stopwords, str):
         if stopwords in STOPWORD_SETS:
@@ -166,6 +166,8 @@ def resolve_stopwords(stopwords) -> frozenset:
         p = Path(stopwords)
         if p.is_file():
             return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
+        if p.is_dir():
+            raise ValueError(f"stopwords {stopwords!r}: is a directory; a stopword list is a file of one word a line")
         raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'english', 'none', a file path or a "
                          "list of words")
     # bytes and mappings iterate as ints / keys: neither is meant as a list of words

@@ -7,11 +7,13 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cutext import pipelines
@@ -302,3 +304,66 @@ def test_ngram_load_caps_a_line_without_end(arpa, tmp_path):
         fh.write(b"0" * (MAX_LINE_BYTES + (2 << 20)))
     exc = _load_guarded(f)
     assert isinstance(exc, ArpaError) and f"a line longer than {MAX_LINE_BYTES:,} bytes" in str(exc)
+
+
+# ----------------------------------------------------------------------------- 8. the queries of a search
+
+@pytest.mark.parametrize("queries, match", [
+    ({1: "computer", "1": "program"}, r"'1' \(from 1, '1'\)"),
+    (pd.DataFrame({"query_id": [7, 7], "query": ["computer", "program"]}), r"'7' \(2 times\)"),
+    (pd.DataFrame({"query_id": ["q1", "q2", "q1"], "text": ["a", "b", "c"]}), r"'q1' \(2 times\)"),
+    (pd.Series(["computer", "program"], index=[2, "2"]), r"'2' \(from 2, '2'\)"),
+    ({**{i: "computer" for i in range(7)}, **{str(i): "program" for i in range(7)}},
+     r"'0' \(from 0, '0'\), '1' .*'4' \(from 4, '4'\) and 2 more"),
+], ids=["dict", "frame", "frame-text", "series", "many"])
+def test_query_ids_that_collide_are_refused(index60, queries, match):
+    """Two queries whose ids are one string in the result (the dict keys 1 and "1", a repeated query_id) would
+    merge their hits under one query_id: refused naming them (up to five), whatever form the queries take."""
+    idx = BM25Index.load(index60, backend="cpu")
+    with pytest.raises(ValueError, match=r"^queries: \d+ query id\(s\) repeat.*" + match
+                       + ".*each query needs its own"):
+        idx.search(queries, k=5)
+    with pytest.raises(ValueError, match=r"queries: 1 query id\(s\) missing \(None or NaN\), at position\(s\) 1"):
+        idx.search(pd.DataFrame({"query_id": [1, None], "query": ["computer", "program"]}))
+    with pytest.raises(ValueError, match=r"\['query_id'\] more than once; it needs one query_id and one query"):
+        idx.search(pd.DataFrame([[1, 2, "computer"]], columns=["query_id", "query_id", "query"]))
+
+
+@pytest.mark.parametrize("queries, shown", [
+    (5, "int 5"), (float("nan"), "float nan"), (None, "NoneType None"), (b"computer", "bytes b'computer'"),
+    ({"computer"}, "set {'computer'}; a set has no order"),
+])
+def test_queries_of_another_type_are_refused_naming_the_forms(index60, queries, shown):
+    idx = BM25Index.load(index60, backend="cpu")
+    with pytest.raises(TypeError, match=r"^queries must be a string, a list of strings, a dict \{query_id: text\}, "
+                                        r"a pandas Series .* or a DataFrame with columns query_id and query; got "
+                                        + re.escape(shown)):
+        idx.search(queries)
+    with pytest.raises(TypeError, match=r"query must be a string \(one query"):
+        idx.get_scores(queries)
+
+
+def test_ordered_query_forms_number_their_queries(index60):
+    """A tuple, a numpy or a pyarrow array of strings, a generator: ids "0", "1", ... as for a list; a
+    Mapping's keys are its ids, and a text that is not a string is named by its id."""
+    import pyarrow as pa
+
+    idx = BM25Index.load(index60, backend="cpu")
+    want = idx.search(["computer program", "matrix"], k=5)
+    for form in (("computer program", "matrix"), np.array(["computer program", "matrix"]),
+                 pa.array(["computer program", "matrix"]), (q for q in ["computer program", "matrix"])):
+        pd.testing.assert_frame_equal(idx.search(form, k=5), want)
+    import types
+
+    mapped = idx.search(types.MappingProxyType({"q7": "matrix"}), k=5)  # any Mapping: its keys are the ids
+    assert set(mapped.query_id) == {"q7"} and len(mapped)
+    with pytest.raises(TypeError, match=r"^query 'q7' is 5 \(int\), not a string"):
+        idx.search({"q1": "matrix", "q7": 5})
+
+
+def test_a_stopwords_directory_is_named_as_one(tmp_path):
+    from cutext.stages.text.tokenize import resolve_stopwords
+
+    for given in (str(tmp_path), tmp_path):
+        with pytest.raises(ValueError, match=r"stopwords '.*': is a directory; a stopword list is a file"):
+            resolve_stopwords(given)

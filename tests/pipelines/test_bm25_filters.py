@@ -289,3 +289,64 @@ def test_a_source_id_appended_again_allows_each_of_its_documents(tmp_path):
     index = BM25Index.load(ix)
     got = index.search(["alpha", "alpha"], k=10, filter=[["x"], ["y", "nope"]])
     assert got[got.query_id == "0"].doc_id.tolist() == [3, 0] and got[got.query_id == "1"].doc_id.tolist() == [1]
+
+
+# ----------------------------------------------------------------------------- filter types
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    """A 6-document index keeping a column of each kind: int64, another int64, string, double, timestamp."""
+    texts = ["alpha beta", "alpha", "beta gamma", "alpha gamma", "alpha delta", "alpha beta"]
+    df = pd.DataFrame({"id": [f"{10 + i}" for i in range(6)], "text": texts,
+                       "year": np.arange(2000, 2006, dtype=np.int64), "month": np.arange(1, 7, dtype=np.int64),
+                       "cat": ["a", "b", "a", "b", "a", "b"], "r": np.linspace(0.1, 0.6, 6),
+                       "day": pd.date_range("2020-01-01", periods=6, freq="MS", tz="UTC")})
+    out = tmp_path_factory.mktemp("typed") / "ix"
+    pipelines.run("bm25", df, out=out, id_column="id", keep_columns=["year", "month", "cat", "r", "day"], **KW)
+    return BM25Index.load(out, backend="cpu")
+
+
+@pytest.mark.parametrize("expr, match", [
+    (pc.field("year") == "abc", r"column 'year' is int64 \(number\) and the value is string"),
+    (pc.field("cat") == 1, r"column 'cat' is large_string \(string\) and the value is int8 \(number\)"),
+    (pc.field("year") == True, r"column 'year' is int64 \(number\) and the value is bool"),  # noqa: E712
+    (pc.field("day") > 3, r"column 'day' is timestamp\[.*\] \(date or timestamp\) and the value is int8"),
+    ((pc.field("r") > 0) & (pc.field("cat") < 5), r"column 'cat' is large_string .* value is int8"),
+    (pc.field("year").isin(["2000"]), r"column 'year' is int64 \(number\) and the value is string"),
+    (pc.field("year").isin([True]), r"column 'year' is int64 \(number\) and the value is bool"),
+    (pc.field("cat").isin([1, 2]), r"column 'cat' is large_string \(string\) and the value is int64"),
+    (pc.field("year") == pc.field("cat"), r"columns 'year' \(int64\) and 'cat' \(large_string\) cannot be compared"),
+    (pc.field("year") == None, r"comparison with null is null for every document.*is_null\(\)"),  # noqa: E711
+    ((pc.field("r") > 0) & (pc.field("r") != float("nan")), r"comparison with nan is false .*is_nan\(\)"),
+], ids=["int==str", "str==int", "int==bool", "timestamp>int", "and", "int-isin-str", "int-isin-bool",
+        "str-isin-int", "int==str-column", "==None", "!=nan"])
+def test_a_filter_whose_types_cannot_match_the_column_is_refused(typed, expr, match):
+    """One line naming the column, its type and the value's; never a raw Arrow error, never a set lookup
+    whose values Arrow would cast to the column's type ("2000" to 2000, True to 1) where == refuses them, and
+    never a comparison with null or NaN, which no document satisfies (0 rows without a word)."""
+    with pytest.raises(ValueError, match=match) as exc:
+        typed.search(["alpha", "beta"], filter=expr)
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("filter ")
+
+
+def test_numbers_of_any_width_compare_and_keep_filtering(typed):
+    """An int column against a float value (and a float column against ints) compares by value."""
+    for expr, want in ((pc.field("year") == 2001.0, {"11"}), (pc.field("year").isin([2000.0, 2003]), {"10", "13"}),
+                       (pc.field("r").isin([0.1, 1]), {"10"}), (pc.field("cat").isin([None, "b"]), {"11", "13", "15"})):
+        assert set(typed.search("alpha", k=10, filter=expr).source_id) == want, str(expr)
+
+
+@pytest.mark.parametrize("lists, shown", [
+    ([[10, 11]], r"10 \(int, query 0\), 11 \(int, query 0\).*write '10'"),
+    ([["10"], np.array([12, 13])], r"np.int64\(12\) \(int64, query 1\)"),
+    ([["10", None]], r"None \(NoneType, query 0\)"),
+    ([[b"10"]], r"b'10' \(bytes, query 0\)"),
+], ids=["int", "numpy-int", "None", "bytes"])
+def test_per_query_source_ids_must_be_strings(typed, lists, shown):
+    """Source ids are strings: an int (or None, bytes) in a list of allowed ids is refused naming it, not
+    converted with str() and not left to match nothing."""
+    queries = ["alpha", "beta"][:len(lists)]
+    with pytest.raises(ValueError, match=r"filter: the source ids of the index are strings \(str\).*" + shown):
+        typed.search(queries, filter=lists)
+    ok = [[str(x) for x in lst if isinstance(x, (int, np.integer))] or ["10"] for lst in lists]
+    assert set(typed.search(queries, k=10, filter=ok).source_id) <= {x for lst in ok for x in lst}

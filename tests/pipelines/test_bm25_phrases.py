@@ -183,6 +183,24 @@ def test_repeated_terms_take_distinct_occurrences(tmp_path):
     assert set(index.search('"a a"~1', k=10).source_id) == {"d0", "d1", "d4"}
 
 
+def test_a_slop_past_lucenes_int_is_refused_naming_the_query(tmp_path):
+    """Lucene's slop is an int: a slop up to 2**31 - 1 matches the words anywhere in a document, one above it
+    (or of thousands of digits) is a ValueError naming the query, never a numba typing error."""
+    from cutext.stages.engines.phrases import MAX_SLOP
+
+    texts = ["alpha x y z beta", "beta alpha", "alpha"]
+    df = pd.DataFrame({"id": ["d0", "d1", "d2"], "text": texts})
+    index = BM25Index.load(pipelines.run("bm25", df, out=tmp_path / "ix", id_column="id", positions=True,
+                                         **KW).path, backend="cpu")
+    assert MAX_SLOP == 2**31 - 1
+    assert set(index.search(f'"alpha beta"~{MAX_SLOP}', k=10).source_id) == {"d0", "d1"}
+    assert set(index.search(f'"alpha beta"~000{MAX_SLOP}', k=10).source_id) == {"d0", "d1"}  # zeros in front
+    for slop in (str(MAX_SLOP + 1), "99999999999999999999999", "9" * 5000):
+        with pytest.raises(ValueError, match=r"^query '.*': slop ~\d+(\.\.\.)? is past 2,147,483,647 "
+                                             r"\(2\*\*31 - 1, Lucene's bound"):
+            index.search(["alpha", f'"alpha beta"~{slop}'])
+
+
 def _positions_of(index: BM25Index):
     index.search('"a b"', k=1)  # reads the positions
     px = index._phrase_index

@@ -126,8 +126,9 @@ def _stub_result() -> RunResult:
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_every_option_reaches_the_function_under_its_name(name, monkeypatch, capsys):
+def test_every_option_reaches_the_function_under_its_name(name, monkeypatch, capsys, tmp_path):
     command = COMMANDS[name]
+    monkeypatch.chdir(tmp_path)  # the files a command reads are checked before it runs: they exist here
     calls: list = []
     mod, attr = TARGETS[name]
     monkeypatch.setattr(mod, attr, _recorder(calls, _evaluated if name == "evaluate" else _stub_result()))
@@ -138,6 +139,8 @@ def test_every_option_reaches_the_function_under_its_name(name, monkeypatch, cap
     for row in command.table.values():
         if row.positional:
             argv.append(f"{row.name}-arg")
+            if row.name in command.files:
+                (tmp_path / f"{row.name}-arg").write_text("")
             continue
         a, v = _sample(row)
         argv += a
@@ -329,3 +332,66 @@ def test_range_and_reader_messages_name_options_on_the_command_line(tmp_path, ca
         pipelines.run("lda", p, out=tmp_path / "o", K=1, backend="cpu", progress=False)
     with pytest.raises(ValueError, match=r"encoding='bogus': unknown text codec"):
         pipelines.run("ngram", p, out=tmp_path / "o", model=arpa, encoding="bogus", backend="cpu", progress=False)
+
+
+# --------------------------------------------------------------------------- files the commands read
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def test_a_directory_or_a_missing_path_given_for_a_file_is_one_error_line(small_index, tmp_path, capsys):
+    """Every argument a command reads as a file (search --queries, evaluate's run and qrels, bm25-delete
+    --ids-file) is checked before any work: a directory or a missing path exits 2 naming the argument."""
+    folder, missing = tmp_path / "folder", tmp_path / "missing.txt"
+    folder.mkdir()
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 CACM-0001 1\n")
+    cases = [
+        (["search", str(small_index), "--queries", "{}", "--out", str(tmp_path / "run")], "--queries"),
+        (["evaluate", "{}", str(qrels)], "run"),
+        (["evaluate", str(qrels), "{}"], "qrels"),
+        (["bm25-delete", "--index", str(small_index), "--ids-file", "{}"], "--ids-file"),
+    ]
+    for argv, option in cases:
+        for path, said in ((folder, "is a directory"), (missing, "no such file")):
+            assert main([a.replace("{}", str(path)) for a in argv]) == 2
+            assert _one_error_line(capsys) == f"error: {option} {path}: {said}" + \
+                (f"; {option} reads a file" if path == folder else "")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_file_in_a_folder_that_does_not_exist_is_refused_before_the_search(small_index, tmp_path, capsys):
+    out = tmp_path / "no" / "run.txt"
+    assert main(["search", str(small_index), "--query", "computer", "--out", str(out)]) == 2
+    assert _one_error_line(capsys) == (f"error: refusing to write '{out}': its folder {out.parent} does not exist; "
+                                       "create it first")
+    assert not out.parent.exists()
+
+
+def test_a_path_the_system_refuses_deep_in_a_command_is_one_error_line(tmp_path, capsys):
+    """The net under every command: an OSError about a path (here a directory as a UCI vocabulary, opened by the
+    reader) prints ``error: <path>: <reason>`` and exits 2."""
+    (tmp_path / "docword.t.txt").write_text("2\n3\n3\n1 1 1\n1 2 2\n2 3 1\n")
+    (tmp_path / "vocab").mkdir()
+    assert main(["lda", str(tmp_path / "docword.t.txt"), "--vocab", str(tmp_path / "vocab"), "-K", "2",
+                 "--iterations", "2", "--out", str(tmp_path / "lda"), "--no-progress"]) == 2
+    assert _one_error_line(capsys) == f"error: {tmp_path / 'vocab'}: is a directory"
+
+
+@pytest.mark.parametrize("name, text", [
+    ("q.tsv", "1\tcomputer\n1\tprogram\n"),
+    ("q.jsonl", '{"_id": 1, "text": "computer"}\n{"_id": "1", "text": "program"}\n'),
+    ("topics.txt", "<top>\n<num> Number: 7\n<title> computer\n</top>\n<top>\n<num> Number: 7\n<title> program\n"
+                   "</top>\n"),
+], ids=["tsv", "jsonl", "trec"])
+def test_search_refuses_a_queries_file_whose_ids_repeat(small_index, tmp_path, capsys, name, text):
+    """Every format ``--queries`` reads: two queries of one id exit 2 naming the file and line, no run written."""
+    (tmp_path / name).write_text(text)
+    out = tmp_path / "run.txt"
+    assert main(["search", str(small_index), "--queries", str(tmp_path / name), "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {tmp_path / name}, line ") and "duplicate query id" in line
+    assert not out.exists()
