@@ -18,6 +18,7 @@ their terms into it, O(new segments + vocabulary) instead of reading every segme
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -30,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cutext.kernels._version import __version__
+from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             merge_terms, read_positions, read_segment, read_segment_columns,
                                             read_segment_texts, segment_heads, union_terms,
@@ -121,7 +123,7 @@ def read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
         raw = (index / "index.json").read_bytes()
     except FileNotFoundError:
         raw = b""
-    old = art.read_manifest(index, "index.json", KIND, "a cutext BM25 index", verify=False)
+    old = read_index_manifest(index, verify=False)  # every field checked: a writer trusts them
     if json.loads(raw or b"null") != old:
         raise OutputBusyError(f"{index} was committed by another writer while this run read it; nothing was "
                               "written (run it again)")
@@ -404,6 +406,34 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     return counts
 
 
+def _busy_if_committed(fn):
+    """``fn(index, ...)``, a writer that reads the index's segments before its commit: a failure of those reads
+    (a segment folder gone, a deletion file replaced) while another writer committed to the index comes from
+    that commit, not from damage, and is raised as :class:`OutputBusyError` naming the index, chained to it."""
+    @functools.wraps(fn)
+    def writer(index, *args, **kwargs):
+        before = _manifest_bytes(index)
+        try:
+            return fn(index, *args, **kwargs)
+        except OutputBusyError:
+            raise
+        except Exception as exc:
+            if before is not None and _manifest_bytes(index) != before:
+                raise OutputBusyError(f"{index} was committed by another writer while this run read it "
+                                      f"({type(exc).__name__}: {exc}); nothing was written (run it again on the "
+                                      "new commit)"[:600]) from exc
+            raise
+    return writer
+
+
+def _manifest_bytes(index) -> bytes | None:
+    try:
+        return (Path(index) / "index.json").read_bytes()
+    except OSError:
+        return None
+
+
+@_busy_if_committed
 def commit_deletion(index, source_ids) -> dict:
     """Delete documents from a segmented index by their source ids: a new commit that records them.
 
@@ -454,6 +484,7 @@ def commit_deletion(index, source_ids) -> dict:
         return write_commit(tmp, index, old, names, new_deletes, {"deleted_docs": int(len(wanted))})
 
 
+@_busy_if_committed
 def commit_compaction(index) -> dict:
     """Rewrite a segmented index as one segment without its deleted documents (Lucene's ``forceMerge(1)``).
 
