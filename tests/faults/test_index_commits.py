@@ -434,8 +434,8 @@ def test_a_valid_index_loads_after_every_kind_of_commit(tmp_path, small):
 
 
 @pytest.mark.parametrize("loser", ["append", "compact", "delete"])
-def test_a_writer_whose_segments_a_compaction_replaced_is_busy_not_a_missing_file(tmp_path, small, monkeypatch,
-                                                                                   loser):
+def test_a_writer_whose_segments_a_compaction_replaced_is_busy_not_a_missing_file(
+        tmp_path, small, monkeypatch, loser):
     """The loser of a race with a compaction reads a segment folder the compaction merged away: that is the
     other writer's commit, raised as OutputBusyError naming the index, and nothing is written."""
     ix = pipelines.run("bm25", small["a"], out=tmp_path / "ix", **KW).path
