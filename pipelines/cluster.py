@@ -40,6 +40,7 @@ from cutext.stages.readers.files import input_format
 from cutext.stages.readers.frames import frame_column, input_label, is_frame
 from cutext.stages.engines import segments
 from cutext.stages.engines.index_commits import commit_segments
+from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.engines.streamcluster import DEFAULT_THRESHOLD, MAX_TOP_K, StreamClusterer, StreamVectorizer
 from cutext.stages.text.termvec import WEIGHTINGS, nearest_similarities, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -108,7 +109,7 @@ def _index_df(p: Path):
     global statistics of a segmented index's live segments (terms and documents only,
     :func:`cutext.stages.engines.segments.merge_terms`)."""
     mf = p / "index.json"
-    meta = art.read_manifest(p, "index.json", "cutext.bm25", "a cutext BM25 index")  # checksums verified
+    meta = read_index_manifest(p)  # checksums verified, every field checked
     n_ref = art.field_int(meta, "N", mf, lo=0)
     fmt = meta.get("index_format", 1)
     if fmt == 2:

@@ -4,7 +4,8 @@
 ``fetch_20newsgroups`` and ir_datasets do): a local copy first (``$CUTEXT_DATA``, the shared data folder
 beside the checkout, the repository's bundled ``data/``), then the download cache (``data_home``, else
 ``$CUTEXT_DATA``, else ``~/.cache/cutext``), then a download from the original source into the cache,
-verified against the sha256 recorded here.  Every location uses the shared data folder's layout
+verified against the sha256 recorded here.  What it returns is verified too (size always, sha256 once,
+recorded beside a cache entry): a damaged cache entry is downloaded again, a damaged local copy refused.  Every location uses the shared data folder's layout
 (``corpora/20news-bydate.tar.gz``, ``bow/uci/docword.kos.txt.gz`` ...).  On the command line:
 ``python -m cutext.pipelines fetch NAME`` prints the path (``--list``: every dataset and where it is).
 
@@ -241,7 +242,9 @@ class DatasetNotFoundError(FileNotFoundError):
 
 
 class DatasetChecksumError(ValueError):
-    """A downloaded file whose sha256 is not the registry's; the download is deleted."""
+    """A file whose size or sha256 is not the registry's: a download (deleted, never put in place), or a copy
+    found in the cache or a local folder that is not downloaded again here (the message names the path, the
+    expected and the found size and sha256, and how to repair it)."""
 
 
 @dataclass(frozen=True)
@@ -502,20 +505,17 @@ def _locations(ds: Dataset, data_home=None) -> list:
 
 
 def _found(ds: Dataset, data_home=None) -> Path | None:
-    """The returned path of the first location holding every file of the dataset, or None."""
-    found = _found_files(ds, data_home)
-    return None if found is None else found[1]
-
-
-def _found_files(ds: Dataset, data_home=None):
+    """The returned path of the first location holding every file of the dataset, or None (not verified:
+    for listings)."""
     for _, _, where, returned in _locations(ds, data_home):
         if all(p.is_file() for p in where.values()):
-            return where, returned
+            return returned
     return None
 
 
 def locate(name: str, *, data_home=None) -> dict | None:
-    """Where :func:`fetch` finds each file of a dataset without downloading.
+    """Where :func:`fetch` finds each file of a dataset without downloading, each verified as :func:`fetch`
+    verifies it.
 
     Returns
     -------
@@ -527,19 +527,30 @@ def locate(name: str, *, data_home=None) -> dict | None:
     ------
     ValueError
         Unknown name.
+    DatasetChecksumError (ValueError)
+        A file found whose size or sha256 is not the recorded one.
     """
-    found = _found_files(_dataset(name), data_home)
-    return None if found is None else dict(found[0])
+    try:
+        return dict(_lookup(_dataset(name), data_home, download=False)[0])
+    except DatasetNotFoundError:
+        return None
 
 
 def fetch(name: str, *, data_home=None, download: bool = True) -> Path:
-    """The local path of a named dataset of :data:`DATASETS`, downloaded into the cache once.
+    """The local path of a named dataset of :data:`DATASETS`, downloaded into the cache once, and verified.
 
     Lookup order: a local copy (``$CUTEXT_DATA``, then the shared data folder of
     :func:`shared_data_dir`, then the repository's bundled ``data/`` for ``cacm`` and ``scifact``),
     then the cache (:func:`get_data_home`), then a download from the dataset's URLs into the cache (a
     tqdm bar on a terminal; written to a temporary name beside its place, its sha256 checked, then
-    renamed, so the cache never holds a partial or unverified file).  Files found are not hashed again.
+    renamed, so the cache never holds a partial or unverified file).
+
+    Every file returned is verified as pooch verifies its cache: its size on every use, its sha256 the
+    first time it is used.  In the cache the sha256 found is recorded beside the file
+    (``<file>.sha256``: sha256, size and mtime), so later uses compare the size and mtime alone; a local
+    copy (which cutext does not own, e.g. the read-only shared folder) is hashed once per process.  A
+    cache entry that does not match (a truncated file, another file) is downloaded again when it can be;
+    a local copy that does not match, or a cache entry that cannot be downloaded here, is refused.
 
     Parameters
     ----------
@@ -565,25 +576,129 @@ def fetch(name: str, *, data_home=None, download: bool = True) -> Path:
         Not found and not downloadable here; the message names each missing file, its URL or how to
         build it, and the exact path where to put it.
     DatasetChecksumError (ValueError)
-        A download whose sha256 is not the recorded one (the message names both; the download is deleted).
+        A download whose sha256 is not the recorded one (the message names both; the download is deleted);
+        a local copy, or a cache entry that is not downloaded again here, whose size or sha256 is not the
+        recorded one (the message names the path, both sizes and both sha256, and the repair).
     """
-    ds = _dataset(name)
-    path = _found(ds, data_home)
-    if path is not None:
-        return path
+    return _lookup(_dataset(name), data_home, download)[1]
+
+
+def _lookup(ds: Dataset, data_home, download: bool) -> tuple[dict, Path]:
+    """``({file path: local path}, returned path)`` of a dataset: the first location holding every file,
+    verified (:func:`_mismatch`), else the cache, completed and repaired by downloads where allowed."""
     cache = get_data_home(data_home)
-    missing = [f for f in ds.files if not (cache / f.path).is_file()]
-    no_url = [f for f in missing if not f.urls]
-    if not download:
-        raise _not_found(ds, cache, missing, "download=False")
-    if _truthy(os.environ.get("CUTEXT_OFFLINE")):
-        raise _not_found(ds, cache, missing, "CUTEXT_OFFLINE=1")
-    if no_url:
-        raise _not_found(ds, cache, missing, f"{', '.join(PurePosixPath(f.path).name for f in no_url)} "
-                                             "has no public download")
-    for f in missing:
+    for label, folder, where, returned in _locations(ds, data_home):
+        if not all(p.is_file() for p in where.values()):
+            continue
+        if os.path.abspath(folder) == os.path.abspath(cache):
+            break  # the cache: checked, and repaired where it can be, below
+        bad = [(f, where[f.path], got) for f in ds.files if (got := _mismatch(where[f.path], f)) is not None]
+        if bad:
+            raise _damaged(ds, bad, f"{label} is not cutext's to repair: replace the file with a good copy "
+                                    f"(`python -m cutext.pipelines fetch {ds.name}` downloads one into the cache), "
+                                    "or hide the folder (CUTEXT_SHARED_DATA=none, CUTEXT_DATA unset)")
+        return where, returned
+    return {f.path: cache / f.path for f in ds.files}, _from_cache(ds, cache, download)
+
+
+def _from_cache(ds: Dataset, cache: Path, download: bool) -> Path:
+    """The dataset in the cache: its files verified (:func:`_mismatch`, recording the sha256 beside each),
+    the missing and the damaged ones downloaded where allowed."""
+    missing, bad = [], []
+    for f in ds.files:
+        p = cache / f.path
+        if not p.is_file():
+            missing.append(f)
+        elif (got := _mismatch(p, f, record=True)) is not None:
+            bad.append((f, p, got))
+    if not missing and not bad:
+        return cache / ds.returns
+    need = missing + [f for f, _, _ in bad]
+    no_url = [f for f in need if not f.urls]
+    reason = ("download=False" if not download else "CUTEXT_OFFLINE=1" if _truthy(os.environ.get("CUTEXT_OFFLINE"))
+              else f"{', '.join(PurePosixPath(f.path).name for f in no_url)} has no public download" if no_url
+              else None)
+    if reason is not None and bad:
+        raise _damaged(ds, bad, f"it is not downloaded again here ({reason}): delete it and run "
+                                f"`python -m cutext.pipelines fetch {ds.name}` where the network is reachable, or "
+                                "put a good copy there")
+    if reason is not None:
+        raise _not_found(ds, cache, missing, reason)
+    for f in need:
         _download(ds, f, cache)
     return cache / ds.returns
+
+
+# sha256 of the local copies hashed in this process, by (path, size, mtime, inode)
+_HASHED: dict = {}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _record_of(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _mismatch(path: Path, f: DataFile, record: bool = False) -> tuple[int, str] | None:
+    """None when ``path`` is the registry's file ``f`` (its sha256 one of the known ones), else
+    ``(size, sha256)`` found.  The size and mtime are compared on every call; the file is hashed when no
+    earlier hash of the same size and mtime is known: the record beside it (``record``: a cache entry,
+    whose record this writes) or this process's memory (a local copy)."""
+    st = path.stat()
+    known = (f.sha256, *f.also_sha256)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if record:
+        try:
+            rec = json.loads(_record_of(path).read_text(encoding="utf-8"))
+            if (isinstance(rec, dict) and rec.get("sha256") in known and rec.get("size") == st.st_size
+                    and rec.get("mtime_ns") == st.st_mtime_ns):
+                return None
+        except (OSError, ValueError):
+            pass  # no record, or an unreadable one: hash the file
+    elif _HASHED.get(key) in known:
+        return None
+    got = _sha256(path)
+    if got not in known:
+        return st.st_size, got
+    _HASHED[key] = got
+    if record:
+        _write_record(path, got, st)
+    return None
+
+
+def _write_record(path: Path, sha256: str, st=None) -> None:
+    """The record of a verified cache entry, ``<file>.sha256`` (written to a temporary name, then renamed);
+    a cache it cannot be written to is hashed again on the next use instead."""
+    st = st or path.stat()
+    rec = _record_of(path)
+    tmp = rec.with_name(f".{rec.name}.{uuid.uuid4().hex}.part")
+    try:
+        tmp.write_text(json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, rec)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _damaged(ds: Dataset, bad: list, repair: str) -> DatasetChecksumError:
+    """The error for files found whose size or sha256 is not the registry's (``bad``: ``(file, path, (size,
+    sha256) found)``)."""
+    lines = [f"dataset {ds.name!r}: {len(bad)} file(s) are not the recorded ones:"]
+    for f, p, (size, got) in bad:
+        also = f" (or {', '.join(f.also_sha256)})" if f.also_sha256 else ""
+        lines.append(f"  {p}: expected {f.size:,} bytes, sha256 {f.sha256}{also}; found {size:,} bytes, "
+                     f"sha256 {got}")
+    lines.append(f"The file was not used: {repair}.")
+    return DatasetChecksumError("\n".join(lines))
 
 
 def _not_found(ds: Dataset, cache: Path, missing: list, reason: str) -> DatasetNotFoundError:
@@ -615,7 +730,7 @@ def _download(ds: Dataset, f: DataFile, cache: Path) -> Path:
             errors.append(f"{url}: HTTP {exc.code} {exc.reason}")
         except (urllib.error.URLError, OSError) as exc:  # no network, timeouts: try the next URL
             errors.append(f"{url}: {getattr(exc, 'reason', None) or exc}")
-    raise _not_found(ds, cache, [g for g in ds.files if not (cache / g.path).is_file()],
+    raise _not_found(ds, cache, [g for g in ds.files if g is f or not (cache / g.path).is_file()],
                      "download failed: " + "; ".join(errors))
 
 
@@ -660,6 +775,7 @@ def _download_url(url: str, dest: Path, f: DataFile) -> Path:
                                        f"({n:,} bytes); the download is deleted. The file at this URL is not the "
                                        "one cutext knows: check the source, or put a known copy at that path")
         os.replace(tmp, dest)
+        _write_record(dest, got)
     except BaseException:
         try:
             os.unlink(tmp)

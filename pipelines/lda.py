@@ -52,7 +52,7 @@ from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
 from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime.params import count, flag, number, param
 from cutext.stages.text.tokenize import STOPWORD_SETS, TokenizerConfig, resolve_stopwords
-from cutext.stages.engines.lda_model import LDAModel
+from cutext.stages.engines.lda_model import LDAModel, check_iterations
 
 # a client's shards run this many iterations a call (NCCL sums W among them): one round trip, not two a pass
 STEPS_PER_CALL = 10
@@ -85,7 +85,8 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     K : int
         Topics, >= 2.
     iterations : int
-        Gibbs passes over every token, >= 0.
+        Gibbs passes over every token, an integer in [1, 100000] (as ``LDAModel.transform``'s: a float such
+        as ``1e9`` or a bool is refused).
     alpha : float
         Symmetric document-topic prior per topic (default 0.1, tomotopy's default and Moon et al.'s setting;
         None = the default; EZLDA section II-B uses Griffiths and Steyvers' 50 / K: pass ``alpha=50 / K``), in
@@ -119,7 +120,8 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         runs the same sharded chain in-process (used to test the reduction).  The result equals the
         one-device result draw for draw.
     llpt_every : int
-        Compute the LLPT every this many iterations (and always after the last); 0 = only at the end.
+        Compute the LLPT every this many iterations (and always after the last); 0 = only at the end; an
+        integer in [0, 100000].
     stopwords : "auto", str, os.PathLike, list of str or None
         ``"auto"`` (default): Snowball's English stop list (``"english"``,
         :data:`cutext.stages.text.tokenize.ENGLISH_STOPWORDS`) for a text corpus, none for a UCI / LDA-C input
@@ -182,9 +184,9 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     Raises
     ------
     ValueError
-        K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), unknown sampler, stopwords
-        that are not a name, path or list of words, ``min_df`` / ``max_df`` that are not an int >= 1 or a
-        float in [0, 1] (checked before any work), bounds no word can meet; a setting the input cannot use
+        K < 2, iterations not an integer in [1, 100000], alpha or beta outside [1e-10, 1e6] (or <= 0), unknown
+        sampler, stopwords that are not a name, path or list of words, ``min_df`` / ``max_df`` that are not an
+        int >= 1 or a float in [0, 1] (checked before any work), bounds no word can meet; a setting the input cannot use
         (``vocab`` with a text corpus; tokenizer, reader, ``scheduler`` or ``n_workers`` settings with a UCI /
         LDA-C input); ``exclude_self`` not a bool; a ``callback`` that is not callable; ``LDAInputError`` (a ValueError)
         for malformed input, a corpus without tokens or with a single distinct word (after pruning, the
@@ -245,14 +247,15 @@ class _Chain:
         Raises
         ------
         ValueError
-            K < 2, iterations < 0, alpha or beta outside [1e-10, 1e6] (or <= 0), llpt_every < 0,
+            K < 2, iterations not an integer in [1, 100000], alpha or beta outside [1e-10, 1e6] (or <= 0),
+            llpt_every not an integer in [0, 100000],
             n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler, exclude_self not a bool.
         """
         K = count("K", K, lo=2)
-        iterations = count("iterations", iterations, lo=0)
+        iterations = check_iterations("iterations", iterations)
         alpha = ALPHA if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
         beta = number("beta", beta, lo=0, lo_open=True)
-        llpt_every = count("llpt_every", llpt_every, lo=0)  # 0: the LLPT after the last iteration only
+        llpt_every = check_iterations("llpt_every", llpt_every, lo=0)  # 0: the LLPT after the last iteration only
         exclude_self = flag("exclude_self", exclude_self)
         count("n_chunks", n_chunks, lo=1, none_ok=True)
         count("seed", seed, lo=0)

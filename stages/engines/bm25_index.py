@@ -23,6 +23,7 @@ from cutext.stages.engines import search as search_stage
 from cutext.stages.engines import index_commits, segments
 from cutext.stages.engines.index_ids import source_id_list
 from cutext.stages.engines.index_reader import IndexReader
+from cutext.stages.engines.index_manifest import bm25f_spec, read_index_manifest
 from cutext.kernels.postings import csr_weights, place_weighted_runs
 from cutext.stages.engines import phrases as phrase_stage
 from cutext.stages.engines import search_input
@@ -411,30 +412,6 @@ def shard_ranges(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def bm25f_spec(meta: dict, mf) -> tuple | None:
-    """``(fields, weights, bs)`` of a BM25F index from its index.json's ``bm25f`` (None: one field).
-
-    Raises
-    ------
-    ArtifactError
-        A ``bm25f`` entry that is not ``{"fields": [str, ...], "weights": [float, ...], "b": [float, ...]}`` of
-        one length with valid values.
-    """
-    spec = meta.get("bm25f")
-    if spec is None:
-        return None
-    try:
-        fields, ws, bs = spec["fields"], spec["weights"], spec["b"]
-        if not (isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields)
-                and len(set(fields)) == len(fields) and isinstance(ws, list) and isinstance(bs, list)
-                and len(ws) == len(bs) == len(fields)):
-            raise ValueError("fields, weights and b must be lists of one length")
-        ws, bs = bm25_stage.check_field_params(fields, ws, bs)
-    except (TypeError, KeyError, ValueError) as exc:
-        raise art.ArtifactError(f"{mf}: bm25f {spec!r}: {exc}"[:500]) from None
-    return tuple(fields), ws, bs
-
-
 def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
     """The weight function of a segmented index from its global statistics ``terms``
     (:class:`cutext.stages.engines.segments.MergedTerms`): BM25F (:func:`bm25_stage.field_corpus_weights`)
@@ -667,7 +644,7 @@ class BM25Index:
 
     @classmethod
     def _open(cls, path: Path, backend, client, verify: bool) -> "BM25Index":
-        meta = art.read_manifest(path, "index.json", "cutext.bm25", "a cutext BM25 index", verify=verify)
+        meta = read_index_manifest(path, verify=verify)  # every field checked
         mf = path / "index.json"
         N = art.field_int(meta, "N", mf, lo=0)
         avgdl = art.field_float(meta, "avgdl", mf, lo=0)

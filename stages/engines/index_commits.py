@@ -18,6 +18,7 @@ their terms into it, O(new segments + vocabulary) instead of reading every segme
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -33,6 +34,7 @@ import pyarrow.parquet as pq
 from cutext.kernels._version import __version__
 from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines.index_ids import duplicate_deletes, segment_source_ids, source_id_list
+from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
                                             merge_terms, read_positions, read_segment, read_segment_columns,
                                             read_segment_texts, segment_heads, union_terms,
@@ -125,7 +127,7 @@ def read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
         raw = (index / "index.json").read_bytes()
     except FileNotFoundError:
         raw = b""
-    old = art.read_manifest(index, "index.json", KIND, "a cutext BM25 index", verify=False)
+    old = read_index_manifest(index, verify=False)  # every field checked: a writer trusts them
     if json.loads(raw or b"null") != old:
         raise OutputBusyError(f"{index} was committed by another writer while this run read it; nothing was "
                               "written (run it again)")
@@ -468,6 +470,33 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     return counts
 
 
+def _busy_if_committed(fn):
+    """``fn(index, ...)``, a writer that reads the index's segments before its commit: a failure of those reads
+    (a segment folder gone, a deletion file replaced) while another writer committed to the index comes from
+    that commit, not from damage, and is raised as :class:`OutputBusyError` naming the index, chained to it."""
+    @functools.wraps(fn)
+    def writer(index, *args, **kwargs):
+        before = _manifest_bytes(index)
+        try:
+            return fn(index, *args, **kwargs)
+        except OutputBusyError:
+            raise
+        except Exception as exc:
+            if before is not None and _manifest_bytes(index) != before:
+                raise OutputBusyError(f"{index} was committed by another writer while this run read it "
+                                      f"({type(exc).__name__}: {exc}); nothing was written (run it again on the "
+                                      "new commit)"[:600]) from exc
+            raise
+    return writer
+
+
+def _manifest_bytes(index) -> bytes | None:
+    try:
+        return (Path(index) / "index.json").read_bytes()
+    except OSError:
+        return None
+
+
 def _reader_deletion(reader, old: dict, wanted: pa.Array):
     """A deletion's new deletions and statistics from a reader of the commit (``IndexReader``: its live
     segments in memory): no segment is read.  Returns ``(deletes, found, removed, stats)``."""
@@ -494,6 +523,7 @@ def _reader_deletion(reader, old: dict, wanted: pa.Array):
     return new_deletes, found, removed, (n_docs, sum_dl, mt.vocab.filter(pa.array(held)), df[1:][held], empty)
 
 
+@_busy_if_committed
 def commit_deletion(index, source_ids, reader=None) -> dict:
     """Delete documents from a segmented index by their source ids: a new commit that records them.
 
@@ -565,6 +595,7 @@ def _found_in_segments(index: Path, old: dict, names: list, wanted: pa.Array) ->
     return found, new_deletes, removed
 
 
+@_busy_if_committed
 def commit_compaction(index) -> dict:
     """Rewrite a segmented index as one segment without its deleted documents (Lucene's ``forceMerge(1)``).
 

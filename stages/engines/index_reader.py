@@ -28,8 +28,8 @@ import numpy as np
 
 from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines import segments
-from cutext.stages.engines.index_commits import (KIND, SEGMENTS_DIR, TERMS_FILE, commit_segments,
-                                                 read_commit_terms)
+from cutext.stages.engines.index_commits import SEGMENTS_DIR, TERMS_FILE, commit_segments, read_commit_terms
+from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
 from cutext.stages.runtime.output import OutputBusyError
@@ -162,7 +162,7 @@ class IndexReader:
         mf = path / "index.json"
         reuse = {r.key: r for r in previous.segments} if previous is not None else {}
         by_name = {r.name: r for r in previous.segments} if previous is not None else {}
-        meta = art.read_manifest(path, "index.json", KIND, "a cutext BM25 index", verify=verify and not reuse)
+        meta = read_index_manifest(path, verify=verify and not reuse)  # every field checked
         if meta.get("index_format", 1) != 2:
             raise art.ArtifactError(f"{mf}: not a segmented index (index_format 2)")
         folders, deletes = commit_segments(path, meta)

@@ -15,7 +15,7 @@ from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState
 from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory
 from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.runtime.params import count, flag, param
+from cutext.stages.runtime.params import count, flag, integer, param
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
@@ -258,7 +258,7 @@ class LDAModel:
         text_column : str, optional
             The text column of a DataFrame (required for frames, refused for lists).
         iterations : int
-            Gibbs passes, in [1, 100000] (:data:`MAX_FOLD_IN_ITERATIONS`).
+            Gibbs passes, an integer in [1, 100000] (:data:`MAX_ITERATIONS`).
         seed : int
         backend : {"auto", "cpu", "gpu"}
             Where the fold-in samples.  ``"auto"`` (the default of every loader) = the GPU when
@@ -405,21 +405,34 @@ def _documents(docs) -> list:
     return docs
 
 
-# Fold-in converges in tens of passes (Moon et al. uses 50); 1e5 is far past that and keeps a slip such as
-# 10**9 from sampling for days.
-MAX_FOLD_IN_ITERATIONS = 100_000
+# Training runs hundreds to a few thousand Gibbs passes (Mallet's default is 1,000) and fold-in tens (Moon et
+# al. use 50); 1e5 is far past both and keeps a slip such as 10**9 from sampling for days.
+MAX_ITERATIONS = 100_000
+MAX_FOLD_IN_ITERATIONS = MAX_ITERATIONS
+
+
+def check_iterations(name: str, value, lo: int = 1) -> int:
+    """An iteration count of the LDA code (``iterations`` of training and of inference, ``llpt_every``) as an
+    int in ``[lo, MAX_ITERATIONS]``: integers only (numpy ints taken; a bool or a float such as ``1e9``
+    refused), through :func:`cutext.stages.runtime.params.integer`.
+
+    Raises
+    ------
+    ValueError
+        Not an integer, or outside the range (the message names the parameter, the value and the range).
+    """
+    return integer(name, value, lo=lo, hi=MAX_ITERATIONS)
 
 
 def check_fold_in_iterations(iterations) -> int:
-    """``iterations`` of an inference (:meth:`LDAModel.transform`) as an int in [1, MAX_FOLD_IN_ITERATIONS].
+    """``iterations`` of an inference (:meth:`LDAModel.transform`): :func:`check_iterations` in [1, MAX_ITERATIONS].
 
     Raises
     ------
     ValueError
         Not an integer, or outside the range (the message names ``iterations`` and the range).
     """
-
-    return count("iterations", iterations, lo=1, hi=MAX_FOLD_IN_ITERATIONS)
+    return check_iterations("iterations", iterations)
 
 
 # ----------------------------------------------------------------------------- frames
@@ -494,7 +507,8 @@ def _transform_partition(part, model: LDAModel, text_column, *, iterations, seed
         return cudf.concat([part, cudf.DataFrame(cols, index=part.index)], axis=1)
     return pd.concat([part, pd.DataFrame(cols, index=part.index)], axis=1)
 
-__all__ = ["LDAModel", "load_cached", "check_fold_in_iterations", "MAX_FOLD_IN_ITERATIONS"]
+__all__ = ["LDAModel", "load_cached", "check_iterations", "check_fold_in_iterations", "MAX_ITERATIONS",
+           "MAX_FOLD_IN_ITERATIONS"]
 
 
 def _fold_in_options(seed, sampler) -> tuple:

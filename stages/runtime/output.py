@@ -508,7 +508,10 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
     expect : callable, optional
         ``expect(out)`` is called under the output's lock just before the swap; whatever it raises
         aborts the run with nothing written (a commit that must build on the output it read, e.g.
-        an append raising :class:`OutputBusyError` when another writer committed meanwhile).
+        an append raising :class:`OutputBusyError` when another writer committed meanwhile).  It is
+        also called when the block raises: a read of the output that failed because another writer
+        replaced what it read (a segment a compaction merged away) raises its OutputBusyError, chained
+        to the failure, instead of the failure.
     written : dict, optional
         Filled by the block: ``{path relative to the directory: (bytes, crc32)}`` of files whose CRC32
         their writer took as it wrote them; the seal takes it from there for a file of that size instead
@@ -536,7 +539,17 @@ def atomic_directory(out, overwrite: bool = True, *, kind: str | None = None, ma
     tmp = path.parent / f".{path.name}.tmp-{tag}-{suffix}"
     tmp.mkdir()
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OutputBusyError:
+            raise
+        except Exception as exc:  # a read that failed because another writer replaced what it read
+            if expect is not None:
+                try:
+                    expect(path)
+                except OutputBusyError as busy:  # committed meanwhile: that commit, not damage, failed the read
+                    raise busy from exc
+            raise
         if manifest != "\0none" and (tmp / manifest).is_file():
             _seal_all(tmp, manifest, written)
         with _lock(path):

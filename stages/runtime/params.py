@@ -29,7 +29,8 @@ import numbers
 import os
 
 __all__ = ["FLOAT_LIMITS", "ResourceLimitError", "UnknownParameterError", "available_memory", "check_keywords",
-           "check_memory", "choice", "cli_syntax", "count", "flag", "format_bytes", "keywords_of", "number", "param"]
+           "check_memory", "choice", "cli_syntax", "count", "flag", "format_bytes", "integer", "keywords_of", "number",
+           "param"]
 
 # Bounds of the float parameters, by name: (lowest, highest, reason).  number() applies them on top of the
 # caller's range, so the stages and the loaders that check through it share them.
@@ -167,6 +168,33 @@ def count(name: str, value, lo: int | None = None, hi: int | None = None, *, non
         ok = math.isfinite(float(value)) and float(value).is_integer()
     if not ok:
         raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {value!r}")
+    v = int(value)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {v}")
+    return v
+
+
+def integer(name: str, value, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an int in ``[lo, hi]``, taking integers only: Python and numpy ints, not a bool nor a float.
+
+    The rule of counts that set how long a run goes on (iterations), where a float such as ``1e9`` is a slip
+    rather than a count:
+
+    >>> integer("iterations", 1e9, lo=1, hi=100000)
+    Traceback (most recent call last):
+    ...
+    ValueError: iterations must be an integer in [1, 100000], got 1000000000.0 (a float)
+
+    Raises
+    ------
+    ValueError
+        A bool, a float (even an integral one), a non-number, or a value outside the range; the message
+        names the parameter, the value and the range.
+    """
+    rng = _range_text(lo, hi)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        what = f" (a {type(value).__name__})" if isinstance(value, (bool, numbers.Real)) else ""
+        raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {value!r}{what}")
     v = int(value)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise ValueError(f"{param(name, bare=True)} must be an integer{rng}, got {v}")

@@ -204,7 +204,7 @@ def _shuffle(a):
                                                lambda a: np.where(np.arange(len(a)) == 3, np.float32(3e38), a)),
      r"posting weight 3.*e\+38 .* is outside"),
     ("k1 1e308", lambda d: _edit_json(d / "index.json", k1=1e308), "k1"),
-    ("avgdl", lambda d: _edit_json(d / "index.json", avgdl=1.0), "avgdl=1.0 is not the mean length"),
+    ("avgdl", lambda d: _edit_json(d / "index.json", avgdl=1.0), r"'avgdl' = 1.0 is not counts.n_tokens / N"),
     ("stemmer klingon", lambda d: _edit_json(d / "index.json", tokenizer={"stemmer": "klingon"}), "klingon"),
 ])
 def test_crafted_index_values_are_refused(index, tmp_path, case, edit, match):

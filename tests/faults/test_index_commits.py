@@ -20,6 +20,7 @@ from cutext import pipelines
 from cutext.pipelines import bm25_index_ops as ops
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines.bm25_index import BM25Index
+from cutext.stages.runtime.artifacts import ArtifactError
 from cutext.stages.runtime.output import OutputBusyError
 
 from helpers import cacm_topics
@@ -356,3 +357,108 @@ def test_an_appends_commit_reads_only_the_new_segments(tmp_path, parts, monkeypa
     assert reads and {Path(p).name for p in reads} <= new
     _assert_terms_are_the_live_merge(ix)
     BM25Index.load(ix)
+
+
+# ----------------------------------------------------------------------------- third probe
+
+@pytest.fixture()
+def small(tmp_path, data_dir):
+    """Two JSON-lines files of 150 CACM documents each."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
+    out = {}
+    for name, ls in {"a": lines[:150], "b": lines[150:300]}.items():
+        out[name] = tmp_path / f"{name}.jsonl"
+        out[name].write_text("\n".join(ls) + "\n", encoding="utf-8")
+    return out
+
+
+def _forge(ix: Path, **changes) -> bytes:
+    """Edit index.json and seal it again (its checksum and the files' recomputed), as a forger would."""
+    from cutext.stages.runtime.output import _seal_all
+
+    meta = json.loads((ix / "index.json").read_text())
+    for k, v in changes.items():
+        if "." in k:
+            outer, inner = k.split(".")
+            meta[outer][inner] = v
+        else:
+            meta[k] = v
+    (ix / "index.json").write_text(json.dumps(meta))
+    _seal_all(ix, "index.json")
+    return (ix / "index.json").read_bytes()
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"next_segment": 0}, r"field 'next_segment' = 0 must be greater than the number of every listed segment "
+                          r"\(seg-00001\)"),
+    ({"generation": -1}, r"field 'generation' = -1 is outside \[0, None\]"),
+    ({"generation": "1"}, r"field 'generation' must be an integer, got '1'"),
+    ({"segments": ["seg-00000", "seg-00000"]}, r"field 'segments' lists \['seg-00000'\] more than once"),
+    ({"counts.n_docs": 7}, r"field 'counts.n_docs' = 7 is not N = 300"),
+    ({"counts.n_tokens": -5}, r"counts: field 'n_tokens' = -5 is outside"),
+    ({"store_text": "yes"}, r"field 'store_text' must be true or false, got 'yes'"),
+    ({"keep_columns": [1]}, r"field 'keep_columns' must be a list of distinct column names"),
+    ({"index_format": True}, r"index_format True is not one this cutext reads"),
+    ({"n_workers": 0}, r"field 'n_workers' = 0 is outside"),
+    ({"timings.read": float("inf")}, r"timings: field 'read' must be a finite number"),
+    ({"deletes": {"seg-00000": "../x.npy"}}, r"'deletes' must map segments of the index to files"),
+    ({"version": 3}, r"field 'version' must be a string"),
+])
+def test_every_field_of_index_json_is_checked_when_it_is_read(tmp_path, small, changes, match):
+    """A forged field that a load never needs (next_segment, generation) is refused like the others: by a load
+    and by every writer, before anything is written."""
+    ix = pipelines.run("bm25", small["a"], out=tmp_path / "ix", **KW).path
+    ops.append_index(small["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    raw = _forge(ix, **changes)
+    for read in (lambda: BM25Index.load(ix), lambda: BM25Index.load(ix, verify=False), lambda: ops.compact_index(ix),
+                 lambda: ops.delete_documents(ix, ["CACM-0001"])):
+        with pytest.raises(ArtifactError, match=match) as e:
+            read()
+        assert str(e.value).startswith(str(ix / "index.json"))
+    assert (ix / "index.json").read_bytes() == raw and _siblings(ix) == []
+
+
+def test_a_valid_index_loads_after_every_kind_of_commit(tmp_path, small):
+    ix = pipelines.run("bm25", small["a"], out=tmp_path / "ix", **KW, store_text=True).path
+    ops.append_index(small["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    ids = list(BM25Index.load(ix).source_ids[:2])
+    ops.delete_documents(ix, ids)
+    assert BM25Index.load(ix).n_docs == 298
+    ops.compact_index(ix)
+    meta = json.loads((ix / "index.json").read_text())
+    assert meta["segments"] == ["seg-00002"] and meta["next_segment"] == 3 and meta["generation"] == 3
+    assert BM25Index.load(ix).n_docs == 298
+    one = pipelines.run("bm25", small["a"], out=tmp_path / "f1", **{**KW, "index_format": 1}).path
+    ops.convert_index(one)
+    assert BM25Index.load(one).n_docs == 150
+
+
+@pytest.mark.parametrize("loser", ["append", "compact", "delete"])
+def test_a_writer_whose_segments_a_compaction_replaced_is_busy_not_a_missing_file(
+        tmp_path, small, monkeypatch, loser):
+    """The loser of a race with a compaction reads a segment folder the compaction merged away: that is the
+    other writer's commit, raised as OutputBusyError naming the index, and nothing is written."""
+    ix = pipelines.run("bm25", small["a"], out=tmp_path / "ix", **KW).path
+    ops.append_index(small["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    ids = list(BM25Index.load(ix).source_ids[:2])
+    step = "write_commit" if loser == "append" else "read_segment"   # the loser's first read of a segment
+    real, won = getattr(commits, step), {}
+
+    def race(*a, **k):  # a compaction commits first
+        if not won:
+            won["counts"] = None
+            won["counts"] = ops.compact_index(ix).counts
+        return real(*a, **k)
+
+    monkeypatch.setattr(commits, step, race)
+    with pytest.raises(OutputBusyError, match=rf"^{ix} was (changed|committed) by another writer.*run it again") as e:
+        if loser == "append":
+            ops.append_index(small["a"], ix, backend="cpu", scheduler="sync", progress=False)
+        elif loser == "compact":
+            ops.compact_index(ix)
+        else:
+            ops.delete_documents(ix, ids)
+    assert isinstance(e.value.__cause__, FileNotFoundError) and "seg-0000" in str(e.value.__cause__)
+    meta = json.loads((ix / "index.json").read_text())
+    assert meta["segments"] == ["seg-00002"] and won["counts"]["compacted_segments"] == 2
+    assert BM25Index.load(ix).n_docs == 300 and _siblings(ix) == []

@@ -212,6 +212,24 @@ def test_transform_iterations_are_checked(model, iterations):
         m.perplexity(["computer programs"], iterations=iterations, backend="cpu")
 
 
+@pytest.mark.parametrize("name, value, lo", [("iterations", 0, 1), ("iterations", 1e9, 1), ("iterations", 2.0, 1),
+                                             ("iterations", True, 1), ("iterations", 100_001, 1),
+                                             ("llpt_every", 1.0, 0), ("llpt_every", -1, 0), ("llpt_every", False, 0)])
+def test_training_iteration_counts_follow_the_transform_rule(cacm200, tmp_path, name, value, lo):
+    """Training takes the iteration counts as transform does: integers only, in a range, checked before work."""
+    kw = dict(K=3, iterations=2, text_column="contents", id_column="id", backend="cpu", progress=False)
+    with pytest.raises(ValueError, match=rf"^{name} must be an integer in \[{lo}, 100000\], got "):
+        pipelines.run("lda", cacm200, out=tmp_path / "m", **{**kw, name: value})
+    assert not (tmp_path / "m").exists()
+
+
+def test_numpy_iteration_counts_are_taken(model, cacm200, tmp_path):
+    r = pipelines.run("lda", cacm200, out=tmp_path / "m", K=3, iterations=np.int64(2), llpt_every=np.int32(1),
+                      text_column="contents", id_column="id", backend="cpu", progress=False)
+    assert r.params["iterations"] == 2
+    assert LDAModel.load(model).transform(["computer programs"], iterations=np.int64(3), backend="cpu").shape[0] == 1
+
+
 # ----------------------------------------------------------------------------- 6. tokenizer settings
 
 @pytest.mark.parametrize("name", ["bm25", "lda", "cluster"])

@@ -318,7 +318,7 @@ def test_range_and_reader_messages_name_options_on_the_command_line(tmp_path, ca
     arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-2.0\t<unk>\n-1.0\t<s>\n-0.5\t</s>\n-0.6\talpha\n\n\\end\\\n")
     cases = [
         (["lda", str(p), "-K", "1"], "error: -K must be an integer >= 2, got 1"),
-        (["lda", str(p), "--iterations", "-3"], "error: --iterations must be an integer >= 0, got -3"),
+        (["lda", str(p), "--iterations", "-3"], "error: --iterations must be an integer in [1, 100000], got -3"),
         (["bm25", str(p), "--format", "lines", "--text-column", "a"],
          "--text-column a applies only to tables"),
         (["bm25", str(p), "--format", "lines", "--text-column", "a"], "pass --format for a table"),

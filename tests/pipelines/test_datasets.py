@@ -164,7 +164,8 @@ def test_download_into_the_cache_verified_then_found_there(no_data, server, monk
     _register(monkeypatch, "t", [f])
     got = fetch("t")
     assert got == no_data / "bow" / "uci" / "docword.t.txt" and got.read_bytes() == PAYLOAD
-    assert sorted(p.name for p in got.parent.iterdir()) == ["docword.t.txt"]   # no temporary file left
+    # no temporary file left; the sha256 found is recorded beside the file
+    assert sorted(p.name for p in got.parent.iterdir()) == ["docword.t.txt", "docword.t.txt.sha256"]
     umask = os.umask(0)
     os.umask(umask)
     assert got.stat().st_mode & 0o777 == 0o666 & ~umask   # a shared cache stays readable
@@ -186,6 +187,77 @@ def test_a_checksum_mismatch_deletes_the_download_and_names_both_checksums(no_da
                                                    rf"expected {PAYLOAD_SHA}, got {bad}"):
         fetch("t")
     assert list((no_data / "corpora").iterdir()) == []   # neither the file nor its temporary name
+
+
+def test_a_damaged_cache_entry_is_downloaded_again(no_data, server, monkeypatch):
+    """A truncated file or another file at the cache's name (a crash, a hand copy) is never returned: it is
+    downloaded again (to a temporary name, verified, renamed over it)."""
+    base, www, hits = server
+    (www / "x.txt").write_bytes(PAYLOAD)
+    _register(monkeypatch, "t", [DataFile("corpora/x.txt", len(PAYLOAD), PAYLOAD_SHA, (f"{base}/x.txt",))])
+    dest = no_data / "corpora" / "x.txt"
+    dest.parent.mkdir()
+    for damaged in (PAYLOAD[:1000], PAYLOAD[:-7] + b"garbage"):   # truncated; same size, other bytes
+        dest.write_bytes(damaged)
+        assert fetch("t") == dest and dest.read_bytes() == PAYLOAD
+    assert hits == ["/x.txt", "/x.txt"]
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["x.txt", "x.txt.sha256"]
+
+
+def test_a_damaged_cache_entry_that_cannot_be_downloaded_is_refused(no_data, monkeypatch):
+    _register(monkeypatch, "t", [DataFile("corpora/x.txt", len(PAYLOAD), PAYLOAD_SHA, ("http://127.0.0.1:9/x",))])
+    dest = no_data / "corpora" / "x.txt"
+    dest.parent.mkdir()
+    dest.write_bytes(PAYLOAD[:1000])
+    bad = hashlib.sha256(PAYLOAD[:1000]).hexdigest()
+    for call in (lambda: fetch("t", download=False), lambda: datasets.locate("t")):
+        with pytest.raises(DatasetChecksumError) as e:
+            call()
+        msg = str(e.value)
+        assert f"{dest}: expected {len(PAYLOAD):,} bytes, sha256 {PAYLOAD_SHA}; found 1,000 bytes, sha256 {bad}" in msg
+        assert "not downloaded again here (download=False)" in msg
+    assert dest.read_bytes() == PAYLOAD[:1000] and not (dest.parent / "x.txt.sha256").exists()
+
+
+def test_a_damaged_local_copy_is_refused_not_returned(no_data, tmp_path, monkeypatch):
+    """The shared data folder (read-only, not cutext's) with a corrupt copy: refused naming the path and both
+    checksums, although the cache holds a good one; hidden, the cache's copy is used."""
+    f = DataFile("corpora/x.txt", len(PAYLOAD), PAYLOAD_SHA)
+    _register(monkeypatch, "t", [f])
+    shared, home = tmp_path / "shared", tmp_path / "home"
+    for root, data in ((shared, PAYLOAD[:-1] + b"!"), (home, PAYLOAD)):
+        (root / "corpora").mkdir(parents=True)
+        (root / f.path).write_bytes(data)
+    monkeypatch.delenv("CUTEXT_DATA")
+    monkeypatch.setenv("CUTEXT_SHARED_DATA", str(shared))
+    bad = hashlib.sha256(PAYLOAD[:-1] + b"!").hexdigest()
+    with pytest.raises(DatasetChecksumError, match=rf"{re.escape(str(shared / f.path))}: expected "
+                                                   rf"{len(PAYLOAD):,} bytes, sha256 {PAYLOAD_SHA}; found "
+                                                   rf"{len(PAYLOAD):,} bytes, sha256 {bad}") as e:
+        fetch("t", data_home=home)
+    assert "the shared data folder is not cutext's to repair" in str(e.value)
+    assert not (shared / "corpora" / "x.txt.sha256").exists()       # nothing written into a local copy
+    monkeypatch.setenv("CUTEXT_SHARED_DATA", "none")
+    assert fetch("t", data_home=home) == home / f.path
+
+
+def test_the_sha256_is_computed_once_then_size_and_mtime_are_compared(no_data, monkeypatch):
+    f = DataFile("corpora/x.txt", len(PAYLOAD), PAYLOAD_SHA)
+    _register(monkeypatch, "t", [f])
+    dest = no_data / f.path
+    dest.parent.mkdir()
+    dest.write_bytes(PAYLOAD)
+    hashed = []
+    real = datasets._sha256
+    monkeypatch.setattr(datasets, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert fetch("t") == dest and fetch("t") == dest and hashed == [dest]   # the first use hashes
+    assert (no_data / "corpora" / "x.txt.sha256").read_text().startswith(f'{{"sha256": "{PAYLOAD_SHA}"')
+    os.utime(dest, ns=(0, 0))                                                   # touched: hashed again
+    assert fetch("t") == dest and hashed == [dest, dest]
+    with open(dest, "r+b") as fh:                                               # truncated in place
+        fh.truncate(10)
+    with pytest.raises(DatasetChecksumError, match="found 10 bytes"):
+        fetch("t")
 
 
 def test_file_urls_mirrors_and_other_known_copies(no_data, server, tmp_path, monkeypatch):

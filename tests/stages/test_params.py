@@ -90,7 +90,7 @@ def cacm200(tmp_path_factory, data_dir):
     ("lda", {"beta": math.inf}, r"beta must be a finite number > 0"),
     ("lda", {"alpha": 0}, r"alpha must be a finite number > 0"),
     ("lda", {"K": 2.7}, r"K must be an integer >= 2, got 2.7"),
-    ("lda", {"iterations": 2.5}, r"iterations must be an integer >= 0, got 2.5"),
+    ("lda", {"iterations": 2.5}, r"iterations must be an integer in \[1, 100000\], got 2.5 \(a float\)"),
     ("cluster", {"n_top_terms": -1}, r"n_top_terms must be an integer >= 1, got -1"),
     ("cluster", {"batch_size": 0}, r"batch_size must be an integer >= 1, got 0"),
     ("cluster", {"threshold": math.nan}, r"threshold must be a finite number in \[0, 1\]"),
