@@ -196,7 +196,7 @@ def saved_cluster_state(data_dir: Path, out: Path) -> Path:
 
 
 MISSING_DATA = "missing data: "  # the skip reason tests/conftest.py counts at the end of a run
-FETCH = "python -m cutext.pipelines fetch"  # the command line that gets a dataset with a public download
+FETCH = "python -m cutext.pipelines fetch"  # the command line that gets a dataset with a public download (how_to_get)
 
 
 def missing_data_lines(reasons: list) -> list:
@@ -204,7 +204,7 @@ def missing_data_lines(reasons: list) -> list:
     dataset with the number of its tests and the exact command that gets it (``fetch NAME``), or, for a
     file with no public download, how to make it.  ``reasons`` are the skip reasons, each
     ``"missing data: name[, name...]"`` naming datasets of ``cutext.pipelines.datasets.DATASETS``."""
-    from cutext.pipelines.datasets import DATASETS
+    from cutext.pipelines.datasets import DATASETS, how_to_get
 
     counts: dict = {}
     tests = 0
@@ -220,13 +220,10 @@ def missing_data_lines(reasons: list) -> list:
              "(or set CUTEXT_DATA to a folder holding them):"]
     for name in sorted(counts):
         n = f"{name} ({counts[name]} test{'s' if counts[name] != 1 else ''})"
-        ds = DATASETS.get(name)
-        if ds is None:
+        if name not in DATASETS:
             lines.append(f"  {n}: not a dataset of cutext.pipelines.datasets (a test names it wrongly)")
-        elif all(f.urls for f in ds.files):
-            lines.append(f"  {n}: {FETCH} {name}")
         else:
-            lines.append(f"  {n}: no public download; {ds.build}")
+            lines.append(f"  {n}: {how_to_get(name)}")
     return lines
 
 
