@@ -6,6 +6,7 @@
 source /tmp/gpu/env.sh
 mkdir -p /tmp/cx/cutext
 for d in pipelines stages kernels; do ln -sfn "$PWD/$d" "/tmp/cx/cutext/$d"; done
+ln -sfn "$PWD/cutext_init/__init__.py" /tmp/cx/cutext/__init__.py
 export PYTHONPATH=/tmp/cx:$PWD/tests:$PYTHONPATH
 export CUTEXT_DATA=$PWD/.devdata
 export PYTHONUNBUFFERED=1

@@ -61,9 +61,11 @@ def arrow_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _kept_on_disk(build):
-    """``build()`` (a uint8 table of every code point) kept as a ``.npy`` file beside the numba cache of
+    """``build()`` (a uint8 table of every code point) kept as a raw ``.u8`` file beside the numba cache of
     this module, named after what it depends on (Python's Unicode database, pyarrow's version, the
-    kernels' source): built once a machine instead of once a process (0.2-0.7 s each on one core)."""
+    kernels' source): built once a machine instead of once a process (0.2-0.7 s each on one core).  Raw
+    bytes of a known length, not ``.npy``: ``numpy.load`` parses headers with ``ast``, which is not
+    thread-safe on CPython 3.11-3.12 (gh-106905), and the kernels cannot use the stages' reader."""
 
     @wraps(build)
     def kept():
@@ -71,12 +73,12 @@ def _kept_on_disk(build):
 
         folder = _numba_cache.cache_folder(arrow_buffers)  # looked up at the call: tests point it elsewhere
         digest = _numba_cache.kernels_digest()[:16]
-        name = f"{build.__name__}-{unicodedata.unidata_version}-{pa.__version__}-{digest}.npy"
+        name = f"{build.__name__}-{unicodedata.unidata_version}-{pa.__version__}-{digest}.u8"
         path = Path(folder) / name if folder else None
         if path is not None and path.is_file():
             try:
-                t = np.load(path, allow_pickle=False)
-                if t.shape == (N_CODE_POINTS,) and t.dtype == np.uint8:
+                t = np.fromfile(path, dtype=np.uint8)
+                if t.shape == (N_CODE_POINTS,):
                     return t
             except (OSError, ValueError):  # a torn or foreign file: build it again
                 pass
@@ -84,10 +86,9 @@ def _kept_on_disk(build):
         if path is not None:
             tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
-                with open(tmp, "wb") as fh:
-                    np.save(fh, t, allow_pickle=False)
+                np.ascontiguousarray(t, dtype=np.uint8).tofile(tmp)
                 os.replace(tmp, path)  # readers see the whole file or none
-                for old in path.parent.glob(f"{build.__name__}-*.npy"):
+                for old in [*path.parent.glob(f"{build.__name__}-*.u8"), *path.parent.glob(f"{build.__name__}-*.npy")]:
                     if old != path:
                         old.unlink(missing_ok=True)
             except OSError:  # a read-only cache folder: the table is built again next time

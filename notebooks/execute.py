@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -95,9 +96,39 @@ def main(argv=None) -> int:
         p = p.resolve()
         dest = p if out is None else out / p.name
         print(f"{p.name}: executing ...", flush=True)
-        n = execute(p, dest)
+        try:
+            n = execute(p, dest)
+        except Exception as exc:  # noqa: BLE001  # a cell's error: told plainly, not as a kernel's coloured traceback
+            if type(exc).__name__ != "CellExecutionError":
+                raise
+            print(cell_error(p.name, exc), file=sys.stderr, flush=True)
+            return 2 if missing_dataset(exc) else 1
         print(f"{p.name}: {n:,} bytes with outputs -> {dest}", flush=True)
     return 0
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def missing_dataset(exc) -> str | None:
+    """The dataset whose absence stopped a notebook (a cell raising ``DatasetNotFoundError``), or None."""
+    from cutext.pipelines.datasets import not_found_name
+
+    if getattr(exc, "ename", None) != "DatasetNotFoundError":
+        return None
+    return not_found_name(ANSI.sub("", str(getattr(exc, "evalue", ""))))
+
+
+def cell_error(name: str, exc) -> str:
+    """What to print for a notebook stopped by a cell's error ``exc`` (nbclient's ``CellExecutionError``): one
+    line with the command that gets a missing dataset, else the kernel's traceback without colour codes."""
+    from cutext.pipelines.datasets import how_to_get
+
+    dataset = missing_dataset(exc)
+    if dataset is not None:
+        return (f"error: {name} needs dataset {dataset!r}, which is not here and could not be downloaded: "
+                f"{how_to_get(dataset)} (or set CUTEXT_DATA to a folder holding it)")
+    return f"error: {name}: a cell raised {exc.ename}\n{ANSI.sub('', str(exc))}"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 
 from cutext.kernels._version import __version__
@@ -40,7 +41,9 @@ def pipeline_function(name: str):
         Unknown pipeline name, or a pipeline whose module is not in this installation.
     """
     if name not in PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; available: {sorted(PIPELINES)}")
+        close = difflib.get_close_matches(str(name), list(PIPELINES), n=2, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"unknown pipeline {name!r}{hint} (available: {', '.join(sorted(PIPELINES))})")
     module, func = PIPELINES[name].split(":")
     try:
         mod = importlib.import_module(module)

@@ -53,6 +53,19 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list) -> None:
     parser.error("unrecognized arguments: " + " ".join(parts))
 
 
+def _unknown_command(parser: argparse.ArgumentParser, sub, argv: list) -> None:
+    """Exit with status 2 where the subcommand (the first argument that is not an option: the top-level
+    options take no value) is unknown, naming the closest ones."""
+    import difflib
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is None or command in sub.choices:
+        return
+    close = difflib.get_close_matches(command, list(sub.choices), n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    parser.error(f"unknown command {command!r}{hint} (choose from {', '.join(sub.choices)})")
+
+
 def main(argv=None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit status.
 
@@ -72,6 +85,7 @@ def main(argv=None) -> int:
         mod.add_cli(sub)
     for parser in sub.choices.values():  # no prefix matching: "--iteration" is a typo, not "--iterations"
         parser.allow_abbrev = False
+    _unknown_command(ap, sub, sys.argv[1:] if argv is None else argv)
     args, extra = ap.parse_known_args(argv)
     if extra:
         _unrecognized(sub.choices[args.command], extra)

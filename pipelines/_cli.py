@@ -613,8 +613,9 @@ class Command:
         """Run the subcommand: its parameters' messages speak the command line (:func:`cli_syntax`)."""
         with cli_syntax(self.spell):
             for name in self.files:  # before any work: a directory or a missing path given for a file
-                if getattr(args, name, None) is not None:
-                    check_input_file(getattr(args, name), self.spell(name) or name)
+                value = getattr(args, name, None)
+                if value is not None and not str(value).startswith("irds:"):  # an ir_datasets id is no file
+                    check_input_file(value, self.spell(name) or name)
             kw = self.keywords(args)
             client = None
             if getattr(args, "scheduler_address", None):

@@ -238,7 +238,18 @@ def shared_data_dir() -> Path | None:
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset in no local copy nor the cache that cannot be downloaded here (``download=False``,
     ``CUTEXT_OFFLINE=1``, no network, or a file with no public download).  The message names every
-    missing file, its URL (or how to build it) and the exact path where to put it."""
+    missing file, its URL (or how to build it) and the exact path where to put it; ``dataset`` is the
+    dataset's name.  IPython and Jupyter show it as one line with the command that gets it, not a traceback."""
+
+    dataset: str = ""
+    reason: str = ""
+
+    def _render_traceback_(self) -> list:
+        """IPython's hook for an exception's display: one line (its message is about data, not code)."""
+        if self.dataset not in DATASETS:
+            return [f"DatasetNotFoundError: {self}"]
+        return [f"DatasetNotFoundError: dataset {self.dataset!r} is not here ({self.reason}); "
+                f"{how_to_get(self.dataset)} (or set CUTEXT_DATA to a folder holding it)"]
 
 
 class DatasetChecksumError(ValueError):
@@ -701,6 +712,27 @@ def _damaged(ds: Dataset, bad: list, repair: str) -> DatasetChecksumError:
     return DatasetChecksumError("\n".join(lines))
 
 
+def how_to_get(name: str) -> str:
+    """One line saying how to get dataset ``name``: the command that downloads it
+    (``run `python -m cutext.pipelines fetch NAME```), or, where a file has no public download, how to make it.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message offers the close names).
+    """
+    ds = _dataset(name)
+    if all(f.urls for f in ds.files):
+        return f"run `python -m cutext.pipelines fetch {ds.name}`"
+    return f"no public download; {ds.build}"
+
+
+def not_found_name(message: str) -> str | None:
+    """The dataset a :class:`DatasetNotFoundError`'s message names (its first words), or None."""
+    m = re.match(r"dataset '([^']+)' not found", message)
+    return m.group(1) if m and m.group(1) in DATASETS else None
+
+
 def _not_found(ds: Dataset, cache: Path, missing: list, reason: str) -> DatasetNotFoundError:
     """The error for a dataset found nowhere: every missing file, where it comes from, where it goes."""
     looked = [f"{label} ({folder})" for label, folder, _, _ in _locations(ds, cache)]
@@ -714,7 +746,9 @@ def _not_found(ds: Dataset, cache: Path, missing: list, reason: str) -> DatasetN
     lines.append(f"Or set CUTEXT_DATA to a folder holding {PurePosixPath(ds.files[0].path).parent}/"
                  + ("" if all(not f.urls for f in missing) else
                     f", or run `python -m cutext.pipelines fetch {ds.name}` where the network is reachable") + ".")
-    return DatasetNotFoundError("\n".join(lines))
+    err = DatasetNotFoundError("\n".join(lines))
+    err.dataset, err.reason = ds.name, reason
+    return err
 
 
 def _download(ds: Dataset, f: DataFile, cache: Path) -> Path:

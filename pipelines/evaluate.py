@@ -14,6 +14,7 @@ read_trec_qrels`` keeps working:
 * :func:`read_trec_run` / :func:`write_trec_run` -- ``qid Q0 docid rank score tag``.
 * :func:`read_beir_queries` -- BEIR ``queries.jsonl`` or ``qid<TAB>text`` TSV.
 * :func:`read_beir_qrels` -- BEIR ``query-id corpus-id score`` TSV or TREC qrels (sniffed).
+* :func:`read_qrels` -- those, a SMART relevance list ``qid docid 0 0`` or an ``irds:`` id (sniffed).
 
 Metrics
 -------
@@ -46,6 +47,7 @@ from cutext.pipelines.trec import (
     _coerce_run,
     read_beir_qrels,
     read_beir_queries,
+    read_qrels,
     read_trec_qrels,
     read_trec_run,
     read_trec_topics,
@@ -59,6 +61,7 @@ __all__ = [
     "write_trec_run",
     "read_beir_queries",
     "read_beir_qrels",
+    "read_qrels",
     "evaluate",
     "DEFAULT_METRICS",
 ]
@@ -75,6 +78,7 @@ _CUTOFF_PATTERNS = (
     (re.compile(r"^p_(\d+)$"), "p"),  # trec_eval spellings
     (re.compile(r"^ndcg_cut_(\d+)$"), "ndcg"),
     (re.compile(r"^recall_(\d+)$"), "recall"),
+    (re.compile(r"^r@(\d+)$"), "recall"),  # ir_measures' R@k
 )
 _CANONICAL = {"p": "P", "ndcg": "ndcg", "recall": "recall"}
 
@@ -84,9 +88,9 @@ def _parse_metric(name: str) -> tuple[str, int | None, str]:
     if not isinstance(name, str):
         raise ValueError(f"metric names must be strings, got {name!r}")
     key = name.strip().lower()
-    if key == "map":
+    if key in ("map", "ap"):  # AP: ir_measures' name of trec_eval's map
         return "map", None, "map"
-    if key in ("mrr", "recip_rank"):
+    if key in ("mrr", "recip_rank", "rr"):  # RR: ir_measures' name
         return "mrr", None, "mrr"
     if key == "ndcg":
         return "ndcg", None, "ndcg"
@@ -101,7 +105,8 @@ def _parse_metric(name: str) -> tuple[str, int | None, str]:
     raise ValueError(
         f"unknown metric {name!r}; supported (case-insensitive): 'map', 'mrr' "
         "('recip_rank'), 'ndcg', 'P@k', 'ndcg@k', 'recall@k' for an integer k >= 1 "
-        "(trec_eval spellings 'P_k', 'ndcg_cut_k', 'recall_k' are accepted too)")
+        "(trec_eval spellings 'P_k', 'ndcg_cut_k', 'recall_k' and ir_measures names 'AP', 'RR', 'nDCG@k', "
+        "'R@k' are accepted too)")
 
 
 
@@ -156,7 +161,9 @@ def evaluate(
     metrics : str or iterable of str, default ("map", "P@30", "ndcg@10")
         Metric names, case-insensitive: ``"map"``, ``"mrr"`` (or ``"recip_rank"``),
         ``"ndcg"``, and ``"P@k"``, ``"ndcg@k"``, ``"recall@k"`` for any integer k >= 1. The
-        trec_eval spellings ``"P_k"``, ``"ndcg_cut_k"``, ``"recall_k"`` are accepted.
+        trec_eval spellings ``"P_k"``, ``"ndcg_cut_k"``, ``"recall_k"`` are accepted, and the
+        ir_measures names of the same measures: ``"AP"`` (map), ``"RR"`` (mrr), ``"nDCG"``,
+        ``"nDCG@k"``, ``"P@k"``, ``"R@k"`` (recall@k), each equal to trec_eval's value.
     per_query : bool, default False
         Also return the per-query values.
 
@@ -165,7 +172,8 @@ def evaluate(
     means : dict of str to float
         Mean over the evaluated queries, keyed by canonical metric name (``"map"``,
         ``"mrr"``, ``"ndcg"``, ``"P@k"``, ``"ndcg@k"``, ``"recall@k"``) in the order given;
-        e.g. ``"MAP"`` and ``"P_30"`` come back as ``"map"`` and ``"P@30"``.
+        e.g. ``"MAP"``, ``"AP"`` and ``"P_30"`` come back as ``"map"``, ``"map"`` and ``"P@30"``,
+        ``"R@1000"`` as ``"recall@1000"``.
     per_query_values : pandas.DataFrame
         Only when ``per_query`` is true: one row per evaluated query, sorted by
         ``query_id`` (str); a ``query_id`` column and one float64 column per metric.
@@ -318,7 +326,7 @@ def _metric_values(family: str, k: int | None, ranked: dict, ideal: dict, n_q: i
 # --------------------------------------------------------------------------------------
 def _cli_main(args, kw) -> int:
     """``evaluate RUN QRELS ...``: print ``metric<TAB>value`` lines (``--per-query``: the table first)."""
-    res = evaluate(read_trec_run(kw.pop("run")), read_beir_qrels(kw.pop("qrels")), **kw)
+    res = evaluate(read_trec_run(kw.pop("run")), read_qrels(kw.pop("qrels")), **kw)
     if kw.get("per_query"):
         res, per = res
         print(per.to_string(index=False))
@@ -333,7 +341,8 @@ COMMANDS = (
             description="MAP, P@k, nDCG@k, recall@k, MRR of a run, as trec_eval computes them. The options are "
                         "the keywords of cutext.pipelines.evaluate.evaluate.",
             positional={"run": dict(help="TREC run file"),
-                        "qrels": dict(help="TREC qrels (qid iter docid rel) or BEIR qrels TSV")},
+                        "qrels": dict(help="qrels: TREC (qid iter docid rel), BEIR TSV, a SMART relevance list "
+                                           "(qid docid 0 0: CISI.REL, CACM's qrels.text), or irds:<id>")},
             options={"metrics": dict(nargs="+")}, files=("run", "qrels")),
 )
 

@@ -17,8 +17,11 @@ no records gives an empty DataFrame with the documented columns.
 * :func:`read_trec_run` / :func:`write_trec_run` -- ``qid Q0 docid rank score tag``.
 * :func:`read_beir_queries` -- BEIR ``queries.jsonl`` or ``qid<TAB>text`` TSV.
 * :func:`read_beir_qrels` -- BEIR ``query-id corpus-id score`` TSV or TREC qrels (sniffed).
+* :func:`read_smart_queries` / :func:`read_smart_qrels` -- the SMART collections' ``.I`` queries and
+  relevance lists ``qid docid 0 0`` (CISI, CACM's originals, Cranfield, MED).
 * :func:`read_queries` -- any of the query formats above, or plain lines, sniffed from the
-  content (the ``search`` command's ``--queries``).
+  content (the ``search`` command's ``--queries``); :func:`read_qrels` -- any of the qrels layouts
+  (the ``evaluate`` command's qrels).  Both take an ``irds:<id>`` of ir_datasets where it is installed.
 
 Runs and qrels given as DataFrames or ``{qid: {docid: value}}`` dicts are brought to one frame
 form (``query_id: str, doc_id: str, score | relevance: float64``) by :func:`_coerce_run` and
@@ -40,6 +43,8 @@ import fsspec.utils
 import numpy as np
 import pandas as pd
 
+from cutext.stages.readers.irds import irds_qrels, irds_queries, is_irds
+from cutext.stages.readers.smart import QUERY_TEXT_FIELDS, check_fields, is_smart, parse_smart, smart_texts
 from cutext.stages.runtime.output import check_output_file
 
 __all__ = [
@@ -50,6 +55,9 @@ __all__ = [
     "read_beir_queries",
     "read_beir_qrels",
     "read_queries",
+    "read_qrels",
+    "read_smart_queries",
+    "read_smart_qrels",
 ]
 
 _TOPIC_FIELDS = ("title", "desc", "title+desc")
@@ -105,6 +113,19 @@ def _parse_float(path, lineno: int, token: str, what: str) -> float:
     if math.isnan(value):
         raise _fail(path, lineno, f"{what} is NaN")
     return value
+
+
+def _parse_grade(path, lineno: int, token: str, what: str) -> int:
+    """A relevance grade: an integer, or a number written with a fraction that is whole (``0.000000``, ``2.0``:
+    SMART-era and some converted qrels); trec_eval keeps grades as integers."""
+    try:
+        return int(token)
+    except ValueError:
+        pass
+    value = _parse_float(path, lineno, token, what)
+    if not value.is_integer():
+        raise _fail(path, lineno, f"{what} {token!r} is not a whole number (trec_eval's grades are integers)")
+    return int(value)
 
 
 def _str_column(values: list[str]) -> pd.Series:
@@ -285,28 +306,117 @@ def read_trec_qrels(path: str | os.PathLike) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Columns ``query_id`` (str), ``doc_id`` (str), ``relevance`` (int64; graded, may be
-        negative); one row per line, in file order. The ``iter`` column is dropped.
+        negative, written ``2`` or ``2.000000``); one row per line, in file order. The ``iter`` column
+        is dropped.
 
     Raises
     ------
     ValueError
-        Naming the file and 1-based line: a line without exactly 4 fields, or a
-        relevance that is not an integer.
+        Naming the file and 1-based line: a line without exactly 4 fields, a relevance that is
+        not a whole number, or a SMART relevance list ``qid docid 0 0`` (:func:`read_smart_qrels`).
     FileNotFoundError
         ``path`` does not exist.
     """
-    qids: list[str] = []
-    dids: list[str] = []
-    rels: list[int] = []
+    rows = []
     for lineno, line in _data_lines(path):
         parts = line.split()
         if len(parts) != 4:
             raise _fail(path, lineno, "expected 4 whitespace-separated fields "
                         f"'qid iter docid rel', got {len(parts)}: {line.strip()!r}")
-        qids.append(parts[0])
-        dids.append(parts[2])
-        rels.append(_parse_int(path, lineno, parts[3], "relevance"))
-    return _qrels_frame(qids, dids, rels)
+        rows.append((lineno, parts))
+    if _smart_list(rows):
+        raise _fail(path, rows[0][0], "a SMART relevance list 'qid docid 0 0' (every document id of TREC's third "
+                    "column would be 0), not TREC qrels 'qid iter docid rel': read it with read_qrels or "
+                    "read_smart_qrels")
+    return _qrels_frame([p[0] for _, p in rows], [p[2] for _, p in rows],
+                        [_parse_grade(path, lineno, p[3], "relevance") for lineno, p in rows])
+
+
+def _smart_list(rows: list) -> bool:
+    """Whether 4-field qrels lines are a SMART-era relevance list ``qid docid 0 0`` (CISI.REL, CACM's
+    qrels.text): the second field varies and the third is 0 on every line (in TREC's layout, the document id)."""
+    def zero(token: str) -> bool:
+        try:
+            return float(token) == 0
+        except ValueError:
+            return False
+
+    return len({p[1] for _, p in rows}) > 1 and all(zero(p[2]) for _, p in rows)
+
+
+def read_smart_qrels(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a SMART-era relevance list: ``qid docid ...`` a line, whitespace separated, every listed pair
+    relevant (CISI.REL ``1 28 0 0.000000``, CACM's ``qrels.text`` ``01 1410 0 0``; the fields after the two
+    ids are not grades there: they are 0 on every line).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Relevance file (local path or fsspec URL; compression inferred from the suffix).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str), ``doc_id`` (str), ``relevance`` (int64, 1), in file order, a pair listed
+        twice kept once.  Numeric ids lose their leading zeros (``01`` is ``"1"``), as the SMART records'
+        ``.I`` numbers do (:func:`read_smart_queries`, the ``smart`` corpus format).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and 1-based line: a line with fewer than 2 fields.
+    FileNotFoundError
+        ``path`` does not exist.
+    """
+    qids: list[str] = []
+    dids: list[str] = []
+    seen: set = set()
+    for lineno, line in _data_lines(path):
+        parts = line.split()
+        if len(parts) < 2:
+            raise _fail(path, lineno, f"expected 'qid docid ...', got {len(parts)} field(s): {line.strip()!r}")
+        pair = (_smart_id(parts[0]), _smart_id(parts[1]))
+        if pair not in seen:
+            seen.add(pair)
+            qids.append(pair[0])
+            dids.append(pair[1])
+    return _qrels_frame(qids, dids, [1] * len(qids))
+
+
+def _smart_id(token: str) -> str:
+    return str(int(token)) if token.isdigit() else token
+
+
+def read_qrels(path: str | os.PathLike) -> pd.DataFrame:
+    """Read qrels of any layout, told apart by content: an ``irds:<id>`` of ir_datasets; BEIR's
+    ``query-id corpus-id score`` TSV (a header or 3 fields); TREC's ``qid iter docid rel``; a SMART-era
+    relevance list ``qid docid 0 0`` (:func:`read_smart_qrels`: 4 fields whose second varies and whose third
+    is 0 on every line).  Grades may be written ``2`` or ``2.000000``.  This is how the ``evaluate`` command
+    reads its qrels.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str), ``doc_id`` (str), ``relevance`` (int64), in file order.
+
+    Raises
+    ------
+    ValueError
+        A malformed file (see the readers above), naming the file and line; a grade that is not a whole number.
+    FileNotFoundError
+        ``path`` does not exist.
+    RuntimeError
+        An ``irds:`` id without the ir_datasets package installed (:mod:`cutext.stages.readers.irds`).
+    """
+    if is_irds(path):
+        return irds_qrels(path)
+    lines = iter(_data_lines(path))
+    head = next(lines, None)
+    if head is not None and len(head[1].split()) == 4:
+        rows = [(head[0], head[1].split()), *((n, x.split()) for n, x in lines)]
+        if all(len(p) == 4 for _, p in rows) and _smart_list(rows):
+            return read_smart_qrels(path)
+    return read_beir_qrels(path)
 
 
 def read_trec_run(path: str | os.PathLike) -> pd.DataFrame:
@@ -551,13 +661,15 @@ def read_beir_qrels(path: str | os.PathLike) -> pd.DataFrame:
                         f"got {len(parts)}: {line.strip()!r}")
         qids.append(parts[0])
         dids.append(parts[1])
-        rels.append(_parse_int(path, lineno, parts[2], "score"))
+        rels.append(_parse_grade(path, lineno, parts[2], "score"))
     return _qrels_frame(qids, dids, rels)
 
 def read_queries(path: str | os.PathLike, topic_field: str = "title") -> pd.DataFrame:
     """Queries from TREC SGML topics, BEIR jsonl / TSV, or plain lines, sniffed from the content.
 
-    The first 4096 characters decide: a ``<top>`` or ``<DOC>`` tag means TREC topics
+    An ``irds:<id>`` is the queries of that ir_datasets dataset (where the package is installed). Else
+    the first 4096 characters decide: a first non-blank line ``.I <number>`` means SMART queries
+    (:func:`read_smart_queries`); a ``<top>`` or ``<DOC>`` tag means TREC topics
     (:func:`read_trec_topics`); a first line starting with ``{`` or holding a tab means BEIR
     queries (:func:`read_beir_queries`); anything else is one query per non-blank line, with ids
     ``"1"``, ``"2"``, ... in file order. This is how the ``search`` command reads ``--queries``.
@@ -584,10 +696,14 @@ def read_queries(path: str | os.PathLike, topic_field: str = "title") -> pd.Data
     """
     import gzip
 
+    if is_irds(path):
+        return irds_queries(path)
     p = str(path)
     opener = gzip.open if p.endswith(".gz") else open
     with opener(p, "rt", encoding="utf-8") as fh:
         head = fh.read(4096)
+    if is_smart(head):
+        return read_smart_queries(p)
     if "<top>" in head or "<DOC>" in head or "<doc>" in head:
         return read_trec_topics(p, field=topic_field)
     first = head.lstrip().split("\n", 1)[0]
@@ -596,6 +712,43 @@ def read_queries(path: str | os.PathLike, topic_field: str = "title") -> pd.Data
     with opener(p, "rt", encoding="utf-8") as fh:
         lines = [line.strip() for line in fh if line.strip()]
     return pd.DataFrame({"query_id": [str(i + 1) for i in range(len(lines))], "query": lines})
+
+
+def read_smart_queries(path: str | os.PathLike, fields=QUERY_TEXT_FIELDS) -> pd.DataFrame:
+    """Read SMART queries (``.I`` records: CISI.QRY, CACM's query.text, cran.qry, MED.QRY;
+    :mod:`cutext.stages.readers.smart`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Queries file (local path or fsspec URL; compression inferred from the suffix).
+    fields : tuple of str, default ("T", "W")
+        The fields whose text is the query, by letter (``.A`` authors, ``.B`` source and ``.N`` notes of
+        CACM's and CISI's queries are not).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str: the ``.I`` number without leading zeros) and ``query`` (str,
+        whitespace collapsed), in file order.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line: a malformed SMART file (:func:`cutext.stages.readers.smart.parse_smart`),
+        a query with no text in ``fields``, or an unknown field letter.
+    FileNotFoundError
+        ``path`` does not exist.
+    """
+    fields = check_fields(fields, "fields")
+    starts: list = []
+    records = parse_smart(_read_text(path), os.fspath(path), starts)
+    texts = [_collapse(t) for t in smart_texts(records, fields)]
+    for (rid, _), text, start in zip(records, texts, starts, strict=True):
+        if not text:
+            raise _fail(path, start + 1, f"query {rid!r} has no text in its {'/'.join('.' + f for f in fields)} "
+                        "field(s)")
+    return _queries_frame([rid for rid, _ in records], texts)
 
 
 # --------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import MISSING_DATA, need_data
+from helpers import MISSING_DATA, missing_data_lines, need_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -116,27 +116,17 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """One line counting and naming the tests skipped for missing data (GPU skips are not among them)."""
-    by_name: dict = {}
-    tests = []
+    """One line counting the tests skipped for missing data, then one line a dataset with the command that
+    gets it (:func:`helpers.missing_data_lines`; GPU skips are not among them); ``-v`` names the tests."""
+    reasons, tests = [], []
     for rep in terminalreporter.stats.get("skipped", []):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         reason = reason.removeprefix("Skipped: ")
-        if not reason.startswith(MISSING_DATA):
-            continue
-        tests.append(rep.nodeid)
-        for name in reason[len(MISSING_DATA):].split(","):
-            by_name.setdefault(name.strip(), []).append(rep.nodeid)
-    if not tests:
-        return
-    names = sorted(by_name)
-    plural = "s" if len(tests) != 1 else ""
-    terminalreporter.write_line(
-        f"{len(tests)} test{plural} skipped for missing data: {', '.join(f'{n} ({len(by_name[n])})' for n in names)} "
-        f"(set CUTEXT_DATA to a folder holding them, or run `python -m cutext.pipelines fetch {' '.join(names)}`)",
-        yellow=True)
-    shown = tests if config.option.verbose > 0 else tests[:10]
-    for nodeid in shown:
-        terminalreporter.write_line(f"  {nodeid}")
-    if len(shown) < len(tests):
-        terminalreporter.write_line(f"  ... and {len(tests) - len(shown)} more (-v names them all)")
+        if reason.startswith(MISSING_DATA):
+            reasons.append(reason)
+            tests.append(rep.nodeid)
+    for i, line in enumerate(missing_data_lines(reasons)):
+        terminalreporter.write_line(line, yellow=i == 0)
+    if tests and config.option.verbose > 0:
+        for nodeid in tests:
+            terminalreporter.write_line(f"  {nodeid}")

@@ -196,6 +196,35 @@ def saved_cluster_state(data_dir: Path, out: Path) -> Path:
 
 
 MISSING_DATA = "missing data: "  # the skip reason tests/conftest.py counts at the end of a run
+FETCH = "python -m cutext.pipelines fetch"  # the command line that gets a dataset with a public download (how_to_get)
+
+
+def missing_data_lines(reasons: list) -> list:
+    """The end-of-run summary of skips for missing data: a first line counting the tests, then one line a
+    dataset with the number of its tests and the exact command that gets it (``fetch NAME``), or, for a
+    file with no public download, how to make it.  ``reasons`` are the skip reasons, each
+    ``"missing data: name[, name...]"`` naming datasets of ``cutext.pipelines.datasets.DATASETS``."""
+    from cutext.pipelines.datasets import DATASETS, how_to_get
+
+    counts: dict = {}
+    tests = 0
+    for reason in reasons:
+        if not reason.startswith(MISSING_DATA):
+            continue
+        tests += 1
+        for name in dict.fromkeys(n.strip() for n in reason[len(MISSING_DATA):].split(",") if n.strip()):
+            counts[name] = counts.get(name, 0) + 1
+    if not tests:
+        return []
+    lines = [f"{tests} test{'s' if tests != 1 else ''} skipped for missing data, by dataset "
+             "(or set CUTEXT_DATA to a folder holding them):"]
+    for name in sorted(counts):
+        n = f"{name} ({counts[name]} test{'s' if counts[name] != 1 else ''})"
+        if name not in DATASETS:
+            lines.append(f"  {n}: not a dataset of cutext.pipelines.datasets (a test names it wrongly)")
+        else:
+            lines.append(f"  {n}: {how_to_get(name)}")
+    return lines
 
 
 def need_data(name: str) -> Path:

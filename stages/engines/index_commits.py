@@ -40,6 +40,7 @@ from cutext.stages.engines.segments import (live_positions, live_segment, merge_
                                             read_segment_texts, segment_heads, union_terms,
                                             write_segment)
 from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.npy import read_npy
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
 
 __all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "segmented_commit", "commit_deletion",
@@ -76,7 +77,7 @@ def read_deletes(path: Path, meta: dict, names: list) -> list:
         if not isinstance(spec[n], str) or "/" in spec[n] or not f.is_file():
             raise art.ArtifactError(f"{mf}: deletions of {n!r} are not a file under deletes/: {spec[n]!r}")
         try:
-            d = np.load(f, allow_pickle=False)
+            d = read_npy(f)
         except (OSError, ValueError) as exc:
             raise art.ArtifactError(f"{f}: unreadable deletions ({exc})") from None
         if d.ndim != 1 or (d.size and d.dtype.kind not in "iu"):

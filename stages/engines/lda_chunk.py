@@ -343,7 +343,7 @@ def bow_from_corpus(path, *, tokenizer=None, format="auto", backend="cpu", clien
         See :func:`cutext.stages.readers.source.read_corpus`.
     tokenizer : TokenizerConfig, optional
     format : str
-        Reader format (``"auto"``, ``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``).
+        Reader format (``"auto"``, ``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``, ``"smart"``).
     backend : {"cpu", "gpu"}
         The resolved backend of the stages; the result is on the host.
     client : distributed.Client, optional
@@ -396,7 +396,7 @@ def read_bow(path, *, format="auto", vocab=None, tokenizer=None, backend="cpu", 
     """Any LDA input as a bag of words: ``(BagOfWords, resolved format)``.
 
     ``format``: ``"auto"`` (:func:`detect_format`), ``"uci"``, ``"ldac"``, or a corpus format of the
-    readers (``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``; ``"corpus"`` = auto).
+    readers (``"files"``, ``"lines"``, ``"jsonl"``, ``"parquet"``, ``"csv"``, ``"smart"``; ``"corpus"`` = auto).
     ``backend`` (resolved) and ``read_kw`` (reader settings, ``client``, ``scheduler``,
     ``n_workers``) go to :func:`bow_from_corpus`; UCI and LDA-C files are read on the host.
     """

@@ -112,6 +112,7 @@ from cutext.stages.readers.base import (CorpusError, DEFAULT_BLOCKSIZE, DEFAULT_
                                         decode_counting)
 from cutext.stages.readers.archives import (MAX_MEMBERS_PER_PIECE, _archive_pieces, _read_archive_piece, _read_file,
                                             archive_kind, check_members)
+from cutext.stages.readers.smart import DOC_TEXT_FIELDS, check_fields, is_smart, parse_smart, smart_texts
 
 
 codecs.register_error("cutext_count", _count_replace)
@@ -131,7 +132,22 @@ def input_format(path, format="auto", storage_options=None, glob=None) -> str:
     fs, files, root = _fs_and_paths(path, storage_options, glob)
     if not files:
         raise FileNotFoundError(f"{path}: no input files found")
-    return detect_format(files, root is not None or len(files) > 1)
+    return _auto_format(fs, files, root is not None or len(files) > 1)
+
+
+def _auto_format(fs, files: list, is_collection: bool) -> str:
+    """:func:`detect_format`, then a single text file whose first non-blank line is ``.I <number>`` is
+    ``smart`` (the classic collections' ``CISI.ALL``, ``cacm.all``, ``cran.all.1400`` have no telling suffix)."""
+    fmt = detect_format(files, is_collection)
+    if fmt != "lines" or len(files) != 1 or archive_kind(files[0])[0] is not None:
+        return fmt
+    comp = _strip_compression(files[0])[1]
+    try:
+        with fs.open(files[0], "rb", compression=comp) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except Exception:  # noqa: BLE001  # unreadable or corrupt here: the read itself names the file and the fault
+        return fmt
+    return "smart" if is_smart(head.decode("latin-1")) else fmt
 
 
 def add_max_ratio_option(parser) -> None:
@@ -329,10 +345,12 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
     if not files:
         raise FileNotFoundError(f"{path}: no input files found")
     is_collection = root is not None or len(files) > 1
-    fmt = detect_format(files, is_collection) if format == "auto" else format
-    if fmt not in ("files", "lines", "jsonl", "parquet", "csv"):
-        raise ValueError(f"unknown format {format!r}; use auto, files, lines, jsonl, parquet or csv")
+    fmt = _auto_format(fs, files, is_collection) if format == "auto" else format
+    if fmt not in ("files", "lines", "jsonl", "parquet", "csv", "smart"):
+        raise ValueError(f"unknown format {format!r}; use auto, files, lines, jsonl, parquet, csv or smart")
     archives = [f for f in files if archive_kind(f)[0] is not None]
+    if fmt == "smart":
+        return fs, _smart_pieces(files, root, text_column, id_column, encoding, max_ratio), fmt
     if archives and fmt not in ("files", "lines"):
         raise CorpusError(f"{archives[0]}: archives are read with format 'files' (one document per "
                           f"member) or 'lines' (one per line of each member), not {fmt!r}")
@@ -396,6 +414,41 @@ def _plan(path, *, format="auto", text_column=None, id_column=None, blocksize=DE
         else:
             pieces.append(Piece(fmt, [f], [label], comp, 0, None, i, True, opts))
     return fs, pieces, fmt
+
+
+def _smart_pieces(files, root, text_column, id_column, encoding, max_ratio) -> list:
+    """One piece a SMART file (records are not split across pieces); ``text_column``: its text fields."""
+    if id_column is not None:
+        raise CorpusError(f"{files[0]}: {param('id_column')} does not apply to a SMART input: its ids are the "
+                          ".I numbers; drop the option")
+    bad = [f for f in files if archive_kind(f)[0] is not None]
+    if bad:
+        raise CorpusError(f"{bad[0]}: a SMART input is a file of records, not an archive (extract it)")
+    fields = check_fields(text_column, param("text_column")) if text_column is not None else DOC_TEXT_FIELDS
+    opts = dict(text_column=fields, encoding=encoding, max_ratio=max_ratio, read_id=uuid.uuid4().hex)
+    multi = len(files) > 1
+    return [Piece("smart", [f], [_label(f, root) if multi else None], _strip_compression(f)[1], 0, None, i, False,
+                  opts) for i, f in enumerate(files)]
+
+
+def _read_smart(fs, piece: Piece) -> pd.DataFrame:
+    """A SMART file's records: ``source_id`` the ``.I`` number (``"<file>:<number>"`` among several files),
+    ``text`` the piece's fields (:mod:`cutext.stages.readers.smart`)."""
+    path = piece.paths[0]
+    encoding = piece.options.get("encoding", "utf-8")
+    raw = _read_file(fs, path, piece.compression, piece)
+    text, reps = decode_counting(_strip_bom(raw, 0, encoding), encoding)
+    check_text(piece, [(path, raw[:SNIFF_BYTES], len(raw), reps, True)])
+    starts: list = []
+    records = parse_smart(text, path, starts)
+    prefix = f"{piece.labels[0]}:" if piece.labels[0] else ""
+    texts = smart_texts(records, piece.options["text_column"])
+    counts = np.zeros(len(texts), np.int32)
+    if reps and len(texts):  # each record's replacements: those of its lines (a '\n' byte is never inside one)
+        per_line = np.array([decode_counting(line, encoding)[1] for line in _strip_bom(raw, 0, encoding).split(b"\n")])
+        counts[:] = np.add.reduceat(per_line, np.asarray(starts))
+    return _frame(pa.array([prefix + rid for rid, _ in records], pa.large_string()),
+                  pa.array(texts, pa.large_string()), counts)
 
 
 # ----------------------------------------------------------------------------- piece readers
@@ -574,6 +627,8 @@ def read_piece(piece: Piece, fs) -> pd.DataFrame:
     try:
         if piece.archive is not None:
             return _read_archive_piece(piece, fs)
+        if fmt == "smart":
+            return _read_smart(fs, piece)
         if fmt == "files":
             texts, reps, checks = [], [], []
             encoding = piece.options.get("encoding", "utf-8")

@@ -10,6 +10,7 @@ from cutext.stages.readers.base import CorpusError
 from cutext.stages.readers.files import (KEEP_FORMATS, CorpusSource, meta_frame, plan, read_piece, read_piece_columns,
                                          to_backend)
 from cutext.stages.readers.frames import frame_source, input_label, is_frame
+from cutext.stages.readers.irds import irds_docs, is_irds
 from cutext.stages.runtime.compute import input_bytes
 from cutext.stages.runtime.params import param
 
@@ -30,7 +31,8 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     ----------
     path : str, os.PathLike, list, or a frame
         A file, a directory, a glob or fsspec URLs (:func:`cutext.stages.readers.source.read_corpus`); or a
-        pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.readers.frames.frame_source`).
+        pandas / cudf / dask / dask-cudf DataFrame or Series (:func:`cutext.stages.readers.frames.frame_source`);
+        or ``"irds:<id>"``, the documents of an ir_datasets dataset (:mod:`cutext.stages.readers.irds`).
     backend : {"cpu", "gpu"}
         The resolved backend (``cutext.kernels.backend.resolve_backend``): pandas or cudf partitions.
     format, text_column, id_column, blocksize, encoding, storage_options, glob, max_ratio, members
@@ -54,6 +56,10 @@ def open_corpus(path, *, backend: str = "cpu", format="auto", text_column=None, 
     from fsspec.core import url_to_fs
 
     is_gpu(backend)  # validates the resolved string
+    if is_irds(path):  # an ir_datasets id: its documents as a frame
+        path = irds_docs(path)
+        text_column = "text" if text_column is None else text_column
+        id_column = "doc_id" if id_column is None else id_column
     if is_frame(path):
         return frame_source(path, backend=backend, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
@@ -157,10 +163,14 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
     path : str, os.PathLike or list
         A file, a directory, an archive (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``,
         ``.zip``), a glob, or any fsspec URL (``s3://``, ``memory://`` ...).
-    format : {"auto", "files", "lines", "jsonl", "parquet", "csv"}
+    format : {"auto", "files", "lines", "jsonl", "parquet", "csv", "smart"}
+        ``"smart"``: the SMART records of the classic collections (``.I``, ``.T``, ``.W`` ...;
+        :mod:`cutext.stages.readers.smart`), one document a record, ``source_id`` its ``.I`` number;
+        ``"auto"`` chooses it for a single file whose first non-blank line is ``.I <number>``.
     text_column, id_column : str or list of str, optional
         Column(s) holding the text (joined by a space) and the source id: table formats only (refused
-        for ``files`` / ``lines``).
+        for ``files`` / ``lines``); for ``smart``, ``text_column`` names the fields that are the text by
+        letter (default ``["T", "W", "K"]``: title, abstract, keywords) and ``id_column`` is refused.
     blocksize : int
         Bytes per partition for splittable inputs.
     encoding : str

@@ -11,6 +11,7 @@ import pyarrow as pa
 from cutext.kernels.backend import array_module, is_gpu, to_host, values
 from cutext.stages.readers.device import cudf_strings
 from cutext.stages.runtime.compute import StepClock, nbytes_of
+from cutext.stages.runtime.npy import read_npy
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.device import scan_partition
 from cutext.stages.text.encode import lookup_ids
@@ -141,7 +142,7 @@ def _save_arrays(folder, arrays: dict) -> None:
 
 def load_spilled(folder, names, mmap: bool = False) -> dict:
     """Arrays ``names`` of a spilled partition (``mmap``: memory-mapped, read only where sliced)."""
-    return {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None, allow_pickle=False) for n in names}
+    return {n: read_npy(folder / f"{n}.npy", mmap=mmap) for n in names}
 
 
 def _spilled_uniques(folder, like=None):

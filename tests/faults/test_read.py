@@ -30,6 +30,7 @@ import pandas as pd
 import pytest
 from helpers import MISSING_DATA, need_data
 
+from cutext.pipelines.datasets import DATASETS
 from cutext.stages.readers.base import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
                                         ExpansionError, InputWarning, binary_reason, text_array)
 from cutext.stages.readers.files import assign_doc_ids
@@ -135,10 +136,12 @@ def test_real_corpora_do_not_warn(shared_data):
               ("ir/cacm/cacm.json", {}), ("ir/cacm/cacm.tar.gz", {}), ("ir/scifact/corpus.jsonl.gz", {}),
               ("bow/uci/docword.kos.txt.gz", {}), ("arpa/lmplz/abc.o3.arpa.gz", {}),
               ("corpora/reuters21578.tar.gz", {"format": "lines"})]
-    inputs += [(f"corpora/nltk/{p.name}", {}) for p in sorted((shared_data / "corpora" / "nltk").glob("*.zip"))]
+    inputs += [(f.path, {}) for d in DATASETS.values() if d.name.startswith("nltk-") for f in d.files]
+    absent = sorted({d.name for rel, _ in inputs if not (shared_data / rel).exists()
+                     for d in DATASETS.values() if any(f.path == rel for f in d.files)})
     inputs = [(rel, kw) for rel, kw in inputs if (shared_data / rel).exists()]
     if len(inputs) < 10:  # the bundled CACM and SciFact alone: the shared corpora are not on this machine
-        pytest.skip(MISSING_DATA + "the shared corpora (20newsgroups, reuters21578, lee, nltk)")
+        pytest.skip(MISSING_DATA + ", ".join(absent))
     read = 0
     for rel, kw in inputs:
         p = shared_data / rel

@@ -134,7 +134,7 @@ def test_every_option_reaches_the_function_under_its_name(name, monkeypatch, cap
     monkeypatch.setattr(mod, attr, _recorder(calls, _evaluated if name == "evaluate" else _stub_result()))
     if name == "evaluate":  # the files are read first: pass their names through
         monkeypatch.setattr(evaluate_mod, "read_trec_run", lambda p: f"run:{p}")
-        monkeypatch.setattr(evaluate_mod, "read_beir_qrels", lambda p: f"qrels:{p}")
+        monkeypatch.setattr(evaluate_mod, "read_qrels", lambda p: f"qrels:{p}")
     argv, want = [name], {}
     for row in command.table.values():
         if row.positional:

@@ -102,7 +102,7 @@ def test_registry_names_every_dataset_the_project_uses():
 def test_registry_checksums_are_those_of_the_shared_copies():
     shared = datasets.shared_data_dir()
     if shared is None:
-        pytest.skip("missing data: 20newsgroups (the shared data folder)")
+        pytest.skip("no shared data folder ($CUTEXT_SHARED_DATA): the checksums are those of its copies")
     checked = 0
     for d in DATASETS.values():
         for f in d.files:
@@ -373,3 +373,35 @@ def test_shared_corpora_without_a_folder_uses_fetch(no_data):
     corpora = datasets.shared_corpora()
     assert sorted(corpora) == ["cacm", "scifact"]   # the checkout's bundled collections only
     assert len(corpora["cacm"]()) == 3204
+
+
+# ----------------------------------------------------------------------------- the test suite's summary
+
+def test_missing_data_summary_is_one_line_a_dataset_with_a_command_that_runs(monkeypatch, capsys):
+    from helpers import FETCH, MISSING_DATA, missing_data_lines
+
+    reasons = [MISSING_DATA + "lee", MISSING_DATA + "kos, lee", MISSING_DATA + "abc-o3-arpa", "no CUDA device"]
+    lines = missing_data_lines(reasons)
+    assert lines[0].startswith("3 tests skipped for missing data") and "shared data folder" not in lines[0]
+    assert lines[1:] == [f"  abc-o3-arpa (1 test): no public download; {DATASETS['abc-o3-arpa'].build}",
+                         f"  kos (1 test): run `{FETCH} kos`", f"  lee (2 tests): run `{FETCH} lee`"]
+    fetched = []
+    monkeypatch.setattr(datasets, "fetch", lambda name, **kw: fetched.append(name) or Path(name))
+    for line in lines[1:]:
+        if FETCH in line:  # the printed command parses and fetches that dataset
+            argv = line.split(FETCH, 1)[1].strip("` ").split()
+            assert main(["fetch", *argv]) == 0
+    assert fetched == ["kos", "lee"] and capsys.readouterr().out.split() == ["kos", "lee"]
+
+
+def test_every_missing_data_skip_of_the_suite_names_registry_datasets():
+    """The summary gives a command a dataset: a skip reason naming anything else has no command to print."""
+    literal = re.compile(r'MISSING_DATA\s*\+\s*f?"([^"{]*)"\s*\)|\{MISSING_DATA\}([^"{]*)"'
+                         r'|skip\(\s*f?"missing data: ([^"{]*)"')
+    found = 0
+    for f in (ROOT / "tests").rglob("*.py"):
+        for m in literal.finditer(f.read_text(encoding="utf-8")):
+            names = [n.strip() for n in (m.group(1) or m.group(2) or m.group(3)).split(",") if n.strip()]
+            found += 1
+            assert names and set(names) <= set(DATASETS), f"{f.relative_to(ROOT)}: skip reason names {names}"
+    assert found >= 1

@@ -5,7 +5,8 @@ wings ``engines`` above ``text`` above ``readers`` above ``runtime`` (contracts 
 No import cycle between any two modules of cutext.
 
 cutext's folders are mapped onto ``cutext.*`` by setuptools (``package-dir``), which import-linter's
-graph builder cannot follow, so the checks run on a temporary ``cutext/`` of links to the folders.
+graph builder cannot follow, so the checks run on a temporary ``cutext/`` of links to the folders (and to
+``cutext_init/__init__.py``, the top package's own module).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def linked_tree(tmp_path_factory) -> Path:
     (d / "cutext").mkdir()
     for name in ("pipelines", "stages", "kernels"):
         (d / "cutext" / name).symlink_to(ROOT / name, target_is_directory=True)
+    (d / "cutext" / "__init__.py").symlink_to(ROOT / "cutext_init" / "__init__.py")
     return d
 
 
