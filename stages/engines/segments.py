@@ -1159,7 +1159,7 @@ class SegmentWeights:
 
 
 def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75,
-                    delta: float | None = None, block: int = 1 << 22) -> SegmentWeights:
+                    delta: float | None = None, block: int = 1 << 22, norms: str = "exact") -> SegmentWeights:
     """float32 BM25 weights of every posting, from the global N, avgdl and df.
 
     Robertson & Zaragoza / Lucene BM25, the formulas and the code of :mod:`cutext.stages.text.bm25`
@@ -1174,6 +1174,9 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
         As :func:`cutext.pipelines.bm25.build_index` (``delta``: default 0.5 for bm25l, 1.0 for bm25+).
     block : int
         Postings weighted at a time (the float64 temporaries are about 24 bytes a posting of a block).
+    norms : {"exact", "lucene"}
+        Document lengths as they are, or through Lucene's one-byte norms
+        (:class:`cutext.stages.text.bm25.WeightPartition`).
 
     Returns
     -------
@@ -1188,7 +1191,7 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
     if merged.fields:
         raise ValueError(f"segments of the fields {list(merged.fields)} are weighed by BM25F: "
                          "posting_weights(merged, bm25.field_corpus_weights(...))")
-    fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta)
+    fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta, norms)
     return SegmentWeights(posting_weights(merged, fn, block=block), fn.idf_t, fn.w0, fn.avgdl)
 
 
