@@ -1466,12 +1466,12 @@ class BM25Index:
             k = search_stage.cap_k(k, self.n_docs)
             kw = dict(batch_size=batch_size, progress=progress, engine=engine, max_workspace=max_workspace,
                       n_threads=n_threads, with_text=with_text, filter=filter, phrases=phrases)
-            return ties_by_source_id(lambda qs, kk: self._lucene_sums(qs, self._search(qs, kk, **kw)), queries, k,
-                                     self.n_docs)
+            return ties_by_source_id(lambda qs, kk: self._lucene_sums(qs, self._search(qs, kk, **kw), phrases),
+                                     queries, k, self.n_docs)
         return self._search(queries, k, batch_size, progress, engine, max_workspace, n_threads, with_text, filter,
                             phrases)
 
-    def _lucene_sums(self, queries, hits: pd.DataFrame) -> pd.DataFrame:
+    def _lucene_sums(self, queries, hits: pd.DataFrame, phrases) -> pd.DataFrame:
         """``hits`` with each score summed as Lucene sums a BooleanQuery's clauses: the float32 term scores
         added in float64, then rounded to float32 (the engines add in float32, one ulp away at times).  On an
         index whose matrix is on the host (scipy); elsewhere the engines' sums are kept."""
@@ -1480,7 +1480,8 @@ class BM25Index:
         if len(hits) == 0 or not sp.issparse(self.matrix):
             return hits
         qids, texts = _as_queries(queries)
-        Q = self.query_matrix(texts)
+        parsed = phrase_stage.parse_queries(texts) if (self.positions if phrases is None else phrases) else None
+        Q = self.query_matrix(parsed[0] if parsed is not None else texts)  # the words the engines scored
         where = {q: i for i, q in enumerate(qids.to_pylist())}
         rows = hits["query_id"].map(where).to_numpy()
         docs = hits["doc_id"].to_numpy()

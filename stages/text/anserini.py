@@ -45,8 +45,8 @@ def _patterns():
         try:
             import regex
         except ImportError:
-            raise ImportError("analyzer='anserini' splits words with the 'regex' module: pip install regex "
-                              "(or cutext[anserini])") from None
+            raise ImportError("analyzer='anserini' splits words with the 'regex' module (a dependency of cutext): "
+                              "pip install regex") from None
         _compiled = (regex.compile(r"(?w)\b"), regex.compile(_TOKEN_CHARS))
     return _compiled
 

@@ -157,10 +157,10 @@ def check_norms(norms, variant: str) -> str:
         ``BM25Similarity``).
     """
     if norms not in NORMS:
-        raise ValueError(f"norms must be one of {list(NORMS)}, got {norms!r}")
+        raise ValueError(f"{param('norms', bare=True)} must be one of {list(NORMS)}, got {norms!r}")
     if norms == "lucene" and variant != "lucene":
-        raise ValueError(f"norms='lucene' scores as Lucene's BM25Similarity, variant='lucene'; got "
-                         f"variant={variant!r} (use norms='exact')")
+        raise ValueError(f"{param('norms', 'lucene')} scores as Lucene's BM25Similarity, {param('variant', 'lucene')}; "
+                         f"got {param('variant', variant)} (use {param('norms', 'exact')})")
     return norms
 
 

@@ -70,7 +70,7 @@ from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 from cutext.stages.readers.base import text_array as read_text_array
 from cutext.kernels.backend import to_host, values
 from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
-from cutext.stages.runtime.params import count, flag
+from cutext.stages.runtime.params import count, flag, param
 from cutext.stages.text.anserini import ANALYZERS, split_anserini
 from cutext.stages.text.porter import porter_stems
 
@@ -229,15 +229,17 @@ class TokenizerConfig:
     @classmethod
     def _preset(cls, analyzer, lowercase, stopwords, stemmer, min_len, max_len):
         if analyzer not in ANALYZERS:
-            raise ValueError(f"analyzer must be one of {list(ANALYZERS)} or None, got {analyzer!r}")
+            raise ValueError(f"{param('analyzer', bare=True)} must be one of {list(ANALYZERS)} or None, got "
+                             f"{analyzer!r}")
         fixed = {"lowercase": (lowercase, True), "stemmer": (stemmer, None), "min_len": (min_len, 1),
                  "max_len": (max_len, None)}
         bad = [k for k, (v, d) in fixed.items() if v != d]
         if not (stopwords is None or (isinstance(stopwords, str) and stopwords == "lucene")):
             bad.insert(1, "stopwords")
         if bad:
-            raise ValueError(f"analyzer={analyzer!r} is Anserini's DefaultEnglishAnalyzer (lowercase, Lucene's "
-                             f"stopwords, Lucene's Porter stemmer): leave {', '.join(bad)} out")
+            names = ", ".join(param(b, bare=True) for b in bad)
+            raise ValueError(f"{param('analyzer', analyzer)} is Anserini's DefaultEnglishAnalyzer (lowercase, Lucene's "
+                             f"stopwords, Lucene's Porter stemmer): leave {names} out")
         return cls(True, LUCENE_STOPWORDS, LUCENE_PORTER, 1, None, analyzer)
 
     def to_dict(self) -> dict:

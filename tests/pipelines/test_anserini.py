@@ -191,7 +191,7 @@ def test_norms_recorded_loaded_and_kept_by_append(tmp_path, data_dir):
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(norms="lucene", variant="robertson"), "variant='lucene'"),
+    (dict(norms="lucene", variant="robertson"), "variant=.lucene."),
     (dict(norms="bytes"), "norms must be one of"),
     (dict(analyzer="anserini", stemmer="porter"), "leave stemmer out"),
     (dict(analyzer="anserini", stopwords="english"), "leave stopwords out"),
@@ -202,3 +202,14 @@ def test_bad_settings_refused(tmp_path, data_dir, kw, match):
     with pytest.raises(ValueError, match=match):
         pipelines.run("bm25", data_dir / "cacm" / "cacm.json", out=tmp_path / "idx", backend="cpu",
                       progress=False, **kw)
+
+
+def test_phrase_queries_sum_the_words_they_score(tmp_path, data_dir):
+    lines = (data_dir / "cacm" / "cacm.json").read_text("utf-8").splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:250]) + "\n", "utf-8")
+    pipelines.run("bm25", tmp_path / "a.jsonl", out=tmp_path / "idx", backend="cpu", scheduler="sync",
+                  progress=False, positions=True, **ANSERINI)
+    index = pipelines.BM25Index.load(tmp_path / "idx")
+    phrase = index.search('"programming language"~2 compiler', k=50)
+    plain = index.search("programming language compiler", k=250).set_index("source_id")["score"]
+    assert len(phrase) > 0 and np.array_equal(phrase["score"].to_numpy(), plain[phrase["source_id"]].to_numpy())
