@@ -517,7 +517,8 @@ def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
             if terms.field_sum_dl is not None:
                 raise ValueError("the segments store fields, index.json has no bm25f entry")
             return bm25_stage.corpus_weights(terms.df, terms.n_docs, terms.sum_dl, variant, k1,
-                                             float(meta.get("b", 0.4)), delta, meta.get("norms", "exact"))
+                                             float(meta.get("b", 0.4)), delta, meta.get("norms", "exact"),
+                                             doc_count=terms.n_nonempty)
         fields, ws, bs = spec
         if meta.get("norms", "exact") != "exact":
             raise ValueError("index.json's norms apply to one-field indexes, not to its bm25f fields")

@@ -223,7 +223,7 @@ class WeightPartition:
 
 
 def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: float, delta,
-                   norms: str = "exact") -> WeightPartition:
+                   norms: str = "exact", doc_count: int | None = None) -> WeightPartition:
     """The weight function of a corpus from its global statistics (Eq. 1): checked parameters, ``avgdl =
     n_tokens / n_docs`` (float64), idf per term id and the weights of absent terms.
 
@@ -235,8 +235,11 @@ def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: f
     variant, k1, b, delta
         As :func:`check_params` (``delta`` None: the variant's default).
     norms : {"exact", "lucene"}
-        ``"lucene"``: Lucene's one-byte lengths and float32 arithmetic (:class:`WeightPartition`), and
-        ``avgdl`` as Lucene's ``(float) (sumTotalTermFreq / (double) docCount)``.
+        ``"lucene"``: Lucene's one-byte lengths and float32 arithmetic (:class:`WeightPartition`), with
+        Lucene's ``docCount`` for N and in ``avgdl = (float) (sumTotalTermFreq / (double) docCount)``.
+    doc_count : int, optional
+        ``docCount``: the documents with a token (Lucene leaves the others out of N); default ``n_docs``.
+        Used by ``norms="lucene"`` only.
 
     Returns
     -------
@@ -253,8 +256,12 @@ def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: f
     check_norms(norms, variant)
     if n_tokens == 0 or n_docs == 0:
         raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
-    idf_t = idf(df, n_docs, variant) if norms == "exact" else lucene_idf(df, n_docs)
-    fn = WeightPartition(idf_t, n_tokens / n_docs, variant, k1, b, delta, norms)
+    if norms == "exact":
+        fn = WeightPartition(idf(df, n_docs, variant), n_tokens / n_docs, variant, k1, b, delta)
+    else:
+        n = n_docs if doc_count is None else doc_count
+        fn = WeightPartition(lucene_idf(df, n), n_tokens / n, variant, k1, b, delta, norms)
+    idf_t = fn.idf_t
     fn.w0 = absent_weight(idf_t, variant, k1, delta)
     return fn
 

@@ -213,3 +213,15 @@ def test_phrase_queries_sum_the_words_they_score(tmp_path, data_dir):
     phrase = index.search('"programming language"~2 compiler', k=50)
     plain = index.search("programming language compiler", k=250).set_index("source_id")["score"]
     assert len(phrase) > 0 and np.array_equal(phrase["score"].to_numpy(), plain[phrase["source_id"]].to_numpy())
+
+
+def test_lucene_doc_count_leaves_out_documents_without_tokens(tmp_path):
+    """Lucene's N and avgdl count the documents with a token: Anserini 1.7.1 (``-bm25 -bm25.k1 0.9 -bm25.b 0.4``)
+    printed 0.264000, 0.232700 (apple) and 0.649600 (cherry) for this corpus, whose d3 is all stopwords."""
+    docs = pd.DataFrame({"id": ["d1", "d2", "d3", "d4"],
+                         "text": ["apple banana", "apple cherry cherry date", "the of and", "elder fig grape"]})
+    kw = dict(id_column="id", text_column="text", backend="cpu", scheduler="sync", progress=False)
+    pipelines.run("bm25", docs, out=tmp_path / "idx", **kw, **ANSERINI)
+    hits = pipelines.BM25Index.load(tmp_path / "idx").search({"1": "apple", "2": "cherry"}, k=10)
+    got = anserini_scores(hits["query_id"].to_numpy(), hits["score"].to_numpy())
+    assert hits["source_id"].tolist() == ["d1", "d2", "d2"] and got.tolist() == [0.264, 0.2327, 0.6496]
