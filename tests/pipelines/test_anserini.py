@@ -120,6 +120,16 @@ def test_standard_tokenizer_keeps_words_whole():
     assert [len(t) for t in standard_tokens("a" * 600)] == [255, 255, 90]
 
 
+def test_standard_tokenizer_as_lucenes_scanner():
+    # Lucene 9.9.1's StandardTokenizer gave these (benchmarks/anserini/Analyze.java): the longest token in the
+    # scanner's 255-character buffer; a run of Thai letters one token (UAX #29 breaks between them); a mark after
+    # a character no token starts with is a token of its own
+    assert standard_tokens("x" * 254 + ".y" * 5) == ["x" * 254, "y.y.y.y.y"]
+    assert standard_tokens("abc\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22123") == [
+        "abc", "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22", "123"]
+    assert standard_tokens("!\u0e49,\u00e9\u0e499") == ["\u0e49", "\u00e9\u0e499"]
+
+
 def test_anserini_analyzer_order_and_stems():
     cfg = TokenizerConfig.make(analyzer="anserini")
     assert tokenize_texts(["The Technology's assemblies ARE reproducibly irreversible"], cfg) == [
