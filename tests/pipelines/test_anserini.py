@@ -198,6 +198,10 @@ def test_norms_recorded_loaded_and_kept_by_append(tmp_path, data_dir):
     c = pipelines.BM25Index.load(tmp_path / "exact").search(q, k=20)
     assert a["source_id"].tolist() == b["source_id"].tolist() and np.array_equal(a["score"], b["score"])
     assert not np.array_equal(b["score"], c["score"])  # the one-byte lengths change the scores
+    assert "norms='lucene'" in repr(pipelines.BM25Index.load(tmp_path / "one"))
+    with pytest.raises(ValueError, match="norms"):  # an append takes the index's norms, never others
+        pipelines.run("bm25", tmp_path / "b.jsonl", out=tmp_path / "exact", append=True, norms="lucene",
+                      backend="cpu", scheduler="sync", progress=False)
 
 
 @pytest.mark.parametrize("kw, match", [
