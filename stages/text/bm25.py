@@ -164,21 +164,25 @@ def check_norms(norms, variant: str) -> str:
     return norms
 
 
-def lucene_norm_cache(avgdl: float, k1: float, b: float) -> np.ndarray:
-    """``BM25Similarity``'s per-norm cache, float32 (256,): ``1 / (k1 * ((1 - b) + b * len / avgdl))`` for
-    the 256 decoded lengths, every operation in float32 as Lucene 9 computes it, ``avgdl`` rounded to
-    float32 first."""
-    lengths = lucene_length(np.concatenate([np.arange(_LUCENE_FREE_VALUES),
-                                            _LUCENE_FREE_VALUES + _int4_values()])).astype(np.float32)
-    k1, b, avg = np.float32(k1), np.float32(b), np.float32(avgdl)
-    return (np.float32(1) / (k1 * ((np.float32(1) - b) + b * lengths / avg))).astype(np.float32)
-
-
-def _int4_values() -> np.ndarray:
-    """The 232 values of SmallFloat's 4-bit floats (codes 0..231), int64 ascending."""
+def _decoded_lengths() -> np.ndarray:
+    """The 256 lengths a norm byte decodes to (``SmallFloat.byte4ToInt`` of bytes 0..255), int64 ascending:
+    0..23, then 24 plus the 232 values of SmallFloat's 4-bit floats (3 mantissa bits, an exponent)."""
     code = np.arange(232, dtype=np.int64)
     shift = (code >> 3) - 1
-    return np.where(shift < 0, code & 7, ((code & 7) | 8) << np.maximum(shift, 0))
+    int4 = np.where(shift < 0, code & 7, ((code & 7) | 8) << np.maximum(shift, 0))
+    return np.concatenate([np.arange(_LUCENE_FREE_VALUES), _LUCENE_FREE_VALUES + int4])
+
+
+LUCENE_LENGTHS = _decoded_lengths()
+
+
+def lucene_norm_cache(avgdl: float, k1: float, b: float) -> np.ndarray:
+    """``BM25Similarity``'s per-norm cache, float32 (256,): ``1 / (k1 * ((1 - b) + b * len / avgdl))`` for
+    the 256 decoded lengths (:data:`LUCENE_LENGTHS`), every operation in float32 as Lucene 9 computes it,
+    ``avgdl`` rounded to float32 first."""
+    lengths = LUCENE_LENGTHS.astype(np.float32)
+    k1, b, avg = np.float32(k1), np.float32(b), np.float32(avgdl)
+    return (np.float32(1) / (k1 * ((np.float32(1) - b) + b * lengths / avg))).astype(np.float32)
 
 
 class WeightPartition:
@@ -207,11 +211,9 @@ class WeightPartition:
         return w.astype(np.float32)
 
     def _lucene(self, xp, idf, tf, dl):
-        d = lucene_length(dl)
-        # the cache is indexed by the one-byte norm; decoded lengths are ascending, so the rank of a decoded
-        # length among them is its byte
-        table = lucene_length(np.concatenate([np.arange(_LUCENE_FREE_VALUES), _LUCENE_FREE_VALUES + _int4_values()]))
-        inv = xp.asarray(self.cache)[xp.searchsorted(xp.asarray(table), d)]
+        # the cache is indexed by the norm byte: the rank of the decoded length among the ascending 256
+        byte = xp.searchsorted(xp.asarray(LUCENE_LENGTHS), lucene_length(dl))
+        inv = xp.asarray(self.cache)[byte]
         one = np.float32(1)
         return (idf - idf / (one + tf.astype(np.float32) * inv)).astype(np.float32)
 
