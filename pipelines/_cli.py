@@ -82,7 +82,8 @@ SHARED = {
     "stopwords": Shared("str", "'english' (Snowball's English list), 'lucene' (Lucene's 33 English stopwords), "
                                "'none', or a file with one word per line; lda: 'auto' (the default) is 'english' "
                                "for text and none for a UCI / LDA-C vocabulary"),
-    "stemmer": Shared("str", "Snowball algorithm: porter, english, german, ..."),
+    "stemmer": Shared("str", "Snowball algorithm: porter, english, german, ...; lucene_porter: Porter as Lucene's "
+                             "PorterStemFilter runs it"),
     "min_len": Shared("int", "drop tokens shorter than this (code points)"),
     "max_len": Shared("int", "drop tokens longer than this (code points)"),
     "backend": Shared(None, "where it runs: auto (the GPU when cudf and a device are present), cpu or gpu"),

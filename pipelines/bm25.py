@@ -65,7 +65,7 @@ from cutext.stages.runtime.progress import gather as progress_gather
 from cutext.stages.runtime.progress import released_check
 from cutext.stages.runtime.progress import wait as progress_wait
 from cutext.stages.text.tokenize import TokenizerConfig
-from cutext.pipelines.trec import read_queries, write_trec_run
+from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
 from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
 from cutext.stages.text.sort import term_divisions
@@ -217,7 +217,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
                 progress=True, append=False, members=None, store_text=False, field_weights=None,
-                field_b=None, keep_columns=None, positions=False, on_duplicate="error") -> RunResult:
+                field_b=None, keep_columns=None, positions=False, norms="exact", analyzer=None,
+                on_duplicate="error") -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -243,6 +244,15 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         the other variants, whose formulas have no delta.
     lowercase, stopwords, stemmer, min_len, max_len
         Tokenizer settings (:class:`cutext.stages.text.tokenize.TokenizerConfig`).
+    norms : {"exact", "lucene"}
+        Document lengths in the weights: as counted (``"exact"``), or as Lucene stores them, one byte each
+        (``SmallFloat.intToByte4``), with Lucene 9's float32 arithmetic (``"lucene"``, variant lucene only:
+        Anserini's scores; :func:`cutext.stages.text.bm25.lucene_length`).  Recorded in index.json; appends
+        keep the index's.
+    analyzer : {"anserini"}, optional
+        ``"anserini"``: Anserini's DefaultEnglishAnalyzer (Lucene's StandardTokenizer, possessive filter,
+        lowercase, Lucene's 33 stopwords, Lucene's Porter stemmer) for the documents and the queries; it fixes
+        the tokenizer settings (leave them out).  CPU backend only.
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
@@ -377,7 +387,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         out = local_output(out)  # a URL of another file system is refused before the index is read
         _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
                                overwrite=overwrite, store_text=store_text, keep_columns=keep_columns,
-                               positions=positions, tokenizer=(lowercase, stopwords, stemmer, min_len, max_len),
+                               positions=positions, norms=norms,
+                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len, analyzer),
                                fields=fields, text_column=text_column)
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
@@ -387,10 +398,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         raise ValueError(f"{param('on_duplicate', 'replace')} deletes the older copies of an id, which a segmented "
                          f"index records: use {param('index_format', 2)} (the default)")
     if fields is not None:
+        if norms != "exact":
+            raise ValueError(f"{param('norms', norms)} is not available with BM25F fields: leave it out")
         return _build_fields(path, out, fields, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
                              store_text=store_text, overwrite=overwrite, progress=progress, on_duplicate=on_duplicate,
                              tokenizer=dict(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer,
-                                            min_len=min_len, max_len=max_len),
+                                            min_len=min_len, max_len=max_len, analyzer=analyzer),
                              run_kw=dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
                                          storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                          members=members, backend=backend, client=client, scheduler=scheduler,
@@ -412,8 +425,15 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         raise ValueError(f"{param('keep_columns', bare=True)} keeps columns beside the segments of a segmented "
                          f"index: use {param('index_format', 2)} (the default), or leave "
                          f"{param('keep_columns', bare=True)} out")
-    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
+    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len, analyzer)
+    norms = bm25_stage.check_norms(norms, variant)
+    if norms != "exact" and index_format != 2:
+        raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
+                         f"(the default)")
     be = run.resolve_backend(backend)
+    if be == "gpu" and tok_cfg.analyzer is not None:
+        raise ValueError(f"{param('analyzer', tok_cfg.analyzer)} splits words on the CPU only (no GPU word-break "
+                         f"kernel yet): use {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
@@ -472,6 +492,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                                   store_text)
         params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
                   "tokenizer": tok_cfg.to_dict()}
+        if norms != "exact":
+            params["norms"] = layout["norms"] = norms
         run.write_manifest(tmp, {
             "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
@@ -483,8 +505,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
 
 
 _BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
-                   "store_text": False, "keep_columns": None, "positions": False}
-_TOKENIZER_DEFAULTS = (True, None, None, 1, None)
+                   "store_text": False, "keep_columns": None, "positions": False, "norms": "exact"}
+_TOKENIZER_DEFAULTS = (True, None, None, 1, None, None)
 
 
 ID_FORMATS = ("jsonl", "parquet", "csv", "frame")  # inputs whose source ids come from a column (may repeat)
@@ -571,8 +593,9 @@ def _check_append_settings(out, *, tokenizer, fields=None, text_column=None, **g
                          f"{', '.join(param(k, bare=True) for k in bad)} do not apply (an append writes a "
                          "new commit of the segmented index)")
     have = dict(old, **TokenizerConfig.from_dict(old["tokenizer"]).to_dict())
-    for name, v, d in zip(("lowercase", "stopwords", "stemmer", "min_len", "max_len"), tokenizer, _TOKENIZER_DEFAULTS):
-        if v != d and TokenizerConfig.make(**{name: v}).to_dict()[name] != have[name]:
+    names = ("lowercase", "stopwords", "stemmer", "min_len", "max_len", "analyzer")
+    for name, v, d in zip(names, tokenizer, _TOKENIZER_DEFAULTS):
+        if v != d and TokenizerConfig.make(**{name: v}).to_dict().get(name) != have.get(name):
             bad.append(name)
     if bad:
         raise ValueError(f"{param('append', True)} uses the settings of the index {out}; "
@@ -806,6 +829,9 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                           headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                     "postings": counts["n_postings"]})
     be = run.resolve_backend(backend)
+    if be == "gpu" and tok_cfg.analyzer is not None:
+        raise ValueError(f"the index {index} uses analyzer={tok_cfg.analyzer!r}, which splits words on the CPU "
+                         f"only: append with {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
@@ -1363,6 +1389,8 @@ def _search_cli_main(args, kw) -> int:
     queries = _cli_queries(args, kw.get("topic_field", "title"))
     index = BM25Index.load(args.index, **kw.of("load"))
     run = index.search(queries, **{"progress": is_terminal(), **kw.of("search")})
+    if index.meta.get("norms") == "lucene":  # the scores of Anserini's run files
+        run["score"] = anserini_scores(run["query_id"].to_numpy(), run["score"].to_numpy())
     tag = kw.get("tag", "cutext")
     if out == "-":  # the docno is the source id (the caller's id), as in write_trec_run
         for q, d, r_, s in zip(run.query_id, run.source_id, run["rank"], run.score):

@@ -58,6 +58,7 @@ __all__ = [
     "read_qrels",
     "read_smart_queries",
     "read_smart_qrels",
+    "anserini_scores",
 ]
 
 _TOPIC_FIELDS = ("title", "desc", "title+desc")
@@ -470,6 +471,40 @@ def read_trec_run(path: str | os.PathLike) -> pd.DataFrame:
 
 _HAS_SPACE_RE = re.compile(r"\s")
 _WRITE_CHUNK = 1 << 16  # lines per write call
+
+
+def anserini_scores(query_id, score) -> np.ndarray:
+    """The scores Anserini prints for ranked hits: its ``ScoreTiesAdjusterReranker`` and ``%.6f``.
+
+    Down each query's ranking, a score (float32) is rounded to 4 decimals (``Math.round(s * 10000) /
+    10000``, half up, back to float32); a hit whose rounded score is within 1e-4 of the one above it (as
+    adjusted) takes ``d * 1e-6`` off, ``d`` counting such hits in a row, so the printed scores strictly
+    decrease in rank order and trec_eval keeps that order; the result is read back from 6 decimals.
+
+    Parameters
+    ----------
+    query_id : array-like, shape (n,)
+        Rows by query, each query's rows in rank order (a search result's order).
+    score : array-like of float, shape (n,)
+
+    Returns
+    -------
+    numpy float64 array, shape (n,)
+    """
+    q = np.asarray(query_id)
+    s = np.asarray(score, np.float64).astype(np.float32).astype(np.float64)
+    rounded = (np.floor(s * 10000.0 + 0.5) / 10000.0).astype(np.float32)
+    out = np.empty(len(rounded), np.float32)
+    step, gap = np.float32(1e-6), np.float32(1e-4)
+    dup = 0
+    for i in range(len(rounded)):
+        if i and q[i] == q[i - 1] and out[i - 1] - rounded[i] <= gap:
+            dup += 1
+            out[i] = rounded[i] - np.float32(dup) * step
+        else:
+            dup = 0
+            out[i] = rounded[i]
+    return np.array([float(f"{v:.6f}") for v in out.astype(np.float64).tolist()])
 
 
 def write_trec_run(run_df: pd.DataFrame, path: str | os.PathLike, tag: str = "cutext") -> None:

@@ -146,6 +146,48 @@ QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
 
 
+def ties_by_source_id(search, queries, k: int, n_docs: int, extra: int = 64) -> pd.DataFrame:
+    """``search(queries, k')`` with equal scores ranked by the documents' source ids, as Anserini's
+    ``SearchCollection`` sorts its hits (score descending, then the id field's UTF-8 bytes ascending).
+
+    The engines break ties by the smaller ``doc_id``, so ``k' = k + extra`` hits are asked for and re-sorted; a
+    query whose ``k``-th score still equals its ``k'``-th (a tie across the cut) asks again with ``extra``
+    four times larger, so the first ``k`` rows are exact.
+
+    Parameters
+    ----------
+    search : callable ``(queries, k) -> DataFrame`` (:meth:`BM25Index.search`'s frame)
+    queries
+        As :meth:`BM25Index.search`.
+    k, n_docs : int
+        Hits a query (already checked) and the documents of the index.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The frame of ``search``, at most ``k`` rows a query, ranks renumbered.
+    """
+    while True:
+        kk = min(n_docs, k + extra)
+        hits = search(queries, kk)
+        q = pd.factorize(hits["query_id"])[0]
+        sid = hits["source_id"].astype(object).to_numpy()
+        order = np.lexsort((sid, -hits["score"].to_numpy(), q))  # code point order of str = UTF-8 byte order
+        hits = hits.iloc[order].reset_index(drop=True)
+        q = q[order]
+        rank = np.arange(len(q)) - np.searchsorted(q, q)
+        score = hits["score"].to_numpy()
+        n = np.bincount(q) if len(q) else np.zeros(0, np.int64)
+        last = (np.cumsum(n) - 1)[q]  # the row of each query's lowest score
+        cut = (rank == k - 1) & (n[q] == kk) & (score == score[last])
+        if kk >= n_docs or not cut.any():
+            keep = rank < k
+            hits = hits[keep].reset_index(drop=True)
+            hits["rank"] = rank[keep] + 1
+            return hits
+        extra *= 4
+
+
 def _take_str(values: pa.Array, idx: np.ndarray) -> pd.Series:
     """``values[idx]`` as a pandas Series of the default string dtype, gathered by pyarrow."""
     taken = values.take(pa.array(idx, type=pa.int64()))
@@ -428,8 +470,11 @@ def _weight_fn(meta: dict, mf, terms, variant: str, k1: float, delta: float):
             if terms.field_sum_dl is not None:
                 raise ValueError("the segments store fields, index.json has no bm25f entry")
             return bm25_stage.corpus_weights(terms.df, terms.n_docs, terms.sum_dl, variant, k1,
-                                             float(meta.get("b", 0.4)), delta)
+                                             float(meta.get("b", 0.4)), delta, meta.get("norms", "exact"),
+                                             doc_count=terms.n_nonempty)
         fields, ws, bs = spec
+        if meta.get("norms", "exact") != "exact":
+            raise ValueError("index.json's norms apply to one-field indexes, not to its bm25f fields")
         if terms.field_sum_dl is None or len(terms.field_sum_dl) != len(fields):
             raise ValueError(f"index.json's bm25f fields {list(fields)} are not those of the segments")
         return bm25_stage.field_corpus_weights(terms.df, terms.n_docs, terms.field_sum_dl, variant, k1, ws, bs)
@@ -575,6 +620,7 @@ class BM25Index:
     def __repr__(self) -> str:
         m = self.meta
         delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
+        delta += f", norms={m['norms']!r}" if m.get("norms", "exact") != "exact" else ""
         postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
         shards = f", shards={len(self.shards)}" if self.shards else ""
         texts = ", texts=True" if self.store_text else ""
@@ -653,6 +699,8 @@ class BM25Index:
             variant = meta.get("variant", "lucene")
             delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
             k1 = float(meta.get("k1", 0.9))
+            if bm25_stage.check_norms(meta.get("norms", "exact"), variant) != "exact" and meta.get("index_format") != 2:
+                raise ValueError("norms='lucene' is kept by segmented indexes (index_format 2) only")
         except (TypeError, ValueError, KeyError) as exc:
             raise art.ArtifactError(f"{mf}: {exc}") from None
         if client is None or isinstance(client, _Devices):
@@ -743,7 +791,7 @@ class BM25Index:
             raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({mt.avgdl})")
         fn = _weight_fn(meta, mf, mt, variant, k1, delta)
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
-        if be != "gpu" and isinstance(fn, bm25_stage.WeightPartition):  # one field on the host: one pass
+        if be != "gpu" and isinstance(fn, bm25_stage.WeightPartition) and fn.norms == "exact":  # one pass
             M = _weighted_matrix(segs, mt, fn, w0)
             lengths = np.concatenate([sg.lengths for sg in segs]).astype(np.int32, copy=False) if segs else \
                 np.zeros(0, np.int32)
@@ -1444,8 +1492,11 @@ class BM25Index:
             int64``, an alias of ``doc_id`` (kept for the earlier contract); with ``with_text``, ``text``
             (pandas' str dtype).  Rows by query, then rank:
             score descending, equal scores by the smaller ``doc_id`` (every engine and a sharded
-            index give the same rows).  Documents that match no query term (score of the stored
-            weights not > 0) are not returned, so a query may have fewer than ``k`` rows.
+            index give the same rows); on an index built with ``norms="lucene"``, equal scores by the
+            source id (UTF-8 bytes ascending), as Anserini ranks (:func:`ties_by_source_id`), and each
+            score summed as Lucene sums it (float32 term scores added in float64).  Documents that match
+            no query term (score of the stored weights not > 0) are not returned, so a query may have
+            fewer than ``k`` rows.
 
         Raises
         ------
@@ -1464,6 +1515,41 @@ class BM25Index:
             ``queries`` of another type (a number, None, bytes, a set), or a query that is not a string
             (:func:`cutext.stages.engines.search_input.as_queries`).
         """
+        if self.meta.get("norms") == "lucene":  # Anserini's ranking: equal scores by source id
+            k = search_stage.cap_k(k, self.n_docs)
+            kw = dict(batch_size=batch_size, progress=progress, engine=engine, max_workspace=max_workspace,
+                      n_threads=n_threads, with_text=with_text, filter=filter, phrases=phrases)
+            return ties_by_source_id(lambda qs, kk: self._lucene_sums(qs, self._search(qs, kk, **kw), phrases),
+                                     queries, k, self.n_docs)
+        return self._search(queries, k, batch_size, progress, engine, max_workspace, n_threads, with_text, filter,
+                            phrases)
+
+    def _lucene_sums(self, queries, hits: pd.DataFrame, phrases) -> pd.DataFrame:
+        """``hits`` with each score summed as Lucene sums a BooleanQuery's clauses: the float32 term scores
+        added in float64, then rounded to float32 (the engines add in float32, one ulp away at times).  On an
+        index whose matrix is on the host (scipy); elsewhere the engines' sums are kept."""
+        import scipy.sparse as sp
+
+        if len(hits) == 0 or not sp.issparse(self.matrix):
+            return hits
+        qids, texts = search_input.as_queries(queries)
+        parsed = phrase_stage.parse_queries(texts) if (self.positions if phrases is None else phrases) else None
+        Q = self.query_matrix(parsed[0] if parsed is not None else texts)  # the words the engines scored
+        where = {q: i for i, q in enumerate(qids.to_pylist())}
+        rows = hits["query_id"].map(where).to_numpy()
+        docs = hits["doc_id"].to_numpy()
+        out = hits["score"].to_numpy(np.float64).copy()
+        for r in np.unique(rows):
+            sel = np.flatnonzero(rows == r)
+            lo, hi = Q.indptr[r], Q.indptr[r + 1]
+            terms, c = Q.indices[lo:hi], Q.data[lo:hi].astype(np.float32)
+            w = self.matrix[terms][:, docs[sel]].toarray().astype(np.float32) * c[:, None]
+            out[sel] = w.astype(np.float64).sum(axis=0).astype(np.float32)
+        return hits.assign(score=out)
+
+    def _search(self, queries, k, batch_size, progress, engine, max_workspace, n_threads, with_text, filter,
+                phrases) -> pd.DataFrame:
+        """:meth:`search` with the engines' ties (the smaller ``doc_id``)."""
         if with_text and not self.store_text:  # before any work
             raise ValueError("with_text=True: " + self._no_text())
         notice_compiles()  # the first search on a machine compiles the CPU kernels for seconds: say so once

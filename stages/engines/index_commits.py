@@ -459,7 +459,7 @@ def write_commit(tmp: Path, index: Path, old: dict, names: list, deletes: list, 
     del heads
     write_commit_terms(tmp, vocab, df)
     keep = {k: old[k] for k in ("variant", "k1", "b", "delta", "tokenizer", "format", "source", "backend",
-                                "scheduler", "n_workers", "store_text", "bm25f", "keep_columns", "positions")
+                                "scheduler", "n_workers", "store_text", "bm25f", "keep_columns", "positions", "norms")
                 if k in old}
     next_segment = int(old.get("next_segment", len(old["segments"]))) + len(added) + (new is not None)
     # writers that numbered their segments by their input pieces may leave gaps: never reuse a number

@@ -246,4 +246,6 @@ def _global_terms(path: Path, meta: dict, segs: list) -> segments.MergedTerms:
     doc_base = np.zeros(len(segs) + 1, np.int64)
     np.cumsum(n, out=doc_base[1:])
     sum_dl = sum(s.sum_dl for s in segs)
-    return segments.MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, ids, segments._field_sums(segs))
+    nonempty = sum(int(np.count_nonzero(s.lengths)) for s in segs)
+    return segments.MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, ids, segments._field_sums(segs),
+                                nonempty)

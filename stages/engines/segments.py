@@ -804,6 +804,8 @@ class MergedTerms:
         The global term id of each segment's local terms.
     field_sum_dl : numpy int64 array, shape (F,), or None
         Tokens of each field of all documents (BM25F segments; None: one field).
+    n_nonempty : int or None
+        Documents with a token (Lucene's ``docCount``, what ``norms="lucene"`` counts); None: not counted.
     """
 
     vocab: pa.Array
@@ -813,6 +815,7 @@ class MergedTerms:
     doc_base: np.ndarray
     term_ids: list
     field_sum_dl: np.ndarray | None = None
+    n_nonempty: int | None = None
 
     @property
     def avgdl(self) -> float:
@@ -853,16 +856,17 @@ def merge_terms(segments) -> MergedTerms:
     doc_base = np.zeros(len(segs) + 1, np.int64)
     np.cumsum(n, out=doc_base[1:])
     sum_dl = sum(s.sum_dl for s in segs)
+    nonempty = sum(int(np.count_nonzero(s.lengths)) for s in segs)
     field_sum_dl = _field_sums(segs)
     sizes = [s.n_terms for s in segs]
     if sum(sizes) == 0:
         return MergedTerms(pa.array([], pa.large_string()), np.zeros(1, np.int64), int(doc_base[-1]), sum_dl,
-                           doc_base, [np.zeros(0, np.int32) for _ in segs], field_sum_dl)
+                           doc_base, [np.zeros(0, np.int32) for _ in segs], field_sum_dl, nonempty)
     vocab, term_ids = union_terms([s.terms for s in segs])
     df = np.zeros(len(vocab) + 1, np.int64)
     for s, g in zip(segs, term_ids):  # a loop over segments; within one, a term occurs once
         df[g] += s.df
-    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids, field_sum_dl)
+    return MergedTerms(vocab, df, int(doc_base[-1]), sum_dl, doc_base, term_ids, field_sum_dl, nonempty)
 
 
 def union_terms(term_arrays) -> tuple[pa.Array, list]:
@@ -1159,7 +1163,7 @@ class SegmentWeights:
 
 
 def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: float = 1.2, b: float = 0.75,
-                    delta: float | None = None, block: int = 1 << 22) -> SegmentWeights:
+                    delta: float | None = None, block: int = 1 << 22, norms: str = "exact") -> SegmentWeights:
     """float32 BM25 weights of every posting, from the global N, avgdl and df.
 
     Robertson & Zaragoza / Lucene BM25, the formulas and the code of :mod:`cutext.stages.text.bm25`
@@ -1174,6 +1178,9 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
         As :func:`cutext.pipelines.bm25.build_index` (``delta``: default 0.5 for bm25l, 1.0 for bm25+).
     block : int
         Postings weighted at a time (the float64 temporaries are about 24 bytes a posting of a block).
+    norms : {"exact", "lucene"}
+        Document lengths as they are, or through Lucene's one-byte norms
+        (:class:`cutext.stages.text.bm25.WeightPartition`).
 
     Returns
     -------
@@ -1188,7 +1195,8 @@ def segment_weights(merged: MergedSegments, *, variant: str = "lucene", k1: floa
     if merged.fields:
         raise ValueError(f"segments of the fields {list(merged.fields)} are weighed by BM25F: "
                          "posting_weights(merged, bm25.field_corpus_weights(...))")
-    fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta)
+    fn = bm25_stage.corpus_weights(merged.df, merged.n_docs, merged.terms.sum_dl, variant, k1, b, delta, norms,
+                                   doc_count=int(np.count_nonzero(merged.lengths)))
     return SegmentWeights(posting_weights(merged, fn, block=block), fn.idf_t, fn.w0, fn.avgdl)
 
 

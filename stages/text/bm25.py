@@ -37,6 +37,36 @@ from cutext.stages.runtime.params import number, param
 
 VARIANTS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
+NORMS = ("exact", "lucene")
+
+# Lucene's SmallFloat: lengths below this are stored as they are, larger ones keep 4 significant bits
+_LUCENE_FREE_VALUES = 24
+
+
+def lucene_length(dl):
+    """Document lengths as Lucene stores them: ``SmallFloat.byte4ToInt(SmallFloat.intToByte4(dl))``.
+
+    A length below 24 is kept; a larger one keeps the 4 most significant bits of ``dl - 24`` (rounded
+    down), so 1,000 reads as 984 (Lucene 9 ``SmallFloat``, the one-byte norm of ``BM25Similarity``).
+
+    Parameters
+    ----------
+    dl : int array (numpy or cupy), values >= 0 and < 2**31
+
+    Returns
+    -------
+    int64 array of the same module and shape.
+    """
+    xp = array_module(dl)
+    d = xp.asarray(dl).astype(np.int64)
+    x = xp.maximum(d - _LUCENE_FREE_VALUES, 0)
+    bits = xp.zeros(x.shape, np.int64)  # the bit length of x, by halving (int64: at most 31 steps)
+    y = x.copy()
+    while bool((y > 0).any()):
+        bits += y > 0
+        y >>= 1
+    shift = xp.maximum(bits - 4, 0)
+    return xp.where(d < _LUCENE_FREE_VALUES, d, _LUCENE_FREE_VALUES + ((x >> shift) << shift))
 
 
 def check_params(variant: str, k1: float, b: float, delta: float | None) -> float:
@@ -80,6 +110,17 @@ def idf(df, n_docs: int, variant: str):
     return xp.where(d > 0, out, 0.0)
 
 
+def lucene_idf(df, n_docs: int):
+    """Lucene 9's ``BM25Similarity.idf``: ``(float) Math.log(1 + (N - df + 0.5) / (df + 0.5))``, the log of
+    the float64 sum (not ``log1p``) rounded to float32; returned as float64 of df's module (0 where
+    ``df == 0``)."""
+    xp = array_module(df)
+    d = df.astype(np.float64)
+    safe = xp.where(d > 0, d, 1.0)
+    out = xp.log(1.0 + (float(n_docs) - safe + 0.5) / (safe + 0.5)).astype(np.float32).astype(np.float64)
+    return xp.where(d > 0, out, 0.0)
+
+
 def tf_component(tf, dl, avgdl: float, variant: str, k1: float, b: float, delta: float):
     """Term-frequency part of the weight (table above), float64, elementwise."""
     xp = array_module(tf)
@@ -106,20 +147,75 @@ def absent_weight(idf_t, variant: str, k1: float, delta: float):
     return idf_t * 0.0
 
 
-class WeightPartition:
-    """Picklable partition function adding ``weight: float32`` to ``(term_id, doc_id, tf, dl)`` rows."""
+def check_norms(norms, variant: str) -> str:
+    """``norms`` if it is one of :data:`NORMS` and fits ``variant``.
 
-    def __init__(self, idf_t: np.ndarray, avgdl: float, variant: str, k1: float, b: float, delta: float):
+    Raises
+    ------
+    ValueError
+        Another value, or ``"lucene"`` with a variant other than ``"lucene"`` (Lucene's norms belong to its
+        ``BM25Similarity``).
+    """
+    if norms not in NORMS:
+        raise ValueError(f"{param('norms', bare=True)} must be one of {list(NORMS)}, got {norms!r}")
+    if norms == "lucene" and variant != "lucene":
+        raise ValueError(f"{param('norms', 'lucene')} scores as Lucene's BM25Similarity, {param('variant', 'lucene')}; "
+                         f"got {param('variant', variant)} (use {param('norms', 'exact')})")
+    return norms
+
+
+def _decoded_lengths() -> np.ndarray:
+    """The 256 lengths a norm byte decodes to (``SmallFloat.byte4ToInt`` of bytes 0..255), int64 ascending:
+    0..23, then 24 plus the 232 values of SmallFloat's 4-bit floats (3 mantissa bits, an exponent)."""
+    code = np.arange(232, dtype=np.int64)
+    shift = (code >> 3) - 1
+    int4 = np.where(shift < 0, code & 7, ((code & 7) | 8) << np.maximum(shift, 0))
+    return np.concatenate([np.arange(_LUCENE_FREE_VALUES), _LUCENE_FREE_VALUES + int4])
+
+
+LUCENE_LENGTHS = _decoded_lengths()
+
+
+def lucene_norm_cache(avgdl: float, k1: float, b: float) -> np.ndarray:
+    """``BM25Similarity``'s per-norm cache, float32 (256,): ``1 / (k1 * ((1 - b) + b * len / avgdl))`` for
+    the 256 decoded lengths (:data:`LUCENE_LENGTHS`), every operation in float32 as Lucene 9 computes it,
+    ``avgdl`` rounded to float32 first."""
+    lengths = LUCENE_LENGTHS.astype(np.float32)
+    k1, b, avg = np.float32(k1), np.float32(b), np.float32(avgdl)
+    return (np.float32(1) / (k1 * ((np.float32(1) - b) + b * lengths / avg))).astype(np.float32)
+
+
+class WeightPartition:
+    """Picklable partition function adding ``weight: float32`` to ``(term_id, doc_id, tf, dl)`` rows.
+
+    With ``norms="lucene"`` (variant lucene) a weight is Lucene 9's ``BM25Scorer.score`` in float32: the idf
+    rounded to float32, the length through :func:`lucene_length` and :func:`lucene_norm_cache`, and
+    ``w = idf - idf / (1 + tf * cache[len])``.
+    """
+
+    def __init__(self, idf_t: np.ndarray, avgdl: float, variant: str, k1: float, b: float, delta: float,
+                 norms: str = "exact"):
         self.idf_t = idf_t
         self.avgdl = float(avgdl)
         self.variant, self.k1, self.b, self.delta = variant, float(k1), float(b), float(delta)
+        self.norms = norms
+        self.cache = lucene_norm_cache(self.avgdl, self.k1, self.b) if norms == "lucene" else None
 
     def weights(self, t, tf, dl):
         """float32 weights of rows given as arrays (numpy or cupy) of term ids, tf and dl."""
         xp = array_module(t)
         idf_t = xp.asarray(self.idf_t)
+        if self.norms == "lucene":
+            return self._lucene(xp, idf_t[t].astype(np.float32), tf, dl)
         w = idf_t[t] * tf_component(tf, dl, self.avgdl, self.variant, self.k1, self.b, self.delta)
         return w.astype(np.float32)
+
+    def _lucene(self, xp, idf, tf, dl):
+        # the cache is indexed by the norm byte: the rank of the decoded length among the ascending 256
+        byte = xp.searchsorted(xp.asarray(LUCENE_LENGTHS), lucene_length(dl))
+        inv = xp.asarray(self.cache)[byte]
+        one = np.float32(1)
+        return (idf - idf / (one + tf.astype(np.float32) * inv)).astype(np.float32)
 
     def __call__(self, df):
         w = self.weights(values(df["term_id"]), values(df["tf"]), values(df["dl"]))
@@ -128,7 +224,8 @@ class WeightPartition:
         return out
 
 
-def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: float, delta) -> WeightPartition:
+def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: float, delta,
+                   norms: str = "exact", doc_count: int | None = None) -> WeightPartition:
     """The weight function of a corpus from its global statistics (Eq. 1): checked parameters, ``avgdl =
     n_tokens / n_docs`` (float64), idf per term id and the weights of absent terms.
 
@@ -139,6 +236,12 @@ def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: f
     n_docs, n_tokens : int
     variant, k1, b, delta
         As :func:`check_params` (``delta`` None: the variant's default).
+    norms : {"exact", "lucene"}
+        ``"lucene"``: Lucene's one-byte lengths and float32 arithmetic (:class:`WeightPartition`), with
+        Lucene's ``docCount`` for N and in ``avgdl = (float) (sumTotalTermFreq / (double) docCount)``.
+    doc_count : int, optional
+        ``docCount``: the documents with a token (Lucene leaves the others out of N); default ``n_docs``.
+        Used by ``norms="lucene"`` only.
 
     Returns
     -------
@@ -152,10 +255,15 @@ def corpus_weights(df, n_docs: int, n_tokens: int, variant: str, k1: float, b: f
         Bad parameters, or no document has a token (avgdl = 0).
     """
     delta = check_params(variant, k1, b, delta)
+    check_norms(norms, variant)
     if n_tokens == 0 or n_docs == 0:
         raise ValueError(f"no document has a token ({n_docs} documents): BM25 needs avgdl > 0")
-    idf_t = idf(df, n_docs, variant)
-    fn = WeightPartition(idf_t, n_tokens / n_docs, variant, k1, b, delta)
+    if norms == "exact":
+        fn = WeightPartition(idf(df, n_docs, variant), n_tokens / n_docs, variant, k1, b, delta)
+    else:
+        n = n_docs if doc_count is None else doc_count
+        fn = WeightPartition(lucene_idf(df, n), n_tokens / n, variant, k1, b, delta, norms)
+    idf_t = fn.idf_t
     fn.w0 = absent_weight(idf_t, variant, k1, delta)
     return fn
 

@@ -70,7 +70,9 @@ from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
 from cutext.stages.readers.base import text_array as read_text_array
 from cutext.kernels.backend import to_host, values
 from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
-from cutext.stages.runtime.params import count, flag
+from cutext.stages.runtime.params import count, flag, param
+from cutext.stages.text.anserini import ANALYZERS, split_anserini
+from cutext.stages.text.porter import porter_stems
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -194,6 +196,10 @@ class TokenizerConfig:
         A PyStemmer algorithm name (``"porter"``, ``"english"``, ``"german"`` ...) or None.
     min_len, max_len : int, int or None
         Token length bounds in code points, before stemming.
+    analyzer : {None, "anserini"}
+        None: the rules of this module.  ``"anserini"``: Anserini's ``DefaultEnglishAnalyzer``
+        (:mod:`cutext.stages.text.anserini`: Lucene's word boundaries, possessive filter and lowercase, no
+        NFC), with Lucene's stopwords and ``stemmer="lucene_porter"``; CPU only.
     """
 
     lowercase: bool = True
@@ -201,22 +207,51 @@ class TokenizerConfig:
     stemmer: str | None = None
     min_len: int = 1
     max_len: int | None = None
+    analyzer: str | None = None
 
     @classmethod
-    def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None):
-        """Build from user-facing values (stopword names/paths/lists; stemmer name or None)."""
+    def make(cls, lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None, analyzer=None):
+        """Build from user-facing values (stopword names/paths/lists; stemmer name or None; analyzer preset).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``analyzer``, or ``analyzer="anserini"`` with a setting the preset fixes
+            (``stopwords`` other than None or ``"lucene"``, a ``stemmer``, ``lowercase=False``, length bounds).
+        """
         check_stemmer(stemmer)
         lowercase = flag("lowercase", lowercase)
         min_len = count("min_len", min_len, lo=1)
         max_len = count("max_len", max_len, lo=min_len, none_ok=True)
+        if analyzer is not None:
+            return cls._preset(analyzer, lowercase, stopwords, stemmer, min_len, max_len)
         return cls(bool(lowercase), resolve_stopwords(stopwords), stemmer, int(min_len),
                    None if max_len is None else int(max_len))
 
+    @classmethod
+    def _preset(cls, analyzer, lowercase, stopwords, stemmer, min_len, max_len):
+        if analyzer not in ANALYZERS:
+            raise ValueError(f"{param('analyzer', bare=True)} must be one of {list(ANALYZERS)} or None, got "
+                             f"{analyzer!r}")
+        fixed = {"lowercase": (lowercase, True), "stemmer": (stemmer, None), "min_len": (min_len, 1),
+                 "max_len": (max_len, None)}
+        bad = [k for k, (v, d) in fixed.items() if v != d]
+        if not (stopwords is None or (isinstance(stopwords, str) and stopwords == "lucene")):
+            bad.insert(1, "stopwords")
+        if bad:
+            names = ", ".join(param(b, bare=True) for b in bad)
+            raise ValueError(f"{param('analyzer', analyzer)} is Anserini's DefaultEnglishAnalyzer (lowercase, Lucene's "
+                             f"stopwords, Lucene's Porter stemmer): leave {names} out")
+        return cls(True, LUCENE_STOPWORDS, LUCENE_PORTER, 1, None, analyzer)
+
     def to_dict(self) -> dict:
-        return {"lowercase": self.lowercase, "stopwords": sorted(self.stopwords), "stemmer": self.stemmer,
-                "min_len": self.min_len, "max_len": self.max_len,
-                "normalization": "NFC", "split": "maximal runs of Unicode letters (L*), marks (M*), numbers (N*) "
-                                                          "and connector punctuation (Pc)"}
+        d = {"lowercase": self.lowercase, "stopwords": sorted(self.stopwords), "stemmer": self.stemmer,
+             "min_len": self.min_len, "max_len": self.max_len}
+        if self.analyzer is not None:
+            return {**d, "analyzer": self.analyzer, "normalization": "none",
+                    "split": "Lucene StandardTokenizer (UAX #29 word boundaries), English possessive filter"}
+        return {**d, "normalization": "NFC", "split": "maximal runs of Unicode letters (L*), marks (M*), numbers "
+                                                      "(N*) and connector punctuation (Pc)"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TokenizerConfig":
@@ -247,15 +282,23 @@ class TokenizerConfig:
             if isinstance(v, bool) or not isinstance(v, int) or (isinstance(lo, int) and v < lo):
                 raise ValueError(f"tokenizer.{name} must be an integer >= {lo!r}"
                                  f"{' or null' if name == 'max_len' else ''}, got {v!r}")
-        return cls(lowercase, frozenset(stopwords), stemmer, min_len, max_len)
+        analyzer = d.get("analyzer")
+        if analyzer is not None and analyzer not in ANALYZERS:
+            raise ValueError(f"tokenizer.analyzer must be one of {list(ANALYZERS)} or null, got {analyzer!r}")
+        return cls(lowercase, frozenset(stopwords), stemmer, min_len, max_len, analyzer)
 
     @property
     def needs_term_map(self) -> bool:
         return bool(self.stopwords) or self.stemmer is not None or self.min_len > 1 or self.max_len is not None
 
 
+# Porter's stemmer as Lucene's PorterStemFilter runs it (cutext.stages.text.porter), beside PyStemmer's names
+LUCENE_PORTER = "lucene_porter"
+
+
 def check_stemmer(stemmer, name: str = "stemmer"):
-    """``stemmer`` if it is None or a PyStemmer algorithm name.
+    """``stemmer`` if it is None, ``"lucene_porter"`` (:mod:`cutext.stages.text.porter`) or a PyStemmer
+    algorithm name.
 
     Raises
     ------
@@ -269,6 +312,8 @@ def check_stemmer(stemmer, name: str = "stemmer"):
     if not isinstance(stemmer, str):
         raise TypeError(f"{name} must be a PyStemmer algorithm name (str) or None, got "
                         f"{type(stemmer).__name__} {stemmer!r}")
+    if stemmer == LUCENE_PORTER:
+        return stemmer
     import Stemmer
 
     if stemmer not in Stemmer.algorithms():
@@ -314,8 +359,10 @@ def stem_words(words: list[str], stemmer: str) -> list[str]:
 
     ``"porter"``: words of one or two characters are left as they are, as in Porter's reference C
     stemmer and Lucene's PorterStemmer (Anserini): ``if (k <= k0+1) return``; Snowball's port of
-    Porter would stem ``"s"`` to ``""``.
+    Porter would stem ``"s"`` to ``""``.  ``"lucene_porter"``: :func:`cutext.stages.text.porter.porter_stems`.
     """
+    if stemmer == LUCENE_PORTER:
+        return porter_stems(words)
     st = _stemmer(stemmer)
     if stemmer != "porter":
         return st.stemWords(words)
@@ -767,6 +814,13 @@ def split_tokens(text, doc_id, lowercase=True):
     return split_dispatch(text, doc_id, lowercase)
 
 
+def _split(text, doc_id, cfg: TokenizerConfig):
+    """:func:`split_tokens`, or the analyzer's split (:func:`cutext.stages.text.anserini.split_anserini`)."""
+    if cfg.analyzer is not None:
+        return split_anserini(text, doc_id)
+    return split_tokens(text, doc_id, cfg.lowercase)
+
+
 def _host_strings(uniq) -> list[str]:
     if is_gpu_object(uniq):
         return uniq.to_arrow().to_pylist()
@@ -829,7 +883,7 @@ def tokenize_partition(df, cfg: TokenizerConfig):
     document order (``cutext.kernels.backend.meta("tokens", like=df)`` is its empty form).
     """
 
-    tokens, ids = split_tokens(df["text"], values(df["doc_id"]), cfg.lowercase)
+    tokens, ids = _split(df["text"], values(df["doc_id"]), cfg)
     tokens, ids = apply_term_map(tokens, ids, cfg)
     if is_gpu_object(df):
         import cudf
@@ -857,7 +911,7 @@ def tokenize_flat(texts, cfg: TokenizerConfig):
 
     s = pd.Series(pd.arrays.ArrowStringArray(text_array(texts).cast(pa.string())))
     ids = np.arange(len(s), dtype=np.int64)
-    tokens, doc = split_tokens(s, ids, cfg.lowercase)
+    tokens, doc = _split(s, ids, cfg)
     tokens, doc = apply_term_map(tokens, doc, cfg)
     arr = pa.array(tokens.array)
     if isinstance(arr, pa.ChunkedArray):
@@ -905,7 +959,7 @@ def token_positions(texts, cfg: TokenizerConfig):
     arr = (pc.fill_null(texts.cast(pa.string()), "") if isinstance(texts, pa.Array)  # a segment's stored texts
            else text_array(texts).cast(pa.string()))
     s = pd.Series(pd.arrays.ArrowStringArray(arr))
-    tokens, doc = split_tokens(s, np.arange(len(s), dtype=np.int64), cfg.lowercase)
+    tokens, doc = _split(s, np.arange(len(s), dtype=np.int64), cfg)
     doc = np.asarray(doc, dtype=np.int64)
     pos = np.arange(len(doc), dtype=np.int64) - np.searchsorted(doc, doc)  # split order: texts ascending
     tokens, kept = apply_term_map(tokens, np.arange(len(doc), dtype=np.int64), cfg)  # the flat index survives
