@@ -517,7 +517,7 @@ def _segment_matrix(merged, fn, w0: np.ndarray, be: str, block: int = 1 << 24):
 
         # search adds the w0 of every query term back
         minus = w0 if np.any(w0) else None
-        if isinstance(fn, bm25_stage.WeightPartition):  # one field: the numba twin of the numpy formulas
+        if isinstance(fn, bm25_stage.WeightPartition) and fn.norms == "exact":  # the numba twin of the formulas
             data = csr_weights(merged.indptr, merged.doc, merged.tf, merged.lengths, fn.idf_t, fn.avgdl, fn.variant,
                                fn.k1, fn.b, fn.delta, minus=minus)
         else:
