@@ -30,6 +30,7 @@ import numpy as np
 
 from cutext.stages.engines.index_commits import KIND, read_deletes, segmented_commit, write_commit
 from cutext.stages.engines.segment_merge import SEGMENTS_DIR, merge_commit_runs
+from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import atomic_directory
 from cutext.stages.runtime.params import choice, param
 
@@ -68,6 +69,10 @@ def _check_int(name: str, value, lo: int) -> int:
 def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_size: float = MIN_SIZE,
                 max_deleted: float = MAX_DELETED) -> list[tuple[int, int]]:
     """The runs of adjacent segments to merge (Lucene's ``LogMergePolicy.findMerges``, module docstring).
+
+    Only adjacent segments are merged, LogMergePolicy's rule (TieredMergePolicy merges any): the documents
+    keep their order, so ties of equal scores, broken by doc id, and with them search stay those of a
+    one-shot build of the live documents.
 
     Parameters
     ----------
@@ -182,11 +187,18 @@ def segment_sizes(commit, meta: dict, deletes: list) -> tuple[np.ndarray, np.nda
     Returns
     -------
     (float64 array, float64 array), shape (n_segments,) each
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        A segment without a readable ``segment.json`` or its counts.
     """
     live, gone = [], []
     for n, d in zip(meta["segments"], deletes):
-        seg = json.loads((Path(commit) / SEGMENTS_DIR / n / "segment.json").read_text(encoding="utf-8"))
-        docs, postings = int(seg["n_docs"]), int(seg["n_postings"])
+        folder = Path(commit) / SEGMENTS_DIR / n
+        seg = art.read_manifest(folder, "segment.json", "cutext.segment", "a cutext segment", verify=False)
+        docs = art.field_int(seg, "n_docs", folder / "segment.json", lo=0)
+        postings = art.field_int(seg, "n_postings", folder / "segment.json", lo=0)
         share = len(np.unique(d)) / docs if docs else 0.0
         live.append(postings * (1 - share))
         gone.append(postings * share)

@@ -104,7 +104,9 @@ def test_merge_on_request_and_forced_merges_keep_search(tmp_path, docs, data_dir
     ix = tmp_path / "ix"
     pipelines.run("bm25", _write(tmp_path, "p0", docs[:10]), out=ix, **RUN, **ANALYSIS)
     for i in range(1, 13):
-        r = append_index(_write(tmp_path, f"p{i}", docs[10 * i:10 * i + 10]), ix, merge_policy="none", **RUN)
+        more = _write(tmp_path, f"p{i}", docs[10 * i:10 * i + 10])
+        r = (append_index(more, ix, merge_policy="none", **RUN) if i % 2 else
+             pipelines.run("bm25", more, out=ix, append=True, merge_policy="none", **RUN))
         assert "merged_segments" not in r.counts
     before = _segments(ix)
     assert len(before) == 13
