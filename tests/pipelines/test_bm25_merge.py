@@ -186,3 +186,25 @@ def test_bm25f_appends_merge_their_field_segments(tmp_path, docs, data_dir):
     ref = BM25Index.load(pipelines.run("bm25", _write(tmp_path, "ref", recs), out=tmp_path / "ref", **RUN,
                                        **spec).path)
     _assert_same_search(BM25Index.load(ix), ref, _queries(data_dir, [])[0])
+
+
+def test_a_merge_that_fails_leaves_the_commit_before(tmp_path, docs, monkeypatch):
+    """The merges run inside the append's commit: one that fails (a full disk, say) commits nothing, the
+    index stays the commit before and no temporary is left beside it."""
+    from cutext.pipelines.bm25_index_ops import append_index
+    from cutext.stages.engines import segment_merge
+
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", _write(tmp_path, "p0", docs[:10]), out=ix, **RUN)
+    for i in range(1, 9):
+        append_index(_write(tmp_path, f"p{i}", docs[10 * i:10 * i + 10]), ix, merge_policy="none", **RUN)
+    before = (ix / "index.json").read_bytes()
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment_merge, "write_segment", full)
+    with pytest.raises(OSError, match="No space left"):
+        append_index(_write(tmp_path, "p9", docs[90:100]), ix, **RUN)  # the tenth segment: a merge
+    assert (ix / "index.json").read_bytes() == before
+    assert BM25Index.load(ix).n_docs == 90 and [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
