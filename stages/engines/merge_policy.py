@@ -11,10 +11,11 @@ merges segments of any positions, which reorders documents.  A segment's size is
 ``minMergeSize``: the tiny segments of small appends form one level); from the first segment, a level is
 every segment up to the last one within 0.75 of the largest level left (Lucene's ``LEVEL_LOG_SPAN``), and
 each full window of ``merge_factor`` adjacent segments of a level is merged into one of the next level,
-unless the merge would not be 1.5 times its largest segment.  A segment not merged so whose deleted share
-exceeds ``max_deleted`` is rewritten alone (its deleted documents dropped, as Tiered's
-``deletesPctAllowed``).  With ``n`` appends of equal size the index keeps O(merge_factor * log n) segments
-and every posting is rewritten O(log n) times.
+unless the merge would not be 1.5 times its largest segment (then the window slides on by one segment; the
+floored level merges whatever its sizes, each small, so that tiny segments never pile up beside a larger
+one).  A segment not merged so whose deleted share exceeds ``max_deleted`` is rewritten alone (its deleted
+documents dropped, as Tiered's ``deletesPctAllowed``).  With ``n`` appends of equal size the index keeps
+O(merge_factor * log n) segments and every posting is rewritten O(log n) times.
 
 :func:`plan_merges` and :func:`plan_forced_merges` are pure; :func:`merge_on_commit` applies the policy to
 an append's commit before it is swapped in, :func:`commit_merges` makes a commit of merges on request
