@@ -15,7 +15,7 @@ unless the merge would not be 1.5 times its largest segment (then the window sli
 floored level merges whatever its sizes, each small, so that tiny segments never pile up beside a larger
 one).  A segment not merged so whose deleted share exceeds ``max_deleted`` is rewritten alone (its deleted
 documents dropped, as Tiered's ``deletesPctAllowed``).  With ``n`` appends of equal size the index keeps
-O(merge_factor * log n) segments and every posting is rewritten O(log n) times.
+O(merge_factor * log n) segments, and a posting of segments over ``min_size`` is rewritten O(log n) times.
 
 :func:`plan_merges` and :func:`plan_forced_merges` are pure; :func:`merge_on_commit` applies the policy to
 an append's commit before it is swapped in, :func:`commit_merges` makes a commit of merges on request
