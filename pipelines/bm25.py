@@ -49,7 +49,7 @@ from cutext.kernels.backend import array_module, is_gpu
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_all, compute_context,
+from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_context,
                                            compute_fanned_out, gpu_spill_budget, host_share, input_bytes, on_worker,
                                            share_threads, shared_key)
 from cutext.stages.text import public as stage_api
@@ -71,6 +71,7 @@ from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_tabl
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
+from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate, duplicate_deletes
 from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
@@ -218,7 +219,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 client=None, scheduler="auto", n_workers=None, index_format=2, overwrite=True,
                 progress=True, append=False, members=None, store_text=False, field_weights=None,
                 field_b=None, keep_columns=None, positions=False, norms="exact", analyzer=None,
-                on_duplicate="error") -> RunResult:
+                on_duplicate="error", merge_policy="tiered") -> RunResult:
     """Index a corpus for BM25 (Wakatsuki et al., section 3: extract, ids by scan, sort, count, weight).
 
     Parameters
@@ -335,6 +336,10 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         commit (Lucene's ``updateDocument``: an upsert; of copies within the input the last stays;
         segmented indexes only); ``"keep"`` indexes every copy (search may return several documents of
         one id, and a delete of the id removes them all) (:mod:`cutext.stages.engines.index_ids`).
+    merge_policy : {"tiered", "none"}, default "tiered"
+        With ``append``: merge runs of adjacent small segments in the append's commit
+        (:mod:`cutext.stages.engines.merge_policy`), or ``"none"``; a build without ``append`` refuses
+        ``"none"`` (it merges nothing).
 
     Returns
     -------
@@ -371,6 +376,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     store_text, positions = flag("store_text", store_text), flag("positions", positions)
     on_duplicate = check_on_duplicate(on_duplicate)
     append = flag("append", append)  # append="no" would otherwise append
+    if check_merge_policy(merge_policy) != "tiered" and not append:
+        raise ValueError(f"{param('merge_policy', merge_policy)} applies to an append's commit (append=True); a "
+                         "build writes its segments unmerged: leave it out")
     if delta is not None and not append and variant not in bm25_stage.DEFAULT_DELTA:
         # bm25s and Lucene have no delta in these formulas: a given one would change nothing
         raise ValueError(f"{param('delta', delta)}: {param('variant', variant)} has no delta term; delta is "
@@ -393,7 +401,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
                             blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
                             max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
-                            n_workers=n_workers, progress=progress, members=members, on_duplicate=on_duplicate)
+                            n_workers=n_workers, progress=progress, members=members, on_duplicate=on_duplicate,
+                            merge_policy=merge_policy)
     if on_duplicate == "replace" and index_format == 1:
         raise ValueError(f"{param('on_duplicate', 'replace')} deletes the older copies of an id, which a segmented "
                          f"index records: use {param('index_format', 2)} (the default)")
@@ -745,7 +754,7 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
 def append_index(path, index, *, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO, backend="auto",
                  client=None, scheduler="auto", n_workers=None, progress=True, members=None,
-                 on_duplicate="error") -> RunResult:
+                 on_duplicate="error", merge_policy="tiered") -> RunResult:
     """Append documents to a segmented index (Lucene's append mode): new segments beside the old ones.
 
     The new documents are tokenized with the index's own tokenizer settings and written as segments after
@@ -774,12 +783,18 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         names the ids and commits nothing; ``"replace"`` deletes the older copies in the append's commit
         (Lucene's ``updateDocument``, an upsert); ``"keep"`` indexes every copy
         (:mod:`cutext.stages.engines.index_ids`).
+    merge_policy : {"tiered", "none"}, default "tiered"
+        ``"tiered"`` merges runs of adjacent segments in the same commit when ten of one size tier follow
+        each other, and rewrites a segment more than half deleted
+        (:func:`cutext.stages.engines.merge_policy.plan_merges`, Lucene's LogByteSizeMergePolicy), so many
+        small appends keep O(log n) segments; ``"none"`` only adds segments.  Search is the same either way.
 
     Returns
     -------
     RunResult
-        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs`` and
-        ``updated_docs`` (older copies deleted by ``"replace"``).
+        ``path`` = the index; ``counts`` of the whole index after the append, with ``appended_docs``,
+        ``updated_docs`` (older copies deleted by ``"replace"``) and ``merged_segments`` (when the merge
+        policy merged some).
 
     Raises
     ------
@@ -799,6 +814,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
         committed.
     """
     on_duplicate = check_on_duplicate(on_duplicate)
+    check_merge_policy(merge_policy)
     index = local_output(index)
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
@@ -823,6 +839,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                 {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
                  "appended_docs": n_added, "updated_docs": updated}, added=names, timings=run.timings,
                 fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
+            counts = merge_on_commit(tmp, merge_policy, counts)
         return run.result(res.backend, res.scheduler, res.n_workers, counts,
                           {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
                            "tokenizer": old["tokenizer"], "bm25f": old["bm25f"]},
@@ -866,6 +883,7 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
              "updated_docs": updated}, added=names,
             timings=run.timings, fields={"backend": info.backend, "scheduler": info.scheduler,
                                          "n_workers": info.n_workers})
+        counts = merge_on_commit(tmp, merge_policy, counts)
     return run.result(info.backend, info.scheduler, info.n_workers, counts,
                       {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
                        "tokenizer": old["tokenizer"]},

@@ -1,7 +1,7 @@
 """Maintenance of a segmented bm25 index (``index_format=2``): append documents, delete documents,
-compact; each a new commit swapped in atomically, the old segments hard-linked into it (Lucene's
-IndexWriter in append mode, deleteDocuments and forceMerge).  The command line: ``bm25-append``,
-``bm25-delete``, ``bm25-compact``.
+merge or compact segments; each a new commit swapped in atomically, the old segments hard-linked into it
+(Lucene's IndexWriter in append mode, deleteDocuments, maybeMerge and forceMerge).  The command line:
+``bm25-append``, ``bm25-delete``, ``bm25-merge``, ``bm25-compact``.
 """
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from cutext.pipelines._run import PipelineRun
 from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines.bm25 import append_index
 from cutext.stages.engines import index_commits as commits
+from cutext.stages.engines import merge_policy
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.runtime import artifacts as art
 
-__all__ = ["append_index", "delete_documents", "compact_index", "convert_index", "add_cli", "read_ids_file"]
+__all__ = ["append_index", "delete_documents", "compact_index", "merge_index", "convert_index", "add_cli",
+           "read_ids_file"]
 
 
 def delete_documents(index, source_ids) -> RunResult:
@@ -84,6 +86,38 @@ def compact_index(index) -> RunResult:
     """
     t0 = time.perf_counter()
     counts = commits.commit_compaction(index)
+    return _result(index, counts, time.perf_counter() - t0)
+
+
+def merge_index(index, max_segments=None) -> RunResult:
+    """Merge runs of adjacent segments of a segmented index (Lucene's maybeMerge, or forceMerge(n)).
+
+    Parameters
+    ----------
+    index : str or os.PathLike
+        A segmented index (``index_format=2``).
+    max_segments : int, optional
+        Merge until at most this many segments remain (>= 1; 1 is a compaction); default: the merges of the
+        merge policy (ten adjacent segments of one size tier become one;
+        :func:`cutext.stages.engines.merge_policy.plan_merges`).
+
+    Returns
+    -------
+    RunResult
+        ``counts`` of the index afterwards, with ``merged_segments`` (0: nothing to merge, nothing written);
+        its scores are those before.
+
+    Raises
+    ------
+    ArtifactError (ValueError)
+        Not a segmented cutext bm25 index, or a damaged one.
+    ValueError
+        ``max_segments`` not an integer >= 1.
+    OutputBusyError (FileExistsError)
+        Another writer committed to the index meanwhile; nothing was written.
+    """
+    t0 = time.perf_counter()
+    counts = merge_policy.commit_merges(index, max_segments)
     return _result(index, counts, time.perf_counter() - t0)
 
 
@@ -191,6 +225,12 @@ def _compact_cli_main(args, kw) -> int:
     return 0
 
 
+def _merge_cli_main(args, kw) -> int:
+    """``bm25-merge --index DIR [--max-segments N]``: the merges, print the result."""
+    print_result(merge_index(**kw), args.json)
+    return 0
+
+
 def _convert_cli_main(args, kw) -> int:
     """``bm25-convert --index DIR [--out DIR]``: the segmented index, print the result."""
     print_result(convert_index(**kw), args.json)
@@ -218,13 +258,16 @@ COMMANDS = (
             files=("ids_file",)),
     Command("bm25-convert", convert_index, _convert_cli_main,
             help="rewrite a format-1 BM25 index as a segmented one (no source needed)", options=_INDEX, json=True),
+    Command("bm25-merge", merge_index, _merge_cli_main,
+            help="merge runs of adjacent segments of a segmented BM25 index (its merge policy, or --max-segments)",
+            options=_INDEX, json=True),
     Command("bm25-compact", compact_index, _compact_cli_main,
             help="rewrite a segmented BM25 index as one segment without its deletions", options=_INDEX, json=True),
 )
 
 
 def add_cli(sub) -> None:
-    """Register ``bm25-append``, ``bm25-delete``, ``bm25-convert`` and ``bm25-compact`` with
+    """Register ``bm25-append``, ``bm25-delete``, ``bm25-convert``, ``bm25-merge`` and ``bm25-compact`` with
     ``python -m cutext.pipelines``."""
     for command in COMMANDS:
         command.add_to(sub)

@@ -6,7 +6,6 @@ engines of :mod:`cutext.stages.engines.search`.  Built by the ``bm25`` pipeline
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,7 @@ import pyarrow.compute as pc
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend, to_host
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.engines import search as search_stage
-from cutext.stages.engines import index_commits, segments
+from cutext.stages.engines import index_commits, merge_policy, segments
 from cutext.stages.engines.index_ids import source_id_list
 from cutext.stages.engines.index_reader import IndexReader
 from cutext.stages.engines.index_manifest import bm25f_spec, read_index_manifest
@@ -1231,6 +1230,37 @@ class BM25Index:
         counts = index_commits.commit_compaction(self.path)
         self._reload()
         return int(counts["compacted_segments"])
+
+    def merge(self, max_segments: int | None = None) -> int:
+        """Merge runs of adjacent segments (the merge policy's, Lucene's ``maybeMerge``; with ``max_segments``,
+        until at most that many remain, Lucene's ``forceMerge(n)``): a new commit, then this index reloaded
+        from it; scores and results are unchanged.
+        :func:`cutext.stages.engines.merge_policy.commit_merges`.
+
+        Parameters
+        ----------
+        max_segments : int, optional
+            At most this many segments afterwards (>= 1; 1 is :meth:`compact`); None: the merges of the
+            policy (:func:`cutext.stages.engines.merge_policy.plan_merges`).
+
+        Returns
+        -------
+        int
+            The number of segments merged away (0: nothing to merge; nothing is written).
+
+        Raises
+        ------
+        ArtifactError (ValueError)
+            A format-1 index, or a damaged one.
+        ValueError
+            ``max_segments`` not an integer >= 1.
+        OutputBusyError (FileExistsError)
+            Another writer committed to the index meanwhile; nothing is written.
+        """
+        counts = merge_policy.commit_merges(self.path, max_segments)
+        if counts["merged_segments"]:
+            self._reload()
+        return int(counts["merged_segments"])
 
     def refresh(self) -> "BM25Index":
         """The index as of its newest commit (Lucene's ``DirectoryReader.openIfChanged``, Tantivy's

@@ -9,7 +9,8 @@ swapped in only over the commit it was built from (:func:`read_commit`), so of t
 one commit one wins and the other writes nothing, as Lucene's ``write.lock`` allows one IndexWriter.
 Deletions are recorded, not rewritten (Lucene's live-docs files): ``deletes/<segment>-g<generation>.npy``
 holds a segment's deleted local doc numbers; :func:`commit_compaction` rewrites the live documents as one
-segment (Lucene's ``forceMerge(1)``).
+segment (Lucene's ``forceMerge(1)``), and :mod:`cutext.stages.engines.merge_policy` merges runs of adjacent
+segments (:mod:`cutext.stages.engines.segment_merge`).
 
 Every commit also keeps its global vocabulary, ``terms.arrow`` (:func:`write_commit_terms`: the live terms
 and their df over all its segments), so that an append's commit counts the new segments only and merges
@@ -35,10 +36,8 @@ from cutext.kernels._version import __version__
 from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines.index_ids import duplicate_deletes, segment_source_ids, source_id_list
 from cutext.stages.engines.index_manifest import read_index_manifest
-from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
-                                            merge_terms, read_positions, read_segment, read_segment_columns,
-                                            read_segment_texts, segment_heads, union_terms,
-                                            write_segment)
+from cutext.stages.engines.segment_merge import SEGMENTS_DIR, merge_commit_runs
+from cutext.stages.engines.segments import merge_terms, read_segment, segment_heads, union_terms, write_segment
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.npy import read_npy
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
@@ -48,7 +47,6 @@ __all__ = ["SEGMENTS_DIR", "read_deletes", "commit_segments", "read_commit", "se
            "TERMS_FILE", "write_commit_terms", "read_commit_terms", "merge_vocabularies", "update_deletes",
            "dedupe_build", "check_kept_types"]
 
-SEGMENTS_DIR = "segments"
 KIND = "cutext.bm25"
 TERMS_FILE = "terms.arrow"
 _TERMS_SCHEMA = pa.schema([("term", pa.large_string()), ("df", pa.int64())])
@@ -598,7 +596,8 @@ def _found_in_segments(index: Path, old: dict, names: list, wanted: pa.Array) ->
 
 @_busy_if_committed
 def commit_compaction(index) -> dict:
-    """Rewrite a segmented index as one segment without its deleted documents (Lucene's ``forceMerge(1)``).
+    """Rewrite a segmented index as one segment without its deleted documents (Lucene's ``forceMerge(1)``):
+    the merge of the run of all its segments (:func:`cutext.stages.engines.segment_merge.merge_commit_runs`).
 
     Parameters
     ----------
@@ -624,43 +623,9 @@ def commit_compaction(index) -> dict:
     old, expect = segmented_commit(index, "compacting")
     names = old["segments"]
     deletes = read_deletes(index, old, names)
-    segs = [live_segment(read_segment(index / SEGMENTS_DIR / n), d) for n, d in zip(names, deletes)]
-    merged = merge_segments(segs)
-    segs_for_positions = segs if old.get("positions") is True else None
-    del segs
-    name = f"seg-{int(old.get('next_segment', len(names))):05d}"
-    staged = {"terms": merged.vocab, "df": merged.df[1:], "doc": merged.doc, "tf": merged.tf,
-              "lengths": merged.lengths, "source_ids": merged.source_ids}
-    if merged.fields:  # a BM25F index keeps its per-field tf and lengths
-        staged.update(fields=merged.fields, field_tf=merged.field_tf, field_lengths=merged.field_lengths)
-    texts = [read_segment_texts(index / SEGMENTS_DIR / n, d) for n, d in zip(names, deletes)]
-    if texts and all(t is not None for t in texts):
-        staged["texts"] = pa.concat_arrays(texts)
-    del texts
-    kept = [read_segment_columns(index / SEGMENTS_DIR / n, d) for n, d in zip(names, deletes)]
-    if kept and all(t is not None for t in kept):  # the kept columns, their types unified across segments
-        staged["columns"] = pa.concat_tables(kept, promote_options="permissive")
-    del kept
-    if old.get("positions") is True:  # the term positions move with their postings
-        staged["positions"] = _merged_positions(index, names, deletes, segs_for_positions, merged)
     with atomic_directory(index, kind=KIND, manifest="index.json", expect=expect) as tmp:
-        return write_commit(tmp, index, old, [], [], {"compacted_segments": len(names)}, new=(name, staged))
-
-
-def _merged_positions(index: Path, names: list, deletes: list, segs: list, merged) -> np.ndarray:
-    """The term positions of a compaction's merged postings: each segment's live postings' positions
-    (:func:`cutext.stages.engines.segments.read_positions`), moved as :func:`merge_segments` moved the postings."""
-    pos = []
-    for n, d, seg in zip(names, deletes, segs):
-        full = read_segment(index / SEGMENTS_DIR / n, verify=False)
-        p = read_positions(index / SEGMENTS_DIR / n, full.tf)
-        d = np.unique(np.asarray(d, np.int64))
-        if len(d):
-            live = np.ones(full.n_docs, bool)
-            live[d] = False
-            p = live_positions(p, full.tf, live[full.doc])
-        pos.append(p)
-    return merge_positions(segs, pos, merged)
+        write_commit(tmp, index, old, names, deletes, {"compacted_segments": len(names)})
+        return merge_commit_runs(tmp, [(0, len(names))] if names else [], deletes)
 
 
 def update_deletes(index: Path, old: dict, tmp: Path, added: list, on_duplicate: str) -> tuple[list, int]:

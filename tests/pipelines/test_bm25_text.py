@@ -56,7 +56,8 @@ def test_every_document_comes_back_after_appends_a_deletion_and_compaction(tmp_p
     # an append follows the index's own setting: its segments store texts too
     pipelines.run("bm25", _write(tmp_path, "b", lines[n // 2:]), out=ix, append=True, **KW, **reader)
     index = BM25Index.load(ix)
-    assert index.store_text and len(json.loads((ix / "index.json").read_text())["segments"]) > len(first["segments"])
+    now = json.loads((ix / "index.json").read_text())["segments"]
+    assert index.store_text and set(now) - set(first["segments"])  # new segments (some merged by the policy)
     expected = dict(zip(ids, texts))
     _assert_texts(index, expected)
     gone = ids[3::7]

@@ -31,7 +31,8 @@ COMMANDS = {c.name: c for m in _cli_modules() for c in getattr(m, "COMMANDS", ()
 # the module attribute each subcommand calls, replaced by a recorder in the tests
 TARGETS = {"bm25": (bm25_mod, "build_index"), "bm25-append": (ops_mod, "append_index"),
            "bm25-delete": (ops_mod, "delete_documents"), "bm25-convert": (ops_mod, "convert_index"),
-           "bm25-compact": (ops_mod, "compact_index"), "evaluate": (evaluate_mod, "evaluate"),
+           "bm25-compact": (ops_mod, "compact_index"), "bm25-merge": (ops_mod, "merge_index"),
+           "evaluate": (evaluate_mod, "evaluate"),
            "ngram": (ngram_mod, "score_corpus"), "cluster": (cluster_mod, "cluster_corpus"),
            "lda": (lda_mod, "train")}
 
