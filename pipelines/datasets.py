@@ -369,7 +369,9 @@ DATASETS = {d.name: d for d in (
             "corpora/gensim"),
     Dataset("cacm", "CACM: 3,204 abstracts as JSON lines, 64 topics, qrels, Anserini's BM25 run (a folder)",
             "no licence stated (a classic IR test collection); Anserini files Apache-2.0",
-            (_file("ir/cacm/cacm.json", 2197874, "e783a786c696b6150c7c50367c02df99889cca2951b0722e35d9571aa25e96d8"),
+            # also: the repository's data/cacm, whose 10 abstracts cut at a "<" are completed from the HTML files
+            (_file("ir/cacm/cacm.json", 2197874, "e783a786c696b6150c7c50367c02df99889cca2951b0722e35d9571aa25e96d8",
+                   also=("aeffc8dbade06762e813bca722d1fc3c433d9a448e4dbe889a3de4efd9bf33bf",)),
              _file("ir/cacm/topics.cacm.txt", 12445, "1dc7b94fbf4adeb0c49be44fc6d7802ddc7bc4ad1b869013af10d09b44019799",
                    f"{_ANSERINI_TOOLS}topics.cacm.txt"),
              _file("ir/cacm/qrels.cacm.txt", 14194, "359f77ee6aab89333745a7f25f56370268a493abe1baff76979ad37a4d5428ef",

@@ -303,10 +303,16 @@ def _archive_members(fs, path: str, kind: str, compression: str | None, max_rati
         else:
             with fs.open(path, "rb") as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
                 out = []
+                last = None
                 for m in tf:   # uncompressed: tarfile seeks over member data, only headers are read
+                    last = m.name
                     sid = names.source_id(m.name, _tar_kind(m))
                     if sid is not None:
                         out.append((m.name, sid, m.offset_data, m.size))
+                fh.seek(tf.offset)  # tarfile stops quietly where a file cut at a block boundary ends
+                if fh.read(512) != bytes(512):
+                    raise CorpusError(f"{path}: cannot read tar archive: it ends after member {last!r} without "
+                                      "tar's end-of-archive blocks (a truncated file?)")
     except UnicodeDecodeError as exc:
         raise _zip_name_error(path, exc) from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
