@@ -74,6 +74,7 @@ def _pass_list(s):
 def load_pool(data_dir, top_k):
     """Term vectors, labels (20news group or ''), token lists of the pooled real documents."""
     import pandas as pd
+
     from cutext.pipelines import datasets
     from cutext.pipelines.cluster import corpus_counts
     from cutext.stages.text.termvec import term_vectors

@@ -232,6 +232,7 @@ def ari(labels, clusters) -> float:
 
 def cluster_rows(name, df, args, workdir) -> list:
     import pyarrow.parquet as pq
+
     from cutext import pipelines
     from cutext.pipelines.cluster import SUGGEST_QUANTILE, cluster_corpus, nmi, suggest_threshold
 

@@ -125,8 +125,8 @@ def env():
 # ----------------------------------------------------------------------------- sections
 
 def time_ours(bow, K, sampler, warmup, iterations, gpu, alpha, beta):
-    from cutext.stages.engines.lda_gibbs import GibbsState
     from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
 
     ch = build_chunks(bow, K)
     st = GibbsState(ch, K, alpha, beta, seed=0, gpu=gpu)
@@ -176,8 +176,8 @@ def speed(args, ddir, rows):
 
 
 def quality(args, ddir, rows):
-    from cutext.stages.engines.lda_gibbs import GibbsState
     from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
 
     K, alpha, beta, T = 128, 0.1, 0.1, args.quality_iterations
     for name in args.corpora:
@@ -242,6 +242,7 @@ def time_state(st, smp, warmup, iterations):
 
 def client_section(args, ddir, rows):
     import distributed
+
     from cutext.stages.engines.lda_chunk import build_chunks
     from cutext.stages.engines.lda_dist import DistributedGibbs
     from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
@@ -314,9 +315,10 @@ def client_section(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
+
     from cutext.kernels import lda as lda_kernels
-    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs, resolve_sample_order
     from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
+    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs, resolve_sample_order
 
     bow = load("nips", ddir)
     reps = int(np.ceil(args.gpu_tokens / bow.n_tokens))

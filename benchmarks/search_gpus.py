@@ -33,9 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
 from cutext.kernels import search as ks  # noqa: E402
 from cutext.stages.runtime.compute import PROFILE_ENV, cupy_from_rmm, step_profile  # noqa: E402
+
+import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
 
 
 def _search(idx, queries, k: int, bs: int, repeats: int, filter=None, client=None):

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines.bm25 import append_index
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines import merge_policy

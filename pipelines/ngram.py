@@ -47,20 +47,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from cutext.kernels.backend import (BACKENDS, gpu_stack_installed, to_cudf, to_host)
+
+from cutext.kernels.backend import BACKENDS, gpu_stack_installed, to_cudf, to_host
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.pipelines._cli import Command, print_result
-from cutext.stages.runtime.params import choice, flag, param
-from cutext.stages.readers.files import read_piece, plan
-from cutext.stages.readers.source import open_corpus
-from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.readers.frames import input_label, is_frame
+from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.checksums import open_checksummed
 from cutext.stages.runtime.compute import StepClock, device_pool, host_share, share_threads
+from cutext.stages.runtime.params import choice, flag, param
 from cutext.stages.runtime.progress import released_check, stop_tasks, task_released
+from cutext.stages.text.ngram_text import TextBuffers, count_lines_rows, lines_rows_counted, read_lines_buffers
 
 
 def _read_texts(piece, fs):

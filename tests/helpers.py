@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import re
+import sys
 from pathlib import Path
 
 import numpy as np

@@ -59,9 +59,8 @@ def timed(fn, repeats: int, sync) -> tuple:
 
 
 def main(argv=None) -> int:
-    import cupy
     import cudf
-    import pyarrow as pa
+    import cupy
     import pyarrow.parquet as pq
     from cudf.io.parquet import ParquetWriter
 

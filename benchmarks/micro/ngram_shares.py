@@ -36,10 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-import ngram as bench  # noqa: E402  (the text files and data folder of the ngram benchmark)
 from cutext.pipelines import ngram as ng
 from cutext.stages.readers.files import plan
 from cutext.stages.text import ngram_text
+
+import ngram as bench  # noqa: E402  (the text files and data folder of the ngram benchmark)
 
 
 def split_file(path: Path, n: int) -> list:

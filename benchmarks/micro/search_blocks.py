@@ -61,6 +61,7 @@ def main(argv=None) -> int:
         ap.error(f"--batch-size must be in [1, {PROFILE_BLOCKS}] (the blocks the profile build records)")
 
     import cupy
+
     from cutext.kernels import _cuda
     from cutext.kernels import search as ks
     from cutext.stages.engines import bm25_index as bi

@@ -35,17 +35,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 import pyarrow as pa
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels.backend import to_host
 from cutext.stages.readers.base import CorpusError
-from cutext.stages.text.public import Counts
 from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.text.frontend import corpus_session
 from cutext.stages.runtime.reprs import short_repr
+from cutext.stages.text.frontend import corpus_session
+from cutext.stages.text.public import Counts
 
 
 class LDAInputError(CorpusError):

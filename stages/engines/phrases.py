@@ -24,8 +24,15 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
-                                            read_positions, read_segment, run_starts)
+from cutext.stages.engines.segments import (
+    live_positions,
+    live_segment,
+    merge_positions,
+    merge_segments,
+    read_positions,
+    read_segment,
+    run_starts,
+)
 
 __all__ = ["MAX_SLOP", "Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message"]
 

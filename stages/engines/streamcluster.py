@@ -29,13 +29,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
-from cutext.stages.text.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import atomic_directory, write_json
 from cutext.stages.runtime.params import count, number
+from cutext.stages.text.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 METHODS = ("reference", "brute", "ellpack")

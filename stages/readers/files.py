@@ -102,18 +102,43 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
 from cutext.kernels.backend import meta as frame_meta
-from cutext.stages.runtime.params import count, param
-from cutext.stages.readers.base import (CorpusError, DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, Piece,
-                                        SNIFF_BYTES, TABLE_SUFFIXES, TEXT_CANDIDATES, _FILE_TYPES, _count_replace,
-                                        _escape_name, _frame, _ignored, _is_utf8, _lines_table, _read_errors,
-                                        _strip_bom, _strip_compression, check_encoding, check_max_ratio, check_text,
-                                        decode_counting)
-from cutext.stages.readers.archives import (MAX_MEMBERS_PER_PIECE, _archive_pieces, _read_archive_piece, _read_file,
-                                            archive_kind, check_members)
+from cutext.stages.readers.archives import (
+    MAX_MEMBERS_PER_PIECE,
+    _archive_pieces,
+    _read_archive_piece,
+    _read_file,
+    archive_kind,
+    check_members,
+)
+from cutext.stages.readers.base import (
+    _FILE_TYPES,
+    DEFAULT_BLOCKSIZE,
+    DEFAULT_MAX_RATIO,
+    ID_CANDIDATES,
+    SNIFF_BYTES,
+    TABLE_SUFFIXES,
+    TEXT_CANDIDATES,
+    CorpusError,
+    Piece,
+    _count_replace,
+    _escape_name,
+    _frame,
+    _ignored,
+    _is_utf8,
+    _lines_table,
+    _read_errors,
+    _strip_bom,
+    _strip_compression,
+    check_encoding,
+    check_max_ratio,
+    check_text,
+    decode_counting,
+)
 from cutext.stages.readers.smart import DOC_TEXT_FIELDS, check_fields, is_smart, parse_smart, smart_texts
-
+from cutext.stages.runtime.params import count, param
 
 codecs.register_error("cutext_count", _count_replace)
 

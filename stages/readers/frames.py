@@ -54,10 +54,17 @@ import pandas as pd
 import pyarrow as pa
 
 from cutext.kernels.backend import is_gpu, is_gpu_object, to_host
-from cutext.stages.readers.base import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, TEXT_CANDIDATES,
-                                        CorpusError, Piece, _frame, text_array)
-from cutext.stages.readers.files import _pick, meta_frame, to_backend
-from cutext.stages.readers.files import CorpusSource
+from cutext.stages.readers.base import (
+    DEFAULT_BLOCKSIZE,
+    DEFAULT_MAX_RATIO,
+    ID_CANDIDATES,
+    TEXT_CANDIDATES,
+    CorpusError,
+    Piece,
+    _frame,
+    text_array,
+)
+from cutext.stages.readers.files import CorpusSource, _pick, meta_frame, to_backend
 
 __all__ = ["FrameError", "is_frame", "input_label", "frame_source", "spread_source", "frame_column",
            "check_unique_ids"]

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
 from cutext.kernels.backend import is_gpu, meta, to_host
 from cutext.stages.readers.files import CorpusSource, number_documents
 from cutext.stages.readers.frames import spread_source

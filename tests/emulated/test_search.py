@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from cutext.kernels import search as ks
 from cutext.stages.engines.search import merge_topk
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cutext.kernels import wordsplit as ws
 from cutext.pipelines.ngram import NGramModel
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 

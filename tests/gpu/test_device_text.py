@@ -20,9 +20,9 @@ from cutext.kernels.backend import device_count, to_cudf, to_host
 from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
 from cutext.stages.readers import pread
+from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text import device as GT
 from cutext.stages.text.partitions import tokenize_partition_scan
-from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text.tokenize import TokenizerConfig
 
 from helpers import assert_same_index, need_corpus, read_index

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from cutext.kernels import tokenize as K
 from cutext.kernels.tokenize import arrow_buffers
 from cutext.stages.text.tokenize import TokenizerConfig, _nfc_cpu, tokenize_texts
+
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 from helpers import need_corpus
 

@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+
 from notebook_helpers import (  # noqa: F401  (kernel is a fixture)
     NOTEBOOKS,
     ROOT,

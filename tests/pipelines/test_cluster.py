@@ -8,12 +8,13 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import cluster_ref, ellpack
 from cutext.pipelines import datasets
 from cutext.pipelines.cluster import nmi, purity, stream_order
-from cutext.stages.readers.base import CorpusError
 from cutext.stages.engines.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.readers.base import CorpusError
 from cutext.stages.text.termvec import TermVectors, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 

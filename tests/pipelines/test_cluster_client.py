@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import datasets
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import datasets
 from cutext.pipelines.__main__ import main

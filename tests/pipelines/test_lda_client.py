@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.engines.lda_chunk import read_ldac
@@ -222,7 +223,6 @@ def test_load_cached_reads_a_model_once_and_again_when_rewritten(model, tmp_path
     import os
     import shutil
 
-    from cutext.pipelines import lda as lda_mod
     from cutext.stages.engines import lda_model as lda_model
 
     d = tmp_path / "copy"

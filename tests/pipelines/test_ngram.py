@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.readers.arpa import ArpaError, read_arpa
 from cutext.stages.engines.trie import build_trie
+from cutext.stages.readers.arpa import ArpaError, read_arpa
 
 kenlm = pytest.importorskip("kenlm")
 

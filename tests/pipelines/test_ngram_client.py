@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.readers.base import CorpusError
-from cutext.stages.runtime.progress import task_released
 from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.runtime.progress import task_released
 from cutext.stages.text.ngram_text import count_lines_rows
 
 pytestmark = pytest.mark.slow  # a LocalCluster of two processes

@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.readers.arpa import ArpaError, read_arpa
 
