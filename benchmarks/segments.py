@@ -72,7 +72,6 @@ def main(argv=None) -> int:
             BM25Index.load(out, backend=args.backend)
             loads.append(time.perf_counter() - t)
         counts = runs[fmt][-1][2]
-        stages = {k: round(statistics.median(r[1][k] for r in runs[fmt]), 3) for k in runs[fmt][0][1]}
         nbytes = _bytes(out)
         rows.insert(pos, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
                                   bytes_per_posting=round(nbytes / counts["n_postings"], 3),

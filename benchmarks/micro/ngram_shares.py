@@ -429,7 +429,7 @@ def main(argv=None) -> int:
             runs = client_runs(path, lm, args.gpus, args, bs)
             t, tim, workers = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
             detail = fmt_timings(tim)
-            for addr, w in sorted(workers.items(), key=lambda x: x[1].get("share", 99)):
+            for _addr, w in sorted(workers.items(), key=lambda x: x[1].get("share", 99)):
                 tasks = "; ".join(f"{k} x{v[0]} {v[1]:.3f} s [{v[2]:.3f}, {v[3]:.3f}]" for k, v in w["tasks"].items())
                 detail += f" || share {w.get('share')}: {fmt_timings(w.get('timings', {}))}; {tasks}"
             table.append((f"client {args.gpus}", mb, t, size / t / 1e9, detail))

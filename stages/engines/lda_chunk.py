@@ -117,7 +117,7 @@ def _header_int(line: str, path, lineno: int, what: str) -> int:
     try:
         v = int(line.strip())
     except ValueError:
-        raise LDAInputError(f"{path}:{lineno}: bad UCI header: expected the number of {what}, got {line.strip()!r}")
+        raise LDAInputError(f"{path}:{lineno}: bad UCI header: expected the number of {what}, got {line.strip()!r}") from None
     if v < 0:
         raise LDAInputError(f"{path}:{lineno}: bad UCI header: negative number of {what} ({v})")
     if v > INT32_MAX:
@@ -277,7 +277,7 @@ def read_ldac(path, vocab=None) -> BagOfWords:
                 ids = [int(a) for a, _ in pairs]
                 cs = [int(b) for _, b in pairs]
             except ValueError:
-                raise LDAInputError(f"{path}:{lineno}: expected 'n id:count ...' (LDA-C), got {line.strip()[:80]!r}")
+                raise LDAInputError(f"{path}:{lineno}: expected 'n id:count ...' (LDA-C), got {line.strip()[:80]!r}") from None
             if n != len(ids):
                 raise LDAInputError(f"{path}:{lineno}: declares {n} distinct words but lists {len(ids)}")
             for a, c in zip(ids, cs):

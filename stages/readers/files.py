@@ -626,7 +626,7 @@ def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
             except ValueError as e:
                 raise CorpusError(f"{path}: line {first + i + 1}: invalid JSON: {e}") from None
             if not isinstance(obj, dict):
-                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}")
+                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}") from None
         # every line parses alone: mixed types across lines; fall back to pandas
         try:
             rows = [json.loads(line) for line in data.split(b"\n") if line.strip()]

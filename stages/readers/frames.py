@@ -119,7 +119,7 @@ def _string_dtype(dtype, gpu: bool) -> bool | None:
         return pa.types.is_string(dtype.pyarrow_dtype) or pa.types.is_large_string(dtype.pyarrow_dtype)
     if gpu and str(dtype) in ("object", "str", "string"):  # cudf strings are "object" (or "str")
         return True
-    if dtype == object:
+    if dtype == np.dtype(object):
         return None
     return False
 
