@@ -37,9 +37,10 @@ client (``--client``)
     ``--client-workers`` (1 2): a process ``LocalCluster`` (one thread per worker; numba's own threads
     inside each) on the CPU, a ``LocalCUDACluster`` (one GPU per worker) with ``--gpu``; each timed one
     ``step`` a call (rows ``...-nccl``/``...-client``, what a callback watching every iteration costs) and
-    ``--iterations`` passes in one ``steps`` call (rows ``...-steps``, what the pipeline does otherwise).  Corpora ``--corpora`` (KOS, NIPS) tiled
-    ``--client-replicate`` times (whole documents), K in ``--client-ks``, sampler ``--client-sampler``,
-    collective ``--collective`` (auto: nccl on GPU workers where available, else through the client).
+    ``--iterations`` passes in one ``steps`` call (rows ``...-steps``, what the pipeline does otherwise).
+    Corpora ``--corpora`` (KOS, NIPS) tiled ``--client-replicate`` times (whole documents), K in ``--client-ks``,
+    sampler ``--client-sampler``, collective ``--collective`` (auto: nccl on GPU workers where available, else through
+    the client).
 
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
 """
@@ -116,7 +117,8 @@ def env():
     try:
         import subprocess
 
-        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False).stdout.strip()
+        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                                      check=False).stdout.strip()
     except Exception:  # noqa: BLE001
         info["gpus"] = None
     return info

@@ -98,7 +98,8 @@ def procs(files, args, blocksize) -> list:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(k))
         kids.append(subprocess.Popen([sys.executable, __file__, "--child", str(f), "--rank", str(k), "--sync",
                                       str(sync), "--model", str(args.model_path), "--blocksize", str(blocksize),
-                                      "--repeats", str(args.repeats), "--backend", args.backend], env=env, stdout=subprocess.PIPE, text=True))
+                                      "--repeats", str(args.repeats), "--backend", args.backend],
+                                     env=env, stdout=subprocess.PIPE, text=True))
     for r in range(args.repeats + 1):
         while not all((sync / f"ready-{k}-{r}").exists() for k in range(len(files))):
             time.sleep(0.001)
@@ -359,7 +360,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--rows", default="inproc,client,procs,alone")
     ap.add_argument("--blocksize-mb", default="256")
-    ap.add_argument("--count-kernels", default="loop,lanes", help="the count row's kernels: loop (the pipeline's), lanes, numpy")
+    ap.add_argument("--count-kernels", default="loop,lanes",
+                    help="the count row's kernels: loop (the pipeline's), lanes, numpy")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="set CUTEXT_GPUTEXT_PROFILE=1: print the seconds of the "
                     "writer's parts (frame, encode + write) a run, in process and on each worker")
