@@ -28,8 +28,8 @@ PIPELINES = {
     "lda": "cutext.pipelines.lda:train",
 }
 
-__all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
-           "UnknownParameterError", "fetch", "DatasetNotFoundError", "local_gpu_cluster"]
+__all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function",
+           "pipeline_keywords", "UnknownParameterError", "fetch", "DatasetNotFoundError", "local_gpu_cluster"]
 
 
 def pipeline_function(name: str):

@@ -516,7 +516,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         if norms != "exact":
             params["norms"] = layout["norms"] = norms
         run.write_manifest(tmp, {
-            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant,
+            "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
             "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
             "timings": run.timings})

@@ -170,7 +170,8 @@ def _result(index, counts: dict, seconds: float, meta: dict | None = None) -> Ru
     """The :class:`RunResult` of a commit without a front end (delete, compact, convert)."""
     meta = meta or json.loads((Path(index) / "index.json").read_text(encoding="utf-8"))
     return RunResult("bm25", Path(index).absolute(), meta.get("backend", "cpu"), "sync", 1, counts,
-                     {"commit": seconds}, {k: meta[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in meta},
+                     {"commit": seconds},
+                     {k: meta[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in meta},
                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                "postings": counts["n_postings"]})
 

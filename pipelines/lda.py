@@ -168,8 +168,8 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         input.
     n_workers : int, optional
         Without a client: workers of a local cluster for the front end of a text corpus (also with
-        ``scheduler="auto"``; refused with ``"sync"`` / ``"threads"`` and with a UCI / LDA-C input).  With a client: how many of its
-        workers sample (the first ``n_workers`` addresses in sorted order; default all).
+        ``scheduler="auto"``; refused with ``"sync"`` / ``"threads"`` and with a UCI / LDA-C input).  With a client: how
+        many of its workers sample (the first ``n_workers`` addresses in sorted order; default all).
     collective : {"auto", "nccl", "client"}
         With a client: how W is summed between the workers every iteration -- ``"nccl"``: ncclAllReduce
         in GPU memory (``cupy.cuda.nccl``; communicator set up through the client); ``"client"``: local

@@ -25,8 +25,8 @@ Output directory::
 Tokens are the white-space separated words of the text (ASCII white space, as KenLM's Python module
 splits), without lowercasing. Words are matched byte for byte, as KenLM matches them: a ``str``
 sentence is encoded with the model's ``encoding`` (UTF-8 by default, what KenLM's module does with a
-``str``), a ``bytes`` sentence is taken as it is. With ``sentence="line"`` (default) every non-blank line of a document is
-a sentence (``<s>`` ... ``</s>``) and the document's log10 probability is the sum over its lines;
+``str``), a ``bytes`` sentence is taken as it is. With ``sentence="line"`` (default) every non-blank line of a document
+is a sentence (``<s>`` ... ``</s>``) and the document's log10 probability is the sum over its lines;
 with ``sentence="document"`` the whole document is one sentence. ``tokens`` counts the scored tokens
 (words plus one ``</s>`` per sentence when ``eos``), the denominator of the perplexity
 ``10 ** (-log10_prob / tokens)``, as KenLM's ``perplexity``.
@@ -65,7 +65,8 @@ from cutext.stages.text.ngram_text import TextBuffers, count_lines_rows, lines_r
 
 
 def _read_texts(piece, fs):
-    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.readers.files`)."""
+    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of
+    :mod:`cutext.stages.readers.files`)."""
 
     df = read_piece(piece, fs)
     src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)

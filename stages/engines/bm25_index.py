@@ -799,7 +799,8 @@ class BM25Index:
             M = _weighted_matrix(segs, mt, fn, w0)
             lengths = np.concatenate([sg.lengths for sg in segs]).astype(np.int32, copy=False) if segs else \
                 np.zeros(0, np.int32)
-            ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else pa.array([], pa.string())
+            ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else \
+                pa.array([], pa.string())
         else:
             merged = segments.merge_segments(segs, terms=mt, device=be == "gpu")  # the GPU's postings placed there
             M = _segment_matrix(merged, fn, w0, be)

@@ -368,7 +368,8 @@ class LDAModel:
         return float(terms.mean() * np.log(2.0))
 
     def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
-        """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
+        """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default
+        ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 

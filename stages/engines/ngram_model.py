@@ -688,7 +688,8 @@ class NGramModel:
         return trie_kernels.suffix_entries(self.trie, ids, offsets, n - 1)
 
     def next_word_log10_prob(self, contexts, order=None, bos: bool = False):
-        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, the gLM paper (Li), 3.3).
+        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, the gLM paper (Li),
+        3.3).
 
         Parameters
         ----------

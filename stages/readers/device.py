@@ -760,7 +760,8 @@ def read_csv_device(piece, fs):
     text_cols, id_cols = picked
     if text_cols is None:
         return host("no text column")
-    cols = {c: strings_series(*csv_column(buf, lay, names.index(c))) for c in dict.fromkeys(text_cols + (id_cols or []))}
+    cols = {c: strings_series(*csv_column(buf, lay, names.index(c)))
+            for c in dict.fromkeys(text_cols + (id_cols or []))}
     del buf, lay
     clock("read: CSV columns")
     text = _joined_text(cudf.DataFrame({c: cols[c] for c in text_cols}), text_cols)

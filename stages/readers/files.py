@@ -626,14 +626,16 @@ def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
             except ValueError as e:
                 raise CorpusError(f"{path}: line {first + i + 1}: invalid JSON: {e}") from None
             if not isinstance(obj, dict):
-                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}") from None
+                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, "
+                                  f"got {type(obj).__name__}") from None
         # every line parses alone: mixed types across lines; fall back to pandas
         try:
             rows = [json.loads(line) for line in data.split(b"\n") if line.strip()]
             df = pd.DataFrame.from_records(rows)
             for c in df.columns:
                 if df[c].dtype == object:
-                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str)
+                                      else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
             return pa.Table.from_pandas(df, preserve_index=False)
         except Exception:
             raise CorpusError(f"{path}: cannot read JSON Lines: {exc}") from None
@@ -819,7 +821,8 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
     _check_csv_quotes(raw, delim, path)
     convert = pcsv.ConvertOptions(column_types={c: pa.large_string() for c in names})
     try:
-        table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
+        table = pcsv.read_csv(io.BytesIO(raw),
+                              parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
                               convert_options=convert)
     except pa.ArrowInvalid as exc:
         raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None

@@ -268,7 +268,8 @@ def test_equals_kenlm_module_on_kenlm_test_models(arpa, name, bos, eos, recwarn)
     path = arpa / "kenlm" / name
     m = NGramModel.load(path, backend="cpu")
     km = kenlm.Model(str(path))
-    sents = _random_sentences(m, 200, seed=len(name)) + ["looking on a little more loin", "", "to look a zzz however zzz",
+    sents = _random_sentences(m, 200, seed=len(name)) + ["looking on a little more loin", "",
+                                                         "to look a zzz however zzz",
                                                          "also would consider higher looking"]
     sc = m.score(sents, bos=bos, eos=eos)
     suffix_closed = name.startswith("toy")

@@ -240,7 +240,8 @@ def test_positive_log10_clamped(src, tmp_path, name):
     q = tmp_path / f"{name}.zero.arpa"
     q.write_bytes(_sub(src, old, zero))
     km = kenlm.Model(str(q))
-    _assert_like_kenlm(cm, km, _sentences(_vocab_of(data)) + ["a little more", "beyond", "also beyond a little more loin"])
+    _assert_like_kenlm(cm, km,
+                       _sentences(_vocab_of(data)) + ["a little more", "beyond", "also beyond a little more loin"])
 
 
 @pytest.mark.parametrize("name", sorted(REJECT))

@@ -128,7 +128,8 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
     np.testing.assert_array_equal(df_a, df_b)
     np.testing.assert_array_equal(l_a, l_b)
     assert v_a.equals(v_b)
-    for fmt, files in ((2, ["index.json", "segments", "terms.arrow"]), (1, ["documents", "index.json", "postings", "vocab.parquet"])):
+    for fmt, files in ((2, ["index.json", "segments", "terms.arrow"]),
+                       (1, ["documents", "index.json", "postings", "vocab.parquet"])):
         r = pipelines.run("bm25", src, out=tmp_path / f"idx{fmt}", backend="cpu", scheduler="threads",
                           blocksize=200_000, index_format=fmt, progress=False)
         assert sorted(p.name for p in r.path.iterdir()) == files
