@@ -33,8 +33,9 @@ for i in range(n):
     t = time.perf_counter()
     r = pipelines.run("bm25", src, out=out, backend=backend, format="lines", scheduler=scheduler, progress=False, **fmt)
     ts.append(time.perf_counter() - t)
-print(json.dumps({"cutext": pipelines.__file__, "builds_s": [round(x, 3) for x in ts], "median_warm_s": round(statistics.median(ts[1:]), 3),
-                  "n_postings": r.counts["n_postings"], "stages_s": {k: round(v, 3) for k, v in r.timings.items()}}))
+print(json.dumps({"cutext": pipelines.__file__, "builds_s": [round(x, 3) for x in ts],
+                  "median_warm_s": round(statistics.median(ts[1:]), 3), "n_postings": r.counts["n_postings"],
+                  "stages_s": {k: round(v, 3) for k, v in r.timings.items()}}))
 """
 
 

@@ -867,8 +867,8 @@ def client_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label,
             warm = time.perf_counter() - t
             shutil.rmtree(idx_root / f"warm-client{n_gpus}", ignore_errors=True)
             bench.measure(dict(gbase, task="index", system=label, data=data, nbytes=nbytes, n_docs=ndocs,
-                               notes=notes + [f"LocalCUDACluster({n_gpus} workers, {protocol}) passed as client=; start-up "
-                                              f"{start:.1f} s and a warm-up build {warm:.1f} s excluded"]),
+                               notes=notes + [f"LocalCUDACluster({n_gpus} workers, {protocol}) passed as client=; "
+                                              f"start-up {start:.1f} s and a warm-up build {warm:.1f} s excluded"]),
                           cutext_index_run(data_dir, idx_root / f"full-client{n_gpus}", backend=be, scheduler=None,
                                            tok=tok_c, args=args, blocksize=blocksize, mem_baseline=baseline,
                                            client=client))
@@ -902,7 +902,8 @@ def postings_note(row: dict, postings: int | None, hbm=(None, None)) -> None:
     note = f"{postings:,} postings, {ps / 1e6:,.0f} M postings/s"
     if hbm[1]:
         gbs = ps * 8 / 1e9  # doc id int32 + weight float32 per posting
-        note += f" = {gbs:,.0f} GB/s of postings, {100 * gbs * 1e9 / hbm[1]:.1f}% of {hbm[0]} HBM {hbm[1] / 1e12:.2f} TB/s"
+        note += (f" = {gbs:,.0f} GB/s of postings, {100 * gbs * 1e9 / hbm[1]:.1f}% of {hbm[0]} HBM "
+                 f"{hbm[1] / 1e12:.2f} TB/s")
     row["notes"].append(note)
 
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bm25 as bench  # noqa: E402  (benchmarks/bm25.py: the replicated corpus)
-
 from cutext import pipelines  # noqa: E402
 from cutext.pipelines.bm25 import BM25Index  # noqa: E402
 from cutext.stages.runtime import checksums  # noqa: E402
+
+import bm25 as bench  # noqa: E402  (benchmarks/bm25.py: the replicated corpus)
 
 
 def _median_time(fn, repeats: int) -> tuple[float, list[float]]:

@@ -74,6 +74,7 @@ def _pass_list(s):
 def load_pool(data_dir, top_k):
     """Term vectors, labels (20news group or ''), token lists of the pooled real documents."""
     import pandas as pd
+
     from cutext.pipelines import datasets
     from cutext.pipelines.cluster import corpus_counts
     from cutext.stages.text.termvec import term_vectors
@@ -324,8 +325,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-sizes", type=_int_list, default=[1, 32], help="GPU micro-batch sizes (default 1,32)")
     ap.add_argument("--passes", type=_pass_list, default=["all-rows", "candidates"],
                     help="GPU scoring passes: all-rows (every cluster; batch 1 in one launch), per-doc (batch 1: "
-                         "every cluster in a scoring pass a document, the host deciding), candidates (clusters sharing a term, "
-                         "through the device inverted index); default all-rows,candidates")
+                         "every cluster in a scoring pass a document, the host deciding), candidates (clusters "
+                         "sharing a term, through the device inverted index); default all-rows,candidates")
     ap.add_argument("--stream-docs", type=int, default=1_000_000, help="GPU throughput stream (default 1,000,000)")
     ap.add_argument("--cpu-stream-docs", type=int, default=20_000, help="CPU throughput stream (default 20,000)")
     ap.add_argument("--throughput-repeats", type=int, default=1, help="runs per throughput row (default 1)")

@@ -35,10 +35,10 @@ lda
 cluster
     Every labelled document of each corpus (``--cluster-docs`` 0 = all), in one fixed random order, clustered by
     ``pipelines.run("cluster", ...)`` at T = 0.6 (the old default), at the new default, at the value of
-    ``suggest_threshold`` and at each of ``--thresholds`` (0.02, 0.1, 0.2, 0.3).  Columns: clusters, classes, ``NMI`` against the
-    labels, ``NMI shuf`` -- the NMI of the same clusters against the labels shuffled (what the cluster count alone
-    scores: NMI grows with the number of clusters), ``ARI`` (adjusted Rand index, Hubert and Arabie 1985; 0 =
-    chance).
+    ``suggest_threshold`` and at each of ``--thresholds`` (0.02, 0.1, 0.2, 0.3).  Columns: clusters, classes,
+    ``NMI`` against the labels, ``NMI shuf`` -- the NMI of the same clusters against the labels shuffled (what the
+    cluster count alone scores: NMI grows with the number of clusters), ``ARI`` (adjusted Rand index, Hubert and Arabie
+    1985; 0 = chance).
 
 ``--json PATH`` writes the environment and all rows.  About 7 minutes on 2 cores.
 """
@@ -232,6 +232,7 @@ def ari(labels, clusters) -> float:
 
 def cluster_rows(name, df, args, workdir) -> list:
     import pyarrow.parquet as pq
+
     from cutext import pipelines
     from cutext.pipelines.cluster import SUGGEST_QUANTILE, cluster_corpus, nmi, suggest_threshold
 
@@ -288,7 +289,8 @@ def main(argv=None) -> int:
     env = bench.environment(extra=("tomotopy", "gensim"))
     sections = args.sections.split(",")
     print(f"cutext defaults benchmark, {time.strftime('%Y-%m-%d %H:%M:%S')}, {env.get('cpu_count')} CPUs; "
-          f"tomotopy {env['versions']['tomotopy'] or 'not installed'}, gensim {env['versions']['gensim'] or 'not installed'}")
+          f"tomotopy {env['versions']['tomotopy'] or 'not installed'}, "
+          f"gensim {env['versions']['gensim'] or 'not installed'}")
     corpora = {k: v for k, v in load_corpora(data).items() if k in args.corpora.split(",")}
     log("corpora: " + ", ".join(f"{k} {len(v):,} labelled documents" for k, v in corpora.items()))
     stop, stop_name = reference_stopwords()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import os
 import subprocess

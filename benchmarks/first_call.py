@@ -197,7 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds a child may run (default 600)")
     ap.add_argument("--workdir", default=None, help="folder for the index, outputs and caches (default: a temp folder)")
     ap.add_argument("--json", nargs="?", const="", default=None,
-                    help="write the environment and rows as JSON (no value: benchmarks/results/first_call-cpu-<date>.json)")
+                    help="write the environment and rows as JSON "
+                         "(no value: benchmarks/results/first_call-cpu-<date>.json)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--arpa", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--kos", default=None, help=argparse.SUPPRESS)
@@ -239,8 +240,9 @@ def main(argv=None) -> int:
                 for c in ("cold", "warm"):
                     r = run_child(w, cache, args)
                     runs[(w, c)].append(r)
-                    log(f"{w} {c} run {rep + 1}/{args.repeats}: import {r['import_s']:.2f} s, first {r['first_s']:.2f} s, "
-                        f"second {r['second_s']:.3f} s, compiled {r['cache_misses']}, loaded {r['cache_hits']}")
+                    log(f"{w} {c} run {rep + 1}/{args.repeats}: import {r['import_s']:.2f} s, "
+                        f"first {r['first_s']:.2f} s, second {r['second_s']:.3f} s, compiled {r['cache_misses']}, "
+                        f"loaded {r['cache_hits']}")
                 shutil.rmtree(cache, ignore_errors=True)
         for w in workloads:
             if w in skipped:

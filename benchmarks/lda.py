@@ -37,9 +37,10 @@ client (``--client``)
     ``--client-workers`` (1 2): a process ``LocalCluster`` (one thread per worker; numba's own threads
     inside each) on the CPU, a ``LocalCUDACluster`` (one GPU per worker) with ``--gpu``; each timed one
     ``step`` a call (rows ``...-nccl``/``...-client``, what a callback watching every iteration costs) and
-    ``--iterations`` passes in one ``steps`` call (rows ``...-steps``, what the pipeline does otherwise).  Corpora ``--corpora`` (KOS, NIPS) tiled
-    ``--client-replicate`` times (whole documents), K in ``--client-ks``, sampler ``--client-sampler``,
-    collective ``--collective`` (auto: nccl on GPU workers where available, else through the client).
+    ``--iterations`` passes in one ``steps`` call (rows ``...-steps``, what the pipeline does otherwise).
+    Corpora ``--corpora`` (KOS, NIPS) tiled ``--client-replicate`` times (whole documents), K in ``--client-ks``,
+    sampler ``--client-sampler``, collective ``--collective`` (auto: nccl on GPU workers where available, else through
+    the client).
 
 Results: a table on stdout, ``--json`` (default ``benchmarks/results/lda-<section>-<date>.json``).
 """
@@ -116,7 +117,8 @@ def env():
     try:
         import subprocess
 
-        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False).stdout.strip()
+        info["gpus"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                                      check=False).stdout.strip()
     except Exception:  # noqa: BLE001
         info["gpus"] = None
     return info
@@ -125,8 +127,8 @@ def env():
 # ----------------------------------------------------------------------------- sections
 
 def time_ours(bow, K, sampler, warmup, iterations, gpu, alpha, beta):
-    from cutext.stages.engines.lda_gibbs import GibbsState
     from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
 
     ch = build_chunks(bow, K)
     st = GibbsState(ch, K, alpha, beta, seed=0, gpu=gpu)
@@ -176,8 +178,8 @@ def speed(args, ddir, rows):
 
 
 def quality(args, ddir, rows):
-    from cutext.stages.engines.lda_gibbs import GibbsState
     from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
 
     K, alpha, beta, T = 128, 0.1, 0.1, args.quality_iterations
     for name in args.corpora:
@@ -242,6 +244,7 @@ def time_state(st, smp, warmup, iterations):
 
 def client_section(args, ddir, rows):
     import distributed
+
     from cutext.stages.engines.lda_chunk import build_chunks
     from cutext.stages.engines.lda_dist import DistributedGibbs
     from cutext.stages.engines.lda_gibbs import GibbsState, ShardedGibbs
@@ -314,9 +317,10 @@ def client_section(args, ddir, rows):
 
 def gpu_section(args, ddir, rows):
     import cupy
+
     from cutext.kernels import lda as lda_kernels
-    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs, resolve_sample_order
     from cutext.stages.engines.lda_chunk import BagOfWords, build_chunks
+    from cutext.stages.engines.lda_gibbs import SAMPLE_ORDER, GibbsState, ShardedGibbs, resolve_sample_order
 
     bow = load("nips", ddir)
     reps = int(np.ceil(args.gpu_tokens / bow.n_tokens))

@@ -76,10 +76,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import cupy
+
     from cutext.kernels import _cuda
     from cutext.kernels import lda as K_
-    from cutext.stages.engines.lda_gibbs import GibbsState
     from cutext.stages.engines.lda_chunk import build_chunks
+    from cutext.stages.engines.lda_gibbs import GibbsState
 
     big = replicated_nips(data_dir(args.data), args.gpu_tokens)
     print(f"{big.source}: {big.n_docs} documents, {big.n_tokens:,} tokens", flush=True)

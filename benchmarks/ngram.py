@@ -99,7 +99,8 @@ def kenlm_memory(path) -> int | None:
             "    return int([l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1])*1024\n"
             "a=rss(); m=kenlm.Model(sys.argv[1]); b=rss(); print(b-a)\n")
     try:
-        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=900, check=False)
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=900,
+                             check=False)
         return int(out.stdout.strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None

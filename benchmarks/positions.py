@@ -35,6 +35,7 @@ def _encodings(index: Path) -> dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from cutext.stages.engines.phrases import read_positions
     from cutext.stages.engines.segments import read_segment
 

@@ -6,16 +6,17 @@ the posts' Subject lines.  Rows (medians of ``--repeats`` searches of all querie
 tokenize + top-k + merge, the load excluded and reported): the index on one GPU as built (its
 segments) and compacted, then sharded over ``--devices`` GPUs (``BM25Index.load(devices=[...])``),
 then over the workers of a ``LocalCUDACluster`` of ``--client-gpus`` GPUs (``BM25Index.load(client=...)``:
-a long-lived engine per worker), then bm25s's numba backend over the same weights with every core.  Every cutext row's results are
-compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).  With ``--filter-selectivity 0.01,0.1,0.5``
-the compacted index on one GPU is searched again with a random mask of that share of the documents
-(``search(filter=mask)``, the filter before top-k), against the unfiltered row.  With ``--profile`` each
-row also prints (and writes to ``--json``) the host clocks of ``BM25Index.search`` (``CUTEXT_GPUTEXT_PROFILE=1``,
-StepClock), ms per search: query csr (waiting for the tokenizer thread), engine (start), engine (wait) (the
-engines' time not hidden behind the caller's work, and the merge of the shards' top k), collect (a batch's rows
-and strings), result frame (the DataFrame of all batches).
+a long-lived engine per worker), then bm25s's numba backend over the same weights with every core.  Every cutext
+row's results are compared with the one-GPU row's (doc ids and ranks; scores to 1e-6).  With
+``--filter-selectivity 0.01,0.1,0.5`` the compacted index on one GPU is searched again with a random mask of that
+share of the documents (``search(filter=mask)``, the filter before top-k), against the unfiltered row.  With
+``--profile`` each row also prints (and writes to ``--json``) the host clocks of ``BM25Index.search``
+(``CUTEXT_GPUTEXT_PROFILE=1``, StepClock), ms per search: query csr (waiting for the tokenizer thread), engine (start),
+engine (wait) (the engines' time not hidden behind the caller's work, and the merge of the shards' top k), collect (a
+batch's rows and strings), result frame (the DataFrame of all batches).
 
-    python benchmarks/search_gpus.py --gb 2 --devices 1,2 --client-gpus 1,2 --json results/search_gpus-gpu-<device>-<date>.json
+    python benchmarks/search_gpus.py --gb 2 --devices 1,2 --client-gpus 1,2 \\
+        --json results/search_gpus-gpu-<device>-<date>.json
 """
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
 from cutext.kernels import search as ks  # noqa: E402
 from cutext.stages.runtime.compute import PROFILE_ENV, cupy_from_rmm, step_profile  # noqa: E402
+
+import bm25 as bench  # noqa: E402  (the corpus helpers and the bm25s peer of the bm25 benchmark)
 
 
 def _search(idx, queries, k: int, bs: int, repeats: int, filter=None, client=None):

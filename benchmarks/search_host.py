@@ -60,9 +60,9 @@ def main(argv=None) -> int:
                          "instead of one copy with the default analysis")
     a = ap.parse_args(argv)
 
-    from bm25 import Corpus, tokenizer_kwargs, write_lines, write_replicated  # the same corpus and queries
-
     from cutext import pipelines
+
+    from bm25 import Corpus, tokenizer_kwargs, write_lines, write_replicated  # the same corpus and queries
 
     corpus = Corpus(Path(a.data) / "corpora" / "20news-bydate.tar.gz")
     queries = corpus.queries(a.n_queries)

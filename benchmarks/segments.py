@@ -72,7 +72,6 @@ def main(argv=None) -> int:
             BM25Index.load(out, backend=args.backend)
             loads.append(time.perf_counter() - t)
         counts = runs[fmt][-1][2]
-        stages = {k: round(statistics.median(r[1][k] for r in runs[fmt]), 3) for k in runs[fmt][0][1]}
         nbytes = _bytes(out)
         rows.insert(pos, dict(_row(fmt, runs[fmt], "in process"), index_bytes=nbytes,
                                   bytes_per_posting=round(nbytes / counts["n_postings"], 3),
@@ -80,13 +79,15 @@ def main(argv=None) -> int:
     appends = _appends(pipelines, args, work, kw) if args.append_gb and 2 in formats else []  # after the loads
     print(f"\n{args.backend}, {rows[0]['input_bytes'] / 1e9:.3f} GB of text, {rows[0]['n_postings']:,} postings, "
           f"medians of {args.repeats}")
-    print("| where | format | build s | GB/s | stages s | moved between workers MB | index MB | bytes / posting | load s |")
+    print("| where | format | build s | GB/s | stages s | moved between workers MB | index MB | bytes / posting "
+          "| load s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         st = ", ".join(f"{k} {v}" for k, v in r["stages_s"].items())
         mb = f"{r['index_bytes'] / 1e6:.1f}" if "index_bytes" in r else ""
         print(f"| {r['where']} | {r['index_format']} | {r['build_s']} | {r['input_bytes'] / 1e9 / r['build_s']:.3f} | "
-              f"{st} | {r['moved_bytes'] / 1e6:.1f} | {mb} | {r.get('bytes_per_posting', '')} | {r.get('load_s', '')} |")
+              f"{st} | {r['moved_bytes'] / 1e6:.1f} | {mb} | {r.get('bytes_per_posting', '')} | "
+              f"{r.get('load_s', '')} |")
     if appends:
         print(f"\nappend {args.append_gb:g} GB to the {rows[0]['input_bytes'] / 1e9:.1f} GB index, in process, medians "
               f"of {args.repeats} (each append adds to the index the one before left)")

@@ -32,9 +32,10 @@ per-cluster stamp.
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
 
 @numba.njit(cache=True, nogil=True)

@@ -30,9 +30,10 @@ id, so they return identical values.
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module
 from cutext.kernels.cluster_ref import dot_merge, merge_scratch, merge_update

@@ -35,9 +35,10 @@ The sampler for W in the hybrid dense/sparse layout is :mod:`cutext.kernels.lda_
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module
 

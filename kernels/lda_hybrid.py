@@ -12,9 +12,10 @@ sampled by :func:`sample_hybrid`'s SparseLDA buckets.
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module, to_host
 from cutext.kernels.lda import SOURCE, _find, _twin_sample, _uniform1, rebuild_d

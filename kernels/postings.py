@@ -10,10 +10,11 @@ a fancy-indexed store per posting.
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 from numba import prange
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
 __all__ = ["place_runs", "sorted_term_ids", "csr_weights", "place_weighted_runs", "WEIGHT_VARIANTS"]
 

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import threading
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 from numba import prange
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module, numba_threads
 

@@ -10,11 +10,11 @@ Ids follow :mod:`cutext.stages.text.encode`: ``vocab[i]`` has id ``i + 1``; an u
 """
 from __future__ import annotations
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 import pyarrow as pa
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels.backend import numba_threads
 from cutext.kernels.tokenize import _decode, arrow_buffers, word_table
 

@@ -36,10 +36,11 @@ import unicodedata
 from functools import lru_cache, wraps
 from pathlib import Path
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
-from cutext.kernels import _numba_cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
+from cutext.kernels import _numba_cache
 
 N_CODE_POINTS = 0x110000
 SEPARATOR, WORD, MARK = 0, 1, 2

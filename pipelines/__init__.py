@@ -11,10 +11,10 @@ import difflib
 import importlib
 
 from cutext.kernels._version import __version__
+from cutext.pipelines._cli import keyword_owners
 from cutext.pipelines._result import RunResult, default_out
 from cutext.pipelines.bm25 import BM25Index, build_index
 from cutext.pipelines.datasets import DatasetNotFoundError, fetch
-from cutext.pipelines._cli import keyword_owners
 from cutext.stages.runtime.compute import local_gpu_cluster
 from cutext.stages.runtime.params import UnknownParameterError, check_keywords
 
@@ -28,8 +28,8 @@ PIPELINES = {
     "lda": "cutext.pipelines.lda:train",
 }
 
-__all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function", "pipeline_keywords",
-           "UnknownParameterError", "fetch", "DatasetNotFoundError", "local_gpu_cluster"]
+__all__ = ["__version__", "run", "RunResult", "BM25Index", "build_index", "PIPELINES", "pipeline_function",
+           "pipeline_keywords", "UnknownParameterError", "fetch", "DatasetNotFoundError", "local_gpu_cluster"]
 
 
 def pipeline_function(name: str):

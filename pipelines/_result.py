@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cutext.stages.engines.lda_model import LDAModel
+from cutext.stages.runtime.output import atomic_directory, check_output, param_files, write_json  # noqa: F401 (re-exported)
 from cutext.stages.runtime.params import count
-from cutext.stages.runtime.output import (atomic_directory, check_output, param_files, write_json)  # noqa: F401 (re-exported)
 
 
 def default_out(name: str) -> str:

@@ -32,8 +32,7 @@ from cutext.pipelines._result import RunResult
 from cutext.stages.runtime.compute import ComputeInfo, compute_context
 from cutext.stages.runtime.output import atomic_directory, check_output, check_workers_see, write_json
 from cutext.stages.runtime.params import flag
-from cutext.stages.runtime.progress import (notice_compiles, notice_gpu_compiles, pipeline_progress, progress_bar,
-                                           stage)
+from cutext.stages.runtime.progress import notice_compiles, notice_gpu_compiles, pipeline_progress, progress_bar, stage
 
 __all__ = ["PipelineRun"]
 

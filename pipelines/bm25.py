@@ -28,8 +28,8 @@ Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
 from __future__ import annotations
 
 import contextlib
-import io
 import functools
+import io
 import os
 import shutil
 import threading
@@ -42,41 +42,53 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from dask.delayed import Delayed
 
 from cutext.kernels.backend import array_module, is_gpu
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
-from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.runtime.compute import (StepClock, cluster_workers, compute_context,
-                                           compute_fanned_out, gpu_spill_budget, host_share, input_bytes, on_worker,
-                                           share_threads, shared_key)
-from cutext.stages.text import public as stage_api
-from cutext.stages.text.frontend import build_corpus
-from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.pipelines._cli import Command, print_result
-from cutext.stages.text.sort import term_major
-from cutext.stages.readers.files import document_numberer
-from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
-from cutext.stages.runtime.progress import is_terminal
-from cutext.stages.runtime.progress import gather as progress_gather
-from cutext.stages.runtime.progress import released_check
-from cutext.stages.runtime.progress import wait as progress_wait
-from cutext.stages.text.tokenize import TokenizerConfig
 from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
-from cutext.stages.runtime.output import check_output_file, local_output
-from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
-from cutext.stages.text.sort import term_divisions
-from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
+from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate, duplicate_deletes
-from cutext.stages.engines.segments import (add_positions, field_segment, segment_heads, write_partition_segment,
-                                            write_segment, write_text_segment)
+from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
+from cutext.stages.engines.segments import (
+    add_positions,
+    field_segment,
+    segment_heads,
+    write_partition_segment,
+    write_segment,
+    write_text_segment,
+)
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import document_numberer
+from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
+from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
+from cutext.stages.runtime.compute import (
+    StepClock,
+    cluster_workers,
+    compute_context,
+    compute_fanned_out,
+    gpu_spill_budget,
+    host_share,
+    input_bytes,
+    on_worker,
+    share_threads,
+    shared_key,
+)
+from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.runtime.params import choice, flag, param
+from cutext.stages.runtime.progress import gather as progress_gather
+from cutext.stages.runtime.progress import is_terminal, released_check
+from cutext.stages.runtime.progress import wait as progress_wait
+from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.text import public as stage_api
+from cutext.stages.text.frontend import build_corpus
+from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
+from cutext.stages.text.sort import term_divisions, term_major
+from cutext.stages.text.tokenize import TokenizerConfig
 
 # the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
 # in-process build sets for its own scheduler: their shares take turns
@@ -504,7 +516,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         if norms != "exact":
             params["norms"] = layout["norms"] = norms
         run.write_manifest(tmp, {
-            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant,
+            "k1": k1, "b": b, "delta": delta,
             "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
             "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
             "timings": run.timings})

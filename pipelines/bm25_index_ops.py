@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines.bm25 import append_index
 from cutext.stages.engines import index_commits as commits
 from cutext.stages.engines import merge_policy
@@ -170,7 +170,8 @@ def _result(index, counts: dict, seconds: float, meta: dict | None = None) -> Ru
     """The :class:`RunResult` of a commit without a front end (delete, compact, convert)."""
     meta = meta or json.loads((Path(index) / "index.json").read_text(encoding="utf-8"))
     return RunResult("bm25", Path(index).absolute(), meta.get("backend", "cpu"), "sync", 1, counts,
-                     {"commit": seconds}, {k: meta[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in meta},
+                     {"commit": seconds},
+                     {k: meta[k] for k in ("variant", "k1", "b", "delta", "tokenizer") if k in meta},
                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                "postings": counts["n_postings"]})
 

@@ -30,22 +30,23 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from cutext.kernels.backend import resolve_backend
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult, param_files
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines._cli import Command, print_result
-from cutext.stages.text.frontend import corpus_session
-from cutext.stages.runtime import artifacts as art
-from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.files import input_format
-from cutext.stages.readers.frames import frame_column, input_label, is_frame
 from cutext.stages.engines import segments
 from cutext.stages.engines.index_commits import commit_segments
 from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.engines.streamcluster import DEFAULT_THRESHOLD, MAX_TOP_K, StreamClusterer, StreamVectorizer
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import input_format
+from cutext.stages.readers.frames import frame_column, input_label, is_frame
+from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.params import count, number, param
+from cutext.stages.text.frontend import corpus_session
 from cutext.stages.text.termvec import WEIGHTINGS, nearest_similarities, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig
-from cutext.stages.runtime.params import count, number, param
-from cutext.kernels.backend import resolve_backend
 
 CHUNK = 4096  # documents per progress step
 SUGGEST_QUANTILE = 0.05  # of the nearest-neighbour similarities: measured, see suggest_threshold

@@ -5,7 +5,8 @@
 beside the checkout, the repository's bundled ``data/``), then the download cache (``data_home``, else
 ``$CUTEXT_DATA``, else ``~/.cache/cutext``), then a download from the original source into the cache,
 verified against the sha256 recorded here.  What it returns is verified too (size always, sha256 once,
-recorded beside a cache entry): a damaged cache entry is downloaded again, a damaged local copy refused.  Every location uses the shared data folder's layout
+recorded beside a cache entry): a damaged cache entry is downloaded again, a damaged local copy refused.  Every location
+uses the shared data folder's layout
 (``corpora/20news-bydate.tar.gz``, ``bow/uci/docword.kos.txt.gz`` ...).  On the command line:
 ``python -m cutext.pipelines fetch NAME`` prints the path (``--list``: every dataset and where it is).
 

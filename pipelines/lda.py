@@ -39,20 +39,26 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from cutext.kernels.backend import device_count
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult, param_files
 from cutext.pipelines._run import PipelineRun
-from cutext.pipelines._cli import Command, print_result
-from cutext.stages.engines.lda_chunk import (LDAInputError, check_df_limit, detect_format, lda_chunks, prune_bow,
-                                             read_bow)
+from cutext.stages.engines.lda_chunk import (
+    LDAInputError,
+    check_df_limit,
+    detect_format,
+    lda_chunks,
+    prune_bow,
+    read_bow,
+)
+from cutext.stages.engines.lda_dist import COLLECTIVES, DistributedGibbs
+from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, check_state_memory, resolve_sampler
+from cutext.stages.engines.lda_model import LDAModel, check_iterations
 from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import read_corpus
-from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, resolve_sampler
-from cutext.kernels.backend import device_count
-from cutext.stages.engines.lda_dist import DistributedGibbs, COLLECTIVES
-from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime.params import count, flag, number, param
 from cutext.stages.text.tokenize import STOPWORD_SETS, TokenizerConfig, resolve_stopwords
-from cutext.stages.engines.lda_model import LDAModel, check_iterations
 
 # a client's shards run this many iterations a call (NCCL sums W among them): one round trip, not two a pass
 STEPS_PER_CALL = 10
@@ -162,8 +168,8 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         input.
     n_workers : int, optional
         Without a client: workers of a local cluster for the front end of a text corpus (also with
-        ``scheduler="auto"``; refused with ``"sync"`` / ``"threads"`` and with a UCI / LDA-C input).  With a client: how many of its
-        workers sample (the first ``n_workers`` addresses in sorted order; default all).
+        ``scheduler="auto"``; refused with ``"sync"`` / ``"threads"`` and with a UCI / LDA-C input).  With a client: how
+        many of its workers sample (the first ``n_workers`` addresses in sorted order; default all).
     collective : {"auto", "nccl", "client"}
         With a client: how W is summed between the workers every iteration -- ``"nccl"``: ncclAllReduce
         in GPU memory (``cupy.cuda.nccl``; communicator set up through the client); ``"client"``: local

@@ -25,8 +25,8 @@ Output directory::
 Tokens are the white-space separated words of the text (ASCII white space, as KenLM's Python module
 splits), without lowercasing. Words are matched byte for byte, as KenLM matches them: a ``str``
 sentence is encoded with the model's ``encoding`` (UTF-8 by default, what KenLM's module does with a
-``str``), a ``bytes`` sentence is taken as it is. With ``sentence="line"`` (default) every non-blank line of a document is
-a sentence (``<s>`` ... ``</s>``) and the document's log10 probability is the sum over its lines;
+``str``), a ``bytes`` sentence is taken as it is. With ``sentence="line"`` (default) every non-blank line of a document
+is a sentence (``<s>`` ... ``</s>``) and the document's log10 probability is the sum over its lines;
 with ``sentence="document"`` the whole document is one sentence. ``tokens`` counts the scored tokens
 (words plus one ``</s>`` per sentence when ``eos``), the denominator of the perplexity
 ``10 ** (-log10_prob / tokens)``, as KenLM's ``perplexity``.
@@ -47,24 +47,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from cutext.kernels.backend import (BACKENDS, gpu_stack_installed, to_cudf, to_host)
+
+from cutext.kernels.backend import BACKENDS, gpu_stack_installed, to_cudf, to_host
+from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
-from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.pipelines._cli import Command, print_result
-from cutext.stages.runtime.params import choice, flag, param
-from cutext.stages.readers.files import read_piece, plan
-from cutext.stages.readers.source import open_corpus
-from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted, read_lines_buffers, TextBuffers
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.readers.frames import input_label, is_frame
+from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.checksums import open_checksummed
 from cutext.stages.runtime.compute import StepClock, device_pool, host_share, share_threads
+from cutext.stages.runtime.params import choice, flag, param
 from cutext.stages.runtime.progress import released_check, stop_tasks, task_released
+from cutext.stages.text.ngram_text import TextBuffers, count_lines_rows, lines_rows_counted, read_lines_buffers
 
 
 def _read_texts(piece, fs):
-    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of :mod:`cutext.stages.readers.files`)."""
+    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of
+    :mod:`cutext.stages.readers.files`)."""
 
     df = read_piece(piece, fs)
     src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from cutext.stages.engines.lda_model import LDAModel
 
 __all__ = ["plot_topics", "plot_cluster_sizes", "plot_scores"]

@@ -25,8 +25,16 @@ The layers below (imports run one way, engines -> text -> readers -> runtime; ``
 from __future__ import annotations
 
 from cutext.stages.engines.lda_chunk import bag_of_words, lda_chunks
-from cutext.stages.text.public import (BM25Postings, Counts, bm25, count, encode, number_documents, token_lengths,
-                                       tokenize)
+from cutext.stages.text.public import (
+    BM25Postings,
+    Counts,
+    bm25,
+    count,
+    encode,
+    number_documents,
+    token_lengths,
+    tokenize,
+)
 
 __all__ = ["tokenize", "encode", "count", "bm25", "lda_chunks", "Counts", "BM25Postings", "number_documents",
            "token_lengths", "bag_of_words"]

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from helpers import MISSING_DATA, missing_data_lines, need_data
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -270,6 +270,7 @@ def same_rows_but_near_ties(want, got, what, rtol=1e-6, max_extra=0.001):
     extra = m[m["_merge"] == "right_only"]
     last = want.groupby("query_id")["score"].min()
     np.testing.assert_allclose(extra["score_g"].to_numpy(), last.loc[extra["query_id"]].to_numpy(), rtol=rtol,
-                               err_msg=f"{what}: a document outside the CPU's top k that is not a tie at the k-th place")
+                               err_msg=f"{what}: a document outside the CPU's top k that is not a tie at the "
+                                       "k-th place")
     if max_extra is not None:  # the share of rows that are such ties
         assert len(extra) <= max_extra * len(want), what

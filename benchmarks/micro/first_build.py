@@ -28,9 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-import bm25 as bench  # noqa: E402
 from cutext import pipelines  # noqa: E402
 from cutext.stages.runtime import compute  # noqa: E402
+
+import bm25 as bench  # noqa: E402
 
 
 def _stack_sampler(interval: float):

@@ -13,8 +13,8 @@ import rmm
 import rmm.statistics
 
 from cutext import pipelines
-from cutext.stages.text import public as api
 from cutext.stages.runtime import compute
+from cutext.stages.text import public as api
 
 DATA, OUT = "/tmp/cutext-bench/data-2GB", "/tmp/cutext-bench/ab-index"
 

@@ -59,9 +59,8 @@ def timed(fn, repeats: int, sync) -> tuple:
 
 
 def main(argv=None) -> int:
-    import cupy
     import cudf
-    import pyarrow as pa
+    import cupy
     import pyarrow.parquet as pq
     from cudf.io.parquet import ParquetWriter
 
@@ -100,7 +99,8 @@ def main(argv=None) -> int:
     t_frame = time.perf_counter() - t
     raw = sum(int(c.memory_usage()) for _, c in frame.items())
     text_mb = ((pieces[0].end or path.stat().st_size) - pieces[0].start) / 1e6
-    print(f"piece 0: {text_mb:.1f} MB of text, {len(frame):,} rows, frame {raw / 1e6:.1f} MB on the device; score {t_score:.3f} s, frame {t_frame:.3f} s (one call, cold)", flush=True)
+    print(f"piece 0: {text_mb:.1f} MB of text, {len(frame):,} rows, frame {raw / 1e6:.1f} MB on the device; "
+          f"score {t_score:.3f} s, frame {t_frame:.3f} s (one call, cold)", flush=True)
 
     rows = []
     folder = Path(tempfile.mkdtemp(prefix="ngram-encode-", dir=args.tmp))
@@ -178,12 +178,14 @@ def main(argv=None) -> int:
 
     step("the whole frame (_frame_device)", lambda: w._frame_device(pieces[0], df, 0, 0))
     step("doc_id: cupy.arange", lambda: cupy.arange(0, n, dtype="int64"))
-    step("row numbers as strings: Series(arange).astype(str)", lambda: cudf.Series(cupy.arange(0, n, dtype="int64")).astype(str))
+    step("row numbers as strings: Series(arange).astype(str)",
+         lambda: cudf.Series(cupy.arange(0, n, dtype="int64")).astype(str))
     digits = cudf.Series(cupy.arange(0, n, dtype="int64")).astype(str)
     step("label prefix: .str.insert(0, label)", lambda: digits.str.insert(0, "text.txt:"))
-    step("sums and log10 to the host", lambda: (cupy.stack([frame[c].values.sum() for c in ("sentences", "tokens", "oov")]
-                                                            + [(frame["tokens"].values == 0).sum()]).get(),
-                                                frame["log10_prob"].values.get()))
+    step("sums and log10 to the host",
+         lambda: (cupy.stack([frame[c].values.sum() for c in ("sentences", "tokens", "oov")]
+                             + [(frame["tokens"].values == 0).sum()]).get(),
+                  frame["log10_prob"].values.get()))
     s, c = timed(lambda: frame.to_arrow(), args.repeats, sync)
     rows.append(("to_arrow (device to host)", s, c, None))
     print(rows[-1], flush=True)

@@ -36,10 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-import ngram as bench  # noqa: E402  (the text files and data folder of the ngram benchmark)
 from cutext.pipelines import ngram as ng
 from cutext.stages.readers.files import plan
 from cutext.stages.text import ngram_text
+
+import ngram as bench  # noqa: E402  (the text files and data folder of the ngram benchmark)
 
 
 def split_file(path: Path, n: int) -> list:
@@ -97,7 +98,8 @@ def procs(files, args, blocksize) -> list:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(k))
         kids.append(subprocess.Popen([sys.executable, __file__, "--child", str(f), "--rank", str(k), "--sync",
                                       str(sync), "--model", str(args.model_path), "--blocksize", str(blocksize),
-                                      "--repeats", str(args.repeats), "--backend", args.backend], env=env, stdout=subprocess.PIPE, text=True))
+                                      "--repeats", str(args.repeats), "--backend", args.backend],
+                                     env=env, stdout=subprocess.PIPE, text=True))
     for r in range(args.repeats + 1):
         while not all((sync / f"ready-{k}-{r}").exists() for k in range(len(files))):
             time.sleep(0.001)
@@ -358,7 +360,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--rows", default="inproc,client,procs,alone")
     ap.add_argument("--blocksize-mb", default="256")
-    ap.add_argument("--count-kernels", default="loop,lanes", help="the count row's kernels: loop (the pipeline's), lanes, numpy")
+    ap.add_argument("--count-kernels", default="loop,lanes",
+                    help="the count row's kernels: loop (the pipeline's), lanes, numpy")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="set CUTEXT_GPUTEXT_PROFILE=1: print the seconds of the "
                     "writer's parts (frame, encode + write) a run, in process and on each worker")
@@ -428,7 +431,7 @@ def main(argv=None) -> int:
             runs = client_runs(path, lm, args.gpus, args, bs)
             t, tim, workers = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
             detail = fmt_timings(tim)
-            for addr, w in sorted(workers.items(), key=lambda x: x[1].get("share", 99)):
+            for _addr, w in sorted(workers.items(), key=lambda x: x[1].get("share", 99)):
                 tasks = "; ".join(f"{k} x{v[0]} {v[1]:.3f} s [{v[2]:.3f}, {v[3]:.3f}]" for k, v in w["tasks"].items())
                 detail += f" || share {w.get('share')}: {fmt_timings(w.get('timings', {}))}; {tasks}"
             table.append((f"client {args.gpus}", mb, t, size / t / 1e9, detail))

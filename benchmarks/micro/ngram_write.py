@@ -23,12 +23,13 @@ class _Done:
 def main():
     import cupy
 
-    import ngram as nb
     from cutext import pipelines
     from cutext.pipelines import ngram as ng
     from cutext.pipelines.ngram import NGramModel, _ScoresWriter
-    from cutext.stages.text.ngram_text import read_lines_buffers
     from cutext.stages.readers.files import plan
+    from cutext.stages.text.ngram_text import read_lines_buffers
+
+    import ngram as nb
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=".devdata", help="the shared data folder (arpa/lmplz/...)")

@@ -87,8 +87,9 @@ def main():
 
     index = Path(args.index)
     if not (index / "postings").is_dir():
-        from bm25 import Corpus, tokenizer_kwargs, write_replicated
         from cutext import pipelines
+
+        from bm25 import Corpus, tokenizer_kwargs, write_replicated
 
         data = index.parent / "data-2GB"
         write_replicated(Corpus(Path(args.data) / "corpora" / "20news-bydate.tar.gz"), data, 2e9, 256e6, 0)

@@ -61,6 +61,7 @@ def main(argv=None) -> int:
         ap.error(f"--batch-size must be in [1, {PROFILE_BLOCKS}] (the blocks the profile build records)")
 
     import cupy
+
     from cutext.kernels import _cuda
     from cutext.kernels import search as ks
     from cutext.stages.engines import bm25_index as bi
@@ -159,7 +160,8 @@ def main(argv=None) -> int:
         order = np.argsort(-dur)[:5]
         for q in order:
             print(f"  query {q}: {dur[q]:.0f} us, started at {(t0[q] - t0.min()) / 1e3:.0f} us, "
-                  f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, {selects[q]:.0f} + {radix[q]:.0f} selects")
+                  f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, "
+                  f"{selects[q]:.0f} + {radix[q]:.0f} selects")
         summary.append((parts, ms, span / 1e3, dur.mean(), tail / 1e3, dur.sum() / span))
     print("\n| documents | kernels ms | span ms | mean block us | tail ms | blocks at once |")
     print("| --- | --- | --- | --- | --- | --- |")

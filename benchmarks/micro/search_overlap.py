@@ -70,14 +70,16 @@ def main(argv=None) -> int:
             devs.run(f, bi._shard_finish, fin)
         sync([f.device for f in shards])
 
-    rows.append((f"{len(shards)} shards, all started on the caller's thread", median_seconds(all_started, args.repeats)))
+    rows.append((f"{len(shards)} shards, all started on the caller's thread",
+                 median_seconds(all_started, args.repeats)))
     pool = ThreadPoolExecutor(len(shards))
 
     def own(f):
         devs.run(f, bi._shard_finish, start(f))
         sync([f.device])
 
-    rows.append((f"{len(shards)} shards, a thread a shard", median_seconds(lambda: list(pool.map(own, shards)), args.repeats)))
+    rows.append((f"{len(shards)} shards, a thread a shard",
+                 median_seconds(lambda: list(pool.map(own, shards)), args.repeats)))
 
     def uploads():
         for f in shards:  # the query CSR copied to each device, as a start does

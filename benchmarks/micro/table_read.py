@@ -73,8 +73,8 @@ def bench(args, fmt):
     from cutext import pipelines
     from cutext.kernels.backend import to_cudf
     from cutext.stages.readers import device as G
-    from cutext.stages.runtime.compute import PROFILE_ENV
     from cutext.stages.readers.files import plan, read_piece
+    from cutext.stages.runtime.compute import PROFILE_ENV
 
     tmp = Path(args.tmp)
     tmp.mkdir(parents=True, exist_ok=True)

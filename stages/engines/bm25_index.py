@@ -17,22 +17,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend, to_host
-from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.engines import search as search_stage
-from cutext.stages.engines import index_commits, merge_policy, segments
-from cutext.stages.engines.index_ids import source_id_list
-from cutext.stages.engines.index_reader import IndexReader
-from cutext.stages.engines.index_manifest import bm25f_spec, read_index_manifest
 from cutext.kernels.postings import csr_weights, place_weighted_runs
-from cutext.stages.engines import phrases as phrase_stage
-from cutext.stages.engines import search_input
-from cutext.stages.runtime.compute import StepClock, WorkerActors
-from cutext.stages.text.tokenize import (TextEncodingError, TokenizerConfig, normalize_texts, text_array,
-                                         token_positions, tokenize_flat)
 from cutext.kernels.termhash import TermHash, query_csr, text_csr
+from cutext.stages.engines import index_commits, merge_policy, search_input, segments
+from cutext.stages.engines import phrases as phrase_stage
+from cutext.stages.engines import search as search_stage
+from cutext.stages.engines.index_ids import source_id_list
+from cutext.stages.engines.index_manifest import bm25f_spec, read_index_manifest
+from cutext.stages.engines.index_reader import IndexReader
 from cutext.stages.runtime import artifacts as art
+from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.runtime.params import choice, count, param
 from cutext.stages.runtime.progress import notice_compiles, notice_gpu_compiles
+from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.text.tokenize import (
+    TextEncodingError,
+    TokenizerConfig,
+    normalize_texts,
+    text_array,
+    token_positions,
+    tokenize_flat,
+)
 
 
 def read_postings(folder, N: int, V: int, df: np.ndarray, wmax: np.ndarray | None = None):
@@ -794,7 +799,8 @@ class BM25Index:
             M = _weighted_matrix(segs, mt, fn, w0)
             lengths = np.concatenate([sg.lengths for sg in segs]).astype(np.int32, copy=False) if segs else \
                 np.zeros(0, np.int32)
-            ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else pa.array([], pa.string())
+            ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else \
+                pa.array([], pa.string())
         else:
             merged = segments.merge_segments(segs, terms=mt, device=be == "gpu")  # the GPU's postings placed there
             M = _segment_matrix(merged, fn, w0, be)

@@ -149,8 +149,8 @@ def duplicate_deletes(old_ids: list, new_ids: list, on_duplicate: str, where: st
     if on_duplicate == "error":
         raise DuplicateIdError(
             f"{where}: {len(clash)} source id(s) of the new documents are already in the index or repeat in the "
-            f"input: {_named(clash)}; nothing was written. Pass {param('on_duplicate', 'replace')} to replace the older copies "
-            f"(an update), or {param('on_duplicate', 'keep')} to index every copy")
+            f"input: {_named(clash)}; nothing was written. Pass {param('on_duplicate', 'replace')} to replace the "
+            f"older copies (an update), or {param('on_duplicate', 'keep')} to index every copy")
     old_del = [np.flatnonzero(h).astype(np.int64) for h in in_old]
     new_del, n = [], 0
     if len(repeated):  # of copies within the input the last one stays

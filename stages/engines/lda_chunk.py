@@ -35,17 +35,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
 import pyarrow as pa
 
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels.backend import to_host
 from cutext.stages.readers.base import CorpusError
-from cutext.stages.text.public import Counts
 from cutext.stages.readers.frames import input_label, is_frame
-from cutext.stages.text.frontend import corpus_session
 from cutext.stages.runtime.reprs import short_repr
+from cutext.stages.text.frontend import corpus_session
+from cutext.stages.text.public import Counts
 
 
 class LDAInputError(CorpusError):
@@ -117,7 +117,8 @@ def _header_int(line: str, path, lineno: int, what: str) -> int:
     try:
         v = int(line.strip())
     except ValueError:
-        raise LDAInputError(f"{path}:{lineno}: bad UCI header: expected the number of {what}, got {line.strip()!r}")
+        raise LDAInputError(f"{path}:{lineno}: bad UCI header: expected the number of {what}, "
+                            f"got {line.strip()!r}") from None
     if v < 0:
         raise LDAInputError(f"{path}:{lineno}: bad UCI header: negative number of {what} ({v})")
     if v > INT32_MAX:
@@ -277,7 +278,8 @@ def read_ldac(path, vocab=None) -> BagOfWords:
                 ids = [int(a) for a, _ in pairs]
                 cs = [int(b) for _, b in pairs]
             except ValueError:
-                raise LDAInputError(f"{path}:{lineno}: expected 'n id:count ...' (LDA-C), got {line.strip()[:80]!r}")
+                raise LDAInputError(f"{path}:{lineno}: expected 'n id:count ...' (LDA-C), "
+                                    f"got {line.strip()[:80]!r}") from None
             if n != len(ids):
                 raise LDAInputError(f"{path}:{lineno}: declares {n} distinct words but lists {len(ids)}")
             for a, c in zip(ids, cs):
@@ -505,7 +507,8 @@ def prune_bow(bow: BagOfWords, *, stopwords=frozenset(), min_df=1, max_df=1.0) -
               "tokens_removed": int(freq[removed].sum()), "stopwords_removed": int((present & stop).sum()),
               "most_frequent_removed": [str(bow.vocab[i]) for i in top]}
     if report["words_kept"] < 2 and report["words_removed"]:
-        raise LDAInputError(f"{bow.source + ': ' if bow.source else ''}pruning leaves {report['words_kept']} word(s) of {int(present.sum()):,} "
+        raise LDAInputError(f"{bow.source + ': ' if bow.source else ''}pruning leaves {report['words_kept']} word(s) "
+                            f"of {int(present.sum()):,} "
                             f"(min_df={min_df!r}: df >= {lo:g}; max_df={max_df!r}: df <= {hi:g} of {D:,} documents"
                             f"{'; stopwords' if stopwords else ''}); most frequent removed: "
                             f"{report['most_frequent_removed'][:5]}; LDA needs at least two -- lower min_df or "

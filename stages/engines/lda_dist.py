@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 import pandas as pd
+
 from cutext.stages.engines.lda_chunk import Chunks
 from cutext.stages.engines.lda_gibbs import GibbsState, _sub_chunks, check_state_memory
 from cutext.stages.runtime.compute import WorkerActors

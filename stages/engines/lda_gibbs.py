@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from cutext.kernels import lda as lda_kernels
 from cutext.kernels import lda_hybrid
 from cutext.stages.engines.lda_chunk import Chunks

@@ -8,14 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
-from cutext.stages.engines.lda_chunk import (BagOfWords, bow_from_tokens, build_chunks, document_keys)
+from cutext.stages.engines.lda_chunk import BagOfWords, bow_from_tokens, build_chunks, document_keys
+from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, check_state_memory
 from cutext.stages.readers.frames import is_dask, is_frame
-from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState
-from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory
-from cutext.stages.engines.lda_gibbs import check_state_memory
 from cutext.stages.runtime import artifacts as art
-from cutext.stages.runtime.params import count, flag, integer, param
+from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory, count, flag, integer, param
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
@@ -369,7 +368,8 @@ class LDAModel:
         return float(terms.mean() * np.log(2.0))
 
     def perplexity(self, docs, iterations: int = 50, seed: int = 0, backend: str = "auto") -> float:
-        """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default ``"auto"``)."""
+        """``exp(-log_likelihood(docs))`` (Moon et al. Eq. 3-4); ``backend`` as in :meth:`transform` (default
+        ``"auto"``)."""
         return float(np.exp(-self.log_likelihood(docs, iterations, seed, backend)))
 
 

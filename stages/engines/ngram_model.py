@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from cutext.kernels import trie as trie_kernels
-from cutext.kernels.backend import (ARRAY_STACK, array_module, is_gpu_object, resolve_backend,
-                                    to_host)
-from cutext.stages.readers.arpa import ArpaModel, read_arpa
+from cutext.kernels.backend import ARRAY_STACK, array_module, is_gpu_object, resolve_backend, to_host
 from cutext.kernels.wordsplit import VocabHash
 from cutext.stages.engines.trie import build_trie
+from cutext.stages.readers.arpa import ArpaModel, read_arpa
 from cutext.stages.runtime.params import count
-from cutext.stages.text.ngram_text import TextBuffers, encode_text, text_buffers, document_scores
+from cutext.stages.text.ngram_text import TextBuffers, document_scores, encode_text, text_buffers
 
 DIST_BATCH_OUTPUTS = 1 << 26  # floats per batch of dense distributions in top_k_next
 # the per-document columns of scores.parquet (and of NGramModel.score_frame), in order
@@ -688,7 +688,8 @@ class NGramModel:
         return trie_kernels.suffix_entries(self.trie, ids, offsets, n - 1)
 
     def next_word_log10_prob(self, contexts, order=None, bos: bool = False):
-        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, the gLM paper (Li), 3.3).
+        """log10 p(w | context) for every word w of the vocabulary (dense back-off distribution, the gLM paper (Li),
+        3.3).
 
         Parameters
         ----------

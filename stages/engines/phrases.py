@@ -4,9 +4,9 @@ Storage (``positions=True`` of the bm25 build; written and read by :mod:`cutext.
 segment's ``positions.parquet`` holds one int32 column ``pos`` with ``sum(tf)`` rows: the positions of every
 posting in posting order (term-major, docs ascending within a term), ``tf`` of them a posting, the first
 absolute and the others as gaps to the one before (Lucene's ``.pos`` file codes position deltas the same
-way); no offsets are stored, since a posting's run starts at the prefix sum of ``tf``.  ``segment.json`` records ``"positions": true`` and the file's size and
-CRC32 like the others'.  A position counts the tokens of the split before it in its document, so a token
-that stopwords or the length bounds dropped leaves a gap (Lucene's position increments,
+way); no offsets are stored, since a posting's run starts at the prefix sum of ``tf``.  ``segment.json`` records
+``"positions": true`` and the file's size and CRC32 like the others'.  A position counts the tokens of the split before
+it in its document, so a token that stopwords or the length bounds dropped leaves a gap (Lucene's position increments,
 :func:`cutext.stages.text.tokenize.token_positions`).
 
 Queries: ``"a b c"`` is a phrase and ``"a b c"~N`` a proximity query with slop N, Lucene's
@@ -24,8 +24,15 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
-                                            read_positions, read_segment, run_starts)
+from cutext.stages.engines.segments import (
+    live_positions,
+    live_segment,
+    merge_positions,
+    merge_segments,
+    read_positions,
+    read_segment,
+    run_starts,
+)
 
 __all__ = ["MAX_SLOP", "Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message"]
 

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cutext.kernels.backend import array_module, to_host
-from cutext.stages.runtime.params import count
 from cutext.kernels import search as ks
+from cutext.kernels.backend import array_module, to_host
 from cutext.kernels.search import MAX_K_GPU
-from cutext.stages.runtime.params import choice, param
+from cutext.stages.runtime.params import choice, count, param
 
 ENGINES = ("auto", "cpu", "gpu", "sparse")
 

@@ -18,9 +18,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from cutext.stages.engines.segments import (live_positions, live_segment, merge_positions, merge_segments,
-                                            read_positions, read_segment, read_segment_columns,
-                                            read_segment_texts, write_segment)
+from cutext.stages.engines.segments import (
+    live_positions,
+    live_segment,
+    merge_positions,
+    merge_segments,
+    read_positions,
+    read_segment,
+    read_segment_columns,
+    read_segment_texts,
+    write_segment,
+)
 from cutext.stages.runtime.output import write_json
 
 __all__ = ["SEGMENTS_DIR", "live_run", "merge_commit_runs", "check_runs"]

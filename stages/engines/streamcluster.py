@@ -12,8 +12,8 @@ Engines (all give identical assignments; see :mod:`cutext.kernels.cluster_ref` f
   (:func:`cutext.kernels.ellpack.ellpack_sequential`: scoring, decision and update on the device, the
   host replaying the decisions).  Otherwise cluster updates run on the host (Alg. 2) and reach the
   device through the update buffer that the next similarity kernel writes into the matrix (Alg. 3),
-  or, in micro-batch mode (``batch_size > 1``), through one scatter of the changed rows per batch.  Micro-batches keep the
-  sequential semantics exactly (:func:`cutext.kernels.cluster_ref.resolve_batch`).  Rows can be
+  or, in micro-batch mode (``batch_size > 1``), through one scatter of the changed rows per batch.  Micro-batches keep
+  the sequential semantics exactly (:func:`cutext.kernels.cluster_ref.resolve_batch`).  Rows can be
   partitioned across several GPUs (``devices=[0, 1, ...]``; cluster ``g`` lives on device
   ``g % n`` as row ``g // n``) with a global max on the host (paper section 6).
   Beyond the paper, ``candidates=`` scores only the rows that share a term with the document,
@@ -29,13 +29,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from cutext.kernels import cluster_ref as ref
 from cutext.kernels import ellpack
 from cutext.kernels.backend import ARRAY_STACK, resolve_backend
-from cutext.stages.text.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import atomic_directory, write_json
 from cutext.stages.runtime.params import count, number
+from cutext.stages.text.termvec import WEIGHTINGS, TermVectors, count_pairs, stream_df_update, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 METHODS = ("reference", "brute", "ellpack")

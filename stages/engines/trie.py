@@ -24,6 +24,7 @@ n-gram is n-2 ``searchsorted`` passes down the levels already built.
 from __future__ import annotations
 
 import numpy as np
+
 from cutext.kernels.trie import Trie
 from cutext.stages.readers.arpa import ArpaError, ArpaModel
 

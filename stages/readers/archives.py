@@ -13,11 +13,29 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+
+from cutext.stages.readers.base import (
+    DEFAULT_MAX_RATIO,
+    RATIO_GRACE,
+    READ_CHUNK,
+    SNIFF_BYTES,
+    ArchiveMemberWarning,
+    CorpusError,
+    ExpansionError,
+    Piece,
+    _escape_name,
+    _frame,
+    _ignored,
+    _lines_table,
+    _read_errors,
+    _strip_bom,
+    _strip_compression,
+    check_text,
+    decode_counting,
+    warn_once,
+)
 from cutext.stages.runtime.params import param
-from cutext.stages.readers.base import (ArchiveMemberWarning, CorpusError, DEFAULT_MAX_RATIO, ExpansionError, Piece,
-                                        RATIO_GRACE, READ_CHUNK, SNIFF_BYTES, _escape_name, _frame, _ignored,
-                                        _lines_table, _read_errors, _strip_bom, _strip_compression, check_text,
-                                        decode_counting, warn_once)
+
 # archive suffix -> (kind, compression of the whole archive); ".tar.gz" etc. are ".tar" after
 # the compression suffix is stripped
 ARCHIVE_SUFFIXES = {".tar": ("tar", None), ".tgz": ("tar", "gzip"), ".taz": ("tar", "gzip"),

@@ -27,13 +27,22 @@ import pyarrow as pa
 
 from cutext.kernels.backend import to_cudf, to_host
 from cutext.kernels.tokenize import split_lines, utf8_valid
-from cutext.stages.readers.pread import _pinned, _pread_into, _pread_to_device
-from cutext.stages.runtime.compute import StepClock, step_profile as profile
 from cutext.stages.readers.archives import _read_file
-from cutext.stages.readers.base import (CorpusError, _read_errors, BOM, SNIFF_BYTES, _is_utf8, check_text,
-                                        ID_CANDIDATES, TEXT_CANDIDATES, _strip_compression)
-from cutext.stages.readers.files import _read_bytes, read_piece, _pick
-from cutext.stages.runtime.compute import device_memory_budget
+from cutext.stages.readers.base import (
+    BOM,
+    ID_CANDIDATES,
+    SNIFF_BYTES,
+    TEXT_CANDIDATES,
+    CorpusError,
+    _is_utf8,
+    _read_errors,
+    _strip_compression,
+    check_text,
+)
+from cutext.stages.readers.files import _pick, _read_bytes, read_piece
+from cutext.stages.readers.pread import _pinned, _pread_into, _pread_to_device
+from cutext.stages.runtime.compute import StepClock, device_memory_budget
+from cutext.stages.runtime.compute import step_profile as profile
 
 log = logging.getLogger(__name__)
 
@@ -751,7 +760,8 @@ def read_csv_device(piece, fs):
     text_cols, id_cols = picked
     if text_cols is None:
         return host("no text column")
-    cols = {c: strings_series(*csv_column(buf, lay, names.index(c))) for c in dict.fromkeys(text_cols + (id_cols or []))}
+    cols = {c: strings_series(*csv_column(buf, lay, names.index(c)))
+            for c in dict.fromkeys(text_cols + (id_cols or []))}
     del buf, lay
     clock("read: CSV columns")
     text = _joined_text(cudf.DataFrame({c: cols[c] for c in text_cols}), text_cols)

@@ -102,18 +102,43 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, to_cudf
 from cutext.kernels.backend import meta as frame_meta
-from cutext.stages.runtime.params import count, param
-from cutext.stages.readers.base import (CorpusError, DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, Piece,
-                                        SNIFF_BYTES, TABLE_SUFFIXES, TEXT_CANDIDATES, _FILE_TYPES, _count_replace,
-                                        _escape_name, _frame, _ignored, _is_utf8, _lines_table, _read_errors,
-                                        _strip_bom, _strip_compression, check_encoding, check_max_ratio, check_text,
-                                        decode_counting)
-from cutext.stages.readers.archives import (MAX_MEMBERS_PER_PIECE, _archive_pieces, _read_archive_piece, _read_file,
-                                            archive_kind, check_members)
+from cutext.stages.readers.archives import (
+    MAX_MEMBERS_PER_PIECE,
+    _archive_pieces,
+    _read_archive_piece,
+    _read_file,
+    archive_kind,
+    check_members,
+)
+from cutext.stages.readers.base import (
+    _FILE_TYPES,
+    DEFAULT_BLOCKSIZE,
+    DEFAULT_MAX_RATIO,
+    ID_CANDIDATES,
+    SNIFF_BYTES,
+    TABLE_SUFFIXES,
+    TEXT_CANDIDATES,
+    CorpusError,
+    Piece,
+    _count_replace,
+    _escape_name,
+    _frame,
+    _ignored,
+    _is_utf8,
+    _lines_table,
+    _read_errors,
+    _strip_bom,
+    _strip_compression,
+    check_encoding,
+    check_max_ratio,
+    check_text,
+    decode_counting,
+)
 from cutext.stages.readers.smart import DOC_TEXT_FIELDS, check_fields, is_smart, parse_smart, smart_texts
-
+from cutext.stages.runtime.params import count, param
 
 codecs.register_error("cutext_count", _count_replace)
 
@@ -601,14 +626,16 @@ def _jsonl_table(data: bytes, piece: Piece, fs, start: int) -> pa.Table:
             except ValueError as e:
                 raise CorpusError(f"{path}: line {first + i + 1}: invalid JSON: {e}") from None
             if not isinstance(obj, dict):
-                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, got {type(obj).__name__}")
+                raise CorpusError(f"{path}: line {first + i + 1}: expected a JSON object, "
+                                  f"got {type(obj).__name__}") from None
         # every line parses alone: mixed types across lines; fall back to pandas
         try:
             rows = [json.loads(line) for line in data.split(b"\n") if line.strip()]
             df = pd.DataFrame.from_records(rows)
             for c in df.columns:
                 if df[c].dtype == object:
-                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str)
+                                      else json.dumps(v) if isinstance(v, (dict, list)) else str(v))
             return pa.Table.from_pandas(df, preserve_index=False)
         except Exception:
             raise CorpusError(f"{path}: cannot read JSON Lines: {exc}") from None
@@ -794,7 +821,8 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
     _check_csv_quotes(raw, delim, path)
     convert = pcsv.ConvertOptions(column_types={c: pa.large_string() for c in names})
     try:
-        table = pcsv.read_csv(io.BytesIO(raw), parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
+        table = pcsv.read_csv(io.BytesIO(raw),
+                              parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True),
                               convert_options=convert)
     except pa.ArrowInvalid as exc:
         raise CorpusError(f"{path}: cannot parse CSV: {exc}") from None

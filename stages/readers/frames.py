@@ -54,10 +54,17 @@ import pandas as pd
 import pyarrow as pa
 
 from cutext.kernels.backend import is_gpu, is_gpu_object, to_host
-from cutext.stages.readers.base import (DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, ID_CANDIDATES, TEXT_CANDIDATES,
-                                        CorpusError, Piece, _frame, text_array)
-from cutext.stages.readers.files import _pick, meta_frame, to_backend
-from cutext.stages.readers.files import CorpusSource
+from cutext.stages.readers.base import (
+    DEFAULT_BLOCKSIZE,
+    DEFAULT_MAX_RATIO,
+    ID_CANDIDATES,
+    TEXT_CANDIDATES,
+    CorpusError,
+    Piece,
+    _frame,
+    text_array,
+)
+from cutext.stages.readers.files import CorpusSource, _pick, meta_frame, to_backend
 
 __all__ = ["FrameError", "is_frame", "input_label", "frame_source", "spread_source", "frame_column",
            "check_unique_ids"]
@@ -112,7 +119,7 @@ def _string_dtype(dtype, gpu: bool) -> bool | None:
         return pa.types.is_string(dtype.pyarrow_dtype) or pa.types.is_large_string(dtype.pyarrow_dtype)
     if gpu and str(dtype) in ("object", "str", "string"):  # cudf strings are "object" (or "str")
         return True
-    if dtype == object:
+    if dtype == np.dtype(object):
         return None
     return False
 

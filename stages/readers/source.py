@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from cutext.kernels.backend import is_gpu
 from cutext.stages.readers import device
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, Piece
-from cutext.stages.readers.base import CorpusError
-from cutext.stages.readers.files import (KEEP_FORMATS, CorpusSource, meta_frame, plan, read_piece, read_piece_columns,
-                                         to_backend)
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError, Piece
+from cutext.stages.readers.files import (
+    KEEP_FORMATS,
+    CorpusSource,
+    meta_frame,
+    plan,
+    read_piece,
+    read_piece_columns,
+    to_backend,
+)
 from cutext.stages.readers.frames import frame_source, input_label, is_frame
 from cutext.stages.readers.irds import irds_docs, is_irds
 from cutext.stages.runtime.compute import input_bytes

@@ -278,7 +278,8 @@ def sealed_files(directory, manifest: str) -> dict | None:
         return None
     out = {}
     for f, rec in files.items():
-        if not isinstance(rec, dict) or rec.get("bytes") != os.lstat(d / f).st_size or not isinstance(rec.get("crc32"), str):
+        if (not isinstance(rec, dict) or rec.get("bytes") != os.lstat(d / f).st_size
+                or not isinstance(rec.get("crc32"), str)):
             return None
         out[f] = (rec["bytes"], rec["crc32"])
     return out

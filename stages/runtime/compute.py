@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import dask
+
 from cutext.stages.runtime.params import count, param
 from cutext.stages.runtime.progress import wait
 

@@ -17,6 +17,7 @@ import re
 import struct
 
 import numpy as np
+
 from cutext.stages.runtime.artifacts import ArtifactError
 
 __all__ = ["NpyFormatError", "read_npy"]

@@ -21,16 +21,28 @@ import logging
 import numpy as np
 import pyarrow as pa
 
-from cutext.kernels.backend import to_host
-from cutext.kernels.tokenize import blank_separators, code_points, hash_tokens, token_bounds, tokens_equal
+from cutext.kernels.backend import is_gpu_object, to_host
+from cutext.kernels.tokenize import (
+    arrow_buffers,
+    blank_separators,
+    code_points,
+    hash_tokens,
+    token_bounds,
+    tokens_equal,
+)
 from cutext.stages.readers.device import _xp, cudf_strings
 from cutext.stages.runtime.compute import StepClock
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.sort import sort_pairs
-from cutext.stages.text.tokenize import TokenizerConfig
-from cutext.kernels.backend import is_gpu_object
-from cutext.kernels.tokenize import arrow_buffers
-from cutext.stages.text.tokenize import stem_words, _nfc_cpu, normalize_gpu, FINAL_SIGMA, SIGMA, cudf_string_buffers
+from cutext.stages.text.tokenize import (
+    FINAL_SIGMA,
+    SIGMA,
+    TokenizerConfig,
+    _nfc_cpu,
+    cudf_string_buffers,
+    normalize_gpu,
+    stem_words,
+)
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
 from cutext.kernels.backend import is_gpu, meta, to_host
 from cutext.stages.readers.files import CorpusSource, number_documents
 from cutext.stages.readers.frames import spread_source
@@ -246,7 +247,8 @@ def build_corpus(source: CorpusSource, tokenizer: TokenizerConfig | None, info: 
     # the public stages (cutext.stages.text.public) on the text numbered by the read stage's scan (on the GPU
     # the text the read stage kept on the device); with spill= the token table's summaries are files
     def numbered_texts(frames):
-        return frames.map_partitions(WithDocIds(offsets, "text"), meta=meta({"doc_id": "int64", "text": "string"}, like),
+        return frames.map_partitions(WithDocIds(offsets, "text"),
+                                     meta=meta({"doc_id": "int64", "text": "string"}, like),
                                      enforce_metadata=False, align_dataframes=False)
 
     was_held = "text" in held

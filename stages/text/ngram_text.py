@@ -21,11 +21,12 @@ import os
 
 import numpy as np
 import pyarrow as pa
+
 from cutext.kernels.backend import array_module, is_gpu_object
-from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_bounds
 from cutext.kernels.tokenize import count_newlines, utf8_valid
-from cutext.stages.readers.device import _local_plain, _piece_range, piece_bytes, piece_device_bytes
+from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_bounds
 from cutext.stages.readers.base import BOM, CorpusError, _is_utf8, _read_errors
+from cutext.stages.readers.device import _local_plain, _piece_range, piece_bytes, piece_device_bytes
 from cutext.stages.readers.pread import READ_CHUNK, READ_THREADS, _pread_chunk
 from cutext.stages.text.tokenize import cudf_string_buffers
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+
 from cutext.kernels.backend import array_module, is_gpu, to_host, values
 from cutext.stages.readers.device import cudf_strings
 from cutext.stages.runtime.compute import StepClock, nbytes_of

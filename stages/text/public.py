@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from cutext.kernels.backend import is_gpu_object, meta
 from cutext.stages.readers.frames import FrameError, _string_dtype, is_dask, is_frame
 from cutext.stages.runtime.compute import StepClock, cluster_client, compute_all, persist_all, shared_key

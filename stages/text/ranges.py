@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from cutext.kernels.backend import array_module, to_host, values
 from cutext.stages.runtime.compute import StepClock, cluster_workers, on_worker, partition_homes, shared_key
 from cutext.stages.text.count import run_lengths

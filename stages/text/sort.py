@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutext.kernels.backend import array_module
-from cutext.kernels.backend import values
+from cutext.kernels.backend import array_module, values
 
 
 def pair_keys(term_id, doc_id):

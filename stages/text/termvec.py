@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 import numba
 import numpy as np
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.stages.runtime.reprs import short_repr
 
 WEIGHTINGS = ("tficf", "tfidf")

@@ -66,10 +66,16 @@ import pandas as pd
 import pyarrow as pa
 from dask.utils import Dispatch
 
-from cutext.kernels.backend import array_module, is_gpu_object, to_cudf
+from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, to_host, values
+from cutext.kernels.tokenize import (
+    arrow_buffers,
+    blank_separators,
+    nfc_unstable_table,
+    rows_containing,
+    rows_with_high_bytes,
+    split_utf8,
+)
 from cutext.stages.readers.base import text_array as read_text_array
-from cutext.kernels.backend import to_host, values
-from cutext.kernels.tokenize import arrow_buffers, nfc_unstable_table, rows_containing, rows_with_high_bytes, split_utf8, blank_separators
 from cutext.stages.runtime.params import count, flag, param
 from cutext.stages.text.anserini import ANALYZERS, split_anserini
 from cutext.stages.text.porter import porter_stems
@@ -513,8 +519,8 @@ def cudf_string_buffers(s):
 
 def _replace_rows(s, fix, fixed):
     """``s`` (cudf strings, RangeIndex) with rows ``fix`` (sorted int64 cupy) replaced by ``fixed``."""
-    import cupy
     import cudf
+    import cupy
 
     keep = cupy.ones(len(s), dtype=bool)
     keep[fix] = False

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+
 from cutext.kernels.backend import array_module, is_gpu, is_gpu_object, meta, to_host, values
 from cutext.stages.runtime.compute import nbytes_of
 from cutext.stages.runtime.reprs import short_repr

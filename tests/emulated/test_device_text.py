@@ -23,6 +23,7 @@ from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
 from cutext.stages.text import device as GT
 from cutext.stages.text.tokenize import TokenizerConfig
+
 from helpers import build_cuda_emulation
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext.kernels import ellpack
 from cutext.pipelines import datasets
 from cutext.stages.engines.streamcluster import ClusterState, StreamClusterer, StreamVectorizer
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cutext.kernels import lda as K_
 from cutext.stages.engines.lda_chunk import build_chunks, read_ldac
 from cutext.stages.engines.lda_gibbs import GibbsState, panel_words, resolve_sample_order
+
 from helpers import build_cuda_emulation
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out

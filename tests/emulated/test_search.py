@@ -2,13 +2,14 @@
 twin of the tiled engine and the CPU engine; and the engines' top-k against an independent brute force.
 
 ``tests/cuda_emu/search_emu.cpp`` defines the CUDA names the search kernels use (``threadIdx``, ``blockIdx``,
-``__syncthreads`` as a block barrier (and its count / and forms), ``__shared__`` as block-wide storage, ``atomicAdd``, ``__float_as_uint``),
-includes the kernel source and runs every block's threads as ``std::thread`` s, built with
+``__syncthreads`` as a block barrier (and its count / and forms), ``__shared__`` as block-wide storage, ``atomicAdd``,
+``__float_as_uint``), includes the kernel source and runs every block's threads as ``std::thread`` s, built with
 ``-ffp-contract=off`` (the CPU analogue of ``--fmad=false``), ``-DSB_TILE=512`` (a tile of 512 scores, so
 the small problems here span several tiles) and ``-DSB_LIST=32`` (a shared list of 32 keys, one a thread of
-the 32 emulated a block: k <= 16 keeps its keys there, a larger k takes the radix select).  ``tests/cuda_emu/fake_cupy.py`` stands in for cupy, so
-:func:`cutext.kernels.search.search_tiled` takes its GPU path (the loader, the launch shapes, the workspace
-plan, the passes of queries).  The GPU tests (tests/gpu/test_bm25.py) then check the real kernels.
+the 32 emulated a block: k <= 16 keeps its keys there, a larger k takes the radix select).
+``tests/cuda_emu/fake_cupy.py`` stands in for cupy, so :func:`cutext.kernels.search.search_tiled` takes its GPU path
+(the loader, the launch shapes, the workspace plan, the passes of queries).  The GPU tests (tests/gpu/test_bm25.py) then
+check the real kernels.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from cutext.kernels import search as ks
 from cutext.stages.engines.search import merge_topk
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cutext.kernels import _cuda
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out

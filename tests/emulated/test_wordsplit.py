@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cutext.kernels import wordsplit as ws
 from cutext.pipelines.ngram import NGramModel
+
 from helpers import build_cuda_emulation, install_fake_cupy
 
 
@@ -30,7 +32,8 @@ def fake_cupy(emu_lib, monkeypatch):
     """``import cupy`` gives the CPU stand-in whose kernels are the emulated CUDA C of wordsplit.cu."""
     def extend(mod, fake):  # what word_bounds needs beyond fake_cupy's arrays: device-array results
         mod.flatnonzero = lambda a: np.flatnonzero(np.asarray(a)).view(fake.ndarray)
-        mod.searchsorted = lambda a, v, side="left": np.searchsorted(np.asarray(a), np.asarray(v), side).view(fake.ndarray)
+        mod.searchsorted = lambda a, v, side="left": np.searchsorted(np.asarray(a), np.asarray(v),
+                                                                     side).view(fake.ndarray)
         mod.concatenate = lambda arrs: np.concatenate([np.asarray(a) for a in arrs]).view(fake.ndarray)
 
     return install_fake_cupy(emu_lib, monkeypatch, extend)

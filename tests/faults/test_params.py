@@ -19,11 +19,11 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.text import bm25 as bm25_stage
+from cutext.stages.engines.search import merge_topk
 from cutext.stages.runtime import checksums
 from cutext.stages.runtime.artifacts import ArtifactError
 from cutext.stages.runtime.params import ResourceLimitError, check_memory, number
-from cutext.stages.engines.search import merge_topk
+from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.text.tokenize import TokenizerConfig
 
 

@@ -28,14 +28,23 @@ import zipfile
 import dask
 import pandas as pd
 import pytest
-from helpers import MISSING_DATA, need_data
 
 from cutext.pipelines.datasets import DATASETS
-from cutext.stages.readers.base import (DEFAULT_MAX_RATIO, ArchiveMemberWarning, BinaryInputWarning, CorpusError,
-                                        ExpansionError, InputWarning, binary_reason, text_array)
+from cutext.stages.readers.base import (
+    DEFAULT_MAX_RATIO,
+    ArchiveMemberWarning,
+    BinaryInputWarning,
+    CorpusError,
+    ExpansionError,
+    InputWarning,
+    binary_reason,
+    text_array,
+)
 from cutext.stages.readers.files import assign_doc_ids
-from cutext.stages.readers.source import read_corpus
 from cutext.stages.readers.frames import FrameError, frame_source
+from cutext.stages.readers.source import read_corpus
+
+from helpers import MISSING_DATA, need_data
 
 
 def read_docs(path, **kw) -> pd.DataFrame:

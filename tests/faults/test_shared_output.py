@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cutext import pipelines
 from cutext.stages.runtime.output import OutputNotSharedError, check_workers_see
+
 from helpers import assert_same_index, read_index
 
 distributed = pytest.importorskip("distributed")

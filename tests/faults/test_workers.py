@@ -13,6 +13,7 @@ import dask
 import pytest
 
 from cutext import pipelines
+
 from helpers import assert_same_index, read_index
 
 distributed = pytest.importorskip("distributed")

@@ -14,6 +14,7 @@ import pytest
 
 from cutext import pipelines
 from cutext.stages.engines.bm25_index import BM25Index
+
 from helpers import same_rows_but_near_ties
 
 pytestmark = pytest.mark.gpu

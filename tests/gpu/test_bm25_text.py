@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from cutext import pipelines
 from cutext.stages.engines.bm25_index import BM25Index
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import ellpack
 from cutext.kernels.backend import device_count
 from cutext.pipelines import datasets
 from cutext.stages.engines.streamcluster import StreamClusterer
 from cutext.stages.text.termvec import term_vectors
+
 from helpers import need_data
 
 pytestmark = pytest.mark.gpu

@@ -20,9 +20,9 @@ from cutext.kernels.backend import device_count, to_cudf, to_host
 from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
 from cutext.stages.readers import pread
+from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text import device as GT
 from cutext.stages.text.partitions import tokenize_partition_scan
-from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text.tokenize import TokenizerConfig
 
 from helpers import assert_same_index, need_corpus, read_index
@@ -58,7 +58,8 @@ def test_token_kernels_gpu_equal_numba():
     dd, do = cupy.asarray(data), cupy.asarray(offsets)
     got = K.token_bounds(K.blank_separators(dd, do), do)
     for name, w, g in zip(("starts", "ends", "rows"), want, got):
-        assert np.array_equal(w, g.get()), f"token_bounds {name}: first difference at {np.flatnonzero(w != g.get())[:5]}"
+        assert np.array_equal(w, g.get()), \
+            f"token_bounds {name}: first difference at {np.flatnonzero(w != g.get())[:5]}"
     s, e, _ = want
     h = K.hash_tokens(data, s, e)
     hg = K.hash_tokens(dd, cupy.asarray(s), cupy.asarray(e)).get()
@@ -529,7 +530,8 @@ def test_read_csv_device_equals_host_reader(shared_data, tmp_path, monkeypatch, 
             problems.append(f"{where}: row {i} text {gt[i][:80]!r}, host {wt[i][:80]!r}")
         if (got["source_id"].isna().tolist() != want["source_id"].isna().tolist()
                 or got["source_id"].dropna().astype(str).tolist() != want["source_id"].dropna().astype(str).tolist()):
-            problems.append(f"{where}: ids {got['source_id'].head(3).tolist()}, host {want['source_id'].head(3).tolist()}")
+            problems.append(f"{where}: ids {got['source_id'].head(3).tolist()}, "
+                            f"host {want['source_id'].head(3).tolist()}")
         if not np.array_equal(got["replaced"].to_numpy(), want["replaced"].to_numpy()):
             problems.append(f"{where}: replaced counts differ")
         plain = odd[name][1] if name in odd else True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import lda as K_
 from cutext.kernels import lda_hybrid as KH

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines.ngram import NGramModel

@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import wordsplit as ws
 from cutext.kernels.backend import device_count

@@ -14,6 +14,7 @@ from cutext.kernels import tokenize as K
 from cutext.kernels.backend import to_cudf
 from cutext.pipelines import datasets
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
+
 from helpers import need_corpus
 
 pytestmark = pytest.mark.gpu

@@ -11,6 +11,7 @@ def tokenize_emu(tmp_path_factory):
     import ctypes
 
     from cutext.kernels import tokenize as K
+
     from helpers import build_cuda_emulation
 
     lib = build_cuda_emulation(tmp_path_factory.mktemp("tokenize_emu"), Path(K.__file__).with_name("tokenize.cu"),

@@ -21,11 +21,12 @@ from cutext.kernels import tokenize as K
 from cutext.pipelines import datasets
 from cutext.stages.readers import device as GR
 from cutext.stages.readers import pread
-from cutext.stages.text import device as GT
-from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.readers.base import _lines_table
 from cutext.stages.readers.files import _valid_utf8 as python_valid_utf8
+from cutext.stages.text import device as GT
+from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.text.tokenize import TokenizerConfig
+
 from helpers import c_ptr as _ptr  # the C pointer of a contiguous array
 from helpers import need_corpus
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cutext.kernels import _numba_cache
+
 from helpers import cacm_jsonl, saved_index
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,9 +53,10 @@ class TestEveryKernelCached:
         import importlib
         import pkgutil
 
+        from numba.core.registry import CPUDispatcher
+
         import cutext.kernels
         import cutext.stages
-        from numba.core.registry import CPUDispatcher
 
         names = [m.name for pkg in (cutext.kernels, cutext.stages)
                  for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]

@@ -13,10 +13,11 @@ import warnings
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from cutext.kernels.wordsplit import VocabHash, lookup_words, word_bounds
 from cutext.pipelines import ngram as ng
-from cutext.stages.engines import ngram_model as ngm
 from cutext.pipelines.ngram import NGramModel
+from cutext.stages.engines import ngram_model as ngm
 from cutext.stages.text.ngram_text import encode_text, sentences, text_buffers
 
 MODELS = ["lmplz/abc.o3.arpa.gz", "kenlm/test.arpa", "kenlm/test_nounk.arpa", "pocketsphinx/100.lm.gz"]
@@ -180,8 +181,8 @@ def test_read_lines_buffers_equal_reader(arpa, heldout, lee, tmp_path, compress)
     newline); invalid UTF-8 falls back to the reader (None)."""
     import gzip
 
-    from cutext.stages.text.ngram_text import read_lines_buffers
     from cutext.stages.readers.files import plan, read_piece
+    from cutext.stages.text.ngram_text import read_lines_buffers
 
     m = _load(arpa, "lmplz/abc.o3.arpa.gz")
     body = ("\ufeff" + "\r\n".join(heldout[:300]) + "\n\n  \n" + "\n".join(lee[:40]) + "\nlast line").encode()

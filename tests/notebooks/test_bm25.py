@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+
 from notebook_helpers import (  # noqa: F401  (kernel is a fixture)
     NOTEBOOKS,
     ROOT,
@@ -23,7 +24,7 @@ DATALAKE = NOTEBOOKS / "bm25_datalake.ipynb"
 ANSERINI_NDCG10, ANSERINI_R100 = 0.6789, 0.9253
 
 
-def test_bm25_datalake_notebook(kernel, tmp_path, monkeypatch):
+def test_bm25_datalake_notebook(kernel, tmp_path, monkeypatch):  # noqa: F811
     work = tmp_path / "work"
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(work))
     nb = _execute(nbformat.read(DATALAKE, as_version=4), NOTEBOOKS, kernel)
@@ -72,7 +73,7 @@ def test_bm25_datalake_notebook(kernel, tmp_path, monkeypatch):
     assert run["query_id"].nunique() == 300 and run.groupby("query_id").size().max() == 100
 
 
-def test_datalake_notebook_finds_the_repository_from_its_root(kernel, tmp_path, monkeypatch):
+def test_datalake_notebook_finds_the_repository_from_its_root(kernel, tmp_path, monkeypatch):  # noqa: F811
     """Run with cwd = the repository root, the set-up cell still finds data/ (walks up to pyproject.toml)."""
     monkeypatch.setenv("CUTEXT_NOTEBOOK_WORKDIR", str(tmp_path))
     nb = nbformat.read(DATALAKE, as_version=4)

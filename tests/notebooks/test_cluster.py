@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _metric, _outputs, kernel  # noqa: F401  (kernel is a fixture)
 

@@ -11,6 +11,7 @@ import importlib.util
 import os
 
 import pytest
+
 from notebook_helpers import NOTEBOOKS, ROOT, nbformat
 
 MAX_TEXT = 20_000  # characters of one text output

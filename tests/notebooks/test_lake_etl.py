@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 
@@ -19,6 +20,7 @@ LAKE_NB = NOTEBOOKS / "lake_etl.ipynb"
 def test_lake_etl_notebook(kernel, tmp_path, monkeypatch, shared_data):  # noqa: F811
     import numpy as np
     import pandas as pd
+
     from cutext.pipelines.datasets import load_20newsgroups
     from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from helpers import need_data
 from notebook_helpers import NOTEBOOKS, _execute, _outputs, kernel, nbformat  # noqa: F401  (fixture)
 

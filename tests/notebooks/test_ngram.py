@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from helpers import need_data
 from notebook_helpers import _execute, _metric, _outputs, kernel, nbformat  # noqa: F401  (kernel is a fixture)
 

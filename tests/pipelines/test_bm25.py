@@ -17,7 +17,7 @@ from cutext.stages.text.count import count_partition, run_lengths
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
-from helpers import cacm_topics, qrels_dict, read_index, scifact_topics, assert_same_index
+from helpers import assert_same_index, cacm_topics, qrels_dict, read_index, scifact_topics
 
 ANALYSIS = dict(stopwords="lucene", stemmer="porter")
 # our variant -> the bm25s method with the same formula (bm25s "robertson" uses the RSJ idf)
@@ -91,6 +91,7 @@ def test_scores_equal_bm25s(built, corpus, variant):
 @pytest.mark.parametrize("variant,cls", [("bm25+", "BM25Plus")])
 def test_scores_equal_rank_bm25(tmp_path, data_dir, variant, cls):
     import rank_bm25
+
     from cutext.pipelines.datasets import load_jsonl, write_jsonl
 
     docs = load_jsonl(data_dir / "cacm" / "cacm.json").iloc[:400]

@@ -14,9 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.__main__ import main
 from cutext.stages.engines.bm25_index import BM25Index
+
 from helpers import cacm_topics, scifact_topics
 
 KW = dict(backend="cpu", scheduler="sync", progress=False)

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.__main__ import main
 from cutext.stages.engines.bm25_index import BM25Index

@@ -6,6 +6,7 @@ import gzip
 import json
 
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.__main__ import main
 from cutext.stages.engines.bm25_index import BM25Index

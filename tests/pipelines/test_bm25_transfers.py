@@ -24,6 +24,7 @@ import json
 import pytest
 
 from cutext import pipelines
+
 from helpers import assert_same_index, read_index
 
 distributed = pytest.importorskip("distributed")

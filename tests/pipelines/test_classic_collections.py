@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import pytrec_eval
+
 from cutext import pipelines
 from cutext.pipelines.__main__ import main
 from cutext.pipelines.evaluate import evaluate

@@ -8,12 +8,13 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import cluster_ref, ellpack
 from cutext.pipelines import datasets
 from cutext.pipelines.cluster import nmi, purity, stream_order
-from cutext.stages.readers.base import CorpusError
 from cutext.stages.engines.streamcluster import StreamClusterer, StreamVectorizer
+from cutext.stages.readers.base import CorpusError
 from cutext.stages.text.termvec import TermVectors, term_vectors
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
@@ -228,7 +229,7 @@ def test_candidate_pass_equals_reference_and_all_rows(news_tv, reuters_tv, corpu
     assert e.candidate_batches > 0 and e.all_rows_batches == 0
     assert s3.engine.candidate_batches == 0 and not s3.engine.indexed
     # the device matrix == the host rows; the index holds every term of every cluster, plus stale entries
-    for s, (ei, ew, stride, n_rows) in enumerate(e.matrix()):
+    for s, (ei, _ew, stride, n_rows) in enumerate(e.matrix()):
         g = np.arange(s, s2.n_clusters, shards)
         np.testing.assert_array_equal(ei.reshape(K, stride)[:, :n_rows].T, s2.state.idx[g])
     n_stale = _index_holds_every_cluster_term(e)

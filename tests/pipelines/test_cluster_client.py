@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import datasets
 
@@ -30,7 +31,7 @@ def test_client_runs_the_front_end_and_the_stream_stays_in_process(reuters_table
     path, docs = reuters_table
     kw = dict(threshold=0.3, top_k=20, order_by="date", backend="cpu", progress=False, id_column="story",
               text_column="text", blocksize=60_000)
-    local = pipelines.run("cluster", str(path), out=tmp_path / "local", **kw)
+    pipelines.run("cluster", str(path), out=tmp_path / "local", **kw)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         with distributed.get_task_stream(client=client) as ts:

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import datasets
 from cutext.pipelines.__main__ import main
@@ -294,12 +295,12 @@ def test_offline_never_touches_the_network(no_data, server, monkeypatch):
     for how in ("env", "argument"):
         if how == "env":
             monkeypatch.setenv("CUTEXT_OFFLINE", "1")
-            call = lambda: fetch("t")
+            kwargs = {}
         else:
             monkeypatch.delenv("CUTEXT_OFFLINE")
-            call = lambda: fetch("t", download=False)
+            kwargs = {"download": False}
         with pytest.raises(DatasetNotFoundError) as e:
-            call()
+            fetch("t", **kwargs)
         msg = str(e.value)
         assert msg.startswith(f"dataset 't' not found: not in $CUTEXT_DATA ({no_data})")
         assert ("CUTEXT_OFFLINE=1" if how == "env" else "download=False") in msg

@@ -10,6 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.__main__ import main
 from cutext.pipelines.datasets import DatasetNotFoundError, fetch

@@ -15,9 +15,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines, stages
 from cutext.stages.engines.index_ids import DuplicateIdError
 from cutext.stages.readers.frames import FrameError
+
 from helpers import assert_same_index, read_index
 
 dd = pytest.importorskip("dask.dataframe")

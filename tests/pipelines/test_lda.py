@@ -12,13 +12,21 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import lda as K_
 from cutext.kernels import lda_hybrid as KH
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.engines.lda_chunk import (BagOfWords, LDAInputError, bow_from_tokens, build_chunks, read_ldac,
-                                             read_uci)
+from cutext.stages.engines.lda_chunk import (
+    BagOfWords,
+    LDAInputError,
+    bow_from_tokens,
+    build_chunks,
+    read_ldac,
+    read_uci,
+)
 from cutext.stages.engines.lda_gibbs import GibbsState
+
 from helpers import need_data
 
 

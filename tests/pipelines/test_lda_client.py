@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.engines.lda_chunk import read_ldac
@@ -83,7 +84,7 @@ def test_two_workers_equal_the_in_process_two_shard_chain(reuters_path, tmp_path
 
 def test_one_worker_of_the_client_equals_the_single_chain(reuters_path, tmp_path, client):
     kw = dict(K=6, iterations=3, seed=1, backend="cpu", progress=False)
-    one = pipelines.run("lda", str(reuters_path), out=tmp_path / "one", **kw)
+    pipelines.run("lda", str(reuters_path), out=tmp_path / "one", **kw)
     r = pipelines.run("lda", str(reuters_path), out=tmp_path / "w1", client=client, n_workers=1, **kw)
     assert r.n_workers == 1
     a, b = _tables(tmp_path / "one"), _tables(tmp_path / "w1")
@@ -222,7 +223,6 @@ def test_load_cached_reads_a_model_once_and_again_when_rewritten(model, tmp_path
     import os
     import shutil
 
-    from cutext.pipelines import lda as lda_mod
     from cutext.stages.engines import lda_model as lda_model
 
     d = tmp_path / "copy"

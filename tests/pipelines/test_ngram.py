@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.kernels import trie as trie_kernels
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
-from cutext.stages.readers.arpa import ArpaError, read_arpa
 from cutext.stages.engines.trie import build_trie
+from cutext.stages.readers.arpa import ArpaError, read_arpa
 
 kenlm = pytest.importorskip("kenlm")
 
@@ -267,7 +268,8 @@ def test_equals_kenlm_module_on_kenlm_test_models(arpa, name, bos, eos, recwarn)
     path = arpa / "kenlm" / name
     m = NGramModel.load(path, backend="cpu")
     km = kenlm.Model(str(path))
-    sents = _random_sentences(m, 200, seed=len(name)) + ["looking on a little more loin", "", "to look a zzz however zzz",
+    sents = _random_sentences(m, 200, seed=len(name)) + ["looking on a little more loin", "",
+                                                         "to look a zzz however zzz",
                                                          "also would consider higher looking"]
     sc = m.score(sents, bos=bos, eos=eos)
     suffix_closed = name.startswith("toy")

@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.readers.base import CorpusError
-from cutext.stages.runtime.progress import task_released
 from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.runtime.progress import task_released
 from cutext.stages.text.ngram_text import count_lines_rows
 
 pytestmark = pytest.mark.slow  # a LocalCluster of two processes
@@ -100,7 +101,8 @@ def test_client_run_equals_one_process(client, abc, lines, tmp_path, kind):
         assert r2.counts["partitions"] > 4
         n = len(lines) // 3
         ids = one["source_id"].tolist()
-        assert ids[:2] == ["a.txt:0", "a.txt:1"] and ids[n] == "b.txt.gz:0" and ids[-1] == f"c.txt:{len(lines) - 2 * n - 1}"
+        assert ids[:2] == ["a.txt:0", "a.txt:1"] and ids[n] == "b.txt.gz:0"
+        assert ids[-1] == f"c.txt:{len(lines) - 2 * n - 1}"
     else:
         assert one["source_id"].tolist() == [str(i) for i in range(len(lines))]
         assert r2.counts["partitions"] == (1 if kind == "one piece" else r1.counts["partitions"])
@@ -185,14 +187,17 @@ def test_parts_are_sealed_with_the_crc_their_writer_took(client, abc, lines, tmp
     src, blocksize = _inputs("one file", lines, tmp_path / "in")
     seals = []  # the files each seal read back
     real = checksums._crc_files
-    monkeypatch.setattr(checksums, "_crc_files", lambda paths: seals.append([Path(p).name for p in paths]) or real(paths))
-    runs = [_run(abc, src, tmp_path / name, blocksize=blocksize, **kw) for name, kw in (("one", {}), ("two", {"client": client}))]
+    monkeypatch.setattr(checksums, "_crc_files",
+                        lambda paths: seals.append([Path(p).name for p in paths]) or real(paths))
+    runs = [_run(abc, src, tmp_path / name, blocksize=blocksize, **kw)
+            for name, kw in (("one", {}), ("two", {"client": client}))]
     assert seals == [[], []]  # two seals; neither read a file back
     for r, _, j in runs:
         parts = sorted((r.path / "scores.parquet").glob("part-*.parquet"))
         assert len(parts) == (2 if r.scheduler == "client" else 1)
         for p in parts:
-            assert j["files"][f"scores.parquet/{p.name}"] == {"bytes": p.stat().st_size, "crc32": checksums.crc32_file(p)}
+            assert j["files"][f"scores.parquet/{p.name}"] == {"bytes": p.stat().st_size,
+                                                              "crc32": checksums.crc32_file(p)}
         checksums.verify(r.path, "ngram.json", j)
 
 

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines import ngram as ng
-from cutext.stages.engines import ngram_model as ngm
 from cutext.pipelines.ngram import NGramModel
+from cutext.stages.engines import ngram_model as ngm
 
 COLS = ["sentences", "tokens", "oov", "log10_prob", "perplexity"]
 

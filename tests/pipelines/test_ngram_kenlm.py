@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 from cutext.pipelines.ngram import NGramModel
 from cutext.stages.readers.arpa import ArpaError, read_arpa
 
@@ -239,7 +240,8 @@ def test_positive_log10_clamped(src, tmp_path, name):
     q = tmp_path / f"{name}.zero.arpa"
     q.write_bytes(_sub(src, old, zero))
     km = kenlm.Model(str(q))
-    _assert_like_kenlm(cm, km, _sentences(_vocab_of(data)) + ["a little more", "beyond", "also beyond a little more loin"])
+    _assert_like_kenlm(cm, km,
+                       _sentences(_vocab_of(data)) + ["a little more", "beyond", "also beyond a little more loin"])
 
 
 @pytest.mark.parametrize("name", sorted(REJECT))

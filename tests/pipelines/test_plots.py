@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
 from cutext.pipelines.plots import plot_cluster_sizes, plot_scores, plot_topics

@@ -28,7 +28,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cutext.pipelines.datasets import DATASETS, DatasetNotFoundError, locate
+
 from helpers import MISSING_DATA
 
 pytestmark = pytest.mark.slow  # the fast tier (-m "not slow") leaves this module out

@@ -16,8 +16,9 @@ import pytest
 
 from cutext.pipelines.bm25 import BM25Index
 from cutext.pipelines.lda import LDAModel
-from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.engines.streamcluster import StreamClusterer
+from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
+
 from helpers import cacm_jsonl, copy_artifact, saved_cluster_state, saved_index, saved_lda_model
 
 

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+
 from cutext.kernels import backend as B
+from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.compute import compute_context
 from cutext.stages.text.frontend import STAGES, build_corpus, corpus_session
-from cutext.stages.readers.source import open_corpus
 from cutext.stages.text.tokenize import TokenizerConfig, split_dispatch, split_tokens, tokenize_texts
 
 TEXTS = ["The cat sat on the mat.", "", "Dogs and cats, cats and dogs!", "σοφία Σοφία ΣΟΦΊΑΣ",

@@ -11,11 +11,12 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import need_data
 
 from cutext.stages.text.count import count_partition, document_frequencies, document_lengths
 from cutext.stages.text.encode import build_vocabulary, encode_partition
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
+
+from helpers import need_data
 
 COLUMNS = {"term_id": np.int32, "doc_id": np.int64, "tf": np.int32, "dl": np.int32}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from cutext.kernels.tokenize import count_newlines
 from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text import ngram_text

@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from helpers import need_data
 
 from cutext.stages.text.encode import UNKNOWN_TERM_ID, build_vocabulary, encode_partition, encode_terms
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
+
+from helpers import need_data
 
 
 def _vocab_frame(vocab: pa.Array) -> pd.DataFrame:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
-import os
 import pytest
+
 from cutext.stages.runtime.compute import GPUOutOfMemoryError, compute_context, device_oom_error
 
 # ----------------------------------------------------------------------------- GPU out of memory
@@ -108,8 +109,8 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
     import numpy as np
 
     from cutext import pipelines
-    from cutext.stages.text.frontend import build_corpus
     from cutext.stages.readers.source import open_corpus
+    from cutext.stages.text.frontend import build_corpus
 
     lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()
     src = tmp_path / "cacm.jsonl"
@@ -127,7 +128,8 @@ def test_spilled_build_equals_the_in_memory_build(tmp_path, data_dir):
     np.testing.assert_array_equal(df_a, df_b)
     np.testing.assert_array_equal(l_a, l_b)
     assert v_a.equals(v_b)
-    for fmt, files in ((2, ["index.json", "segments", "terms.arrow"]), (1, ["documents", "index.json", "postings", "vocab.parquet"])):
+    for fmt, files in ((2, ["index.json", "segments", "terms.arrow"]),
+                       (1, ["documents", "index.json", "postings", "vocab.parquet"])):
         r = pipelines.run("bm25", src, out=tmp_path / f"idx{fmt}", backend="cpu", scheduler="threads",
                           blocksize=200_000, index_format=fmt, progress=False)
         assert sorted(p.name for p in r.path.iterdir()) == files

@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 import pytest
+
 from cutext.stages.runtime.npy import NpyFormatError, read_npy
 
 ARRAYS = {

@@ -26,6 +26,7 @@ from cutext.stages.runtime import checksums
 from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.text.bm25 import VARIANTS
 from cutext.stages.text.tokenize import TokenizerConfig
+
 from helpers import cacm_jsonl, load_fake_cupy, read_index, saved_index
 
 N_PARTS = 3

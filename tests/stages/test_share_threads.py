@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
 from cutext.stages.runtime.compute import host_cpus, host_share, share_threads
 
 
@@ -53,8 +54,10 @@ def test_gpu_worker_config_starts_workers_without_the_nannys_environment_or_prof
     OMP_NUM_THREADS=1 / MALLOC_TRIM_THRESHOLD_) and no sampling profiler, and the nanny leaves the
     caller's own environment alone."""
     distributed = pytest.importorskip("distributed")
-    import dask
     import os
+
+    import dask
+
     from cutext.stages.runtime.compute import gpu_worker_config
 
     names = ("OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

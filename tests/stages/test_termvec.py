@@ -10,9 +10,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from helpers import need_data
 
 from cutext.stages.text.termvec import TermVectors, count_pairs, stream_df_update, term_vectors, weight_pairs
+
+from helpers import need_data
 
 
 def _weight(tf, df, N, weighting):

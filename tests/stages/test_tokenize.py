@@ -11,9 +11,10 @@ import unicodedata
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import need_data
 
 from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
+
+from helpers import need_data
 
 
 def _docs(texts, ids=None) -> pd.DataFrame:

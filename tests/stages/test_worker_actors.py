@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dask
 import pytest
+
 from cutext.stages.runtime.compute import WorkerActors
 
 distributed = pytest.importorskip("distributed")
