@@ -25,7 +25,10 @@ TABLE_SUFFIXES = {
     ".csv": "csv", ".tsv": "csv",
 }
 ID_CANDIDATES = ("id", "_id", "doc_id", "docid", "docno")
-TEXT_CANDIDATES = ("text", "contents", "content", "body")
+# A table's text: the first of these present (its body), with a ``title`` column joined in front when there is
+# one, as Anserini indexes BEIR's title + text (``files._pick``)
+TEXT_CANDIDATES = ("text", "contents", "content", "body", "abstract", "description")
+TITLE_COLUMN = "title"
 DEFAULT_BLOCKSIZE = 64 << 20
 IGNORED_NAMES = {"_SUCCESS", "_metadata", "_common_metadata"}   # Spark / dask dataset markers
 BOM = codecs.BOM_UTF8
