@@ -43,7 +43,11 @@ ids are unique: a member whose name was already taken (a tar may hold a path twi
 UTF-8 (tar) become ``\\xNN`` escapes in the source id; a zip name flagged as UTF-8 that is not is an
 error naming the bytes.  ``members=`` (an :mod:`fnmatch` glob or a list of them, matched against
 the member path; ``*`` also matches ``/``) keeps only the matching members, e.g. ``"*/*.txt"`` leaves
-a README out; a pattern that matches no member of an archive is an error naming the archive, and
+a README out.  Without ``members=``, a ``README*``, ``LICENSE*`` / ``LICENCE*`` or ``CHANGES*`` /
+``CHANGELOG*`` member whose folder holds no other document while documents live in its subfolders
+(BBC's ``bbc/README.TXT`` beside ``bbc/business/...``) describes the collection and is left out, with one
+:class:`ArchiveMemberWarning` naming it (:func:`cutext.stages.readers.base.collection_notes`); such a
+file among documents of its own folder is read (it may be one); a pattern that matches no member of an archive is an error naming the archive, and
 ``members=`` for an input without an archive is refused.  A member compressed on its own
 (``x.txt.gz``) is decompressed.  Members are
 streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
