@@ -47,8 +47,9 @@ a README out.  Without ``members=``, a ``README*``, ``LICENSE*`` / ``LICENCE*`` 
 ``CHANGELOG*`` member whose folder holds no other document while documents live in its subfolders
 (BBC's ``bbc/README.TXT`` beside ``bbc/business/...``) describes the collection and is left out, with one
 :class:`ArchiveMemberWarning` naming it (:func:`cutext.stages.readers.base.collection_notes`); such a
-file among documents of its own folder is read (it may be one); a pattern that matches no member of an archive is an error naming the archive, and
-``members=`` for an input without an archive is refused.  A member compressed on its own
+file among documents of its own folder is read (it may be one).  A ``members=`` pattern that matches
+no member of an archive is an error naming the archive, and ``members=`` for an input without an
+archive is refused.  A member compressed on its own
 (``x.txt.gz``) is decompressed.  Members are
 streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
 disk; compressed data is decompressed in 1 MiB pieces, and a file or member that expands more than
