@@ -64,7 +64,7 @@ def _timed(fn, repeats: int) -> tuple[float, list]:
     return statistics.median(runs), [round(x, 4) for x in runs]
 
 
-def measure(work: Path, repeats: int) -> list:
+def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
     """The rows of this interpreter's cutext: one dict a measurement."""
     import numpy as np
 
@@ -72,7 +72,7 @@ def measure(work: Path, repeats: int) -> list:
     from cutext.pipelines.bm25_index_ops import delete_documents
     from cutext.stages.engines.bm25_index import BM25Index
 
-    kw = dict(backend="cpu", progress=False)
+    kw = dict(backend=backend, progress=False)
     out = work / f"indexes-{os.getpid()}"
     rows = []
     for n in SIZES:
@@ -80,16 +80,16 @@ def measure(work: Path, repeats: int) -> list:
         t = time.perf_counter()
         pipelines.run("bm25", str(work / f"x{n}"), out=str(ix), **kw)
         rows.append({"what": "build", "size": f"x{n}", "s": round(time.perf_counter() - t, 3)})
-        BM25Index.load(ix, backend="cpu")  # warm: numba's cache, the page cache
-        s, runs = _timed(lambda: BM25Index.load(ix, backend="cpu"), repeats)
+        BM25Index.load(ix, backend=backend)  # warm: numba's cache, the page cache
+        s, runs = _timed(lambda: BM25Index.load(ix, backend=backend), repeats)
         rows.append({"what": "open", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
-        ids = list(BM25Index.load(ix, backend="cpu").source_ids)
+        ids = list(BM25Index.load(ix, backend=backend).source_ids)
         rng = np.random.default_rng(n)
         picks = iter(rng.permutation(len(ids)))
         s, runs = _timed(lambda: delete_documents(ix, [ids[next(picks)] for _ in range(100)]), repeats)
         rows.append({"what": "delete 100", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
     ix = out / "x16"
-    loaded = BM25Index.load(ix, backend="cpu")
+    loaded = BM25Index.load(ix, backend=backend)
     t = time.perf_counter()
     r = pipelines.run("bm25", str(work / "more"), out=str(ix), append=True, **kw)
     rows.append({"what": "append 1x", "size": "x16", "s": round(time.perf_counter() - t, 3),
@@ -105,7 +105,7 @@ def measure(work: Path, repeats: int) -> list:
                      "n_docs": fresh.n_docs})
     else:
         t = time.perf_counter()
-        fresh = BM25Index.load(ix, backend="cpu")
+        fresh = BM25Index.load(ix, backend=backend)
         rows.append({"what": "refresh after append 1x (a full load)", "size": "x16",
                      "s": round(time.perf_counter() - t, 4), "n_docs": fresh.n_docs})
     shutil.rmtree(out, ignore_errors=True)
@@ -117,6 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default="/tmp/cutext-index-costs", help="folder for the corpus and the indexes")
     ap.add_argument("--data", default=None, help="the data folder (holding corpora/20news-bydate.tar.gz)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--baseline", default=None, help="a Python interpreter with the code before installed")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # the subprocess's part
@@ -124,14 +125,15 @@ def main(argv=None) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     if args.measure:
-        print(json.dumps(measure(work, args.repeats)))
+        print(json.dumps(measure(work, args.repeats, args.backend)))
         return 0
     _corpus(work, args.data)
     runs = {}
     for label, python in (("before", args.baseline), ("now", sys.executable)):
         if python is None:
             continue
-        res = subprocess.run([python, __file__, "--measure", "--work", str(work), "--repeats", str(args.repeats)],
+        res = subprocess.run([python, __file__, "--measure", "--work", str(work), "--repeats", str(args.repeats),
+                              "--backend", args.backend],
                              check=True, capture_output=True, text=True)
         runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
     keys = [(r["what"], r["size"]) for r in runs["now"]]

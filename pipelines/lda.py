@@ -12,7 +12,9 @@ Model directory (every file Parquet or JSON; written under a temporary name, ren
     doc_topic.parquet    doc_id: int64, source_id: string, topic: int32, count: int32, theta: float64
                          (the nonzeros of D; theta = (count + alpha) / (length + K alpha), a topic
                          absent from a document has theta = alpha / (length + K alpha))
-    documents.parquet    doc_id: int64, source_id: string, length: int64
+    documents.parquet    doc_id: int64, source_id: string, length: int64, topic: int32 (the document's
+                         main topic: the largest count, the smaller topic on a tie; -1 without a token),
+                         topic_prob: float64 (theta of that topic; 1 / K without a token)
 
 ``doc_id`` is the document's position 0..D-1 in the input (as in every cutext output) and
 ``source_id`` the caller's id (the UCI / LDA-C document number, the id column or member path of a
@@ -31,6 +33,7 @@ pandas / cudf / dask / dask-cudf frames),
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +57,7 @@ from cutext.stages.engines.lda_chunk import (
 )
 from cutext.stages.engines.lda_dist import COLLECTIVES, DistributedGibbs
 from cutext.stages.engines.lda_gibbs import SAMPLERS, GibbsState, ShardedGibbs, check_state_memory, resolve_sampler
-from cutext.stages.engines.lda_model import LDAModel, check_iterations
+from cutext.stages.engines.lda_model import LDAModel, check_iterations, main_topics
 from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import read_corpus
 from cutext.stages.runtime.params import count, flag, number, param
@@ -498,8 +501,10 @@ def _write_model(tmp: Path, state, ch, bow, llpt_df: pd.DataFrame, K: int, alpha
     dt_table = pa.Table.from_pandas(dtab, preserve_index=False)
     dt_table = dt_table.add_column(1, "source_id", source_ids.take(dt_table.column("doc_id")))
     pq.write_table(dt_table, tmp / "doc_topic.parquet")
+    main, prob = main_topics(dtab["doc_id"], dtab["topic"], dtab["count"], lengths, K, alpha)
     pq.write_table(pa.table({"doc_id": np.arange(ch.n_docs, dtype=np.int64), "source_id": source_ids,
-                             "length": lengths.astype(np.int64)}), tmp / "documents.parquet")
+                             "length": lengths.astype(np.int64), "topic": main, "topic_prob": prob}),
+                   tmp / "documents.parquet")
     pq.write_table(pa.Table.from_pandas(llpt_df, preserve_index=False), tmp / "llpt.parquet")
 
 
@@ -535,15 +540,30 @@ def _sampling_workers(client, n_workers, n_devices, sampler, collective):
 
 # ----------------------------------------------------------------------------- CLI
 
+# words a topic printed at the end of a CLI run without --top (a line a topic reads at a glance)
+CLI_TOP_WORDS = 8
+
+
 def _cli_main(args, kw) -> int:
-    """``lda PATH... [--out DIR] [options]``: train, print the result (``--json``: as JSON) and, with ``--top N``,
-    the top words of every topic."""
+    """``lda PATH... [--out DIR] [options]``: train, then print the result and one line a topic (its share of
+    the tokens, the documents whose main topic it is, its ``--top`` most probable words, default 8; ``--top 0``:
+    none); with ``--json`` the result as JSON, the topics under ``"topics"``."""
+    top = CLI_TOP_WORDS if args.top is None else count("top", args.top, lo=0)  # before any work
     r = train(kw.pop("path"), kw.pop("out"), **kw)
-    print_result(r, args.json)  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
-    if args.top:
-        tw = LDAModel.load(r.path).top_words(args.top)
-        for k, g in tw.groupby("topic"):
-            print(f"  topic {k}: " + " ".join(g["term"]))
+    table = LDAModel.load(r.path).topic_table(top) if top else None
+    if args.json:
+        d = r.to_dict()
+        if table is not None:
+            d["topics"] = [{"topic": int(t.topic), "weight": float(t.weight), "docs": int(t.docs), "words": t.words}
+                           for t in table.itertuples()]
+        print(json.dumps(d, indent=2, default=str))
+        return 0
+    print_result(r, False)  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
+    if table is not None:
+        print(f"topics: share of the tokens, documents whose main topic it is, top {top} words")
+        w = len(str(len(table) - 1))
+        for t in table.itertuples():
+            print(f"  topic {t.topic:<{w}} {100 * t.weight:5.1f} % {t.docs:>7,} docs  {t.words}")
     return 0
 
 
@@ -555,7 +575,9 @@ COMMANDS = (
                         "cutext.pipelines.lda.train.",
             positional={"path": dict(nargs="+", metavar="PATH",
                                      help="docword.*.txt[.gz], *.ldac, or a corpus (files, directory, glob)")},
-            extra=((("--top",), dict(type=int, default=0, help="print this many top words per topic")),)),
+            extra=((("--top",), dict(type=int, default=None, metavar="N",
+                                     help=f"print this many top words a topic after training (default "
+                                          f"{CLI_TOP_WORDS}; 0: no topic)")),)),
 )
 
 

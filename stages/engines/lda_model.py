@@ -18,6 +18,60 @@ from cutext.stages.runtime.params import FLOAT_LIMITS, check_memory, count, flag
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts
 
 
+class CallableArray(np.ndarray):
+    """A numpy array that also answers a call with itself: :attr:`LDAModel.theta` and :attr:`LDAModel.phi` are
+    properties, and ``model.theta()`` / ``model.phi()`` (the method spelling) give the same values as a plain
+    ``numpy.ndarray``.  Arithmetic and reductions on it give plain arrays."""
+
+    @classmethod
+    def of(cls, a: np.ndarray) -> CallableArray:
+        return np.asarray(a).view(cls)
+
+    def __call__(self) -> np.ndarray:
+        return self.view(np.ndarray)
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        arr = arr.view(np.ndarray)  # results of ufuncs and reductions are plain arrays
+        return arr[()] if return_scalar else arr
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+
+def main_topics(doc_id, topic, count, lengths, K: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's main topic and its theta, from the nonzeros of the document-topic counts D.
+
+    Parameters
+    ----------
+    doc_id, topic, count : int arrays (nnz,)
+        The nonzeros of D (``doc_topic.parquet``); zero counts are ignored.
+    lengths : int array (n_docs,)
+        Tokens a document.
+    K : int
+    alpha : float
+
+    Returns
+    -------
+    topic : int32 (n_docs,)
+        The topic of the largest count (= argmax of theta; the smaller topic on a tie), -1 for a document
+        without a token (as :meth:`LDAModel.transform`).
+    topic_prob : float64 (n_docs,)
+        theta of that topic, (count + alpha) / (length + K alpha); 1 / K (the prior) for an empty document.
+    """
+    doc_id, topic, count = (np.asarray(a, np.int64) for a in (doc_id, topic, count))
+    lengths = np.asarray(lengths, np.float64)
+    keep = count > 0
+    doc_id, topic, count = doc_id[keep], topic[keep], count[keep]
+    order = np.lexsort((topic, -count, doc_id))  # by document, the largest count first, then the smaller topic
+    d = doc_id[order]
+    first = order[np.r_[True, d[1:] != d[:-1]]] if len(d) else order
+    main = np.full(len(lengths), -1, np.int32)
+    best = np.zeros(len(lengths), np.float64)
+    main[doc_id[first]] = topic[first]
+    best[doc_id[first]] = count[first]
+    return main, (best + alpha) / (lengths + K * alpha)
+
+
 class LDAModel:
     """A trained LDA model (see the module docstring for the directory layout).
 
@@ -28,6 +82,13 @@ class LDAModel:
     W : int32 (V, K) word-topic counts
     nk : int64 (K,)
     llpt : pandas.DataFrame (iteration, llpt, seconds, skipped, changed)
+    documents : pandas.DataFrame (doc_id, source_id, length, topic, topic_prob)
+        One row a training document: its main topic (-1 without a token) and that topic's theta
+        (:func:`main_topics`; computed on load, so also for models written before ``documents.parquet`` held them).
+    doc_topic : pandas.DataFrame (doc_id, source_id, topic, count, theta)
+        The nonzeros of the document-topic counts D.
+    theta : float64 (n_docs, K), phi : float64 (K, V)
+        Properties; calling them (``theta()``, ``phi()``) gives the same arrays.
     """
 
     def __init__(self, path, params, vocab, W, llpt, documents, doc_topic):
@@ -119,6 +180,8 @@ class LDAModel:
         per_doc = np.bincount(dtc["doc_id"].to_numpy(), weights=dtc["count"].to_numpy(), minlength=n_docs)
         if len(per_doc) != n_docs or not np.array_equal(per_doc, docs["length"].to_numpy()):
             raise art.ArtifactError(f"{f}: counts per document do not match the lengths in documents.parquet")
+        docs["topic"], docs["topic_prob"] = main_topics(dtc["doc_id"], dtc["topic"], dtc["count"], docs["length"], K,
+                                                        float(params["alpha"]))
         dt = pq.read_table(f).to_pandas()  # with its theta column, which ties K and alpha to the counts
         if "theta" in dt.columns and len(dt):
             alpha = float(params["alpha"])
@@ -141,16 +204,26 @@ class LDAModel:
 
     @property
     def phi(self) -> np.ndarray:
-        """float64 (K, V): (W[v][k] + beta) / (n_k + V beta)."""
-        return ((self.W + self.beta) / (self.nk + len(self.vocab) * self.beta)).T
+        """float64 (K, V) topic-word distributions: phi[k][v] = (W[v][k] + beta) / (n_k + V beta), rows sum to 1.
 
+        A property, as :attr:`theta`; ``phi()`` (called) gives the same array (:class:`CallableArray`).
+        """
+        return CallableArray.of(((self.W + self.beta) / (self.nk + len(self.vocab) * self.beta)).T)
+
+    @property
     def theta(self) -> np.ndarray:
-        """float64 (n_docs, K) training document-topic distributions (D + alpha) / (L + K alpha)."""
+        """float64 (n_docs, K) training document-topic distributions: theta[d][k] = (D[d][k] + alpha) / (L_d + K
+        alpha), rows sum to 1 (a document without a token has the prior, 1 / K everywhere).
+
+        A property, as :attr:`phi`; ``theta()`` (the method of earlier versions) gives the same array
+        (:class:`CallableArray`).  A document's main topic and its theta: :attr:`documents` ``topic``,
+        ``topic_prob``.
+        """
         n = len(self.documents)
         lengths = self.documents["length"].to_numpy(np.float64)
         th = np.zeros((n, self.K))
         th[self.doc_topic["doc_id"].to_numpy(), self.doc_topic["topic"].to_numpy()] = self.doc_topic["count"]
-        return (th + self.alpha) / (lengths[:, None] + self.K * self.alpha)
+        return CallableArray.of((th + self.alpha) / (lengths[:, None] + self.K * self.alpha))
 
     def top_words(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` most probable words of every topic: ``(topic, rank, term, prob)``, rank 0 first."""
@@ -507,8 +580,8 @@ def _transform_partition(part, model: LDAModel, text_column, *, iterations, seed
         return cudf.concat([part, cudf.DataFrame(cols, index=part.index)], axis=1)
     return pd.concat([part, pd.DataFrame(cols, index=part.index)], axis=1)
 
-__all__ = ["LDAModel", "load_cached", "check_iterations", "check_fold_in_iterations", "MAX_ITERATIONS",
-           "MAX_FOLD_IN_ITERATIONS"]
+__all__ = ["LDAModel", "CallableArray", "main_topics", "load_cached", "check_iterations", "check_fold_in_iterations",
+           "MAX_ITERATIONS", "MAX_FOLD_IN_ITERATIONS"]
 
 
 def _fold_in_options(seed, sampler) -> tuple:

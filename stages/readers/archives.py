@@ -31,6 +31,7 @@ from cutext.stages.readers.base import (
     _strip_bom,
     _strip_compression,
     check_text,
+    collection_notes,
     decode_counting,
     warn_once,
 )
@@ -337,7 +338,24 @@ def _archive_members(fs, path: str, kind: str, compression: str | None, max_rati
         raise CorpusError(f"{path}: cannot read {kind} archive: {type(exc).__name__}: {exc}") from None
     names.warn(read_id)
     names.check_members()
+    if members is None:  # with members= the user's patterns alone choose
+        notes = _notes(path, [m[1] for m in out], read_id)
+        out = [m for i, m in enumerate(out) if i not in notes]
     return out
+
+
+def _notes(archive: str, names: list, read_id=None) -> set:
+    """Positions of the members among ``names`` that describe the archive's collection rather than belong to
+    it (:func:`cutext.stages.readers.base.collection_notes`), with one :class:`ArchiveMemberWarning` naming
+    them."""
+    notes = collection_notes(names)
+    if notes:
+        left = [names[i] for i in sorted(notes)]
+        warn_once((read_id, archive, "notes"), f"{archive}: left out {len(left)} member(s) that describe the "
+                  f"collection, not documents of it: {', '.join(repr(n) for n in left[:3])} (a README, LICENSE or "
+                  f"CHANGES file above the folders of the documents); pass {param('members')} to choose the "
+                  "members yourself", ArchiveMemberWarning, stacklevel=5)
+    return notes
 
 
 def _archive_pieces(fs, path: str, fmt: str, prefix: str, opts: dict, blocksize: int,
@@ -438,10 +456,11 @@ def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
     encoding = piece.options.get("encoding", "utf-8")
     max_ratio = piece.options.get("max_ratio", DEFAULT_MAX_RATIO)
     path = piece.paths[0]
-    ids, texts, reps, checks = [], [], [], []
+    ids, texts, reps, checks, read = [], [], [], [], []
     label = None
     try:
         for label, name, raw in _archive_members_data(fs, piece):
+            read.append(_member_name(name))
             raw = _strip_bom(_decompress_member(raw, name, max_ratio, f"{path}: member {name!r}"), 0, encoding)
             if piece.format == "lines":
                 t, r = _lines_table(raw, piece, fs, 0)
@@ -464,6 +483,9 @@ def _read_archive_piece(piece: Piece, fs) -> pd.DataFrame:
     except (tarfile.TarError, zipfile.BadZipFile) + _read_errors() as exc:
         where = f"{path}" + (f" (after member {label!r})" if label else "")
         raise CorpusError(f"{where}: cannot read {piece.archive} archive: {type(exc).__name__}: {exc}") from exc
+    if piece.members is None and piece.options.get("members") is None:  # a compressed tar, listed as it is read
+        notes = _notes(path, read, piece.options.get("read_id"))
+        ids, texts, reps, checks = ([x for i, x in enumerate(a) if i not in notes] for a in (ids, texts, reps, checks))
     check_text(piece, checks, archive=path)
     if piece.format == "lines":
         if not texts:

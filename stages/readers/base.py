@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import posixpath
+import re
 import stat
 import threading
 import warnings
@@ -26,9 +27,14 @@ TABLE_SUFFIXES = {
     ".csv": "csv", ".tsv": "csv",
 }
 ID_CANDIDATES = ("id", "_id", "doc_id", "docid", "docno")
-TEXT_CANDIDATES = ("text", "contents", "content", "body")
+# A table's text: the first of these present (its body), with a ``title`` column joined in front when there is
+# one, as Anserini indexes BEIR's title + text (``files._pick``)
+TEXT_CANDIDATES = ("text", "contents", "content", "body", "abstract", "description")
+TITLE_COLUMN = "title"
 DEFAULT_BLOCKSIZE = 64 << 20
 IGNORED_NAMES = {"_SUCCESS", "_metadata", "_common_metadata"}   # Spark / dask dataset markers
+# the notes a collection ships about itself (collection_notes): README, LICENSE / LICENCE, CHANGES / CHANGELOG
+_NOTE_NAME = re.compile(r"(readme|licen[cs]e|changes|changelog)([^a-z0-9].*)?", re.IGNORECASE)
 BOM = codecs.BOM_UTF8
 # Expansion guard of compressed input (zip/gz bombs).  100x is Apache POI's ZipSecureFile default
 # (MIN_INFLATE_RATIO = 0.01); text compresses 3-10x under gzip/bz2/xz/zstd, so real corpora stay far
@@ -311,6 +317,40 @@ def _ignored(relpath: str) -> bool:
     """Directory entries that are not part of a corpus: hidden paths, dataset marker files."""
     parts = relpath.split("/")
     return any(p.startswith(".") for p in parts) or parts[-1] in IGNORED_NAMES
+
+
+def collection_notes(relpaths) -> set:
+    """Positions of the entries of a collection (an archive's members, a directory's files, as relative paths)
+    that describe it rather than belong to it: a file named ``README*``, ``LICENSE*`` / ``LICENCE*`` or
+    ``CHANGES*`` / ``CHANGELOG*`` (any case, e.g. ``README.TXT``) whose folder holds no other document while
+    the documents below it live in its subfolders (BBC's ``bbc/README.TXT`` beside ``bbc/business/001.txt``).
+
+    Such a file beside documents of its own folder (Reuters-21578's ``README.txt`` among its ``.sgm`` files) or
+    without documents in subfolders (a collection of READMEs) is kept: it may be a document.
+
+    Parameters
+    ----------
+    relpaths : sequence of str
+        ``/``-separated paths relative to the collection's root.
+
+    Returns
+    -------
+    set of int
+        Positions in ``relpaths`` to leave out.
+    """
+    relpaths = list(relpaths)
+    notes = [i for i, p in enumerate(relpaths) if _NOTE_NAME.fullmatch(posixpath.basename(p))]
+    if not notes:
+        return set()
+    skip = set(notes)
+    doc_dirs = {posixpath.dirname(p) for i, p in enumerate(relpaths) if i not in skip}
+    out = set()
+    for i in notes:
+        folder = posixpath.dirname(relpaths[i])
+        below = folder + "/" if folder else ""
+        if folder not in doc_dirs and any(d.startswith(below) for d in doc_dirs):
+            out.add(i)
+    return out
 
 
 def _line_offsets(data: bytes) -> np.ndarray:

@@ -19,9 +19,11 @@ Formats (``format=``; ``"auto"`` chooses by file suffix, ignoring a compression 
     line, and empty lines are empty documents (a file of zero bytes holds no line).
     ``source_id`` is the 0-based line number, prefixed by ``"<file>:"`` when several files are read.
 ``jsonl``
-    one JSON object per line; ``text_column`` (default ``"text"``, or ``"contents"`` when that is
-    the column present; ``["title", "text"]`` when both are present, BEIR's layout, as Anserini indexes
-    it) may be a list of columns joined by a space;
+    one JSON object per line; ``text_column`` may be a list of columns joined by a space; its default
+    is the first of ``text``, ``contents``, ``content``, ``body``, ``abstract``, ``description`` present
+    (the body), after ``title`` when the table has one (``["title", "text"]`` for BEIR's layout, as
+    Anserini indexes it; ``["title", "description"]`` for AG News' ``label, title, description``);
+    without any of them the error lists the columns and the ones likely holding the text;
     ``id_column`` defaults to the first of ``id``, ``_id``, ``doc_id``, ``docid`` present.
 ``parquet``, ``csv``
     a table with a text column and an optional id column, as for ``jsonl``.  CSV/TSV quoting is
@@ -41,8 +43,13 @@ ids are unique: a member whose name was already taken (a tar may hold a path twi
 UTF-8 (tar) become ``\\xNN`` escapes in the source id; a zip name flagged as UTF-8 that is not is an
 error naming the bytes.  ``members=`` (an :mod:`fnmatch` glob or a list of them, matched against
 the member path; ``*`` also matches ``/``) keeps only the matching members, e.g. ``"*/*.txt"`` leaves
-a README out; a pattern that matches no member of an archive is an error naming the archive, and
-``members=`` for an input without an archive is refused.  A member compressed on its own
+a README out.  Without ``members=``, a ``README*``, ``LICENSE*`` / ``LICENCE*`` or ``CHANGES*`` /
+``CHANGELOG*`` member whose folder holds no other document while documents live in its subfolders
+(BBC's ``bbc/README.TXT`` beside ``bbc/business/...``) describes the collection and is left out, with one
+:class:`ArchiveMemberWarning` naming it (:func:`cutext.stages.readers.base.collection_notes`); such a
+file among documents of its own folder is read (it may be one).  A ``members=`` pattern that matches
+no member of an archive is an error naming the archive, and ``members=`` for an input without an
+archive is refused.  A member compressed on its own
 (``x.txt.gz``) is decompressed.  Members are
 streamed from the archive (fsspec file objects, Python's ``tarfile``/``zipfile``), never extracted to
 disk; compressed data is decompressed in 1 MiB pieces, and a file or member that expands more than
@@ -121,6 +128,7 @@ from cutext.stages.readers.base import (
     SNIFF_BYTES,
     TABLE_SUFFIXES,
     TEXT_CANDIDATES,
+    TITLE_COLUMN,
     CorpusError,
     Piece,
     _count_replace,
@@ -530,20 +538,44 @@ def _jsonl_row_line(data: bytes, fs, piece: Piece, start: int, row: int) -> str:
 
 
 def _pick(columns, wanted, candidates, what, path):
+    """The columns that are the text (``what="text"``) or the id of a table with ``columns``: ``wanted`` if
+    given (each must be a column), else for the text the first of ``candidates`` present (the body), after
+    ``title`` when the table has one (BEIR's ``title, text``; ``label, title, description`` of AG News), for
+    the id the first candidate present; None when no candidate is.
+
+    Raises
+    ------
+    CorpusError
+        A column of ``wanted`` is not in ``columns`` (the message lists them).
+    """
     if wanted is not None:
         wanted_list = [wanted] if isinstance(wanted, str) else list(wanted)
         missing = [c for c in wanted_list if c not in columns]
         if missing:
             raise CorpusError(f"{path}: missing {what} column(s) {missing}; columns are {list(columns)}")
         return wanted_list
-    if what == "text" and "title" in columns and "text" in columns:
-        # BEIR's layout (_id, title, text): the title is part of the document, as Anserini and Pyserini
-        # index it (SciFact nDCG@10 0.6769 with it, 0.6644 from the text alone)
-        return ["title", "text"]
-    for c in candidates:
-        if c in columns:
-            return [c]
-    return None
+    body = next((c for c in candidates if c in columns), None)
+    if body is None:
+        return None
+    if what == "text" and TITLE_COLUMN in columns:
+        # the title is part of the document, as Anserini and Pyserini index BEIR's title + text
+        # (SciFact nDCG@10 0.6769 with it, 0.6644 from the text alone)
+        return [TITLE_COLUMN, body]
+    return [body]
+
+
+def no_text_column(label, columns, string_columns=None) -> str:
+    """The message for a table ``label`` with ``columns`` and no text column: what was looked for, the
+    columns, and the ones that likely hold the text (``string_columns`` other than an id candidate,
+    ``title`` first) spelled as the parameter that picks them."""
+    looked = f"looked for {list(TEXT_CANDIDATES)}, after {TITLE_COLUMN!r} when present"
+    likely = [c for c in (string_columns if string_columns is not None else columns)
+              if c not in ID_CANDIDATES and isinstance(c, str)]
+    likely.sort(key=lambda c: c != TITLE_COLUMN)
+    if not likely:
+        return f"{label}: no text column ({looked}); columns are {list(columns)}; pass {param('text_column')}"
+    return (f"{label}: no text column ({looked}); columns are {list(columns)}; the text is likely in "
+            f"{likely}: pass {param('text_column', likely if len(likely) > 1 else likely[0])}")
 
 
 def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> tuple[pa.Array, pa.Array | None]:
@@ -559,8 +591,8 @@ def _table_to_docs(table: pa.Table, piece: Piece, path: str, row_name=None) -> t
     """
     text_cols = _pick(table.column_names, piece.options.get("text_column"), TEXT_CANDIDATES, "text", path)
     if text_cols is None:
-        raise CorpusError(f"{path}: no text column (looked for {list(TEXT_CANDIDATES)}); "
-                          f"columns are {table.column_names}; pass {param('text_column')}")
+        strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+        raise CorpusError(no_text_column(path, table.column_names, strings))
     id_cols = _pick(table.column_names, piece.options.get("id_column"), ID_CANDIDATES, "id", path)
     for c in text_cols + (id_cols or [])[:1]:
         if table.column_names.count(c) > 1:  # a CSV header may repeat a name
@@ -813,7 +845,7 @@ def _read_csv(fs, piece: Piece, path: str, encoding: str):
         t, total = decode_counting(raw, encoding)
         check_text(piece, [(path, raw[:SNIFF_BYTES], len(raw), total, True)])
         raw = t.encode("utf-8")
-    names = list(TEXT_CANDIDATES) + list(ID_CANDIDATES)
+    names = [TITLE_COLUMN, *TEXT_CANDIDATES, *ID_CANDIDATES]
     for key in ("text_column", "id_column"):
         v = piece.options.get(key)
         if v is not None:

@@ -12,7 +12,8 @@ the :class:`~cutext.stages.readers.source.CorpusSource` that the file readers ma
   in-memory pandas / cudf frame is cut into partitions of about ``blocksize`` bytes of text, in
   row order;
 * **columns**: ``text_column`` (default: the first of ``text``, ``contents``, ``content``,
-  ``body`` present; a list of columns is joined by a space, as for tables) and ``id_column``
+  ``body``, ``abstract``, ``description`` present, after ``title`` when the frame has one; a list of
+  columns is joined by a space; as for tables) and ``id_column``
   (default: the first of ``id``, ``_id``, ``doc_id``, ``docid``, ``docno`` present; its values
   become the ``source_id`` as strings, numbers as their decimal string, as for Parquet files).
   Without an id column the source id is the row number (``"0"``, ``"1"``, ...), as for a single
@@ -64,7 +65,7 @@ from cutext.stages.readers.base import (
     _frame,
     text_array,
 )
-from cutext.stages.readers.files import CorpusSource, _pick, meta_frame, to_backend
+from cutext.stages.readers.files import CorpusSource, _pick, meta_frame, no_text_column, to_backend
 
 __all__ = ["FrameError", "is_frame", "input_label", "frame_source", "spread_source", "frame_column",
            "check_unique_ids"]
@@ -231,7 +232,7 @@ class _FrameDocs:
         else:
             import pyarrow.compute as pc
 
-            text = pc.binary_join_element_wise(*parts, " ")
+            text = pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))  # one string type
         return _frame(ids, text, np.zeros(len(text), np.int32))
 
     def _cudf(self, part):
@@ -281,8 +282,8 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
         The resolved backend: pandas or cudf partitions (a frame of the other library is converted
         partition by partition).
     text_column : str or list of str, optional
-        Default: the first of ``text``, ``contents``, ``content``, ``body`` present, or ``["title", "text"]``
-        when both are (BEIR's layout), as for files.
+        Default: the first of ``text``, ``contents``, ``content``, ``body``, ``abstract``, ``description``
+        present, after ``title`` when the frame has one (``["title", "text"]``: BEIR's layout), as for files.
     id_column : str, optional
     blocksize : int
         Bytes of text per partition for an in-memory (pandas / cudf) frame; a dask frame keeps its
@@ -330,8 +331,9 @@ def frame_source(frame, *, backend: str = "cpu", text_column=None, id_column=Non
         except CorpusError as exc:
             raise FrameError(str(exc)) from None
         if text_cols is None:
-            raise FrameError(f"{label}: no text column (looked for {list(TEXT_CANDIDATES)}); columns are {cols}; "
-                             "pass text_column=")
+            meta = frame._meta if is_dask(frame) else frame.iloc[:0]
+            strings = [c for c in cols if _string_dtype(meta[c].dtype, is_gpu_object(meta)) is not False]
+            raise FrameError(no_text_column(label, cols, strings))
         if isinstance(id_column, (list, tuple)):
             raise FrameError(f"{label}: id_column must name one column, got {id_column!r}")
     meta = frame._meta if is_dask(frame) else frame.iloc[:0]

@@ -175,7 +175,9 @@ def read_corpus(path, *, format="auto", text_column=None, id_column=None, blocks
         ``"auto"`` chooses it for a single file whose first non-blank line is ``.I <number>``.
     text_column, id_column : str or list of str, optional
         Column(s) holding the text (joined by a space) and the source id: table formats only (refused
-        for ``files`` / ``lines``); for ``smart``, ``text_column`` names the fields that are the text by
+        for ``files`` / ``lines``; the defaults are :func:`cutext.stages.readers.files._pick`'s: ``title``
+        joined with the first body column present, ``text``, ``contents``, ``content``, ``body``,
+        ``abstract`` or ``description``); for ``smart``, ``text_column`` names the fields that are the text by
         letter (default ``["T", "W", "K"]``: title, abstract, keywords) and ``id_column`` is refused.
     blocksize : int
         Bytes per partition for splittable inputs.

@@ -126,6 +126,12 @@ def _stub_result() -> RunResult:
     return RunResult("stub", "stub-out", "cpu", "sync", 1)
 
 
+@pytest.fixture(autouse=True)
+def _no_topics_of_a_stub(monkeypatch):
+    """A stubbed lda train writes no model: the CLI prints no topic of it (``--top 0``'s setting)."""
+    monkeypatch.setattr(lda_mod, "CLI_TOP_WORDS", 0)
+
+
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_every_option_reaches_the_function_under_its_name(name, monkeypatch, capsys, tmp_path):
     command = COMMANDS[name]
@@ -303,7 +309,7 @@ def _jsonl(tmp_path, rows):
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
 def test_a_missing_text_column_names_the_option_or_the_keyword(tmp_path, capsys, scheduler):
     """Raised inside the read tasks (on dask's threads too): the CLI says --text-column, Python text_column=."""
-    p = _jsonl(tmp_path, [{"id": 1, "abstract": "one text"}, {"id": 2, "abstract": "two texts"}])
+    p = _jsonl(tmp_path, [{"id": 1, "summary": "one text"}, {"id": 2, "summary": "two texts"}])
     assert main(["bm25", str(p), "--out", str(tmp_path / "cli"), "--backend", "cpu", "--scheduler", scheduler,
                  "--no-progress"]) == 2
     err = capsys.readouterr().err

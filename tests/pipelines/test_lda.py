@@ -396,7 +396,8 @@ def test_from_text_corpus_and_cli(shared_data, tmp_path, capsys):
                "--stopwords", "lucene", "--top", "4", "--backend", "cpu", "--no-progress"])
     assert rc == 0
     text = capsys.readouterr().out
-    assert re.search(r"^  LLPT = -[0-9.]+$", text, flags=re.M) and "topic 4:" in text  # the headline
+    assert re.search(r"^  LLPT = -[0-9.]+$", text, flags=re.M)  # the headline
+    assert re.search(r"^  topic 4 ", text, flags=re.M)
     m = LDAModel.load(out)
     assert m.params["format"] == "lines" and len(m.documents) == 300
     assert "the" not in m.vocab and "government" in m.vocab
@@ -862,3 +863,71 @@ def test_transform_checks_seed_sampler_and_theta_columns(reuters_path, tmp_path)
             model.transform(docs, backend="cpu", **bad)
     hybrid = model.transform(docs, backend="cpu", sampler="hybrid", iterations=3)
     np.testing.assert_array_equal(hybrid, model.transform(docs, backend="cpu", sampler="sparse", iterations=3))
+
+
+# ----------------------------------------------------------------------------- reading a model without the papers
+
+@pytest.fixture(scope="module")
+def cacm_lines(tmp_path_factory, data_dir):
+    """60 CACM titles and abstracts, one a line, the 5th line empty (a document without a token)."""
+    with open(data_dir / "cacm" / "cacm.json", encoding="utf-8") as fh:
+        texts = [" ".join(json.loads(line)["contents"].split(" CACM ")[0].split()) for line, _ in zip(fh, range(60))]
+    texts[4] = ""
+    path = tmp_path_factory.mktemp("cacm") / "cacm.txt"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+def test_documents_table_holds_each_documents_main_topic(cacm_lines, tmp_path):
+    r = pipelines.run("lda", cacm_lines, out=tmp_path / "m", K=4, iterations=5, backend="cpu", progress=False)
+    m = LDAModel.load(r.path)
+    docs = pd.read_parquet(r.path / "documents.parquet")
+    assert list(docs.columns) == ["doc_id", "source_id", "length", "topic", "topic_prob"]
+    assert docs["topic"].dtype == np.int32 and docs["topic_prob"].dtype == np.float64
+    theta = m.theta
+    full = docs["length"].to_numpy() > 0
+    assert not full[4] and full.sum() == 59
+    np.testing.assert_array_equal(docs["topic"].to_numpy()[full], theta[full].argmax(1))  # lowest topic on a tie
+    np.testing.assert_allclose(docs["topic_prob"].to_numpy(), theta.max(1), rtol=1e-12)
+    assert docs["topic"].iloc[4] == -1 and docs["topic_prob"].iloc[4] == pytest.approx(1 / 4)
+    pd.testing.assert_frame_equal(m.documents, docs)   # the loaded model reads the same columns
+    # topic_table's docs count the same main topics
+    np.testing.assert_array_equal(m.topic_table(3)["docs"], np.bincount(docs["topic"][full], minlength=4))
+
+
+def test_theta_and_phi_are_properties_and_still_answer_a_call(reuters_path, tmp_path):
+    from cutext.stages.engines.lda_model import CallableArray
+
+    pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=3, iterations=2, progress=False)
+    m = LDAModel.load(tmp_path / "m")
+    for name, shape in (("theta", (395, 3)), ("phi", (3, 4258))):
+        a = getattr(m, name)
+        assert isinstance(a, np.ndarray) and isinstance(a, CallableArray) and a.shape == shape
+        called = getattr(m, name)()   # the method spelling of earlier versions
+        assert type(called) is np.ndarray and np.array_equal(called, a)
+        np.testing.assert_allclose(a.sum(1), 1.0)
+        assert type(a * 2) is np.ndarray and type(a.sum(0)) is np.ndarray   # arithmetic gives plain arrays
+        assert repr(a).startswith("array(")
+
+
+def test_cli_prints_the_top_words_of_every_topic(cacm_lines, tmp_path, capsys):
+    from cutext.pipelines.__main__ import main
+
+    base = ["lda", str(cacm_lines), "-K", "3", "--iterations", "2", "--backend", "cpu", "--no-progress"]
+    assert main(base + ["--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    table = LDAModel.load(tmp_path / "a").topic_table(8)
+    rows = re.findall(r"^  topic (\d) +([0-9.]+) % +(\d+) docs  (.+)$", out, flags=re.M)
+    assert [int(k) for k, *_ in rows] == [0, 1, 2]
+    assert [w for *_, w in rows] == table["words"].tolist() and all(len(w.split()) == 8 for *_, w in rows)
+    assert [int(d) for _, _, d, _ in rows] == table["docs"].tolist()
+    assert main(base + ["--out", str(tmp_path / "b"), "--top", "2"]) == 0
+    assert all(len(w.split()) == 2 for *_, w in re.findall(r"^  topic (\d) +([0-9.]+) % +(\d+) docs  (.+)$",
+                                                             capsys.readouterr().out, flags=re.M))
+    assert main(base + ["--out", str(tmp_path / "c"), "--top", "0"]) == 0
+    assert "topic 0" not in capsys.readouterr().out
+    assert main(base + ["--out", str(tmp_path / "d"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)   # the topics inside the JSON document, nothing after it
+    assert [t["topic"] for t in d["topics"]] == [0, 1, 2] and len(d["topics"][0]["words"].split()) == 8
+    assert main(base + ["--out", str(tmp_path / "e"), "--top", "-1"]) == 2
+    assert "--top must be an integer >= 0" in capsys.readouterr().err and not (tmp_path / "e").exists()

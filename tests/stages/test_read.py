@@ -815,7 +815,8 @@ def test_archive_members_glob_leaves_the_readme_out(tmp_path, cacm, kind):
     _write_archive(p, members)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ArchiveMemberWarning)   # the tar's symbolic link among the noise
-        assert read_docs(p)["source_id"].iloc[0] == "README"   # without members=, the README is document 0
+        # without members=, the README above the documents' folder is left out (test_archive_notes_...)
+        assert read_docs(p)["source_id"].iloc[0] == "docs/000_CACM-2636.txt"
     want = [m for m, _ in docs]
     with warnings.catch_warnings():
         warnings.simplefilter("error", ArchiveMemberWarning)   # a member left out is not warned about
@@ -825,6 +826,53 @@ def test_archive_members_glob_leaves_the_readme_out(tmp_path, cacm, kind):
     assert got["source_id"].tolist() == ["README"] + want[-2:]
     lines = read_docs(p, members=("README",), format="lines")
     assert lines["source_id"].tolist() == ["README:0"] and lines["text"].tolist() == ["About this corpus."]
+
+
+@pytest.mark.parametrize("kind", ["tar", "tar.gz", "zip"])
+@pytest.mark.parametrize("fmt", ["files", "lines"])
+def test_archive_notes_above_the_documents_folders_are_left_out(tmp_path, cacm, kind, fmt):
+    """BBC's layout: ``bbc/README.TXT`` beside the folders ``bbc/<topic>/`` of the documents is a note about the
+    collection, not a document (one warning names it); a README among documents of its own folder (Reuters'
+    ``README.txt`` among the ``.sgm`` files) or in a collection of READMEs stays a document."""
+    import warnings
+
+    from cutext.stages.readers.base import ArchiveMemberWarning
+
+    ids, texts = cacm
+    docs = [(f"bbc/{'tech' if i % 2 else 'sport'}/{i:03d}.txt", t.encode()) for i, t in enumerate(texts[:6])]
+    notes = [("bbc/README.TXT", b"Consists of 2225 documents from the BBC news website"),
+             ("bbc/LICENSE", b"All rights, including copyright, in the content belong to the BBC."),
+             ("bbc/Changes.md", b"2006: first release")]
+    p = tmp_path / f"bbc.{kind}"
+    _write_archive(p, notes[:1] + docs[:3] + notes[1:] + docs[3:], extras=False)
+    with pytest.warns(ArchiveMemberWarning, match=r"bbc\.[a-z.]+: left out 3 member\(s\) that describe the "
+                                                  r"collection, not documents of it: 'bbc/README.TXT', 'bbc/LICENSE'"):
+        got = read_docs(p, format=fmt)
+    if fmt == "files":
+        assert_docs(got, [m for m, _ in docs], texts[:6])
+    else:
+        assert got["source_id"].tolist() == [f"{m}:0" for m, _ in docs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArchiveMemberWarning)
+        # members= chooses alone; the rule does not apply where a README may be a document
+        assert read_docs(p, members="*")["source_id"].iloc[0] == "bbc/README.TXT"
+        flat = tmp_path / f"reuters.{kind}"
+        _write_archive(flat, [("r/README.txt", b"Reuters-21578 text categorization collection")]
+                       + [(f"r/reut2-{i:03d}.sgm", t.encode()) for i, t in enumerate(texts[:3])], extras=False)
+        assert read_docs(flat)["source_id"].tolist() == ["r/README.txt"] + [f"r/reut2-{i:03d}.sgm" for i in range(3)]
+        repos = tmp_path / f"repos.{kind}"
+        _write_archive(repos, [(f"repo{i}/README.md", t.encode()) for i, t in enumerate(texts[:3])], extras=False)
+        assert len(read_docs(repos)) == 3
+
+
+def test_collection_notes_rule():
+    from cutext.stages.readers.base import collection_notes
+
+    assert collection_notes(["bbc/README.TXT", "bbc/business/001.txt", "bbc/tech/002.txt"]) == {0}
+    assert collection_notes(["README", "licence.txt", "CHANGELOG", "a/1.txt", "b/c/2.txt"]) == {0, 1, 2}
+    assert collection_notes(["README", "a/1.txt", "notes.txt"]) == set()    # a document beside it
+    assert collection_notes(["a/README", "b/1.txt"]) == set()               # no document below its folder
+    assert collection_notes(["readme_first/1.txt", "READMEs.txt", "a/2.txt", "changes-of-state/3.txt"]) == set()
 
 
 @pytest.mark.parametrize("kind", ["tar", "tar.gz", "zip"])
