@@ -53,7 +53,8 @@ def test_every_pipeline_output_has_doc_id_positions_and_source_ids(tmp_path, cor
     assert cl["first_doc_id"].dtype == np.int64 and cl["first_doc_id"].between(0, len(ids) - 1).all()
     m = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=3, **KW)
     d = pd.read_parquet(m.path / "documents.parquet")
-    assert list(d.columns) == ["doc_id", "source_id", "length"] and d["doc_id"].tolist() == list(range(len(ids)))
+    assert list(d.columns) == ["doc_id", "source_id", "length", "topic", "topic_prob"]
+    assert d["doc_id"].tolist() == list(range(len(ids)))
     _doc_columns_follow_the_rule(d, ids, "lda documents.parquet")
     dt = pd.read_parquet(m.path / "doc_topic.parquet")
     assert list(dt.columns[:2]) == ["doc_id", "source_id"]
@@ -68,7 +69,8 @@ def test_lda_model_written_before_the_rule_still_loads(tmp_path, corpus):
     path, ids = corpus
     r = pipelines.run("lda", path, out=tmp_path / "lda", K=3, iterations=2, **KW)
     f = r.path / "documents.parquet"
-    pq.write_table(pq.read_table(f).rename_columns(["doc_id", "name", "length"]), f)
+    old = pq.read_table(f).select(["doc_id", "source_id", "length"])  # as written before the main topics
+    pq.write_table(old.rename_columns(["doc_id", "name", "length"]), f)
     m = LDAModel.load(r.path, verify=False)
     assert m.documents["source_id"].tolist() == ids
 
