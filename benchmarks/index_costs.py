@@ -6,8 +6,10 @@
 
 * **open**: ``BM25Index.load(index, backend="cpu")`` with verification (every file's CRC32);
 * **refresh**: a loaded x16 index after another 1x of posts appended: ``BM25Index.refresh()``;
-* **delete 100**: ``delete_documents`` of 100 random live documents (a new commit);
-* **append 1x**: ``append_index`` of 1x more to the x16 index, beside the build of that 1x alone.
+* **delete 100**: ``delete_documents`` of 100 random live documents (a new commit), and ``BM25Index.delete``
+  of 100 more through a loaded index (the commit, then the object refreshed);
+* **append 1x**: ``append_index`` of 1x more to the x16 index (with the merges its commit makes; and, where
+  the code has a merge policy, with ``merge_policy="none"`` on a copy), beside the build of that 1x alone.
 
 ``--baseline PYTHON`` runs the same measurements with another interpreter (a checkout of the code before,
 installed in its own virtual environment) in a subprocess, so that both rows come from one run on one
@@ -19,6 +21,7 @@ machine.  Prints a table; ``--json`` writes the rows.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -69,6 +72,7 @@ def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
     import numpy as np
 
     from cutext import pipelines
+    from cutext.pipelines.bm25 import append_index
     from cutext.pipelines.bm25_index_ops import delete_documents
     from cutext.stages.engines.bm25_index import BM25Index
 
@@ -88,12 +92,22 @@ def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
         picks = iter(rng.permutation(len(ids)))
         s, runs = _timed(lambda: delete_documents(ix, [ids[next(picks)] for _ in range(100)]), repeats)
         rows.append({"what": "delete 100", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
+        index = BM25Index.load(ix, backend=backend)
+        s, runs = _timed(lambda: index.delete([ids[next(picks)] for _ in range(100)]), repeats)
+        rows.append({"what": "delete 100 via a loaded index", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
     ix = out / "x16"
+    if "merge_policy" in inspect.signature(append_index).parameters:  # the code has a merge policy
+        plain = out / "x16-plain"
+        shutil.copytree(ix, plain)
+        t = time.perf_counter()
+        pipelines.run("bm25", str(work / "more"), out=str(plain), append=True, merge_policy="none", **kw)
+        rows.append({"what": "append 1x, no merge", "size": "x16", "s": round(time.perf_counter() - t, 3)})
+        shutil.rmtree(plain)
     loaded = BM25Index.load(ix, backend=backend)
     t = time.perf_counter()
     r = pipelines.run("bm25", str(work / "more"), out=str(ix), append=True, **kw)
     rows.append({"what": "append 1x", "size": "x16", "s": round(time.perf_counter() - t, 3),
-                 "n_docs": r.counts["n_docs"]})
+                 "n_docs": r.counts["n_docs"], "merged_segments": r.counts.get("merged_segments", 0)})
     alone = out / "alone"
     t = time.perf_counter()
     pipelines.run("bm25", str(work / "more"), out=str(alone), **kw)
