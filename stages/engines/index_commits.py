@@ -204,11 +204,19 @@ def write_commit_terms(tmp, vocab, df) -> None:
         The live df of each term over the commit's segments (``MergedTerms.df[1:]``); terms of df 0 are
         left out, so the file holds the terms a merge of the live segments holds.
 
+    A commit of one segment without deletions keeps no file: its vocabulary and df are the segment's own
+    (``terms.parquet``), so the index holds one copy of them, as Lucene's per-segment term dictionaries do
+    (:mod:`cutext.stages.engines.index_reader` reads them from the segment).
+
     Raises
     ------
     ValueError
         ``vocab`` and ``df`` of different lengths.
     """
+    segs, dels = Path(tmp) / SEGMENTS_DIR, Path(tmp) / "deletes"
+    if segs.is_dir() and len(list(segs.iterdir())) == 1 and not (dels.is_dir() and any(dels.iterdir())):
+        (Path(tmp) / TERMS_FILE).unlink(missing_ok=True)
+        return
     vocab = vocab.combine_chunks() if isinstance(vocab, pa.ChunkedArray) else vocab
     vocab = vocab.cast(pa.large_string())
     df = np.asarray(df, np.int64)

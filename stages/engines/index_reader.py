@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines import segments
@@ -230,6 +231,9 @@ def _global_terms(path: Path, meta: dict, segs: list) -> segments.MergedTerms:
     them and the segments agree with them (every live term found, the df summed equal), else the union of
     the segments' terms (:func:`segments.merge_terms`)."""
     kept = read_commit_terms(path, meta)
+    if kept is None and len(segs) == 1:  # one segment: its own vocabulary is the commit's
+        s = segs[0]
+        kept = s.terms.cast(pa.large_string()), s.df
     if kept is None:
         return segments.merge_terms(segs)
     vocab, df_kept = kept

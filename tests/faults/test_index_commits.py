@@ -206,10 +206,15 @@ def _assert_terms_are_the_live_merge(ix):
     from cutext.stages.engines import segments
 
     meta = json.loads((ix / "index.json").read_text())
-    assert commits.TERMS_FILE in meta["files"]
     folders, deletes = commits.commit_segments(ix, meta)
     mt = segments.merge_terms(segments.segment_heads(folders, deletes, ids=False))
-    kept = commits.read_commit_terms(ix, meta)
+    if len(folders) == 1 and not len(deletes[0]):  # one segment: its own vocabulary, one copy on disk
+        assert commits.TERMS_FILE not in meta["files"] and not (ix / commits.TERMS_FILE).exists()
+        kept = segments.read_segment(folders[0], postings=False)
+        kept = kept.terms.cast(pa.large_string()), kept.df
+    else:
+        assert commits.TERMS_FILE in meta["files"]
+        kept = commits.read_commit_terms(ix, meta)
     assert kept is not None
     terms, df = kept
     assert terms.type == pa.large_string() and terms.equals(mt.vocab)
@@ -247,8 +252,9 @@ def test_an_appends_commit_from_the_kept_vocabulary_equals_a_recount_of_every_se
     ids = [str(x) for x in first[3::50] + second[7::40]]
     taken = _recorded_append_stats(monkeypatch)
     fast = _living_sequence(tmp_path / "fast", parts, ids)
-    # the appends and the compaction (a merge changes no statistic: the kept ones stand), not the deletion
-    assert taken == [True, False, True, True, True]
+    # the later appends and the compaction (a merge changes no statistic: the kept ones stand); not the first
+    # append (a build of one segment keeps no terms.arrow: the segment's vocabulary is the commit's) nor the delete
+    assert taken == [False, False, True, True, True]
     _assert_terms_are_the_live_merge(tmp_path / "fast")
 
     taken.clear()
@@ -294,7 +300,7 @@ def test_every_commit_of_a_bm25f_index_keeps_its_vocabulary_and_an_append_counts
             pipelines.run("bm25", f, out=ix, append=True, id_column="_id", backend="cpu", scheduler="sync",
                           progress=False)
         states[name] = _commit_state(ix)
-    assert taken == [True, True, False, False]
+    assert taken == [False, True, False, False]  # the first append recounts its one-segment build (no terms.arrow)
     assert states["fast"] == states["full"]
     monkeypatch.undo()
     _assert_terms_are_the_live_merge(tmp_path / "fast")
@@ -313,7 +319,8 @@ def test_an_index_without_a_usable_vocabulary_file_appends_by_a_recount_and_keep
     from cutext.stages.runtime import checksums
 
     ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
-    f = ix / commits.TERMS_FILE
+    ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False, merge_policy="none")
+    f = ix / commits.TERMS_FILE  # two segments: the commit keeps its vocabulary
     if old == "missing":
         f.unlink()
         checksums.seal(ix, "index.json")  # as an index of an earlier version: nothing unlisted, nothing missing
@@ -325,14 +332,15 @@ def test_an_index_without_a_usable_vocabulary_file_appends_by_a_recount_and_keep
         f.write_bytes(bytes(raw))
     assert commits.read_commit_terms(ix, json.loads((ix / "index.json").read_text())) is None
     taken = _recorded_append_stats(monkeypatch)
-    r = ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
-    assert r.counts["n_docs"] == 2000 and taken == [False]
+    r = ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False, merge_policy="none")
+    n = sum(len(parts[k].read_text().splitlines()) for k in "abc")
+    assert r.counts["n_docs"] == n and taken == [False]
     _assert_terms_are_the_live_merge(ix)
     BM25Index.load(ix)  # verified: the new commit's terms.arrow is sealed in its manifest
-    ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
+    ops.append_index(parts["a"], ix, backend="cpu", scheduler="sync", progress=False, on_duplicate="keep")
     assert taken == [False, True]
     _assert_terms_are_the_live_merge(ix)
-    n = sum(len(parts[k].read_text().splitlines()) for k in "abc")
+    n += len(parts["a"].read_text().splitlines())
     assert BM25Index.load(ix).n_docs == n == json.loads((ix / "index.json").read_text())["N"]
 
 
