@@ -25,6 +25,7 @@ import os
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -382,23 +383,29 @@ def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
     vocab, df = kept
     df = df.copy()
     n_docs, sum_dl, empty = oc["n_docs"], oc["n_tokens"], oc["n_empty_docs"]
+    todo = []
     for n, b, a in zip(names, before, deletes):
         gone = np.setdiff1d(np.asarray(a, np.int64), b)
-        if not len(gone):
-            continue
         if len(np.setdiff1d(b, a)):  # a deletion never brings a document back
             return None
-        seg = read_segment(Path(index) / SEGMENTS_DIR / n, verify=False, ids=False)
+        if len(gone):
+            todo.append((Path(index) / SEGMENTS_DIR / n, gone))
+
+    def correction(job):  # a segment's terms held by the documents deleted now, and how many of them
+        folder, gone = job
+        seg = read_segment(folder, verify=False, ids=False)
         mask = np.zeros(seg.n_docs, bool)
         mask[gone] = True
         hit = np.flatnonzero(mask[seg.doc])  # the postings of the documents deleted now
         local, corr = np.unique(np.searchsorted(seg.offsets, hit, side="right") - 1, return_counts=True)
-        g = sorted_term_ids(vocab, seg.terms.take(pa.array(local)))
-        if len(g) and int(g.min()) == 0:
-            return None
-        df[g - 1] -= corr  # within a segment a term occurs once
-        lens = seg.lengths[gone]
-        n_docs, sum_dl, empty = n_docs - len(gone), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())
+        return sorted_term_ids(vocab, seg.terms.take(pa.array(local))), corr, seg.lengths[gone]
+
+    with ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
+        for g, corr, lens in pool.map(correction, todo):
+            if len(g) and int(g.min()) == 0:
+                return None
+            df[g - 1] -= corr  # within a segment a term occurs once
+            n_docs, sum_dl, empty = n_docs - len(lens), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())
     if len(df) and int(df.min()) < 0:
         return None
     held = df > 0
@@ -592,8 +599,13 @@ def _found_in_segments(index: Path, old: dict, names: list, wanted: pa.Array) ->
     local docs with them, and the documents they delete (the segments' source ids read)."""
     found = np.zeros(len(wanted), bool)
     new_deletes, removed = [], 0
-    for n, d in zip(names, read_deletes(index, old, names)):
-        ids = read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False).source_ids.cast(pa.string())
+
+    def ids_of(n):
+        return read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False).source_ids.cast(pa.string())
+
+    with ThreadPoolExecutor(max(1, min(len(names), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
+        all_ids = list(pool.map(ids_of, names))
+    for ids, d in zip(all_ids, read_deletes(index, old, names)):
         hit = pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False)
         hit[d] = False  # deleted before: not there any more
         found[pc.index_in(ids.filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
