@@ -171,7 +171,7 @@ class IndexReader:
         spec = meta.get("deletes") or {}
         keys = [(n, spec.get(n)) for n in names]
         if verify and reuse:  # the files this reader reads: new segments and deletions, the vocabulary
-            _verify_some(path, meta, {k for k in keys if k not in reuse})
+            _verify_some(path, meta, {k for k in keys if k not in reuse}, set(by_name))
         todo = [i for i, k in enumerate(keys) if k not in reuse]
         readers = [reuse.get(k) for k in keys]
         with ThreadPoolExecutor(_threads(len(todo))) as pool:
@@ -205,15 +205,16 @@ def _manifest_bytes(path: Path) -> bytes:
         return b""
 
 
-def _verify_some(path: Path, meta: dict, keys: set) -> None:
+def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
     """:func:`checksums.verify` of the files of the segments and deletions ``keys`` and of ``terms.arrow``
-    only (the reused segments' files were verified when first read; they are immutable)."""
+    only: of a segment in ``held`` (read before; its files are immutable) only the deletion file."""
     files = meta.get("files")
     if not isinstance(files, dict):
         raise art.ArtifactError(f"{path / 'index.json'}: records no file checksums; load it with verify=False")
     wanted = {TERMS_FILE}
     for name, dfile in keys:
-        wanted.update(k for k in files if k.startswith(f"{SEGMENTS_DIR}/{name}/"))
+        if name not in held:
+            wanted.update(k for k in files if k.startswith(f"{SEGMENTS_DIR}/{name}/"))
         if dfile:
             wanted.add(f"deletes/{dfile}")
     subset = dict(meta, files={k: v for k, v in files.items() if k in wanted})
