@@ -148,6 +148,17 @@ def _tf_part(f, norm, kind, k1, delta):  # pragma: no cover - numba
     return (k1 + 1.0) * f / (k1 * norm + f) + delta
 
 
+def _weight_setup(who: str, variant: str, avgdl: float, minus) -> tuple:
+    """(variant code, float32 minus or a dummy, whether to subtract) of the weight kernels, the variant and
+    avgdl checked (ValueError naming ``who``)."""
+    if variant not in WEIGHT_VARIANTS:
+        raise ValueError(f"{who}: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
+    if not avgdl > 0:
+        raise ValueError(f"{who}: avgdl must be > 0, got {avgdl}")
+    use = minus is not None
+    return WEIGHT_VARIANTS[variant], np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32), use
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _place_weighted(start, offsets, ids, doc, tf, lengths, base, idf, minus, use_minus, avgdl, kind, k1, b, delta,
                     doc_out, data_out):  # pragma: no cover - numba
@@ -199,10 +210,7 @@ def place_weighted_runs(start, offsets, ids, doc, tf, lengths, base: int, idf, a
     ValueError
         An unknown variant, ``avgdl <= 0`` or mismatched shapes.
     """
-    if variant not in WEIGHT_VARIANTS:
-        raise ValueError(f"place_weighted_runs: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
-    if not avgdl > 0:
-        raise ValueError(f"place_weighted_runs: avgdl must be > 0, got {avgdl}")
+    kind, m, use = _weight_setup("place_weighted_runs", variant, avgdl, minus)
     start = np.ascontiguousarray(start, np.int64)
     offsets = np.ascontiguousarray(offsets, np.int64)
     if offsets.shape != (len(start) + 1,) or len(ids) != len(start) or len(doc) != len(tf) \
@@ -211,10 +219,8 @@ def place_weighted_runs(start, offsets, ids, doc, tf, lengths, base: int, idf, a
                          f"doc {len(doc)}, tf {len(tf)}")
     if len(start) == 0:
         return
-    use = minus is not None
-    m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
     _place_weighted(start, offsets, np.ascontiguousarray(ids), doc, tf, lengths, doc_out.dtype.type(base),
-                    np.ascontiguousarray(idf, np.float64), m, use, float(avgdl), WEIGHT_VARIANTS[variant], float(k1),
+                    np.ascontiguousarray(idf, np.float64), m, use, float(avgdl), kind, float(k1),
                     float(b), float(delta), doc_out, data_out)
 
 
@@ -263,17 +269,12 @@ def csr_weights(indptr, doc, tf, lengths, idf, avgdl: float, variant: str, k1: f
     ValueError
         An unknown variant, ``avgdl <= 0``, or arrays of mismatched shapes.
     """
-    if variant not in WEIGHT_VARIANTS:
-        raise ValueError(f"csr_weights: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
-    if not avgdl > 0:
-        raise ValueError(f"csr_weights: avgdl must be > 0, got {avgdl}")
+    kind, m, use = _weight_setup("csr_weights", variant, avgdl, minus)
     indptr = np.ascontiguousarray(indptr, np.int64)
     idf = np.ascontiguousarray(idf, np.float64)
     if len(idf) != len(indptr) - 1 or len(doc) != len(tf) or (len(indptr) and indptr[-1] != len(doc)):
         raise ValueError(f"csr_weights: indptr {indptr.shape}, idf {idf.shape}, doc {len(doc)}, tf {len(tf)}")
-    use = minus is not None
-    m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
     out = np.empty(len(doc), np.float32)
-    _csr_weights(indptr, doc, tf, lengths, idf, m, use, float(avgdl), WEIGHT_VARIANTS[variant], float(k1), float(b),
+    _csr_weights(indptr, doc, tf, lengths, idf, m, use, float(avgdl), kind, float(k1), float(b),
                  float(delta), out)
     return out
