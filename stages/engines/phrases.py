@@ -34,7 +34,8 @@ from cutext.stages.engines.segments import (
     run_starts,
 )
 
-__all__ = ["MAX_SLOP", "Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message"]
+__all__ = ["MAX_SLOP", "Phrase", "parse_query", "parse_queries", "PhraseIndex", "match_phrase", "no_positions_message",
+           "read_live_positions"]
 
 
 def no_positions_message(path) -> str:
@@ -139,19 +140,31 @@ class PhraseIndex:
         index's load does (:func:`cutext.stages.engines.segments.merge_segments`)."""
         segs, pos = [], []
         for f, d in zip(folders, deletes):
-            seg = read_segment(f, verify=False)
-            p = read_positions(f, seg.tf)
-            d = np.unique(np.asarray(d, np.int64))
-            if len(d):
-                live = np.ones(seg.n_docs, bool)
-                live[d] = False
-                p = live_positions(p, seg.tf, live[seg.doc])
-                seg = live_segment(seg, d)
-            segs.append(seg)
+            seg, p = read_live_positions(f, d)
+            segs.append(live_segment(seg, d))
             pos.append(p)
         merged = merge_segments(segs)
         positions = merge_positions(segs, pos, merged)
         return cls(merged.indptr, merged.doc, run_starts(merged.tf.astype(np.int64)), positions)
+
+
+def read_live_positions(folder, deleted) -> tuple:
+    """A segment read whole and the term positions of its live postings (``deleted``: local doc numbers),
+    in the order :func:`cutext.stages.engines.segments.live_segment` keeps its postings.
+
+    Returns
+    -------
+    (Segment, numpy int32 array)
+        The segment as written (deletions not applied) and the positions of its live postings.
+    """
+    seg = read_segment(folder, verify=False)
+    p = read_positions(folder, seg.tf)
+    d = np.unique(np.asarray(deleted, np.int64))
+    if len(d):
+        live = np.ones(seg.n_docs, bool)
+        live[d] = False
+        p = live_positions(p, seg.tf, live[seg.doc])
+    return seg, p
 
 
 def match_phrase(index: PhraseIndex, term_ids: np.ndarray, offsets: np.ndarray, slop: int) -> np.ndarray:

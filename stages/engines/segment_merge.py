@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from cutext.stages.engines.phrases import read_live_positions
 from cutext.stages.engines.segments import (
-    live_positions,
     live_segment,
     merge_positions,
     merge_segments,
-    read_positions,
     read_segment,
     read_segment_columns,
     read_segment_texts,
@@ -84,16 +83,7 @@ def live_run(folders: list, deletes: list, positions: bool = False) -> dict:
 def _merged_positions(folders: list, deletes: list, segs: list, merged) -> np.ndarray:
     """The term positions of merged postings: each segment's live postings' positions
     (:func:`cutext.stages.engines.segments.read_positions`), moved as :func:`merge_segments` moved the postings."""
-    pos = []
-    for f, d in zip(folders, deletes):
-        full = read_segment(f, verify=False)
-        p = read_positions(f, full.tf)
-        d = np.unique(np.asarray(d, np.int64))
-        if len(d):
-            live = np.ones(full.n_docs, bool)
-            live[d] = False
-            p = live_positions(p, full.tf, live[full.doc])
-        pos.append(p)
+    pos = [read_live_positions(f, d)[1] for f, d in zip(folders, deletes)]
     return merge_positions(segs, pos, merged)
 
 
