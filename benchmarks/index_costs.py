@@ -16,7 +16,7 @@ installed in its own virtual environment) in a subprocess, so that both rows com
 machine.  Prints a table; ``--json`` writes the rows.
 
     python benchmarks/index_costs.py --work /tmp/index-costs --baseline /path/to/old/.venv/bin/python \\
-        --json benchmarks/results/index-costs-cpu.json
+        --json benchmarks/results/index_costs-cpu-2core-<date>.json
 """
 from __future__ import annotations
 
