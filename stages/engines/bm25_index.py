@@ -67,6 +67,28 @@ QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
 
 
+def _settings(meta: dict, mf: Path) -> tuple:
+    """``(N, avgdl, variant, k1, delta)`` of an index manifest, its tokenizer and norms checked too.
+
+    Raises
+    ------
+    ArtifactError
+        A field out of range or of the wrong type (the file named).
+    """
+    N = art.field_int(meta, "N", mf, lo=0)
+    avgdl = art.field_float(meta, "avgdl", mf, lo=0)
+    try:
+        TokenizerConfig.from_dict(art.field_dict(meta, "tokenizer", mf))
+        variant = meta.get("variant", "lucene")
+        delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
+        k1 = float(meta.get("k1", 0.9))
+        if bm25_stage.check_norms(meta.get("norms", "exact"), variant) != "exact" and meta.get("index_format") != 2:
+            raise ValueError("norms='lucene' is kept by segmented indexes (index_format 2) only")
+    except (TypeError, ValueError, KeyError) as exc:
+        raise art.ArtifactError(f"{mf}: {exc}") from None
+    return N, avgdl, variant, k1, delta
+
+
 class BM25Index(StoredFields):
     """A BM25 index loaded for search.
 
@@ -214,17 +236,7 @@ class BM25Index(StoredFields):
     def _open(cls, path: Path, backend, client, verify: bool) -> "BM25Index":
         meta = read_index_manifest(path, verify=verify)  # every field checked
         mf = path / "index.json"
-        N = art.field_int(meta, "N", mf, lo=0)
-        avgdl = art.field_float(meta, "avgdl", mf, lo=0)
-        try:
-            TokenizerConfig.from_dict(art.field_dict(meta, "tokenizer", mf))
-            variant = meta.get("variant", "lucene")
-            delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
-            k1 = float(meta.get("k1", 0.9))
-            if bm25_stage.check_norms(meta.get("norms", "exact"), variant) != "exact" and meta.get("index_format") != 2:
-                raise ValueError("norms='lucene' is kept by segmented indexes (index_format 2) only")
-        except (TypeError, ValueError, KeyError) as exc:
-            raise art.ArtifactError(f"{mf}: {exc}") from None
+        N, avgdl, variant, k1, delta = _settings(meta, mf)
         if client is None or isinstance(client, _Devices):
             be = resolve_backend(backend, needs=ARRAY_STACK)
         else:
@@ -471,8 +483,7 @@ class BM25Index(StoredFields):
         """
         backend, client, verify, devices = getattr(self, "_load_args", (self.backend, self._client, True, None))
         if self._reader is None or client is not None or devices is not None:
-            raw = (self.path / "index.json").read_bytes() if (self.path / "index.json").exists() else b""
-            if self._reader is not None and raw == self._reader.raw:
+            if self._reader is not None and index_commits.manifest_bytes(self.path) == self._reader.raw:
                 return self
             fresh = type(self).load(self.path, backend=backend, client=client, verify=verify, devices=devices)
             return fresh if fresh.meta != self.meta else self
@@ -486,17 +497,9 @@ class BM25Index(StoredFields):
     @classmethod
     def _from_reader(cls, reader: IndexReader, backend) -> "BM25Index":
         """The index of a segmented commit's reader (its manifest's settings checked as :meth:`load` does)."""
-        meta, mf = reader.meta, reader.path / "index.json"
-        N = art.field_int(meta, "N", mf, lo=0)
-        avgdl = art.field_float(meta, "avgdl", mf, lo=0)
-        try:
-            variant = meta.get("variant", "lucene")
-            delta = bm25_stage.check_params(variant, meta.get("k1", 0.9), meta.get("b", 0.4), meta.get("delta"))
-            k1 = float(meta.get("k1", 0.9))
-        except (TypeError, ValueError, KeyError) as exc:
-            raise art.ArtifactError(f"{mf}: {exc}") from None
+        N, avgdl, variant, k1, delta = _settings(reader.meta, reader.path / "index.json")
         be = resolve_backend(backend, needs=ARRAY_STACK)
-        return cls._load_segments(reader.path, meta, N, avgdl, variant, k1, delta, be, None, reader=reader)
+        return cls._load_segments(reader.path, reader.meta, N, avgdl, variant, k1, delta, be, None, reader=reader)
 
     def _reload(self) -> None:
         fresh = self.refresh()

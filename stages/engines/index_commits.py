@@ -123,20 +123,14 @@ def read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
         The index was committed while it was being read.
     """
     index = Path(index)
-    try:
-        raw = (index / "index.json").read_bytes()
-    except FileNotFoundError:
-        raw = b""
+    raw = manifest_bytes(index)
     old = read_index_manifest(index, verify=False)  # every field checked: a writer trusts them
     if json.loads(raw or b"null") != old:
         raise OutputBusyError(f"{index} was committed by another writer while this run read it; nothing was "
                               "written (run it again)")
 
     def expect(out: Path) -> None:
-        try:
-            now = (Path(out) / "index.json").read_bytes()
-        except FileNotFoundError:
-            now = b""
+        now = manifest_bytes(out)
         if now != raw:
             raise OutputBusyError(f"{index} was changed by another writer (generation {old.get('generation', 0)}"
                                   f" -> {_generation(now)}) while this run worked on it; this run wrote "
@@ -146,7 +140,7 @@ def read_commit(index: Path) -> tuple[dict, Callable[[Path], None]]:
 
 def _generation(raw: bytes):
     try:
-        return json.loads(raw).get("generation", 0)
+        return json.loads(raw or b"null").get("generation", 0)
     except (ValueError, AttributeError):
         return "unreadable"
 
@@ -356,6 +350,13 @@ def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list,
     return heads, (n_docs, sum_dl, terms, df)
 
 
+def _terms_of(seg, docs: np.ndarray) -> tuple:
+    """The local terms that the documents ``docs`` (a bool mask over ``seg``'s documents) hold, and in how many
+    of them each: the df those documents add (int arrays, local term order)."""
+    postings = np.flatnonzero(docs[seg.doc])
+    return np.unique(np.searchsorted(seg.offsets, postings, side="right") - 1, return_counts=True)
+
+
 def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
     """The statistics of a deletion's commit from the earlier commit's kept vocabulary and counts, corrected by
     the postings of the newly deleted documents only (each segment with new deletions reads its postings
@@ -396,8 +397,7 @@ def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
         seg = read_segment(folder, verify=False, ids=False)
         mask = np.zeros(seg.n_docs, bool)
         mask[gone] = True
-        hit = np.flatnonzero(mask[seg.doc])  # the postings of the documents deleted now
-        local, corr = np.unique(np.searchsorted(seg.offsets, hit, side="right") - 1, return_counts=True)
+        local, corr = _terms_of(seg, mask)
         return sorted_term_ids(vocab, seg.terms.take(pa.array(local))), corr, seg.lengths[gone]
 
     with ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
@@ -490,13 +490,13 @@ def _busy_if_committed(fn):
     that commit, not from damage, and is raised as :class:`OutputBusyError` naming the index, chained to it."""
     @functools.wraps(fn)
     def writer(index, *args, **kwargs):
-        before = _manifest_bytes(index)
+        before = manifest_bytes(index)
         try:
             return fn(index, *args, **kwargs)
         except OutputBusyError:
             raise
         except Exception as exc:
-            if before is not None and _manifest_bytes(index) != before:
+            if before is not None and manifest_bytes(index) != before:
                 raise OutputBusyError(f"{index} was committed by another writer while this run read it "
                                       f"({type(exc).__name__}: {exc}); nothing was written (run it again on the "
                                       "new commit)"[:600]) from exc
@@ -504,7 +504,9 @@ def _busy_if_committed(fn):
     return writer
 
 
-def _manifest_bytes(index) -> bytes | None:
+def manifest_bytes(index) -> bytes | None:
+    """The bytes of ``index/index.json`` (None when it cannot be read): what a writer or reader compares to
+    find another writer's commit."""
     try:
         return (Path(index) / "index.json").read_bytes()
     except OSError:
@@ -528,8 +530,7 @@ def _reader_deletion(reader, old: dict, wanted: pa.Array):
         found[pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
         removed += int(hit.sum())
         new_deletes.append(np.union1d(r.deleted, r.live_docs[hit]).astype(np.int64))
-        postings = np.flatnonzero(hit[seg.doc])  # the postings of the documents deleted now
-        local, corr = np.unique(np.searchsorted(seg.offsets, postings, side="right") - 1, return_counts=True)
+        local, corr = _terms_of(seg, hit)
         df[g[local]] -= corr
         lens = seg.lengths[hit]
         n_docs, sum_dl, empty = n_docs - int(hit.sum()), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())
@@ -599,15 +600,9 @@ def _found_in_segments(index: Path, old: dict, names: list, wanted: pa.Array) ->
     local docs with them, and the documents they delete (the segments' source ids read)."""
     found = np.zeros(len(wanted), bool)
     new_deletes, removed = [], 0
-
-    def ids_of(n):
-        return read_segment(index / SEGMENTS_DIR / n, verify=False, postings=False).source_ids.cast(pa.string())
-
-    with ThreadPoolExecutor(max(1, min(len(names), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
-        all_ids = list(pool.map(ids_of, names))
-    for ids, d in zip(all_ids, read_deletes(index, old, names)):
-        hit = pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False)
-        hit[d] = False  # deleted before: not there any more
+    deletes = read_deletes(index, old, names)
+    for ids, d in zip(segment_source_ids([index / SEGMENTS_DIR / n for n in names], deletes), deletes):
+        hit = pc.is_in(ids, value_set=wanted).fill_null(False).to_numpy(zero_copy_only=False)  # deleted: null
         found[pc.index_in(ids.filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
         removed += int(hit.sum())
         new_deletes.append(np.union1d(d, np.flatnonzero(hit)).astype(np.int64))

@@ -15,7 +15,9 @@ writer's ``on_duplicate`` choice (:data:`ON_DUPLICATE`), as Lucene's ``IndexWrit
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -88,15 +90,17 @@ def segment_source_ids(folders, deletes=None) -> list:
         Each segment's deleted local doc numbers.
     """
     deletes = deletes if deletes is not None else [np.zeros(0, np.int64)] * len(folders)
-    out = []
-    for f, d in zip(folders, deletes):
+
+    def one(f, d):
         ids = read_segment(Path(f), verify=False, postings=False).source_ids.cast(pa.string())
         if len(d):
             live = np.ones(len(ids), bool)
             live[np.asarray(d, np.int64)] = False
             ids = pc.if_else(pa.array(live), ids, pa.nulls(len(ids), pa.string()))
-        out.append(ids)
-    return out
+        return ids
+
+    with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
+        return list(pool.map(one, folders, deletes))
 
 
 def _named(ids: list) -> str:

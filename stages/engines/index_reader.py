@@ -29,7 +29,13 @@ import pyarrow as pa
 
 from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines import segments
-from cutext.stages.engines.index_commits import SEGMENTS_DIR, TERMS_FILE, commit_segments, read_commit_terms
+from cutext.stages.engines.index_commits import (
+    SEGMENTS_DIR,
+    TERMS_FILE,
+    commit_segments,
+    manifest_bytes,
+    read_commit_terms,
+)
 from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime import checksums
@@ -147,14 +153,14 @@ class IndexReader:
         """
         path = Path(path)
         for _ in range(_RETRIES):  # another writer's commit swapped in while reading: read the new one
-            raw = _manifest_bytes(path)
+            raw = manifest_bytes(path)
             try:
                 reader = cls._open(path, raw, verify, previous)
             except (art.ArtifactError, FileNotFoundError):
-                if _manifest_bytes(path) == raw:
+                if manifest_bytes(path) == raw:
                     raise
                 continue
-            if _manifest_bytes(path) == raw:
+            if manifest_bytes(path) == raw:
                 return reader
         raise OutputBusyError(f"{path}: committed to {_RETRIES} times while this reader read it; open it again")
 
@@ -190,19 +196,12 @@ class IndexReader:
         ArtifactNotFoundError, ArtifactError
             As :meth:`open`.
         """
-        if _manifest_bytes(self.path) == self.raw:
+        if manifest_bytes(self.path) == self.raw:
             return self
         return type(self).open(self.path, verify=verify, previous=self)
 
 
 _RETRIES = 5
-
-
-def _manifest_bytes(path: Path) -> bytes:
-    try:
-        return (path / "index.json").read_bytes()
-    except FileNotFoundError:
-        return b""
 
 
 def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
