@@ -36,11 +36,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import itertools
-import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,117 +45,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cutext.kernels.backend import BACKENDS, gpu_stack_installed, to_cudf, to_host
+from cutext.kernels.backend import gpu_stack_installed, to_cudf
 from cutext.pipelines._cli import Command, print_result
+from cutext.pipelines._ngram_pieces import (  # noqa: F401  # the pieces' helpers stay reachable here
+    _frame_texts,
+    _load_model,
+    _n_rows,
+    _on_stream,
+    _read_for,
+    _score_piece_device,
+    _score_slice,
+    _slice_bounds,
+    _slice_texts,
+    _worker_address,
+)
+from cutext.pipelines._ngram_shares import (  # noqa: F401  # the shares' helpers stay reachable here
+    _COUNT_FAILED,
+    _byte_range_piece,
+    _contiguous_shares,
+    _gather_pinned,
+    _Offsets,
+    _piece_weight,
+    _publish_rows,
+    _slices_per_piece,
+    _summed_rows,
+    _Totals,
+)
+from cutext.pipelines._ngram_write import _EncodedParquetWriter, _score_stdin
 from cutext.pipelines._result import RunResult
 from cutext.pipelines._run import PipelineRun
 from cutext.stages.engines.ngram_model import SCORE_COLUMNS, NGramModel
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.files import plan, read_piece
+from cutext.stages.readers.files import plan
 from cutext.stages.readers.frames import input_label, is_frame
 from cutext.stages.readers.source import open_corpus
 from cutext.stages.runtime.checksums import open_checksummed
 from cutext.stages.runtime.compute import StepClock, device_pool, host_share, share_threads
-from cutext.stages.runtime.params import choice, flag, param
-from cutext.stages.runtime.progress import released_check, stop_tasks, task_released
-from cutext.stages.text.ngram_text import TextBuffers, count_lines_rows, lines_rows_counted, read_lines_buffers
-
-
-def _read_texts(piece, fs):
-    """One piece of the corpus as ``(source_id, text)`` host arrays (the reader of
-    :mod:`cutext.stages.readers.files`)."""
-
-    df = read_piece(piece, fs)
-    src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
-    texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
-    return pa.table({"source_id": src, "text": texts})
-
-
-def _frame_texts(df):
-    """A partition of a frame corpus (``source_id``, ``text``; pandas or cudf) as the host table of
-    :func:`_read_texts`."""
-    df = to_host(df)
-    src = pa.array(df["source_id"], pa.large_string(), from_pandas=True)
-    texts = pa.array(df["text"], pa.large_string(), from_pandas=True).fill_null("")
-    return pa.table({"source_id": src, "text": texts})
-
-
-def _read_for(lm, piece, fs):
-    """A piece read for ``lm``: on a GPU model, a lines piece goes straight to device buffers
-    (:func:`cutext.stages.text.ngram_text.read_lines_buffers`), anything else through the reader."""
-    if lm.backend == "gpu":
-        buf = read_lines_buffers(piece, fs, device=True)
-        if buf is not None:
-            return buf
-    return _read_texts(piece, fs)
-
-
-def _n_rows(texts) -> int:
-    return texts.num_rows if isinstance(texts, pa.Table) else len(texts)
-
-
-def _slice_bounds(n_rows: int, k: int, m: int) -> tuple[int, int]:
-    """Rows ``[a, b)`` of slice ``k`` of ``m`` of a piece of ``n_rows`` rows (contiguous, in order, covering
-    the piece; a slice may be empty when the piece has fewer rows than slices)."""
-    return n_rows * k // m, n_rows * (k + 1) // m
-
-
-def _slice_texts(texts, a: int, b: int):
-    """Documents ``a:b`` of a read piece (a host table, or the text buffers of a lines piece), without a copy."""
-    if (a, b) == (0, _n_rows(texts)):
-        return texts
-    if isinstance(texts, pa.Table):
-        return texts.slice(a, b - a)
-    return TextBuffers(texts.chars, texts.offsets[a:b + 1])
-
-
-def _score_slice(lm, table, a: int, b: int, sentence: str, bos: bool, eos: bool):
-    """Score documents ``a:b`` of a piece on the host: a host table of the per-document columns, and the
-    address of the worker that scored it ("local" outside a worker)."""
-    part = _slice_texts(table, a, b)
-    if not isinstance(part, pa.Table):  # TextBuffers of a lines piece: numbered source ids
-        cols = lm.score_documents(part, sentence, bos, eos)
-        out = {"source_id": pa.nulls(b - a, pa.large_string())}
-    else:
-        cols = lm.score_documents(part["text"].combine_chunks(), sentence, bos, eos)
-        out = {"source_id": part["source_id"].combine_chunks()}
-    for name, dtype in SCORE_COLUMNS:
-        out[name] = pa.array(to_host(cols[name]).astype(dtype))
-    return pa.table(out), _worker_address()
-
-
-def _worker_address() -> str:
-    """The address of the dask worker running this code, ``"local"`` outside a worker."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return "local"
-
-
-def _score_piece_device(lm, texts, sentence: str, bos: bool, eos: bool):
-    """Score a whole piece on a GPU model and keep the per-document columns on the device: a cudf
-    frame of :data:`SCORE_COLUMNS` (and ``source_id`` when the piece was read as a host table), for
-    :class:`_ScoresWriter` with ``device=True``."""
-    import cudf
-    import cupy
-
-    if isinstance(texts, pa.Table):
-        cols = lm.score_documents(texts["text"].combine_chunks(), sentence, bos, eos)
-        src = {"source_id": cudf.Series.from_arrow(texts["source_id"].combine_chunks())}
-    else:
-        cols = lm.score_documents(texts, sentence, bos, eos)
-        src = {}
-    stream = cupy.cuda.get_current_stream()
-    if stream.ptr:  # scored on a stream of its own (:func:`_score_here`): complete before cudf takes the columns
-        stream.synchronize()
-    # nan_as_null=False: a NaN perplexity stays NaN (a null would also give the column a mask, and
-    # cudf's writer then records a nullable pandas dtype, Float64, in the file's metadata)
-    out = {name: cudf.Series(cupy.asarray(cols[name]).astype(dtype, copy=False), nan_as_null=False)
-           for name, dtype in SCORE_COLUMNS}
-    return cudf.DataFrame({**src, **out})
-
+from cutext.stages.runtime.params import flag, param
+from cutext.stages.runtime.progress import released_check, stop_tasks
+from cutext.stages.text.ngram_text import count_lines_rows, lines_rows_counted
 
 # bytes a piece for a GPU model: a piece costs ~12 ms besides its bytes (launches, syncs, a writer call), so
 # 7.75 GB of text took 3.96 s in process at 64 MiB pieces and 2.90 s at 256 MiB (one H200,
@@ -176,51 +101,6 @@ SCORES = "scores.parquet"
 def _part_path(folder, k: int) -> Path:
     """Part ``k`` of the scores folder: the parts sort by name in corpus order."""
     return Path(folder) / f"part-{k:05d}.parquet"
-
-
-def _piece_weight(piece, fs) -> int:
-    """Bytes of a piece (its byte range, else its files), to cut the corpus into shares of about equal work;
-    1 for a frame's partition (no files).  A size the file system cannot give only skews the cut."""
-    if fs is None:
-        return 1
-    if piece.end is not None:
-        return max(0, int(piece.end) - int(piece.start))
-    try:
-        return max(0, sum(int(fs.size(p) or 0) for p in piece.paths) - int(piece.start))
-    except (OSError, TypeError, ValueError):
-        return 1
-
-
-def _contiguous_shares(weights, n: int) -> list:
-    """``min(n, N)`` contiguous, non-empty ranges ``(a, b)`` of the items ``0..N-1``, in order, of about equal
-    weight: each cut is the item boundary nearest to its share ``k / n`` of the total weight (+1 an item, so
-    that empty items count), moved where needed so that every range keeps at least one item."""
-    N = len(weights)
-    n = max(1, min(n, N))
-    ends = np.concatenate([[0.0], np.cumsum(np.asarray(weights, np.float64) + 1.0)])
-    cuts = [0]
-    for k in range(1, n):
-        j = int(np.argmin(np.abs(ends - ends[-1] * k / n)))
-        cuts.append(min(max(j, cuts[-1] + 1), N - (n - k)))
-    cuts.append(N)
-    return list(itertools.pairwise(cuts))
-
-
-def _slices_per_piece(weights, n: int) -> list:
-    """Into how many row slices each of fewer pieces than ``n`` workers is cut: ``n`` slices in all, at least
-    one a piece, each further one to the piece of the most bytes a slice."""
-    m = [1] * len(weights)
-    for _ in range(n - len(weights)):
-        i = max(range(len(weights)), key=lambda j: (weights[j] + 1) / m[j])
-        m[i] += 1
-    return m
-
-
-def _byte_range_piece(piece) -> bool:
-    """Whether ``piece`` is a byte range of one uncompressed ``lines`` / ``jsonl`` file (as the plan cuts
-    them at ``blocksize``): cut anywhere, its reader moves each cut to a line end."""
-    return (piece.format in ("lines", "jsonl") and piece.compression is None and piece.archive is None
-            and len(piece.paths) == 1)
 
 
 def _split_bytes(piece, size: int, cuts) -> list:
@@ -314,106 +194,6 @@ def _share_rows(entries, fs, name: str | None = None) -> dict:
     return out
 
 
-# the key of a published row count that failed (a row count's keys are file indexes)
-_COUNT_FAILED = "failed"
-# seconds between two looks, while a share waits for the row counts before it, at whether its run still wants it
-_WAIT_POLL = 0.5
-
-
-def _publish_rows(name: str, rows: dict, client=None) -> None:
-    """Publish a row count (or a failure, ``{_COUNT_FAILED: why}``) as the dask ``Variable`` ``name``, then set
-    the ``Event`` ``name`` (:class:`_Offsets`)."""
-    from distributed import Event, Variable
-
-    Variable(name, client=client).set(rows)
-    Event(name, client=client).set()
-
-
-def _summed_rows(before) -> tuple[int, dict]:
-    """``(first doc_id, {file_index: rows before})`` from the row counts of the shares before one."""
-    doc0, rows0 = 0, {}
-    for rows in before:
-        for f, n in rows.items():
-            rows0[f] = rows0.get(f, 0) + n
-            doc0 += n
-    return doc0, rows0
-
-
-@dataclass(frozen=True)
-class _Offsets:
-    """Where a share starts, from the row counts of the shares before it, published by their
-    :func:`_share_rows` tasks under ``names`` (a dask ``Variable`` and ``Event`` each), so that the share's
-    task does not wait for them to start: it scores while they count.  :meth:`ready` asks without waiting;
-    :meth:`get` waits with the task's thread seceded from the worker's pool, so a count queued on the same
-    worker runs meanwhile.  (Futures of the counts cannot be handed to the task without the scheduler
-    holding the task until they finish.)"""
-
-    names: tuple
-
-    def ready(self) -> bool:
-        from distributed import Event
-
-        return all(Event(n).is_set() for n in self.names)
-
-    def get(self) -> tuple[int, dict]:
-        """Wait for the counts and sum them (:func:`_summed_rows`).
-
-        Raises
-        ------
-        RuntimeError
-            A count failed (the message gives its error), or the run stopped while this share waited (its
-            task was released: a count's worker left, or the caller failed or left).
-        """
-        from distributed import Event, Variable, rejoin, secede
-        from distributed.utils import TimeoutError as DaskTimeout  # asyncio's, not the builtin, on Python 3.10
-
-        def stopped():
-            return RuntimeError("the run stopped while this share of the corpus waited for the row counts of the "
-                                "shares before it; nothing of it is kept")
-
-        got = []
-        seceded = not self.ready()
-        if seceded:
-            secede()
-        try:
-            for n in self.names:
-                while not Event(n).wait(timeout=_WAIT_POLL):
-                    if task_released():
-                        raise stopped()
-                while True:
-                    try:
-                        got.append(Variable(n).get(timeout=_WAIT_POLL))
-                        break
-                    except (TimeoutError, DaskTimeout):
-                        if task_released():
-                            raise stopped() from None
-        finally:
-            if seceded:
-                rejoin()
-        failed = [rows[_COUNT_FAILED] for rows in got if _COUNT_FAILED in rows]
-        if failed:
-            raise RuntimeError(f"the row count of a share of the corpus before this one failed ({failed[0]}); "
-                               "this share is not written")
-        return _summed_rows(got)
-
-    def stop(self, client) -> None:
-        """Wake the shares that wait for a count that will not come (the run failed): each count not yet
-        published is published as failed."""
-        from distributed import Event
-
-        for n in self.names:
-            if not Event(n, client=client).is_set():
-                _publish_rows(n, {_COUNT_FAILED: "the run stopped before it was counted"}, client=client)
-
-    def release(self, client) -> None:
-        """Drop the published counts from ``client``'s scheduler (the caller, once the run is over)."""
-        from distributed import Event, Variable
-
-        for n in self.names:
-            Variable(n, client=client).delete()
-            Event(n, client=client).clear()
-
-
 def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos: bool, sharing: int = 1) -> dict:
     """Worker side of a Client run: read, score and write one share of the corpus into the part file
     ``path``, as a run in one process does (:func:`_score_here`: the next item is read while this one is
@@ -480,16 +260,6 @@ def _score_share(lm, fs, items, before, path: str, sentence: str, bos: bool, eos
             "part": Path(path).name if sink.writer is not None else None, "checksum": sink.checksum,
             "where": _worker_address(),
             "timings": {"read": t_read, "score": t1 - t0 - t_read, "write": time.perf_counter() - t1}}
-
-
-@dataclass
-class _Totals:
-    """The corpus totals of a Client run (those :class:`_ScoresWriter` keeps in one process)."""
-
-    n_docs: int
-    totals: dict
-    sum_log10: float
-    empty: int
 
 
 def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence, bos, eos, bar, wrote):
@@ -623,40 +393,6 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
     return totals, sum(len(share) for share in shares), sorted({r["where"] for r in results}), timings
 
 
-def _gather_pinned(client, futures, workers, on_done=None) -> list:
-    """The results of tasks pinned to ``workers``, in order; ``on_done(k)`` when task ``k`` has finished.
-
-    A task pinned to a worker that left the cluster would wait for it for ever: that is an error here.
-
-    Raises
-    ------
-    RuntimeError
-        One of ``workers`` left before its task finished.
-    Exception
-        The first error of a task.
-    """
-    from distributed import wait
-
-    index = {f.key: k for k, f in enumerate(futures)}
-    pending = list(futures)
-    while pending:
-        try:
-            done, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
-        except TimeoutError:
-            gone = sorted(set(workers) - set(client.scheduler_info().get("workers", {})))
-            if gone:
-                raise RuntimeError(f"worker {gone[0]} left the cluster during the run; the share of the corpus "
-                                   "pinned to it cannot finish (run again on the workers present)") from None
-            continue
-        pending = list(pending)
-        for f in done:
-            if f.status == "error":
-                f.result()  # raises the task's error
-            if on_done is not None:
-                on_done(index[f.key])
-    return client.gather(futures)
-
-
 def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "line", bos: bool = True,
                  eos: bool = True, format="auto", text_column=None, id_column=None, blocksize=None,
                  encoding="utf-8", storage_options=None, glob=None, max_ratio=DEFAULT_MAX_RATIO,
@@ -787,25 +523,6 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
                       headline={"perplexity": ppl_all})  # 10 ** (-sum log10 p / tokens) over the corpus
 
 
-def _load_model(model, backend: str) -> NGramModel:
-    """``model`` itself when it is a loaded :class:`NGramModel`, else the ARPA file it names, loaded.
-
-    Raises
-    ------
-    ValueError
-        ``backend`` not one of ``"auto"``, ``"cpu"``, ``"gpu"``, or, with a loaded model, other than
-        ``"auto"`` and the model's own (its trie is where it was loaded).
-    """
-    backend = choice("backend", backend, BACKENDS)
-    if isinstance(model, NGramModel):
-        if backend not in ("auto", model.backend):  # the trie stays where it was loaded
-            raise ValueError(f"{param('backend', backend)} but the loaded model is on the {model.backend.upper()} "
-                             f"(NGramModel.load(..., backend={backend!r}) puts it there); drop "
-                             f"{param('backend', bare=True)} or load the model with it")
-        return model
-    return NGramModel.load(model, backend=backend)
-
-
 def _corpus_readers(lm: NGramModel, path, **read_kw):
     """The corpus' pieces and how to read one, in this process or on a worker.
 
@@ -903,15 +620,6 @@ def _score(run: PipelineRun, tmp: Path, lm: NGramModel, pieces, fs, read_local, 
 DEVICE_STREAMS = True
 
 
-def _on_stream(stream, fn, *args):
-    """``fn(*args)`` with ``stream`` current in this thread, the stream synchronized before it returns (its
-    results complete for work on any other stream)."""
-    with stream:
-        out = fn(*args)
-        stream.synchronize()
-    return out
-
-
 def _score_here(lm: NGramModel, items, read, sink, on_device: bool, sentence: str, bos: bool, eos: bool,
                 bar) -> float:
     """Score ``items`` one after the other in this process (the whole corpus, or a worker's share), each
@@ -964,63 +672,6 @@ HOST_SCORE_ENCODINGS: dict = {"doc_id": "DELTA_BINARY_PACKED"}
 # costs ~10 ms; 100 M queries end to end on an H200: 295 M q/s at a piece a write, 338 at 1 M rows, 389 at
 # 2 M, 357 at 4 M, where the last write no longer overlaps scoring)
 DEVICE_ROWS_PER_WRITE = 1 << 21
-
-
-class _EncodedParquetWriter:
-    """pylibcudf's chunked Parquet writer of cudf frames with the given encoding for each named column
-    (``{"doc_id": "DELTA_BINARY_PACKED", ...}``, names of ``pylibcudf.io.types.ColumnEncoding``); the
-    interface of cudf's ``ParquetWriter`` (``write_table``, ``close``), which takes no encodings. Every
-    column is nullable, as in cudf's chunked writer; no pandas metadata, as from pyarrow's writer on the host.
-
-    Raises
-    ------
-    ValueError
-        An encoding libcudf does not name, an option other than ``compression`` and ``statistics``, or a
-        column of ``encodings`` not in ``columns``.
-    """
-
-    def __init__(self, sink, columns: list, encodings: dict, compression: str | None = "snappy",
-                 statistics: str = "ROWGROUP", **unknown):
-        if unknown:
-            raise ValueError(f"options of cudf's ParquetWriter not taken with column encodings: {sorted(unknown)}")
-        if set(encodings) - set(columns):
-            raise ValueError(f"encodings for columns not written: {sorted(set(encodings) - set(columns))}")
-        import pylibcudf as plc
-
-        kinds = plc.io.types.ColumnEncoding
-        bad = [e for e in encodings.values() if not hasattr(kinds, str(e))]
-        if bad:
-            raise ValueError(f"Parquet encodings libcudf does not name: {bad}")
-        self._plc = plc
-        self._sink = plc.io.SinkInfo([sink])
-        self._columns = list(columns)
-        self._encodings = dict(encodings)
-        self._compression = getattr(plc.io.types.CompressionType, str(compression or "none").upper())
-        self._statistics = getattr(plc.io.types.StatisticsFreq, f"STATISTICS_{statistics.upper()}")
-        self._writer = None
-
-    def _table(self, frame):
-        if list(frame.columns) != self._columns:
-            raise ValueError(f"columns {list(frame.columns)} after {self._columns}")
-        return self._plc.Table([frame[c]._column.plc_column for c in self._columns])
-
-    def write_table(self, frame) -> None:
-        plc = self._plc
-        table = self._table(frame)
-        if self._writer is None:
-            meta = plc.io.types.TableInputMetadata(table)
-            for i, name in enumerate(self._columns):
-                meta.column_metadata[i].set_name(name)
-                if name in self._encodings:
-                    meta.column_metadata[i].set_encoding(getattr(plc.io.types.ColumnEncoding, self._encodings[name]))
-            options = (plc.io.parquet.ChunkedParquetWriterOptions.builder(self._sink).metadata(meta)
-                       .compression(self._compression).stats_level(self._statistics).build())
-            self._writer = plc.io.parquet.ChunkedParquetWriter.from_options(options)
-        self._writer.write(table)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close([])
 
 
 class _ScoresWriter:
@@ -1217,37 +868,6 @@ class _ScoresWriter:
 
 
 # ----------------------------------------------------------------------------- command line
-
-def _score_stdin(kw: dict, batch_lines: int) -> int:
-    """Score standard input line by line: ``log10_prob<TAB>tokens<TAB>oov<TAB>perplexity`` a line on standard
-    output, the totals on standard error."""
-    lm = NGramModel.load(kw["model"], backend=kw.get("backend", "auto"))
-    bos, eos = kw.get("bos", True), kw.get("eos", True)
-    out = sys.stdout
-    total_lp, total_tok = 0.0, 0
-
-    def flush(lines):
-        nonlocal total_lp, total_tok
-        sc = lm.score(lines, bos=bos, eos=eos)
-        oov = sc.oov_counts()
-        for lp, nt, no in zip(sc.log10_prob, sc.tokens, oov):
-            ppl = 10.0 ** (-lp / nt) if nt else float("nan")
-            out.write(f"{lp:.6f}\t{int(nt)}\t{int(no)}\t{ppl:.4f}\n")
-        total_lp += float(sc.log10_prob.sum())
-        total_tok += int(sc.tokens.sum())
-
-    batch = []
-    for line in sys.stdin:
-        batch.append(line.rstrip("\n"))
-        if len(batch) >= batch_lines:
-            flush(batch)
-            out.flush()
-            batch = []
-    if batch:
-        flush(batch)
-    ppl = 10.0 ** (-total_lp / total_tok) if total_tok else float("nan")
-    print(f"total log10_prob={total_lp:.6f} tokens={total_tok} perplexity={ppl:.4f}", file=sys.stderr)
-    return 0
 
 
 def _cli_main(args, kw) -> int:
