@@ -27,67 +27,81 @@ Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
-from dask.delayed import Delayed
 
-from cutext.kernels.backend import array_module, is_gpu
+from cutext.pipelines._bm25_args import (  # noqa: F401 (moved names stay importable from here)
+    _BUILD_DEFAULTS,
+    _TOKENIZER_DEFAULTS,
+    _check_append_settings,
+    _field_spec,
+    _keep_columns_arg,
+    _no_kept_columns_in_place,
+    _tokenizer_kw,
+)
+from cutext.pipelines._bm25_workers import (  # noqa: F401 (moved names stay importable from here)
+    _build_parts_on_workers,
+    _df_to_send,
+    _piece_bytes,
+    _rows_of,
+    _shares,
+    _summed_counts,
+    _worker_units,
+    _WorkerStages,
+    tokenize_partition_segment,
+)
+from cutext.pipelines._bm25_write import (  # noqa: F401 (moved names stay importable from here)
+    DOCUMENTS_PER_FILE,
+    GPU_COMPRESSION,
+    GPU_DOCUMENTS_ENCODING,
+    GPU_POSTINGS_ENCODING,
+    GPU_WRITE_WORKERS,
+    ID_FORMATS,
+    _add_positions,
+    _dedupe,
+    _documents,
+    _documents_partition,
+    _drop_dl,
+    _IndexInput,
+    _parts_tasks,
+    _postings,
+    _spilled_range,
+    _term_major_spilled,
+    _weights,
+    _write_files_cpu,
+    _write_files_gpu,
+    _write_index,
+    _write_segments,
+    _write_vocabulary,
+)
 from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
 from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec, shard_ranges
+from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
-from cutext.stages.engines.index_ids import check_on_duplicate, duplicate_deletes
+from cutext.stages.engines.index_ids import check_on_duplicate
 from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
-from cutext.stages.engines.segments import (
-    add_positions,
-    field_segment,
-    segment_heads,
-    write_partition_segment,
-    write_segment,
-    write_text_segment,
-)
+from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.files import document_numberer
-from cutext.stages.readers.frames import InTask, input_label, partition_inputs, spread_source
+from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
-from cutext.stages.runtime.compute import (
-    StepClock,
-    cluster_workers,
-    compute_context,
-    compute_fanned_out,
-    gpu_spill_budget,
-    host_share,
-    input_bytes,
-    on_worker,
-    share_threads,
-    shared_key,
-)
+from cutext.stages.runtime.compute import compute_context, gpu_spill_budget, host_share, share_threads
 from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.runtime.params import choice, flag, param
 from cutext.stages.runtime.progress import gather as progress_gather
-from cutext.stages.runtime.progress import is_terminal, released_check
-from cutext.stages.runtime.progress import wait as progress_wait
+from cutext.stages.runtime.progress import is_terminal
 from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.text import public as stage_api
 from cutext.stages.text.frontend import build_corpus
-from cutext.stages.text.partitions import COUNT_COLUMNS, SPILL_COUNTS, _doc_table, _to_like, load_spilled, spill_dir
-from cutext.stages.text.sort import term_divisions, term_major
 from cutext.stages.text.tokenize import TokenizerConfig
 
 # the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
@@ -99,129 +113,9 @@ POSTINGS_PER_FILE = 8_000_000
 # (4.76 -> 3.27 s) while the RMM peak stays under 3x the input (2.82x; 256 MiB partitions: 3.5x).
 GPU_BLOCKSIZE = 128 << 20
 GPU_POSTINGS_PER_FILE = 16_000_000
-DOCUMENTS_PER_FILE = 4_000_000
-# The GPU writes the index files with cudf's writer straight to their paths, the sorted integer
-# columns DELTA_BINARY_PACKED (an encoding of the Parquet format; the index's columns and types are
-# unchanged, and pyarrow, the index loader, reads it). On 14.7 M postings of the 2 GB index on an H200
-# (benchmarks/micro/postings_writer.py): 122 -> 74 ms a file and 89 -> 47 MB; the plain int64
-# doc_id column alone was 82 ms of the write.
-GPU_POSTINGS_ENCODING = {"term_id": "DELTA_BINARY_PACKED", "doc_id": "DELTA_BINARY_PACKED"}
-GPU_DOCUMENTS_ENCODING = {"doc_id": "DELTA_BINARY_PACKED"}
-GPU_COMPRESSION = "snappy"
-# Index files in flight in an in-process GPU build (threads): one file's Parquet encoding and copy
-# to the host overlap the next term range's weights and sort.
-GPU_WRITE_WORKERS = 2
 INDEX_FORMATS = (1, 2)
 # the corpus front end's stage names -> this index's timing names
 _TIMING_NAMES = {"count": "sort+count"}
-
-
-def _documents_partition(df, lengths: np.ndarray):
-    """A documents partition of the index: ``(doc_id, source_id, length, replaced)`` from the document
-    table's partition and the token count of every document (``lengths``, index = doc id)."""
-    ids = df["doc_id"].values
-    xp = array_module(ids)
-    lo, hi = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
-    if hi - lo == len(ids):  # a read partition's ids are a range: copy only its lengths (not all N)
-        part_lengths = xp.asarray(lengths[lo:hi]).astype(np.int32)
-    else:
-        part_lengths = xp.asarray(lengths)[ids].astype(np.int32)
-    out = df[["doc_id", "source_id", "replaced"]].copy()
-    out["length"] = part_lengths
-    return out[["doc_id", "source_id", "length", "replaced"]]
-
-
-def _drop_dl(df):
-    return df[["term_id", "doc_id", "tf", "weight"]]
-
-
-def _write_part_gpu(df, path: str, column_encoding: dict) -> int:
-    """One index file from a cudf partition, encoded by cudf (``GPU_COMPRESSION``) into host memory and
-    written to ``path`` through the page cache; returns its rows.
-
-    cudf writing the path itself leaves the file's pages out of the page cache, so sealing the
-    index read them back from the disk (0.32 s of a 2 GB build on an H100, 0.05 s from the cache)."""
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False, compression=GPU_COMPRESSION, column_encoding=column_encoding)
-    with open(path, "wb") as fh:
-        fh.write(buf.getbuffer())
-    return len(df)
-
-
-def _parts_tasks(frames, folder: Path, column_encoding: dict, workers: list[str] | None = None) -> list:
-    """Delayed writes of cudf partitions as ``folder/part.NNNNN.parquet`` (the file names of dask's
-    ``to_parquet`` with the index's ``name_function``), one file a partition.
-
-    ``frames``: a collection, or a list of delayed partitions; with ``workers`` (a list's partitions
-    made under :func:`cutext.stages.runtime.compute.on_worker`, e.g. the term ranges of
-    :class:`cutext.stages.text.public.BM25Postings`), partition ``i``'s write goes preferably to worker
-    ``i`` mod the workers, beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    parts = frames if isinstance(frames, list) else frames.to_delayed()
-    tasks = []
-    for i, p in enumerate(parts):
-        with on_worker(i, workers):
-            tasks.append(dask.delayed(_write_part_gpu)(p, str(folder / f"part.{i:05d}.parquet"), column_encoding))
-    return tasks
-
-
-def _spilled_range(folders, lo: int, hi: int, last: bool, weight_fn, like=None):
-    """One term range of the postings from spilled counts partitions (an external merge pass).
-
-    Each partition's ``term_id`` file is memory-mapped and binary-searched, so only the rows of
-    ``[lo, hi)`` (``<= hi`` if ``last``) are read.  The partitions hold increasing doc-id ranges and
-    each is sorted by (term_id, doc_id), so a stable sort by term of their concatenation is the
-    (term_id, doc_id) order: the rows and order of :func:`_term_range` on the same slices.
-    A frame of ``like``'s library (pandas by default; cudf: the range is weighted on the device).
-    """
-
-    pieces = {k: [] for k in COUNT_COLUMNS}
-    for f in folders:
-        a = load_spilled(f, COUNT_COLUMNS, mmap=True)
-        t = a["term_id"]
-        s_ = int(np.searchsorted(t, lo, side="left"))
-        e = int(np.searchsorted(t, hi, side="right" if last else "left"))
-        if e > s_:
-            for k in COUNT_COLUMNS:
-                pieces[k].append(np.array(a[k][s_:e]))
-        del a, t
-    cols = {k: (np.concatenate(v) if v else np.zeros(0, np.int64 if k == "doc_id" else np.int32))
-            for k, v in pieces.items()}
-    del pieces
-    order = np.argsort(cols["term_id"], kind="stable")
-    cols = {k: cols.pop(k)[order] for k in COUNT_COLUMNS}
-    del order
-    df = pd.DataFrame(cols) if like is None else type(like)(_to_like(cols, like))
-    del cols
-    return _drop_dl(weight_fn(df))
-
-
-def _term_major_spilled(folders, df_t: np.ndarray, nparts: int, weight_fn, counts, like=None):
-    """:func:`cutext.stages.text.public._term_ranges` over counts partitions spilled to ``folders`` (a task per
-    term range reads its slice of every partition's files; nothing of the corpus is held in memory);
-    the ranges are frames of ``like``'s library.  Returns ``(postings, workers)``: a collection and
-    None, or for cudf, when there are several ranges, the delayed ranges and the workers they are
-    spread over (range ``i`` on worker ``i`` mod ``workers``, :func:`cutext.stages.runtime.compute.on_worker`;
-    None in-process)."""
-    import dask
-    import dask.dataframe as dd
-
-
-    divisions = term_divisions(df_t, nparts)
-    if len(divisions) < 2 or divisions[0] == divisions[-1]:
-        weighted = counts.map_partitions(weight_fn, meta=bm25_stage.weights_meta(counts._meta))
-        weighted = weighted.map_partitions(_drop_dl, meta=_drop_dl(bm25_stage.weights_meta(counts._meta)))
-        return term_major(weighted, df_t, nparts), None
-    workers = cluster_workers()
-    out = []
-    for i in range(len(divisions) - 1):
-        with on_worker(i, workers):
-            out.append(dask.delayed(_spilled_range)(folders, divisions[i], divisions[i + 1], i == len(divisions) - 2,
-                                                    weight_fn, like))
-    if like is not None and is_gpu(like):
-        return out, workers  # the GPU writes each range's delayed frame, beside it (see BM25Postings.ranges)
-    m = _drop_dl(bm25_stage.weights_meta(counts._meta))
-    return dd.from_delayed(out, meta=m, verify_meta=False), None
 
 
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
@@ -526,145 +420,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                                 "postings": counts["n_postings"]})
 
 
-_BUILD_DEFAULTS = {"variant": "lucene", "k1": 1.2, "b": 0.75, "delta": None, "index_format": 2, "overwrite": True,
-                   "store_text": False, "keep_columns": None, "positions": False, "norms": "exact"}
-_TOKENIZER_DEFAULTS = (True, None, None, 1, None, None)
-
-
-ID_FORMATS = ("jsonl", "parquet", "csv", "frame")  # inputs whose source ids come from a column (may repeat)
-
-
-def _dedupe(tmp: Path, layout: dict, index_format: int, on_duplicate: str, where: str, counts: dict,
-            avgdl: float) -> float:
-    """``on_duplicate`` applied to a one-shot build's documents (:func:`commit_stage.dedupe_build`); the avgdl
-    of the live documents.  A format-1 index is checked for repeated ids only (``"replace"`` is refused)."""
-    if index_format == 1:
-        if on_duplicate == "error":
-            ids = pq.read_table(tmp / "documents", columns=["source_id"]).column("source_id").cast(pa.string())
-            duplicate_deletes([], [ids.combine_chunks()], "error", where)
-        return avgdl
-    changed = commit_stage.dedupe_build(tmp, layout["segments"], on_duplicate, where, counts)
-    if changed is None:
-        return avgdl
-    layout["deletes"] = changed["deletes"]
-    return changed["avgdl"]
-
-
-def _add_positions(tmp: Path, names: list, tok_cfg, store_text: bool) -> int:
-    """Add term positions to the segments ``names`` written (with their texts) into ``tmp``, a thread a
-    segment (:func:`cutext.stages.engines.segments.add_positions`; pyarrow and numpy release the GIL); the
-    texts are removed again unless ``store_text``.  Returns the bytes of the positions files."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    folders = [Path(tmp) / SEGMENTS_DIR / n for n in names]
-    with ThreadPoolExecutor(max(1, min(len(folders), os.cpu_count() or 1))) as pool:
-        return int(sum(pool.map(lambda f: add_positions(f, tok_cfg, store_text), folders)))
-
-
-def _keep_columns_arg(keep_columns) -> list | None:
-    """``keep_columns=`` as a list of distinct names (a str alone is one), None for none.
-
-    Raises
-    ------
-    ValueError
-        Not a str or a list of distinct non-empty str.
-    """
-    if keep_columns is None:
-        return None
-    cols = [keep_columns] if isinstance(keep_columns, str) else keep_columns
-    if (not isinstance(cols, (list, tuple)) or not all(isinstance(c, str) and c for c in cols)
-            or len(set(cols)) != len(cols)):
-        raise ValueError(f"{param('keep_columns', bare=True)} must be a column name or a list of distinct column "
-                         f"names, got {keep_columns!r}")
-    return list(cols) or None
-
-
-def _no_kept_columns_in_place(keep_columns, path) -> None:
-    """Refuse ``keep_columns`` on the route that writes a segment where each partition is (a Client and a frame
-    or a single file unit): that route reads no column but the text yet."""
-    if keep_columns:
-        raise ValueError(f"{input_label(path)}: {param('keep_columns', bare=True)} with a client needs a file input "
-                         "of several files or blocks (a frame or a single unit is written a segment a partition, "
-                         "which keeps no column yet); build without the client, or from files")
-
-
-def _check_append_settings(out, *, tokenizer, fields=None, text_column=None, **given) -> None:
-    """``build_index(append=True)`` takes the index's own settings: one given here that is not the default and
-    differs from the index's is refused (it would be ignored otherwise); so are BM25F ``fields`` (``(names,
-    weights, bs)``) or text columns other than a BM25F index's, and BM25F settings for a one-field index."""
-    old, _ = segmented_commit(Path(out), "appending")
-    have_fields = bm25f_spec(old, Path(out) / "index.json")
-    if fields is not None and have_fields is None:
-        raise ValueError(f"{param('append', True)}: the index {out} joins its text columns into one field; "
-                         f"{param('field_weights', bare=True)} and {param('field_b', bare=True)} apply to an index "
-                         "built with them (BM25F): leave them out, or build a new index")
-    if fields is not None and fields != have_fields:
-        raise ValueError(f"{param('append', True)}: the index {out} scores the fields {list(have_fields[0])} with "
-                         f"weights {list(have_fields[1])} and b {list(have_fields[2])}; the fields given here are "
-                         f"{list(fields[0])} with weights {list(fields[1])} and b {list(fields[2])}: leave "
-                         f"{param('field_weights', bare=True)} and {param('field_b', bare=True)} out")
-    cols = [text_column] if isinstance(text_column, str) else text_column
-    if have_fields is not None and cols is not None and list(cols) != list(have_fields[0]):
-        raise ValueError(f"{param('append', True)}: the index {out} scores the text columns {list(have_fields[0])} "
-                         f"as BM25F fields; {param('text_column', bare=True)}={text_column!r} differs (leave it out "
-                         "to read the index's columns)")
-    bad = [k for k, v in given.items() if v != _BUILD_DEFAULTS[k] and v != old.get(k, _BUILD_DEFAULTS[k])]
-    if "overwrite" in bad or "index_format" in bad:
-        bad = [k for k in bad if k in ("overwrite", "index_format")]
-        raise ValueError(f"{param('append', True)} adds segments to {out}: "
-                         f"{', '.join(param(k, bare=True) for k in bad)} do not apply (an append writes a "
-                         "new commit of the segmented index)")
-    have = dict(old, **TokenizerConfig.from_dict(old["tokenizer"]).to_dict())
-    names = ("lowercase", "stopwords", "stemmer", "min_len", "max_len", "analyzer")
-    for name, v, d in zip(names, tokenizer, _TOKENIZER_DEFAULTS):
-        if v != d and TokenizerConfig.make(**{name: v}).to_dict().get(name) != have.get(name):
-            bad.append(name)
-    if bad:
-        raise ValueError(f"{param('append', True)} uses the settings of the index {out}; "
-                         f"{', '.join(param(k, bare=True) for k in bad)} differ from them "
-                         f"(the index has {', '.join(f'{k}={have.get(k)!r}' for k in bad)}): leave them out")
-
-
-def _tokenizer_kw(tok_cfg: TokenizerConfig) -> dict:
-    """The keywords of :func:`build_index` that make ``tok_cfg``."""
-    d = tok_cfg.to_dict()
-    return {k: d[k] for k in ("lowercase", "stopwords", "stemmer", "min_len", "max_len")}
-
-
-def _field_spec(text_column, field_weights, field_b, b) -> tuple | None:
-    """BM25F's ``(fields, weights, bs)`` (tuples in the order of ``text_column``; a field left out of
-    ``field_weights`` weighs 1, one left out of ``field_b`` takes ``b``), or None when neither is given (a
-    list ``text_column`` is then joined into one text).
-
-    Raises
-    ------
-    ValueError
-        ``field_weights`` / ``field_b`` that are not dicts, no ``text_column``, a repeated column, a key that
-        is not a text column (named, with the columns), a weight < 0 or all 0, a b outside [0, 1].
-    """
-    if field_weights is None and field_b is None:
-        return None
-    for name, given in (("field_weights", field_weights), ("field_b", field_b)):
-        if given is not None and not isinstance(given, dict):
-            raise ValueError(f"{param(name, bare=True)} must be a dict {{text column: number}}, got {given!r}")
-    if text_column is None:
-        raise ValueError(f"{param('field_weights', bare=True)} / {param('field_b', bare=True)} score the columns of "
-                         f"{param('text_column', bare=True)} as BM25F fields: name them "
-                         f"({param('text_column', ['title', 'body'])})")
-    cols = [text_column] if isinstance(text_column, str) else list(text_column)
-    if not cols or not all(isinstance(c, str) for c in cols) or len(set(cols)) != len(cols):
-        raise ValueError(f"BM25F fields: {param('text_column', bare=True)} must be distinct column names, got "
-                         f"{text_column!r}")
-    for name, given in (("field_weights", field_weights), ("field_b", field_b)):
-        unknown = [k for k in (given or {}) if k not in cols]
-        if unknown:
-            raise ValueError(f"{param(name, bare=True)} names {', '.join(map(repr, unknown))}, which is not a text "
-                             f"column; the text columns ({param('text_column', bare=True)}) are {cols}")
-    ws, bs = bm25_stage.check_field_params(cols, [(field_weights or {}).get(c, 1.0) for c in cols],
-                                           [(field_b or {}).get(c, b) for c in cols])
-    return tuple(cols), ws, bs
-
-
 def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: TokenizerConfig, run_kw: dict,
                     first: int = 0) -> tuple[list[str], int, RunResult]:
     """The BM25F segments of an input in ``tmp/segments``: a one-field segmented index of each field built
@@ -904,47 +659,6 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                                 "postings": counts["n_postings"]})
 
 
-@dataclass
-class _IndexInput:
-    """The front end's outputs that the index is weighted and written from.
-
-    Attributes
-    ----------
-    docs : dask DataFrame
-        The document table (doc_id, source_id, replaced), a row per document.
-    vocab : pyarrow.Array of str (n_terms,)
-        Term id ``i + 1`` is ``vocab[i]``.
-    counts : dask DataFrame
-        (term_id, doc_id, tf, dl), a row per distinct (document, term).
-    df_t : ndarray (n_terms + 1,) int64
-        Documents per term id (id 0: the unknown terms).
-    lengths : ndarray (n_docs,) int64
-        Tokens per document.
-    n_docs, n_terms : int
-    pieces : list
-        The read partitions.
-    n_tokens, n_postings : int
-    texts : dask DataFrame or None
-        The read partitions (``source_id, text, replaced``), a partition per partition of ``docs``: read
-        again only by a writer that stores the texts.
-    source : CorpusSource or None
-        The corpus as read (its pieces or frame partitions): a writer that keeps columns reads them from it.
-    """
-
-    docs: object
-    vocab: object
-    counts: object
-    df_t: np.ndarray
-    lengths: np.ndarray
-    n_docs: int
-    n_terms: int
-    pieces: list
-    n_tokens: int
-    n_postings: int
-    texts: object = None
-    source: object = None
-
-
 def _open_source(path, be: str, blocksize, **read_kw):
     """``(src, reopen)``: the corpus opened with ``blocksize`` (None: the backend's default partitions,
     ``GPU_BLOCKSIZE`` or ``DEFAULT_BLOCKSIZE``), and ``reopen(blocksize=...)`` to open it again with other
@@ -1002,187 +716,6 @@ def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, pat
                        source)
 
 
-def _weights(idx: _IndexInput, variant, k1, b, delta, per_file: int):
-    """The public bm25 stage (:func:`cutext.stages.text.public.bm25`) on the front end's counts, in term
-    ranges of about ``per_file`` postings."""
-    counts, df_t, lengths, n_docs, n_terms = idx.counts, idx.df_t, idx.lengths, idx.n_docs, idx.n_terms
-    n_postings = idx.n_postings
-    return stage_api.bm25(stage_api.Counts(counts, df_t, lengths, n_docs, n_terms), variant=variant,
-                          k1=k1, b=b, delta=delta,
-                          n_partitions=max(1, -(-n_postings // per_file)))
-
-
-def _postings(idx: _IndexInput, weights, *, variant, k1, b, delta, spill, per_file: int, be: str):
-    """The weighted postings to write, ``(postings, range_workers)``: a collection (or the GPU's delayed
-    term ranges) and the workers its ranges were made on (None: anywhere)."""
-    counts, df_t, n_postings = idx.counts, idx.df_t, idx.n_postings
-    avgdl, idf_t = weights.avgdl, weights.idf
-    if spill is not None:  # an external merge of the spilled counts, a term range a task
-        weight_fn = bm25_stage.WeightPartition(idf_t, avgdl, variant, k1, b, delta)
-        nparts = max(1, -(-n_postings // per_file))
-        folders = [spill_dir(spill, SPILL_COUNTS, i) for i in range(counts.npartitions)]
-        postings, range_workers = _term_major_spilled(folders, df_t, nparts, weight_fn, counts,
-                                                      counts._meta)
-    elif weights.ranges is not None and be == "gpu":  # the ranges' own delayed objects keep their workers
-        postings, range_workers = weights.ranges, weights.range_workers
-    else:
-        postings, range_workers = weights.postings, None
-    return postings, range_workers
-
-
-def _documents(idx: _IndexInput, info):
-    """The documents table to write, at most one file per ``DOCUMENTS_PER_FILE`` documents."""
-    docs, lengths, n_docs = idx.docs, idx.lengths, idx.n_docs
-    # the lengths (8 bytes a document) as one key, on every worker before any documents file
-    documents = docs.map_partitions(_documents_partition, shared_key(lengths, info.client),
-                                    meta=_documents_partition(docs._meta, np.zeros(0, np.int64)))
-    n_files = max(1, -(-n_docs // DOCUMENTS_PER_FILE))
-    if documents.npartitions > n_files:  # a file per read partition costs ~28 ms each on the GPU
-        documents = documents.repartition(npartitions=n_files)
-    return documents
-
-
-def _write_vocabulary(path: Path, idx: _IndexInput, weights) -> None:
-    """``vocab.parquet``: term_id, term, df, idf, w0 of the term ids 1..n_terms."""
-    n_terms, vocab, df_t = idx.n_terms, idx.vocab, idx.df_t
-    idf_t, w0 = weights.idf, weights.w0
-    vt = pa.table({"term_id": pa.array(np.arange(1, n_terms + 1, dtype=np.int32)),
-                   "term": vocab,
-                   "df": pa.array(df_t[1:]),
-                   "idf": pa.array(idf_t[1:]),
-                   "w0": pa.array(w0[1:].astype(np.float32))})
-    pq.write_table(vt, path)
-
-
-def _write_files_gpu(tmp: Path, postings, range_workers, documents, docs, info, vocabulary, clock) -> int:
-    """Write the postings, documents and (``vocabulary()``) vocabulary files on the GPU; returns the
-    replaced-bytes total."""
-    # cudf writes each term range and document file straight to its path, with the
-    # delta encoding of the sorted ids (GPU_POSTINGS_ENCODING), while a host thread
-    # writes the vocabulary. In-process: GPU_WRITE_WORKERS files in flight.
-    import concurrent.futures
-
-    tasks = (_parts_tasks(postings, tmp / "postings", GPU_POSTINGS_ENCODING, range_workers)
-             + _parts_tasks(documents, tmp / "documents", GPU_DOCUMENTS_ENCODING))
-    overlap = info.client is None and info.scheduler == "sync"
-    with concurrent.futures.ThreadPoolExecutor(1) as side:
-        vocab_written = side.submit(vocabulary)
-        in_flight = (dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS)
-                     if overlap else contextlib.nullcontext())
-        with in_flight:
-            # the replaced-bytes total with the writes (one round trip less on a cluster)
-            replaced = int(compute_fanned_out(tasks + [docs["replaced"].sum()], info, "bm25 index files",
-                                              GPU_WRITE_WORKERS if overlap else 1)[-1])
-        clock("write: postings + documents (weight + sort + parquet)")
-        vocab_written.result()
-    return replaced
-
-
-def _write_files_cpu(tmp: Path, postings, documents, docs, vocabulary, clock) -> int:
-    """Write the postings, documents and vocabulary files with dask's writer; returns the
-    replaced-bytes total."""
-    postings.to_parquet(str(tmp / "postings"), write_index=False, write_metadata_file=False,
-                        name_function=lambda i: f"part.{i:05d}.parquet")
-    clock("write: postings (weight + sort + parquet)")
-    documents.to_parquet(str(tmp / "documents"), write_index=False, write_metadata_file=False,
-                         name_function=lambda i: f"part.{i:05d}.parquet")
-    clock("write: documents")
-    vocabulary()
-    return int(docs["replaced"].sum().compute())
-
-
-def _write_index(tmp: Path, idx: _IndexInput, weights, *, variant, k1, b, delta, spill, per_file: int,
-                 info) -> int:
-    """The weight+write stage: weight the postings, write ``postings/``, ``documents/`` and
-    ``vocab.parquet`` into ``tmp``, remove the spill directory; returns the replaced-bytes total."""
-    be = info.backend
-    clock = StepClock(np)
-    postings, range_workers = _postings(idx, weights, variant=variant, k1=k1, b=b, delta=delta, spill=spill,
-                                        per_file=per_file, be=be)
-    documents = _documents(idx, info)
-    vocabulary = functools.partial(_write_vocabulary, tmp / "vocab.parquet", idx, weights)
-    if be == "gpu":
-        replaced = _write_files_gpu(tmp, postings, range_workers, documents, idx.docs, info, vocabulary, clock)
-    else:
-        replaced = _write_files_cpu(tmp, postings, documents, idx.docs, vocabulary, clock)
-    if spill is not None:
-        shutil.rmtree(spill, ignore_errors=True)
-    clock("write: replaced + vocabulary")
-    return replaced
-
-
-def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
-                    store_text: bool = False, keep_columns=None) -> tuple[int, list[str]]:
-    """The write stage of a segmented index: one segment a partition of the count stage, each written
-    where its counts are (:func:`cutext.stages.engines.segments.write_partition_segment`), with
-    ``store_text`` the partition's texts read again beside them (cudf text reaches the host through
-    Arrow) and with ``keep_columns`` those columns of the partition read from the input
-    (:func:`cutext.stages.readers.source.kept_columns`); returns the replaced-bytes total and the segment
-    names in document order."""
-    folder = tmp / SEGMENTS_DIR
-    folder.mkdir(exist_ok=True)
-    names = [f"seg-{first + i:05d}" for i in range(idx.counts.npartitions)]
-    vocab = shared_key(idx.vocab)  # the one O(V) input of every writer, one key of the graph
-    texts = [None] * len(names)
-    if store_text:
-        if idx.texts is None or idx.texts.npartitions != len(names):
-            raise RuntimeError(f"store_text: {len(names)} count partitions but "
-                               f"{getattr(idx.texts, 'npartitions', 0)} read partitions")
-        texts = idx.texts.to_delayed()
-    kept = [None] * len(names)
-    if keep_columns:
-        kept = kept_columns(idx.source, keep_columns)
-        if len(kept) != len(names):
-            raise RuntimeError(f"keep_columns: {len(names)} count partitions but {len(kept)} read partitions")
-    # partitions spilled on the GPU were put in files because device memory holds about one: one at a time,
-    # encoded on the host (libcudf's ZSTD encoder asks for hundreds of MB of scratch)
-    tight = spill is not None and info.backend == "gpu"
-    tasks = [dask.delayed(write_partition_segment)(c, d, vocab, str(folder / n), t, columns=kc, host=tight)
-             for c, d, n, t, kc in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts, kept)]
-    # in process a segment a core at a time (pyarrow's and cudf's encoders release the GIL)
-    threads = 1 if tight else pa.cpu_count()  # a worker's share of the cores
-    with dask.config.set(scheduler="threads", num_workers=threads):
-        metas = compute_fanned_out(tasks, info, "bm25 segments", threads)
-    if spill is not None:
-        shutil.rmtree(spill, ignore_errors=True)
-    order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
-    return sum(m["replaced"] for m in metas), [names[i] for i in order]
-
-
-def _worker_units(pieces) -> list[list[int]]:
-    """The pieces grouped into the units a worker of a Client build reads whole: the pieces of one
-    line-numbered file together (their source ids count rows across the file), any other piece alone."""
-    units: list[list[int]] = []
-    for i, p in enumerate(pieces):
-        prev = pieces[units[-1][-1]] if units else None
-        if prev is not None and p.numbered and prev.numbered and prev.file_index == p.file_index:
-            units[-1].append(i)
-        else:
-            units.append([i])
-    return units
-
-
-def _piece_bytes(p, fs) -> int:
-    """Bytes of a piece: its byte range, else the size of its files."""
-    return max(0, int(p.end) - int(p.start)) if p.end is not None else input_bytes([p], fs)
-
-
-class _WorkerStages:
-    """The stage timer of a worker's share of a Client build (:func:`_build_share`): no bars."""
-
-    def __init__(self):
-        self.timings: dict[str, float] = {}
-        self.released = released_check()  # made on the share's task thread, asked on any
-
-    def stage(self, name, fn, *args, **kwargs):
-        if self.released():  # the run failed elsewhere (its caller stops the other shares): no more writes
-            raise RuntimeError(f"this share's build stopped before its {name} stage: the run was stopped")
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self.timings[name] = time.perf_counter() - t0
-        return out
-
-
 def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
                  store_text: bool = False, keep_columns=None) -> dict:
     """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
@@ -1223,24 +756,6 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
             "replaced": replaced, "timings": stages.timings}
 
 
-def _shares(src, info) -> list | None:
-    """The worker shares of a Client build: ``[(worker, pieces, first piece number), ...]``, contiguous runs
-    of whole units (:func:`_worker_units`) of about equal bytes in worker order; None when the input is a
-    frame or has fewer units than the client has workers (the partitions are then spread by the stages)."""
-    if info.client is None or src.fs is None:
-        return None
-    workers = sorted(info.client.scheduler_info()["workers"])
-    units = _worker_units(src.pieces)
-    if len(workers) < 1 or len(units) < len(workers):
-        return None
-    weights = np.array([sum(_piece_bytes(src.pieces[i], src.fs) for i in u) for u in units], np.int64)
-    out = []
-    for (a, e), w in zip(shard_ranges(weights, len(workers)), workers):
-        ix = [i for u in units[a:e] for i in u]
-        out.append((w, [src.pieces[i] for i in ix], ix[0]))
-    return out
-
-
 def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
                       first: int = 0, store_text: bool = False,
                       keep_columns=None) -> tuple[int, list[str], dict, tuple]:
@@ -1275,113 +790,6 @@ def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
         run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
     counts, vocab = _summed_counts(path, results)
     return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts, vocab
-
-
-def _df_to_send(df) -> np.ndarray:
-    """A writer's df for its summary to the caller: int32 (half the bytes of int64) when every value fits,
-    as a segment's do (its documents are numbered in int32)."""
-    df = np.asarray(df)
-    return df.astype(np.int32) if not len(df) or int(df.max()) <= np.iinfo(np.int32).max else df.astype(np.int64)
-
-
-def _summed_counts(path, parts: list) -> tuple[dict, tuple]:
-    """The index's counts and vocabulary from its writers' summaries (each with ``n_docs``, ``sum_dl``,
-    ``n_postings``, ``n_empty_docs``, ``terms``, its distinct terms ascending by UTF-8 bytes, and ``df``,
-    theirs): the term count is the size of their union, and ``(terms, df)`` the union with the df summed
-    (:func:`cutext.stages.engines.index_commits.merge_vocabularies`), for the commit's ``terms.arrow``.
-
-    Raises
-    ------
-    CorpusError
-        No document has a token after tokenization.
-    """
-    n_tokens = sum(m["sum_dl"] for m in parts)
-    n_docs = sum(m["n_docs"] for m in parts)
-    if n_tokens == 0:
-        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-    terms, df = commit_stage.merge_vocabularies([(m["terms"], m["df"]) for m in parts])
-    counts = {"n_docs": n_docs, "n_terms": len(terms), "n_postings": sum(m["n_postings"] for m in parts),
-              "n_tokens": n_tokens, "n_empty_docs": sum(m["n_empty_docs"] for m in parts)}
-    return counts, (terms, df)
-
-
-def _rows_of(text) -> int:
-    """Documents of a read partition (given, or read in this task: :class:`InTask`)."""
-    return len(text() if isinstance(text, InTask) else text)
-
-
-def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder: str,
-                               store_text: bool = False) -> dict:
-    """The segment of one read partition (given, or read in this task), numbered by ``numberer`` (the
-    partition's own, :func:`cutext.stages.readers.files.document_numberer`), with its own vocabulary.  Its
-    task keys name the tokenize stage, as the stages' keys do (progress, task streams and the fault tests
-    find the stages by them).  Returns :func:`cutext.stages.engines.segments.write_text_segment`'s summary
-    (its ``terms`` and their ``df``, for the commit's ``terms.arrow``)."""
-    text = text() if isinstance(text, InTask) else text
-    shutil.rmtree(folder, ignore_errors=True)  # a task run again after its worker died starts clean
-    meta = write_text_segment(text, numberer(_doc_table(text), {"number": 0}), tok_cfg, folder, store_text)
-    return dict(meta, df=_df_to_send(meta["df"]))
-
-
-def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
-                            first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict, tuple]:
-    """A segmented index on a Client from an input that :func:`_shares` cannot cut (a frame, or fewer units than
-    workers): the read stage counts the documents of every partition (to the caller), then one task a
-    partition tokenizes, counts and writes its segment with the partition's own vocabulary
-    (:func:`cutext.stages.engines.segments.write_text_segment`).  A task reads its partition itself
-    (:class:`cutext.stages.readers.frames.InTask`; partitions spread over the workers in turn), or takes the
-    slice that ``spread_source`` keeps on a worker, there.  No global vocabulary is built: segments store
-    their terms as strings, so the files equal those of the stages' path, and no text, term or statistic
-    moves between workers (a frame's id check sends hashes of the ids to the caller:
-    :func:`cutext.stages.readers.frames.check_unique_ids`).  Each partition's terms and their df return to
-    the caller for the index's term count and the commit's ``terms.arrow``.  Returns ``(replaced, segment
-    names, counts, (terms, df))``, as :func:`_build_on_workers`.
-
-    Raises
-    ------
-    CorpusError
-        The input holds no document, or no document has a token after tokenization.
-    """
-    from distributed import Future
-
-    client = info.client
-    source, parts, homes = None, [], []  # the source holds the slices spread_source keeps on the workers
-
-    def submit(fn, i, part, *args):
-        if isinstance(part, Delayed):  # a graph over persisted data (a persisted frame): dask places it
-            return client.compute(dask.delayed(fn)(part, *args))
-        # a slice that spread_source keeps on a worker is used there, a partition read in its task goes to
-        # the workers in turn; a preference, not a pin: a task whose worker died runs on another one
-        return client.submit(fn, part, *args, workers=[homes[i]], allow_other_workers=True, pure=False)
-
-    def gather(futures):
-        progress_wait(futures)  # the first error at once, the other tasks stopped
-        return client.gather(futures)
-
-    def read():
-        nonlocal source, parts, homes
-        source = spread_source(src, info.n_workers, client)
-        raw = source.docs
-        if source.check_documents is not None:
-            source.check_documents(raw.map_partitions(_doc_table, meta=_doc_table(raw._meta)))
-        parts = [Future(p, client) if isinstance(p, (str, tuple)) else p for p in partition_inputs(raw)]
-        workers = sorted(client.scheduler_info()["workers"])
-        where = client.who_has([p for p in parts if isinstance(p, Future)])
-        homes = [(where.get(p.key) or [None])[0] if isinstance(p, Future) else workers[i % len(workers)]
-                 for i, p in enumerate(parts)]
-        counts = gather([submit(_rows_of, i, p) for i, p in enumerate(parts)])  # to the caller
-        return document_numberer(np.asarray(counts, np.int64), source.pieces)
-
-    numberer = run.stage("read", read)
-    folder = tmp / SEGMENTS_DIR
-    folder.mkdir(exist_ok=True)
-    names = [f"seg-{first + i:05d}" for i in range(len(parts))]
-    metas = run.stage("tokenize+write", lambda: gather([
-        submit(tokenize_partition_segment, i, p, numberer.part(i), tok_cfg, str(folder / names[i]), store_text)
-        for i, p in enumerate(parts)]))
-    counts, vocab = _summed_counts(path, metas)
-    order = np.argsort([m["doc_lo"] for m in metas], kind="stable")
-    return sum(m["replaced"] for m in metas), [names[i] for i in order], counts, vocab
 
 
 # ----------------------------------------------------------------------------- command line
