@@ -38,7 +38,13 @@ from cutext.kernels.postings import sorted_term_ids
 from cutext.stages.engines.index_ids import duplicate_deletes, segment_source_ids, source_id_list
 from cutext.stages.engines.index_manifest import read_index_manifest
 from cutext.stages.engines.segment_merge import SEGMENTS_DIR, merge_commit_runs
-from cutext.stages.engines.segments import merge_terms, read_segment, segment_heads, union_terms, write_segment
+from cutext.stages.engines.segments import (
+    deleted_postings,
+    merge_terms,
+    segment_heads,
+    union_terms,
+    write_segment,
+)
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.npy import read_npy
 from cutext.stages.runtime.output import OutputBusyError, atomic_directory, write_json
@@ -393,12 +399,8 @@ def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
             todo.append((Path(index) / SEGMENTS_DIR / n, gone))
 
     def correction(job):  # a segment's terms held by the documents deleted now, and how many of them
-        folder, gone = job
-        seg = read_segment(folder, verify=False, ids=False)
-        mask = np.zeros(seg.n_docs, bool)
-        mask[gone] = True
-        local, corr = _terms_of(seg, mask)
-        return sorted_term_ids(vocab, seg.terms.take(pa.array(local))), corr, seg.lengths[gone]
+        terms, corr, lengths = deleted_postings(*job)
+        return sorted_term_ids(vocab, terms), corr, lengths
 
     with ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1))) as pool:  # pyarrow decodes off the GIL
         for g, corr, lens in pool.map(correction, todo):

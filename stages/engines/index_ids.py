@@ -18,13 +18,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.stages.engines.segments import read_segment
+from cutext.stages.engines.segments import segment_ids
 from cutext.stages.runtime.params import choice, param
 
 __all__ = ["ON_DUPLICATE", "DuplicateIdError", "check_on_duplicate", "source_id_list", "segment_source_ids",
@@ -92,7 +91,7 @@ def segment_source_ids(folders, deletes=None) -> list:
     deletes = deletes if deletes is not None else [np.zeros(0, np.int64)] * len(folders)
 
     def one(f, d):
-        ids = read_segment(Path(f), verify=False, postings=False).source_ids.cast(pa.string())
+        ids = segment_ids(f)  # the ids column alone
         if len(d):
             live = np.ones(len(ids), bool)
             live[np.asarray(d, np.int64)] = False

@@ -19,7 +19,7 @@ import pytest
 from cutext import pipelines
 from cutext.pipelines import bm25_index_ops as ops
 from cutext.stages.engines import index_commits as commits
-from cutext.stages.engines import segment_merge
+from cutext.stages.engines import index_ids, segment_merge
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.runtime.artifacts import ArtifactError
 from cutext.stages.runtime.output import OutputBusyError
@@ -359,7 +359,6 @@ def test_an_appends_commit_reads_only_the_new_segments(tmp_path, parts, monkeypa
                         lambda folders, *a, **k: heads.extend(folders) or real_heads(folders, *a, **k))
     monkeypatch.setattr(segments, "read_segment", lambda folder, *a, **k: reads.append(folder) or
                         real_read(folder, *a, **k))
-    monkeypatch.setattr(commits, "read_segment", segments.read_segment)
     ops.append_index(parts["c"], ix, backend="cpu", scheduler="sync", progress=False)
     monkeypatch.undo()
     new = set(json.loads((ix / "index.json").read_text())["segments"]) - old
@@ -367,6 +366,29 @@ def test_an_appends_commit_reads_only_the_new_segments(tmp_path, parts, monkeypa
     assert reads and {Path(p).name for p in reads} <= new
     _assert_terms_are_the_live_merge(ix)
     BM25Index.load(ix)
+
+
+def test_a_deletions_commit_reads_ids_and_the_deleted_documents_postings_only(tmp_path, parts, monkeypatch):
+    """A deletion reads the segments' ids, and of a segment with new deletions its doc column, terms and
+    lengths (segments.deleted_postings): no whole segment (read_segment), and the statistics it commits are
+    those of the live documents."""
+    from cutext.stages.engines import segments
+
+    ix = pipelines.run("bm25", parts["a"], out=tmp_path / "ix", **KW).path
+    ops.append_index(parts["b"], ix, backend="cpu", scheduler="sync", progress=False)
+    ids = list(BM25Index.load(ix).source_ids[::7])
+
+    def whole(*a, **k):
+        raise AssertionError("a deletion read a whole segment")
+
+    for mod in (segments, commits, index_ids):
+        monkeypatch.setattr(mod, "read_segment", whole, raising=False)
+    counts = ops.delete_documents(ix, ids).counts
+    monkeypatch.undo()
+    _assert_terms_are_the_live_merge(ix)
+    fresh = BM25Index.load(ix)
+    assert counts["n_docs"] == fresh.n_docs and counts["n_terms"] == len(fresh.vocab)
+    assert not set(ids) & set(fresh.source_ids)
 
 
 # ----------------------------------------------------------------------------- third probe
@@ -451,8 +473,9 @@ def test_a_writer_whose_segments_a_compaction_replaced_is_busy_not_a_missing_fil
     ix = pipelines.run("bm25", small["a"], out=tmp_path / "ix", **KW).path
     ops.append_index(small["b"], ix, backend="cpu", scheduler="sync", progress=False)
     ids = list(BM25Index.load(ix).source_ids[:2])
-    step = "write_commit" if loser == "append" else "read_segment"   # the loser's first read of a segment
-    where = segment_merge if loser == "compact" else commits  # a compaction reads through the run merge
+    # the loser's first read of a segment: a compaction's through the run merge, a deletion's of the ids
+    step = {"append": "write_commit", "compact": "read_segment", "delete": "segment_ids"}[loser]
+    where = {"append": commits, "compact": segment_merge, "delete": index_ids}[loser]
     real, won = getattr(where, step), {}
 
     def race(*a, **k):  # a compaction commits first
