@@ -125,7 +125,10 @@ class BM25Index(StoredFields):
                  client=None, shards=None):
         self.path, self.meta, self.vocab = Path(path), meta, vocab
         self.df, self.idf, self.w0 = df, idf, w0
-        self.source_ids, self.lengths = source_ids, lengths
+        # a pyarrow array stays one until a caller asks for the numpy objects: an open builds no Python string
+        self._ids_np, self._source_ids_pa = (None, source_ids) if isinstance(source_ids, pa.Array) else (source_ids,
+                                                                                                          None)
+        self.lengths = lengths
         self.matrix, self.backend = matrix, backend
         self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
         self._has_w0 = bool(np.any(w0 != 0))
@@ -336,8 +339,7 @@ class BM25Index(StoredFields):
             M = _segment_matrix(merged, fn, w0, be)
             lengths, ids = merged.lengths, merged.source_ids
             del merged
-        source_ids = ids.to_numpy(zero_copy_only=False).astype(object)
-        index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, source_ids, lengths, M, be)
+        index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, ids.cast(pa.string()), lengths, M, be)
         index._text_segments = (folders, deletes, mt.doc_base)
         index._reader = reader
         return index
@@ -560,11 +562,18 @@ class BM25Index(StoredFields):
                 for _, _, w, f in self._shard_futures]
         return c.gather(futs)
 
+    @property
+    def source_ids(self) -> np.ndarray:
+        """numpy object array (N,): each document's source id (built from the stored ids at first use)."""
+        if self._ids_np is None:
+            self._ids_np = self._source_ids_pa.to_numpy(zero_copy_only=False).astype(object)
+        return self._ids_np
+
     def _source_ids_arrow(self) -> pa.Array:
         """:attr:`source_ids` as a pyarrow string array (built once, for the result frames)."""
-        cached = getattr(self, "_source_ids_pa", None)
-        if cached is None or len(cached) != len(self.source_ids):
-            cached = self._source_ids_pa = pa.array(self.source_ids, type=pa.string())
+        cached = self._source_ids_pa
+        if cached is None or (self._ids_np is not None and len(cached) != len(self._ids_np)):
+            cached = self._source_ids_pa = pa.array(self._ids_np, type=pa.string())
         return cached
 
     def get_scores(self, query: str) -> np.ndarray:
