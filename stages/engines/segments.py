@@ -79,6 +79,8 @@ from cutext.stages.engines.segment_format import (  # noqa: F401  (names of the 
     _check_in,
     _field_schema,
     _read_parquet,
+    deleted_postings,
+    segment_ids,
 )
 from cutext.stages.engines.segment_positions import (  # noqa: F401
     live_positions,
@@ -231,71 +233,6 @@ def live_segment(seg: Segment, deleted) -> Segment:
 
 
 # ----------------------------------------------------------------------------- read
-
-
-def _head(folder: Path) -> tuple:
-    """``segment.json`` of a segment read unverified (its files are checked by a full read or a load), with
-    ``n_docs`` and ``n_postings`` and the number of fields."""
-    meta = art.read_manifest(folder, MANIFEST, KIND, "a cutext segment", verify=False)
-    mf = folder / MANIFEST
-    fields = meta.get("fields") or ()
-    if not isinstance(fields, list | tuple):
-        raise art.ArtifactError(f"{mf}: fields {fields!r} is not a list")
-    return (art.field_int(meta, "n_docs", mf, lo=0, hi=_INT32_MAX), art.field_int(meta, "n_postings", mf, lo=0),
-            len(fields))
-
-
-def segment_ids(folder) -> pa.Array:
-    """The source ids of a segment's documents (pyarrow string, local doc order): ``docs.parquet``'s
-    ``source_id`` column alone, its row count checked against ``segment.json`` (ArtifactError)."""
-    folder = Path(folder)
-    n_docs, _, n_fields = _head(folder)
-    skip = ("length", *(f"length_{i}" for i in range(n_fields)))
-    ids = _read_parquet(folder, DOCS, n_fields, skip=skip).column("source_id").combine_chunks()
-    if len(ids) != n_docs:
-        raise art.ArtifactError(f"{folder / DOCS}: {len(ids)} documents, {MANIFEST} records {n_docs}")
-    return ids.cast(pa.string())
-
-
-def deleted_postings(folder, gone) -> tuple:
-    """What the documents ``gone`` (local doc numbers) of a segment hold: the df they add to each of their
-    terms and their lengths, from the postings' ``doc`` column, the terms and the documents' lengths only
-    (O(the segment's postings) read, no tf, no source ids: a deletion's statistics).
-
-    Returns
-    -------
-    (terms, counts, lengths)
-        pyarrow large_string (their distinct terms, ascending), int64 (how many of ``gone`` hold each) and
-        int64 (the length of each of ``gone``, in its order).
-
-    Raises
-    ------
-    ArtifactError
-        A file that disagrees with ``segment.json`` (rows) or a doc number outside the segment.
-    ValueError
-        A number of ``gone`` outside ``[0, n_docs)``.
-    """
-    folder = Path(folder)
-    n_docs, n_postings, n_fields = _head(folder)
-    gone = np.asarray(gone, np.int64)
-    _check_in(gone, 0, n_docs - 1, "deleted doc")
-    skip = ("source_id", *(f"length_{i}" for i in range(n_fields)))
-    lengths = _read_parquet(folder, DOCS, n_fields, skip=skip).column("length").to_numpy()
-    tt = _read_parquet(folder, TERMS)
-    doc = _read_parquet(folder, POSTINGS, n_fields,
-                        skip=("tf", *(f"tf_{i}" for i in range(n_fields)))).column("doc").to_numpy()
-    df = tt.column("df").to_numpy()
-    if len(lengths) != n_docs or len(doc) != n_postings or int(df.sum(dtype=np.int64)) != n_postings:
-        raise art.ArtifactError(f"{folder}: {len(lengths)} documents, {len(doc)} postings and df summing to "
-                                f"{int(df.sum(dtype=np.int64))}; {MANIFEST} records {n_docs} and {n_postings}")
-    if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= n_docs):
-        raise art.ArtifactError(f"{folder / POSTINGS}: doc numbers outside [0, {n_docs})")
-    mask = np.zeros(n_docs, bool)
-    mask[gone] = True
-    local, counts = np.unique(np.searchsorted(_offsets(df), np.flatnonzero(mask[doc]), side="right") - 1,
-                              return_counts=True)
-    terms = tt.column("term").combine_chunks().take(pa.array(local))
-    return terms, counts.astype(np.int64), lengths[gone].astype(np.int64)
 
 
 
