@@ -1,4 +1,5 @@
-"""The result frames of a BM25 search: string columns gathered by pyarrow, and Anserini's tie order.
+"""The result frames of a BM25 search: the numeric columns filled batch by batch, string columns gathered by
+pyarrow, and Anserini's tie order.
 """
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ def _str_series(chunks: list) -> pd.Series:
 
 
 def _batch_rows(doc, score, n, k: int) -> tuple:
-    """A batch's hits as rows: ``(query row, rank from 0, doc, score as float64)``, fresh arrays, from the
-    engines' ``(doc, score)`` of shape ``(queries, k)`` of which query ``q`` fills its first ``n[q]``."""
+    """A batch's hits as rows: ``(query row, rank from 0, doc, score as float64)`` (rows, ranks and scores fresh
+    arrays), from the engines' ``(doc, score)`` of shape ``(queries, k)`` of which query ``q`` fills its first
+    ``n[q]``."""
     if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
         rows = np.repeat(np.arange(len(n), dtype=np.int64), k)
         rank = np.tile(np.arange(k, dtype=np.int64), len(n))
