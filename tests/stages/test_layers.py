@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 MAX_FUNCTION_LINES, MAX_MODULE_LINES = 120, 900
-SIZE_EXEMPT = ("kernels", "tests")  # top-level folders whose sizes are not checked
+SIZE_EXEMPT = ("kernels", "tests", "build", "out")  # top-level folders not checked (the last two: ignored outputs)
 # functions still over the limit that are being split on other branches: (path, function name); an entry that no
 # longer exceeds fails the test, so the list only shrinks
 SIZE_ALLOWED = frozenset({
