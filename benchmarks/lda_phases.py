@@ -60,7 +60,7 @@ class Timer:
         return out
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None)
     ap.add_argument("--gpu-tokens", type=float, default=100e6)
@@ -73,7 +73,29 @@ def main(argv=None):
                     help="compile-time variants of lda_sample to time on the same state, e.g. "
                          "'LDA_SAMPLE_MINB=0,LDA_UNROLL=2' (draws are checked against the default build)")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def print_rows(rows, variants, args, big) -> None:
+    """The variants' sampling times, then the table of ms per phase."""
+    cols = ["sample", "old sample", "count", "W", "D", "D sort", "tables"]
+    if variants:
+        print("\nlda_sample variants (ms, median):")
+        for r in rows:
+            print(f"  K={r['K']:>6} {r['sampler']:<13} default {r['ms']['sample']:8.2f}  "
+                  + "  ".join(f"{spec}: {r['ms'][spec]:8.2f}" for spec in variants))
+    print(f"\nms per iteration (median of {args.iterations}), {big.source}, {big.n_tokens:,} tokens")
+    print(f"{'K':>6} {'sampler':<13} " + " ".join(f"{c:>10}" for c in cols)
+          + f" {'iter ms':>9} {'Mtok/s':>8} {'old Mtok/s':>10} {'nnz/tok':>8}")
+    for r in rows:
+        old_rate = r["Mtok_per_s_old_sample"]
+        print(f"{r['K']:>6} {r['sampler']:<13} " + " ".join(f"{r['ms'].get(c, float('nan')):>10.2f}" for c in cols)
+              + f" {r['iteration_ms']:>9.2f} {r['Mtok_per_s']:>8.1f} "
+              + f"{(old_rate if old_rate else float('nan')):>10.1f} {r['nnz_per_token']:>8.1f}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
 
     import cupy
 
@@ -177,20 +199,7 @@ def main(argv=None):
             st = None
             cupy.get_default_memory_pool().free_all_blocks()
 
-    cols = ["sample", "old sample", "count", "W", "D", "D sort", "tables"]
-    if variants:
-        print("\nlda_sample variants (ms, median):")
-        for r in rows:
-            print(f"  K={r['K']:>6} {r['sampler']:<13} default {r['ms']['sample']:8.2f}  "
-                  + "  ".join(f"{spec}: {r['ms'][spec]:8.2f}" for spec in variants))
-    print(f"\nms per iteration (median of {args.iterations}), {big.source}, {big.n_tokens:,} tokens")
-    print(f"{'K':>6} {'sampler':<13} " + " ".join(f"{c:>10}" for c in cols)
-          + f" {'iter ms':>9} {'Mtok/s':>8} {'old Mtok/s':>10} {'nnz/tok':>8}")
-    for r in rows:
-        old_rate = r["Mtok_per_s_old_sample"]
-        print(f"{r['K']:>6} {r['sampler']:<13} " + " ".join(f"{r['ms'].get(c, float('nan')):>10.2f}" for c in cols)
-              + f" {r['iteration_ms']:>9.2f} {r['Mtok_per_s']:>8.1f} "
-              + f"{(old_rate if old_rate else float('nan')):>10.1f} {r['nnz_per_token']:>8.1f}")
+    print_rows(rows, variants, args, big)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "args": vars(args),
                                                "time": time.strftime("%Y-%m-%d %H:%M")}, indent=2) + "\n")

@@ -84,7 +84,7 @@ def _same(a, b) -> bool:
             and np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), rtol=1e-6, atol=0))
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gb", type=float, default=2.0, help="GB of replicated 20 Newsgroups text (default 2)")
     ap.add_argument("--devices", default="1,2", help="GPU counts of the sharded rows, e.g. 1,2,4 (default 1,2)")
@@ -108,21 +108,15 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="set CUTEXT_GPUTEXT_PROFILE=1: print each row's StepClock parts of BM25Index.search "
                          "(host clocks, ms per search; the engine's time shows as its wait)")
-    args = ap.parse_args(argv)
-    if args.profile:
-        os.environ[PROFILE_ENV] = "1"  # read by every StepClock when it starts
+    return ap.parse_args(argv)
 
-    import cupy
 
+def built_indexes(args, src, ix: Path, ixc: Path, made: Path, tok_c: dict) -> dict:
+    """The index of ``src`` at ``ix`` and its compacted copy at ``ixc``, built (or an earlier run's, with
+    ``--reuse-index``); their counts, also kept in ``made``."""
     from cutext import pipelines
     from cutext.stages.engines.bm25_index import BM25Index
 
-    work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    src = bench.corpus_folder(args.data, work, args.gb)
-    queries = bench.Corpus(bench.find_20news(args.data)).queries(args.n_queries)
-    tok_c, tok_b = bench.tokenizer_kwargs("plain")
-    ix, ixc, made = work / "index", work / "index-compacted", work / "index-counts.json"
     if args.reuse_index and made.exists():  # the indexes of an earlier run of this workdir (same --gb)
         built = json.loads(made.read_text())
         if built["gb"] != args.gb:
@@ -138,11 +132,11 @@ def main(argv=None) -> int:
         shutil.copytree(ix, ixc)
         built["n_segments"] = BM25Index.load(ixc, backend="cpu").compact()
         made.write_text(json.dumps(built))
-    n_seg = built["n_segments"]
-    bench.log(f"index: {built['input_bytes'] / 1e9:.2f} GB, {built['n_docs']:,} docs, "
-              f"{built['n_postings']:,} postings, {n_seg} segments; build {built['build_s']:.2f} s"
-              + (" (an earlier run's, --reuse-index)" if args.reuse_index else ""))
-    n_gpus = cupy.cuda.runtime.getDeviceCount()
+    return built
+
+
+def search_configs(args, ix: Path, ixc: Path, n_seg: int, n_gpus: int) -> list:
+    """``(label, index path, devices)`` of each row: a list of GPUs, or ``("client", workers, switch interval)``."""
     configs = [("1 GPU, compacted (1 segment)", ixc, [0]), (f"1 GPU, {n_seg} segments", ix, [0])]
     for n in (int(x) for x in args.devices.split(",") if x):
         if n > 1 and n <= n_gpus:
@@ -156,6 +150,43 @@ def main(argv=None) -> int:
                                 + (f", switch interval {sw * 1e3:g} ms" if sw else ""), ix, ("client", n, sw)))
         else:
             bench.log(f"skipped a Client of {n} GPUs: {n_gpus} visible")
+    return configs
+
+
+def print_rows(rows, built, args, n_queries: int) -> None:
+    base = rows[1]["qps"]  # one GPU, the index as built
+    peer = rows[-1]["qps"] if not args.no_bm25s else None
+    print(f"\n{built['input_bytes'] / 1e9:.2f} GB of text, {built['n_docs']:,} docs, {built['n_postings']:,} "
+          f"postings; {n_queries:,} queries, top-{args.k}, batches of {args.batch_size}; medians of {args.repeats}")
+    print("| system | load s | q/s | x 1 GPU | x bm25s | same results as 1 GPU |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        xp = f"{row['qps'] / peer:.1f}" if peer else ""
+        same = "" if row["same_results"] is None else ("yes" if row["same_results"] else "**no**")
+        print(f"| {row['system']} | {row['load_s']} | {row['qps']:,} | {row['qps'] / base:.2f} | {xp} | {same} |")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.profile:
+        os.environ[PROFILE_ENV] = "1"  # read by every StepClock when it starts
+
+    import cupy
+
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    src = bench.corpus_folder(args.data, work, args.gb)
+    queries = bench.Corpus(bench.find_20news(args.data)).queries(args.n_queries)
+    tok_c, tok_b = bench.tokenizer_kwargs("plain")
+    ix, ixc, made = work / "index", work / "index-compacted", work / "index-counts.json"
+    built = built_indexes(args, src, ix, ixc, made, tok_c)
+    n_seg = built["n_segments"]
+    bench.log(f"index: {built['input_bytes'] / 1e9:.2f} GB, {built['n_docs']:,} docs, "
+              f"{built['n_postings']:,} postings, {n_seg} segments; build {built['build_s']:.2f} s"
+              + (" (an earlier run's, --reuse-index)" if args.reuse_index else ""))
+    configs = search_configs(args, ix, ixc, n_seg, cupy.cuda.runtime.getDeviceCount())
     step_profile(reset=True)  # the build's clocks are not the searches'
     rows, ref = [], None
     for label, path, devices in configs:
@@ -238,16 +269,7 @@ def main(argv=None) -> int:
         rows.append({"system": f"bm25s (numba) {ncpu} threads, same weights", "devices": 0, "load_s": round(prep, 3),
                      "seconds": round(med, 4), "runs_s": [round(x, 4) for x in secs],
                      "qps": round(len(queries) / med), "same_results": None})
-    base = rows[1]["qps"]  # one GPU, the index as built
-    peer = rows[-1]["qps"] if not args.no_bm25s else None
-    print(f"\n{built['input_bytes'] / 1e9:.2f} GB of text, {built['n_docs']:,} docs, {built['n_postings']:,} "
-          f"postings; {len(queries):,} queries, top-{args.k}, batches of {args.batch_size}; medians of {args.repeats}")
-    print("| system | load s | q/s | x 1 GPU | x bm25s | same results as 1 GPU |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        xp = f"{row['qps'] / peer:.1f}" if peer else ""
-        same = "" if row["same_results"] is None else ("yes" if row["same_results"] else "**no**")
-        print(f"| {row['system']} | {row['load_s']} | {row['qps']:,} | {row['qps'] / base:.2f} | {xp} | {same} |")
+    print_rows(rows, built, args, len(queries))
     if args.json:
         Path(args.json).write_text(json.dumps({"counts": built, "build_s": built["build_s"],
                                                "index_reused": args.reuse_index, "n_queries": len(queries),

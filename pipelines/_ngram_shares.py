@@ -198,3 +198,39 @@ class _Totals:
     totals: dict
     sum_log10: float
     empty: int
+
+
+def _check_counted(counted_rows, results, firsts) -> None:
+    """Each share's rows as scored against those counted for it before it was scored (``firsts[s]``: the
+    share's first piece, named in the error).
+
+    Raises
+    ------
+    RuntimeError
+        A share held another number of rows than was counted for it: the input changed while it was read.
+    """
+    for s, rows in enumerate(counted_rows):
+        want = {}
+        for r in rows:
+            for f, n in r.items():
+                want[f] = want.get(f, 0) + n
+        got = results[s]["rows"]
+        if rows and {f: n for f, n in want.items() if n} != {f: n for f, n in got.items() if n}:
+            raise RuntimeError(f"the share of the corpus from {firsts[s].paths[0]} held {sum(got.values())} "
+                               f"documents, {sum(want.values())} were counted before it was scored: the input "
+                               "changed while it was read")
+
+
+def _client_totals(results, folder, wrote) -> tuple[_Totals, dict]:
+    """The corpus totals of the shares' results (in corpus order) and the slowest worker's ``read``, ``score``
+    and ``write`` seconds; ``wrote(path, checksum)`` records each part written."""
+    sum_log10 = 0.0
+    for r in results:  # item by item in corpus order, as the writer of one process adds them
+        if r["part"] is not None:
+            wrote(folder / r["part"], r["checksum"])
+        for x in r["log10"]:
+            sum_log10 += x
+    totals = _Totals(sum(r["n_docs"] for r in results),
+                     {k: sum(r["totals"][k] for r in results) for k in results[0]["totals"]}, sum_log10,
+                     sum(r["empty"] for r in results))
+    return totals, {name: max(r["timings"][name] for r in results) for name in ("read", "score", "write")}

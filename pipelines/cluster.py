@@ -193,6 +193,33 @@ def _default_batch(backend, method):
     return 32 if backend == "gpu" else 1
 
 
+def _engine(run, idf_from, backend, method, batch_size, devices, candidates) -> tuple[str, str, int]:
+    """``(backend, method, batch_size)`` of :func:`cluster_corpus` resolved, after the checks of ``idf_from``
+    and of the engine's options (its ``ValueError``)."""
+    if isinstance(idf_from, str) and not idf_from.strip():  # "" would read the working directory as a corpus
+        raise ValueError(f"{param('idf_from', idf_from)}: give None (the corpus), \"stream\" or a path")
+    be = run.resolve_backend(backend)
+    method = method or ("ellpack" if be == "gpu" else "reference")
+    _check_engine_options(method, batch_size, devices, candidates)
+    return be, method, batch_size or _default_batch(be, method)
+
+
+def _front_end(run, path, tok_cfg, be, client, scheduler, n_workers, read_kw) -> dict:
+    """The corpus' ``(doc, term, tf)`` counts (:func:`corpus_counts`), its stages shown as they run.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document.
+    """
+    with run.shown():  # the front end's stages show partitions done / total
+        cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
+                           timings=run.timings, **read_kw)
+    if cc["n_docs"] == 0:
+        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+    return cc
+
+
 def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by=None, idf_from=None, weighting="tficf",
                    lowercase=True, stopwords="lucene", stemmer=None, min_len=2, max_len=None,
                    format="auto", text_column=None, id_column=None, blocksize=64 << 20, encoding="utf-8",
@@ -298,20 +325,11 @@ def cluster_corpus(path, out, *, threshold=DEFAULT_THRESHOLD, top_k=35, order_by
     threshold, top_k, n_top_terms, batch_size = _checked(weighting, threshold, top_k, n_top_terms, batch_size,
                                                          n_workers)
     tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len)
-    if isinstance(idf_from, str) and not idf_from.strip():  # "" would read the working directory as a corpus
-        raise ValueError(f"{param('idf_from', idf_from)}: give None (the corpus), \"stream\" or a path")
-    be = run.resolve_backend(backend)
-    method = method or ("ellpack" if be == "gpu" else "reference")
-    _check_engine_options(method, batch_size, devices, candidates)
-    batch_size = batch_size or _default_batch(be, method)
+    be, method, batch_size = _engine(run, idf_from, backend, method, batch_size, devices, candidates)
     read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
                    encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                    members=members)
-    with run.shown():  # the front end's stages show partitions done / total
-        cc = corpus_counts(path, tok_cfg, be, client=client, scheduler=scheduler, n_workers=n_workers,
-                           timings=run.timings, **read_kw)
-    if cc["n_docs"] == 0:
-        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+    cc = _front_end(run, path, tok_cfg, be, client, scheduler, n_workers, read_kw)
     order, tv, vec, idf_desc = run.stage("vectors", _vectors, cc, path, order_by, idf_from, top_k, weighting,
                                          tok_cfg, be, read_kw)
     sc, assign = run.stage("cluster", _cluster, run, tv, vec, cc["n_docs"], threshold, top_k, be, method=method,

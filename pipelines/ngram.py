@@ -62,6 +62,8 @@ from cutext.pipelines._ngram_pieces import (  # noqa: F401  # the pieces' helper
 from cutext.pipelines._ngram_shares import (  # noqa: F401  # the shares' helpers stay reachable here
     _COUNT_FAILED,
     _byte_range_piece,
+    _check_counted,
+    _client_totals,
     _contiguous_shares,
     _gather_pinned,
     _Offsets,
@@ -367,29 +369,9 @@ def _score_on_client(client, lm, pieces, fs, read_remote, folder: Path, sentence
         raise
     finally:
         offsets.release(client)
-    for s, rows in enumerate(counted_rows):
-        want = {}
-        for r in rows:
-            for f, n in r.items():
-                want[f] = want.get(f, 0) + n
-        got = results[s]["rows"]
-        if rows and {f: n for f, n in want.items() if n} != {f: n for f, n in got.items() if n}:
-            first = pieces[shares[s][0][0]]
-            raise RuntimeError(f"the share of the corpus from {first.paths[0]} held {sum(got.values())} documents, "
-                               f"{sum(want.values())} were counted before it was scored: the input changed "
-                               "while it was read")
-    sum_log10 = 0.0
-    for r in results:  # item by item in corpus order, as the writer of one process adds them
-        if r["part"] is not None:
-            wrote(folder / r["part"], r["checksum"])
-        for x in r["log10"]:
-            sum_log10 += x
-    totals = _Totals(sum(r["n_docs"] for r in results),
-                     {k: sum(r["totals"][k] for r in results) for k in results[0]["totals"]}, sum_log10,
-                     sum(r["empty"] for r in results))
-    timings = {"workers": time.perf_counter() - t0}
-    for name in ("read", "score", "write"):
-        timings[name] = max(r["timings"][name] for r in results)
+    _check_counted(counted_rows, results, [pieces[share[0][0]] for share in shares])
+    totals, timings = _client_totals(results, folder, wrote)
+    timings = {"workers": time.perf_counter() - t0, **timings}
     return totals, sum(len(share) for share in shares), sorted({r["where"] for r in results}), timings
 
 
@@ -477,13 +459,7 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
     """
     run = PipelineRun("ngram", out, manifest="ngram.json", inputs=[path, model], overwrite=overwrite,
                       progress=progress)
-
-    if sentence not in ("line", "document"):
-        raise ValueError(f"{param('sentence', bare=True)} must be 'line' or 'document', got {sentence!r}")
-    bos, eos = flag("bos", bos), flag("eos", eos)  # recorded in ngram.json as given
-    if n_workers is not None and client is not None:
-        raise ValueError(f"pass {param('client')} or {param('n_workers')}, not both (n_workers sizes a local "
-                         "cluster)")
+    bos, eos = _checked_options(sentence, bos, eos, client, n_workers)
     lm = run.stage("load_model", _load_model, model, backend)
     if blocksize is None:
         blocksize = GPU_BLOCKSIZE if lm.backend == "gpu" else DEFAULT_BLOCKSIZE
@@ -496,24 +472,9 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
         # nbytes=0: "auto" scores in this process whatever the input size (a piece at a time, streaming)
         with run.compute(lm.backend, client=client, scheduler=scheduler, nbytes=0, n_workers=n_workers) as info, \
                 run.output(workers_write=True) as tmp:  # the workers of a Client write their parts
-            sink, n_tasks, workers_used, written = _score(run, tmp, lm, pieces, fs, read_local, read_remote, info,
-                                                          sentence, bos, eos, bar)
-            n_docs = sink.n_docs
-            if n_docs == 0:
-                raise CorpusError(f"{input_label(path)}: the corpus holds no document")
-            if check is not None:  # a frame's id column: unique ids
-                check(pq.read_table(tmp / SCORES, columns=["source_id"]))
-            tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
-            ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
-            written()  # what was left of the write (it overlaps scoring)
-            counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": len(pieces),
-                      "tasks": n_tasks, "workers": len(workers_used),
-                      "parts": sum(1 for _ in (tmp / SCORES).glob("part-*.parquet"))}
-            run.write_manifest(tmp, {
-                "source": input_label(path), "format": fmt,
-                "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
-                "log10_prob": sum_log10, "perplexity": ppl_all, "counts": counts, "timings": run.timings,
-                "backend": lm.backend, "scheduler": info.scheduler, "n_workers": info.n_workers})
+            scored = _score(run, tmp, lm, pieces, fs, read_local, read_remote, info, sentence, bos, eos, bar)
+            counts, sum_log10, ppl_all = _finish(run, tmp, path, fmt, lm, len(pieces), check, info, scored,
+                                                 sentence, bos, eos)
     finally:
         if bar is not None:
             bar.close()
@@ -521,6 +482,46 @@ def score_corpus(path, out, *, model, backend: str = "auto", sentence: str = "li
               "format": fmt, "perplexity": ppl_all, "log10_prob": sum_log10}
     return run.result(lm.backend, info.scheduler, info.n_workers, counts, params,
                       headline={"perplexity": ppl_all})  # 10 ** (-sum log10 p / tokens) over the corpus
+
+
+def _checked_options(sentence, bos, eos, client, n_workers) -> tuple[bool, bool]:
+    """``(bos, eos)`` as bools, after the checks of :func:`score_corpus`'s options (its ``ValueError``)."""
+    if sentence not in ("line", "document"):
+        raise ValueError(f"{param('sentence', bare=True)} must be 'line' or 'document', got {sentence!r}")
+    bos, eos = flag("bos", bos), flag("eos", eos)  # recorded in ngram.json as given
+    if n_workers is not None and client is not None:
+        raise ValueError(f"pass {param('client')} or {param('n_workers')}, not both (n_workers sizes a local "
+                         "cluster)")
+    return bos, eos
+
+
+def _finish(run: PipelineRun, tmp: Path, path, fmt, lm: NGramModel, n_pieces: int, check, info, scored,
+            sentence: str, bos: bool, eos: bool) -> tuple[dict, float, float]:
+    """Check the scored output in ``tmp`` and write ``ngram.json`` into it: ``(counts, log10 sum, perplexity)``.
+
+    Raises
+    ------
+    CorpusError
+        The corpus holds no document, or a frame's id column repeats an id.
+    """
+    sink, n_tasks, workers_used, written = scored
+    n_docs = sink.n_docs
+    if n_docs == 0:
+        raise CorpusError(f"{input_label(path)}: the corpus holds no document")
+    if check is not None:  # a frame's id column: unique ids
+        check(pq.read_table(tmp / SCORES, columns=["source_id"]))
+    tot, sum_log10, empty = sink.totals, sink.sum_log10, sink.empty
+    ppl_all = 10.0 ** (-sum_log10 / tot["n_tokens"]) if tot["n_tokens"] else float("nan")
+    written()  # what was left of the write (it overlaps scoring)
+    counts = {"n_docs": n_docs, **tot, "empty_docs": empty, "partitions": n_pieces,
+              "tasks": n_tasks, "workers": len(workers_used),
+              "parts": sum(1 for _ in (tmp / SCORES).glob("part-*.parquet"))}
+    run.write_manifest(tmp, {
+        "source": input_label(path), "format": fmt,
+        "model": lm.summary(), "sentence": sentence, "bos": bos, "eos": eos,
+        "log10_prob": sum_log10, "perplexity": ppl_all, "counts": counts, "timings": run.timings,
+        "backend": lm.backend, "scheduler": info.scheduler, "n_workers": info.n_workers})
+    return counts, sum_log10, ppl_all
 
 
 def _corpus_readers(lm: NGramModel, path, **read_kw):

@@ -58,25 +58,25 @@ def timed(fn, repeats: int, sync) -> tuple:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def main(argv=None) -> int:
-    import cudf
-    import cupy
-    import pyarrow.parquet as pq
-    from cudf.io.parquet import ParquetWriter
-
-    from cutext.pipelines import ngram as ng
-    from cutext.pipelines.ngram import NGramModel, _ScoresWriter
-    from cutext.stages.readers.files import plan
-    from cutext.stages.runtime.checksums import open_checksummed
-    from cutext.stages.text.ngram_text import read_lines_buffers
-
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=float, default=2e8)
     ap.add_argument("--blocksize-mb", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data", default=None)
     ap.add_argument("--tmp", default="/tmp")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def first_piece(args, sync):
+    """The first piece of the end-to-end file scored and framed on the device: ``(writer, pieces, scores,
+    frame, frame bytes)``."""
+    from cudf.io.parquet import ParquetWriter
+
+    from cutext.pipelines import ngram as ng
+    from cutext.pipelines.ngram import NGramModel, _ScoresWriter
+    from cutext.stages.readers.files import plan
+    from cutext.stages.text.ngram_text import read_lines_buffers
 
     d = bench.data_dir(args.data)
     sentences = (d / "arpa" / "lmplz" / "heldout.inaugural2001-2009.tok.txt").read_text(encoding="utf-8").splitlines()
@@ -85,7 +85,6 @@ def main(argv=None) -> int:
     path, _ = bench.text_file(sentences, args.queries, args.tmp)
     lm = NGramModel.load(d / "arpa" / "lmplz" / "abc.o3.arpa.gz", backend="gpu")
     fs, pieces, _ = plan(path, format="lines", blocksize=args.blocksize_mb << 20)
-    sync = cupy.cuda.runtime.deviceSynchronize
     texts = read_lines_buffers(pieces[0], fs, device=True)
     sync()
     t = time.perf_counter()
@@ -101,9 +100,15 @@ def main(argv=None) -> int:
     text_mb = ((pieces[0].end or path.stat().st_size) - pieces[0].start) / 1e6
     print(f"piece 0: {text_mb:.1f} MB of text, {len(frame):,} rows, frame {raw / 1e6:.1f} MB on the device; "
           f"score {t_score:.3f} s, frame {t_frame:.3f} s (one call, cold)", flush=True)
+    return w, pieces, df, frame, raw
 
-    rows = []
-    folder = Path(tempfile.mkdtemp(prefix="ngram-encode-", dir=args.tmp))
+
+def writer_rows(rows, frame, folder, files, args, sync) -> None:
+    """cudf's chunked writer by sink and options, then pylibcudf's with encodings by column."""
+    from cudf.io.parquet import ParquetWriter
+
+    from cutext.pipelines import ngram as ng
+    from cutext.stages.runtime.checksums import open_checksummed
 
     def cudf_row(label, sink_fn, table=frame, **opts):
         sink = sink_fn()
@@ -116,7 +121,6 @@ def main(argv=None) -> int:
         rows.append((label, s, c, n))
         print(rows[-1], flush=True)
 
-    files = iter(range(1000))
     cudf_row("cudf -> null sink (snappy, rowgroup statistics: the pipeline's options)", NullSink)
     cudf_row("cudf -> BytesIO", io.BytesIO)
     cudf_row("cudf -> checksummed file (the pipeline)", lambda: open_checksummed(folder / f"f{next(files)}.parquet"))
@@ -168,6 +172,16 @@ def main(argv=None) -> int:
                 lambda: open_checksummed(folder / f"f{next(files)}.parquet"), delta_all)
     except Exception as exc:  # noqa: BLE001
         print(f"pylibcudf to a file: {type(exc).__name__}: {exc}", flush=True)
+
+
+def step_rows(rows, w, pieces, df, frame, folder, files, args, sync) -> None:
+    """The frame's steps, the copy to the host and pyarrow's writer, and cudf writers at once."""
+    import cudf
+    import cupy
+    import pyarrow.parquet as pq
+    from cudf.io.parquet import ParquetWriter
+
+    from cutext.stages.runtime.checksums import open_checksummed
 
     n = len(frame)
 
@@ -223,6 +237,19 @@ def main(argv=None) -> int:
     s, c = two(lambda: open_checksummed(folder / f"f{next(files)}.parquet"))
     rows.append(("2 cudf writers at once -> checksummed files", s, c, None))
     print(rows[-1], flush=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import cupy
+
+    sync = cupy.cuda.runtime.deviceSynchronize
+    w, pieces, df, frame, raw = first_piece(args, sync)
+    rows = []
+    folder = Path(tempfile.mkdtemp(prefix="ngram-encode-", dir=args.tmp))
+    files = iter(range(1000))
+    writer_rows(rows, frame, folder, files, args, sync)
+    step_rows(rows, w, pieces, df, frame, folder, files, args, sync)
 
     print(f"\n{len(frame):,} rows, {raw / 1e6:.1f} MB a frame on the device (median of {args.repeats})\n")
     print("| row | s | cpu s | rows / s (M) | bytes out |\n| --- | --- | --- | --- | --- |")

@@ -44,7 +44,7 @@ def doc_range(indptr, indices, data, lo: int, hi: int):
     return c[indptr], (indices[keep] - lo).astype(cupy.int32), data[keep]
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", default="/tmp/cutext-search-gpus/index")
     ap.add_argument("--parts", default="1,2,4", help="the first 1/P of the documents for each P")
@@ -59,7 +59,53 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not 1 <= args.batch_size <= PROFILE_BLOCKS:
         ap.error(f"--batch-size must be in [1, {PROFILE_BLOCKS}] (the blocks the profile build records)")
+    return args
 
+
+def report_blocks(rec, post, q_ptr, parts: int, n_docs: int, n_postings: int, ms: float, ms_prof: float) -> tuple:
+    """Print a part's blocks as the profile build recorded them (``rec``: a row a query); its summary row."""
+    nq = len(q_ptr) - 1
+    t0, t1 = rec[:, 0], rec[:, 1]
+    dur = (t1 - t0) / 1e3  # microseconds
+    span = (t1.max() - t0.min()) / 1e3
+    tail = (t1.max() - t0.max()) / 1e3
+    # blocks running at once, sampled over the span
+    grid = np.linspace(t0.min(), t1.max(), 2000)
+    running = np.searchsorted(np.sort(t0), grid, "right") - np.searchsorted(np.sort(t1), grid, "right")
+    tiles, steps, appends, selects, radix = (rec[:, i].astype(np.float64) for i in (3, 4, 5, 6, 7))
+    A = np.column_stack([np.ones(nq), post, steps])
+    coef, *_ = np.linalg.lstsq(A, dur, rcond=None)
+    print(f"\n## first 1/{parts} of the documents: {n_docs:,} docs, {n_postings:,} postings")
+    print(f"kernels alone {ms:.2f} ms a batch (profile build {ms_prof:.2f}); block span {span / 1e3:.2f} ms, "
+          f"{len(np.unique(rec[:, 2]))} SMs")
+    print(f"block us: mean {dur.mean():.1f}, median {np.median(dur):.1f}, p99 {np.percentile(dur, 99):.1f}, "
+          f"max {dur.max():.1f}; sum / span = {dur.sum() / span:.0f} blocks at once (most {running.max()}); "
+          f"tail after the last start {tail / 1e3:.2f} ms")
+    print(f"per block mean: tiles {tiles.mean():.1f}, steps {steps.mean():.1f}, appends {appends.mean():.2f}, "
+          f"ranked selects {selects.mean():.2f}, radix selects {radix.mean():.2f}, postings {post.mean():,.0f}")
+    print(f"fit us = {coef[0]:.1f} + {coef[1] * 1e3:.3f} ns a posting + {coef[2] * 1e3:.1f} ns a step")
+    order = np.argsort(-dur)[:5]
+    for q in order:
+        print(f"  query {q}: {dur[q]:.0f} us, started at {(t0[q] - t0.min()) / 1e3:.0f} us, "
+              f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, "
+              f"{selects[q]:.0f} + {radix[q]:.0f} selects")
+    return parts, ms, span / 1e3, dur.mean(), tail / 1e3, dur.sum() / span
+
+
+def print_tables(summary, vrows) -> None:
+    print("\n| documents | kernels ms | span ms | mean block us | tail ms | blocks at once |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for parts, ms, span, mean, tail, conc in summary:
+        print(f"| 1/{parts} | {ms:.2f} | {span:.2f} | {mean:.1f} | {tail:.2f} | {conc:.0f} |")
+    if vrows:
+        print("\n| documents | build | kernels ms | default ms | build / default | same results |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for parts, name, vms, ms, same in vrows:
+            print(f"| 1/{parts} | {name} | {vms:.2f} | {ms:.2f} | {vms / ms:.2f}x | {'yes' if same else 'NO'} |")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     import cupy
 
     from cutext.kernels import _cuda
@@ -138,40 +184,8 @@ def main(argv=None) -> int:
             rec = cupy.ndarray((PROFILE_BLOCKS, PROFILE_SLOTS), cupy.uint64, prof).get()[:nq].astype(np.int64)
         finally:
             ks._cuda = real
-        t0, t1 = rec[:, 0], rec[:, 1]
-        dur = (t1 - t0) / 1e3  # microseconds
-        span = (t1.max() - t0.min()) / 1e3
-        tail = (t1.max() - t0.max()) / 1e3
-        # blocks running at once, sampled over the span
-        grid = np.linspace(t0.min(), t1.max(), 2000)
-        running = np.searchsorted(np.sort(t0), grid, "right") - np.searchsorted(np.sort(t1), grid, "right")
-        tiles, steps, appends, selects, radix = (rec[:, i].astype(np.float64) for i in (3, 4, 5, 6, 7))
-        A = np.column_stack([np.ones(nq), post, steps])
-        coef, *_ = np.linalg.lstsq(A, dur, rcond=None)
-        print(f"\n## first 1/{parts} of the documents: {n_docs:,} docs, {int(indices.size):,} postings")
-        print(f"kernels alone {ms:.2f} ms a batch (profile build {ms_prof:.2f}); block span {span / 1e3:.2f} ms, "
-              f"{len(np.unique(rec[:, 2]))} SMs")
-        print(f"block us: mean {dur.mean():.1f}, median {np.median(dur):.1f}, p99 {np.percentile(dur, 99):.1f}, "
-              f"max {dur.max():.1f}; sum / span = {dur.sum() / span:.0f} blocks at once (most {running.max()}); "
-              f"tail after the last start {tail / 1e3:.2f} ms")
-        print(f"per block mean: tiles {tiles.mean():.1f}, steps {steps.mean():.1f}, appends {appends.mean():.2f}, "
-              f"ranked selects {selects.mean():.2f}, radix selects {radix.mean():.2f}, postings {post.mean():,.0f}")
-        print(f"fit us = {coef[0]:.1f} + {coef[1] * 1e3:.3f} ns a posting + {coef[2] * 1e3:.1f} ns a step")
-        order = np.argsort(-dur)[:5]
-        for q in order:
-            print(f"  query {q}: {dur[q]:.0f} us, started at {(t0[q] - t0.min()) / 1e3:.0f} us, "
-                  f"{q_ptr[q + 1] - q_ptr[q]} terms, {post[q]:,} postings, {steps[q]:.0f} steps, "
-                  f"{selects[q]:.0f} + {radix[q]:.0f} selects")
-        summary.append((parts, ms, span / 1e3, dur.mean(), tail / 1e3, dur.sum() / span))
-    print("\n| documents | kernels ms | span ms | mean block us | tail ms | blocks at once |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for parts, ms, span, mean, tail, conc in summary:
-        print(f"| 1/{parts} | {ms:.2f} | {span:.2f} | {mean:.1f} | {tail:.2f} | {conc:.0f} |")
-    if vrows:
-        print("\n| documents | build | kernels ms | default ms | build / default | same results |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for parts, name, vms, ms, same in vrows:
-            print(f"| 1/{parts} | {name} | {vms:.2f} | {ms:.2f} | {vms / ms:.2f}x | {'yes' if same else 'NO'} |")
+        summary.append(report_blocks(rec, post, q_ptr, parts, n_docs, int(indices.size), ms, ms_prof))
+    print_tables(summary, vrows)
     return 0
 
 

@@ -28,7 +28,7 @@ from cutext.stages.engines import phrases as phrase_stage
 from cutext.stages.engines import search as search_stage
 from cutext.stages.engines.bm25_commits import IndexCommits
 from cutext.stages.engines.bm25_format1 import _read_documents, _read_postings, read_postings, weight_bounds
-from cutext.stages.engines.bm25_results import _str_series, _take_str, ties_by_source_id
+from cutext.stages.engines.bm25_results import _batch_rows, _ResultColumns, _str_series, _take_str, ties_by_source_id
 from cutext.stages.engines.bm25_shards import (  # noqa: F401  # the shards' helpers stay reachable here
     _Devices,
     _load_segment_shard,
@@ -652,9 +652,9 @@ class BM25Index(StoredFields, IndexCommits):
             out[sel] = w.astype(np.float64).sum(axis=0).astype(np.float32)
         return hits.assign(score=out)
 
-    def _search(self, queries, k, batch_size, progress, engine, max_workspace, n_threads, with_text, filter,
-                phrases) -> pd.DataFrame:
-        """:meth:`search` with the engines' ties (the smaller ``doc_id``)."""
+    def _search_input(self, queries, k, batch_size, engine, max_workspace, n_threads, with_text, filter, phrases):
+        """:meth:`_search`'s options checked and its queries read, before any work: ``(k, batch_size, query ids,
+        texts, doc filter)``, the texts without their quoted phrases, whose documents the filter then holds."""
         if with_text and not self.store_text:  # before any work
             raise ValueError("with_text=True: " + self._no_text())
         notice_compiles()  # the first search on a machine compiles the CPU kernels for seconds: say so once
@@ -677,6 +677,13 @@ class BM25Index(StoredFields, IndexCommits):
         if parsed is not None:  # phrases: per-query doc lists, the user's filter intersected
             texts = parsed[0]
             doc_filter = self.phrase_filter(parsed[1], texts, doc_filter)
+        return k, batch_size, qids, texts, doc_filter
+
+    def _search(self, queries, k, batch_size, progress, engine, max_workspace, n_threads, with_text, filter,
+                phrases) -> pd.DataFrame:
+        """:meth:`search` with the engines' ties (the smaller ``doc_id``)."""
+        k, batch_size, qids, texts, doc_filter = self._search_input(queries, k, batch_size, engine, max_workspace,
+                                                                    n_threads, with_text, filter, phrases)
         rng = range(0, len(texts), batch_size)
         if progress:
             from tqdm.auto import tqdm
@@ -685,39 +692,17 @@ class BM25Index(StoredFields, IndexCommits):
         clock = StepClock(np)  # $CUTEXT_GPUTEXT_PROFILE=1: host clocks of the parts of a search
         parts = []
         source_ids = self._source_ids_arrow()
-        # the frame's numeric columns, filled batch by batch while the engines score the next one (no
-        # concatenation after the last); at most k rows a query, room for RESULT_ROWS_FIRST at first, doubled as needed
-        cols = {name: np.empty(min(len(texts) * k, RESULT_ROWS_FIRST), dt) for name, dt in
-                (("rank", np.int64), ("doc_id", np.int64), ("doc_index", np.int64), ("score", np.float64))}
-        filled = 0
+        # the frame's numeric columns, filled batch by batch while the engines score the next one
+        cols = _ResultColumns(len(texts) * k, RESULT_ROWS_FIRST)
 
         def collect(s, Q, finish):
-            nonlocal filled
             doc, score, n = finish()
             clock("search: engine (wait)")
-            if n.size and n.min() == k:  # every query has k documents: the arrays in row order as they are
-                rows = np.repeat(np.arange(len(n), dtype=np.int64), k)
-                rank = np.tile(np.arange(k, dtype=np.int64), len(n))
-                docs, vals = doc.reshape(-1), score.reshape(-1).astype(np.float64)
-            else:  # a query's first n[q] columns, row by row
-                keep = np.arange(k)[None, :] < n[:, None]
-                docs, vals = doc[keep], score[keep].astype(np.float64)
-                n64 = n.astype(np.int64)
-                rows = np.repeat(np.arange(len(n), dtype=np.int64), n64)
-                rank = np.arange(len(rows), dtype=np.int64) - np.repeat(np.cumsum(n64) - n64, n64)
+            rows, rank, docs, vals = _batch_rows(doc, score, n, k)
             if self._has_w0:
                 vals += self._absent(Q)[rows]
             rows += s  # fresh arrays: in place
-            end = filled + len(docs)
-            if end > len(cols["rank"]):
-                for name, c in list(cols.items()):
-                    cols[name] = np.empty(min(max(end, 2 * len(c)), len(texts) * k), c.dtype)
-                    cols[name][:filled] = c[:filled]
-            np.add(rank, 1, out=cols["rank"][filled:end])
-            cols["doc_id"][filled:end] = docs
-            cols["doc_index"][filled:end] = docs
-            cols["score"][filled:end] = vals
-            filled = end
+            cols.add(rank, docs, vals)
             # the batch's strings gathered while the engines score the next batch: on a thread of their own
             # where the engines run off this thread's cores (pyarrow releases the GIL), so that this thread
             # starts the next batch meanwhile
@@ -770,8 +755,7 @@ class BM25Index(StoredFields, IndexCommits):
             for ex in (pool, takes):
                 if ex is not None:
                     ex.shutdown(wait=True, cancel_futures=True)
-        # views of the filled rows (copies when under half were filled, so the rest is not kept alive)
-        num = {name: c[:filled] if 2 * filled >= len(c) else c[:filled].copy() for name, c in cols.items()}
+        num = cols.views()
         docs = num["doc_id"]
         # string columns gathered in pyarrow per batch and wrapped as pandas' str dtype (no Python objects)
         out = pd.DataFrame({"query_id": _str_series([q for q, _ in strs]), "doc_id": docs,

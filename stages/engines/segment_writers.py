@@ -221,33 +221,7 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, f
     columns = column_table(columns) if columns is not None else None
     if columns is not None and columns.num_rows != n_docs:
         raise ValueError(f"shapes disagree: {columns.num_rows} rows of kept columns for {n_docs} documents")
-    if n_docs > _INT32_MAX:
-        raise ValueError(f"a segment holds at most {_INT32_MAX} documents, got {n_docs}")
-    if terms.null_count:
-        raise ValueError("terms must not be null")
-    if n_terms > 1 and not pc.all(pc.less(terms[:-1], terms[1:])).as_py():
-        i = int(np.flatnonzero(~pc.less(terms[:-1], terms[1:]).to_numpy(zero_copy_only=False))[0])
-        raise ValueError(f"terms must be strictly ascending by UTF-8 bytes: {terms[i].as_py()!r} at {i} "
-                         f"is followed by {terms[i + 1].as_py()!r}")
-    _check_in(df, 1, _INT32_MAX, "df")
-    offsets = xp.zeros(n_terms + 1, np.int64)
-    xp.cumsum(df, out=offsets[1:])
-    if int(offsets[-1]) != n_postings:
-        raise ValueError(f"df sums to {int(offsets[-1])}, but there are {n_postings} postings")
-    _check_in(doc, 0, n_docs - 1, "doc")
-    _check_in(tf, 1, _INT32_MAX, "tf")
-    _check_in(lengths, 0, _INT32_MAX, "lengths")
-    if not _ascending_within_terms(doc, offsets):
-        raise ValueError("doc must be strictly ascending within each term (term-major postings)")
-    if n_postings:  # lengths that belong to other documents (a shifted slice) show here
-        tf_sum = xp.bincount(doc, weights=tf, minlength=n_docs)
-        if bool((tf_sum > lengths).any()):
-            i = int(xp.flatnonzero(tf_sum > lengths)[0])
-            raise ValueError(f"document {i} has tf summing to {int(tf_sum[i])} but length {int(lengths[i])}")
-        for i, name in enumerate(fields or ()):
-            over = np.bincount(to_host(doc), weights=field_tf[i], minlength=n_docs) > field_lengths[i]
-            if over.any():
-                raise ValueError(f"document {int(np.flatnonzero(over)[0])}: field {name!r} has more tf than tokens")
+    _check_values(terms, df, doc, tf, lengths, fields, field_tf, field_lengths)
     folder.mkdir(parents=True, exist_ok=True)
     _write_parquet(folder, TERMS, {"term": terms, "df": to_host(df).astype(np.int32, copy=False)})
     n_fields = len(fields) if fields is not None else 0
@@ -278,6 +252,39 @@ def write_segment(folder, terms, df, doc, tf, lengths, source_ids, texts=None, f
     os.replace(tmp, folder / MANIFEST)
     checksums.seal(folder, MANIFEST)  # sizes and CRC32 of the files, rewritten under a temporary name
     return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+
+
+def _check_values(terms, df, doc, tf, lengths, fields, field_tf, field_lengths) -> None:
+    """The values of :func:`write_segment`'s arrays checked, their shapes already agreeing (its ``ValueError``)."""
+    n_docs, n_terms, n_postings = len(lengths), len(terms), len(doc)
+    xp = array_module(doc)
+    if n_docs > _INT32_MAX:
+        raise ValueError(f"a segment holds at most {_INT32_MAX} documents, got {n_docs}")
+    if terms.null_count:
+        raise ValueError("terms must not be null")
+    if n_terms > 1 and not pc.all(pc.less(terms[:-1], terms[1:])).as_py():
+        i = int(np.flatnonzero(~pc.less(terms[:-1], terms[1:]).to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"terms must be strictly ascending by UTF-8 bytes: {terms[i].as_py()!r} at {i} "
+                         f"is followed by {terms[i + 1].as_py()!r}")
+    _check_in(df, 1, _INT32_MAX, "df")
+    offsets = xp.zeros(n_terms + 1, np.int64)
+    xp.cumsum(df, out=offsets[1:])
+    if int(offsets[-1]) != n_postings:
+        raise ValueError(f"df sums to {int(offsets[-1])}, but there are {n_postings} postings")
+    _check_in(doc, 0, n_docs - 1, "doc")
+    _check_in(tf, 1, _INT32_MAX, "tf")
+    _check_in(lengths, 0, _INT32_MAX, "lengths")
+    if not _ascending_within_terms(doc, offsets):
+        raise ValueError("doc must be strictly ascending within each term (term-major postings)")
+    if n_postings:  # lengths that belong to other documents (a shifted slice) show here
+        tf_sum = xp.bincount(doc, weights=tf, minlength=n_docs)
+        if bool((tf_sum > lengths).any()):
+            i = int(xp.flatnonzero(tf_sum > lengths)[0])
+            raise ValueError(f"document {i} has tf summing to {int(tf_sum[i])} but length {int(lengths[i])}")
+        for i, name in enumerate(fields or ()):
+            over = np.bincount(to_host(doc), weights=field_tf[i], minlength=n_docs) > field_lengths[i]
+            if over.any():
+                raise ValueError(f"document {int(np.flatnonzero(over)[0])}: field {name!r} has more tf than tokens")
 
 
 def _checked_fields(fields, field_tf, field_lengths, tf: np.ndarray, lengths: np.ndarray) -> tuple:
