@@ -346,9 +346,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
     be = run.resolve_backend(backend)
-    if be == "gpu" and tok_cfg.analyzer is not None:
-        raise ValueError(f"{param('analyzer', tok_cfg.analyzer)} splits words on the CPU only (no GPU word-break "
-                         f"kernel yet): use {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
