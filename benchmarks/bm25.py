@@ -1252,6 +1252,26 @@ def section_memory(bench: Bench, corpus: Corpus, args) -> None:
 
 # ----------------------------------------------------------------------------- gpu section
 
+def analyzer_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, args, blocksize, data, nbytes,
+                        ndocs, notes, baseline, pools) -> None:
+    """The index row of ``--analyzer`` (Anserini's DefaultEnglishAnalyzer: the word-break kernels on the device,
+    possessive, lowercase, stopwords and Porter on the distinct terms) beside the default analyzer's row, after a
+    warm-up of its own (the word-break kernels' compilation and code point table)."""
+    abase = dict(gbase, tokenizer=args.analyzer)
+    tok = {"analyzer": args.analyzer}
+    bench.measure(dict(abase, task="warm-up", system=f"cutext {gpu_label} sync", data="20news 1 copy",
+                       notes=["first build with the analyzer: word-break kernels compiled; excluded from other rows"]),
+                  cutext_index_run(warm_dir, idx_root / "warm-analyzer", backend=be, scheduler="sync", tok=tok,
+                                   args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools), repeats=1)
+    _log_gputext_profile(quiet=True)
+    bench.measure(dict(abase, task="index", system=f"cutext {gpu_label} sync (1 GPU)", data=data, nbytes=nbytes,
+                       n_docs=ndocs, notes=notes + [f"analyzer={args.analyzer}"]),
+                  cutext_index_run(data_dir, idx_root / "full-analyzer", backend=be, scheduler="sync", tok=tok,
+                                   args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools))
+    shutil.rmtree(idx_root / "full-analyzer", ignore_errors=True)
+    _log_gputext_profile()
+
+
 def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
     be = args.gpu_backend
     nq, k = args.n_queries, args.k
@@ -1332,6 +1352,9 @@ def section_gpu(bench: Bench, corpus: Corpus, args) -> None:
         if not args.search_full:
             shutil.rmtree(idx_root / "full", ignore_errors=True)
         _log_gputext_profile()
+        if args.analyzer:
+            analyzer_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, args, blocksize, data,
+                                nbytes, ndocs, notes, baseline, pools)
         if args.cluster:
             ngpu = len(bench.env.get("gpus") or []) or "?"
             bench.measure(dict(gbase, task="index", system=f"cutext {gpu_label} cluster ({ngpu} GPUs)", data=data,
@@ -1583,6 +1606,9 @@ def parse_args(argv=None):
                    help="where the replicated data (reused across runs) and indexes go (default /tmp/cutext-bench)")
     g.add_argument("--file-mb", type=float, default=256.0, help="size of each generated lines file (default 256)")
     g.add_argument("--gpu-tokenizer", choices=SETTINGS, default="plain", help="tokenizer setting (default plain)")
+    g.add_argument("--analyzer", choices=("anserini",), default=None,
+                   help="also index with this analyzer preset (anserini: Anserini's DefaultEnglishAnalyzer, the "
+                        "word-break kernels on the GPU): a row beside the --gpu-tokenizer row")
     g.add_argument("--gpu-batch-sizes", type=_int_list, default=[1024, 4096],
                    help="cutext GPU search batch sizes (default 1024,4096)")
     g.add_argument("--search-full", action="store_true",
