@@ -8,9 +8,11 @@
 //
 // wb_segment_starts: a thread a byte (grid-stride): flags[i] = 1 where the regex module's (?w)\b holds before
 //   the code point at byte i inside its row (unicode_at_default_boundary of _regex.c: WB1-WB16, no WB5a).
-// wb_count_pieces / wb_write_pieces: a thread a segment [segs[j], seg_end[j]): the pieces standard_tokens
-//   makes of it (count, then write from first[j]); a count of -1: the nested scans needed more than WB_DEPTH
-//   levels. A piece is (start, end, 1 when it is a run of South East Asian letters).
+// wb_count_pieces / wb_write_pieces: a thread a chunk of `chunk` bytes (grid-stride over chunks): the pieces
+//   standard_tokens makes of each segment that starts in the chunk (flags from wb_segment_starts; a segment
+//   runs to the next flag or n), counted, then written from first[c]; a count of -1: the nested scans needed
+//   more than WB_DEPTH levels. A piece is (start, end, 1 when it is a run of South East Asian letters).
+// wb_code_points: a thread a token: its code points (to cut joined South East Asian runs at 255).
 
 #define WB_DEPTH 32
 #define WB_MAX_TOKEN 255
@@ -263,23 +265,47 @@ __device__ long long wb_pieces(const unsigned char* d, const unsigned char* boun
     }
 }
 
+// the pieces of the segments that start in chunk c, written from k when fill; the next k, or -1
+__device__ long long wb_chunk_pieces(const unsigned char* d, const unsigned char* bound, long long n,
+                                     const unsigned short* t1, const unsigned char* t2, const unsigned char* flags,
+                                     long long chunk, long long c, long long* ps, long long* pe, unsigned char* pf,
+                                     long long k, bool fill) {
+    long long stop = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+    for (long long i = c * chunk; i < stop; ++i) {
+        if (flags[i] == 0) continue;
+        long long j = i + 1;
+        while (j < n && flags[j] == 0) ++j;
+        k = wb_pieces(d, bound, t1, t2, i, j, ps, pe, pf, k, fill);
+        if (k < 0) break;
+    }
+    return k;
+}
+
 __global__ void wb_count_pieces(const unsigned char* __restrict__ d, const unsigned char* __restrict__ bound,
-                                const unsigned short* __restrict__ t1, const unsigned char* __restrict__ t2,
-                                const long long* __restrict__ segs, const long long* __restrict__ seg_end,
-                                long long n_segs, long long* __restrict__ counts) {
+                                long long n, const unsigned short* __restrict__ t1,
+                                const unsigned char* __restrict__ t2, const unsigned char* __restrict__ flags,
+                                long long chunk, long long n_chunks, long long* __restrict__ counts) {
     long long step = (long long)gridDim.x * blockDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n_segs; j += step)
-        counts[j] = wb_pieces(d, bound, t1, t2, segs[j], seg_end[j], nullptr, nullptr, nullptr, 0, false);
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step)
+        counts[c] = wb_chunk_pieces(d, bound, n, t1, t2, flags, chunk, c, nullptr, nullptr, nullptr, 0, false);
 }
 
 __global__ void wb_write_pieces(const unsigned char* __restrict__ d, const unsigned char* __restrict__ bound,
-                                const unsigned short* __restrict__ t1, const unsigned char* __restrict__ t2,
-                                const long long* __restrict__ segs, const long long* __restrict__ seg_end,
-                                long long n_segs, const long long* __restrict__ first, long long* __restrict__ ps,
-                                long long* __restrict__ pe, unsigned char* __restrict__ pf) {
+                                long long n, const unsigned short* __restrict__ t1,
+                                const unsigned char* __restrict__ t2, const unsigned char* __restrict__ flags,
+                                long long chunk, long long n_chunks, const long long* __restrict__ first,
+                                long long* __restrict__ ps, long long* __restrict__ pe,
+                                unsigned char* __restrict__ pf) {
     long long step = (long long)gridDim.x * blockDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n_segs; j += step)
-        wb_pieces(d, bound, t1, t2, segs[j], seg_end[j], ps, pe, pf, first[j], true);
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += step)
+        wb_chunk_pieces(d, bound, n, t1, t2, flags, chunk, c, ps, pe, pf, first[c], true);
+}
+
+__global__ void wb_code_points(const unsigned char* __restrict__ d, const long long* __restrict__ starts,
+                               const long long* __restrict__ ends, long long n_tokens, long long* __restrict__ out) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n_tokens; k += step)
+        out[k] = wb_n_code_points(d, starts[k], ends[k]);
 }
 
 }  // extern "C"

@@ -8,7 +8,8 @@ reference these kernels equal token for token), as byte offsets of the tokens, c
    without WB5a, the WB4 skip of Extend / Format / ZWJ to the left, the look-ahead and look-behind of WB6,
    WB7, WB7b, WB7c, WB11, WB12, regional indicators counted back for WB15/16), inside each row.  Every
    decision reads a few code points on each side, so each code point start decides its own boundary.
-2. **Tokens of a segment** (``wb_count_pieces`` / ``wb_write_pieces``, a thread a segment, count then write):
+2. **Tokens of a segment** (``wb_count_pieces`` / ``wb_write_pieces``, a thread the segments that start in a
+   chunk of :data:`CHUNK` bytes, count, scan, then write):
    a segment is kept when it holds a token character (:data:`TOKEN_CHARS`); one whose first character no token
    starts with is split again without it (Lucene's scanner skips that character); a segment longer than
    :data:`MAX_TOKEN_LENGTH` code points gives the first segment of its first 255 code points, and the rest is
@@ -41,8 +42,8 @@ import numpy as np
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels import _cuda
-from cutext.kernels.backend import array_module
-from cutext.kernels.tokenize import N_CODE_POINTS, _kept_on_disk
+from cutext.kernels.backend import array_module, to_host
+from cutext.kernels.tokenize import BOUNDS_CHUNK, N_CODE_POINTS, _kept_on_disk
 
 __all__ = ["MAX_TOKEN_LENGTH", "SOUTH_EAST_ASIAN", "STACK_DEPTH", "TOKEN_CHARS", "class_table", "lookup_tables",
            "segment_starts", "standard_token_bounds"]
@@ -66,6 +67,8 @@ WORD_BREAK = ("Other", "LF", "Newline", "CR", "WSegSpace", "Double_Quote", "Sing
 NONE = 31  # outside the scanned range (the 0xFFFF of _regex.c)
 TOKEN, PICT, SOUTH_EAST_ASIAN = 32, 64, 128
 BLOCK_BITS = 7
+# bytes whose segments one thread of wb_count_pieces / wb_write_pieces takes (tokenize's chunk)
+CHUNK = BOUNDS_CHUNK
 
 
 def _regex():
@@ -408,15 +411,31 @@ def _segment_pieces(data, bound, t1, t2, a, b, los, his, ps, pe, pf, k, fill):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pieces_cpu(data, bound, t1, t2, segs, seg_end, first, ps, pe, pf, fill, los, his):
-    """Twin of ``wb_count_pieces`` (``fill`` False: pieces of each segment into ``first``, -1 on overflow)
-    and ``wb_write_pieces`` (``fill``: segment j's pieces written from ``first[j]``); ``los``, ``his``: the
-    stack of nested scans (``STACK_DEPTH`` entries each, as ``wb_pieces`` keeps)."""
-    for j in range(len(segs)):
-        k0 = first[j] if fill else 0
-        got = _segment_pieces(data, bound, t1, t2, segs[j], seg_end[j], los, his, ps, pe, pf, k0, fill)
+def _pieces_cpu(data, bound, t1, t2, flags, chunk, first, ps, pe, pf, fill, los, his):
+    """Twin of ``wb_count_pieces`` (``fill`` False: the pieces of the segments that start in each chunk of
+    ``chunk`` bytes into ``first``, -1 on overflow) and ``wb_write_pieces`` (``fill``: chunk c's pieces written
+    from ``first[c]``); ``flags``: the segment starts; ``los``, ``his``: the stack of nested scans."""
+    n = len(data)
+    for c in range((n + chunk - 1) // chunk):
+        k = first[c] if fill else 0
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
+            if flags[i] == 0:
+                continue
+            j = i + 1
+            while j < n and flags[j] == 0:
+                j += 1
+            k = _segment_pieces(data, bound, t1, t2, i, j, los, his, ps, pe, pf, k, fill)
+            if k < 0:
+                break
         if not fill:
-            first[j] = got
+            first[c] = k
+
+
+@numba.njit(cache=True, nogil=True)
+def _code_points_cpu(data, starts, ends, out):
+    """Twin of ``wb_code_points``."""
+    for k in range(len(starts)):
+        out[k] = _n_code_points(data, starts[k], ends[k])
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -480,10 +499,11 @@ def segment_starts(data, offsets):
         The ``regex`` module is missing (the code point classes are its).
     """
     body, bound, base = _buffers(data, offsets)
-    return _segment_starts(body, bound) + base
+    return array_module(body).flatnonzero(_segment_flags_of(body, bound)).astype(np.int64) + base
 
 
-def _segment_starts(body, bound):
+def _segment_flags_of(body, bound):
+    """uint8 (n,): 1 where a segment starts (``wb_segment_starts`` or its twin)."""
     xp = array_module(body)
     n = len(body)
     flags = xp.zeros(n, np.uint8)
@@ -493,25 +513,25 @@ def _segment_starts(body, bound):
     elif n:
         g, b = _cuda.grid(min(n, 1 << 26))  # grid-stride loop beyond 2**26 bytes
         _cuda.kernel(SOURCE, "wb_segment_starts")(g, b, (body, bound, np.int64(n), t1, t2, flags))
-    return xp.flatnonzero(flags).astype(np.int64)
+    return flags
 
 
-def _pieces(body, bound, segs):
-    """(starts, ends, South East Asian flag) of the pieces of every segment, or None on a stack overflow."""
+def _pieces(body, bound, flags):
+    """(starts, ends, South East Asian flag) of the pieces of every segment, or None on a stack overflow.  A
+    thread a chunk of CHUNK bytes takes the segments that start in it: count, scan, write."""
     xp = array_module(body)
-    n, m = len(body), len(segs)
-    seg_end = xp.empty(m, np.int64)
-    seg_end[:-1] = segs[1:]
-    seg_end[-1] = n
+    n = len(body)
+    n_chunks = -(-n // CHUNK)
     t1, t2 = _tables(xp)
-    counts = xp.empty(m, np.int64)
-    e64, e8 = xp.zeros(0, np.int64), xp.zeros(0, np.uint8)
+    counts = xp.empty(n_chunks, np.int64)
     stack = np.empty(STACK_DEPTH, np.int64), np.empty(STACK_DEPTH, np.int64)
+    e64, e8 = xp.zeros(0, np.int64), xp.zeros(0, np.uint8)
+    args = (body, bound, np.int64(n), t1, t2, flags, np.int64(CHUNK), np.int64(n_chunks))
+    g, b = _cuda.grid(min(n_chunks, 1 << 26))
     if xp is np:
-        _pieces_cpu(body, bound, t1, t2, segs, seg_end, counts, e64, e64, e8, False, *stack)
+        _pieces_cpu(body, bound, t1, t2, flags, CHUNK, counts, e64, e64, e8, False, *stack)
     else:
-        g, b = _cuda.grid(min(m, 1 << 26))
-        _cuda.kernel(SOURCE, "wb_count_pieces")(g, b, (body, bound, t1, t2, segs, seg_end, np.int64(m), counts))
+        _cuda.kernel(SOURCE, "wb_count_pieces")(g, b, args + (counts,))
     first = xp.cumsum(counts)
     total, low = (int(v) for v in xp.stack([first[-1], counts.min()]).tolist())
     if low < 0:
@@ -519,35 +539,38 @@ def _pieces(body, bound, segs):
     first -= counts
     ps, pe, pf = xp.empty(total, np.int64), xp.empty(total, np.int64), xp.empty(total, np.uint8)
     if xp is np:
-        _pieces_cpu(body, bound, t1, t2, segs, seg_end, first, ps, pe, pf, True, *stack)
+        _pieces_cpu(body, bound, t1, t2, flags, CHUNK, first, ps, pe, pf, True, *stack)
     elif total:
-        _cuda.kernel(SOURCE, "wb_write_pieces")(g, b, (body, bound, t1, t2, segs, seg_end, np.int64(m), first,
-                                                       ps, pe, pf))
+        _cuda.kernel(SOURCE, "wb_write_pieces")(g, b, args + (first, ps, pe, pf))
     return ps, pe, pf
 
 
-def _cut_long(body, starts, ends):
-    """Tokens longer than MAX_TOKEN_LENGTH code points (joined South East Asian runs) cut every 255 code points,
-    on the host (a rare case: ``standard_tokens`` cuts them last)."""
+def _cut_long(body, starts, ends, sea):
+    """Tokens of South East Asian runs (``sea``) longer than MAX_TOKEN_LENGTH code points cut every 255 code
+    points, on the host (a rare case: ``standard_tokens`` cuts them last)."""
     xp = array_module(body)
-    lead = (body & 0xC0) != 0x80
-    cum = xp.zeros(len(body) + 1, np.int64)
-    cum[1:] = xp.cumsum(lead)
-    n_cp = cum[ends] - cum[starts]
-    long = xp.flatnonzero(n_cp > MAX_TOKEN_LENGTH)
+    cand = xp.flatnonzero(sea)
+    s0, e0 = starts[cand], ends[cand]
+    n_cp = xp.empty(len(cand), np.int64)
+    if xp is np:
+        _code_points_cpu(body, s0, e0, n_cp)
+    elif len(cand):
+        g, b = _cuda.grid(min(len(cand), 1 << 26))
+        _cuda.kernel(SOURCE, "wb_code_points")(g, b, (body, s0, e0, np.int64(len(cand)), n_cp))
+    long = cand[n_cp > MAX_TOKEN_LENGTH]
     if len(long) == 0:
         return starts, ends
-    host_lead = np.flatnonzero(np.asarray(lead.get() if xp is not np else lead))
     cuts = []
-    for s, e in zip(*(np.asarray(a.get() if xp is not np else a).tolist() for a in (starts[long], ends[long]))):
-        at = host_lead[np.searchsorted(host_lead, s):np.searchsorted(host_lead, e)][::MAX_TOKEN_LENGTH]
+    for s, e in zip(*(to_host(a).tolist() for a in (starts[long], ends[long]))):
+        lead = s + np.flatnonzero((to_host(body[s:e]) & 0xC0) != 0x80)
+        at = lead[::MAX_TOKEN_LENGTH]
         cuts.append(np.c_[at, np.r_[at[1:], e]])
     extra = xp.asarray(np.concatenate(cuts))
     keep = xp.ones(len(starts), bool)
     keep[long] = False
     starts = xp.concatenate([starts[keep], extra[:, 0]])
     ends = xp.concatenate([ends[keep], extra[:, 1]])
-    order = xp.argsort(starts, kind="stable")
+    order = xp.argsort(starts)  # starts are distinct
     return starts[order], ends[order]
 
 
@@ -577,15 +600,15 @@ def standard_token_bounds(data, offsets):
     """
     xp = array_module(data)
     body, bound, base = _buffers(data, offsets)
-    segs = _segment_starts(body, bound)
-    if len(segs) == 0:
+    if len(body) == 0:
         z = xp.zeros(0, np.int64)
         return z, z.copy(), z.copy()
-    got = _pieces(body, bound, segs)
+    flags = _segment_flags_of(body, bound)
+    got = _pieces(body, bound, flags)
+    del flags
     if got is None:
         return None
     ps, pe, pf = got
-    del segs
     # a South East Asian piece that starts where the last piece (one too) ended, inside the row, joins it
     join = xp.zeros(len(ps), bool)
     if len(ps) > 1:
@@ -596,6 +619,6 @@ def standard_token_bounds(data, offsets):
     last[-1:] = len(ps) - 1
     starts, ends = ps[head], pe[last]
     if bool(pf.any()):
-        starts, ends = _cut_long(body, starts, ends)
+        starts, ends = _cut_long(body, starts, ends, pf[head] == 1)
     rows = xp.searchsorted(xp.asarray(offsets, dtype=np.int64) - base, starts, side="right") - 1
     return starts + base, ends + base, rows.astype(np.int64)

@@ -159,7 +159,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     analyzer : {"anserini"}, optional
         ``"anserini"``: Anserini's DefaultEnglishAnalyzer (Lucene's StandardTokenizer, possessive filter,
         lowercase, Lucene's 33 stopwords, Lucene's Porter stemmer) for the documents and the queries; it fixes
-        the tokenizer settings (leave them out).  CPU backend only.
+        the tokenizer settings (leave them out).  Both backends, the same tokens (on the GPU the word-break
+        kernels of :mod:`cutext.kernels.wordbreak` split the text).
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB

@@ -94,12 +94,13 @@ def test_nested_scans_past_the_stack_are_reported():
     bound = np.zeros(len(data) + 1, np.uint8)
     bound[[0, len(data)]] = 1
     t1, t2 = W.lookup_tables()
-    segs, seg_end = np.array([0]), np.array([len(data)])
+    flags = np.zeros(len(data), np.uint8)
+    flags[0] = 1
     e64, e8 = np.zeros(0, np.int64), np.zeros(0, np.uint8)
     counts = np.zeros(1, np.int64)
     for depth, want in ((1, -1), (2, len(standard_tokens(text)))):
         stack = np.empty(depth, np.int64), np.empty(depth, np.int64)
-        W._pieces_cpu(data, bound, t1, t2, segs, seg_end, counts, e64, e64, e8, False, *stack)
+        W._pieces_cpu(data, bound, t1, t2, flags, len(data), counts, e64, e64, e8, False, *stack)
         assert counts[0] == want
     assert standard_tokens(text) == ["a" * 254, "\u0e31", "bbb"]
     assert _twin([text]) == [standard_tokens(text)]
