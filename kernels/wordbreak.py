@@ -4,10 +4,10 @@ The split of ``analyzer="anserini"`` (:mod:`cutext.stages.text.anserini`, whose 
 reference these kernels equal token for token), as byte offsets of the tokens, case kept:
 
 1. **Word boundaries** (``wb_segment_starts``, a thread a byte): UAX #29 default word boundaries as the
-   ``regex`` module decides ``(?w)\\b`` (``unicode_at_default_boundary`` of its ``_regex.c``, version 2026.12.2;
-   ``regex`` changed these rules in 2026.11.18, so an older one may split rare text otherwise): rules WB1-WB16
-   without WB5a, the WB4 skip of Extend / Format / ZWJ to the left, the look-ahead and look-behind of WB6,
-   WB7, WB7b, WB7c, WB11, WB12, regional indicators counted back for WB15/16), inside each row.  Every
+   ``regex`` module decides ``(?w)\\b`` (``unicode_at_default_boundary`` of its ``_regex.c``, version 2026.12.2:
+   rules WB1-WB16 without WB5a, the WB4 skip of Extend / Format / ZWJ to the left, the look-ahead and
+   look-behind of WB6, WB7, WB7b, WB7c, WB11, WB12, regional indicators counted back for WB15/16), inside each
+   row; ``regex`` changed these rules in 2026.11.18, so an older one may split rare text otherwise.  Every
    decision reads a few code points on each side, so each code point start decides its own boundary.
 2. **Tokens of a segment** (``wb_count_pieces`` / ``wb_write_pieces``, a thread the segments that start in a
    chunk of :data:`CHUNK` bytes, count, scan, then write):
