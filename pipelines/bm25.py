@@ -612,9 +612,6 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                           headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                     "postings": counts["n_postings"]})
     be = run.resolve_backend(backend)
-    if be == "gpu" and tok_cfg.analyzer is not None:
-        raise ValueError(f"the index {index} uses analyzer={tok_cfg.analyzer!r}, which splits words on the CPU "
-                         f"only: append with {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)

@@ -111,3 +111,22 @@ def test_bm25_build_gpu_equals_cpu(tmp_path):
     gpu = pipelines.run("bm25", src, out=tmp_path / "gpu", backend="gpu", scheduler="sync", **kw)
     assert gpu.backend == "gpu" and gpu.counts == cpu.counts
     assert_same_index(read_index(cpu.path), read_index(gpu.path))
+
+
+def test_bm25_append_on_the_gpu_equals_a_cpu_build(tmp_path, data_dir):
+    """An index built with the analyzer on the CPU, appended to on the GPU: the scores of a one-shot CPU build."""
+    lines = (data_dir / "cacm" / "cacm.json").read_text("utf-8").splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:300]) + "\n", "utf-8")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[300:400]) + "\n", "utf-8")
+    (tmp_path / "ab.jsonl").write_text("\n".join(lines[:400]) + "\n", "utf-8")
+    kw = dict(analyzer="anserini", scheduler="sync", progress=False)
+    pipelines.run("bm25", tmp_path / "a.jsonl", out=tmp_path / "idx", backend="cpu", **kw)
+    r = pipelines.run("bm25", tmp_path / "b.jsonl", out=tmp_path / "idx", append=True, backend="gpu",
+                      scheduler="sync", progress=False)
+    assert r.backend == "gpu"
+    pipelines.run("bm25", tmp_path / "ab.jsonl", out=tmp_path / "one", backend="cpu", **kw)
+    q = "parallel sorting algorithms for computers"
+    a = pipelines.BM25Index.load(tmp_path / "idx", backend="cpu").search(q, k=20)
+    b = pipelines.BM25Index.load(tmp_path / "one", backend="cpu").search(q, k=20)
+    assert a["source_id"].tolist() == b["source_id"].tolist()
+    np.testing.assert_allclose(a["score"], b["score"], rtol=1e-6)
