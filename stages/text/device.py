@@ -9,7 +9,8 @@ is gathered into the partition's unique-term strings (the only strings built), a
 checked byte for byte against its representative (:func:`~cutext.kernels.tokenize.tokens_equal`).
 On a collision the partition falls back to the exact string path (nvtext tokenize + factorize).
 Rules 3-5 (length, stopwords, stemming) run on the unique terms only
-(:func:`cutext.stages.text.tokenize.map_terms`).
+(:func:`cutext.stages.text.tokenize.map_terms`), and only on those no earlier partition of the process held
+(a cache per tokenizer setting, keyed by the exact term: :func:`_term_map`).
 
 With ``analyzer="anserini"`` the text is taken as it comes (no NFC, no lowercase), the word-break kernels
 (:func:`cutext.kernels.wordbreak.standard_token_bounds`, Lucene's ``StandardTokenizer``) give the token offsets,
@@ -22,6 +23,7 @@ on numpy and compare with the CPU front end.
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +55,53 @@ __all__ = ["scan_arrays", "scan_partition"]
 
 # ----------------------------------------------------------------------------- tokenize + encode
 
+# the distinct terms mapped so far, per tokenizer setting: a partition maps only the terms no earlier one held
+# (a corpus's partitions share most of their vocabulary); forgotten past TERM_CACHE_MAX terms
+TERM_CACHE_MAX = 1 << 22
+_term_cache: dict = {}
+_term_cache_lock = threading.Lock()
+
+
 def _term_map(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
+    """:func:`_map_terms_of` of the unique terms of a partition, through the mappings of earlier partitions.
+
+    Returns
+    -------
+    (final terms pyarrow.LargeStringArray (F,), int64 lut (len(uniq),))
+        The distinct final terms of this partition (each used by the lut) and, for each unique term, the index
+        of its final term or -1 (dropped): the mapping :func:`_map_terms_of` gives, term for term.
+    """
+    import pyarrow.compute as pc
+
+    with _term_cache_lock:
+        hit = _term_cache.get(cfg)
+    if hit is None:
+        terms, lut = _map_terms_of(uniq, cfg)
+        known, codes = uniq, lut
+    else:
+        known, terms, codes = hit
+        idx = pc.index_in(uniq, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        miss = np.flatnonzero(idx < 0)
+        if len(miss):
+            new = uniq.take(pa.array(miss))
+            new_terms, new_lut = _map_terms_of(new, cfg)
+            at = pc.index_in(new_terms, value_set=terms).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            fresh = at < 0
+            at[fresh] = len(terms) + np.arange(int(fresh.sum()))
+            terms = pa.concat_arrays([terms, new_terms.filter(pa.array(fresh))])
+            glob = np.full(len(new_lut), -1, np.int64)
+            glob[new_lut >= 0] = at[new_lut[new_lut >= 0]]
+            idx[miss] = len(known) + np.arange(len(miss))
+            known, codes = pa.concat_arrays([known, new]), np.concatenate([codes, glob])
+        lut = codes[idx]
+    if len(known) <= TERM_CACHE_MAX:
+        with _term_cache_lock:
+            _term_cache[cfg] = (known, terms, codes)
+    present = np.unique(lut[lut >= 0])  # the final terms this partition uses, in the cache's order
+    return terms.take(pa.array(present)), np.where(lut >= 0, np.searchsorted(present, lut), -1)
+
+
+def _map_terms_of(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
     """Rules 3-5 on the unique terms: (final unique terms, int64 lut old code -> new code, -1 dropped).
 
     With an analyzer, its filters before the stop list come first (``"anserini"``: possessive, lowercase,

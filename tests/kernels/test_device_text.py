@@ -194,6 +194,30 @@ def test_term_map_on_uniques_equals_map_terms(terms, which):
     assert len(set(final)) == len(final) and set(final) <= {m for m in map_terms(terms, cfg) if m is not None}
 
 
+@pytest.mark.parametrize("which", ["lucene+porter", "anserini"])
+def test_term_map_maps_only_terms_new_to_the_setting(monkeypatch, which):
+    """A partition's term map reuses the mappings of earlier ones (same setting): only unseen terms are stemmed,
+    and the result equals a map of its own terms alone (its final terms, none of an earlier partition's)."""
+    cfg = CONFIGS.get(which) or ANSERINI
+    monkeypatch.setattr(GT, "_term_cache", {})
+    stemmed = []
+    real = GT.stem_words
+    monkeypatch.setattr(GT, "stem_words", lambda words, name: stemmed.append(list(words)) or real(words, name))
+    first = ["Running", "runs", "the", "Dog's", "cats", "zebra"]
+    second = ["runs", "DOGS", "Dog's", "ran", "the", "yak"]
+    calls = []
+    for terms in (first, second, second):
+        del stemmed[:]
+        final, lut = GT._term_map(pa.array(terms, type=pa.large_string()), cfg)
+        calls.append(sorted(sum(stemmed, [])))
+        direct, dlut = GT._map_terms_of(pa.array(terms, type=pa.large_string()), cfg)
+        final, direct = final.to_pylist(), direct.to_pylist()
+        assert [None if k < 0 else final[k] for k in lut] == [None if k < 0 else direct[k] for k in dlut]
+        assert sorted(final) == sorted(direct) and len(set(final)) == len(final)
+    assert len(calls[0]) == 5 and calls[2] == []  # "the" is a stopword; a partition seen before: nothing stemmed
+    assert calls[1] == (["dogs", "ran", "yak"] if which == "anserini" else ["DOGS", "ran", "yak"])
+
+
 def test_a_hash_collision_is_detected(monkeypatch):
     """Different tokens with one hash must not be merged: the scan reports it (the caller falls
     back to the exact string path); equal hashes of equal tokens pass."""
