@@ -50,7 +50,7 @@ from cutext.stages.text.tokenize import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["scan_arrays", "scan_partition"]
+__all__ = ["clear_term_cache", "scan_arrays", "scan_partition"]
 
 
 # ----------------------------------------------------------------------------- tokenize + encode
@@ -60,6 +60,12 @@ __all__ = ["scan_arrays", "scan_partition"]
 TERM_CACHE_MAX = 1 << 22
 _term_cache: dict = {}
 _term_cache_lock = threading.Lock()
+
+
+def clear_term_cache() -> None:
+    """Forget the terms mapped so far (a benchmark's cold start; the cache is exact, so results never depend on it)."""
+    with _term_cache_lock:
+        _term_cache.clear()
 
 
 def _term_map(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
