@@ -811,6 +811,9 @@ def parse_args(argv=None):
                    help="where the replicated data (reused across runs) and indexes go (default /tmp/cutext-bench)")
     g.add_argument("--file-mb", type=float, default=256.0, help="size of each generated lines file (default 256)")
     g.add_argument("--gpu-tokenizer", choices=SETTINGS, default="plain", help="tokenizer setting (default plain)")
+    g.add_argument("--analyzer", choices=("anserini",), default=None,
+                   help="also index with this analyzer preset (anserini: Anserini's DefaultEnglishAnalyzer, the "
+                        "word-break kernels on the GPU): a row beside the --gpu-tokenizer row")
     g.add_argument("--gpu-batch-sizes", type=_int_list, default=[1024, 4096],
                    help="cutext GPU search batch sizes (default 1024,4096)")
     g.add_argument("--search-full", action="store_true",

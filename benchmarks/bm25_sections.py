@@ -40,6 +40,7 @@ def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None
                      mem_baseline=None, pools: DevicePools | None = None, client=None):
     """One end-to-end cutext index build (lines files -> index on disk), wall-clock timed."""
     from cutext import pipelines
+    from cutext.stages.text.device import clear_term_cache
 
     def fn():
         kw = dict(out=str(out), backend=backend, scheduler=scheduler, format="lines", variant="lucene",
@@ -54,6 +55,7 @@ def cutext_index_run(path, out, *, backend, scheduler, tok, args, blocksize=None
         # every timed build writes a new directory, as a first build does: replacing an earlier index
         # would add the removal of its files (0.24 s for the 2 GB index on an H200) to the build
         shutil.rmtree(out, ignore_errors=True)
+        clear_term_cache()  # the terms of earlier builds are mapped again, as in a new process
         gc.collect()
         if pools:
             pools.start()
@@ -593,6 +595,26 @@ def _gpu_memory(args, be: str) -> tuple:
     return baseline, pools, mem_note
 
 
+def analyzer_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, args, blocksize, data, nbytes,
+                        ndocs, notes, baseline, pools) -> None:
+    """The index row of ``--analyzer`` (Anserini's DefaultEnglishAnalyzer: the word-break kernels on the device,
+    possessive, lowercase, stopwords and Porter on the distinct terms) beside the default analyzer's row, after a
+    warm-up of its own (the word-break kernels' compilation and code point table)."""
+    abase = dict(gbase, tokenizer=args.analyzer)
+    tok = {"analyzer": args.analyzer}
+    bench.measure(dict(abase, task="warm-up", system=f"cutext {gpu_label} sync", data="20news 1 copy",
+                       notes=["first build with the analyzer: word-break kernels compiled; excluded from other rows"]),
+                  cutext_index_run(warm_dir, idx_root / "warm-analyzer", backend=be, scheduler="sync", tok=tok,
+                                   args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools), repeats=1)
+    _log_gputext_profile(quiet=True)
+    bench.measure(dict(abase, task="index", system=f"cutext {gpu_label} sync (1 GPU)", data=data, nbytes=nbytes,
+                       n_docs=ndocs, notes=notes + [f"analyzer={args.analyzer}"]),
+                  cutext_index_run(data_dir, idx_root / "full-analyzer", backend=be, scheduler="sync", tok=tok,
+                                   args=args, blocksize=blocksize, mem_baseline=baseline, pools=pools))
+    shutil.rmtree(idx_root / "full-analyzer", ignore_errors=True)
+    _log_gputext_profile()
+
+
 def _full_index_rows(bench: Bench, gbase: dict, corpus: Corpus, work: Path, idx_root: Path, data_dir: Path,
                      full: tuple, tok_c: dict, args, blocksize, baseline, pools, mem_note) -> None:
     """The warm-up, then the index of the full data (``full``: its label, bytes and documents) on one GPU,
@@ -625,6 +647,9 @@ def _full_index_rows(bench: Bench, gbase: dict, corpus: Corpus, work: Path, idx_
     if not args.search_full:
         shutil.rmtree(idx_root / "full", ignore_errors=True)
     _log_gputext_profile()
+    if args.analyzer:
+        analyzer_index_rows(bench, gbase, data_dir, warm_dir, idx_root, be, gpu_label, args, blocksize, data,
+                            nbytes, ndocs, notes, baseline, pools)
     if args.cluster:
         ngpu = len(bench.env.get("gpus") or []) or "?"
         bench.measure(dict(gbase, task="index", system=f"cutext {gpu_label} cluster ({ngpu} GPUs)", data=data,

@@ -61,10 +61,11 @@ def arrow_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def _kept_on_disk(build):
+def _kept_on_disk(build, tag=None):
     """``build()`` (a uint8 table of every code point) kept as a raw ``.u8`` file beside the numba cache of
     this module, named after what it depends on (Python's Unicode database, pyarrow's version, the
-    kernels' source): built once a machine instead of once a process (0.2-0.7 s each on one core).  Raw
+    kernels' source, and ``tag()`` when given: another library's version): built once a machine instead of
+    once a process (0.2-0.7 s each on one core).  Raw
     bytes of a known length, not ``.npy``: ``numpy.load`` parses headers with ``ast``, which is not
     thread-safe on CPython 3.11-3.12 (gh-106905), and the kernels cannot use the stages' reader."""
 
@@ -74,7 +75,8 @@ def _kept_on_disk(build):
 
         folder = _numba_cache.cache_folder(arrow_buffers)  # looked up at the call: tests point it elsewhere
         digest = _numba_cache.kernels_digest()[:16]
-        name = f"{build.__name__}-{unicodedata.unidata_version}-{pa.__version__}-{digest}.u8"
+        extra = f"{tag()}-" if tag is not None else ""
+        name = f"{build.__name__}-{extra}{unicodedata.unidata_version}-{pa.__version__}-{digest}.u8"
         path = Path(folder) / name if folder else None
         if path is not None and path.is_file():
             try:

@@ -159,7 +159,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     analyzer : {"anserini"}, optional
         ``"anserini"``: Anserini's DefaultEnglishAnalyzer (Lucene's StandardTokenizer, possessive filter,
         lowercase, Lucene's 33 stopwords, Lucene's Porter stemmer) for the documents and the queries; it fixes
-        the tokenizer settings (leave them out).  CPU backend only.
+        the tokenizer settings (leave them out).  Both backends, the same tokens (on the GPU the word-break
+        kernels of :mod:`cutext.kernels.wordbreak` split the text).
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
@@ -346,9 +347,6 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
     be = run.resolve_backend(backend)
-    if be == "gpu" and tok_cfg.analyzer is not None:
-        raise ValueError(f"{param('analyzer', tok_cfg.analyzer)} splits words on the CPU only (no GPU word-break "
-                         f"kernel yet): use {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)
@@ -614,9 +612,6 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                           headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                     "postings": counts["n_postings"]})
     be = run.resolve_backend(backend)
-    if be == "gpu" and tok_cfg.analyzer is not None:
-        raise ValueError(f"the index {index} uses analyzer={tok_cfg.analyzer!r}, which splits words on the CPU "
-                         f"only: append with {param('backend', 'cpu')}")
     src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
                                encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
                                members=members)

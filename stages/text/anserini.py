@@ -24,6 +24,10 @@ query of CACM, SciFact and 20 Newsgroups (against Anserini 1.7.1; benchmarks/ans
 97 % of 3,000 random strings of letters, digits, punctuation, marks, emoji, kana, Hangul, Hebrew and Thai (the
 rest: emoji joined by ZWJ, a mark after ``_``, a Hebrew letter, quote and digit).
 No NFC: Lucene analyzes the characters as they come.
+
+On the GPU, step 1 is :func:`cutext.kernels.wordbreak.standard_token_bounds` (CUDA kernels over the same
+``regex`` tables, equal to :func:`standard_tokens` token for token) and steps 2-3 run on the distinct tokens
+(:func:`possessive_lower`).
 """
 from __future__ import annotations
 
@@ -31,15 +35,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-__all__ = ["ANALYZERS", "MAX_TOKEN_LENGTH", "split_anserini", "standard_tokens"]
+from cutext.kernels.wordbreak import MAX_TOKEN_LENGTH, TOKEN_CHARS
+
+__all__ = ["ANALYZERS", "MAX_TOKEN_LENGTH", "possessive_lower", "split_anserini", "standard_tokens"]
 
 ANALYZERS = ("anserini",)
-# StandardAnalyzer.DEFAULT_MAX_TOKEN_LENGTH
-MAX_TOKEN_LENGTH = 255
-_APOSTROPHES = "'\u2019\uff07"
-_TOKEN_CHARS = (r"\p{WB=ALetter}\p{WB=Hebrew_Letter}\p{WB=Numeric}\p{WB=Katakana}\p{Ideographic}"
-                r"\p{Script=Hiragana}\p{Line_Break=Complex_Context}\p{Extended_Pictographic}"
-                r"\p{Emoji_Modifier}\p{WB=Regional_Indicator}")
+# EnglishPossessiveFilter: an apostrophe (U+0027, U+2019, U+FF07) and s or S at the end of a token
+_POSSESSIVE = "['\u2019\uff07][sS]$"
+_TOKEN_CHARS = TOKEN_CHARS
 # a run of South East Asian letters with the marks inside it: one token (Lucene's SOUTHEAST_ASIAN type)
 _MARKS = r"\p{WB=Extend}\p{WB=Format}\p{WB=ZWJ}"
 # a segment of South East Asian letters (UAX #29 leaves them one a segment, for a dictionary); Lucene joins a run
@@ -111,10 +114,22 @@ def standard_tokens(text: str) -> list[str]:
     return out
 
 
-def _possessive(tok: str) -> str:
-    if len(tok) >= 2 and tok[-1] in "sS" and tok[-2] in _APOSTROPHES:
-        return tok[:-2]
-    return tok
+def possessive_lower(tokens) -> pa.LargeStringArray:
+    """Steps 2-3 above (possessive filter, then lowercase) on tokens of step 1.
+
+    Parameters
+    ----------
+    tokens : pyarrow string array, shape (n,)
+
+    Returns
+    -------
+    pyarrow.LargeStringArray, shape (n,)
+        Each token without a trailing apostrophe + ``s`` / ``S``, lowercased (pyarrow ``utf8_lower``).
+    """
+    import pyarrow.compute as pc
+
+    return pc.utf8_lower(pc.replace_substring_regex(tokens.cast(pa.large_string()), _POSSESSIVE, "",
+                                                    max_replacements=1))
 
 
 def split_anserini(text, doc_id):
@@ -133,21 +148,19 @@ def split_anserini(text, doc_id):
     Raises
     ------
     TypeError
-        A cudf column: the word boundaries run on the CPU only.
+        A cudf column (its split is :func:`cutext.stages.text.tokenize.split_anserini_gpu`).
     """
-    import pyarrow.compute as pc
-
     if type(text).__module__.split(".")[0] == "cudf":
-        raise TypeError("analyzer='anserini' splits words on the CPU only (no GPU word-break kernel): "
-                        "use backend='cpu'")
+        raise TypeError("split_anserini takes host text; a cudf column splits on the device "
+                        "(cutext.stages.text.tokenize.split_anserini_gpu)")
     values = text.to_pylist() if isinstance(text, (pa.Array, pa.ChunkedArray)) else text.tolist()
     tokens: list[str] = []
     counts = np.zeros(len(values), np.int64)
     for i, t in enumerate(values):
         if t is None or t is pd.NA or t != t:  # null, NA or NaN: an empty text
             continue
-        got = [_possessive(s) for s in standard_tokens(t)]
+        got = standard_tokens(t)
         tokens.extend(got)
         counts[i] = len(got)
-    arr = pc.utf8_lower(pa.array(tokens, type=pa.large_string()))
+    arr = possessive_lower(pa.array(tokens, type=pa.large_string()))
     return pd.Series(arr, dtype=pd.StringDtype("pyarrow")), np.repeat(np.asarray(doc_id), counts)

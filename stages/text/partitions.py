@@ -62,9 +62,6 @@ def tokenize_partition_scan(df, cfg):
     cudf partitions take the device text path (:func:`cutext.stages.text.device.scan_partition`:
     token byte offsets and hashes, no token strings); the string path below is the CPU path and
     the device path's exact fallback (a hash collision)."""
-    if is_gpu(df) and cfg.analyzer is not None:
-        raise ValueError(f"analyzer={cfg.analyzer!r} splits words on the CPU only (no GPU word-break kernel): "
-                         "use backend='cpu'")
     if is_gpu(df):
         got = scan_partition(df["text"], cfg)
         if got is not None:

@@ -65,13 +65,16 @@ from cutext.kernels.backend import array_module, is_gpu_object, to_cudf, to_host
 from cutext.kernels.tokenize import (
     arrow_buffers,
     blank_separators,
+    hash_tokens,
     nfc_unstable_table,
     rows_containing,
     rows_with_high_bytes,
     split_utf8,
+    tokens_equal,
 )
+from cutext.kernels.wordbreak import standard_token_bounds
 from cutext.stages.readers.base import text_array as read_text_array
-from cutext.stages.text.anserini import split_anserini
+from cutext.stages.text.anserini import possessive_lower, split_anserini
 from cutext.stages.text.tokenizer_config import (  # noqa: F401  # the settings stay importable from here
     ENGLISH_STOPWORDS,
     LUCENE_PORTER,
@@ -555,9 +558,90 @@ def split_tokens(text, doc_id, lowercase=True):
     return split_dispatch(text, doc_id, lowercase)
 
 
+def gather_strings(data, starts, ends) -> pa.LargeStringArray:
+    """The byte ranges ``data[starts[k]:ends[k]]`` (numpy or cupy) as a host string array (a few strings:
+    the distinct terms of a partition)."""
+    xp = array_module(data)
+    lens = ends - starts
+    off = xp.zeros(len(starts) + 1, dtype=np.int64)
+    off[1:] = xp.cumsum(lens)
+    total = int(off[-1])
+    j = xp.arange(total, dtype=np.int64)
+    k = xp.searchsorted(off, j, side="right") - 1
+    chars = data[starts[k] + (j - off[k])]
+    return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(to_host(off)),
+                                            pa.py_buffer(to_host(chars)))
+
+
+def token_codes(data, starts, ends):
+    """Local codes of tokens given as byte ranges, by a 64-bit hash of their bytes (numpy or cupy).
+
+    Returns
+    -------
+    (codes, rep) or None
+        ``codes`` int64 (n_tokens,) numbers the distinct tokens; ``rep`` int64 (n_codes,) is a token of each code.
+        None when two different tokens share a hash (every token is checked byte for byte against its code's
+        representative): the caller takes an exact string path.
+    """
+    xp = array_module(data)
+    h = hash_tokens(data, starts, ends)
+    order = xp.argsort(h)
+    hs = h[order]
+    del h
+    new = xp.empty(len(hs), dtype=bool)
+    new[:1] = True
+    new[1:] = hs[1:] != hs[:-1]
+    del hs
+    rep = order[xp.flatnonzero(new)]
+    codes = xp.empty(len(order), dtype=np.int64)
+    codes[order] = xp.cumsum(new, dtype=np.int64) - 1
+    del order, new
+    if not bool(tokens_equal(data, starts, ends, rep[codes]).all()):
+        return None
+    return codes, rep
+
+
+def split_anserini_gpu(text, doc_id):
+    """:func:`cutext.stages.text.anserini.split_anserini` of a cudf column, token for token.
+
+    The word-break kernels (:func:`cutext.kernels.wordbreak.standard_token_bounds`) give the tokens as byte
+    offsets of the column's buffer, their hashes the distinct tokens (:func:`token_codes`), whose strings alone
+    are built and filtered on the host (:func:`cutext.stages.text.anserini.possessive_lower`) and gathered back.
+    Text the kernels report (nested scans past their stack) or a hash collision take the CPU split of the
+    column (exact, slower).
+
+    Parameters
+    ----------
+    text : cudf.Series of str, shape (n_docs,)
+    doc_id : cupy int64 array, shape (n_docs,)
+
+    Returns
+    -------
+    (cudf.Series of str, cupy int64 array)
+        The tokens in document order, possessives removed, lowercased, shape (n_tokens,), and their doc_ids.
+    """
+    import cupy
+
+    _, data, offsets = cudf_string_buffers(text)
+    got = standard_token_bounds(data, offsets)
+    if got is not None and len(got[0]) == 0:
+        return to_cudf(pa.array([], pa.string())), cupy.zeros(0, np.int64)
+    codes = None if got is None else token_codes(data, got[0], got[1])
+    if codes is None:
+        tokens, ids = split_anserini(text.to_arrow(), to_host(doc_id))
+        return to_cudf(pa.array(tokens.array).cast(pa.string())), cupy.asarray(ids)
+    starts, ends, rows = got
+    codes, rep = codes
+    uniq = possessive_lower(gather_strings(data, starts[rep], ends[rep])).cast(pa.string())
+    tokens = to_cudf(uniq).take(codes).reset_index(drop=True)
+    return tokens, cupy.asarray(doc_id, dtype=np.int64)[rows]
+
+
 def _split(text, doc_id, cfg: TokenizerConfig):
     """:func:`split_tokens`, or the analyzer's split (:func:`cutext.stages.text.anserini.split_anserini`)."""
     if cfg.analyzer is not None:
+        if is_gpu_object(text):
+            return split_anserini_gpu(text, doc_id)
         return split_anserini(text, doc_id)
     return split_tokens(text, doc_id, cfg.lowercase)
 

@@ -115,7 +115,8 @@ class TokenizerConfig:
     analyzer : {None, "anserini"}
         None: the rules of this module.  ``"anserini"``: Anserini's ``DefaultEnglishAnalyzer``
         (:mod:`cutext.stages.text.anserini`: Lucene's word boundaries, possessive filter and lowercase, no
-        NFC), with Lucene's stopwords and ``stemmer="lucene_porter"``; CPU only.
+        NFC), with Lucene's stopwords and ``stemmer="lucene_porter"``; on the GPU its split is the word-break
+        kernels (:mod:`cutext.kernels.wordbreak`), with the same tokens.
     """
 
     lowercase: bool = True

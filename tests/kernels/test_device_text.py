@@ -24,6 +24,7 @@ from cutext.stages.readers import pread
 from cutext.stages.readers.base import _lines_table
 from cutext.stages.readers.files import _valid_utf8 as python_valid_utf8
 from cutext.stages.text import device as GT
+from cutext.stages.text import tokenize as TZ
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.text.tokenize import TokenizerConfig
 
@@ -193,11 +194,35 @@ def test_term_map_on_uniques_equals_map_terms(terms, which):
     assert len(set(final)) == len(final) and set(final) <= {m for m in map_terms(terms, cfg) if m is not None}
 
 
+@pytest.mark.parametrize("which", ["lucene+porter", "anserini"])
+def test_term_map_maps_only_terms_new_to_the_setting(monkeypatch, which):
+    """A partition's term map reuses the mappings of earlier ones (same setting): only unseen terms are stemmed,
+    and the result equals a map of its own terms alone (its final terms, none of an earlier partition's)."""
+    cfg = CONFIGS.get(which) or ANSERINI
+    monkeypatch.setattr(GT, "_term_cache", {})
+    stemmed = []
+    real = GT.stem_words
+    monkeypatch.setattr(GT, "stem_words", lambda words, name: stemmed.append(list(words)) or real(words, name))
+    first = ["Running", "runs", "the", "Dog's", "cats", "zebra"]
+    second = ["runs", "DOGS", "Dog's", "ran", "the", "yak"]
+    calls = []
+    for terms in (first, second, second):
+        del stemmed[:]
+        final, lut = GT._term_map(pa.array(terms, type=pa.large_string()), cfg)
+        calls.append(sorted(sum(stemmed, [])))
+        direct, dlut = GT._map_terms_of(pa.array(terms, type=pa.large_string()), cfg)
+        final, direct = final.to_pylist(), direct.to_pylist()
+        assert [None if k < 0 else final[k] for k in lut] == [None if k < 0 else direct[k] for k in dlut]
+        assert sorted(final) == sorted(direct) and len(set(final)) == len(final)
+    assert len(calls[0]) == 5 and calls[2] == []  # "the" is a stopword; a partition seen before: nothing stemmed
+    assert calls[1] == (["dogs", "ran", "yak"] if which == "anserini" else ["DOGS", "ran", "yak"])
+
+
 def test_a_hash_collision_is_detected(monkeypatch):
     """Different tokens with one hash must not be merged: the scan reports it (the caller falls
     back to the exact string path); equal hashes of equal tokens pass."""
     data, offsets = _pack([b"ab cd ab", b"cd"])
-    monkeypatch.setattr(GT, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
+    monkeypatch.setattr(TZ, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
     assert GT.scan_arrays(data, offsets, CONFIGS["plain"]) is None
     data, offsets = _pack([b"ab xyz ab", b"xyz"])  # lengths differ: no collision
     uniq, code, pos, tf, lengths = GT.scan_arrays(data, offsets, CONFIGS["plain"])
@@ -505,3 +530,34 @@ def test_code_points_twin_counts_what_python_counts(tokens):
     data, offsets = _pack([t.encode() for t in tokens])
     got = K.code_points(data, offsets[:-1].copy(), offsets[1:].copy())
     assert got.tolist() == [len(t) for t in tokens]
+
+
+# ----------------------------------------------------------------------------- analyzer="anserini"
+
+ANSERINI = TokenizerConfig.make(analyzer="anserini")
+
+
+def test_scan_partition_with_the_anserini_analyzer_equals_the_cpu_front_end():
+    """The word-break twins, the possessive filter and lowercase on the unique terms, then Lucene's stopwords
+    and Porter: the scan of the CPU analyzer's tokens (no NFC: the decomposed and the composed spelling differ)."""
+    from wordbreak_cases import HOSTILE
+
+    texts = HOSTILE + need_corpus("cacm")["text"].tolist()[:400] + [
+        "The Dog's bones, THE DOG'S bone and dogs\u2019 dog\uff07S", "cafe\u0301 café", "U.S.A.'s 1,000.5"]
+    _assert_scan_equal(texts, ANSERINI, "anserini")
+    uniq, code, pos, _, _ = GT.scan_partition(pd.Series(texts[-3:], dtype=pd.StringDtype("pyarrow")), ANSERINI)
+    terms = pd.Series(uniq).astype(str).to_numpy()[np.asarray(code)]
+    assert sorted(terms[np.asarray(pos) == 0].tolist()) == ["bone", "dog"]
+    assert sorted(terms[np.asarray(pos) == 1].tolist()) == ["cafe\u0301", "café"]
+    assert "u.s.a" in terms.tolist() and "1,000.5" in terms.tolist()
+
+
+def test_anserini_scan_reports_text_past_the_kernels_stack(monkeypatch):
+    """Text the word-break kernels report (nested scans past their stack): the scan returns None, so the caller
+    takes the exact string path."""
+    text = pd.Series(["a" * 254 + "'\u0e31bbb x", "y"], dtype=pd.StringDtype("pyarrow"))
+    want = tokenize_partition_scan(pd.DataFrame({"text": text}), ANSERINI)
+    monkeypatch.setattr(GT, "standard_token_bounds", lambda data, offsets: None)
+    assert GT.scan_partition(text, ANSERINI) is None
+    got = tokenize_partition_scan(pd.DataFrame({"text": text}), ANSERINI)
+    assert _triples(got.uniq, got.code, got.pos, got.tf) == _triples(want.uniq, want.code, want.pos, want.tf)

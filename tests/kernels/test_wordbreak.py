@@ -1,0 +1,106 @@
+"""The numba twins of kernels/wordbreak.py equal the CPU analyzer's split (``standard_tokens``) token for token.
+
+``standard_tokens`` (stages/text/anserini.py: the ``regex`` module's word boundaries read as Lucene's scanner
+reads them) is itself checked against Anserini; the twins are the oracle of the device kernels
+(tests/emulated/test_wordbreak.py, tests/gpu/test_wordbreak.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cutext.kernels import wordbreak as W
+from cutext.kernels.tokenize import arrow_buffers
+from cutext.stages.text.anserini import standard_tokens
+
+from helpers import need_corpus
+from wordbreak_cases import HOSTILE, random_texts, tokens_by_row
+
+
+def _twin(texts):
+    data, offsets = arrow_buffers(pa.array(texts, type=pa.large_string()))
+    got = W.standard_token_bounds(data, offsets)
+    assert got is not None
+    return tokens_by_row(data, *got, len(texts))
+
+
+def _assert_equal(texts, label):
+    got = _twin(texts)
+    for i, t in enumerate(texts):
+        want = standard_tokens(t)
+        assert got[i] == want, f"{label} {i} {t[:80]!r}: twin {got[i][:8]} cpu {want[:8]}"
+
+
+def test_class_table_is_the_regex_modules():
+    regex = pytest.importorskip("regex")
+    t = W.class_table()
+    t1, t2 = W.lookup_tables()
+    cps = np.arange(0x110000)
+    np.testing.assert_array_equal(t2[(t1[cps >> 7].astype(np.int64) << 7) | (cps & 127)], t)
+    assert len(t2) < 0x110000 // 8  # shared blocks: the two-level table is small
+    rng = np.random.default_rng(0)
+    sample = np.r_[np.arange(0x3000), rng.integers(0x3000, 0x110000, 3000)]
+    sample = sample[(sample < 0xD800) | (sample >= 0xE000)]
+    token = regex.compile(f"[{W.TOKEN_CHARS}]")
+    for c in sample.tolist():
+        ch, k = chr(c), int(t[c])
+        assert regex.match(rf"\p{{WB={W.WORD_BREAK[k & 31]}}}", ch), hex(c)
+        assert bool(k & W.TOKEN) == bool(token.match(ch)), hex(c)
+        assert bool(k & W.PICT) == bool(regex.match(r"\p{Extended_Pictographic}", ch)), hex(c)
+        assert bool(k & W.SOUTH_EAST_ASIAN) == bool(regex.match(r"\p{Line_Break=Complex_Context}", ch)), hex(c)
+
+
+def test_twin_equals_cpu_split_on_hostile_text():
+    _assert_equal(HOSTILE, "hostile")
+    got = _twin(HOSTILE)
+    assert got[HOSTILE.index("0.05 1,000.5 3.14.15 1.2.3.4 -7 +8 1e10 $5.00 50% 1/2")][:2] == ["0.05", "1,000.5"]
+    assert [len(t) for t in got[HOSTILE.index("b" * 600 + " c")]] == [255, 255, 90, 1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_twin_equals_cpu_split_on_random_text(seed):
+    _assert_equal(random_texts(seed), f"random{seed}")
+
+
+def test_twin_equals_cpu_split_on_20newsgroups_sample():
+    texts = need_corpus("20news")["text"].tolist()[::8]
+    _assert_equal(texts, "20news")
+
+
+@pytest.mark.slow
+def test_twin_equals_cpu_split_on_all_20newsgroups():
+    texts = need_corpus("20news")["text"].tolist()
+    _assert_equal(texts, "20news")
+
+
+def test_sliced_column_nulls_and_empty_rows():
+    texts = ["skip me", None, "", "Hello, World's 3.5", None, "ภาษาไทย x"]
+    arr = pa.array(texts, type=pa.large_string()).slice(1)
+    data, offsets = arrow_buffers(arr)
+    assert offsets[0] > 0
+    starts, ends, rows = W.standard_token_bounds(data, offsets)
+    assert tokens_by_row(data, starts, ends, rows, len(arr)) == [standard_tokens(t or "") for t in texts[1:]]
+    z = W.standard_token_bounds(np.zeros(0, np.uint8), np.zeros(1, np.int64))
+    assert [len(a) for a in z] == [0, 0, 0]
+    with pytest.raises(ValueError, match="offsets span"):
+        W.standard_token_bounds(data, offsets + 1000)
+
+
+def test_nested_scans_past_the_stack_are_reported():
+    """A scan nested in a scan that does not end with it needs a second level: one level reports -1."""
+    text = "a" * 254 + "'\u0e31bbb"
+    data = np.frombuffer(text.encode(), np.uint8).copy()
+    bound = np.zeros(len(data) + 1, np.uint8)
+    bound[[0, len(data)]] = 1
+    t1, t2 = W.lookup_tables()
+    flags = np.zeros(len(data), np.uint8)
+    flags[0] = 1
+    e64, e8 = np.zeros(0, np.int64), np.zeros(0, np.uint8)
+    counts = np.zeros(1, np.int64)
+    for depth, want in ((1, -1), (2, len(standard_tokens(text)))):
+        stack = np.empty(depth, np.int64), np.empty(depth, np.int64)
+        W._pieces_cpu(data, bound, t1, t2, flags, len(data), counts, e64, e64, e8, False, *stack)
+        assert counts[0] == want
+    assert standard_tokens(text) == ["a" * 254, "\u0e31", "bbb"]
+    assert _twin([text]) == [standard_tokens(text)]
