@@ -6,8 +6,8 @@
 # script builds it when missing). Per variant: median wall ms of 3 after a warm-up, the process's CPU
 # seconds per wall second (all threads: near 1 or above = the host is busy, near 0 = the device or
 # waits), the file size, and whether pyarrow reads back the same values (column by column: cudf marks
-# columns without nulls required, so whole-table equality fails on the schema alone; the first log of
-# this script, postings-writer-gpu-h200-2026-11-24.log, compared tables and printed False for that).
+# columns without nulls required, so whole-table equality fails on the schema alone; the script's first
+# version compared whole tables and printed False for that).
 import argparse
 import os
 import statistics
