@@ -81,6 +81,10 @@ class CorpusError(ValueError):
     """Bad input: the message names the file (and the line where there is one)."""
 
 
+class NoDocumentError(CorpusError):
+    """The input (or the part of it being read) holds no document: the message names the file."""
+
+
 class ExpansionError(CorpusError):
     """A compressed file or archive member that expands beyond ``max_ratio`` (a zip/gz bomb)."""
 

@@ -203,10 +203,10 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
     slices moved between processes) on a one-GPU machine, with the index files written by both workers."""
     from distributed import Client, LocalCluster, get_task_stream
 
-    from cutext.pipelines import bm25 as bm25_pipe
+    from cutext.pipelines import _bm25_build
     from cutext.stages.runtime.compute import rmm_cupy
 
-    monkeypatch.setattr(bm25_pipe, "GPU_POSTINGS_PER_FILE", 400_000)
+    monkeypatch.setattr(_bm25_build, "GPU_POSTINGS_PER_FILE", 400_000)
     # no work stealing: on this small corpus the scheduler may steal a task whose inputs are a few kB,
     # which says nothing of where cutext places it
     with dask.config.set({"distributed.scheduler.work-stealing": False}), \
