@@ -152,7 +152,7 @@ def _builds(pipelines, src: Path, work: Path, kw: dict, repeats: int, tag: str =
             c = dict(r.counts, moved_bytes=_moved(kw.get("client")) - moved0, host_peak=rss.peak,
                      host_before=before, device_peak_mib=dev.peak_mib)
             print(f"{'warm-up ' if not i else ''}build{tag} format {fmt}: {sec:.2f} s, "
-                  f"{c['input_bytes'] / 1e9 / sec:.3f} GB/s, batches {c.get('batches', '')}, host peak RSS "
+                  f"{c['input_bytes'] / 1e9 / sec:.3f} GB/s, batches {c.get('batches', 1)}, host peak RSS "
                   f"{_gb(rss.peak)} GB ({_gb(before)} before), device peak {dev.peak_mib} MiB over before",
                   flush=True)
             if i:
@@ -183,7 +183,7 @@ def _row(fmt: int, runs: list, where: str) -> dict:
             "stages_s": {k: round(statistics.median(r[1][k] for r in runs), 3) for k in runs[0][1]},
             "input_bytes": counts["input_bytes"], "n_postings": counts["n_postings"],
             "moved_bytes": int(statistics.median(r[2]["moved_bytes"] for r in runs)),
-            "batches": counts.get("batches", ""),  # an in-process segmented build's; none on a Client
+            "batches": counts.get("batches", 1),  # counted by a build in batches (in process, segmented)
             "host_peak_gb": _gb(max((r[2]["host_peak"] for r in runs if r[2]["host_peak"] is not None), default=None)),
             "host_added_gb": _gb(max((r[2]["host_peak"] - r[2]["host_before"] for r in runs
                                       if r[2]["host_peak"] is not None and r[2]["host_before"] is not None),

@@ -305,7 +305,7 @@ def _segments_apart(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: 
     (:func:`_build_on_workers`), a partition a task on a Client (a frame, fewer files than workers:
     :func:`cutext.pipelines._bm25_workers._build_parts_on_workers`), or in process batch after batch when the
     input does not fit one (:func:`_batches`).  Returns ``(replaced, names, counts, (terms, df), next segment
-    number)`` (``counts["batches"]`` in process), or None: the input is built in one pass in process."""
+    number)`` (``counts["batches"]`` in batches), or None: the input is built in one pass in process."""
     shares = _shares(src, info)
     if shares is not None:  # a Client and a file input: every worker builds its share's segments
         built = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first, store_text=write_text,

@@ -256,7 +256,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     RunResult
         ``path`` = the index directory; ``counts``: n_docs, n_terms, n_postings, n_tokens,
         n_empty_docs, replaced (characters replaced while decoding), ``updated_docs`` (copies deleted by
-        ``on_duplicate="replace"``, when any), ``batches`` (an in-process build's, see ``index_format``);
+        ``on_duplicate="replace"``, when any), ``batches`` (of a build in batches, see ``index_format``);
         ``timings`` in seconds per stage, summed over the batches (with ``append``, the counts of the whole
         index and ``appended_docs``).
 
@@ -462,8 +462,6 @@ def _build_routes(run: PipelineRun, src, reopen, tok_cfg: TokenizerConfig, info,
     counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
               "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
               "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
-    if info.client is None:  # an in-process build: one batch
-        counts["batches"] = 1
     return avgdl, counts
 
 
