@@ -4,6 +4,7 @@ in-process build in batches sized by the memory free (Lucene's IndexWriter: a RA
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import shutil
@@ -11,15 +12,16 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from cutext.pipelines._bm25_args import _no_kept_columns_in_place
 from cutext.pipelines._bm25_workers import (
     _build_parts_on_workers,
     _df_to_send,
+    _piece_bytes,
     _shares,
     _summed_counts,
-    _unit_weights,
     _WorkerStages,
 )
 from cutext.pipelines._bm25_write import _IndexInput, _write_segments
@@ -124,11 +126,12 @@ def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, pat
 
 def _share_segments(stages, src, tok_cfg: TokenizerConfig, info, tmp: Path, first: int,
                     store_text: bool = False, keep_columns=None) -> dict:
-    """The segments ``seg-<first>...`` of a share of the input (``src``, whole units of the input's pieces,
-    numbered from the share's first piece ``first``), built as a one-GPU build builds them: the front end and
-    the segment writer in the compute context ``info``, entered by the caller, with the share's own vocabulary.
-    Returns the share's summary: the segment names, its vocabulary and df (for the index's term count and the
-    commit's ``terms.arrow``), its sizes and the replaced bytes; the stage seconds go to ``stages``."""
+    """The segments ``seg-<first>...`` of a share of the input (``src``, a run of the input's pieces: whole
+    units for a Client worker, any run for a batch; numbered from the share's first piece ``first``), built
+    as a one-GPU build builds them: the front end and the segment writer in the compute context ``info``,
+    entered by the caller, with the share's own vocabulary.  Returns the share's summary: the segment names,
+    its vocabulary and df (for the index's term count and the commit's ``terms.arrow``), its sizes, the
+    replaced bytes and the documents of each piece (``piece_docs``); the stage seconds go to ``stages``."""
     for i in range(first, first + len(src.pieces)):  # a share run again after its worker died starts clean
         shutil.rmtree(tmp / SEGMENTS_DIR / f"seg-{i:05d}", ignore_errors=True)
     work = tmp / f".share-{first:05d}"  # this share's spill files, apart from the other shares'
@@ -144,9 +147,10 @@ def _share_segments(stages, src, tok_cfg: TokenizerConfig, info, tmp: Path, firs
     if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
         raise RuntimeError(f"a share of {len(src.pieces)} pieces made {len(names)} segments")
     terms = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
+    piece_docs = idx.docs.map_partitions(len, meta=(None, "int64")).compute()  # of the persisted table
     return {"names": names, "terms": terms, "df": _df_to_send(idx.df_t[1:]), "n_docs": idx.n_docs,
             "sum_dl": idx.n_tokens, "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()),
-            "replaced": replaced}
+            "replaced": replaced, "piece_docs": np.asarray(piece_docs, np.int64)}
 
 
 def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
@@ -220,24 +224,24 @@ def _batch_bytes(info) -> int:
 
 
 def _batches(src, info) -> list[list[int]] | None:
-    """The batches of an in-process segmented build, each a list of piece numbers: contiguous runs of whole
-    units of the input's pieces (:func:`cutext.pipelines._bm25_workers._worker_units`, as the shares of a Client
-    build), the fewest of about equal bytes (:func:`cutext.stages.engines.bm25_shards.shard_ranges`) that each
-    hold at most :func:`_batch_bytes` (but a unit larger than that, alone).  None (one pass over the whole
-    input, as before) when the input fits one batch, is a frame, has a single unit (a line-numbered file is
-    numbered whole), or the build runs on a Client."""
+    """The batches of an in-process segmented build, each a list of piece numbers: contiguous runs of the
+    input's pieces, the fewest of about equal bytes (:func:`cutext.stages.engines.bm25_shards.shard_ranges`)
+    that each hold at most :func:`_batch_bytes` (a piece larger than that alone).  A batch may start inside a
+    line-numbered file: :func:`_build_in_batches` numbers its rows on from the batch before.  None (one pass
+    over the whole input, as before) when the input fits one batch, is a frame or has one piece, or the
+    build runs on a Client."""
     if info.client is not None or src.fs is None:
         return None
     limit = _batch_bytes(info)
-    if src.input_bytes <= limit:
+    if src.input_bytes <= limit or len(src.pieces) < 2:
         return None
-    units, weights = _unit_weights(src)
-    ranges = [(0, len(units))]
-    for k in range(min(max(2, -(-int(weights.sum()) // limit)), len(units)), len(units) + 1):
+    weights = np.array([_piece_bytes(p, src.fs) for p in src.pieces], np.int64)
+    ranges = [(0, len(weights))]
+    for k in range(min(max(2, -(-int(weights.sum()) // limit)), len(weights)), len(weights) + 1):
         ranges = shard_ranges(weights, k)
         if all(e - a == 1 or int(weights[a:e].sum()) <= limit for a, e in ranges):
             break
-    return [[i for u in units[a:e] for i in u] for a, e in ranges] if len(ranges) > 1 else None
+    return [list(range(a, e)) for a, e in ranges] if len(ranges) > 1 else None
 
 
 def _build_in_batches(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, batches,
@@ -250,8 +254,9 @@ def _build_in_batches(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     :func:`_build_on_workers`, ``(replaced, segment names, counts, (terms, df))``; the stage seconds summed
     over the batches go to ``run.timings``.
 
-    A batch of files without a document (empty files) adds no segment, where a build in one pass writes an
-    empty segment for each of them; the documents, their ids and the scores are the same.
+    A batch that starts inside a line-numbered file numbers its rows on from the batches before
+    (``Piece.first_row``).  A batch of files without a document (empty files) adds no segment, where a build
+    in one pass writes an empty segment for each of them; the documents, their ids and the scores are the same.
 
     Raises
     ------
@@ -260,15 +265,23 @@ def _build_in_batches(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp
     """
     stages = _SummedStages(run)
     merged = empty = None
+    rows: dict[int, int] = {}  # a line-numbered file's rows read by the batches before, by file
     for pieces in batches:
         if merged is not None:
             gc.collect()  # the batch before's device buffers held in reference cycles are freed first
+        ps = [src.pieces[i] for i in pieces]
+        if ps[0].numbered and ps[0].file_index in rows:  # the batch starts inside a file: its rows go on
+            ps[0] = dataclasses.replace(ps[0], first_row=rows[ps[0].file_index])
+        # the batch's bytes, not its files' (a file cut between batches), for its spill plan
+        batch = dataclasses.replace(source_of_pieces(src, ps), input_bytes=sum(_piece_bytes(p, src.fs) for p in ps))
         try:
-            part = _share_segments(stages, source_of_pieces(src, [src.pieces[i] for i in pieces]), tok_cfg, info,
-                                   tmp, first + pieces[0], store_text, keep_columns)
+            part = _share_segments(stages, batch, tok_cfg, info, tmp, first + pieces[0], store_text, keep_columns)
         except NoDocumentError as exc:  # files without a document (empty ones) add no segment
             empty = exc
             continue
+        for p, n in zip(ps, part.pop("piece_docs")):
+            if p.numbered:
+                rows[p.file_index] = rows.get(p.file_index, p.first_row) + int(n)
         merged = part if merged is None else _merged_summaries(merged, part)
     if merged is None:
         raise empty

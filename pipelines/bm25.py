@@ -193,8 +193,8 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         (``vocab.parquet``, ``postings/``, ``documents/``). Both load with :meth:`BM25Index.load` and
         give the same scores.  In process, a segmented index of files larger than a batch (half the memory
         free at the start, the device's or the host's, over the front end's 4 bytes an input byte) is built
-        batch after batch over runs of whole files, each batch's segments with its own vocabulary: the same
-        segments and scores, memory bounded by a batch (``counts["batches"]``; docs/decisions.md).
+        batch after batch over runs of read partitions, each batch's segments with its own vocabulary: the
+        same segments, ids and scores, memory bounded by a batch (``counts["batches"]``; docs/decisions.md).
     overwrite : bool
     progress : bool
         Show the progress inside each stage (partitions done / total): a bar when standard error is

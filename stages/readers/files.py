@@ -697,7 +697,7 @@ def document_numberer(counts: np.ndarray, pieces):
     seen: dict[int, int] = {}
     for i, p in enumerate(pieces):
         if p.numbered:
-            row_offsets[i] = seen.get(p.file_index, 0)
+            row_offsets[i] = seen.get(p.file_index, p.first_row)
             seen[p.file_index] = row_offsets[i] + counts[i]
     return _Numberer(doc_offsets, row_offsets, pieces)
 

@@ -66,15 +66,15 @@ def _same_search(a, b, qs):
 
 @pytest.mark.parametrize("as_lines", [False, True])
 def test_a_build_in_batches_equals_the_one_pass_build(tmp_path, data_dir, monkeypatch, as_lines):
-    src = _cacm_files(tmp_path / "src", data_dir, 4, as_lines)
-    # 32 KiB pieces: a file of several pieces is one unit of a batch (lines numbered across them); JSON Lines
-    # with the texts, positions and a column kept
+    """JSON Lines in four files with the texts, positions and a column kept; or one lines file, its ids
+    ``<file>:<row>`` numbered on across the batches."""
+    src = _cacm_files(tmp_path / "src", data_dir, 1 if as_lines else 4, as_lines)
     kw = dict(KW, blocksize=32 << 10, **({"format": "lines"} if as_lines else {"store_text": True,
                                                                                "positions": True,
                                                                                "keep_columns": ["k"]}))
     ref = pipelines.run("bm25", str(src), out=tmp_path / "ref", **kw)
     nbytes = ref.counts["input_bytes"]
-    seen = _in_batches(monkeypatch, int(0.6 * nbytes))  # two files of four a batch
+    seen = _in_batches(monkeypatch, int(0.6 * nbytes))  # 32 KiB pieces, about half the input a batch
     got = pipelines.run("bm25", str(src), out=tmp_path / "ix", **kw)
     # the front end held a batch of the input at a time, not the input
     assert "batches" not in ref.counts and got.counts["batches"] == len(seen) == 2
@@ -83,7 +83,7 @@ def test_a_build_in_batches_equals_the_one_pass_build(tmp_path, data_dir, monkey
         {k: v for k, v in ref.counts.items() if k != "batches"}
     assert set(got.timings) == set(ref.timings) and got.timings["tokenize"] > 0
     a, b = _manifest(ref.path), _manifest(got.path)
-    # the same segments, byte for byte (texts, positions, columns), and the commit's vocabulary
+    # the same segments, byte for byte (ids, texts, positions, columns), and the commit's vocabulary
     assert a["segments"] == b["segments"] and len(a["segments"]) > 4 and a["next_segment"] == b["next_segment"]
     assert a["files"] == b["files"]
     qs = cacm_topics(data_dir)
