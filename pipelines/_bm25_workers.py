@@ -40,8 +40,11 @@ def _worker_units(pieces) -> list[list[int]]:
 
 
 def _piece_bytes(p, fs) -> int:
-    """Bytes of a piece: its byte range, else the size of its files."""
-    return max(0, int(p.end) - int(p.start)) if p.end is not None else input_bytes([p], fs)
+    """Bytes of a piece: its byte range, else the size of its files past its start (the last piece of a file
+    runs to its end)."""
+    if p.end is not None:
+        return max(0, int(p.end) - int(p.start))
+    return max(0, input_bytes([p], fs) - int(p.start or 0))
 
 
 class _WorkerStages:
@@ -60,6 +63,12 @@ class _WorkerStages:
         return out
 
 
+def _unit_weights(src) -> tuple[list[list[int]], np.ndarray]:
+    """The units of the input's pieces (:func:`_worker_units`) and their bytes (int64, one a unit)."""
+    units = _worker_units(src.pieces)
+    return units, np.array([sum(_piece_bytes(src.pieces[i], src.fs) for i in u) for u in units], np.int64)
+
+
 def _shares(src, info) -> list | None:
     """The worker shares of a Client build: ``[(worker, pieces, first piece number), ...]``, contiguous runs
     of whole units (:func:`_worker_units`) of about equal bytes in worker order; None when the input is a
@@ -67,10 +76,9 @@ def _shares(src, info) -> list | None:
     if info.client is None or src.fs is None:
         return None
     workers = sorted(info.client.scheduler_info()["workers"])
-    units = _worker_units(src.pieces)
+    units, weights = _unit_weights(src)
     if len(workers) < 1 or len(units) < len(workers):
         return None
-    weights = np.array([sum(_piece_bytes(src.pieces[i], src.fs) for i in u) for u in units], np.int64)
     out = []
     for (a, e), w in zip(shard_ranges(weights, len(workers)), workers):
         ix = [i for u in units[a:e] for i in u]

@@ -27,16 +27,13 @@ Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
 """
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from cutext.pipelines._bm25_args import (  # noqa: F401 (moved names stay importable from here)
     _BUILD_DEFAULTS,
@@ -46,6 +43,24 @@ from cutext.pipelines._bm25_args import (  # noqa: F401 (moved names stay import
     _keep_columns_arg,
     _no_kept_columns_in_place,
     _tokenizer_kw,
+)
+from cutext.pipelines._bm25_build import (  # noqa: F401 (moved names stay importable from here)
+    _SHARE_LOCK,
+    _TIMING_NAMES,
+    BATCH_MEMORY_FRACTION,
+    GPU_BLOCKSIZE,
+    GPU_POSTINGS_PER_FILE,
+    HOST_BYTES_PER_INPUT_BYTE,
+    POSTINGS_PER_FILE,
+    _batches,
+    _build_in_batches,
+    _build_on_workers,
+    _build_share,
+    _front_end,
+    _open_source,
+    _segments_apart,
+    _share_segments,
+    _spill_plan,
 )
 from cutext.pipelines._bm25_workers import (  # noqa: F401 (moved names stay importable from here)
     _build_parts_on_workers,
@@ -92,30 +107,16 @@ from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate
 from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
 from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
-from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, DEFAULT_MAX_RATIO, CorpusError
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
 from cutext.stages.readers.frames import input_label
-from cutext.stages.readers.source import kept_columns, open_corpus, source_of_pieces
-from cutext.stages.runtime.compute import compute_context, gpu_spill_budget, host_share, share_threads
+from cutext.stages.readers.source import kept_columns
 from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.runtime.params import choice, flag, param
-from cutext.stages.runtime.progress import gather as progress_gather
 from cutext.stages.runtime.progress import is_terminal
 from cutext.stages.text import bm25 as bm25_stage
-from cutext.stages.text.frontend import build_corpus
 from cutext.stages.text.tokenize import TokenizerConfig
 
-# the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
-# in-process build sets for its own scheduler: their shares take turns
-_SHARE_LOCK = threading.Lock()
-POSTINGS_PER_FILE = 8_000_000
-# The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
-# fewer, larger read partitions and term ranges cut the per-partition and per-file costs
-# (4.76 -> 3.27 s) while the RMM peak stays under 3x the input (2.82x; 256 MiB partitions: 3.5x).
-GPU_BLOCKSIZE = 128 << 20
-GPU_POSTINGS_PER_FILE = 16_000_000
 INDEX_FORMATS = (1, 2)
-# the corpus front end's stage names -> this index's timing names
-_TIMING_NAMES = {"count": "sort+count"}
 
 
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
@@ -191,7 +192,10 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         weights follow from the global statistics at load; ``bm25-append``, ``bm25-delete`` and
         ``bm25-compact`` work on it. 1: one global vocabulary with weighted term-major postings
         (``vocab.parquet``, ``postings/``, ``documents/``). Both load with :meth:`BM25Index.load` and
-        give the same scores.
+        give the same scores.  In process, a segmented index of files larger than a batch (half the memory
+        free at the start, the device's or the host's, over the front end's 4 bytes an input byte) is built
+        batch after batch over runs of read partitions, each batch's segments with its own vocabulary: the
+        same segments, ids and scores, memory bounded by a batch (``counts["batches"]``; docs/decisions.md).
     overwrite : bool
     progress : bool
         Show the progress inside each stage (partitions done / total): a bar when standard error is
@@ -253,8 +257,9 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     RunResult
         ``path`` = the index directory; ``counts``: n_docs, n_terms, n_postings, n_tokens,
         n_empty_docs, replaced (characters replaced while decoding), ``updated_docs`` (copies deleted by
-        ``on_duplicate="replace"``, when any); ``timings`` in seconds per stage (with ``append``, the counts
-        of the whole index and ``appended_docs``).
+        ``on_duplicate="replace"``, when any), ``batches`` (of a build in batches, see ``index_format``);
+        ``timings`` in seconds per stage, summed over the batches (with ``append``, the counts of the whole
+        index and ``appended_docs``).
 
     Raises
     ------
@@ -283,6 +288,49 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     store_text, positions = flag("store_text", store_text), flag("positions", positions)
     on_duplicate = check_on_duplicate(on_duplicate)
     append = flag("append", append)  # append="no" would otherwise append
+    fields, keep_columns = _check_build_switches(append, merge_policy, variant, delta, b, positions, keep_columns,
+                                                 text_column, field_weights, field_b)
+    read_kw = dict(format=format, text_column=text_column, id_column=id_column, blocksize=blocksize,
+                   encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
+                   members=members)
+    compute_kw = dict(backend=backend, client=client, scheduler=scheduler, n_workers=n_workers)
+    tokenizer = dict(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer, min_len=min_len, max_len=max_len,
+                     analyzer=analyzer)
+    if append:
+        out = local_output(out)  # a URL of another file system is refused before the index is read
+        _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
+                               overwrite=overwrite, store_text=store_text, keep_columns=keep_columns,
+                               positions=positions, norms=norms, tokenizer=tuple(tokenizer.values()),
+                               fields=fields, text_column=text_column)
+        return append_index(path, out, **read_kw, **compute_kw, progress=progress, on_duplicate=on_duplicate,
+                            merge_policy=merge_policy)
+    if on_duplicate == "replace" and index_format == 1:
+        raise ValueError(f"{param('on_duplicate', 'replace')} deletes the older copies of an id, which a segmented "
+                         f"index records: use {param('index_format', 2)} (the default)")
+    if fields is not None:
+        if norms != "exact":
+            raise ValueError(f"{param('norms', norms)} is not available with BM25F fields: leave it out")
+        del read_kw["text_column"]  # each field's build reads its own column
+        return _build_fields(path, out, fields, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
+                             store_text=store_text, overwrite=overwrite, progress=progress, on_duplicate=on_duplicate,
+                             tokenizer=tokenizer, run_kw={**read_kw, **compute_kw})
+    return _build_one_field(path, out, read_kw, compute_kw, tokenizer, variant=variant, k1=k1, b=b, delta=delta,
+                            index_format=index_format, overwrite=overwrite, progress=progress, store_text=store_text,
+                            keep_columns=keep_columns, positions=positions, norms=norms, on_duplicate=on_duplicate)
+
+
+def _check_build_switches(append: bool, merge_policy, variant, delta, b, positions: bool, keep_columns,
+                          text_column, field_weights, field_b) -> tuple:
+    """The checks of :func:`build_index` that hold on every route (a build, BM25F, an append): returns
+    ``(fields, keep_columns)``, the BM25F spec (:func:`_field_spec`, None for one field) and the kept columns
+    as a list (or None).
+
+    Raises
+    ------
+    ValueError
+        ``merge_policy="none"`` without ``append``; ``delta`` with a variant without one; ``positions`` or
+        ``keep_columns`` with BM25F fields; bad BM25F fields or a bad ``keep_columns``.
+    """
     if check_merge_policy(merge_policy) != "tiered" and not append:
         raise ValueError(f"{param('merge_policy', merge_policy)} applies to an append's commit (append=True); a "
                          "build writes its segments unmerged: leave it out")
@@ -298,35 +346,19 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     keep_columns = _keep_columns_arg(keep_columns)
     if keep_columns is not None and fields is not None:
         raise ValueError(f"{param('keep_columns', bare=True)} is not available with BM25F fields yet: leave it out")
-    if append:
-        out = local_output(out)  # a URL of another file system is refused before the index is read
-        _check_append_settings(out, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
-                               overwrite=overwrite, store_text=store_text, keep_columns=keep_columns,
-                               positions=positions, norms=norms,
-                               tokenizer=(lowercase, stopwords, stemmer, min_len, max_len, analyzer),
-                               fields=fields, text_column=text_column)
-        return append_index(path, out, format=format, text_column=text_column, id_column=id_column,
-                            blocksize=blocksize, encoding=encoding, storage_options=storage_options, glob=glob,
-                            max_ratio=max_ratio, backend=backend, client=client, scheduler=scheduler,
-                            n_workers=n_workers, progress=progress, members=members, on_duplicate=on_duplicate,
-                            merge_policy=merge_policy)
-    if on_duplicate == "replace" and index_format == 1:
-        raise ValueError(f"{param('on_duplicate', 'replace')} deletes the older copies of an id, which a segmented "
-                         f"index records: use {param('index_format', 2)} (the default)")
-    if fields is not None:
-        if norms != "exact":
-            raise ValueError(f"{param('norms', norms)} is not available with BM25F fields: leave it out")
-        return _build_fields(path, out, fields, variant=variant, k1=k1, b=b, delta=delta, index_format=index_format,
-                             store_text=store_text, overwrite=overwrite, progress=progress, on_duplicate=on_duplicate,
-                             tokenizer=dict(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer,
-                                            min_len=min_len, max_len=max_len, analyzer=analyzer),
-                             run_kw=dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
-                                         storage_options=storage_options, glob=glob, max_ratio=max_ratio,
-                                         members=members, backend=backend, client=client, scheduler=scheduler,
-                                         n_workers=n_workers))
-    inputs = [path, *param_files(stopwords)]
-    run = PipelineRun("bm25", out, manifest="index.json", inputs=inputs, overwrite=overwrite, progress=progress)
-    delta = bm25_stage.check_params(variant, k1, b, delta)
+    return fields, keep_columns
+
+
+def _check_layout(index_format, store_text: bool, positions: bool, keep_columns) -> int:
+    """The ``index_format`` of a one-field build, checked, and what only a segmented index keeps (texts,
+    positions, columns) refused with ``index_format=1``.
+
+    Raises
+    ------
+    ValueError
+        An index format not in ``INDEX_FORMATS``; ``store_text``, ``positions`` or ``keep_columns`` with
+        ``index_format=1``.
+    """
     if isinstance(index_format, bool):
         raise ValueError(f"index_format must be one of {list(INDEX_FORMATS)}, got {index_format!r}")
     index_format = choice("index_format", index_format, INDEX_FORMATS)
@@ -341,63 +373,40 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         raise ValueError(f"{param('keep_columns', bare=True)} keeps columns beside the segments of a segmented "
                          f"index: use {param('index_format', 2)} (the default), or leave "
                          f"{param('keep_columns', bare=True)} out")
-    tok_cfg = TokenizerConfig.make(lowercase, stopwords, stemmer, min_len, max_len, analyzer)
+    return index_format
+
+
+def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict, *, variant, k1, b, delta,
+                     index_format, overwrite, progress, store_text, keep_columns, positions, norms,
+                     on_duplicate) -> RunResult:
+    """:func:`build_index` of a one-field index, its arguments checked by :func:`_check_build_switches`: the
+    input opened, the build on its route (:func:`_build_routes`), ``on_duplicate`` and the positions applied
+    over the written segments, the manifest written last."""
+    run = PipelineRun("bm25", out, manifest="index.json", inputs=[path, *param_files(tokenizer["stopwords"])],
+                      overwrite=overwrite, progress=progress)
+    delta = bm25_stage.check_params(variant, k1, b, delta)
+    index_format = _check_layout(index_format, store_text, positions, keep_columns)
+    tok_cfg = TokenizerConfig.make(**tokenizer)
     norms = bm25_stage.check_norms(norms, variant)
     if norms != "exact" and index_format != 2:
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
-    be = run.resolve_backend(backend)
-    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
-                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
-                               members=members)
+    be = run.resolve_backend(compute_kw["backend"])
+    src, reopen = _open_source(path, be, **read_kw)
     if keep_columns is not None:
         kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
     if index_format == 2:
         src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     nbytes, fmt = src.input_bytes, src.format
-    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=nbytes,
-                                  n_workers=n_workers) as info, run.output(workers_write=True) as tmp:
-        shares = _shares(src, info) if index_format == 2 else None
+    with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"], nbytes=nbytes,
+                                  n_workers=compute_kw["n_workers"]) as info, run.output(workers_write=True) as tmp:
         layout = {"store_text": store_text} if index_format == 2 else {}
         if keep_columns is not None:
             layout["keep_columns"] = keep_columns
         if positions:
             layout["positions"] = True
-        write_text = store_text or positions  # positions are found from the texts the writers keep
-        if shares is not None:  # a Client and a file input: every worker builds its share's segments
-            replaced, layout["segments"], counts, vocab = _build_on_workers(run, src, tok_cfg, info, tmp, path,
-                                                                            shares, store_text=write_text,
-                                                                            keep_columns=keep_columns)
-            layout["next_segment"] = len(src.pieces)
-            avgdl = counts["n_tokens"] / counts["n_docs"]
-            counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(src.pieces)})
-            commit_stage.write_commit_terms(tmp, *vocab)  # the shares' vocabularies merged: for the next append
-        elif index_format == 2 and info.client is not None:  # a frame or one unit: a segment a partition, in place
-            _no_kept_columns_in_place(keep_columns, path)
-            replaced, layout["segments"], counts, vocab = _build_parts_on_workers(run, src, tok_cfg, info, tmp,
-                                                                                  path, store_text=write_text)
-            layout["next_segment"] = len(layout["segments"])
-            avgdl = counts["n_tokens"] / counts["n_docs"]
-            counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": len(layout["segments"])})
-            commit_stage.write_commit_terms(tmp, *vocab)  # the segments' vocabularies merged: for the next append
-        else:
-            src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
-            idx = _front_end(run, src, tok_cfg, info, spill, path)
-            if index_format == 2:
-                replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
-                                                         store_text=write_text, keep_columns=keep_columns)
-                layout["next_segment"] = len(layout["segments"])
-                avgdl = idx.n_tokens / idx.n_docs
-                # the global vocabulary and df are at hand: the commit keeps them for the next append
-                commit_stage.write_commit_terms(tmp, idx.vocab, idx.df_t[1:])
-            else:
-                weights = _weights(idx, variant, k1, b, delta, per_file)
-                replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
-                                     delta=delta, spill=spill, per_file=per_file, info=info)
-                avgdl = weights.avgdl
-            counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
-                      "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
-                      "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+        avgdl, counts = _build_routes(run, src, reopen, tok_cfg, info, tmp, path, layout, index_format,
+                                      (variant, k1, b, delta), store_text or positions, keep_columns)
         if fmt in ID_FORMATS:  # ids from a column may repeat: on_duplicate decides
             avgdl = _dedupe(tmp, layout, index_format, on_duplicate, input_label(path), counts, avgdl)
         if positions:
@@ -416,6 +425,42 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     return run.result(info.backend, info.scheduler, info.n_workers, counts, params,
                       headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                 "postings": counts["n_postings"]})
+
+
+def _build_routes(run: PipelineRun, src, reopen, tok_cfg: TokenizerConfig, info, tmp: Path, path, layout: dict,
+                  index_format: int, bm25: tuple, write_text: bool, keep_columns) -> tuple[float, dict]:
+    """The build of a one-field index into ``tmp`` on its route: a segmented index by a Client's workers or in
+    batches in this process (:func:`_segments_apart`), else the whole input through the front end in this
+    process, written as segments or as a format-1 index (``bm25``: variant, k1, b, delta).  Adds the segment
+    names and the next segment number to ``layout``; returns ``(avgdl, counts)``."""
+    nbytes = src.input_bytes
+    apart = _segments_apart(run, src, tok_cfg, info, tmp, path, 0, write_text, keep_columns) \
+        if index_format == 2 else None
+    if apart is not None:
+        replaced, layout["segments"], counts, vocab, layout["next_segment"] = apart
+        counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": layout["next_segment"]})
+        # the vocabularies of the shares (batches, partitions) merged: for the next append
+        commit_stage.write_commit_terms(tmp, *vocab)
+        return counts["n_tokens"] / counts["n_docs"], counts
+    src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
+    idx = _front_end(run, src, tok_cfg, info, spill, path)
+    if index_format == 2:
+        replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
+                                                 store_text=write_text, keep_columns=keep_columns)
+        layout["next_segment"] = len(layout["segments"])
+        avgdl = idx.n_tokens / idx.n_docs
+        # the global vocabulary and df are at hand: the commit keeps them for the next append
+        commit_stage.write_commit_terms(tmp, idx.vocab, idx.df_t[1:])
+    else:
+        variant, k1, b, delta = bm25
+        weights = _weights(idx, variant, k1, b, delta, per_file)
+        replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
+                             delta=delta, spill=spill, per_file=per_file, info=info)
+        avgdl = weights.avgdl
+    counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
+              "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
+              "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+    return avgdl, counts
 
 
 def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: TokenizerConfig, run_kw: dict,
@@ -584,50 +629,60 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
     index = local_output(index)
     old, expect = segmented_commit(index, "appending")
     tok_cfg = TokenizerConfig.from_dict(old["tokenizer"])
+    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
+    read_kw = dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
+                   storage_options=storage_options, glob=glob, max_ratio=max_ratio, members=members)
+    compute_kw = dict(backend=backend, client=client, scheduler=scheduler, n_workers=n_workers)
+    fields = bm25f_spec(old, Path(index) / "index.json")
+    if fields is not None:  # BM25F: the index's text columns, a one-field build each, joined
+        _check_append_settings(index, tokenizer=_TOKENIZER_DEFAULTS, text_column=text_column)
+        return _append_fields(run, path, index, old, expect, fields, tok_cfg, {**read_kw, **compute_kw},
+                              on_duplicate, merge_policy)
+    return _append_one_field(run, path, index, old, expect, tok_cfg, dict(read_kw, text_column=text_column),
+                             compute_kw, on_duplicate, merge_policy)
+
+
+def _append_fields(run: PipelineRun, path, index, old: dict, expect, fields: tuple, tok_cfg: TokenizerConfig,
+                   run_kw: dict, on_duplicate: str, merge_policy: str) -> RunResult:
+    """:func:`append_index` to a BM25F index (``old``: its manifest): the new documents' segments of each field
+    built and joined (:func:`_field_segments`), then the commit."""
+    with run.output(expect) as tmp:
+        first = int(old.get("next_segment", len(old["segments"])))
+        names, _, res = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw, first)
+        n_added = int(res.counts["n_docs"])
+        deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
+        counts = commit_stage.write_commit(
+            tmp, Path(index), old, old["segments"], deletes,
+            {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
+             "appended_docs": n_added, "updated_docs": updated}, added=names, timings=run.timings,
+            fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
+        counts = merge_on_commit(tmp, merge_policy, counts)
+    return run.result(res.backend, res.scheduler, res.n_workers, counts,
+                      {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
+                       "tokenizer": old["tokenizer"], "bm25f": old["bm25f"]},
+                      headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
+                                "postings": counts["n_postings"]})
+
+
+def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg: TokenizerConfig, read_kw: dict,
+                      compute_kw: dict, on_duplicate: str, merge_policy: str) -> RunResult:
+    """:func:`append_index` to a one-field index (``old``: its manifest): the new documents' segments built on
+    the build's routes (:func:`_segments_apart`, else one pass in this process) with the index's texts,
+    positions and kept columns, then the commit."""
     store_text = old.get("store_text") is True
     with_positions = old.get("positions") is True
     write_text = store_text or with_positions  # positions are found from the texts the writers keep
     keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
-    run = PipelineRun("bm25", index, manifest="index.json", inputs=[path], progress=progress)
-    fields = bm25f_spec(old, Path(index) / "index.json")
-    if fields is not None:  # BM25F: the index's text columns, a one-field build each, joined
-        _check_append_settings(index, tokenizer=_TOKENIZER_DEFAULTS, text_column=text_column)
-        run_kw = dict(format=format, id_column=id_column, blocksize=blocksize, encoding=encoding,
-                      storage_options=storage_options, glob=glob, max_ratio=max_ratio, members=members,
-                      backend=backend, client=client, scheduler=scheduler, n_workers=n_workers)
-        with run.output(expect) as tmp:
-            first = int(old.get("next_segment", len(old["segments"])))
-            names, _, res = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw, first)
-            n_added = int(res.counts["n_docs"])
-            deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
-            counts = commit_stage.write_commit(
-                tmp, Path(index), old, old["segments"], deletes,
-                {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
-                 "appended_docs": n_added, "updated_docs": updated}, added=names, timings=run.timings,
-                fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
-            counts = merge_on_commit(tmp, merge_policy, counts)
-        return run.result(res.backend, res.scheduler, res.n_workers, counts,
-                          {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
-                           "tokenizer": old["tokenizer"], "bm25f": old["bm25f"]},
-                          headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
-                                    "postings": counts["n_postings"]})
-    be = run.resolve_backend(backend)
-    src, reopen = _open_source(path, be, blocksize, format=format, text_column=text_column, id_column=id_column,
-                               encoding=encoding, storage_options=storage_options, glob=glob, max_ratio=max_ratio,
-                               members=members)
+    be = run.resolve_backend(compute_kw["backend"])
+    src, reopen = _open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
-    with run.shown(), run.compute(be, client=client, scheduler=scheduler, nbytes=src.input_bytes,
-                                  n_workers=n_workers) as info, run.output(expect, workers_write=True) as tmp:
+    with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"],
+                                  nbytes=src.input_bytes, n_workers=compute_kw["n_workers"]) as info, \
+            run.output(expect, workers_write=True) as tmp:
         first = int(old.get("next_segment", len(old["segments"])))
-        shares = _shares(src, info)
-        if shares is not None:  # a Client and a file input: every worker writes its share's segments
-            replaced, names, added, _ = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first,
-                                                          store_text=write_text, keep_columns=keep)
-            n_added = added["n_docs"]
-        elif info.client is not None:  # a frame or one unit: a segment a partition, where its text is
-            _no_kept_columns_in_place(keep, path)
-            replaced, names, added, _ = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first,
-                                                                store_text=write_text)
+        apart = _segments_apart(run, src, tok_cfg, info, tmp, path, first, write_text, keep)
+        if apart is not None:
+            replaced, names, added, _, _ = apart
             n_added = added["n_docs"]
         else:
             src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
@@ -652,139 +707,6 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
                        "tokenizer": old["tokenizer"]},
                       headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                 "postings": counts["n_postings"]})
-
-
-def _open_source(path, be: str, blocksize, **read_kw):
-    """``(src, reopen)``: the corpus opened with ``blocksize`` (None: the backend's default partitions,
-    ``GPU_BLOCKSIZE`` or ``DEFAULT_BLOCKSIZE``), and ``reopen(blocksize=...)`` to open it again with other
-    partitions (None when the caller chose the blocksize)."""
-    reopen = functools.partial(open_corpus, path, backend=be, **read_kw)
-    if blocksize is not None:
-        return reopen(blocksize=blocksize), None
-    return reopen(blocksize=GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE), reopen
-
-
-def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
-    """Where the per-partition results go and how many postings an index file holds.
-
-    Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions by
-    ``reopen`` (:func:`_open_source`) when the default GPU blocksize does not fit the device), the spill
-    directory (None: held in memory) and the postings per file (bytes: ``nbytes`` of input; a posting takes
-    <= 200 device bytes in flight).
-    """
-    be = info.backend
-    # CPU: the per-partition results go to files inside the output's temporary directory
-    # (removed before the swap), so host memory holds the partitions in flight;
-    # GPU: the same when the device is too small to hold them
-    budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
-    spill = tmp / ".spill" if be == "cpu" or budget is not None else None
-    if budget is not None and reopen is not None:
-        src = reopen(blocksize=DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's partitions
-    per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
-    if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
-        per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
-    return src, spill, per_file
-
-
-def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path,
-               empty_ok: bool = False) -> _IndexInput:
-    """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names
-    (``run``: a :class:`PipelineRun`, or on a worker :class:`_WorkerStages`).
-
-    Raises
-    ------
-    CorpusError
-        No document has a token after tokenization (unless ``empty_ok``: a worker's share of a corpus).
-    """
-    corpus = build_corpus(src, tok_cfg, info, spill=spill,
-                          run_stage=lambda name, fn: run.stage(_TIMING_NAMES.get(name, name), fn))
-    docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
-    n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
-    texts = corpus.source.docs  # lazy: the read partitions, as the read stage planned them
-    source = corpus.source
-    del corpus
-    n_tokens = int(lengths.sum())
-    if n_tokens == 0 and not empty_ok:
-        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
-    n_postings = int(df_t.sum())
-    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings, texts,
-                       source)
-
-
-def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
-                 store_text: bool = False, keep_columns=None) -> dict:
-    """Worker side of a Client build of a segmented index: the in-process front end and segment writer over
-    this worker's pieces (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...``
-    written into ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing
-    but this summary leaves the worker: the vocabulary of the share and its df (for the index's term count
-    and the commit's ``terms.arrow``), its sizes, the segment names and the stage seconds."""
-    from distributed import get_worker
-
-    tmp = Path(tmp)
-    for i in range(first, first + len(src.pieces)):  # a share run again after its worker died starts clean
-        shutil.rmtree(tmp / SEGMENTS_DIR / f"seg-{i:05d}", ignore_errors=True)
-    work = tmp / f".share-{first:05d}"  # this worker's spill files, apart from the other workers'
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    stages = _WorkerStages()
-    # one stream of work on a GPU; on the CPU the worker's own threads (one: synchronous)
-    threads = get_worker().state.nthreads
-    scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
-    files = list(dict.fromkeys(str(f) for p in src.pieces for f in p.paths))
-    try:
-        with _SHARE_LOCK, share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
-            src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
-            idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
-            replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,
-                                           store_text=store_text, keep_columns=keep_columns)
-    except Exception as exc:  # an error that names no file still tells which files the failed share held
-        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
-        exc.add_note(f"in the bm25 build of a worker's share of the input: {', '.join(files[:3])}{more}")
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
-        raise RuntimeError(f"a worker's share of {len(src.pieces)} pieces made {len(names)} segments")
-    terms = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
-    return {"names": names, "terms": terms, "df": _df_to_send(idx.df_t[1:]), "n_docs": idx.n_docs,
-            "sum_dl": idx.n_tokens, "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()),
-            "replaced": replaced, "timings": stages.timings}
-
-
-def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
-                      first: int = 0, store_text: bool = False,
-                      keep_columns=None) -> tuple[int, list[str], dict, tuple]:
-    """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
-    (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
-    only lists the segments in document order and merges the shares' vocabularies (their terms and df, to
-    the caller).  Returns ``(replaced, segment names, counts, (terms, df))``, the last the vocabulary of
-    all the segments (:func:`_summed_counts`, for the commit's ``terms.arrow``); stage seconds go to
-    ``run.timings`` (the slowest worker's, and ``"workers"``, the wall time of them all).
-
-    Raises
-    ------
-    CorpusError
-        No document of the input has a token after tokenization.
-    """
-    client = info.client
-    t0 = time.perf_counter()
-    # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
-    sharing = host_share(client, [w for w, _, _ in shares])
-    futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, sharing[w],
-                             store_text, keep_columns, workers=[w], allow_other_workers=True, pure=False)
-               for w, pieces, k in shares]
-    bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
-    try:
-        # a share that fails raises at once, after the other shares stopped writing into tmp (removed next)
-        results = progress_gather(futures, None if bar is None else (lambda k: bar.update(len(shares[k][1]))))
-    finally:
-        if bar is not None:
-            bar.close()
-    run.timings["workers"] = time.perf_counter() - t0
-    for name in dict.fromkeys(n for r in results for n in r["timings"]):
-        run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
-    counts, vocab = _summed_counts(path, results)
-    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts, vocab
 
 
 # ----------------------------------------------------------------------------- command line

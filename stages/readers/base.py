@@ -81,6 +81,10 @@ class CorpusError(ValueError):
     """Bad input: the message names the file (and the line where there is one)."""
 
 
+class NoDocumentError(CorpusError):
+    """The input (or the part of it being read) holds no document: the message names the file."""
+
+
 class ExpansionError(CorpusError):
     """A compressed file or archive member that expands beyond ``max_ratio`` (a zip/gz bomb)."""
 
@@ -305,6 +309,8 @@ class Piece:
     members: list | None = None     # the members to read: zip ``(name, header offset)``, or tar
                                     # ``(name, data offset, size)``;
                                     # None = every member (a compressed tar, streamed in one pass)
+    first_row: int = 0              # rows of its file before it, where they are read apart (a build in
+                                    # batches): the row numbers of the file's pieces read with it start here
 
 
 def _strip_compression(path: str) -> tuple[str, str | None]:

@@ -125,6 +125,7 @@ from cutext.stages.readers.base import (
     SNIFF_BYTES,
     TABLE_SUFFIXES,
     CorpusError,
+    NoDocumentError,
     Piece,
     _count_replace,
     _escape_name,
@@ -683,20 +684,20 @@ def document_numberer(counts: np.ndarray, pieces):
 
     Raises
     ------
-    CorpusError
+    NoDocumentError (CorpusError)
         The corpus holds no document (the message names the file).
     """
     counts = np.asarray(counts, np.int64)
     if counts.sum() == 0:
         paths = list(dict.fromkeys(p for piece in pieces for p in piece.paths))
         where = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} other file(s)"
-        raise CorpusError(f"{where}: the corpus holds no document")
+        raise NoDocumentError(f"{where}: the corpus holds no document")
     doc_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     row_offsets = np.zeros(len(pieces), np.int64)
     seen: dict[int, int] = {}
     for i, p in enumerate(pieces):
         if p.numbered:
-            row_offsets[i] = seen.get(p.file_index, 0)
+            row_offsets[i] = seen.get(p.file_index, p.first_row)
             seen[p.file_index] = row_offsets[i] + counts[i]
     return _Numberer(doc_offsets, row_offsets, pieces)
 

@@ -33,9 +33,9 @@ from cutext.kernels.tokenize import arrow_buffers, blank_separators, code_points
 from cutext.kernels.wordbreak import standard_token_bounds
 from cutext.stages.readers.device import _xp, cudf_strings
 from cutext.stages.runtime.compute import StepClock
+from cutext.stages.text.anserini import possessive_lower
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.sort import sort_pairs
-from cutext.stages.text.anserini import possessive_lower
 from cutext.stages.text.tokenize import (
     FINAL_SIGMA,
     SIGMA,

@@ -162,6 +162,26 @@ def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
     assert_same_index(news_cpu[1], read_index(gpu.path))
 
 
+def test_a_gpu_build_in_batches_equals_the_one_pass_build(news_dir, news_cpu, tmp_path, monkeypatch):
+    """The in-process GPU build forced into batches (``pipelines/_bm25_build.py``, each batch through the front
+    end on the device with its own vocabulary): the one-pass GPU build's segments and commit vocabulary, file
+    for file, and the CPU's index."""
+    from cutext.pipelines import _bm25_build
+
+    kw = dict(backend="gpu", scheduler="sync", blocksize=4 << 20, **ANALYSIS)
+    ref = _build(news_dir, tmp_path / "one", **kw)
+    seen = []
+    front_end = _bm25_build._front_end
+    monkeypatch.setattr(_bm25_build, "_batch_bytes", lambda info: ref.counts["input_bytes"] // 3)
+    monkeypatch.setattr(_bm25_build, "_front_end", lambda run, s, *a, **k: seen.append(s.input_bytes) or
+                        front_end(run, s, *a, **k))
+    got = _build(news_dir, tmp_path / "batches", **kw)
+    assert got.counts["batches"] == len(seen) >= 3 and max(seen) < ref.counts["input_bytes"] / 2
+    a, b = (json.loads((r.path / "index.json").read_text()) for r in (ref, got))
+    assert a["segments"] == b["segments"] and a["files"] == b["files"]
+    assert_same_index(news_cpu[1], read_index(got.path))
+
+
 def test_20news_index_on_cutexts_own_local_cuda_cluster_equals_cpu(news_dir, news_cpu, tmp_path, monkeypatch):
     """scheduler="cluster" on the GPU: cutext's own LocalCUDACluster, with GPU_THREADS_PER_WORKER threads a
     worker (two tasks in flight a GPU), gives the CPU index."""
@@ -203,10 +223,10 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
     slices moved between processes) on a one-GPU machine, with the index files written by both workers."""
     from distributed import Client, LocalCluster, get_task_stream
 
-    from cutext.pipelines import bm25 as bm25_pipe
+    from cutext.pipelines import _bm25_build
     from cutext.stages.runtime.compute import rmm_cupy
 
-    monkeypatch.setattr(bm25_pipe, "GPU_POSTINGS_PER_FILE", 400_000)
+    monkeypatch.setattr(_bm25_build, "GPU_POSTINGS_PER_FILE", 400_000)
     # no work stealing: on this small corpus the scheduler may steal a task whose inputs are a few kB,
     # which says nothing of where cutext places it
     with dask.config.set({"distributed.scheduler.work-stealing": False}), \

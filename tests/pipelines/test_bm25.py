@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cutext import pipelines
-from cutext.pipelines import bm25 as bm25_pipe
+from cutext.pipelines import _bm25_build as bm25_build
 from cutext.stages.engines import bm25_index
 from cutext.stages.text.count import count_partition, run_lengths
 from cutext.stages.text.sort import term_divisions
@@ -221,7 +221,7 @@ def test_partitioning_does_not_change_the_index(tmp_path, data_dir, monkeypatch,
     src = data_dir / "cacm" / "cacm.json"
     kw = dict(progress=False, index_format=index_format, **ANALYSIS)
     ref = pipelines.run("bm25", src, out=tmp_path / "one", **kw)
-    monkeypatch.setattr(bm25_pipe, "POSTINGS_PER_FILE", 20_000)
+    monkeypatch.setattr(bm25_build, "POSTINGS_PER_FILE", 20_000)
     many = pipelines.run("bm25", src, out=tmp_path / "many", blocksize=200_000, scheduler="threads", **kw)
     assert many.counts["partitions"] > 5
     if index_format == 2:

@@ -1,0 +1,337 @@
+"""The ``bm25`` build's routes to segments: the corpus front end and its spill plan, the build of a share of
+the input (a Client worker's, or one batch of an in-process build), the shares on a Client's workers and the
+in-process build in batches sized by the memory free (Lucene's IndexWriter: a RAM buffer flushed to segments)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from cutext.pipelines._bm25_args import _no_kept_columns_in_place
+from cutext.pipelines._bm25_workers import (
+    _build_parts_on_workers,
+    _df_to_send,
+    _piece_bytes,
+    _shares,
+    _summed_counts,
+    _WorkerStages,
+)
+from cutext.pipelines._bm25_write import _IndexInput, _write_segments
+from cutext.pipelines._run import PipelineRun
+from cutext.stages.engines import index_commits as commit_stage
+from cutext.stages.engines.bm25_shards import shard_ranges
+from cutext.stages.engines.index_commits import SEGMENTS_DIR
+from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, CorpusError, NoDocumentError
+from cutext.stages.readers.frames import input_label
+from cutext.stages.readers.source import open_corpus, source_of_pieces
+from cutext.stages.runtime.compute import (
+    DEVICE_BYTES_PER_INPUT_BYTE,
+    compute_context,
+    device_memory_budget,
+    gpu_spill_budget,
+    host_share,
+    share_threads,
+)
+from cutext.stages.runtime.params import available_memory
+from cutext.stages.runtime.progress import gather as progress_gather
+from cutext.stages.text.frontend import build_corpus
+from cutext.stages.text.tokenize import TokenizerConfig
+
+# the workers of one process (LocalCluster(processes=False)) share dask's configuration, which a share's
+# in-process build sets for its own scheduler: their shares take turns
+_SHARE_LOCK = threading.Lock()
+POSTINGS_PER_FILE = 8_000_000
+# The GPU backend's defaults (benchmarks/micro/index_ab.py, 2.00 GB on an H200):
+# fewer, larger read partitions and term ranges cut the per-partition and per-file costs
+# (4.76 -> 3.27 s) while the RMM peak stays under 3x the input (2.82x; 256 MiB partitions: 3.5x).
+GPU_BLOCKSIZE = 128 << 20
+GPU_POSTINGS_PER_FILE = 16_000_000
+# the corpus front end's stage names -> this index's timing names
+_TIMING_NAMES = {"count": "sort+count"}
+# The share of the memory free at the start of an in-process segmented build that one batch may take at the
+# front end's peak (DEVICE_BYTES_PER_INPUT_BYTE on the GPU, HOST_BYTES_PER_INPUT_BYTE on the CPU): builds of
+# one GPU held 4x the input in 45 % of an H200 at full speed (16 GB, 14.5 s) and fell 12-16x slower at 80-91 %
+# of the device (16 GB on an H100, 32 GB on an H200) (docs/decisions.md, "An in-process build in batches").
+BATCH_MEMORY_FRACTION = 0.5
+# Host bytes an input byte the in-process CPU build holds at its peak (its partitions' results go to files): peak
+# RSS over the RSS before, 2.7x on 200 MB of replicated 20 Newsgroups in 50 MB files, 4.0x in one file, 5.1x on
+# 36 MB (fixed costs included) (scheduler="sync", 2 cores)
+HOST_BYTES_PER_INPUT_BYTE = 4
+
+
+def _open_source(path, be: str, blocksize, **read_kw):
+    """``(src, reopen)``: the corpus opened with ``blocksize`` (None: the backend's default partitions,
+    ``GPU_BLOCKSIZE`` or ``DEFAULT_BLOCKSIZE``), and ``reopen(blocksize=...)`` to open it again with other
+    partitions (None when the caller chose the blocksize)."""
+    reopen = functools.partial(open_corpus, path, backend=be, **read_kw)
+    if blocksize is not None:
+        return reopen(blocksize=blocksize), None
+    return reopen(blocksize=GPU_BLOCKSIZE if be == "gpu" else DEFAULT_BLOCKSIZE), reopen
+
+
+def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
+    """Where the per-partition results go and how many postings an index file holds.
+
+    Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions by
+    ``reopen`` (:func:`_open_source`) when the default GPU blocksize does not fit the device), the spill
+    directory (None: held in memory) and the postings per file (bytes: ``nbytes`` of input; a posting takes
+    <= 200 device bytes in flight).
+    """
+    be = info.backend
+    # CPU: the per-partition results go to files inside the output's temporary directory
+    # (removed before the swap), so host memory holds the partitions in flight;
+    # GPU: the same when the device is too small to hold them
+    budget = gpu_spill_budget(nbytes, info) if be == "gpu" else None
+    spill = tmp / ".spill" if be == "cpu" or budget is not None else None
+    if budget is not None and reopen is not None:
+        src = reopen(blocksize=DEFAULT_BLOCKSIZE)  # a device too small for the run: the spilled path's partitions
+    per_file = GPU_POSTINGS_PER_FILE if be == "gpu" else POSTINGS_PER_FILE
+    if budget is not None:  # term ranges that fit: two in flight, <= 200 device bytes a posting
+        per_file = int(min(per_file, max(1 << 16, budget // (2 * 200))))
+    return src, spill, per_file
+
+
+def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path,
+               empty_ok: bool = False) -> _IndexInput:
+    """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names
+    (``run``: a :class:`PipelineRun`, or on a worker :class:`_WorkerStages`).
+
+    Raises
+    ------
+    CorpusError
+        No document has a token after tokenization (unless ``empty_ok``: a worker's share of a corpus).
+    """
+    corpus = build_corpus(src, tok_cfg, info, spill=spill,
+                          run_stage=lambda name, fn: run.stage(_TIMING_NAMES.get(name, name), fn))
+    docs, vocab, counts, df_t, lengths = corpus.docs, corpus.vocab, corpus.counts, corpus.df, corpus.lengths
+    n_docs, n_terms, pieces = corpus.n_docs, corpus.n_terms, corpus.pieces
+    texts = corpus.source.docs  # lazy: the read partitions, as the read stage planned them
+    source = corpus.source
+    del corpus
+    n_tokens = int(lengths.sum())
+    if n_tokens == 0 and not empty_ok:
+        raise CorpusError(f"{input_label(path)}: no document has a token after tokenization ({n_docs} documents)")
+    n_postings = int(df_t.sum())
+    return _IndexInput(docs, vocab, counts, df_t, lengths, n_docs, n_terms, pieces, n_tokens, n_postings, texts,
+                       source)
+
+
+def _share_segments(stages, src, tok_cfg: TokenizerConfig, info, tmp: Path, first: int,
+                    store_text: bool = False, keep_columns=None) -> dict:
+    """The segments ``seg-<first>...`` of a share of the input (``src``, a run of the input's pieces: whole
+    units for a Client worker, any run for a batch; numbered from the share's first piece ``first``), built
+    as a one-GPU build builds them: the front end and the segment writer in the compute context ``info``,
+    entered by the caller, with the share's own vocabulary.  Returns the share's summary: the segment names,
+    its vocabulary and df (for the index's term count and the commit's ``terms.arrow``), its sizes, the
+    replaced bytes and the documents of each piece (``piece_docs``); the stage seconds go to ``stages``."""
+    for i in range(first, first + len(src.pieces)):  # a share run again after its worker died starts clean
+        shutil.rmtree(tmp / SEGMENTS_DIR / f"seg-{i:05d}", ignore_errors=True)
+    work = tmp / f".share-{first:05d}"  # this share's spill files, apart from the other shares'
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        src, spill, _ = _spill_plan(src, None, src.input_bytes, info, work)
+        idx = _front_end(stages, src, tok_cfg, info, spill, src.path, empty_ok=True)
+        replaced, names = stages.stage("write", _write_segments, tmp, idx, spill, info, first,
+                                       store_text=store_text, keep_columns=keep_columns)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if len(names) > len(src.pieces):  # the caller numbered the shares' segments by their pieces
+        raise RuntimeError(f"a share of {len(src.pieces)} pieces made {len(names)} segments")
+    terms = idx.vocab if isinstance(idx.vocab, (pa.Array, pa.ChunkedArray)) else pa.array(idx.vocab)
+    piece_docs = idx.docs.map_partitions(len, meta=(None, "int64")).compute()  # of the persisted table
+    return {"names": names, "terms": terms, "df": _df_to_send(idx.df_t[1:]), "n_docs": idx.n_docs,
+            "sum_dl": idx.n_tokens, "n_postings": idx.n_postings, "n_empty_docs": int((idx.lengths == 0).sum()),
+            "replaced": replaced, "piece_docs": np.asarray(piece_docs, np.int64)}
+
+
+def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: int = 1,
+                 store_text: bool = False, keep_columns=None) -> dict:
+    """Worker side of a Client build of a segmented index: :func:`_share_segments` over this worker's pieces
+    (on its GPU, one stream of work, as a one-GPU build), segments ``seg-<first>...`` written into
+    ``tmp/segments``, on the host's cores / ``sharing`` (the workers on this host).  Nothing but this summary
+    leaves the worker (with ``timings``, its stage seconds)."""
+    from distributed import get_worker
+
+    stages = _WorkerStages()
+    # one stream of work on a GPU; on the CPU the worker's own threads (one: synchronous)
+    threads = get_worker().state.nthreads
+    scheduler = "sync" if src.backend == "gpu" or threads <= 1 else "threads"
+    files = list(dict.fromkeys(str(f) for p in src.pieces for f in p.paths))
+    try:
+        with _SHARE_LOCK, share_threads(sharing), compute_context(src.backend, scheduler=scheduler) as info:
+            summary = _share_segments(stages, src, tok_cfg, info, Path(tmp), first, store_text, keep_columns)
+    except Exception as exc:  # an error that names no file still tells which files the failed share held
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        exc.add_note(f"in the bm25 build of a worker's share of the input: {', '.join(files[:3])}{more}")
+        raise
+    return dict(summary, timings=stages.timings)
+
+
+def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
+                      first: int = 0, store_text: bool = False,
+                      keep_columns=None) -> tuple[int, list[str], dict, tuple]:
+    """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
+    (Lucene's indexing: a writer per worker, no postings and no statistics exchanged); the caller then
+    only lists the segments in document order and merges the shares' vocabularies (their terms and df, to
+    the caller).  Returns ``(replaced, segment names, counts, (terms, df))``, the last the vocabulary of
+    all the segments (:func:`_summed_counts`, for the commit's ``terms.arrow``); stage seconds go to
+    ``run.timings`` (the slowest worker's, and ``"workers"``, the wall time of them all).
+
+    Raises
+    ------
+    CorpusError
+        No document of the input has a token after tokenization.
+    """
+    client = info.client
+    t0 = time.perf_counter()
+    # a share runs on its worker; if that worker dies, on another (its segments are written again from scratch)
+    sharing = host_share(client, [w for w, _, _ in shares])
+    futures = [client.submit(_build_share, source_of_pieces(src, pieces), tok_cfg, str(tmp), first + k, sharing[w],
+                             store_text, keep_columns, workers=[w], allow_other_workers=True, pure=False)
+               for w, pieces, k in shares]
+    bar = run.bar(len(src.pieces), "bm25 build on workers", "pieces")  # a share's pieces count when it is done
+    try:
+        # a share that fails raises at once, after the other shares stopped writing into tmp (removed next)
+        results = progress_gather(futures, None if bar is None else (lambda k: bar.update(len(shares[k][1]))))
+    finally:
+        if bar is not None:
+            bar.close()
+    run.timings["workers"] = time.perf_counter() - t0
+    for name in dict.fromkeys(n for r in results for n in r["timings"]):
+        run.timings[name] = max(r["timings"].get(name, 0.0) for r in results)
+    counts, vocab = _summed_counts(path, results)
+    return sum(r["replaced"] for r in results), [n for r in results for n in r["names"]], counts, vocab
+
+
+# ----------------------------------------------------------------------------- in-process batches
+
+def _batch_bytes(info) -> int:
+    """Input bytes one batch of an in-process segmented build may hold: ``BATCH_MEMORY_FRACTION`` of the
+    memory free now (the device's, :func:`cutext.stages.runtime.compute.device_memory_budget`, on the GPU;
+    the host's available memory on the CPU) over the front end's peak bytes an input byte."""
+    if info.backend == "gpu":
+        return max(1, int(BATCH_MEMORY_FRACTION * device_memory_budget() / DEVICE_BYTES_PER_INPUT_BYTE))
+    return max(1, int(BATCH_MEMORY_FRACTION * available_memory() / HOST_BYTES_PER_INPUT_BYTE))
+
+
+def _batches(src, info) -> list[list[int]] | None:
+    """The batches of an in-process segmented build, each a list of piece numbers: contiguous runs of the
+    input's pieces, the fewest of about equal bytes (:func:`cutext.stages.engines.bm25_shards.shard_ranges`)
+    that each hold at most :func:`_batch_bytes` (a piece larger than that alone).  A batch may start inside a
+    line-numbered file: :func:`_build_in_batches` numbers its rows on from the batch before.  None (one pass
+    over the whole input, as before) when the input fits one batch, is a frame or has one piece, or the
+    build runs on a Client."""
+    if info.client is not None or src.fs is None:
+        return None
+    limit = _batch_bytes(info)
+    if src.input_bytes <= limit or len(src.pieces) < 2:
+        return None
+    weights = np.array([_piece_bytes(p, src.fs) for p in src.pieces], np.int64)
+    ranges = [(0, len(weights))]
+    for k in range(min(max(2, -(-int(weights.sum()) // limit)), len(weights)), len(weights) + 1):
+        ranges = shard_ranges(weights, k)
+        if all(e - a == 1 or int(weights[a:e].sum()) <= limit for a, e in ranges):
+            break
+    return [list(range(a, e)) for a, e in ranges] if len(ranges) > 1 else None
+
+
+def _build_in_batches(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, batches,
+                      first: int = 0, store_text: bool = False,
+                      keep_columns=None) -> tuple[int, list[str], dict, tuple]:
+    """An in-process segmented build, one batch of pieces after the other (:func:`_batches`): each batch
+    through the front end and the segment writer with its own vocabulary (:func:`_share_segments`, a Client
+    worker's share), its device (or host) memory freed before the next one starts; the batches' vocabularies
+    merged as they finish, so the host holds one batch and the merged vocabulary.  Returns, as
+    :func:`_build_on_workers`, ``(replaced, segment names, counts, (terms, df))``; the stage seconds summed
+    over the batches go to ``run.timings``.
+
+    A batch that starts inside a line-numbered file numbers its rows on from the batches before
+    (``Piece.first_row``).  A batch of files without a document (empty files) adds no segment, where a build
+    in one pass writes an empty segment for each of them; the documents, their ids and the scores are the same.
+
+    Raises
+    ------
+    CorpusError
+        No document of the input has a token after tokenization, or the input holds no document.
+    """
+    stages = _SummedStages(run)
+    merged = empty = None
+    rows: dict[int, int] = {}  # a line-numbered file's rows read by the batches before, by file
+    for pieces in batches:
+        if merged is not None:
+            gc.collect()  # the batch before's device buffers held in reference cycles are freed first
+        ps = [src.pieces[i] for i in pieces]
+        if ps[0].numbered and ps[0].file_index in rows:  # the batch starts inside a file: its rows go on
+            ps[0] = dataclasses.replace(ps[0], first_row=rows[ps[0].file_index])
+        # the batch's bytes, not its files' (a file cut between batches), for its spill plan
+        batch = dataclasses.replace(source_of_pieces(src, ps), input_bytes=sum(_piece_bytes(p, src.fs) for p in ps))
+        try:
+            part = _share_segments(stages, batch, tok_cfg, info, tmp, first + pieces[0], store_text, keep_columns)
+        except NoDocumentError as exc:  # files without a document (empty ones) add no segment
+            empty = exc
+            continue
+        for p, n in zip(ps, part.pop("piece_docs")):
+            if p.numbered:
+                rows[p.file_index] = rows.get(p.file_index, p.first_row) + int(n)
+        merged = part if merged is None else _merged_summaries(merged, part)
+    if merged is None:
+        raise empty
+    run.timings.update(stages.timings)
+    counts, vocab = _summed_counts(path, [merged])
+    return merged["replaced"], merged["names"], counts, vocab
+
+
+class _SummedStages:
+    """The stages of a build in batches: each run as ``run``'s stage (its bar), the seconds summed in
+    :attr:`timings`."""
+
+    def __init__(self, run: PipelineRun):
+        self.run, self.timings = run, {}
+
+    def stage(self, name, fn, *args, **kwargs):
+        out = self.run.stage(name, fn, *args, **kwargs)
+        self.timings[name] = self.timings.get(name, 0.0) + self.run.timings[name]
+        return out
+
+
+def _merged_summaries(a: dict, b: dict) -> dict:
+    """Two consecutive shares' summaries (:func:`_share_segments`) as one: the vocabularies merged, the
+    sizes summed, the segment names in order."""
+    terms, df = commit_stage.merge_vocabularies([(a["terms"], a["df"]), (b["terms"], b["df"])])
+    return {"names": a["names"] + b["names"], "terms": terms, "df": df,
+            **{k: a[k] + b[k] for k in ("n_docs", "sum_dl", "n_postings", "n_empty_docs", "replaced")}}
+
+
+def _segments_apart(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, first: int,
+                    write_text: bool, keep_columns) -> tuple | None:
+    """The segments ``seg-<first>...`` of a build or an append built apart, not by one pass of the whole
+    input through this process's front end: by each worker of a Client over its share of a file input
+    (:func:`_build_on_workers`), a partition a task on a Client (a frame, fewer files than workers:
+    :func:`cutext.pipelines._bm25_workers._build_parts_on_workers`), or in process batch after batch when the
+    input does not fit one (:func:`_batches`).  Returns ``(replaced, names, counts, (terms, df), next segment
+    number)`` (``counts["batches"]`` in batches), or None: the input is built in one pass in process."""
+    shares = _shares(src, info)
+    if shares is not None:  # a Client and a file input: every worker builds its share's segments
+        built = _build_on_workers(run, src, tok_cfg, info, tmp, path, shares, first, store_text=write_text,
+                                  keep_columns=keep_columns)
+        return *built, first + len(src.pieces)
+    if info.client is not None:  # a frame or one unit: a segment a partition, in place
+        _no_kept_columns_in_place(keep_columns, path)
+        built = _build_parts_on_workers(run, src, tok_cfg, info, tmp, path, first, store_text=write_text)
+        return *built, first + len(built[1])
+    batches = _batches(src, info)
+    if batches is None:
+        return None
+    replaced, names, counts, vocab = _build_in_batches(run, src, tok_cfg, info, tmp, path, batches, first,
+                                                       store_text=write_text, keep_columns=keep_columns)
+    counts["batches"] = len(batches)
+    return replaced, names, counts, vocab, first + len(src.pieces)
