@@ -79,9 +79,10 @@ SHARED = {
     "members": Shared("str", "archive members to read: an fnmatch glob of the member path (* also matches /); "
                              "repeat for several", many=True, alone=True),
     "lowercase": Shared("bool", "lowercase the text"),
-    "stopwords": Shared("str", "'english' (Snowball's English list), 'lucene' (Lucene's 33 English stopwords), "
-                               "'none', or a file with one word per line; lda: 'auto' (the default) is 'english' "
-                               "for text and none for a UCI / LDA-C vocabulary"),
+    "stopwords": Shared("str", "'english' (Snowball's English list), 'english-topics' (that list and closed classes "
+                               "a topic never needs: will, one, also, said, mr ...), 'lucene' (Lucene's 33 English "
+                               "stopwords), 'none', or a file with one word per line; lda: 'auto' (the default) is "
+                               "'english-topics' for text and none for a UCI / LDA-C vocabulary"),
     "stemmer": Shared("str", "Snowball algorithm: porter, english, german, ...; lucene_porter: Porter as Lucene's "
                              "PorterStemFilter runs it"),
     "min_len": Shared("int", "drop tokens shorter than this (code points)"),

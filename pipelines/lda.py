@@ -35,7 +35,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -68,11 +68,39 @@ STEPS_PER_CALL = 10
 # the default document-topic prior per topic (tomotopy's): sharper documents and better held-out likelihood
 # than 50 / K at equal coherence on 20 Newsgroups and Reuters-21578 (docs/decisions.md)
 ALPHA = 0.1
+# K="auto": sqrt(n_docs / 2) topics within these bounds (benchmarks/lda_defaults.py, docs/decisions.md)
+AUTO_K_MIN, AUTO_K_MAX = 10, 100
+# min_df="auto" / max_df="auto" on a text corpus: words in one document, and in more than 30 % of them, are dropped
+AUTO_MIN_DF, AUTO_MAX_DF = 2, 0.3
+# below this many documents "auto" prunes nothing: 30 % of a handful of documents leaves hardly any word
+AUTO_PRUNE_MIN_DOCS = 50
 
 
-def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="auto", seed=0,
+def auto_topics(n_docs: int) -> int:
+    """The number of topics ``K="auto"`` gives a corpus of ``n_docs`` documents.
+
+    ``round(sqrt(n_docs / 2))`` (the rule of thumb for the number of clusters, Mardia, Kent and Bibby 1979,
+    p. 365) within [:data:`AUTO_K_MIN`, :data:`AUTO_K_MAX`]: 10 topics up to 220 documents, 33 for 2,225, 100
+    from 19,801 on.  On 20 Newsgroups, Reuters-21578 and CACM its topics are more coherent (NPMI on held-out
+    documents) than K=100's (benchmarks/lda_defaults.py).
+
+    Parameters
+    ----------
+    n_docs : int
+        Documents of the corpus (>= 0; empty documents count).
+
+    Returns
+    -------
+    int
+        K in [10, 100].
+    """
+    n = count("n_docs", n_docs, lo=0)
+    return int(min(AUTO_K_MAX, max(AUTO_K_MIN, round((n / 2) ** 0.5))))
+
+
+def train(path, out, *, K="auto", iterations=100, alpha=ALPHA, beta=0.01, sampler="auto", seed=0,
           exclude_self=True, backend="auto", format="auto", vocab=None, n_chunks=None, llpt_every=1,
-          stopwords="auto", min_df=1, max_df=1.0, stemmer=None, lowercase=True, min_len=1, max_len=None,
+          stopwords="auto", min_df="auto", max_df="auto", stemmer=None, lowercase=True, min_len=1, max_len=None,
           n_devices=1, overwrite=True,
           progress=True, callback=None, client=None, scheduler="auto", n_workers=None, collective="auto",
           **read_kw) -> RunResult:
@@ -91,8 +119,10 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         every pipeline: ``"<name>-out"`` in the working directory).  A local path or a ``file://`` URL
         (another URL is refused before any work: :mod:`cutext.stages.runtime.output`); this process
         writes it, the workers of ``client`` do not.
-    K : int
-        Topics, >= 2.
+    K : int or "auto"
+        Topics, >= 2.  ``"auto"`` (default): ``round(sqrt(n_docs / 2))`` within [10, 100] (:func:`auto_topics`:
+        10 up to 220 documents, 33 for 2,225, 100 from 19,801), the documents counted after reading;
+        params.json records the K used.
     iterations : int
         Gibbs passes over every token, an integer in [1, 100000] (as ``LDAModel.transform``'s: a float such
         as ``1e9`` or a bool is refused).
@@ -132,19 +162,27 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
         Compute the LLPT every this many iterations (and always after the last); 0 = only at the end; an
         integer in [0, 100000].
     stopwords : "auto", str, os.PathLike, list of str or None
-        ``"auto"`` (default): Snowball's English stop list (``"english"``,
-        :data:`cutext.stages.text.tokenize.ENGLISH_STOPWORDS`) for a text corpus, none for a UCI / LDA-C input
-        (its vocabulary is already chosen).  Otherwise a list name (``"english"``, ``"lucene"``, ``"none"``), a
-        file (one word per line) or the words; None = none.  A text corpus drops them in the tokenizer; a UCI /
-        LDA-C input drops them from its vocabulary (the term lowercased).
-    min_df, max_df : int or float
+        ``"auto"`` (default): ``"english-topics"`` for a text corpus -- Snowball's English stop list
+        (:data:`cutext.stages.text.tokenize.ENGLISH_STOPWORDS`) and 50 words of closed classes a topic never needs
+        (:data:`cutext.stages.text.tokenizer_config.TOPIC_EXTRA_STOPWORDS`: modal verbs, number words, general
+        adverbs and quantifiers, ``said``, ``says``, ``mr`` ...; 196 tokens) -- and none for a UCI / LDA-C input
+        (its vocabulary is already chosen).  Otherwise a list name (``"english"``, ``"english-topics"``,
+        ``"lucene"``, ``"none"``), a file (one word per line) or the words; None = none.  A text corpus drops them
+        in the tokenizer; a UCI / LDA-C input drops them from its vocabulary (the term lowercased).
+    min_df, max_df : int, float or "auto"
         Document-frequency pruning after counting, as scikit-learn's ``CountVectorizer`` and gensim's
         ``Dictionary.filter_extremes`` (``no_below`` / ``no_above``): a word is kept when it is in at least
         ``min_df`` and at most ``max_df`` documents; an int counts documents (>= 1), a float is a fraction of
-        them in [0, 1] (default 1 and 1.0: no pruning, as those peers and tomotopy default).  Any input format.
-        params.json records both and ``pruning`` (words and tokens removed, the most frequent of them).
-        ``max_df=0.5`` drops corpus-wide words such as mail headers; on 20 Newsgroups and Reuters-21578 it
-        raises NPMI coherence (benchmarks/defaults.py), but on a few documents it removes most words.
+        them in [0, 1]; ``min_df=1, max_df=1.0`` prune nothing.  ``"auto"`` (default): ``min_df=2, max_df=0.3``
+        for a text corpus of at least 50 documents (a word of one document belongs to no topic; a word in
+        more than 30 % of the documents, such as ``said``, ``film`` in film reviews or a mail header, fills every
+        topic), no pruning for a smaller one or a UCI / LDA-C input (its vocabulary is already chosen).  A subject
+        word goes too where its subject fills a third of the corpus: ``pruning`` in params.json (and the CLI)
+        names the most frequent words removed; pass ``max_df=1.0`` to keep them.  With ``stopwords="auto"`` and
+        ``K="auto"``, 10 % or less of the topics' top-10 words are in scikit-learn's 318-word stop list on ten
+        corpora of news, posts, abstracts, reviews, speeches and one-line texts (``benchmarks/lda_defaults.py``,
+        docs/decisions.md).  Any input format.  params.json records the values used and ``pruning`` (words and
+        tokens removed, the most frequent of them).
     stemmer, lowercase, min_len, max_len
         Tokenizer settings for text corpora; refused (when not the default) with a UCI / LDA-C input, whose
         words are already counted.
@@ -193,13 +231,14 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
     Raises
     ------
     ValueError
-        K < 2, iterations not an integer in [1, 100000], alpha or beta outside [1e-10, 1e6] (or <= 0), unknown
-        sampler, stopwords that are not a name, path or list of words, ``min_df`` / ``max_df`` that are not an
-        int >= 1 or a float in [0, 1] (checked before any work), bounds no word can meet; a setting the input cannot use
-        (``vocab`` with a text corpus; tokenizer, reader, ``scheduler`` or ``n_workers`` settings with a UCI /
-        LDA-C input); ``exclude_self`` not a bool; a ``callback`` that is not callable; ``LDAInputError`` (a ValueError)
-        for malformed input, a corpus without tokens or with a single distinct word (after pruning, the
-        message names the bounds and the most frequent words removed).
+        K neither an integer >= 2 nor ``"auto"``, iterations not an integer in [1, 100000], alpha or beta outside
+        [1e-10, 1e6] (or <= 0), unknown sampler, stopwords that are not a name, path or list of words, ``min_df`` /
+        ``max_df`` that are not ``"auto"``, an int >= 1 or a float in [0, 1] (checked before any work), bounds no
+        word can meet; a setting the input cannot use (``vocab`` with a text corpus; tokenizer, reader,
+        ``scheduler`` or ``n_workers`` settings with a UCI / LDA-C input); ``exclude_self`` not a bool; a
+        ``callback`` that is not callable; ``LDAInputError`` (a ValueError) for malformed input, a corpus without
+        tokens or with a single distinct word (after pruning, the message names the bounds and the most frequent
+        words removed).
     ResourceLimitError (MemoryError, ValueError)
         The sampler's arrays for this K and vocabulary (word-topic counts and tables, V x K) exceed the
         memory available (host, or the device's on the GPU); checked after reading the corpus, before
@@ -221,13 +260,13 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
                           **read_kw)
     stopwords = _stopwords(stopwords, vocab_input)
     text_stop, vocab_stop = (None, resolve_stopwords(stopwords)) if vocab_input else (stopwords, frozenset())
-    prune = {"stopwords": vocab_stop, "min_df": check_df_limit("min_df", min_df),
-             "max_df": check_df_limit("max_df", max_df)}
+    prune = {"stopwords": vocab_stop, "min_df": _df_limit("min_df", min_df), "max_df": _df_limit("max_df", max_df)}
     be, tok_cfg = run.resolve_backend(backend), TokenizerConfig.make(lowercase, text_stop, stemmer, min_len, max_len)
     # with a client n_workers counts the sampling workers; the front end runs on all of the client's
     bow, fmt = _read(run, path, be, tok_cfg, format=format, vocab=vocab, client=client, scheduler=scheduler,
                      n_workers=None if client is not None else n_workers, prune=prune, **read_kw)
     bow.extra["pruning"]["stopwords"] = _stopword_label(stopwords, len(tok_cfg.stopwords | vocab_stop))
+    chain = chain.sized(bow.n_docs)
     return _fit(run, path, bow, fmt, chain, be, tok_cfg, client=client, n_workers=n_workers, collective=collective,
                 callback=callback)
 
@@ -236,7 +275,7 @@ def train(path, out, *, K=100, iterations=100, alpha=ALPHA, beta=0.01, sampler="
 class _Chain:
     """The parameters of the Gibbs chain, checked (see :func:`train`)."""
 
-    K: int
+    K: int | str  # "auto" until the corpus is read (:meth:`sized`)
     iterations: int
     alpha: float
     beta: float
@@ -256,11 +295,15 @@ class _Chain:
         Raises
         ------
         ValueError
-            K < 2, iterations not an integer in [1, 100000], alpha or beta outside [1e-10, 1e6] (or <= 0),
-            llpt_every not an integer in [0, 100000],
+            K neither an integer >= 2 nor ``"auto"``, iterations not an integer in [1, 100000], alpha or beta
+            outside [1e-10, 1e6] (or <= 0), llpt_every not an integer in [0, 100000],
             n_chunks < 1, seed < 0, n_devices < 1, an unknown sampler, exclude_self not a bool.
         """
-        K = count("K", K, lo=2)
+        if not (isinstance(K, str) and K == "auto"):
+            if isinstance(K, str):
+                raise ValueError(f"{param('K', K)}: give an integer >= 2 or \"auto\" (sqrt(n_docs / 2) in "
+                                 f"[{AUTO_K_MIN}, {AUTO_K_MAX}])")
+            K = count("K", K, lo=2)
         iterations = check_iterations("iterations", iterations)
         alpha = ALPHA if alpha is None else number("alpha", alpha, lo=0, lo_open=True)
         beta = number("beta", beta, lo=0, lo_open=True)
@@ -269,8 +312,12 @@ class _Chain:
         count("n_chunks", n_chunks, lo=1, none_ok=True)
         count("seed", seed, lo=0)
         n_devices = count("n_devices", n_devices, lo=1)
-        sampler = resolve_sampler(sampler, K)
+        sampler = resolve_sampler(sampler, AUTO_K_MAX if K == "auto" else K)
         return cls(K, iterations, alpha, beta, sampler, seed, exclude_self, llpt_every, n_chunks, n_devices)
+
+    def sized(self, n_docs: int) -> _Chain:
+        """The chain with ``K="auto"`` resolved for a corpus of ``n_docs`` documents (:func:`auto_topics`)."""
+        return replace(self, K=auto_topics(n_docs)) if self.K == "auto" else self
 
 
 def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, vocab, client, scheduler,
@@ -282,9 +329,25 @@ def _read(run: PipelineRun, path, be: str, tok_cfg: TokenizerConfig, *, format, 
     with run.shown():  # a text corpus: the front end shows partitions done / total
         bow, fmt = read_bow(path, format=format, vocab=vocab, tokenizer=tok_cfg, backend=be, client=client,
                             scheduler=scheduler, n_workers=n_workers, **read_kw)
-    bow = prune_bow(bow, **prune)
+    bow = prune_bow(bow, **_auto_pruning(prune, bow.n_docs, fmt in ("uci", "ldac")))
     read()
     return bow, fmt
+
+
+def _df_limit(name: str, value):
+    """``min_df`` / ``max_df`` checked before any work: ``"auto"`` as it is, else
+    :func:`cutext.stages.engines.lda_chunk.check_df_limit`."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    return check_df_limit(name, value)
+
+
+def _auto_pruning(prune: dict, n_docs: int, vocab_input: bool) -> dict:
+    """``prune`` with ``min_df="auto"`` / ``max_df="auto"`` resolved: :data:`AUTO_MIN_DF` and :data:`AUTO_MAX_DF`
+    for a text corpus of at least :data:`AUTO_PRUNE_MIN_DOCS` documents, else no pruning (1 and 1.0)."""
+    on = not vocab_input and n_docs >= AUTO_PRUNE_MIN_DOCS
+    auto = {"min_df": AUTO_MIN_DF if on else 1, "max_df": AUTO_MAX_DF if on else 1.0}
+    return {k: auto[k] if isinstance(v, str) and v == "auto" else v for k, v in prune.items()}
 
 
 # the settings that only a text corpus uses, with their defaults in train() (the reader's from its signature)
@@ -325,11 +388,12 @@ def _stopword_label(stopwords, n: int) -> str:
 
 
 def _stopwords(stopwords, vocab_input: bool):
-    """``stopwords="auto"`` resolved: Snowball's English list (``"english"``) for a text corpus, None for a UCI /
-    LDA-C input, whose vocabulary was chosen by whoever built it; any other value as given (with such an input
-    its words are dropped from that vocabulary, :func:`cutext.stages.engines.lda_chunk.prune_bow`)."""
+    """``stopwords="auto"`` resolved: ``"english-topics"`` (Snowball's English list and closed classes) for a text
+    corpus, None for a UCI / LDA-C input, whose vocabulary was chosen by whoever built it; any other value as given
+    (with such an input its words are dropped from that vocabulary,
+    :func:`cutext.stages.engines.lda_chunk.prune_bow`)."""
     if isinstance(stopwords, str) and stopwords == "auto":
-        return None if vocab_input else "english"
+        return None if vocab_input else "english-topics"
     return stopwords
 
 
@@ -364,7 +428,7 @@ def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg:
         params = {"K": c.K, "iterations": int(c.iterations), "alpha": c.alpha, "beta": c.beta, "sampler": c.sampler,
                   "seed": int(c.seed), "exclude_self": bool(c.exclude_self), "format": fmt, "llpt": final,
                   "tokens_per_s": tps, "stopwords": pruning.get("stopwords"), "min_df": pruning.get("min_df"),
-                  "max_df": pruning.get("max_df")}
+                  "max_df": pruning.get("max_df"), "pruning": pruning or None}
         with run.output() as tmp:
             _write_model(tmp, state, ch, bow, llpt_df, c.K, c.alpha)
             written()
@@ -374,7 +438,7 @@ def _fit(run: PipelineRun, path, bow, fmt: str, chain: _Chain, be: str, tok_cfg:
                 "sampling": ({"scheduler": "client", "n_workers": len(workers), "collective": state.collective}
                              if workers else {"scheduler": "in-process", "n_devices": c.n_devices}),
                 "timings": run.timings, "tokenizer": tok_cfg.to_dict() if fmt not in ("uci", "ldac") else None,
-                "pruning": pruning or None, "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
+                "memory_bytes": ch.memory_estimate(), "state_bytes": state.nbytes(),
                 "front_end": ({k: bow.extra[k] for k in ("scheduler", "n_workers", "timings") if k in bow.extra}
                               or None)})
     finally:
@@ -559,12 +623,26 @@ def _cli_main(args, kw) -> int:
         print(json.dumps(d, indent=2, default=str))
         return 0
     print_result(r, False)  # its headline: the final LLPT (EZLDA Eq. 5, bits per token)
+    line = _pruning_line(r.params)
+    if line:
+        print(line)
     if table is not None:
         print(f"topics: share of the tokens, documents whose main topic it is, top {top} words")
         w = len(str(len(table) - 1))
         for t in table.itertuples():
             print(f"  topic {t.topic:<{w}} {100 * t.weight:5.1f} % {t.docs:>7,} docs  {t.words}")
     return 0
+
+
+def _pruning_line(params: dict) -> str:
+    """One line saying what min_df / max_df removed (the words a user may miss in the topics), "" when nothing."""
+    p = params.get("pruning") or {}
+    n = p.get("words_removed", 0) - p.get("stopwords_removed", 0)
+    if n <= 0:
+        return ""
+    return (f"pruned: {n:,} words in fewer than {p['min_docs']:g} or more than {p['max_docs']:g} documents "
+            f"(min_df={p['min_df']!r}, max_df={p['max_df']!r}), the most frequent: "
+            f"{' '.join(p.get('most_frequent_removed', [])[:8])}")
 
 
 # the subcommand of this module; its options are the keywords of train() and of the reader it forwards to

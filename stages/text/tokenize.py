@@ -38,7 +38,9 @@ Rules (the same on both backends, applied in this order)
    dropped (measured before stemming).
 5. **Stopwords**: tokens in the stopword set are dropped (matched after lowercasing, before
    stemming).  ``"lucene"`` is Lucene's English stop set (33 words, as Anserini uses);
-   ``"english"`` is Snowball's English stop list (:data:`ENGLISH_STOPWORDS`, 146 tokens).
+   ``"english"`` is Snowball's English stop list (:data:`ENGLISH_STOPWORDS`, 146 tokens);
+   ``"english-topics"`` adds 50 words of closed classes a topic model never needs
+   (:data:`ENGLISH_TOPIC_STOPWORDS`, 196 tokens: the lda pipeline's default for text).
 6. **Stemming**: ``stemmer`` names a Snowball algorithm of PyStemmer (``"porter"`` is Porter's
    original algorithm, as in Lucene's PorterStemFilter, and like Lucene and Porter's reference C
    implementation it leaves words of one or two characters unstemmed; ``"english"`` is Snowball
@@ -77,6 +79,7 @@ from cutext.stages.readers.base import text_array as read_text_array
 from cutext.stages.text.anserini import possessive_lower, split_anserini
 from cutext.stages.text.tokenizer_config import (  # noqa: F401  # the settings stay importable from here
     ENGLISH_STOPWORDS,
+    ENGLISH_TOPIC_STOPWORDS,
     LUCENE_PORTER,
     LUCENE_STOPWORDS,
     STOPWORD_SETS,

@@ -54,11 +54,23 @@ def read_snowball_list(path, keep=frozenset()) -> frozenset:
 ENGLISH_STOPWORDS = read_snowball_list(Path(__file__).with_name("stopwords_english.txt"),
                                        keep=frozenset({"can", "won", "let"}))
 
-STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "english": ENGLISH_STOPWORDS, "none": frozenset()}
+# Closed word classes a topic never needs, beyond Snowball's list: modal verbs (not "can", which Snowball leaves
+# out on purpose), number words (as digits are), general adverbs and quantifiers, and the reporting verbs and titles
+# of news.  With Snowball's list, the lda pipeline's default for text ("english-topics"; docs/decisions.md).
+TOPIC_EXTRA_STOPWORDS = frozenset(
+    "will shall may might must "
+    "one two three four five six seven eight nine ten first "
+    "also now even still just yet already often however perhaps rather quite really almost though although thus "
+    "therefore indeed ever never always much many several every another "
+    "said says say told mr mrs ms".split())
+ENGLISH_TOPIC_STOPWORDS = ENGLISH_STOPWORDS | TOPIC_EXTRA_STOPWORDS
+
+STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "english": ENGLISH_STOPWORDS, "english-topics": ENGLISH_TOPIC_STOPWORDS,
+                 "none": frozenset()}
 
 
 def resolve_stopwords(stopwords) -> frozenset:
-    """Stopword set from a name (``"lucene"``, ``"english"``, ``"none"``), a file path (str or
+    """Stopword set from a name (``"lucene"``, ``"english"``, ``"english-topics"``, ``"none"``), a file path (str or
     ``os.PathLike``, one word per line) or an iterable of words (str).
 
     Raises
@@ -74,8 +86,8 @@ def resolve_stopwords(stopwords) -> frozenset:
     if isinstance(stopwords, os.PathLike):
         stopwords = os.fspath(stopwords)
         if not isinstance(stopwords, str):
-            raise TypeError(f"stopwords must be 'lucene', 'english', 'none', a file path or a list of words, got the "
-                            f"bytes path {stopwords!r}")
+            raise TypeError(f"stopwords must be 'lucene', 'english', 'none', 'english-topics', a file path or a list "
+                            f"of words, got the bytes path {stopwords!r}")
         if not Path(stopwords).exists():  # a directory is refused below, by name
             raise ValueError(f"stopwords: no such file {stopwords!r}")
     if isinstance(stopwords, str):
@@ -86,12 +98,12 @@ def resolve_stopwords(stopwords) -> frozenset:
             return frozenset(w.strip().lower() for w in p.read_text(encoding="utf-8").splitlines() if w.strip())
         if p.is_dir():
             raise ValueError(f"stopwords {stopwords!r}: is a directory; a stopword list is a file of one word a line")
-        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'english', 'none', a file path or a "
-                         "list of words")
+        raise ValueError(f"unknown stopword list {stopwords!r}: use 'lucene', 'english', 'none', 'english-topics', a "
+                         "file path or a list of words")
     # bytes and mappings iterate as ints / keys: neither is meant as a list of words
     if isinstance(stopwords, (bytes, bytearray, dict)) or not hasattr(stopwords, "__iter__"):
-        raise TypeError(f"stopwords must be 'lucene', 'english', 'none', a file path or a list of words, got "
-                        f"{type(stopwords).__name__} {stopwords!r}"[:300])
+        raise TypeError(f"stopwords must be 'lucene', 'english', 'none', 'english-topics', a file path or a list of "
+                        f"words, got {type(stopwords).__name__} {stopwords!r}"[:300])
     words = list(stopwords)
     bad = next((w for w in words if not isinstance(w, str)), None)
     if bad is not None:

@@ -402,6 +402,11 @@ def test_from_text_corpus_and_cli(shared_data, tmp_path, capsys):
     assert m.params["format"] == "lines" and len(m.documents) == 300
     assert "the" not in m.vocab and "government" in m.vocab
     assert m.W.sum() == m.params["n_tokens"]
+    p = m.params["pruning"]  # the defaults' pruning, told on one line: "said" is in most news stories
+    assert "said" not in m.vocab and p["words_removed"] > 0
+    line = (rf"^pruned: {p['words_removed']:,} words in fewer than 2 or more than 90 documents \(min_df=2, "
+            rf"max_df=0\.3\), the most frequent: {p['most_frequent_removed'][0]} ")
+    assert re.search(line, text, flags=re.M)
 
 
 @pytest.mark.slow
@@ -701,8 +706,10 @@ def lee_path(shared_data):
 
 
 def test_text_corpus_drops_english_stopwords_by_default(lee_path, tmp_path):
-    """A text corpus with the defaults: Snowball's English list, alpha 0.1, no pruning, all recorded."""
-    from cutext.stages.text.tokenize import ENGLISH_STOPWORDS
+    """A text corpus with the defaults: Snowball's English list and closed classes, alpha 0.1, the "auto" pruning,
+    all recorded."""
+    from cutext.pipelines.lda import AUTO_MAX_DF, AUTO_MIN_DF
+    from cutext.stages.text.tokenize import ENGLISH_STOPWORDS, ENGLISH_TOPIC_STOPWORDS
 
     r = pipelines.run("lda", str(lee_path), out=tmp_path / "m", K=5, iterations=2, format="lines", backend="cpu",
                       progress=False)
@@ -710,12 +717,71 @@ def test_text_corpus_drops_english_stopwords_by_default(lee_path, tmp_path):
     assert not {"the", "a", "and", "s", "t", "his", "have", "after"} & set(m.vocab)  # the user's stopword topics
     assert {"government", "united", "can", "won"} <= set(m.vocab)  # content words stay
     p = json.loads((tmp_path / "m" / "params.json").read_text())
-    assert p["stopwords"] == "english" and p["alpha"] == 0.1 and (p["min_df"], p["max_df"]) == (1, 1.0)
-    assert set(p["tokenizer"]["stopwords"]) == ENGLISH_STOPWORDS and p["pruning"]["words_removed"] == 0
+    assert p["stopwords"] == "english-topics" and p["alpha"] == 0.1
+    assert (p["min_df"], p["max_df"]) == (AUTO_MIN_DF, AUTO_MAX_DF)
+    assert set(p["tokenizer"]["stopwords"]) == ENGLISH_TOPIC_STOPWORDS > ENGLISH_STOPWORDS
+    assert not {"will", "one", "also", "said", "mr"} & set(m.vocab)  # the issue's filler words
     none = pipelines.run("lda", str(lee_path), out=tmp_path / "none", K=5, iterations=2, format="lines",
-                         stopwords=None, backend="cpu", progress=False)
+                         stopwords=None, min_df=1, max_df=1.0, backend="cpu", progress=False)
     assert "the" in LDAModel.load(none.path).vocab and none.params["stopwords"] == "none"
     assert r.counts["n_tokens"] < 0.6 * none.counts["n_tokens"]  # stopwords are about half of English text
+
+
+def _filler_corpus(n_docs: int) -> pd.DataFrame:
+    """``n_docs`` documents of six subjects (each word in a sixth of them or fewer), every one holding the
+    word ``blah`` three times: the filler word of the issue's topics (``said``, ``will``)."""
+    subjects = ["goal match team league striker", "bank loan interest rate credit", "gene protein cell dna enzyme",
+                "court judge trial jury verdict", "rain wind storm cloud snow", "guitar drum song band album"]
+    rng = np.random.default_rng(0)
+    texts = []
+    for d in range(n_docs):
+        words = subjects[d % len(subjects)].split()
+        texts.append(" ".join(["blah"] * 3 + list(rng.choice(words, 8)) + [f"once{d}"]))
+    return pd.DataFrame({"id": [str(d) for d in range(n_docs)], "text": texts})
+
+
+def test_defaults_prune_a_word_of_every_document_and_choose_k(tmp_path):
+    """The defaults: K from the number of documents, and a word in every document (or in one only) belongs to
+    no topic: it is pruned and recorded.  ``blah`` is the most frequent word: without pruning it tops every
+    topic."""
+    from cutext.pipelines.lda import AUTO_MAX_DF, AUTO_MIN_DF, AUTO_PRUNE_MIN_DOCS, auto_topics
+
+    docs = _filler_corpus(AUTO_PRUNE_MIN_DOCS + 10)
+    r = pipelines.run("lda", docs, out=tmp_path / "m", iterations=5, text_column="text", id_column="id",
+                      backend="cpu", progress=False)
+    m = LDAModel.load(r.path)
+    top = set(m.top_words(5)["term"])
+    assert "blah" not in top and "blah" not in set(m.vocab) and not any(w.startswith("once") for w in m.vocab)
+    assert {"goal", "bank", "gene", "court", "rain", "song"} & top
+    p = json.loads((tmp_path / "m" / "params.json").read_text())
+    assert (p["min_df"], p["max_df"]) == (AUTO_MIN_DF, AUTO_MAX_DF) and p["K"] == auto_topics(len(docs))
+    assert p["pruning"]["most_frequent_removed"][0] == "blah"
+    kept = pipelines.run("lda", docs, out=tmp_path / "all", K=3, iterations=5, min_df=1, max_df=1.0,
+                         text_column="text", id_column="id", backend="cpu", progress=False)
+    assert "blah" in set(LDAModel.load(kept.path).top_words(1)["term"])  # what the pruning spares the user
+
+
+def test_auto_pruning_spares_small_corpora_and_counted_input(reuters_path, tmp_path):
+    """Below AUTO_PRUNE_MIN_DOCS documents, and for an LDA-C / UCI vocabulary, "auto" prunes nothing."""
+    from cutext.pipelines.lda import AUTO_PRUNE_MIN_DOCS, auto_topics
+
+    docs = _filler_corpus(AUTO_PRUNE_MIN_DOCS - 1)
+    r = pipelines.run("lda", docs, out=tmp_path / "small", iterations=1, text_column="text", id_column="id",
+                      backend="cpu", progress=False)
+    assert (r.params["min_df"], r.params["max_df"]) == (1, 1.0) and "blah" in set(LDAModel.load(r.path).vocab)
+    r = pipelines.run("lda", str(reuters_path), out=tmp_path / "ldac", iterations=1, backend="cpu", progress=False)
+    assert (r.params["min_df"], r.params["max_df"]) == (1, 1.0) and r.counts["n_tokens"] == 84010
+    assert r.params["K"] == auto_topics(395)
+    assert [auto_topics(n) for n in (0, 220, 221, 2225, 19800, 19801, 10**7)] == [10, 10, 11, 33, 99, 100, 100]
+
+
+@pytest.mark.parametrize("K,match", [("20", r"K='20': give an integer >= 2 or \"auto\""),
+                                     (1, r"K must be an integer")])
+def test_k_is_an_integer_or_auto(reuters_path, tmp_path, K, match):
+    """K is refused before any work: a string other than "auto" (a CLI slip such as a quoted number) or K < 2."""
+    with pytest.raises(ValueError, match=match):
+        pipelines.run("lda", str(reuters_path), out=tmp_path / "m", K=K, progress=False)
+    assert not (tmp_path / "m").exists()
 
 
 def _document_frequency(bow):
@@ -879,7 +945,8 @@ def cacm_lines(tmp_path_factory, data_dir):
 
 
 def test_documents_table_holds_each_documents_main_topic(cacm_lines, tmp_path):
-    r = pipelines.run("lda", cacm_lines, out=tmp_path / "m", K=4, iterations=5, backend="cpu", progress=False)
+    r = pipelines.run("lda", cacm_lines, out=tmp_path / "m", K=4, iterations=5, min_df=1, max_df=1.0, backend="cpu",
+                      progress=False)  # every word kept: document 4 alone is empty
     m = LDAModel.load(r.path)
     docs = pd.read_parquet(r.path / "documents.parquet")
     assert list(docs.columns) == ["doc_id", "source_id", "length", "topic", "topic_prob"]
