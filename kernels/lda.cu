@@ -227,7 +227,9 @@ __device__ __forceinline__ float lda_lane_sum_global(const int* dt, const int* d
 // in that order.  In S' the lane Ls is the first whose inclusive sum exceeds x and whose a_l is positive
 // (else the last lane with a positive a_l); its entries j = Ls, Ls+32, ... are walked in order, adding
 // their float values (0 for K1 and zs) to a float acc: the first positive entry with incl[Ls-1] + acc > x
-// is drawn (else the last positive entry of the lane).  In Q, a binary search of the running sums qcum.
+// is drawn (else the last positive entry of the lane; a lane of excluded entries alone, whose a_l is a
+// rounding residue, gives the row's last positive entry, and a row of none gives Q's first topic).  In Q, a
+// binary search of the running sums qcum.
 // The numba twin kernels/lda.py::_twin_sample performs the same float operations in the same order, so
 // draws are equal token for token, in either token order.
 //
@@ -415,9 +417,21 @@ __device__ __forceinline__ void lda_sample_warp(
                 if (my_carry + (double)acc > my_x) { pick = k; break; }
             }
         }
-        res_z = pick >= 0 ? pick : last;
-        res_f = 0;
-    } else if (my_br == 2) {
+        if (pick < 0 && last < 0) {  // lane Ls held only excluded entries (its sum a rounding residue)
+            for (int j = rn - 1; j >= 0; --j) {  // the row's last drawable entry
+                const int k = d_topic[base + j];
+                if (k != my_k1 && k != my_zs && (float)d_cnt[base + j] * wrow[k] > 0.0f) { last = k; break; }
+            }
+        }
+        if (pick >= 0 || last >= 0) {
+            res_z = pick >= 0 ? pick : last;
+            res_f = 0;
+        } else {  // no drawable entry at all: the smoothing bucket's first topic
+            my_br = 2;
+            my_x = 0.0;
+        }
+    }
+    if (my_br == 2) {
         const long long row = (long long)my_v * K;
         const double a1d = my_k1 >= 0 ? (double)topv[3 * my_v] : 0.0;
         const double wzs = my_zs >= 0 ? (double)what[row + my_zs] : 0.0;

@@ -495,8 +495,16 @@ def _twin_sample(word, doc, keys, z, doc_ptr, d_topic, d_cnt, d_nnz, W, nk, what
                         if carry + np.float64(acc) > x:
                             pick = k
                             break
-                z_out[t] = pick if pick >= 0 else last
-                continue
+                if pick < 0 and last < 0:  # lane Ls held only excluded entries (its sum a rounding residue)
+                    for j in range(nnz - 1, -1, -1):  # the row's last drawable entry
+                        k = d_topic[base + j]
+                        if k != K1 and k != zs and np.float32(d_cnt[base + j]) * what[v, k] > 0.0:
+                            last = k
+                            break
+                if pick >= 0 or last >= 0:
+                    z_out[t] = pick if pick >= 0 else last
+                    continue
+                x = s  # no drawable entry at all: the smoothing bucket's first topic
             y = x - s
             lo = 0
             hi = K - 1
