@@ -286,3 +286,28 @@ def test_non_ascii_rows_are_the_rows_with_a_non_ascii_character(start):
     want = [i - start for i, t in enumerate(texts) if i >= start and any(ord(c) > 127 for c in t)]
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.int64
+
+
+def test_stems_come_from_the_process_memo_and_equal_fresh_ones(monkeypatch):
+    """A word stemmed before in this process is not stemmed again (PyStemmer holds the GIL: threads building
+    one index stemmed the words their partitions share each); the stems equal PyStemmer's, the memo is
+    cleared when full."""
+    from cutext.stages.text import tokenizer_config as tc
+
+    words = ["running", "runs", "as", "ponies", "caresses", "running", "flies"]
+    monkeypatch.setattr(tc, "_stem_memo", {})
+    fresh = tc._stem_fresh(words, "porter")
+    seen = []
+
+    def spy(ws, stemmer):
+        seen.append(list(ws))
+        return fresh_of(ws, stemmer)
+
+    fresh_of = tc._stem_fresh
+    monkeypatch.setattr(tc, "_stem_fresh", spy)
+    assert tc.stem_words(words, "porter") == fresh and fresh[0] == "run" and fresh[2] == "as"
+    assert tc.stem_words(words[:3] + ["flying"], "porter") == fresh[:3] + fresh_of(["flying"], "porter")
+    assert seen == [words, ["flying"]]
+    monkeypatch.setattr(tc, "STEM_MEMO_MAX", 3)
+    assert tc.stem_words(["walked", "talked", "jumped", "hopped"], "english") == ["walk", "talk", "jump", "hop"]
+    assert len(tc._stem_memo["english"]) <= 4 and len(tc._stem_memo["porter"]) == 7
