@@ -568,17 +568,9 @@ def _host_strings(uniq) -> list[str]:
     return list(np.asarray(uniq, dtype=object))
 
 
-def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
-    """Steps 3-5 on the unique tokens of a partition, gathered back to every token."""
-    if not cfg.needs_term_map or len(tokens) == 0:
-        return tokens, doc_ids
-    if not cfg.stopwords and cfg.stemmer is None and not is_gpu_object(tokens):
-        # the length filter alone: code points counted by pyarrow, no Python string per unique token
-        n = tokens.str.len().to_numpy()
-        keep = n >= cfg.min_len
-        if cfg.max_len is not None:
-            keep &= n <= cfg.max_len
-        return tokens[keep].reset_index(drop=True), doc_ids[keep]
+def _mapped_codes(tokens, doc_ids, cfg: TokenizerConfig):
+    """``(codes, final)``: the distinct terms of ``tokens`` after steps 3-5 (a list of str, unique) and each
+    token's index into them, -1 for a dropped token (an array of ``doc_ids``' library)."""
     xp = array_module(doc_ids)
     codes, uniq = tokens.factorize()
     mapped = map_terms(_host_strings(uniq), cfg)
@@ -595,8 +587,21 @@ def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
         enc = pc.dictionary_encode(pa.array(kept, type=pa.large_string()))
         final = enc.dictionary.to_pylist()
         lut[keep_mask] = enc.indices.to_numpy()
-    codes = xp.asarray(codes)
-    new_codes = xp.asarray(lut)[codes]
+    return xp.asarray(lut)[xp.asarray(codes)], final
+
+
+def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
+    """Steps 3-5 on the unique tokens of a partition, gathered back to every token."""
+    if not cfg.needs_term_map or len(tokens) == 0:
+        return tokens, doc_ids
+    if not cfg.stopwords and cfg.stemmer is None and not is_gpu_object(tokens):
+        # the length filter alone: code points counted by pyarrow, no Python string per unique token
+        n = tokens.str.len().to_numpy()
+        keep = n >= cfg.min_len
+        if cfg.max_len is not None:
+            keep &= n <= cfg.max_len
+        return tokens[keep].reset_index(drop=True), doc_ids[keep]
+    new_codes, final = _mapped_codes(tokens, doc_ids, cfg)
     keep = new_codes >= 0
     new_codes = new_codes[keep]
     if is_gpu_object(tokens):
@@ -631,6 +636,33 @@ def tokenize_partition(df, cfg: TokenizerConfig):
 
         return cudf.DataFrame({"doc_id": ids.astype(np.int64), "token": tokens})
     return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
+
+
+def tokenize_partition_codes(df, cfg: TokenizerConfig):
+    """Tokenize one pandas partition into codes: the tokens of :func:`tokenize_partition` as indices into
+    their distinct terms, without a string a token.
+
+    Returns
+    -------
+    doc_id : int64 array, shape (n_tokens,)
+        As :func:`tokenize_partition`'s, in document order.
+    codes : int64 array, shape (n_tokens,)
+        Each token's index in ``uniq``.
+    uniq : pandas.Index of str, shape (U,)
+        The distinct tokens, each once (in no particular order).
+
+    With stopwords or a stemmer the codes are the term map's own (the partition's tokens are factorized
+    once, not again after the map gathered their strings back); otherwise the tokens are factorized.
+    """
+    tokens, ids = _split(df["text"], values(df["doc_id"]), cfg)
+    if len(tokens) and (cfg.stopwords or cfg.stemmer is not None):
+        codes, final = _mapped_codes(tokens, ids, cfg)
+        keep = codes >= 0
+        return (np.asarray(ids, dtype=np.int64)[keep], codes[keep],
+                pd.Index(pd.array(final, dtype=pd.StringDtype("pyarrow"))))
+    tokens, ids = apply_term_map(tokens, ids, cfg)
+    codes, uniq = pd.Series(tokens.array).factorize()
+    return np.asarray(ids, dtype=np.int64), codes, uniq
 
 
 def tokenize_flat(texts, cfg: TokenizerConfig):

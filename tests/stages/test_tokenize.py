@@ -311,3 +311,18 @@ def test_stems_come_from_the_process_memo_and_equal_fresh_ones(monkeypatch):
     monkeypatch.setattr(tc, "STEM_MEMO_MAX", 3)
     assert tc.stem_words(["walked", "talked", "jumped", "hopped"], "english") == ["walk", "talk", "jump", "hop"]
     assert len(tc._stem_memo["english"]) <= 4 and len(tc._stem_memo["porter"]) == 7
+
+
+@pytest.mark.parametrize("kw", [{}, {"min_len": 3}, {"stopwords": "lucene"},
+                                {"stopwords": "lucene", "stemmer": "porter"}, {"stemmer": "english", "max_len": 6}])
+def test_codes_are_the_tokens_of_a_partition(kw):
+    """``tokenize_partition_codes`` (the scan's path: the term map's codes, no string a token) gives
+    ``tokenize_partition``'s tokens, row for row, as indices into distinct terms."""
+    from cutext.stages.text.tokenize import tokenize_partition_codes
+
+    texts = ["The runners were running, and the runner ran.", "", "A cat; cats and CATS", "of the a", "Stemming stems"]
+    cfg = TokenizerConfig.make(**kw)
+    want = tokenize_partition(_docs(texts, [5, 6, 7, 8, 9]), cfg)
+    ids, codes, uniq = tokenize_partition_codes(_docs(texts, [5, 6, 7, 8, 9]), cfg)
+    assert ids.dtype == np.int64 and ids.tolist() == want["doc_id"].tolist()
+    assert uniq.is_unique and np.asarray(uniq, dtype=object)[codes].tolist() == want["token"].tolist()
