@@ -82,6 +82,7 @@ from cutext.stages.text.tokenizer_config import (  # noqa: F401  # the settings 
     _stemmers,
     check_stemmer,
     map_terms,
+    map_terms_arrow,
     read_snowball_list,
     resolve_stopwords,
     stem_words,
@@ -562,6 +563,14 @@ def _split(text, doc_id, cfg: TokenizerConfig):
     return split_tokens(text, doc_id, cfg.lowercase)
 
 
+def _arrow_strings(uniq) -> pa.Array:
+    """A pandas Index / array of str as one Arrow large_string array (no Python string a value)."""
+    arr = pa.array(getattr(uniq, "array", uniq))
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string())
+
+
 def _host_strings(uniq) -> list[str]:
     if is_gpu_object(uniq):
         return uniq.to_arrow().to_pylist()
@@ -573,18 +582,20 @@ def _mapped_codes(tokens, doc_ids, cfg: TokenizerConfig):
     token's index into them, -1 for a dropped token (an array of ``doc_ids``' library)."""
     xp = array_module(doc_ids)
     codes, uniq = tokens.factorize()
-    mapped = map_terms(_host_strings(uniq), cfg)
-    kept = [m for m in mapped if m is not None]
-    keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
-    lut = np.full(len(mapped), -1, dtype=np.int64)
+    if is_gpu_object(uniq):
+        mapped = map_terms(_host_strings(uniq), cfg)
+        keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
+        kept = pa.array([m for m in mapped if m is not None], type=pa.large_string())
+    else:  # the rules in Arrow's kernels, off the GIL that the partitions' threads share
+        keep_mask, kept = map_terms_arrow(_arrow_strings(uniq), cfg)
+    lut = np.full(len(keep_mask), -1, dtype=np.int64)
     if cfg.stemmer is None:  # survivors are still unique: no second factorize
-        final = kept
+        final = kept.to_pylist()
         lut[keep_mask] = np.arange(len(kept))
     else:
-        import pyarrow as pa
         import pyarrow.compute as pc
 
-        enc = pc.dictionary_encode(pa.array(kept, type=pa.large_string()))
+        enc = pc.dictionary_encode(kept)
         final = enc.dictionary.to_pylist()
         lut[keep_mask] = enc.indices.to_numpy()
     return xp.asarray(lut)[xp.asarray(codes)], final

@@ -11,6 +11,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from cutext.stages.runtime.params import count, flag, param
 from cutext.stages.text.anserini import ANALYZERS
 from cutext.stages.text.porter import porter_stems
@@ -267,6 +271,69 @@ def map_terms(terms: list[str], cfg: TokenizerConfig) -> list[str | None]:
     if cfg.stemmer is not None and keep:
         for i, s in zip(keep_idx, stem_words(keep, cfg.stemmer)):
             out[i] = s
+    return out
+
+
+def map_terms_arrow(terms: pa.Array, cfg: TokenizerConfig) -> tuple[np.ndarray, pa.Array]:
+    """:func:`map_terms` over an Arrow array of distinct raw tokens, in Arrow's kernels (off the GIL) but for
+    the words no partition of this process stemmed before.
+
+    Parameters
+    ----------
+    terms : pyarrow.Array of large_string, shape (U,)
+    cfg : TokenizerConfig
+
+    Returns
+    -------
+    keep : bool array, shape (U,)
+        The tokens that pass the length filter and the stop list (``map_terms`` gives them a term).
+    mapped : pyarrow.Array of large_string, shape (keep.sum(),)
+        Their terms (stems with a stemmer), in ``terms``' order: ``map_terms``' non-None values.
+    """
+    n = pc.utf8_length(terms).to_numpy(zero_copy_only=False)  # code points, as len() counts them
+    keep = n >= cfg.min_len
+    if cfg.max_len is not None:
+        keep &= n <= cfg.max_len
+    if cfg.stopwords:
+        stop = pa.array(sorted(cfg.stopwords), type=pa.large_string())
+        keep &= ~pc.is_in(terms, value_set=stop).to_numpy(zero_copy_only=False)
+    kept = terms.filter(pa.array(keep))
+    if cfg.stemmer is not None and len(kept):
+        kept = stem_array(kept, cfg.stemmer)
+    return keep, kept
+
+
+_arrow_memo: dict[str, tuple[pa.Array, pa.Array]] = {}  # stemmer -> (words, their stems), large_string
+_arrow_memo_lock = threading.Lock()
+
+
+def stem_array(words: pa.Array, stemmer: str) -> pa.Array:
+    """:func:`stem_words` of an Arrow array (large_string): the stems of words stemmed before in this process
+    are looked up and gathered by Arrow's kernels, the others stemmed by :func:`stem_words` and remembered
+    (up to ``STEM_MEMO_MAX`` words a stemmer)."""
+    known, stems = _arrow_memo.get(stemmer, (None, None))
+    if known is not None:
+        idx = pc.index_in(words, value_set=known)
+        found = idx.is_valid().to_numpy(zero_copy_only=False)
+    else:
+        idx, found = None, np.zeros(len(words), bool)
+    if found.all():
+        return stems.take(idx)
+    missing = words.filter(pa.array(~found))
+    fresh = pa.array(stem_words(missing.to_pylist(), stemmer), type=pa.large_string())
+    take = np.cumsum(~found) - 1  # the i-th missing word's stem is fresh[i]
+    if idx is not None:
+        take = np.where(found, idx.fill_null(0).to_numpy(zero_copy_only=False), len(stems) + take)
+        table = pa.concat_arrays([stems, fresh])
+    else:
+        table = fresh
+    out = table.take(pa.array(take))
+    with _arrow_memo_lock:
+        known, stems = _arrow_memo.get(stemmer, (None, None))
+        if known is None or len(known) + len(missing) > STEM_MEMO_MAX:
+            _arrow_memo[stemmer] = (missing, fresh)
+        else:
+            _arrow_memo[stemmer] = (pa.concat_arrays([known, missing]), pa.concat_arrays([stems, fresh]))
     return out
 
 

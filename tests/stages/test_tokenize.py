@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
+from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, map_terms, tokenize_partition
 
 from helpers import need_data
 
@@ -326,3 +326,27 @@ def test_codes_are_the_tokens_of_a_partition(kw):
     ids, codes, uniq = tokenize_partition_codes(_docs(texts, [5, 6, 7, 8, 9]), cfg)
     assert ids.dtype == np.int64 and ids.tolist() == want["doc_id"].tolist()
     assert uniq.is_unique and np.asarray(uniq, dtype=object)[codes].tolist() == want["token"].tolist()
+
+
+@pytest.mark.parametrize("kw", [{"min_len": 3, "max_len": 7}, {"stopwords": "lucene"},
+                                {"stopwords": "lucene", "stemmer": "porter"}, {"stemmer": "english", "min_len": 2},
+                                {"stemmer": "lucene_porter"}])
+def test_the_arrow_term_map_is_map_terms(kw, monkeypatch):
+    """``map_terms_arrow`` (Arrow's kernels, stems of known words gathered from the process memo) gives
+    ``map_terms``' terms, cold and warm, with the memo cleared when full."""
+    import pyarrow as pa
+
+    from cutext.stages.text import tokenizer_config as tc
+
+    monkeypatch.setattr(tc, "_arrow_memo", {})
+    cfg = TokenizerConfig.make(**kw)
+    words = ["the", "running", "runs", "a", "ponies", "naïve", "straße", "über", "x", "caresses", "of", "runner",
+             "generalizations", "σοφία", "it's"]
+    for batch in (words[:9], words, words[::-1], words[4:]):
+        want = map_terms(batch, cfg)
+        keep, got = tc.map_terms_arrow(pa.array(batch, type=pa.large_string()), cfg)
+        assert keep.tolist() == [w is not None for w in want]
+        assert got.to_pylist() == [w for w in want if w is not None]
+        monkeypatch.setattr(tc, "STEM_MEMO_MAX", 10)  # the later batches refill a cleared memo
+    if cfg.stemmer is not None:
+        assert 0 < len(tc._arrow_memo[cfg.stemmer][0]) <= len(words)
