@@ -309,7 +309,7 @@ _arrow_memo_lock = threading.Lock()
 
 def stem_array(words: pa.Array, stemmer: str) -> pa.Array:
     """:func:`stem_words` of an Arrow array (large_string): the stems of words stemmed before in this process
-    are looked up and gathered by Arrow's kernels, the others stemmed by :func:`stem_words` and remembered
+    are looked up and gathered by Arrow's kernels, the others stemmed as :func:`stem_words` stems them and remembered
     (up to ``STEM_MEMO_MAX`` words a stemmer)."""
     known, stems = _arrow_memo.get(stemmer, (None, None))
     if known is not None:
@@ -320,7 +320,7 @@ def stem_array(words: pa.Array, stemmer: str) -> pa.Array:
     if found.all():
         return stems.take(idx)
     missing = words.filter(pa.array(~found))
-    fresh = pa.array(stem_words(missing.to_pylist(), stemmer), type=pa.large_string())
+    fresh = pa.array(_stem_fresh(missing.to_pylist(), stemmer), type=pa.large_string())  # this memo only
     take = np.cumsum(~found) - 1  # the i-th missing word's stem is fresh[i]
     if idx is not None:
         take = np.where(found, idx.fill_null(0).to_numpy(zero_copy_only=False), len(stems) + take)
