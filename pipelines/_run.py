@@ -130,7 +130,7 @@ class PipelineRun:
 
     @contextlib.contextmanager
     def compute(self, backend: str, *, client=None, scheduler: str = "auto", nbytes: int = 0,
-                n_workers: int | None = None) -> Iterator[ComputeInfo]:
+                n_workers: int | None = None, worker_threads: bool = False) -> Iterator[ComputeInfo]:
         """Where the run computes (:func:`cutext.stages.runtime.compute.compute_context`), kept as :attr:`info`.
 
         Parameters
@@ -142,7 +142,11 @@ class PipelineRun:
         nbytes : int
             Bytes of input: ``"auto"`` on the CPU stays in-process under 256 MiB.
         n_workers : int, optional
-            Workers of a local cluster.
+            Workers of a local cluster (with ``worker_threads``, on the CPU below 256 MiB: threads of this
+            process).
+        worker_threads : bool, default False
+            The pipeline's in-process stages run on dask's threads and release the GIL, so ``n_workers`` on
+            the CPU may be threads of this process (:func:`cutext.stages.runtime.compute.local_plan`).
 
         Yields
         ------
@@ -151,12 +155,12 @@ class PipelineRun:
         Raises
         ------
         ValueError
-            Unknown scheduler, or ``n_workers`` < 1.
+            Unknown scheduler, ``n_workers`` < 1, or ``n_workers`` where it sizes nothing.
         GPUOutOfMemoryError (MemoryError)
             A device allocation failed inside the block (GPU backend).
         """
         with compute_context(backend, client=client, scheduler=scheduler, nbytes=nbytes,
-                             n_workers=n_workers) as info:
+                             n_workers=n_workers, worker_threads=worker_threads) as info:
             self.info = info
             yield info
 

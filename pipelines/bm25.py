@@ -184,8 +184,12 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
         the CPU on threads under 256 MiB of input, else on a ``LocalCluster``; ``"cluster"`` starts a
         local cluster (``LocalCUDACluster`` on the GPU) (:func:`cutext.stages.runtime.compute.compute_context`).
     n_workers : int, optional
-        Workers of a local cluster (default: one per GPU / core); with ``scheduler="auto"`` it starts one.
-        Refused with ``"sync"`` / ``"threads"`` and with ``client`` (as ``scheduler`` other than ``"auto"``).
+        The workers that build (default: one per GPU / core this process may use).  On the CPU under 256 MiB
+        of input (``scheduler="auto"``) and with ``"threads"``: threads of this process (dask's pool and
+        pyarrow's; no process is started); with ``"cluster"``, on the GPU and above 256 MiB: the workers of a
+        local cluster, which ``"auto"`` then starts (:func:`cutext.stages.runtime.compute.local_plan`).
+        Refused with ``"sync"``, with ``"threads"`` on the GPU, and with ``client`` (as ``scheduler`` other
+        than ``"auto"``).
     index_format : {2, 1}, default 2
         2: segments (``segments/seg-NNNNN/``, :mod:`cutext.stages.engines.segments`), one per read
         partition, each written by the worker that counted it, storing tf and document lengths; the
@@ -399,7 +403,8 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
         src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     nbytes, fmt = src.input_bytes, src.format
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"], nbytes=nbytes,
-                                  n_workers=compute_kw["n_workers"]) as info, run.output(workers_write=True) as tmp:
+                                  n_workers=compute_kw["n_workers"], worker_threads=True) as info, \
+            run.output(workers_write=True) as tmp:
         layout = {"store_text": store_text} if index_format == 2 else {}
         if keep_columns is not None:
             layout["keep_columns"] = keep_columns
@@ -677,7 +682,8 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
     src, reopen = _open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"],
-                                  nbytes=src.input_bytes, n_workers=compute_kw["n_workers"]) as info, \
+                                  nbytes=src.input_bytes, n_workers=compute_kw["n_workers"],
+                                  worker_threads=True) as info, \
             run.output(expect, workers_write=True) as tmp:
         first = int(old.get("next_segment", len(old["segments"])))
         apart = _segments_apart(run, src, tok_cfg, info, tmp, path, first, write_text, keep)

@@ -88,7 +88,7 @@ def input_bytes(pieces, fs) -> int:
 
 @contextlib.contextmanager
 def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: int = 0,
-                    n_workers: int | None = None):
+                    n_workers: int | None = None, worker_threads: bool = False):
     """Configure dask for one pipeline run and yield a :class:`ComputeInfo`.
 
     ``client`` (a ``distributed.Client``) wins.  Otherwise ``scheduler="auto"`` stays in-process on
@@ -97,13 +97,19 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
     above that.  ``scheduler="cluster"`` starts a ``LocalCUDACluster`` (one worker per GPU) on the GPU
     backend, a ``LocalCluster`` on the CPU backend.  ``n_workers`` sizes that local cluster: given with
     ``"auto"`` it starts one whatever the input size; with ``"sync"`` or ``"threads"`` (no cluster) it is
-    refused.
+    refused.  The whole rule: :func:`local_plan`.
+
+    ``worker_threads=True`` (a pipeline whose in-process stages run on dask's threads and release the GIL:
+    the bm25 build) makes ``n_workers`` on the CPU backend the threads of this process instead: with
+    ``"auto"`` below 256 MiB and with ``"threads"`` the run computes on ``n_workers`` threads (dask's pool and
+    pyarrow's), and no process is started (:func:`local_plan`).
 
     Raises
     ------
     ValueError
-        An unknown ``scheduler``, ``n_workers`` < 1; ``n_workers`` with ``"sync"`` / ``"threads"``;
-        ``scheduler`` other than ``"auto"`` or ``n_workers`` with a ``client`` (whose workers are the cluster).
+        An unknown ``scheduler``, ``n_workers`` < 1; ``n_workers`` with ``"sync"`` / ``"threads"`` (with
+        ``worker_threads``: with ``"sync"``, or ``"threads"`` on the GPU backend); ``scheduler`` other than
+        ``"auto"`` or ``n_workers`` with a ``client`` (whose workers are the cluster).
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"{param('scheduler', bare=True)} must be one of {SCHEDULERS}, got {scheduler!r}")
@@ -114,7 +120,8 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
         raise ValueError(f"{param(name, scheduler if name == 'scheduler' else n_workers)} with {param('client')}: "
                          f"the client's workers run the stages, there is no local cluster to choose or size; "
                          f"drop {param(name, bare=True)}")
-    if n_workers is not None and scheduler in ("sync", "threads"):
+    if n_workers is not None and scheduler in ("sync", "threads") and not (
+            worker_threads and backend == "cpu" and scheduler == "threads"):
         # in-process schedulers start no worker: the count would change nothing
         raise ValueError(f"{param('n_workers', n_workers)} sizes a local cluster, but {param('scheduler', scheduler)} "
                          f"runs in this process; use {param('scheduler', 'cluster')} or \"auto\", or drop "
@@ -128,7 +135,7 @@ def compute_context(backend: str, client=None, scheduler: str = "auto", nbytes: 
             with dask.config.set(cfg):
                 yield ComputeInfo(backend, "client", len(client.scheduler_info().get("workers", {})), client)
             return
-        yield from _context(backend, cfg, scheduler, nbytes, n_workers)
+        yield from _context(backend, cfg, *local_plan(backend, scheduler, nbytes, n_workers, worker_threads))
 
 
 def forget_lost_placements(client) -> None:
@@ -320,21 +327,54 @@ def local_gpu_cluster(n_workers: int | None = None, **kwargs):
         return LocalCUDACluster(**kw)
 
 
-def _context(backend, cfg, scheduler, nbytes, n_workers):
-    if scheduler == "auto" and n_workers is not None:  # workers asked for: the local cluster they size
-        scheduler = "cluster"
+def cpu_threads(n_workers: int | None = None) -> int:
+    """The threads of an in-process CPU run: ``n_workers`` when given, else the cores this process may use
+    (:func:`host_cpus`: its affinity and cgroup quota, not the machine's core count).
+
+    Other jobs on the machine lower no count: the kernel shares a busy machine's cores among runnable
+    threads, so a run's second thread still adds its share (the bm25 build of 20 Newsgroups beside two busy
+    processes on two cores, ``benchmarks/cpu_build.py``)."""
+    return int(n_workers) if n_workers is not None else host_cpus()
+
+
+def local_plan(backend: str, scheduler: str, nbytes: int, n_workers: int | None,
+               worker_threads: bool = False) -> tuple[str, int | None]:
+    """Where a run without a client computes: ``(scheduler, n_workers)``, ``scheduler`` one of ``"sync"``,
+    ``"threads"`` (:func:`cpu_threads` threads) or ``"cluster"`` (a local cluster of ``n_workers``; None: one
+    worker per GPU / core), ``n_workers`` as given.
+
+    ``"auto"``: the GPU in-process (synchronous) whatever the input; the CPU in-process on threads below
+    256 MiB of input (:data:`SMALL_INPUT_BYTES`), a local cluster above.  ``n_workers`` with ``"auto"`` asks
+    for that many workers: a local cluster of them, except with ``worker_threads`` on the CPU below 256 MiB,
+    where they are threads of this process (no process to start, nothing copied between processes).
+    Arguments are checked by :func:`compute_context`.
+    """
     if scheduler == "auto":
         # the GPU stays in-process whatever the input: a LocalCUDACluster's start (about 10 s) and its
         # slower front end never paid back (4 GB on two H200: 3.7 s in process, 4.2 s on two workers);
         # on the CPU small inputs stay in-process on threads (pyarrow, numba and numpy release the GIL)
-        if backend == "gpu":
+        small = backend == "cpu" and nbytes < SMALL_INPUT_BYTES
+        if n_workers is not None:  # workers asked for: threads of this process where they may be, else a cluster
+            scheduler = "threads" if worker_threads and small else "cluster"
+        elif backend == "gpu":
             scheduler = "sync"
         else:
-            scheduler = "threads" if nbytes < SMALL_INPUT_BYTES else "cluster"
+            scheduler = "threads" if small else "cluster"
+    return scheduler, n_workers
+
+
+def _context(backend, cfg, scheduler, n_workers):
     if scheduler in ("sync", "threads"):
         cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
-        nw = 1 if scheduler == "sync" else (os.cpu_count() or 1)
-        with dask.config.set(cfg), (device_pool() if backend == "gpu" else contextlib.nullcontext()):
+        nw = 1 if scheduler == "sync" else cpu_threads(n_workers)
+        pools = contextlib.ExitStack()
+        if backend == "gpu":
+            pools.enter_context(device_pool())
+        if scheduler == "threads":
+            cfg["num_workers"] = nw
+            if n_workers is not None:  # workers asked for: pyarrow's pool of the same size, n threads on n cores
+                pools.enter_context(arrow_threads(nw))
+        with dask.config.set(cfg), pools:
             yield ComputeInfo(backend, scheduler, nw, None)
         return
     from distributed import Client
@@ -344,7 +384,7 @@ def _context(backend, cfg, scheduler, nbytes, n_workers):
     else:
         from distributed import LocalCluster
 
-        n = n_workers or (os.cpu_count() or 1)
+        n = n_workers or host_cpus()
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
     try:
@@ -570,11 +610,25 @@ def host_share(client, workers: list[str]) -> dict[str, int]:
 
 
 def host_cpus() -> int:
-    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    """The cores this process may run on: the fewest of the machine's, its CPU affinity's
+    (``os.sched_getaffinity``) and its cgroup CPU quota's (``dask.system.cpu_count``)."""
+    from dask.system import cpu_count
+
+    return max(1, int(cpu_count()))
+
+
+@contextlib.contextmanager
+def arrow_threads(n: int):
+    """Within the block, pyarrow's CPU pool has ``n`` threads (at least one); the process's previous setting
+    comes back after.  Yields the pool's size."""
+    import pyarrow as pa
+
+    before = pa.cpu_count()
+    pa.set_cpu_count(max(1, int(n)))
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        yield pa.cpu_count()
+    finally:
+        pa.set_cpu_count(before)
 
 
 @contextlib.contextmanager
@@ -586,14 +640,8 @@ def share_threads(sharing: int = 1):
     so the share's Parquet encoding and Arrow compute ran on one core (a 16 GB build's write 7.45 s on a
     worker against 5.63 in process).  The setting is the process's; the previous one comes back after.
     """
-    import pyarrow as pa
-
-    before = pa.cpu_count()
-    pa.set_cpu_count(max(1, host_cpus() // max(1, int(sharing))))
-    try:
-        yield pa.cpu_count()
-    finally:
-        pa.set_cpu_count(before)
+    with arrow_threads(host_cpus() // max(1, int(sharing))) as n:
+        yield n
 
 
 def on_worker(i: int, workers: list[str] | None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from cutext.kernels.backend import array_module, is_gpu, to_host, values
@@ -17,7 +18,7 @@ from cutext.stages.text.count import run_lengths
 from cutext.stages.text.device import scan_partition
 from cutext.stages.text.encode import lookup_ids
 from cutext.stages.text.sort import pair_keys, sort_pairs
-from cutext.stages.text.tokenize import tokenize_partition
+from cutext.stages.text.tokenize import tokenize_partition, tokenize_partition_codes
 
 # ----------------------------------------------------------------------------- partition tasks
 # Bounded memory: no stage persists the text or a row per token.  The read stage keeps
@@ -70,16 +71,25 @@ def tokenize_partition_scan(df, cfg):
     n = len(df)
     frame = df[["text"]].copy()
     frame.insert(0, "doc_id", xp.arange(n, dtype=np.int64))  # doc_id = position within the partition
-    toks = tokenize_partition(frame, cfg)
-    del frame
+    gpu = is_gpu(df)
     del df
-    pos = values(toks["doc_id"])
-    lengths = xp.bincount(pos, minlength=n).astype(np.int64) if len(pos) else xp.zeros(n, np.int64)
-    if len(toks) == 0:
-        z = xp.zeros(0, np.int32)
-        return _Scan(toks["token"].iloc[:0], z, z, z, lengths)
-    codes, uniq = toks["token"].factorize()
-    del toks
+    if not gpu:  # the term map's codes as they are: the tokens' strings are never gathered nor factorized again
+        pos, codes, uniq = tokenize_partition_codes(frame, cfg)
+        del frame
+        if len(pos) == 0:
+            z = np.zeros(0, np.int32)
+            return _Scan(pd.Series(uniq[:0], dtype=uniq.dtype), z, z, z, np.zeros(n, np.int64))
+        lengths = np.bincount(pos, minlength=n).astype(np.int64)
+    else:
+        toks = tokenize_partition(frame, cfg)
+        del frame
+        pos = values(toks["doc_id"])
+        lengths = xp.bincount(pos, minlength=n).astype(np.int64) if len(pos) else xp.zeros(n, np.int64)
+        if len(toks) == 0:
+            z = xp.zeros(0, np.int32)
+            return _Scan(toks["token"].iloc[:0], z, z, z, lengths)
+        codes, uniq = toks["token"].factorize()
+        del toks
     codes = xp.asarray(codes).astype(np.int32)
     keys, doc_min, span = sort_pairs(codes, pos)
     del codes, pos

@@ -88,6 +88,7 @@ from cutext.stages.text.tokenizer_config import (  # noqa: F401  # the settings 
     _stemmers,
     check_stemmer,
     map_terms,
+    map_terms_arrow,
     read_snowball_list,
     resolve_stopwords,
     stem_words,
@@ -649,10 +650,42 @@ def _split(text, doc_id, cfg: TokenizerConfig):
     return split_tokens(text, doc_id, cfg.lowercase)
 
 
+def _arrow_strings(uniq) -> pa.Array:
+    """A pandas Index / array of str as one Arrow large_string array (no Python string a value)."""
+    arr = pa.array(getattr(uniq, "array", uniq))
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string())
+
+
 def _host_strings(uniq) -> list[str]:
     if is_gpu_object(uniq):
         return uniq.to_arrow().to_pylist()
     return list(np.asarray(uniq, dtype=object))
+
+
+def _mapped_codes(tokens, doc_ids, cfg: TokenizerConfig):
+    """``(codes, final)``: the distinct terms of ``tokens`` after steps 3-5 (a list of str, unique) and each
+    token's index into them, -1 for a dropped token (an array of ``doc_ids``' library)."""
+    xp = array_module(doc_ids)
+    codes, uniq = tokens.factorize()
+    if is_gpu_object(uniq):
+        mapped = map_terms(_host_strings(uniq), cfg)
+        keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
+        kept = pa.array([m for m in mapped if m is not None], type=pa.large_string())
+    else:  # the rules in Arrow's kernels, off the GIL that the partitions' threads share
+        keep_mask, kept = map_terms_arrow(_arrow_strings(uniq), cfg)
+    lut = np.full(len(keep_mask), -1, dtype=np.int64)
+    if cfg.stemmer is None:  # survivors are still unique: no second factorize
+        final = kept.to_pylist()
+        lut[keep_mask] = np.arange(len(kept))
+    else:
+        import pyarrow.compute as pc
+
+        enc = pc.dictionary_encode(kept)
+        final = enc.dictionary.to_pylist()
+        lut[keep_mask] = enc.indices.to_numpy()
+    return xp.asarray(lut)[xp.asarray(codes)], final
 
 
 def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
@@ -666,24 +699,7 @@ def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
         if cfg.max_len is not None:
             keep &= n <= cfg.max_len
         return tokens[keep].reset_index(drop=True), doc_ids[keep]
-    xp = array_module(doc_ids)
-    codes, uniq = tokens.factorize()
-    mapped = map_terms(_host_strings(uniq), cfg)
-    kept = [m for m in mapped if m is not None]
-    keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
-    lut = np.full(len(mapped), -1, dtype=np.int64)
-    if cfg.stemmer is None:  # survivors are still unique: no second factorize
-        final = kept
-        lut[keep_mask] = np.arange(len(kept))
-    else:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        enc = pc.dictionary_encode(pa.array(kept, type=pa.large_string()))
-        final = enc.dictionary.to_pylist()
-        lut[keep_mask] = enc.indices.to_numpy()
-    codes = xp.asarray(codes)
-    new_codes = xp.asarray(lut)[codes]
+    new_codes, final = _mapped_codes(tokens, doc_ids, cfg)
     keep = new_codes >= 0
     new_codes = new_codes[keep]
     if is_gpu_object(tokens):
@@ -718,6 +734,33 @@ def tokenize_partition(df, cfg: TokenizerConfig):
 
         return cudf.DataFrame({"doc_id": ids.astype(np.int64), "token": tokens})
     return pd.DataFrame({"doc_id": np.asarray(ids, dtype=np.int64), "token": tokens.array})
+
+
+def tokenize_partition_codes(df, cfg: TokenizerConfig):
+    """Tokenize one pandas partition into codes: the tokens of :func:`tokenize_partition` as indices into
+    their distinct terms, without a string a token.
+
+    Returns
+    -------
+    doc_id : int64 array, shape (n_tokens,)
+        As :func:`tokenize_partition`'s, in document order.
+    codes : int64 array, shape (n_tokens,)
+        Each token's index in ``uniq``.
+    uniq : pandas.Index of str, shape (U,)
+        The distinct tokens, each once (in no particular order).
+
+    With stopwords or a stemmer the codes are the term map's own (the partition's tokens are factorized
+    once, not again after the map gathered their strings back); otherwise the tokens are factorized.
+    """
+    tokens, ids = _split(df["text"], values(df["doc_id"]), cfg)
+    if len(tokens) and (cfg.stopwords or cfg.stemmer is not None):
+        codes, final = _mapped_codes(tokens, ids, cfg)
+        keep = codes >= 0
+        return (np.asarray(ids, dtype=np.int64)[keep], codes[keep],
+                pd.Index(pd.array(final, dtype=pd.StringDtype("pyarrow"))))
+    tokens, ids = apply_term_map(tokens, ids, cfg)
+    codes, uniq = pd.Series(tokens.array).factorize()
+    return np.asarray(ids, dtype=np.int64), codes, uniq
 
 
 def tokenize_flat(texts, cfg: TokenizerConfig):

@@ -241,6 +241,27 @@ def test_local_cluster_gives_the_same_index(tmp_path, data_dir):
     assert_same_index(read_index(ref.path), read_index(clu.path))
 
 
+def test_two_cpu_workers_build_the_one_worker_index_on_threads(tmp_path, data_dir):
+    """``n_workers`` on the CPU below 256 MiB: threads of this process (no LocalCluster), and every file of
+    the index the same bytes as a one-worker build's; the manifest differs only where it says so."""
+    src = data_dir / "cacm" / "cacm.json"
+    kw = dict(backend="cpu", blocksize=300_000, progress=False)
+    one = pipelines.run("bm25", src, out=tmp_path / "one", n_workers=1, **kw)
+    two = pipelines.run("bm25", src, out=tmp_path / "two", n_workers=2, **kw)
+    assert (one.scheduler, one.n_workers) == ("threads", 1) and (two.scheduler, two.n_workers) == ("threads", 2)
+    assert one.counts["partitions"] > 2
+    files = sorted(p.relative_to(one.path) for p in one.path.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(two.path) for p in two.path.rglob("*") if p.is_file())
+    for f in files:
+        if f.name != "index.json":
+            assert (one.path / f).read_bytes() == (two.path / f).read_bytes(), f
+    manifests = [json.loads((r.path / "index.json").read_text()) for r in (one, two)]
+    for m in manifests:
+        for k in ("timings", "created", "n_workers", "checksum"):  # the last: of the manifest itself
+            m.pop(k, None)
+    assert manifests[0] == manifests[1]
+
+
 def test_bad_parameters(tmp_path, data_dir):
     src = data_dir / "cacm" / "cacm.json"
     for kw in ({"variant": "bm99"}, {"k1": -1}, {"b": 1.5}, {"stemmer": "klingon"}, {"min_len": 0}):
@@ -839,14 +860,14 @@ def test_delta_is_refused_with_a_variant_without_one(tmp_path, data_dir):
 
 def test_switches_and_local_cluster_sizes_are_checked(tmp_path, data_dir):
     """A switch takes a bool ("no" is truthy: append="no" would append), and ``n_workers`` is refused where
-    no local cluster runs (``scheduler="sync"`` / ``"threads"``) instead of being ignored."""
+    it sizes nothing (``scheduler="sync"``) instead of being ignored; with ``"threads"`` it sizes the threads."""
     src = data_dir / "cacm" / "cacm.json"
     for kw, name in (({"append": "no"}, "append"), ({"lowercase": "no"}, "lowercase"),
                      ({"overwrite": 0}, "overwrite"), ({"progress": "yes"}, "progress")):
         with pytest.raises(ValueError, match=f"{name} must be True or False"):
             pipelines.run("bm25", src, out=tmp_path / "x", backend="cpu", **{"progress": False, **kw})
-    for scheduler in ("sync", "threads"):
-        with pytest.raises(ValueError, match="n_workers=2 sizes a local cluster"):
-            pipelines.run("bm25", src, out=tmp_path / "x", backend="cpu", scheduler=scheduler, n_workers=2,
-                          progress=False)
+    with pytest.raises(ValueError, match="n_workers=2 sizes a local cluster"):
+        pipelines.run("bm25", src, out=tmp_path / "x", backend="cpu", scheduler="sync", n_workers=2, progress=False)
     assert not (tmp_path / "x").exists()
+    r = pipelines.run("bm25", src, out=tmp_path / "t", backend="cpu", scheduler="threads", n_workers=2, progress=False)
+    assert (r.scheduler, r.n_workers) == ("threads", 2)

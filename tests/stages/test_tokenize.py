@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, tokenize_partition
+from cutext.stages.text.tokenize import LUCENE_STOPWORDS, TokenizerConfig, map_terms, tokenize_partition
 
 from helpers import need_data
 
@@ -286,3 +286,67 @@ def test_non_ascii_rows_are_the_rows_with_a_non_ascii_character(start):
     want = [i - start for i, t in enumerate(texts) if i >= start and any(ord(c) > 127 for c in t)]
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.int64
+
+
+def test_stems_come_from_the_process_memo_and_equal_fresh_ones(monkeypatch):
+    """A word stemmed before in this process is not stemmed again (PyStemmer holds the GIL: threads building
+    one index stemmed the words their partitions share each); the stems equal PyStemmer's, the memo is
+    cleared when full."""
+    from cutext.stages.text import tokenizer_config as tc
+
+    words = ["running", "runs", "as", "ponies", "caresses", "running", "flies"]
+    monkeypatch.setattr(tc, "_stem_memo", {})
+    fresh = tc._stem_fresh(words, "porter")
+    seen = []
+
+    def spy(ws, stemmer):
+        seen.append(list(ws))
+        return fresh_of(ws, stemmer)
+
+    fresh_of = tc._stem_fresh
+    monkeypatch.setattr(tc, "_stem_fresh", spy)
+    assert tc.stem_words(words, "porter") == fresh and fresh[0] == "run" and fresh[2] == "as"
+    assert tc.stem_words(words[:3] + ["flying"], "porter") == fresh[:3] + fresh_of(["flying"], "porter")
+    assert seen == [words, ["flying"]]
+    monkeypatch.setattr(tc, "STEM_MEMO_MAX", 3)
+    assert tc.stem_words(["walked", "talked", "jumped", "hopped"], "english") == ["walk", "talk", "jump", "hop"]
+    assert len(tc._stem_memo["english"]) <= 4 and len(tc._stem_memo["porter"]) == 7
+
+
+@pytest.mark.parametrize("kw", [{}, {"min_len": 3}, {"stopwords": "lucene"},
+                                {"stopwords": "lucene", "stemmer": "porter"}, {"stemmer": "english", "max_len": 6}])
+def test_codes_are_the_tokens_of_a_partition(kw):
+    """``tokenize_partition_codes`` (the scan's path: the term map's codes, no string a token) gives
+    ``tokenize_partition``'s tokens, row for row, as indices into distinct terms."""
+    from cutext.stages.text.tokenize import tokenize_partition_codes
+
+    texts = ["The runners were running, and the runner ran.", "", "A cat; cats and CATS", "of the a", "Stemming stems"]
+    cfg = TokenizerConfig.make(**kw)
+    want = tokenize_partition(_docs(texts, [5, 6, 7, 8, 9]), cfg)
+    ids, codes, uniq = tokenize_partition_codes(_docs(texts, [5, 6, 7, 8, 9]), cfg)
+    assert ids.dtype == np.int64 and ids.tolist() == want["doc_id"].tolist()
+    assert uniq.is_unique and np.asarray(uniq, dtype=object)[codes].tolist() == want["token"].tolist()
+
+
+@pytest.mark.parametrize("kw", [{"min_len": 3, "max_len": 7}, {"stopwords": "lucene"},
+                                {"stopwords": "lucene", "stemmer": "porter"}, {"stemmer": "english", "min_len": 2},
+                                {"stemmer": "lucene_porter"}])
+def test_the_arrow_term_map_is_map_terms(kw, monkeypatch):
+    """``map_terms_arrow`` (Arrow's kernels, stems of known words gathered from the process memo) gives
+    ``map_terms``' terms, cold and warm, with the memo cleared when full."""
+    import pyarrow as pa
+
+    from cutext.stages.text import tokenizer_config as tc
+
+    monkeypatch.setattr(tc, "_arrow_memo", {})
+    cfg = TokenizerConfig.make(**kw)
+    words = ["the", "running", "runs", "a", "ponies", "naïve", "straße", "über", "x", "caresses", "of", "runner",
+             "generalizations", "σοφία", "it's"]
+    for batch in (words[:9], words, words[::-1], words[4:]):
+        want = map_terms(batch, cfg)
+        keep, got = tc.map_terms_arrow(pa.array(batch, type=pa.large_string()), cfg)
+        assert keep.tolist() == [w is not None for w in want]
+        assert got.to_pylist() == [w for w in want if w is not None]
+        monkeypatch.setattr(tc, "STEM_MEMO_MAX", 10)  # the later batches refill a cleared memo
+    if cfg.stemmer is not None:
+        assert 0 < len(tc._arrow_memo[cfg.stemmer][0]) <= len(words)
