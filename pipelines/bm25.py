@@ -119,6 +119,14 @@ from cutext.stages.text.tokenize import TokenizerConfig
 INDEX_FORMATS = (1, 2)
 
 
+def _gpu_analyzer_unverified(be: str, tok_cfg: TokenizerConfig) -> None:
+    """Refuse an analyzer preset on the GPU backend: its word-break kernels (:mod:`cutext.kernels.wordbreak`) equal
+    the CPU analyzer under emulation but have not run on a device yet."""
+    if be == "gpu" and tok_cfg.analyzer is not None:
+        raise ValueError(f"{param('analyzer', tok_cfg.analyzer)} runs on the CPU backend for now (its GPU word-break "
+                         f"kernels await a check on a device): use {param('backend', 'cpu')}")
+
+
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
@@ -396,6 +404,7 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
     be = run.resolve_backend(compute_kw["backend"])
+    _gpu_analyzer_unverified(be, tok_cfg)
     src, reopen = _open_source(path, be, **read_kw)
     if keep_columns is not None:
         kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
@@ -679,6 +688,7 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
     write_text = store_text or with_positions  # positions are found from the texts the writers keep
     keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
     be = run.resolve_backend(compute_kw["backend"])
+    _gpu_analyzer_unverified(be, tok_cfg)
     src, reopen = _open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"],
