@@ -119,6 +119,12 @@ from cutext.stages.text.tokenize import TokenizerConfig
 INDEX_FORMATS = (1, 2)
 
 
+def _analyzer_backend(backend, tok_cfg: TokenizerConfig):
+    """``backend="auto"`` with an analyzer preset is the CPU backend (the one that runs it, see
+    :func:`_gpu_analyzer_unverified`); any other value as given."""
+    return "cpu" if backend == "auto" and tok_cfg.analyzer is not None else backend
+
+
 def _gpu_analyzer_unverified(be: str, tok_cfg: TokenizerConfig) -> None:
     """Refuse an analyzer preset on the GPU backend: its word-break kernels (:mod:`cutext.kernels.wordbreak`) equal
     the CPU analyzer under emulation but have not run on a device yet."""
@@ -403,7 +409,7 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
     if norms != "exact" and index_format != 2:
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
-    be = run.resolve_backend(compute_kw["backend"])
+    be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
     _gpu_analyzer_unverified(be, tok_cfg)
     src, reopen = _open_source(path, be, **read_kw)
     if keep_columns is not None:
@@ -687,7 +693,7 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
     with_positions = old.get("positions") is True
     write_text = store_text or with_positions  # positions are found from the texts the writers keep
     keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
-    be = run.resolve_backend(compute_kw["backend"])
+    be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
     _gpu_analyzer_unverified(be, tok_cfg)
     src, reopen = _open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments

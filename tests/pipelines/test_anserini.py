@@ -244,7 +244,7 @@ def test_lucene_doc_count_leaves_out_documents_without_tokens(tmp_path):
 def test_the_analyzer_is_refused_on_the_gpu_backend_until_checked_on_a_device():
     """The word-break kernels equal the CPU analyzer under emulation only: the GPU backend refuses the preset,
     naming the backend that runs it (the CPU runs it)."""
-    from cutext.pipelines.bm25 import _gpu_analyzer_unverified
+    from cutext.pipelines.bm25 import _analyzer_backend, _gpu_analyzer_unverified
     from cutext.stages.text.tokenize import TokenizerConfig
 
     cfg = TokenizerConfig.make(analyzer="anserini")
@@ -252,3 +252,6 @@ def test_the_analyzer_is_refused_on_the_gpu_backend_until_checked_on_a_device():
         _gpu_analyzer_unverified("gpu", cfg)
     _gpu_analyzer_unverified("cpu", cfg)
     _gpu_analyzer_unverified("gpu", TokenizerConfig.make())
+    # "auto" picks the backend that runs the preset, so the README's quick start runs on a GPU machine too
+    assert _analyzer_backend("auto", cfg) == "cpu" and _analyzer_backend("gpu", cfg) == "gpu"
+    assert _analyzer_backend("auto", TokenizerConfig.make()) == "auto"
