@@ -30,21 +30,6 @@ from cutext.stages.engines.lda_gibbs import GibbsState
 from helpers import need_data
 
 
-@pytest.fixture(scope="module")
-def reuters_path(shared_data):
-    return shared_data / "bow" / "lda_reuters" / "reuters.ldac"
-
-
-@pytest.fixture(scope="module")
-def reuters(reuters_path):
-    return read_ldac(reuters_path)
-
-
-@pytest.fixture(scope="module")
-def kos_path(shared_data):
-    return shared_data / "bow" / "uci" / "docword.kos.txt.gz"
-
-
 def _subset(bow: BagOfWords, n_docs: int) -> BagOfWords:
     e = bow.doc_ptr[n_docs]
     return BagOfWords(bow.doc_ptr[: n_docs + 1].copy(), bow.word[:e].copy(), bow.count[:e].copy(), bow.vocab,

@@ -28,11 +28,6 @@ dd = pytest.importorskip("dask.dataframe")
 
 
 @pytest.fixture(scope="module")
-def reuters_path(shared_data):
-    return shared_data / "bow" / "lda_reuters" / "reuters.ldac"
-
-
-@pytest.fixture(scope="module")
 def client():
     """Two worker processes, one thread each (the chain's shards live in different processes)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

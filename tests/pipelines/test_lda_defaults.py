@@ -12,24 +12,7 @@ from cutext import pipelines
 from cutext.pipelines.lda import LDAModel
 from cutext.stages.engines.lda_chunk import (
     LDAInputError,
-    read_ldac,
 )
-
-
-@pytest.fixture(scope="module")
-def reuters_path(shared_data):
-    return shared_data / "bow" / "lda_reuters" / "reuters.ldac"
-
-
-@pytest.fixture(scope="module")
-def reuters(reuters_path):
-    return read_ldac(reuters_path)
-
-
-@pytest.fixture(scope="module")
-def kos_path(shared_data):
-    return shared_data / "bow" / "uci" / "docword.kos.txt.gz"
-
 
 # ----------------------------------------------------------------------------- defaults: stopwords, pruning, alpha
 
