@@ -42,6 +42,7 @@ from cutext.stages.engines.segments import (
     deleted_postings,
     merge_terms,
     segment_heads,
+    terms_of_docs,
     union_terms,
     write_segment,
 )
@@ -356,13 +357,6 @@ def _append_stats(index: Path, tmp: Path, old: dict, names: list, deletes: list,
     return heads, (n_docs, sum_dl, terms, df)
 
 
-def _terms_of(seg, docs: np.ndarray) -> tuple:
-    """The local terms that the documents ``docs`` (a bool mask over ``seg``'s documents) hold, and in how many
-    of them each: the df those documents add (int arrays, local term order)."""
-    postings = np.flatnonzero(docs[seg.doc])
-    return np.unique(np.searchsorted(seg.offsets, postings, side="right") - 1, return_counts=True)
-
-
 def _deletion_stats(index: Path, old: dict, names: list, deletes: list):
     """The statistics of a deletion's commit from the earlier commit's kept vocabulary and counts, corrected by
     the postings of the newly deleted documents only (each segment with new deletions reads its postings
@@ -532,7 +526,7 @@ def _reader_deletion(reader, old: dict, wanted: pa.Array):
         found[pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
         removed += int(hit.sum())
         new_deletes.append(np.union1d(r.deleted, r.live_docs[hit]).astype(np.int64))
-        local, corr = _terms_of(seg, hit)
+        local, corr = terms_of_docs(seg.df, seg.doc, hit)
         df[g[local]] -= corr
         lens = seg.lengths[hit]
         n_docs, sum_dl, empty = n_docs - int(hit.sum()), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())

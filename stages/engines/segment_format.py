@@ -87,6 +87,14 @@ def _read_parquet(folder: Path, name: str, n_fields: int = 0, skip: tuple = ()) 
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # integers beyond int32
         raise art.ArtifactError(f"{f}: {exc}") from None
 
+def terms_of_docs(df: np.ndarray, doc: np.ndarray, docs: np.ndarray) -> tuple:
+    """The local terms that the documents ``docs`` (a bool mask over the segment's documents) hold, and in how
+    many of them each (the df those documents add), from a term-major segment's ``df`` and posting ``doc``
+    column: (int64 local term ids ascending, int64 counts)."""
+    return np.unique(np.searchsorted(np.cumsum(df, dtype=np.int64), np.flatnonzero(docs[doc]), side="right"),
+                     return_counts=True)
+
+
 def _head(folder: Path) -> tuple:
     """``segment.json`` of a segment read unverified (its files are checked by a full read or a load), with
     ``n_docs`` and ``n_postings`` and the number of fields."""
@@ -146,7 +154,6 @@ def deleted_postings(folder, gone) -> tuple:
         raise art.ArtifactError(f"{folder / POSTINGS}: doc numbers outside [0, {n_docs})")
     mask = np.zeros(n_docs, bool)
     mask[gone] = True
-    local, counts = np.unique(np.searchsorted(np.cumsum(df, dtype=np.int64), np.flatnonzero(mask[doc]), side="right"),
-                              return_counts=True)
+    local, counts = terms_of_docs(df, doc, mask)
     terms = tt.column("term").combine_chunks().take(pa.array(local))
     return terms, counts.astype(np.int64), lengths[gone].astype(np.int64)

@@ -81,6 +81,7 @@ from cutext.stages.engines.segment_format import (  # noqa: F401  (names of the 
     _read_parquet,
     deleted_postings,
     segment_ids,
+    terms_of_docs,
 )
 from cutext.stages.engines.segment_positions import (  # noqa: F401
     live_positions,
