@@ -7,7 +7,6 @@ from pathlib import Path
 
 from cutext.stages.engines.bm25_index import bm25f_spec
 from cutext.stages.engines.index_commits import segmented_commit
-from cutext.stages.readers.frames import input_label
 from cutext.stages.runtime.params import param
 from cutext.stages.text import bm25 as bm25_stage
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -33,15 +32,6 @@ def _keep_columns_arg(keep_columns) -> list | None:
         raise ValueError(f"{param('keep_columns', bare=True)} must be a column name or a list of distinct column "
                          f"names, got {keep_columns!r}")
     return list(cols) or None
-
-
-def _no_kept_columns_in_place(keep_columns, path) -> None:
-    """Refuse ``keep_columns`` on the route that writes a segment where each partition is (a Client and a frame
-    or a single file unit): that route reads no column but the text yet."""
-    if keep_columns:
-        raise ValueError(f"{input_label(path)}: {param('keep_columns', bare=True)} with a client needs a file input "
-                         "of several files or blocks (a frame or a single unit is written a segment a partition, "
-                         "which keeps no column yet); build without the client, or from files")
 
 
 def _check_append_settings(out, *, tokenizer, fields=None, text_column=None, **given) -> None:

@@ -41,10 +41,17 @@ from cutext.pipelines._bm25_args import (  # noqa: F401 (moved names stay import
     _check_append_settings,
     _field_spec,
     _keep_columns_arg,
-    _no_kept_columns_in_place,
     _tokenizer_kw,
 )
-from cutext.pipelines._bm25_build import (  # noqa: F401 (moved names stay importable from here)
+from cutext.pipelines._cli import Command, print_result
+from cutext.pipelines._result import RunResult, default_out, param_files
+from cutext.pipelines._run import PipelineRun
+from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
+from cutext.stages.engines import index_commits as commit_stage
+from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
+from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
+from cutext.stages.engines.index_ids import check_on_duplicate
+from cutext.stages.engines.index_writer import (  # noqa: F401 (moved names stay importable from here)
     _SHARE_LOCK,
     _TIMING_NAMES,
     BATCH_MEMORY_FRACTION,
@@ -62,18 +69,7 @@ from cutext.pipelines._bm25_build import (  # noqa: F401 (moved names stay impor
     _share_segments,
     _spill_plan,
 )
-from cutext.pipelines._bm25_workers import (  # noqa: F401 (moved names stay importable from here)
-    _build_parts_on_workers,
-    _df_to_send,
-    _piece_bytes,
-    _rows_of,
-    _shares,
-    _summed_counts,
-    _worker_units,
-    _WorkerStages,
-    tokenize_partition_segment,
-)
-from cutext.pipelines._bm25_write import (  # noqa: F401 (moved names stay importable from here)
+from cutext.stages.engines.index_writer_files import (  # noqa: F401 (moved names stay importable from here)
     DOCUMENTS_PER_FILE,
     GPU_COMPRESSION,
     GPU_DOCUMENTS_ENCODING,
@@ -97,14 +93,17 @@ from cutext.pipelines._bm25_write import (  # noqa: F401 (moved names stay impor
     _write_segments,
     _write_vocabulary,
 )
-from cutext.pipelines._cli import Command, print_result
-from cutext.pipelines._result import RunResult, default_out, param_files
-from cutext.pipelines._run import PipelineRun
-from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
-from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
-from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
-from cutext.stages.engines.index_ids import check_on_duplicate
+from cutext.stages.engines.index_writer_workers import (  # noqa: F401 (moved names stay importable from here)
+    _build_parts_on_workers,
+    _df_to_send,
+    _piece_bytes,
+    _rows_of,
+    _shares,
+    _summed_counts,
+    _worker_units,
+    _WorkerStages,
+    tokenize_partition_segment,
+)
 from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
 from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError

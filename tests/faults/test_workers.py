@@ -51,7 +51,7 @@ def corpus(tmp_path_factory, data_dir) -> str:
 
 KW = dict(backend="cpu", progress=False, blocksize=1 << 20)
 # the tasks a kill waits for: a tokenize task of the stages, or a worker's share of a file input
-# (pipelines/_bm25_build.py::_build_share: each worker builds the segments of whole files)
+# (stages/engines/index_writer.py::_build_share: each worker builds the segments of whole files)
 STAGE_TASKS = "tokenize|build_share"
 
 

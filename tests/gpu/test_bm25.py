@@ -163,10 +163,10 @@ def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
 
 
 def test_a_gpu_build_in_batches_equals_the_one_pass_build(news_dir, news_cpu, tmp_path, monkeypatch):
-    """The in-process GPU build forced into batches (``pipelines/_bm25_build.py``, each batch through the front
-    end on the device with its own vocabulary): the one-pass GPU build's segments and commit vocabulary, file
+    """The in-process GPU build forced into batches (``stages/engines/index_writer.py``, each batch through the
+    front end on the device with its own vocabulary): the one-pass GPU build's segments and commit vocabulary, file
     for file, and the CPU's index."""
-    from cutext.pipelines import _bm25_build
+    from cutext.stages.engines import index_writer as _bm25_build
 
     kw = dict(backend="gpu", scheduler="sync", blocksize=4 << 20, **ANALYSIS)
     ref = _build(news_dir, tmp_path / "one", **kw)
@@ -223,7 +223,7 @@ def test_20news_index_on_two_workers_of_one_gpu_equals_cpu(news_dir, news_cpu, t
     slices moved between processes) on a one-GPU machine, with the index files written by both workers."""
     from distributed import Client, LocalCluster, get_task_stream
 
-    from cutext.pipelines import _bm25_build
+    from cutext.stages.engines import index_writer as _bm25_build
     from cutext.stages.runtime.compute import rmm_cupy
 
     monkeypatch.setattr(_bm25_build, "GPU_POSTINGS_PER_FILE", 400_000)

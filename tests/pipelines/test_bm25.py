@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cutext import pipelines
-from cutext.pipelines import _bm25_build as bm25_build
 from cutext.stages.engines import bm25_index
+from cutext.stages.engines import index_writer as bm25_build
 from cutext.stages.text.count import count_partition, run_lengths
 from cutext.stages.text.sort import term_divisions
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_texts

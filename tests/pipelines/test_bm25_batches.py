@@ -1,4 +1,4 @@
-"""An in-process build of a segmented bm25 index in batches (``pipelines/_bm25_build.py``): an input larger than
+"""An in-process build of a segmented bm25 index in batches (``stages/engines/index_writer.py``): an input larger than
 a batch (a share of the memory free over the front end's bytes an input byte) goes through the front end batch
 after batch, each writing its segments with its own vocabulary, the commit's vocabulary merged from theirs.  The
 index equals the one-pass build's file for file, holds a batch's input at a time, and appends likewise."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import cutext.pipelines._bm25_build as build
+import cutext.stages.engines.index_writer as build
 from cutext import pipelines
 from cutext.pipelines import bm25_index_ops as ops
 from cutext.stages.engines.bm25_index import BM25Index

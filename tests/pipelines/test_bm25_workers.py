@@ -1,5 +1,5 @@
 """A segmented bm25 index built on a dask Client from a file input: every worker builds the segments of
-its share of the files on its own (``pipelines/_bm25_build.py::_build_share``), the caller only lists them.
+its share of the files on its own (``stages/engines/index_writer.py::_build_share``), the caller only lists them.
 The index equals an in-process build (documents, ids, search), no task of the stages runs on the
 scheduler, and nothing moves between workers."""
 from __future__ import annotations
@@ -233,7 +233,7 @@ def test_a_share_that_fails_stops_the_others_and_leaves_nothing_behind(tmp_path,
     import contextlib
     import time
 
-    import cutext.pipelines._bm25_build as bm25
+    import cutext.stages.engines.index_writer as bm25
 
     src = _cacm_files(tmp_path / "src", data_dir, 4, False)
     front_end = bm25._front_end

@@ -11,7 +11,6 @@ import dask
 import numpy as np
 from dask.delayed import Delayed
 
-from cutext.pipelines._run import PipelineRun
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.bm25_index import shard_ranges
 from cutext.stages.engines.index_commits import SEGMENTS_DIR
@@ -132,7 +131,7 @@ def tokenize_partition_segment(text, numberer, tok_cfg: TokenizerConfig, folder:
     return dict(meta, df=_df_to_send(meta["df"]))
 
 
-def _build_parts_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
+def _build_parts_on_workers(run, src, tok_cfg: TokenizerConfig, info, tmp: Path, path,
                             first: int = 0, store_text: bool = False) -> tuple[int, list[str], dict, tuple]:
     """A segmented index on a Client from an input that :func:`_shares` cannot cut (a frame, or fewer units than
     workers): the read stage counts the documents of every partition (to the caller), then one task a

@@ -11,12 +11,16 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from cutext.pipelines._bm25_args import _no_kept_columns_in_place
-from cutext.pipelines._bm25_workers import (
+from cutext.stages.engines import index_commits as commit_stage
+from cutext.stages.engines.bm25_shards import shard_ranges
+from cutext.stages.engines.index_commits import SEGMENTS_DIR
+from cutext.stages.engines.index_writer_files import _IndexInput, _write_segments
+from cutext.stages.engines.index_writer_workers import (
     _build_parts_on_workers,
     _df_to_send,
     _piece_bytes,
@@ -24,11 +28,6 @@ from cutext.pipelines._bm25_workers import (
     _summed_counts,
     _WorkerStages,
 )
-from cutext.pipelines._bm25_write import _IndexInput, _write_segments
-from cutext.pipelines._run import PipelineRun
-from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.bm25_shards import shard_ranges
-from cutext.stages.engines.index_commits import SEGMENTS_DIR
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, CorpusError, NoDocumentError
 from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -40,7 +39,7 @@ from cutext.stages.runtime.compute import (
     host_share,
     share_threads,
 )
-from cutext.stages.runtime.params import available_memory
+from cutext.stages.runtime.params import available_memory, param
 from cutext.stages.runtime.progress import gather as progress_gather
 from cutext.stages.text.frontend import build_corpus
 from cutext.stages.text.tokenize import TokenizerConfig
@@ -65,6 +64,17 @@ BATCH_MEMORY_FRACTION = 0.5
 # RSS over the RSS before, 2.7x on 200 MB of replicated 20 Newsgroups in 50 MB files, 4.0x in one file, 5.1x on
 # 36 MB (fixed costs included) (scheduler="sync", 2 cores)
 HOST_BYTES_PER_INPUT_BYTE = 4
+
+
+class BuildRun(Protocol):
+    """What the writer asks of the run it builds for (the pipeline's ``PipelineRun``): a timed stage with its
+    progress, the stage seconds, and a progress counter of its own loops (None: no progress shown)."""
+
+    timings: dict
+
+    def stage(self, name: str, fn, /, *args, **kwargs): ...
+
+    def bar(self, total: int | None, desc: str, unit: str): ...
 
 
 def _open_source(path, be: str, blocksize, **read_kw):
@@ -99,7 +109,7 @@ def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
     return src, spill, per_file
 
 
-def _front_end(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, spill, path,
+def _front_end(run: BuildRun, src, tok_cfg: TokenizerConfig, info, spill, path,
                empty_ok: bool = False) -> _IndexInput:
     """The corpus front end's stages (read, tokenize, encode, sort+count), timed under the index's names
     (``run``: a :class:`PipelineRun`, or on a worker :class:`_WorkerStages`).
@@ -176,7 +186,7 @@ def _build_share(src, tok_cfg: TokenizerConfig, tmp: str, first: int, sharing: i
     return dict(summary, timings=stages.timings)
 
 
-def _build_on_workers(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
+def _build_on_workers(run: BuildRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, shares,
                       first: int = 0, store_text: bool = False,
                       keep_columns=None) -> tuple[int, list[str], dict, tuple]:
     """Each worker builds the segments of its share of the input as a one-GPU build would, on its own
@@ -244,7 +254,7 @@ def _batches(src, info) -> list[list[int]] | None:
     return [list(range(a, e)) for a, e in ranges] if len(ranges) > 1 else None
 
 
-def _build_in_batches(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, batches,
+def _build_in_batches(run: BuildRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, batches,
                       first: int = 0, store_text: bool = False,
                       keep_columns=None) -> tuple[int, list[str], dict, tuple]:
     """An in-process segmented build, one batch of pieces after the other (:func:`_batches`): each batch
@@ -294,7 +304,7 @@ class _SummedStages:
     """The stages of a build in batches: each run as ``run``'s stage (its bar), the seconds summed in
     :attr:`timings`."""
 
-    def __init__(self, run: PipelineRun):
+    def __init__(self, run: BuildRun):
         self.run, self.timings = run, {}
 
     def stage(self, name, fn, *args, **kwargs):
@@ -311,7 +321,16 @@ def _merged_summaries(a: dict, b: dict) -> dict:
             **{k: a[k] + b[k] for k in ("n_docs", "sum_dl", "n_postings", "n_empty_docs", "replaced")}}
 
 
-def _segments_apart(run: PipelineRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, first: int,
+def _no_kept_columns_in_place(keep_columns, path) -> None:
+    """Refuse ``keep_columns`` on the route that writes a segment where each partition is (a Client and a frame
+    or a single file unit): that route reads no column but the text yet."""
+    if keep_columns:
+        raise ValueError(f"{input_label(path)}: {param('keep_columns', bare=True)} with a client needs a file input "
+                         "of several files or blocks (a frame or a single unit is written a segment a partition, "
+                         "which keeps no column yet); build without the client, or from files")
+
+
+def _segments_apart(run: BuildRun, src, tok_cfg: TokenizerConfig, info, tmp: Path, path, first: int,
                     write_text: bool, keep_columns) -> tuple | None:
     """The segments ``seg-<first>...`` of a build or an append built apart, not by one pass of the whole
     input through this process's front end: by each worker of a Client over its share of a file input
