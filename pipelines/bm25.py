@@ -51,59 +51,8 @@ from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate
-from cutext.stages.engines.index_writer import (  # noqa: F401 (moved names stay importable from here)
-    _SHARE_LOCK,
-    _TIMING_NAMES,
-    BATCH_MEMORY_FRACTION,
-    GPU_BLOCKSIZE,
-    GPU_POSTINGS_PER_FILE,
-    HOST_BYTES_PER_INPUT_BYTE,
-    POSTINGS_PER_FILE,
-    _batches,
-    _build_in_batches,
-    _build_on_workers,
-    _build_share,
-    _front_end,
-    _open_source,
-    _segments_apart,
-    _share_segments,
-    _spill_plan,
-)
-from cutext.stages.engines.index_writer_files import (  # noqa: F401 (moved names stay importable from here)
-    DOCUMENTS_PER_FILE,
-    GPU_COMPRESSION,
-    GPU_DOCUMENTS_ENCODING,
-    GPU_POSTINGS_ENCODING,
-    GPU_WRITE_WORKERS,
-    ID_FORMATS,
-    _add_positions,
-    _dedupe,
-    _documents,
-    _documents_partition,
-    _drop_dl,
-    _IndexInput,
-    _parts_tasks,
-    _postings,
-    _spilled_range,
-    _term_major_spilled,
-    _weights,
-    _write_files_cpu,
-    _write_files_gpu,
-    _write_index,
-    _write_segments,
-    _write_vocabulary,
-)
-from cutext.stages.engines.index_writer_workers import (  # noqa: F401 (moved names stay importable from here)
-    _build_parts_on_workers,
-    _df_to_send,
-    _piece_bytes,
-    _rows_of,
-    _shares,
-    _summed_counts,
-    _worker_units,
-    _WorkerStages,
-    tokenize_partition_segment,
-)
+from cutext.stages.engines.index_writer import IndexWriter, WriterConfig, _open_source
+from cutext.stages.engines.index_writer_files import ID_FORMATS, _dedupe
 from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
 from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
@@ -416,70 +365,18 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
     if index_format == 2:
         src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     nbytes, fmt = src.input_bytes, src.format
+    config = WriterConfig(tok_cfg, index_format, (variant, k1, b, delta), norms, store_text, positions, keep_columns,
+                          on_duplicate)
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"], nbytes=nbytes,
                                   n_workers=compute_kw["n_workers"], worker_threads=True) as info, \
             run.output(workers_write=True) as tmp:
-        layout = {"store_text": store_text} if index_format == 2 else {}
-        if keep_columns is not None:
-            layout["keep_columns"] = keep_columns
-        if positions:
-            layout["positions"] = True
-        avgdl, counts = _build_routes(run, src, reopen, tok_cfg, info, tmp, path, layout, index_format,
-                                      (variant, k1, b, delta), store_text or positions, keep_columns)
-        if fmt in ID_FORMATS:  # ids from a column may repeat: on_duplicate decides
-            avgdl = _dedupe(tmp, layout, index_format, on_duplicate, input_label(path), counts, avgdl)
-        if positions:
-            counts["positions_bytes"] = run.stage("positions", _add_positions, tmp, layout["segments"], tok_cfg,
-                                                  store_text)
-        params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt,
-                  "tokenizer": tok_cfg.to_dict()}
-        if norms != "exact":
-            params["norms"] = layout["norms"] = norms
-        run.write_manifest(tmp, {
-            "index_format": index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant,
-            "k1": k1, "b": b, "delta": delta,
-            "tokenizer": tok_cfg.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
-            "n_workers": info.n_workers, "source": input_label(path), "format": fmt, "counts": counts,
-            "timings": run.timings})
+        counts = IndexWriter(run, tmp, info, config, path).build(src, reopen)
+    params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": fmt, "tokenizer": tok_cfg.to_dict()}
+    if norms != "exact":
+        params["norms"] = norms
     return run.result(info.backend, info.scheduler, info.n_workers, counts, params,
                       headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                 "postings": counts["n_postings"]})
-
-
-def _build_routes(run: PipelineRun, src, reopen, tok_cfg: TokenizerConfig, info, tmp: Path, path, layout: dict,
-                  index_format: int, bm25: tuple, write_text: bool, keep_columns) -> tuple[float, dict]:
-    """The build of a one-field index into ``tmp`` on its route: a segmented index by a Client's workers or in
-    batches in this process (:func:`_segments_apart`), else the whole input through the front end in this
-    process, written as segments or as a format-1 index (``bm25``: variant, k1, b, delta).  Adds the segment
-    names and the next segment number to ``layout``; returns ``(avgdl, counts)``."""
-    nbytes = src.input_bytes
-    apart = _segments_apart(run, src, tok_cfg, info, tmp, path, 0, write_text, keep_columns) \
-        if index_format == 2 else None
-    if apart is not None:
-        replaced, layout["segments"], counts, vocab, layout["next_segment"] = apart
-        counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": layout["next_segment"]})
-        # the vocabularies of the shares (batches, partitions) merged: for the next append
-        commit_stage.write_commit_terms(tmp, *vocab)
-        return counts["n_tokens"] / counts["n_docs"], counts
-    src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
-    idx = _front_end(run, src, tok_cfg, info, spill, path)
-    if index_format == 2:
-        replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
-                                                 store_text=write_text, keep_columns=keep_columns)
-        layout["next_segment"] = len(layout["segments"])
-        avgdl = idx.n_tokens / idx.n_docs
-        # the global vocabulary and df are at hand: the commit keeps them for the next append
-        commit_stage.write_commit_terms(tmp, idx.vocab, idx.df_t[1:])
-    else:
-        variant, k1, b, delta = bm25
-        weights = _weights(idx, variant, k1, b, delta, per_file)
-        replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
-                             delta=delta, spill=spill, per_file=per_file, info=info)
-        avgdl = weights.avgdl
-    counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
-              "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
-              "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
-    return avgdl, counts
 
 
 def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: TokenizerConfig, run_kw: dict,
@@ -688,10 +585,7 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
     """:func:`append_index` to a one-field index (``old``: its manifest): the new documents' segments built on
     the build's routes (:func:`_segments_apart`, else one pass in this process) with the index's texts,
     positions and kept columns, then the commit."""
-    store_text = old.get("store_text") is True
-    with_positions = old.get("positions") is True
-    write_text = store_text or with_positions  # positions are found from the texts the writers keep
-    keep = old.get("keep_columns") or None  # the index's kept columns: the new input must carry them
+    config = WriterConfig.of_index(old, on_duplicate)
     be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
     _gpu_analyzer_unverified(be, tok_cfg)
     src, reopen = _open_source(path, be, **read_kw)
@@ -700,29 +594,7 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
                                   nbytes=src.input_bytes, n_workers=compute_kw["n_workers"],
                                   worker_threads=True) as info, \
             run.output(expect, workers_write=True) as tmp:
-        first = int(old.get("next_segment", len(old["segments"])))
-        apart = _segments_apart(run, src, tok_cfg, info, tmp, path, first, write_text, keep)
-        if apart is not None:
-            replaced, names, added, _, _ = apart
-            n_added = added["n_docs"]
-        else:
-            src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
-            idx = _front_end(run, src, tok_cfg, info, spill, path)
-            replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
-                                        store_text=write_text, keep_columns=keep)
-            n_added = idx.n_docs
-        if keep:
-            commit_stage.check_kept_types(Path(index), old["segments"], tmp, names)
-        if with_positions:
-            run.stage("positions", _add_positions, tmp, names, tok_cfg, store_text)
-        deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
-        counts = commit_stage.write_commit(
-            tmp, Path(index), old, old["segments"], deletes,
-            {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added,
-             "updated_docs": updated}, added=names,
-            timings=run.timings, fields={"backend": info.backend, "scheduler": info.scheduler,
-                                         "n_workers": info.n_workers})
-        counts = merge_on_commit(tmp, merge_policy, counts)
+        counts = IndexWriter(run, tmp, info, config, path).append(src, reopen, index, old, merge_policy)
     return run.result(info.backend, info.scheduler, info.n_workers, counts,
                       {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
                        "tokenizer": old["tokenizer"]},

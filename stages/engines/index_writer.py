@@ -19,7 +19,15 @@ import pyarrow as pa
 from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.bm25_shards import shard_ranges
 from cutext.stages.engines.index_commits import SEGMENTS_DIR
-from cutext.stages.engines.index_writer_files import _IndexInput, _write_segments
+from cutext.stages.engines.index_writer_files import (
+    ID_FORMATS,
+    _add_positions,
+    _dedupe,
+    _IndexInput,
+    _weights,
+    _write_index,
+    _write_segments,
+)
 from cutext.stages.engines.index_writer_workers import (
     _build_parts_on_workers,
     _df_to_send,
@@ -28,6 +36,7 @@ from cutext.stages.engines.index_writer_workers import (
     _summed_counts,
     _WorkerStages,
 )
+from cutext.stages.engines.merge_policy import merge_on_commit
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, CorpusError, NoDocumentError
 from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -75,6 +84,8 @@ class BuildRun(Protocol):
     def stage(self, name: str, fn, /, *args, **kwargs): ...
 
     def bar(self, total: int | None, desc: str, unit: str): ...
+
+    def write_manifest(self, tmp: Path, fields: dict) -> None: ...
 
 
 def _open_source(path, be: str, blocksize, **read_kw):
@@ -354,3 +365,192 @@ def _segments_apart(run: BuildRun, src, tok_cfg: TokenizerConfig, info, tmp: Pat
                                                        store_text=write_text, keep_columns=keep_columns)
     counts["batches"] = len(batches)
     return replaced, names, counts, vocab, first + len(src.pieces)
+
+
+# ----------------------------------------------------------------------------- the writer
+
+@dataclasses.dataclass(frozen=True)
+class WriterConfig:
+    """The settings an :class:`IndexWriter` builds with, already checked by its caller.
+
+    Attributes
+    ----------
+    tokenizer : TokenizerConfig
+    index_format : {2, 1}
+        2: segments; 1: one global vocabulary with weighted postings.
+    bm25 : tuple
+        ``(variant, k1, b, delta)``: recorded in the manifest; a format-1 index stores its weights.
+    norms : {"exact", "lucene"}
+        The document lengths a segmented index weighs with (recorded when not ``"exact"``).
+    store_text, positions : bool
+        Keep the documents' texts; store the postings' positions (segmented indexes).
+    keep_columns : list of str or None
+        Columns of a table input kept beside the segments.
+    on_duplicate : {"error", "replace", "keep"}
+        What a repeated source id does (:mod:`cutext.stages.engines.index_ids`).
+    """
+
+    tokenizer: TokenizerConfig
+    index_format: int = 2
+    bm25: tuple = ("lucene", 1.2, 0.75, None)
+    norms: str = "exact"
+    store_text: bool = False
+    positions: bool = False
+    keep_columns: list | None = None
+    on_duplicate: str = "error"
+
+    @classmethod
+    def of_index(cls, meta: dict, on_duplicate: str) -> WriterConfig:
+        """An append's settings: those of the index whose manifest is ``meta`` (its tokenizer, texts, positions and
+        kept columns), with ``on_duplicate``."""
+        return cls(TokenizerConfig.from_dict(meta["tokenizer"]), store_text=meta.get("store_text") is True,
+                   positions=meta.get("positions") is True, keep_columns=meta.get("keep_columns") or None,
+                   on_duplicate=on_duplicate)
+
+    @property
+    def write_text(self) -> bool:
+        """The segment writers keep the texts: stored, or read again for the positions."""
+        return self.store_text or self.positions
+
+
+class IndexWriter:
+    """The build of a BM25 index into a run's temporary directory, from a corpus source to a commit (Lucene's
+    ``IndexWriter``): it chooses the route (a Client's workers, in-process batches, or one pass), plans the
+    spill, writes the segments (or a format-1 index), sums the counts, applies ``on_duplicate`` and the
+    positions, and commits.  The pipeline resolves the settings, opens the corpus (:func:`_open_source`) and
+    the run's compute context and output, and calls :meth:`build` or :meth:`append` once.
+
+    Parameters
+    ----------
+    run : BuildRun
+        The pipeline's run: its stages (timings, progress) and its manifest.
+    tmp : pathlib.Path
+        The output's temporary directory (renamed into place by the run when the block succeeds).
+    info : ComputeInfo
+        The compute context (backend, client, scheduler, workers).
+    config : WriterConfig
+    path
+        The input as given (its label names it in errors and the manifest's ``source``).
+    """
+
+    def __init__(self, run: BuildRun, tmp: Path, info, config: WriterConfig, path):
+        self.run, self.tmp, self.info, self.config, self.path = run, Path(tmp), info, config, path
+
+    def build(self, src, reopen) -> dict:
+        """A new index of ``src`` (``reopen``: :func:`_open_source`'s), committed by its manifest
+        (``index.json``) written last.  Returns the counts (see :func:`cutext.pipelines.bm25.build_index`).
+
+        Raises
+        ------
+        CorpusError
+            No document has a token after tokenization.
+        DuplicateIdError
+            ``on_duplicate="error"`` and a source id repeats; nothing is committed.
+        """
+        cfg, run, tmp = self.config, self.run, self.tmp
+        fmt = src.format
+        layout = {"store_text": cfg.store_text} if cfg.index_format == 2 else {}
+        if cfg.keep_columns is not None:
+            layout["keep_columns"] = cfg.keep_columns
+        if cfg.positions:
+            layout["positions"] = True
+        avgdl, counts = self._routes(src, reopen, layout)
+        if fmt in ID_FORMATS:  # ids from a column may repeat: on_duplicate decides
+            avgdl = _dedupe(tmp, layout, cfg.index_format, cfg.on_duplicate, input_label(self.path), counts, avgdl)
+        if cfg.positions:
+            counts["positions_bytes"] = run.stage("positions", _add_positions, tmp, layout["segments"],
+                                                  cfg.tokenizer, cfg.store_text)
+        if cfg.norms != "exact":
+            layout["norms"] = cfg.norms
+        variant, k1, b, delta = cfg.bm25
+        info = self.info
+        run.write_manifest(tmp, {
+            "index_format": cfg.index_format, **layout, "N": counts["n_docs"], "avgdl": avgdl, "variant": variant,
+            "k1": k1, "b": b, "delta": delta,
+            "tokenizer": cfg.tokenizer.to_dict(), "backend": info.backend, "scheduler": info.scheduler,
+            "n_workers": info.n_workers, "source": input_label(self.path), "format": fmt, "counts": counts,
+            "timings": run.timings})
+        return counts
+
+    def _routes(self, src, reopen, layout: dict) -> tuple[float, dict]:
+        """The build on its route: a segmented index by a Client's workers or in batches in this process
+        (:func:`_segments_apart`), else the whole input through the front end in this process, written as
+        segments or as a format-1 index.  Adds the segment names and the next segment number to ``layout``;
+        returns ``(avgdl, counts)``."""
+        cfg, run, tmp, info, path = self.config, self.run, self.tmp, self.info, self.path
+        tok_cfg, keep_columns = cfg.tokenizer, cfg.keep_columns
+        nbytes = src.input_bytes
+        apart = _segments_apart(run, src, tok_cfg, info, tmp, path, 0, cfg.write_text, keep_columns) \
+            if cfg.index_format == 2 else None
+        if apart is not None:
+            replaced, layout["segments"], counts, vocab, layout["next_segment"] = apart
+            counts.update({"replaced": replaced, "input_bytes": nbytes, "partitions": layout["next_segment"]})
+            # the vocabularies of the shares (batches, partitions) merged: for the next append
+            commit_stage.write_commit_terms(tmp, *vocab)
+            return counts["n_tokens"] / counts["n_docs"], counts
+        src, spill, per_file = _spill_plan(src, reopen, nbytes, info, tmp)
+        idx = _front_end(run, src, tok_cfg, info, spill, path)
+        if cfg.index_format == 2:
+            replaced, layout["segments"] = run.stage("write", _write_segments, tmp, idx, spill, info,
+                                                     store_text=cfg.write_text, keep_columns=keep_columns)
+            layout["next_segment"] = len(layout["segments"])
+            avgdl = idx.n_tokens / idx.n_docs
+            # the global vocabulary and df are at hand: the commit keeps them for the next append
+            commit_stage.write_commit_terms(tmp, idx.vocab, idx.df_t[1:])
+        else:
+            variant, k1, b, delta = cfg.bm25
+            weights = _weights(idx, variant, k1, b, delta, per_file)
+            replaced = run.stage("weight+write", _write_index, tmp, idx, weights, variant=variant, k1=k1, b=b,
+                                 delta=delta, spill=spill, per_file=per_file, info=info)
+            avgdl = weights.avgdl
+        counts = {"n_docs": idx.n_docs, "n_terms": idx.n_terms, "n_postings": idx.n_postings,
+                  "n_tokens": idx.n_tokens, "n_empty_docs": int((idx.lengths == 0).sum()),
+                  "replaced": replaced, "input_bytes": nbytes, "partitions": len(idx.pieces)}
+        return avgdl, counts
+
+    def append(self, src, reopen, index, old: dict, merge_policy: str) -> dict:
+        """The documents of ``src`` added to the segmented ``index`` (``old``: its manifest) as segments after its
+        own, on the build's routes; ``on_duplicate`` applied, the commit written into the run's directory and
+        ``merge_policy`` applied to it.  Returns the counts of the whole index after the append.
+
+        Raises
+        ------
+        CorpusError
+            As :meth:`build`, for the new documents; a kept column whose type differs from the index's.
+        DuplicateIdError
+            ``on_duplicate="error"`` and a new document's id is in the index or repeats.
+        """
+        cfg, run, tmp, info = self.config, self.run, self.tmp, self.info
+        first = int(old.get("next_segment", len(old["segments"])))
+        apart = _segments_apart(run, src, cfg.tokenizer, info, tmp, self.path, first, cfg.write_text,
+                                cfg.keep_columns)
+        if apart is not None:
+            replaced, names, added, _, _ = apart
+            n_added = added["n_docs"]
+        else:
+            src, spill, _ = _spill_plan(src, reopen, src.input_bytes, info, tmp)
+            idx = _front_end(run, src, cfg.tokenizer, info, spill, self.path)
+            replaced, names = run.stage("write", _write_segments, tmp, idx, spill, info, first,
+                                        store_text=cfg.write_text, keep_columns=cfg.keep_columns)
+            n_added = idx.n_docs
+        if cfg.keep_columns:
+            commit_stage.check_kept_types(Path(index), old["segments"], tmp, names)
+        if cfg.positions:
+            run.stage("positions", _add_positions, tmp, names, cfg.tokenizer, cfg.store_text)
+        return commit_append(run, tmp, index, old, names, cfg.on_duplicate, merge_policy,
+                             {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added},
+                             {"backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers})
+
+
+def commit_append(run: BuildRun, tmp: Path, index, old: dict, added: list, on_duplicate: str, merge_policy: str,
+                  extra: dict, fields: dict) -> dict:
+    """The commit of an append written into ``tmp``: the segments ``added`` after ``old``'s (the index's manifest),
+    the older copies of their ids deleted by ``on_duplicate``
+    (:func:`cutext.stages.engines.index_commits.update_deletes`), the manifest with ``extra`` counts and ``fields``
+    (:func:`cutext.stages.engines.index_commits.write_commit`), then ``merge_policy``
+    (:func:`cutext.stages.engines.merge_policy.merge_on_commit`).  Returns the index's counts after it."""
+    deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, added, on_duplicate)
+    counts = commit_stage.write_commit(tmp, Path(index), old, old["segments"], deletes,
+                                       {**extra, "updated_docs": updated}, added=added, timings=run.timings,
+                                       fields=fields)
+    return merge_on_commit(tmp, merge_policy, counts)
