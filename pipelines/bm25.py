@@ -27,12 +27,8 @@ Term id 0 is reserved for unknown terms and has no row in ``vocab.parquet``.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from cutext.pipelines._bm25_args import (  # noqa: F401 (moved names stay importable from here)
@@ -47,16 +43,12 @@ from cutext.pipelines._cli import Command, print_result
 from cutext.pipelines._result import RunResult, default_out, param_files
 from cutext.pipelines._run import PipelineRun
 from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
-from cutext.stages.engines import index_commits as commit_stage
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
-from cutext.stages.engines.index_commits import SEGMENTS_DIR, segmented_commit
+from cutext.stages.engines.index_commits import segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate
 from cutext.stages.engines.index_writer import IndexWriter, WriterConfig, _open_source
-from cutext.stages.engines.index_writer_files import ID_FORMATS, _dedupe
-from cutext.stages.engines.merge_policy import check_merge_policy, merge_on_commit
-from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
-from cutext.stages.readers.base import DEFAULT_MAX_RATIO, CorpusError
-from cutext.stages.readers.frames import input_label
+from cutext.stages.engines.merge_policy import check_merge_policy
+from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.readers.source import kept_columns
 from cutext.stages.runtime.output import check_output_file, local_output
 from cutext.stages.runtime.params import choice, flag, param
@@ -379,66 +371,22 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
                                 "postings": counts["n_postings"]})
 
 
-def _field_segments(run: PipelineRun, path, tmp: Path, fields: tuple, tok_cfg: TokenizerConfig, run_kw: dict,
-                    first: int = 0) -> tuple[list[str], int, RunResult]:
-    """The BM25F segments of an input in ``tmp/segments``: a one-field segmented index of each field built
-    into ``tmp/.fields/<i>`` (:func:`build_index` with ``text_column`` the field: every route, backend and
-    cluster of a one-field build; the input read once a field), then segment by segment the fields joined
-    (:func:`cutext.stages.engines.segments.field_segment`) as ``seg-<first + n>``.
+def _field_builder(run: PipelineRun, tok_cfg: TokenizerConfig, path, run_kw: dict):
+    """``build_field(field, out)`` for :meth:`IndexWriter.build_fields` / :meth:`IndexWriter.append_fields`: a
+    one-field segmented index of the column ``field`` written into ``out`` (:func:`build_index` with
+    ``text_column`` the field: every route, backend and cluster of a one-field build; the input read once a
+    field), its ids left as they are (the BM25F commit applies ``on_duplicate``)."""
+    def build_field(field: str, out: Path) -> RunResult:
+        return build_index(path, out, text_column=field, **_tokenizer_kw(tok_cfg), **run_kw, index_format=2,
+                           progress=run.progress, on_duplicate="keep")
 
-    Returns
-    -------
-    (list of str, int, RunResult)
-        The segment names in document order, the next free segment number and the first field's result
-        (backend, scheduler, workers, input counts); the fields' stage seconds go to ``run.timings`` as
-        ``"<stage> (<field>)"``.
-
-    Raises
-    ------
-    CorpusError
-        A field without a token in any document (named).
-    RuntimeError
-        The fields' builds cut the input into different segments.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    work = tmp / ".fields"
-    results, metas = [], []
-    try:
-        for i, f in enumerate(fields):
-            try:
-                r = build_index(path, work / str(i), text_column=f, **_tokenizer_kw(tok_cfg), **run_kw,
-                                index_format=2, progress=run.progress, on_duplicate="keep")  # the caller decides
-            except CorpusError as exc:
-                raise CorpusError(f"BM25F field {f!r}: {exc}") from None
-            results.append(r)
-            run.timings.update({f"{k} ({f})": v for k, v in r.timings.items()})
-            metas.append(commit_stage.read_commit(work / str(i))[0])
-        names = metas[0]["segments"]
-        if any(m["segments"] != names for m in metas):
-            raise RuntimeError(f"BM25F: the fields' builds cut the input into different segments "
-                               f"{[m['segments'] for m in metas]}")
-        (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
-        renamed = [f"seg-{first + int(n.rsplit('-', 1)[1]):05d}" for n in names]
-
-        def join(k: int) -> None:
-            parts = [work / str(i) / SEGMENTS_DIR / names[k] for i in range(len(fields))]
-            write_segment(tmp / SEGMENTS_DIR / renamed[k], **field_segment(parts, fields))
-
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(max(1, min(len(names), os.cpu_count() or 1))) as pool:
-            list(pool.map(join, range(len(names))))
-        run.timings["join fields"] = time.perf_counter() - t0
-        next_segment = first + int(metas[0].get("next_segment", len(names)))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return renamed, next_segment, results[0]
+    return build_field
 
 
 def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_format, store_text, overwrite,
                   progress, tokenizer: dict, run_kw: dict, on_duplicate: str = "error") -> RunResult:
     """:func:`build_index` of a BM25F index (``fields``: ``(names, weights, bs)`` of :func:`_field_spec`): the
-    segments of :func:`_field_segments` and a manifest that records the fields, their weights and b's."""
+    segments of each field (:func:`_field_builder`) joined and committed by :meth:`IndexWriter.build_fields`."""
     if index_format != 2 or isinstance(index_format, bool):
         raise ValueError(f"BM25F ({param('field_weights', bare=True)} / {param('field_b', bare=True)}) stores each "
                          f"field's tf and length in the segments of a segmented index: use "
@@ -452,27 +400,12 @@ def _build_fields(path, out, fields: tuple, *, variant, k1, b, delta, index_form
     tok_cfg = TokenizerConfig.make(**tokenizer)
     run = PipelineRun("bm25", out, manifest="index.json", inputs=[path, *param_files(tokenizer["stopwords"])],
                       overwrite=overwrite, progress=progress)
+    config = WriterConfig(tok_cfg, 2, (variant, k1, b, delta), on_duplicate=on_duplicate, fields=fields)
     with run.output() as tmp:
-        names, next_segment, first = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw)
-        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in names], [np.zeros(0, np.int64)] * len(names),
-                              ids=False)
-        fc = first.counts
-        mt, counts = commit_stage.index_counts(heads, {}, replaced=int(fc.get("replaced", 0)),
-                                               input_bytes=int(fc.get("input_bytes", 0)))
-        commit_stage.write_commit_terms(tmp, mt.vocab, mt.df[1:])  # kept for the next append
-        spec = {"fields": list(fields[0]), "weights": list(fields[1]), "b": list(fields[2])}
-        layout = {"segments": names}
-        avgdl = mt.avgdl
-        if first.params.get("format") in ID_FORMATS:
-            avgdl = _dedupe(tmp, layout, 2, on_duplicate, input_label(path), counts, avgdl)
-        run.write_manifest(tmp, {
-            "index_format": 2, **layout, "next_segment": next_segment, "store_text": False, "bm25f": spec,
-            "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
-            "tokenizer": tok_cfg.to_dict(), "backend": first.backend, "scheduler": first.scheduler,
-            "n_workers": first.n_workers, "source": input_label(path), "format": first.params.get("format"),
-            "counts": counts, "timings": run.timings})
+        counts, first = IndexWriter(run, tmp, None, config, path).build_fields(_field_builder(run, tok_cfg, path,
+                                                                                             run_kw))
     params = {"variant": variant, "k1": k1, "b": b, "delta": delta, "format": first.params.get("format"),
-              "tokenizer": tok_cfg.to_dict(), "bm25f": spec}
+              "tokenizer": tok_cfg.to_dict(), "bm25f": config.bm25f}
     return run.result(first.backend, first.scheduler, first.n_workers, counts, params,
                       headline={"documents": counts["n_docs"], "terms": counts["n_terms"],
                                 "postings": counts["n_postings"]})
@@ -561,18 +494,11 @@ def append_index(path, index, *, format="auto", text_column=None, id_column=None
 def _append_fields(run: PipelineRun, path, index, old: dict, expect, fields: tuple, tok_cfg: TokenizerConfig,
                    run_kw: dict, on_duplicate: str, merge_policy: str) -> RunResult:
     """:func:`append_index` to a BM25F index (``old``: its manifest): the new documents' segments of each field
-    built and joined (:func:`_field_segments`), then the commit."""
+    built (:func:`_field_builder`) and joined, then the commit (:meth:`IndexWriter.append_fields`)."""
+    config = WriterConfig(tok_cfg, on_duplicate=on_duplicate, fields=fields)
     with run.output(expect) as tmp:
-        first = int(old.get("next_segment", len(old["segments"])))
-        names, _, res = _field_segments(run, path, tmp, fields[0], tok_cfg, run_kw, first)
-        n_added = int(res.counts["n_docs"])
-        deletes, updated = commit_stage.update_deletes(Path(index), old, tmp, names, on_duplicate)
-        counts = commit_stage.write_commit(
-            tmp, Path(index), old, old["segments"], deletes,
-            {"replaced": int(res.counts.get("replaced", 0)), "input_bytes": int(res.counts.get("input_bytes", 0)),
-             "appended_docs": n_added, "updated_docs": updated}, added=names, timings=run.timings,
-            fields={"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers})
-        counts = merge_on_commit(tmp, merge_policy, counts)
+        counts, res = IndexWriter(run, tmp, None, config, path).append_fields(
+            _field_builder(run, tok_cfg, path, run_kw), index, old, merge_policy)
     return run.result(res.backend, res.scheduler, res.n_workers, counts,
                       {"variant": old["variant"], "k1": old["k1"], "b": old["b"], "delta": old["delta"],
                        "tokenizer": old["tokenizer"], "bm25f": old["bm25f"]},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import os
 import shutil
 import threading
 import time
@@ -37,6 +38,7 @@ from cutext.stages.engines.index_writer_workers import (
     _WorkerStages,
 )
 from cutext.stages.engines.merge_policy import merge_on_commit
+from cutext.stages.engines.segments import field_segment, segment_heads, write_segment
 from cutext.stages.readers.base import DEFAULT_BLOCKSIZE, CorpusError, NoDocumentError
 from cutext.stages.readers.frames import input_label
 from cutext.stages.readers.source import open_corpus, source_of_pieces
@@ -388,6 +390,8 @@ class WriterConfig:
         Columns of a table input kept beside the segments.
     on_duplicate : {"error", "replace", "keep"}
         What a repeated source id does (:mod:`cutext.stages.engines.index_ids`).
+    fields : tuple or None
+        BM25F: ``(names, weights, bs)``, the text columns scored as weighted fields (None: one field).
     """
 
     tokenizer: TokenizerConfig
@@ -398,6 +402,7 @@ class WriterConfig:
     positions: bool = False
     keep_columns: list | None = None
     on_duplicate: str = "error"
+    fields: tuple | None = None
 
     @classmethod
     def of_index(cls, meta: dict, on_duplicate: str) -> WriterConfig:
@@ -406,6 +411,13 @@ class WriterConfig:
         return cls(TokenizerConfig.from_dict(meta["tokenizer"]), store_text=meta.get("store_text") is True,
                    positions=meta.get("positions") is True, keep_columns=meta.get("keep_columns") or None,
                    on_duplicate=on_duplicate)
+
+    @property
+    def bm25f(self) -> dict | None:
+        """The manifest's ``bm25f``: the fields, their weights and b's (None: one field)."""
+        if self.fields is None:
+            return None
+        return {"fields": list(self.fields[0]), "weights": list(self.fields[1]), "b": list(self.fields[2])}
 
     @property
     def write_text(self) -> bool:
@@ -540,6 +552,101 @@ class IndexWriter:
         return commit_append(run, tmp, index, old, names, cfg.on_duplicate, merge_policy,
                              {"replaced": replaced, "input_bytes": src.input_bytes, "appended_docs": n_added},
                              {"backend": info.backend, "scheduler": info.scheduler, "n_workers": info.n_workers})
+
+
+    # ------------------------------------------------------------------------- BM25F
+
+    def build_fields(self, build_field) -> tuple[dict, object]:
+        """A new BM25F index (``config.fields``): the segments of :meth:`_field_segments`, committed by a manifest
+        that records the fields, their weights and b's.  Returns ``(counts, the first field's result)`` (its
+        backend, scheduler and workers are the run's)."""
+        cfg, run, tmp = self.config, self.run, self.tmp
+        names, next_segment, first = self._field_segments(build_field)
+        heads = segment_heads([tmp / SEGMENTS_DIR / n for n in names], [np.zeros(0, np.int64)] * len(names),
+                              ids=False)
+        fc = first.counts
+        mt, counts = commit_stage.index_counts(heads, {}, replaced=int(fc.get("replaced", 0)),
+                                               input_bytes=int(fc.get("input_bytes", 0)))
+        commit_stage.write_commit_terms(tmp, mt.vocab, mt.df[1:])  # kept for the next append
+        layout = {"segments": names}
+        avgdl = mt.avgdl
+        if first.params.get("format") in ID_FORMATS:
+            avgdl = _dedupe(tmp, layout, 2, cfg.on_duplicate, input_label(self.path), counts, avgdl)
+        variant, k1, b, delta = cfg.bm25
+        run.write_manifest(tmp, {
+            "index_format": 2, **layout, "next_segment": next_segment, "store_text": False, "bm25f": cfg.bm25f,
+            "N": counts["n_docs"], "avgdl": avgdl, "variant": variant, "k1": k1, "b": b, "delta": delta,
+            "tokenizer": cfg.tokenizer.to_dict(), "backend": first.backend, "scheduler": first.scheduler,
+            "n_workers": first.n_workers, "source": input_label(self.path), "format": first.params.get("format"),
+            "counts": counts, "timings": run.timings})
+        return counts, first
+
+    def append_fields(self, build_field, index, old: dict, merge_policy: str) -> tuple[dict, object]:
+        """The new documents added to the BM25F ``index`` (``old``: its manifest): their segments of each field
+        built and joined (:meth:`_field_segments`) after the index's, then the commit (:func:`commit_append`).
+        Returns ``(counts of the whole index after it, the first field's result)``."""
+        first = int(old.get("next_segment", len(old["segments"])))
+        names, _, res = self._field_segments(build_field, first)
+        return commit_append(self.run, self.tmp, index, old, names, self.config.on_duplicate, merge_policy,
+                             {"replaced": int(res.counts.get("replaced", 0)),
+                              "input_bytes": int(res.counts.get("input_bytes", 0)),
+                              "appended_docs": int(res.counts["n_docs"])},
+                             {"backend": res.backend, "scheduler": res.scheduler, "n_workers": res.n_workers}), res
+
+    def _field_segments(self, build_field, first: int = 0) -> tuple[list[str], int, object]:
+        """The BM25F segments of an input in ``tmp/segments``: a one-field segmented index of each field built
+        into ``tmp/.fields/<i>`` by ``build_field(field, out)`` (the pipeline's one-field build with
+        ``text_column`` the field: every route, backend and cluster of a one-field build; the input read once a
+        field), then segment by segment the fields joined (:func:`cutext.stages.engines.segments.field_segment`)
+        as ``seg-<first + n>``.
+
+        Returns
+        -------
+        (list of str, int, result)
+            The segment names in document order, the next free segment number and the first field's result
+            (backend, scheduler, workers, input counts); the fields' stage seconds go to ``run.timings`` as
+            ``"<stage> (<field>)"``.
+
+        Raises
+        ------
+        CorpusError
+            A field without a token in any document (named).
+        RuntimeError
+            The fields' builds cut the input into different segments.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        run, tmp, fields = self.run, self.tmp, self.config.fields[0]
+        work = tmp / ".fields"
+        results, metas = [], []
+        try:
+            for i, f in enumerate(fields):
+                try:
+                    r = build_field(f, work / str(i))
+                except CorpusError as exc:
+                    raise CorpusError(f"BM25F field {f!r}: {exc}") from None
+                results.append(r)
+                run.timings.update({f"{k} ({f})": v for k, v in r.timings.items()})
+                metas.append(commit_stage.read_commit(work / str(i))[0])
+            names = metas[0]["segments"]
+            if any(m["segments"] != names for m in metas):
+                raise RuntimeError(f"BM25F: the fields' builds cut the input into different segments "
+                                   f"{[m['segments'] for m in metas]}")
+            (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
+            renamed = [f"seg-{first + int(n.rsplit('-', 1)[1]):05d}" for n in names]
+
+            def join(k: int) -> None:
+                parts = [work / str(i) / SEGMENTS_DIR / names[k] for i in range(len(fields))]
+                write_segment(tmp / SEGMENTS_DIR / renamed[k], **field_segment(parts, fields))
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max(1, min(len(names), os.cpu_count() or 1))) as pool:
+                list(pool.map(join, range(len(names))))
+            run.timings["join fields"] = time.perf_counter() - t0
+            next_segment = first + int(metas[0].get("next_segment", len(names)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return renamed, next_segment, results[0]
 
 
 def commit_append(run: BuildRun, tmp: Path, index, old: dict, added: list, on_duplicate: str, merge_policy: str,
