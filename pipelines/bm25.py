@@ -46,7 +46,7 @@ from cutext.pipelines.trec import anserini_scores, read_queries, write_trec_run
 from cutext.stages.engines.bm25_index import BM25Index, bm25f_spec
 from cutext.stages.engines.index_commits import segmented_commit
 from cutext.stages.engines.index_ids import check_on_duplicate
-from cutext.stages.engines.index_writer import IndexWriter, WriterConfig, _open_source
+from cutext.stages.engines.index_writer import IndexWriter, WriterConfig, open_source
 from cutext.stages.engines.merge_policy import check_merge_policy
 from cutext.stages.readers.base import DEFAULT_MAX_RATIO
 from cutext.stages.readers.source import kept_columns
@@ -119,7 +119,7 @@ def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
     format, text_column, id_column, blocksize, encoding, storage_options, glob
         Reader settings (:func:`cutext.stages.readers.source.read_corpus`; ``glob=None``: a path that
         exists is read as itself, else ``*?[`` make it a pattern).  ``blocksize=None``: 64 MiB
-        partitions on the CPU, 128 MiB on the GPU (``GPU_BLOCKSIZE``; 64 MiB when the device is
+        partitions on the CPU, 128 MiB on the GPU (``index_writer.GPU_BLOCKSIZE``; 64 MiB when the device is
         too small to hold the run and the partitions' results are spilled to files).
     max_ratio : float or None, default 100
         Refuse a compressed file or archive member that expands more than this many times its
@@ -338,8 +338,8 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
                      index_format, overwrite, progress, store_text, keep_columns, positions, norms,
                      on_duplicate) -> RunResult:
     """:func:`build_index` of a one-field index, its arguments checked by :func:`_check_build_switches`: the
-    input opened, the build on its route (:func:`_build_routes`), ``on_duplicate`` and the positions applied
-    over the written segments, the manifest written last."""
+    input opened, then the build by :meth:`IndexWriter.build` (its route, segments, counts, ``on_duplicate``,
+    positions and commit)."""
     run = PipelineRun("bm25", out, manifest="index.json", inputs=[path, *param_files(tokenizer["stopwords"])],
                       overwrite=overwrite, progress=progress)
     delta = bm25_stage.check_params(variant, k1, b, delta)
@@ -351,7 +351,7 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
                          f"(the default)")
     be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
     _gpu_analyzer_unverified(be, tok_cfg)
-    src, reopen = _open_source(path, be, **read_kw)
+    src, reopen = open_source(path, be, **read_kw)
     if keep_columns is not None:
         kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
     if index_format == 2:
@@ -509,12 +509,12 @@ def _append_fields(run: PipelineRun, path, index, old: dict, expect, fields: tup
 def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg: TokenizerConfig, read_kw: dict,
                       compute_kw: dict, on_duplicate: str, merge_policy: str) -> RunResult:
     """:func:`append_index` to a one-field index (``old``: its manifest): the new documents' segments built on
-    the build's routes (:func:`_segments_apart`, else one pass in this process) with the index's texts,
-    positions and kept columns, then the commit."""
+    the build's routes with the index's texts, positions and kept columns, then the commit
+    (:meth:`IndexWriter.append`)."""
     config = WriterConfig.of_index(old, on_duplicate)
     be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
     _gpu_analyzer_unverified(be, tok_cfg)
-    src, reopen = _open_source(path, be, **read_kw)
+    src, reopen = open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"],
                                   nbytes=src.input_bytes, n_workers=compute_kw["n_workers"],

@@ -1,6 +1,16 @@
-"""The ``bm25`` build's routes to segments: the corpus front end and its spill plan, the build of a share of
-the input (a Client worker's, or one batch of an in-process build), the shares on a Client's workers and the
-in-process build in batches sized by the memory free (Lucene's IndexWriter: a RAM buffer flushed to segments)."""
+"""The writer of a BM25 index (Lucene's ``IndexWriter``): :class:`IndexWriter` takes a corpus source and the
+settings a pipeline resolved, and owns the build from there to the commit.
+
+It chooses the route: each worker of a Client builds the segments of its share of a file input
+(:func:`_build_on_workers`), or a task a partition on a Client (a frame, fewer files than workers:
+:func:`cutext.stages.engines.index_writer_workers._build_parts_on_workers`), or this process builds batch after
+batch sized by the memory free (:func:`_batches`: a RAM buffer flushed to segments), or the whole input in one
+pass through the corpus front end (:func:`_front_end`, its spill plan :func:`_spill_plan`).  Each route writes
+segments (:mod:`cutext.stages.engines.index_writer_files` in process) and returns their summed counts and
+vocabulary; the writer then applies ``on_duplicate`` and the positions and commits: a build's ``terms.arrow``
+and manifest, an append's commit (:func:`commit_append`) and merge policy, a BM25F index's fields joined
+segment by segment (:meth:`IndexWriter.build_fields`).
+"""
 
 from __future__ import annotations
 
@@ -90,7 +100,7 @@ class BuildRun(Protocol):
     def write_manifest(self, tmp: Path, fields: dict) -> None: ...
 
 
-def _open_source(path, be: str, blocksize, **read_kw):
+def open_source(path, be: str, blocksize, **read_kw):
     """``(src, reopen)``: the corpus opened with ``blocksize`` (None: the backend's default partitions,
     ``GPU_BLOCKSIZE`` or ``DEFAULT_BLOCKSIZE``), and ``reopen(blocksize=...)`` to open it again with other
     partitions (None when the caller chose the blocksize)."""
@@ -104,7 +114,7 @@ def _spill_plan(src, reopen, nbytes: int, info, tmp: Path):
     """Where the per-partition results go and how many postings an index file holds.
 
     Returns ``(src, spill, per_file)``: the corpus to read (opened again with 64 MiB partitions by
-    ``reopen`` (:func:`_open_source`) when the default GPU blocksize does not fit the device), the spill
+    ``reopen`` (:func:`open_source`) when the default GPU blocksize does not fit the device), the spill
     directory (None: held in memory) and the postings per file (bytes: ``nbytes`` of input; a posting takes
     <= 200 device bytes in flight).
     """
@@ -348,8 +358,8 @@ def _segments_apart(run: BuildRun, src, tok_cfg: TokenizerConfig, info, tmp: Pat
     """The segments ``seg-<first>...`` of a build or an append built apart, not by one pass of the whole
     input through this process's front end: by each worker of a Client over its share of a file input
     (:func:`_build_on_workers`), a partition a task on a Client (a frame, fewer files than workers:
-    :func:`cutext.pipelines._bm25_workers._build_parts_on_workers`), or in process batch after batch when the
-    input does not fit one (:func:`_batches`).  Returns ``(replaced, names, counts, (terms, df), next segment
+    :func:`cutext.stages.engines.index_writer_workers._build_parts_on_workers`), or in process batch after batch
+    when the input does not fit one (:func:`_batches`).  Returns ``(replaced, names, counts, (terms, df), next segment
     number)`` (``counts["batches"]`` in batches), or None: the input is built in one pass in process."""
     shares = _shares(src, info)
     if shares is not None:  # a Client and a file input: every worker builds its share's segments
@@ -429,7 +439,7 @@ class IndexWriter:
     """The build of a BM25 index into a run's temporary directory, from a corpus source to a commit (Lucene's
     ``IndexWriter``): it chooses the route (a Client's workers, in-process batches, or one pass), plans the
     spill, writes the segments (or a format-1 index), sums the counts, applies ``on_duplicate`` and the
-    positions, and commits.  The pipeline resolves the settings, opens the corpus (:func:`_open_source`) and
+    positions, and commits.  The pipeline resolves the settings, opens the corpus (:func:`open_source`) and
     the run's compute context and output, and calls :meth:`build` or :meth:`append` once.
 
     Parameters
@@ -449,8 +459,9 @@ class IndexWriter:
         self.run, self.tmp, self.info, self.config, self.path = run, Path(tmp), info, config, path
 
     def build(self, src, reopen) -> dict:
-        """A new index of ``src`` (``reopen``: :func:`_open_source`'s), committed by its manifest
-        (``index.json``) written last.  Returns the counts (see :func:`cutext.pipelines.bm25.build_index`).
+        """A new index of ``src`` (``reopen``: :func:`open_source`'s), committed by its manifest
+        (``index.json``) written last.  Returns the counts: n_docs, n_terms, n_postings, n_tokens, n_empty_docs,
+        replaced, input_bytes, partitions (with ``batches``, ``updated_docs``, ``positions_bytes`` where they apply).
 
         Raises
         ------
