@@ -391,7 +391,8 @@ class WriterConfig:
     index_format : {2, 1}
         2: segments; 1: one global vocabulary with weighted postings.
     bm25 : tuple
-        ``(variant, k1, b, delta)``: recorded in the manifest; a format-1 index stores its weights.
+        ``(variant, k1, b, delta)`` of a build: recorded in its manifest; a format-1 index stores its weights (an
+        append keeps the index's).
     norms : {"exact", "lucene"}
         The document lengths a segmented index weighs with (recorded when not ``"exact"``).
     store_text, positions : bool
@@ -448,8 +449,9 @@ class IndexWriter:
         The pipeline's run: its stages (timings, progress) and its manifest.
     tmp : pathlib.Path
         The output's temporary directory (renamed into place by the run when the block succeeds).
-    info : ComputeInfo
-        The compute context (backend, client, scheduler, workers).
+    info : ComputeInfo or None
+        The compute context (backend, client, scheduler, workers); None for :meth:`build_fields` and
+        :meth:`append_fields`, whose fields' builds enter their own.
     config : WriterConfig
     path
         The input as given (its label names it in errors and the manifest's ``source``).
