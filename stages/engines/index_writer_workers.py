@@ -12,7 +12,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from cutext.stages.engines import index_commits as commit_stage
-from cutext.stages.engines.bm25_index import shard_ranges
+from cutext.stages.engines.bm25_shards import shard_ranges
 from cutext.stages.engines.index_commits import SEGMENTS_DIR
 from cutext.stages.engines.segments import write_text_segment
 from cutext.stages.readers.base import CorpusError
