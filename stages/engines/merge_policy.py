@@ -16,6 +16,9 @@ floored level merges whatever its sizes, each small, so that tiny segments never
 one).  A segment not merged so whose deleted share exceeds ``max_deleted`` is rewritten alone (its deleted
 documents dropped, as Tiered's ``deletesPctAllowed``).  With ``n`` appends of equal size the index keeps
 O(merge_factor * log n) segments, and a posting of segments over ``min_size`` is rewritten O(log n) times.
+A segment of ``max_size`` live postings or more (``MAX_SIZE``, a build's full partition; Lucene's
+``maxMergeMB``) is in no merge: a commit merges in place, so an append never rewrites the index's large
+segments, and segments past that size grow in number as the index does, as Lucene's past ``maxMergeMB``.
 
 :func:`plan_merges` and :func:`plan_forced_merges` are pure; :func:`merge_on_commit` applies the policy to
 an append's commit before it is swapped in, :func:`commit_merges` makes a commit of merges on request
@@ -35,7 +38,7 @@ from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.output import atomic_directory
 from cutext.stages.runtime.params import choice, param
 
-__all__ = ["MERGE_POLICIES", "MERGE_FACTOR", "MIN_SIZE", "MAX_DELETED", "check_merge_policy", "plan_merges",
+__all__ = ["MERGE_POLICIES", "MERGE_FACTOR", "MIN_SIZE", "MAX_DELETED", "MAX_SIZE", "check_merge_policy", "plan_merges",
            "plan_forced_merges", "segment_sizes", "merge_on_commit", "commit_merges"]
 
 MERGE_POLICIES = ("tiered", "none")
@@ -43,6 +46,11 @@ MERGE_FACTOR = 10  # Lucene's LogMergePolicy.DEFAULT_MERGE_FACTOR
 # sizes below this many live postings are one level (Lucene's minMergeMB of 1.6 MB, at about 2.5 bytes a posting)
 MIN_SIZE = 1 << 16
 MAX_DELETED = 0.5  # a segment more than half deleted is rewritten
+# a segment of this many live postings or more is not merged by the policy (Lucene's LogByteSizeMergePolicy
+# maxMergeMB): a commit merges in place, not in a background thread as Lucene's do, so it leaves alone the
+# segments of a build's full partitions (64 MiB of text on the CPU, about 5 M postings; 128 MiB on the GPU) and
+# an append costs about its own build, not a rewrite of the index
+MAX_SIZE = 1 << 22
 _LEVEL_SPAN = 0.75  # Lucene's LEVEL_LOG_SPAN: the sizes of one level, in powers of merge_factor
 
 
@@ -68,7 +76,7 @@ def _check_int(name: str, value, lo: int) -> int:
 
 
 def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_size: float = MIN_SIZE,
-                max_deleted: float = MAX_DELETED) -> list[tuple[int, int]]:
+                max_deleted: float = MAX_DELETED, max_size: float = MAX_SIZE) -> list[tuple[int, int]]:
     """The runs of adjacent segments to merge (Lucene's ``LogMergePolicy.findMerges``, module docstring).
 
     Only adjacent segments are merged, LogMergePolicy's rule (TieredMergePolicy merges any): the documents
@@ -88,6 +96,9 @@ def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_si
     max_deleted : float, default 0.5
         A segment not otherwise merged whose deleted share ``deleted / (sizes + deleted)`` exceeds it is
         rewritten alone (a run of one); 1 never rewrites one.
+    max_size : float, default 4194304
+        A segment of this size or more is in no merge (Lucene's ``maxMergeMB``): the runs are planned in
+        each stretch between such segments; ``math.inf`` merges any.  The deletion rule above still applies.
 
     Returns
     -------
@@ -99,7 +110,7 @@ def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_si
     ------
     ValueError
         ``sizes`` and ``deleted`` of other shapes, negative or not finite; ``merge_factor`` not an int >= 2;
-        ``min_size`` negative; ``max_deleted`` outside [0, 1].
+        ``min_size`` negative; ``max_deleted`` outside [0, 1]; ``max_size`` not a number > 0.
     """
     s, d = _sizes(sizes, deleted)
     merge_factor = _check_int("merge_factor", merge_factor, 2)
@@ -107,6 +118,25 @@ def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_si
         raise ValueError(f"{param('min_size', min_size)}: must be a number >= 0")
     if not (isinstance(max_deleted, (int, float, np.number)) and 0 <= max_deleted <= 1):
         raise ValueError(f"{param('max_deleted', max_deleted)}: must be a share in [0, 1]")
+    if not (isinstance(max_size, (int, float, np.number)) and max_size > 0):
+        raise ValueError(f"{param('max_size', max_size)}: must be a number > 0 (math.inf: no limit)")
+    n = len(s)
+    runs, start = [], 0
+    for end in [*np.flatnonzero(s >= max_size).tolist(), n]:  # the stretches between segments too large to merge
+        runs += [(start + a, start + e) for a, e in _level_runs(s[start:end], merge_factor, min_size)]
+        start = end + 1
+    covered = np.zeros(n, bool)
+    for a, e in runs:
+        covered[a:e] = True
+    total = s + d
+    share = np.divide(d, total, out=np.zeros(n), where=total > 0)
+    runs += [(int(i), int(i) + 1) for i in np.flatnonzero(~covered & (share > max_deleted))]
+    return sorted(runs)
+
+
+def _level_runs(s: np.ndarray, merge_factor: int, min_size: float) -> list[tuple[int, int]]:
+    """The windows of ``merge_factor`` adjacent segments of one level that :func:`plan_merges` merges, in a
+    stretch of segments that may all be merged."""
     n = len(s)
     level = np.log(np.maximum(s, max(min_size, 1.0))) / math.log(merge_factor)
     floor = math.log(max(min_size, 1.0)) / math.log(merge_factor)
@@ -124,13 +154,7 @@ def plan_merges(sizes, deleted=None, *, merge_factor: int = MERGE_FACTOR, min_si
             runs.append((start, start + merge_factor))
             start += merge_factor
         start = upto + 1
-    covered = np.zeros(n, bool)
-    for a, e in runs:
-        covered[a:e] = True
-    total = s + d
-    share = np.divide(d, total, out=np.zeros(n), where=total > 0)
-    runs += [(int(i), int(i) + 1) for i in np.flatnonzero(~covered & (share > max_deleted))]
-    return sorted(runs)
+    return runs
 
 
 def plan_forced_merges(sizes, deleted=None, *, max_segments: int = 1) -> list[tuple[int, int]]:

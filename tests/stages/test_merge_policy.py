@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cutext.stages.engines.merge_policy import MERGE_FACTOR, plan_forced_merges, plan_merges
+from cutext.stages.engines.merge_policy import MAX_SIZE, MERGE_FACTOR, plan_forced_merges, plan_merges
 
 
 def _apply(sizes: list, runs) -> list:
@@ -66,12 +66,12 @@ def test_forced_merges_leave_at_most_max_segments(sizes, max_segments):
 @pytest.mark.parametrize("min_size", [1, 1 << 16])
 def test_n_equal_appends_keep_a_logarithmic_number_of_segments(size, min_size):
     for n in (30, 300, 3000):
-        last, most = _appends(n, size, min_size=min_size)
+        last, most = _appends(n, size, min_size=min_size, max_size=math.inf)
         # a base-10 counter: at most merge_factor - 1 segments a level, a level per power of merge_factor
         bound = MERGE_FACTOR * (math.log(n, MERGE_FACTOR) + 2)
         assert most <= bound, (n, most, bound)
         assert last <= most
-    assert _appends(3000, size, merge_factor=4, min_size=min_size)[1] <= 4 * (math.log(3000, 4) + 2)
+    assert _appends(3000, size, merge_factor=4, min_size=min_size, max_size=math.inf)[1] <= 4 * (math.log(3000, 4) + 2)
 
 
 def test_appends_of_mixed_sizes_stay_bounded():
@@ -93,6 +93,22 @@ def test_levels_merge_ten_of_a_kind_and_leave_fewer_alone():
     assert plan_merges([small] * 10, merge_factor=5) == [(0, 5), (5, 10)]
     # sizes below min_size form one level, whatever their spread
     assert plan_merges([1, 50_000, 3, 200, 9, 9, 9, 9, 9, 9]) == [(0, 10)]
+
+
+def test_segments_of_max_size_are_in_no_merge():
+    """A build's full-partition segments (MAX_SIZE or more) stay as they are: an append onto them merges only
+    the small segments between and after them, never the index."""
+    big, small = float(MAX_SIZE), 1e5
+    assert plan_merges([big] * 136) == []  # 16 GB built on one GPU, then 2 GB appended: nothing rewritten
+    assert plan_merges([big] * 20, max_size=math.inf) == [(0, 10), (10, 20)]
+    # the windows are planned in the stretches between large segments
+    assert plan_merges([small] * 9 + [big] + [small] * 10) == [(10, 20)]
+    assert plan_merges([small] * 12 + [big] * 3 + [small] * 5) == [(0, 10)]
+    assert plan_merges([big, big], [0, 1.5 * big]) == [(1, 2)]  # a large segment mostly deleted: rewritten alone
+    last, most = _appends(3000, 1e6)  # equal appends past the cap: one segment a MAX_SIZE or so, never more
+    assert most <= 3000 * 1e6 / MAX_SIZE + MERGE_FACTOR * (math.log(MAX_SIZE / 1e6, MERGE_FACTOR) + 2)
+    with pytest.raises(ValueError, match="max_size"):
+        plan_merges([1.0], max_size=0)
 
 
 def test_mostly_deleted_segments_are_rewritten_alone():
