@@ -256,14 +256,26 @@ def _batch_bytes(info) -> int:
     return max(1, int(BATCH_MEMORY_FRACTION * available_memory() / HOST_BYTES_PER_INPUT_BYTE))
 
 
+def _device_holds_a_batch(info) -> bool:
+    """True on the CPU; on the GPU, whether a batch of one default partition (``GPU_BLOCKSIZE``) fits the device
+    at the front end's peak.  Below that (a device of a few hundred MB, or one RMM limits so) a batch's
+    segment writer alone needs more than the device holds (cudf's Parquet writer asked 750 MB for a 9 MB batch
+    under a 69 MB limit); the one-pass build with its partitions spilled to files stays within any device."""
+    if info.backend != "gpu":
+        return True
+    need = DEVICE_BYTES_PER_INPUT_BYTE * GPU_BLOCKSIZE / BATCH_MEMORY_FRACTION
+    return device_memory_budget() >= need
+
+
 def _batches(src, info) -> list[list[int]] | None:
     """The batches of an in-process segmented build, each a list of piece numbers: contiguous runs of the
     input's pieces, the fewest of about equal bytes (:func:`cutext.stages.engines.bm25_shards.shard_ranges`)
     that each hold at most :func:`_batch_bytes` (a piece larger than that alone).  A batch may start inside a
     line-numbered file: :func:`_build_in_batches` numbers its rows on from the batch before.  None (one pass
-    over the whole input, as before) when the input fits one batch, is a frame or has one piece, or the
-    build runs on a Client."""
-    if info.client is not None or src.fs is None:
+    over the whole input, as before) when the input fits one batch, is a frame or has one piece, the build
+    runs on a Client, or a device too small for a batch of one full partition (:func:`_device_holds_a_batch`:
+    the spilled one-pass path serves it)."""
+    if info.client is not None or src.fs is None or not _device_holds_a_batch(info):
         return None
     limit = _batch_bytes(info)
     if src.input_bytes <= limit or len(src.pieces) < 2:

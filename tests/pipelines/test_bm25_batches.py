@@ -139,3 +139,19 @@ def test_an_append_in_batches_equals_the_one_pass_append(tmp_path, data_dir, mon
     a, b = _manifest(ref.path), _manifest(got.path)
     assert a["segments"] == b["segments"] and a["files"] == b["files"]
     _same_search(ref.path, got.path, cacm_topics(data_dir))
+
+
+def test_a_device_too_small_for_one_partition_a_batch_builds_in_one_spilled_pass(monkeypatch):
+    """On the GPU, batches only where a batch of one full partition fits the device: below that (an RMM limit of
+    a few dozen MB) the one-pass build spills its partitions to files instead, whose writer fits any device."""
+    from types import SimpleNamespace
+
+    info = SimpleNamespace(backend="gpu", client=None)
+    src = SimpleNamespace(fs=object(), input_bytes=1 << 40, pieces=[object()] * 4)
+    monkeypatch.setattr(build, "_piece_bytes", lambda p, fs: 1 << 38)
+    need = build.DEVICE_BYTES_PER_INPUT_BYTE * build.GPU_BLOCKSIZE / build.BATCH_MEMORY_FRACTION
+    monkeypatch.setattr(build, "device_memory_budget", lambda: int(need) - 1)
+    assert build._batches(src, info) is None
+    monkeypatch.setattr(build, "device_memory_budget", lambda: 80 << 30)  # an H100: a piece a batch
+    assert build._batches(src, info) == [[0], [1], [2], [3]]
+    assert build._batches(src, SimpleNamespace(backend="cpu", client=None)) is not None  # the host's own rule
