@@ -164,8 +164,8 @@ def test_20news_index_gpu_equals_cpu(news_dir, news_cpu, tmp_path):
 
 def test_a_gpu_build_in_batches_equals_the_one_pass_build(news_dir, news_cpu, tmp_path, monkeypatch):
     """The in-process GPU build forced into batches (``stages/engines/index_writer.py``, each batch through the
-    front end on the device with its own vocabulary): the one-pass GPU build's segments and commit vocabulary, file
-    for file, and the CPU's index."""
+    front end on the device with its own vocabulary): the one-pass GPU build's segments, files and index, and the
+    CPU's index."""
     from cutext.stages.engines import index_writer as _bm25_build
 
     kw = dict(backend="gpu", scheduler="sync", blocksize=4 << 20, **ANALYSIS)
@@ -178,7 +178,10 @@ def test_a_gpu_build_in_batches_equals_the_one_pass_build(news_dir, news_cpu, tm
     got = _build(news_dir, tmp_path / "batches", **kw)
     assert got.counts["batches"] == len(seen) >= 3 and max(seen) < ref.counts["input_bytes"] / 2
     a, b = (json.loads((r.path / "index.json").read_text()) for r in (ref, got))
-    assert a["segments"] == b["segments"] and a["files"] == b["files"]
+    # the same segments and files; their contents compared decoded, not as bytes: on an H100 the device Parquet
+    # writer gave two postings files of the batched build other bytes than the one-pass build's
+    assert a["segments"] == b["segments"] and a["files"].keys() == b["files"].keys()
+    assert_same_index(read_index(ref.path), read_index(got.path))
     assert_same_index(news_cpu[1], read_index(got.path))
 
 
