@@ -59,20 +59,6 @@ from cutext.stages.text.tokenize import TokenizerConfig
 INDEX_FORMATS = (1, 2)
 
 
-def _analyzer_backend(backend, tok_cfg: TokenizerConfig):
-    """``backend="auto"`` with an analyzer preset is the CPU backend (the one that runs it, see
-    :func:`_gpu_analyzer_unverified`); any other value as given."""
-    return "cpu" if backend == "auto" and tok_cfg.analyzer is not None else backend
-
-
-def _gpu_analyzer_unverified(be: str, tok_cfg: TokenizerConfig) -> None:
-    """Refuse an analyzer preset on the GPU backend: its word-break kernels (:mod:`cutext.kernels.wordbreak`) equal
-    the CPU analyzer under emulation but have not run on a device yet."""
-    if be == "gpu" and tok_cfg.analyzer is not None:
-        raise ValueError(f"{param('analyzer', tok_cfg.analyzer)} runs on the CPU backend for now (its GPU word-break "
-                         f"kernels await a check on a device): use {param('backend', 'cpu')}")
-
-
 def build_index(path, out, *, variant="lucene", k1=1.2, b=0.75, delta=None,
                 lowercase=True, stopwords=None, stemmer=None, min_len=1, max_len=None,
                 format="auto", text_column=None, id_column=None, blocksize=None,
@@ -349,8 +335,7 @@ def _build_one_field(path, out, read_kw: dict, compute_kw: dict, tokenizer: dict
     if norms != "exact" and index_format != 2:
         raise ValueError(f"{param('norms', norms)} is kept by a segmented index: use {param('index_format', 2)} "
                          f"(the default)")
-    be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
-    _gpu_analyzer_unverified(be, tok_cfg)
+    be = run.resolve_backend(compute_kw["backend"])
     src, reopen = open_source(path, be, **read_kw)
     if keep_columns is not None:
         kept_columns(src, keep_columns)  # a Series, lines or files, a frame without a column: refused before any work
@@ -512,8 +497,7 @@ def _append_one_field(run: PipelineRun, path, index, old: dict, expect, tok_cfg:
     the build's routes with the index's texts, positions and kept columns, then the commit
     (:meth:`IndexWriter.append`)."""
     config = WriterConfig.of_index(old, on_duplicate)
-    be = run.resolve_backend(_analyzer_backend(compute_kw["backend"], tok_cfg))
-    _gpu_analyzer_unverified(be, tok_cfg)
+    be = run.resolve_backend(compute_kw["backend"])
     src, reopen = open_source(path, be, **read_kw)
     src.check_documents = None  # a frame's repeated ids: on_duplicate decides, over the written segments
     with run.shown(), run.compute(be, client=compute_kw["client"], scheduler=compute_kw["scheduler"],

@@ -103,15 +103,7 @@ def test_fallbacks_equal_cpu_analyzer(monkeypatch):
             np.testing.assert_array_equal(to_host(scan.lengths), want_scan.lengths)
 
 
-@pytest.fixture()
-def unrefused(monkeypatch):
-    """The pipelines refuse the analyzer on the GPU until these tests have passed on a device: let them through."""
-    from cutext.pipelines import bm25 as bm25_pipeline
-
-    monkeypatch.setattr(bm25_pipeline, "_gpu_analyzer_unverified", lambda be, cfg: None)
-
-
-def test_bm25_build_gpu_equals_cpu(tmp_path, unrefused):
+def test_bm25_build_gpu_equals_cpu(tmp_path):
     docs = datasets.load_20newsgroups(need_data("20newsgroups"))
     src = datasets.write_files(docs.iloc[::4].reset_index(drop=True), tmp_path / "posts")
     kw = dict(analyzer="anserini", progress=False, blocksize=2 << 20)
@@ -121,7 +113,7 @@ def test_bm25_build_gpu_equals_cpu(tmp_path, unrefused):
     assert_same_index(read_index(cpu.path), read_index(gpu.path))
 
 
-def test_bm25_append_on_the_gpu_equals_a_cpu_build(tmp_path, data_dir, unrefused):
+def test_bm25_append_on_the_gpu_equals_a_cpu_build(tmp_path, data_dir):
     """An index built with the analyzer on the CPU, appended to on the GPU: the scores of a one-shot CPU build."""
     lines = (data_dir / "cacm" / "cacm.json").read_text("utf-8").splitlines()
     (tmp_path / "a.jsonl").write_text("\n".join(lines[:300]) + "\n", "utf-8")

@@ -239,19 +239,3 @@ def test_lucene_doc_count_leaves_out_documents_without_tokens(tmp_path):
     hits = pipelines.BM25Index.load(tmp_path / "idx").search({"1": "apple", "2": "cherry"}, k=10)
     got = anserini_scores(hits["query_id"].to_numpy(), hits["score"].to_numpy())
     assert hits["source_id"].tolist() == ["d1", "d2", "d2"] and got.tolist() == [0.264, 0.2327, 0.6496]
-
-
-def test_the_analyzer_is_refused_on_the_gpu_backend_until_checked_on_a_device():
-    """The word-break kernels equal the CPU analyzer under emulation only: the GPU backend refuses the preset,
-    naming the backend that runs it (the CPU runs it)."""
-    from cutext.pipelines.bm25 import _analyzer_backend, _gpu_analyzer_unverified
-    from cutext.stages.text.tokenize import TokenizerConfig
-
-    cfg = TokenizerConfig.make(analyzer="anserini")
-    with pytest.raises(ValueError, match=r"analyzer='anserini'.*backend='cpu'"):
-        _gpu_analyzer_unverified("gpu", cfg)
-    _gpu_analyzer_unverified("cpu", cfg)
-    _gpu_analyzer_unverified("gpu", TokenizerConfig.make())
-    # "auto" picks the backend that runs the preset, so the README's quick start runs on a GPU machine too
-    assert _analyzer_backend("auto", cfg) == "cpu" and _analyzer_backend("gpu", cfg) == "gpu"
-    assert _analyzer_backend("auto", TokenizerConfig.make()) == "auto"
