@@ -126,7 +126,7 @@ class IndexCommits:
         reader = self._reader.refresh(verify=verify)
         if reader is self._reader:
             return self
-        fresh = type(self)._from_reader(reader, backend)
+        fresh = type(self)._from_reader(reader, backend, previous=self)
         fresh._load_args = (backend, client, verify, devices)
         return fresh
 
