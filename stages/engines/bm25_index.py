@@ -69,8 +69,8 @@ from cutext.stages.text.tokenize import (
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
-# a segmented index on the CPU searches segment by segment until its queries have scored this many times its
-# postings, then merges its matrix (MERGE_AFTER = 0: at the load; None: never)
+# a segmented index on the CPU searches segment by segment until its queries would score more than this many
+# times its postings, then merges its matrix (MERGE_AFTER = 0: at the load; None: never)
 MERGE_AFTER = 1.0
 _MERGE_LOCK = threading.Lock()
 
@@ -113,6 +113,11 @@ class BM25Index(StoredFields, IndexCommits):
     scored on every shard and the top k merged on the caller, the same result as one index.  With
     ``devices``, the shards live on GPUs of this process and each batch runs on all of them at once.
 
+    A segmented index of one field and exact norms on the CPU is searched segment by segment first, the
+    weights of the global statistics computed at query time
+    (:class:`cutext.stages.engines.segment_search.SegmentSearch`: the same bits as ``M``), so an open or a
+    refresh merges and weighs nothing; ``M`` is merged at its first use (:attr:`matrix`).
+
     Attributes
     ----------
     path : pathlib.Path
@@ -122,7 +127,7 @@ class BM25Index(StoredFields, IndexCommits):
     source_ids : numpy object array, shape (N,)
     lengths : numpy int32 array, shape (N,)
     backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
-    matrix : scipy / cupyx CSR, or None for a sharded index
+    matrix : scipy / cupyx CSR, or None for a sharded index (merged at the first use: :attr:`matrix`)
     shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
     store_text : bool  (the documents' texts are kept: :meth:`doc`, :meth:`docs`, ``search(with_text=True)``)
     keep_columns : list of str  (the input's columns kept for filters: :meth:`column_table`, ``search(filter=)``)
@@ -160,7 +165,8 @@ class BM25Index(StoredFields, IndexCommits):
         """The term-major CSR (V + 1, N) float32 of stored weights ``w - w0`` (scipy or cupyx), or None for a
         sharded index.  A segmented index on the CPU searches segment by segment
         (:class:`cutext.stages.engines.segment_search.SegmentSearch`) and merges this matrix at its first use (the
-        sparse engine, :meth:`get_scores`) or once its queries have scored :data:`MERGE_AFTER` times its postings."""
+        sparse engine, :meth:`get_scores`) or before a batch that would take the postings its queries scored past
+        :data:`MERGE_AFTER` times its own."""
         if self._matrix is None and self._merge is not None:
             self._merged()
         return self._matrix
@@ -531,7 +537,8 @@ class BM25Index(StoredFields, IndexCommits):
         each shard's part here, so a worker receives only its documents' part."""
         if self._local:
             seg = self._seg if self._matrix is None else None
-            if seg is not None and (MERGE_AFTER is None or seg.scored < MERGE_AFTER * seg.n_postings):
+            if seg is not None and (MERGE_AFTER is None
+                                    or seg.scored + seg.postings(Q) <= MERGE_AFTER * seg.n_postings):
                 eff = search_stage.resolve_engine(engine, False, search_stage.cap_k(k, self.n_docs))
                 if eff == "cpu":
                     n_threads = search_stage.check_engine_options(eff, max_workspace, n_threads)[1]

@@ -45,8 +45,8 @@ class SegmentSearch:
     n_postings : int
         Postings of all segments.
     scored : int
-        Postings scored through this form so far (the index merges its matrix once they exceed a share of
-        ``n_postings``: :meth:`cutext.stages.engines.bm25_index.BM25Index.topk_start`).
+        Postings scored through this form so far (the index merges its matrix before a batch would take them
+        past a multiple of ``n_postings``: :meth:`cutext.stages.engines.bm25_index.BM25Index.topk_start`).
     """
 
     def __init__(self, reader, fn, w0: np.ndarray, previous: "SegmentSearch | None" = None):
@@ -70,6 +70,10 @@ class SegmentSearch:
         self.n_postings = int(mt.df.sum())
         self.scored = 0
 
+    def postings(self, Q) -> int:
+        """The postings the queries of ``Q`` score (those of their terms in every segment)."""
+        return int(self.df[Q.indices].sum())
+
     def topk(self, Q, k: int, n_threads: int | None = None, doc_filter=None):
         """Top ``k`` of every row of a canonical query CSR ``Q`` (global term ids), among the documents of
         ``doc_filter`` (a :class:`cutext.stages.engines.search.DocFilter` over global doc ids) if given.
@@ -89,7 +93,7 @@ class SegmentSearch:
                                           self.k1, self.delta, Q.indptr, Q.indices, Q.data, min(k, sg.n_docs),
                                           n_threads=n_threads, **(part.engine_args() if part is not None else {})))
             offsets.append(base)
-        self.scored += int(self.df[Q.indices].sum())
+        self.scored += self.postings(Q)
         if not got:
             return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)
         return search_stage.merge_topk(got, k, offsets)

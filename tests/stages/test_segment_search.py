@@ -135,18 +135,21 @@ def test_filters_and_deletes_hold_across_segments(tmp_path, pieces, monkeypatch)
     assert mask[index.search(QUERIES, k=25, filter=mask)["doc_id"]].all()
 
 
-def test_the_index_merges_its_matrix_once_its_queries_have_scored_its_postings(tmp_path, pieces, monkeypatch):
+def test_the_index_merges_its_matrix_before_a_batch_that_takes_its_queries_past_its_postings(tmp_path, pieces,
+                                                                                             monkeypatch):
     ix = tmp_path / "ix"
     pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
     pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
-    monkeypatch.setattr(bm25_index, "MERGE_AFTER", 0.01)
     index = BM25Index.load(ix, backend="cpu")
+    per = index._seg.postings(index.query_matrix(list(QUERIES.values())))
+    assert 0 < per < index._seg.n_postings
+    monkeypatch.setattr(bm25_index, "MERGE_AFTER", 2.5 * per / index._seg.n_postings)  # room for two batches
     first = index.search(QUERIES, k=10)
-    assert index._matrix is None and 0 < index._seg.scored
-    while index._matrix is None:  # the postings scored reach 1% of the index's
-        _exact(index.search(QUERIES, k=10), first)
-    _exact(index.search(QUERIES, k=10), first)  # on the merged matrix: the same bits
-    assert repr(index).count("postings=") == 1 and index.matrix.nnz == int(index.df.sum())
+    _exact(index.search(QUERIES, k=10), first)
+    assert index._matrix is None and index._seg.scored == 2 * per
+    _exact(index.search(QUERIES, k=10), first)  # the third would pass it: merged first, the same bits
+    assert index._matrix is not None and index._seg.scored == 2 * per
+    assert f"postings={index.matrix.nnz:,}" in repr(index) and index.matrix.nnz == int(index.df.sum())
 
 
 def test_sparse_engine_and_dense_scores_merge_the_matrix(tmp_path, pieces):
