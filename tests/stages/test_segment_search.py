@@ -90,6 +90,8 @@ def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, 
         index = index.refresh()
         fresh = BM25Index.load(ix, backend="cpu")
         assert index._seg is not None and index._matrix is None  # searched segment by segment, not merged
+        for a, b in zip(index._reader.terms.term_ids, fresh._reader.terms.term_ids):  # renumbered, not re-merged
+            np.testing.assert_array_equal(a, b)
         got = index.search(QUERIES, k=30)
         _exact(got, fresh.search(QUERIES, k=30))
         _exact(got, _merged_load(ix, monkeypatch).search(QUERIES, k=30))  # the one matrix: the same bits
