@@ -227,12 +227,13 @@ def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
 
 
 def _earlier_ids(previous: "IndexReader | None", readers: list):
-    """``(earlier vocabulary, [global term ids of each reader in the earlier commit, or None])`` for the
-    segment readers ``previous`` holds too; None without one."""
+    """``(earlier vocabulary, [global term ids of each reader's segment in the earlier commit, or None])``
+    for the live segments ``previous`` holds too (the same object: a new deletion file without new deletions,
+    which a later commit writes, keeps it); None without one."""
     if previous is None:
         return None
-    at = {id(r): g for r, g in zip(previous.segments, previous.terms.term_ids)}
-    return previous.terms.vocab, [at.get(id(r)) for r in readers]
+    at = {id(r.segment): g for r, g in zip(previous.segments, previous.terms.term_ids)}
+    return previous.terms.vocab, [at.get(id(r.segment)) for r in readers]
 
 
 def _term_ids(vocab, segs: list, earlier) -> list:

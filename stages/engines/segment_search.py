@@ -34,7 +34,8 @@ class SegmentSearch:
     w0 : float32 array (V + 1,)
         Subtracted from every weight (bm25l / bm25+; zeros otherwise).
     previous : SegmentSearch, optional
-        The form of an earlier commit of the index: the offsets of the segments it shares are taken over.
+        The form of an earlier commit of the index: the offsets of the live segments it shares (the same
+        objects) are taken over.
 
     Attributes
     ----------
@@ -51,7 +52,7 @@ class SegmentSearch:
 
     def __init__(self, reader, fn, w0: np.ndarray, previous: "SegmentSearch | None" = None):
         mt = reader.terms
-        old = {id(p[0]): p[1] for p in previous.parts} if previous is not None else {}
+        old = {id(p[0].segment): p[1] for p in previous.parts} if previous is not None else {}
         self.idf = np.ascontiguousarray(fn.idf_t, np.float64)
         self.minus = np.ascontiguousarray(w0, np.float32) if np.any(w0) else None
         self.variant, self.k1, self.delta = fn.variant, fn.k1, fn.delta
@@ -62,7 +63,7 @@ class SegmentSearch:
             sg = r.segment
             if not sg.n_docs:
                 continue
-            offsets = old.get(id(r))
+            offsets = old.get(id(sg))
             if offsets is None:
                 offsets = sg.offsets
             kd = length_factors(sg.lengths, fn.avgdl, fn.variant, fn.k1, fn.b)

@@ -12,7 +12,7 @@ from cutext import pipelines
 from cutext.kernels.postings import csr_weights
 from cutext.kernels.search import search_cpu
 from cutext.kernels.segment_search import length_factors, search_segment_cpu
-from cutext.stages.engines import bm25_index, segments
+from cutext.stages.engines import bm25_index, index_reader, segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text import bm25 as bm25_stage
 
@@ -114,6 +114,24 @@ def test_a_refresh_takes_the_unchanged_segments_over_and_reads_only_the_new_one(
     for old, new in zip(loaded._seg.parts, fresh._seg.parts[:2]):
         assert new[0] is old[0] and new[0].segment.tf is old[0].segment.tf and new[1] is old[1]
     assert not np.array_equal(fresh._seg.parts[0][3], loaded._seg.parts[0][3])  # K_d of the new avgdl
+
+
+def test_a_refresh_renumbers_the_kept_segments_terms_after_a_commit_that_renames_their_deletions(tmp_path, pieces,
+                                                                                                monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    loaded = BM25Index.load(ix, backend="cpu")
+    loaded.delete(list(loaded.source_ids[::5]))
+    pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", **KW)
+    merges = []
+    real = index_reader.sorted_term_ids
+    monkeypatch.setattr(index_reader, "sorted_term_ids", lambda v, t: merges.append(len(t)) or real(v, t))
+    fresh = loaded.refresh()
+    assert len(merges) == 2  # the old vocabulary's and the new segment's terms, not the kept segments'
+    assert fresh._seg.parts[0][0].segment is loaded._seg.parts[0][0].segment
+    assert fresh._seg.parts[0][1] is loaded._seg.parts[0][1]
+    _exact(fresh.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
 
 
 def test_filters_and_deletes_hold_across_segments(tmp_path, pieces, monkeypatch):
