@@ -237,16 +237,17 @@ def _earlier_ids(previous: "IndexReader | None", readers: list):
 
 
 def _term_ids(vocab, segs: list, earlier) -> list:
-    """The global term ids of each segment's terms in ``vocab``: a segment read for an earlier commit has
-    its earlier ids renumbered through one merge of the two vocabularies (:func:`sorted_term_ids`), the others
-    are merged with ``vocab`` each."""
+    """The global term ids of each segment's terms in ``vocab``: a segment read for an earlier commit keeps
+    its earlier ids, renumbered through one merge of the two vocabularies (:func:`sorted_term_ids`) when they
+    differ; the others are merged with ``vocab`` each."""
     old = earlier[1] if earlier is not None else [None] * len(segs)
     ids = [None] * len(segs)
     if any(g is not None for g in old):
-        renumber = np.concatenate([[0], sorted_term_ids(vocab, earlier[0])]).astype(np.int32)
-        for i, g in enumerate(old):
-            if g is not None:
-                ids[i] = renumber[g]
+        if earlier[0].equals(vocab):  # the same vocabulary (a commit that adds no term and drops none)
+            ids = list(old)
+        else:
+            renumber = np.concatenate([[0], sorted_term_ids(vocab, earlier[0])]).astype(np.int32)
+            ids = [renumber[g] if g is not None else None for g in old]
     todo = [i for i in range(len(segs)) if ids[i] is None]
     with ThreadPoolExecutor(_threads(len(todo))) as pool:
         for i, g in zip(todo, pool.map(lambda i: sorted_term_ids(vocab, segs[i].terms), todo)):

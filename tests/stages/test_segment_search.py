@@ -132,6 +132,11 @@ def test_a_refresh_renumbers_the_kept_segments_terms_after_a_commit_that_renames
     assert fresh._seg.parts[0][0].segment is loaded._seg.parts[0][0].segment
     assert fresh._seg.parts[0][1] is loaded._seg.parts[0][1]
     _exact(fresh.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+    pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", on_duplicate="keep", **KW)
+    merges.clear()
+    again = fresh.refresh()  # no new term: the kept ids as they are, the new segment merged alone
+    assert len(merges) == 1 and again._reader.terms.term_ids[0] is fresh._reader.terms.term_ids[0]
+    _exact(again.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
 
 
 def test_filters_and_deletes_hold_across_segments(tmp_path, pieces, monkeypatch):
