@@ -5,7 +5,10 @@
 (one segment a replica), then timed, medians of ``--repeats`` runs:
 
 * **open**: ``BM25Index.load(index, backend="cpu")`` with verification (every file's CRC32);
-* **refresh**: a loaded x16 index after another 1x of posts appended: ``BM25Index.refresh()``;
+* **refresh**: a loaded x1 / x4 / x16 index after another 1x of posts appended without merges
+  (``merge_policy="none"``): ``BM25Index.refresh()``; and the x16 index after an append whose commit merges;
+* **search**: the posts' Subject lines, top 10, on the refreshed index: 50 queries in batches of 10 (as between
+  near-real-time refreshes), then 4,000 in one batch twice (queries a second in the table);
 * **delete 100**: ``delete_documents`` of 100 random live documents (a new commit), and ``BM25Index.delete``
   of 100 more through a loaded index (the commit, then the object refreshed);
 * **append 1x**: ``append_index`` of 1x more to the x16 index (with the merges its commit makes; and, where
@@ -21,6 +24,7 @@ machine.  Prints a table; ``--json`` writes the rows.
 from __future__ import annotations
 
 import argparse
+import gc
 import inspect
 import json
 import os
@@ -56,6 +60,66 @@ def _corpus(work: Path, data: str | None) -> None:
     order = np.random.default_rng(99).permutation(len(texts))
     with open(d / "part-more.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps({"id": f"more:{i}", "text": texts[i]}) + "\n" for i in order)
+
+
+def _queries(work: Path, n: int = 4000) -> list:
+    """``n`` Subject lines of the posts ("Re:" prefixes removed), in a fixed shuffled order."""
+    import re
+
+    import numpy as np
+
+    subjects = []
+    with open(work / "x1" / "part-000.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            m = re.search(r"^Subject:(.*)$", json.loads(line)["text"], re.M)
+            q = re.sub(r"^(\s*(re|fwd?):\s*)+", "", m.group(1), flags=re.I).strip() if m else ""
+            if q:
+                subjects.append(q)
+    order = np.random.default_rng(0).permutation(len(subjects))
+    return [subjects[order[i % len(order)]] for i in range(n)]
+
+
+def _refresh_rows(work: Path, ix: Path, n: int, backend: str, merges: bool, repeats: int = 1) -> list:
+    """A loaded index, 1x appended (without merges where the code merges), refreshed; without merges the
+    refreshed index then searched twice.  ``repeats`` times (one more 1x each time), medians."""
+    from cutext import pipelines
+    from cutext.pipelines.bm25 import append_index
+    from cutext.stages.engines.bm25_index import BM25Index
+
+    kw = dict(backend=backend, progress=False, append=True)
+    if "merge_policy" in inspect.signature(append_index).parameters and not merges:
+        kw["merge_policy"] = "none"
+    if repeats > 1:  # the same posts appended again: kept as further copies
+        kw["on_duplicate"] = "keep"
+    qs = _queries(work)
+    runs: dict = {}
+    for _ in range(repeats):
+        fresh = loaded = None  # the last run's indexes freed before, not inside, the timed calls
+        gc.collect()
+        loaded = BM25Index.load(ix, backend=backend)
+        pipelines.run("bm25", str(work / "more"), out=str(ix), **kw)
+        gc.collect()  # the append's garbage collected before, not inside, the timed call
+        t = time.perf_counter()
+        fresh = loaded.refresh() if hasattr(loaded, "refresh") else BM25Index.load(ix, backend=backend)
+        runs.setdefault("refresh", []).append(time.perf_counter() - t)
+        if not merges:  # a few queries, as between near-real-time refreshes, then the whole set twice
+            t = time.perf_counter()
+            for i in range(0, 50, 10):
+                fresh.search(qs[i:i + 10], k=10)
+            runs.setdefault("50 queries in 5 batches", []).append(time.perf_counter() - t)
+        for label in ([] if merges else ["1st pass", "2nd pass"]):
+            t = time.perf_counter()
+            fresh.search(qs, k=10)
+            runs.setdefault(label, []).append(time.perf_counter() - t)
+    what = "refresh after append 1x" + (", with its merges" if merges else ", no merge")
+    rows = [{"what": what, "size": f"x{n}", "s": round(statistics.median(runs["refresh"]), 4),
+             "runs_s": [round(x, 4) for x in runs["refresh"]]}]
+    for label in ([] if merges else ["50 queries in 5 batches", "1st pass", "2nd pass"]):
+        s = statistics.median(runs[label])
+        nq = 50 if label.startswith("50") else len(qs)
+        rows.append({"what": f"search after refresh, {label}", "size": f"x{n}", "s": round(s, 4),
+                     "q_s": round(nq / s), "runs_s": [round(x, 4) for x in runs[label]]})
+    return rows
 
 
 def _timed(fn, repeats: int) -> tuple[float, list]:
@@ -95,13 +159,19 @@ def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
         index = BM25Index.load(ix, backend=backend)
         s, runs = _timed(lambda: index.delete([ids[next(picks)] for _ in range(100)]), repeats)
         rows.append({"what": "delete 100 via a loaded index", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
+        if n != 16:  # x16 is appended to below, with and without merges
+            rows += _refresh_rows(work, ix, n, backend, False, repeats)
     ix = out / "x16"
+    BM25Index.search(BM25Index.load(out / "x1", backend=backend), _queries(work, 100))  # the search kernels compiled
     if "merge_policy" in inspect.signature(append_index).parameters:  # the code has a merge policy
         plain = out / "x16-plain"
         shutil.copytree(ix, plain)
         t = time.perf_counter()
         pipelines.run("bm25", str(work / "more"), out=str(plain), append=True, merge_policy="none", **kw)
         rows.append({"what": "append 1x, no merge", "size": "x16", "s": round(time.perf_counter() - t, 3)})
+        shutil.rmtree(plain)
+        shutil.copytree(ix, plain)
+        rows += _refresh_rows(work, plain, 16, backend, False, repeats)
         shutil.rmtree(plain)
     loaded = BM25Index.load(ix, backend=backend)
     t = time.perf_counter()
@@ -115,8 +185,8 @@ def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
     if hasattr(loaded, "refresh"):
         t = time.perf_counter()
         fresh = loaded.refresh()
-        rows.append({"what": "refresh after append 1x", "size": "x16", "s": round(time.perf_counter() - t, 4),
-                     "n_docs": fresh.n_docs})
+        rows.append({"what": "refresh after append 1x, with its merges", "size": "x16",
+                     "s": round(time.perf_counter() - t, 4), "n_docs": fresh.n_docs})
     else:
         t = time.perf_counter()
         fresh = BM25Index.load(ix, backend=backend)
@@ -147,17 +217,19 @@ def main(argv=None) -> int:
         if python is None:
             continue
         res = subprocess.run([python, __file__, "--measure", "--work", str(work), "--repeats", str(args.repeats),
-                              "--backend", args.backend],
-                             check=True, capture_output=True, text=True)
+                              "--backend", args.backend], capture_output=True, text=True)
+        if res.returncode:
+            sys.exit(f"the {label} run failed:\n{res.stderr[-3000:]}")
         runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
     keys = [(r["what"], r["size"]) for r in runs["now"]]
-    print(f"{'what':<40} {'size':<5} " + " ".join(f"{k:>10}" for k in runs))
+    print(f"{'what':<44} {'size':<5} " + " ".join(f"{k:>10}" for k in runs))
     for what, size in keys:
         cells = []
         for label in runs:
             hit = [r for r in runs[label] if r["size"] == size and r["what"].split(" (")[0] == what.split(" (")[0]]
-            cells.append(f"{hit[0]['s']:>10.3f}" if hit else f"{'-':>10}")
-        print(f"{what:<40} {size:<5} " + " ".join(cells))
+            v = hit[0].get("q_s", hit[0]["s"]) if hit else None  # search rows: queries a second
+            cells.append(f"{'-':>10}" if v is None else f"{v:>10.0f}" if "q_s" in hit[0] else f"{v:>10.3f}")
+        print(f"{what:<44} {size:<5} " + " ".join(cells))
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "runs": runs}, indent=1) + "\n")
     return 0

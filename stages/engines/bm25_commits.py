@@ -104,9 +104,11 @@ class IndexCommits:
 
         A segmented index loaded in this process reuses every segment whose files and deletions are
         unchanged (:class:`cutext.stages.engines.index_reader.IndexReader`): only the new segments, and the
-        segments with new deletions, are read and verified; the global statistics are summed again and the
-        postings merged and weighted from memory.  An index loaded with a ``client`` or ``devices``, or of
-        format 1, is loaded again whole.
+        segments with new deletions, are read and verified; the global statistics are summed again and, on
+        the CPU, the segments are searched as they are with query-time weights (the unchanged ones' arrays
+        taken over: :class:`cutext.stages.engines.segment_search.SegmentSearch`), else their postings are
+        merged and weighted from memory.  An index loaded with a ``client`` or ``devices``, or of format 1,
+        is loaded again whole.
 
         Returns
         -------
@@ -126,7 +128,7 @@ class IndexCommits:
         reader = self._reader.refresh(verify=verify)
         if reader is self._reader:
             return self
-        fresh = type(self)._from_reader(reader, backend)
+        fresh = type(self)._from_reader(reader, backend, previous=self)
         fresh._load_args = (backend, client, verify, devices)
         return fresh
 

@@ -12,6 +12,7 @@ commits through a loaded index and its refresh :mod:`~cutext.stages.engines.bm25
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,6 +49,7 @@ from cutext.stages.engines.bm25_stored import StoredFields
 from cutext.stages.engines.bm25_weights import _segment_matrix, _weight_fn, _weighted_matrix
 from cutext.stages.engines.index_manifest import bm25f_spec, read_index_manifest
 from cutext.stages.engines.index_reader import IndexReader
+from cutext.stages.engines.segment_search import SegmentSearch
 from cutext.stages.runtime import artifacts as art
 from cutext.stages.runtime.compute import StepClock, WorkerActors
 from cutext.stages.runtime.params import choice, count, param
@@ -67,6 +69,10 @@ from cutext.stages.text.tokenize import (
 # host took 0.134 us a query on 32 threads and 0.236 on all 64 (benchmarks/micro/query_csr.py)
 QUERIES_PER_THREAD = 256
 RESULT_ROWS_FIRST = 1 << 24  # rows a search's result columns hold before they first grow
+# a segmented index on the CPU searches segment by segment until its queries would score more than this many
+# times its postings, then merges its matrix (MERGE_AFTER = 0: at the load; None: never)
+MERGE_AFTER = 1.0
+_MERGE_LOCK = threading.Lock()
 
 
 def _settings(meta: dict, mf: Path) -> tuple:
@@ -107,6 +113,11 @@ class BM25Index(StoredFields, IndexCommits):
     scored on every shard and the top k merged on the caller, the same result as one index.  With
     ``devices``, the shards live on GPUs of this process and each batch runs on all of them at once.
 
+    A segmented index of one field and exact norms on the CPU is searched segment by segment first, the
+    weights of the global statistics computed at query time
+    (:class:`cutext.stages.engines.segment_search.SegmentSearch`: the same bits as ``M``), so an open or a
+    refresh merges and weighs nothing; ``M`` is merged at its first use (:attr:`matrix`).
+
     Attributes
     ----------
     path : pathlib.Path
@@ -116,7 +127,7 @@ class BM25Index(StoredFields, IndexCommits):
     source_ids : numpy object array, shape (N,)
     lengths : numpy int32 array, shape (N,)
     backend : str      ("cpu" / "gpu"; with a client, that of the shards, comma-joined if they differ)
-    matrix : scipy / cupyx CSR, or None for a sharded index
+    matrix : scipy / cupyx CSR, or None for a sharded index (merged at the first use: :attr:`matrix`)
     shards : list of (lo, hi, worker address or "gpu:<device>"), empty unless loaded with a client or devices
     store_text : bool  (the documents' texts are kept: :meth:`doc`, :meth:`docs`, ``search(with_text=True)``)
     keep_columns : list of str  (the input's columns kept for filters: :meth:`column_table`, ``search(filter=)``)
@@ -131,10 +142,12 @@ class BM25Index(StoredFields, IndexCommits):
         self._ids_np, self._source_ids_pa = (None, source_ids) if isinstance(source_ids, pa.Array) else (source_ids,
                                                                                                           None)
         self.lengths = lengths
-        self.matrix, self.backend = matrix, backend
+        self._matrix, self.backend = matrix, backend
         self.tokenizer = TokenizerConfig.from_dict(meta["tokenizer"])
         self._has_w0 = bool(np.any(w0 != 0))
-        self._sm = search_stage.SearchMatrix(matrix) if matrix is not None else None
+        self._sm_obj = search_stage.SearchMatrix(matrix) if matrix is not None else None
+        self._seg = None  # segment_search.SegmentSearch of a segmented index on the CPU: its engine's first form
+        self._merge = None  # the function of no arguments that merges its matrix, until it has run
         self._term_hash = None  # kernels.termhash.TermHash of the vocabulary, built at the first query
         self._client = client
         self._engines = None  # WorkerActors: the engines (_ShardEngine) of a client's shards, one per worker
@@ -146,6 +159,39 @@ class BM25Index(StoredFields, IndexCommits):
         self._columns = None  # pyarrow Table of the kept columns, read at the first filter by them
         self._phrase_index = None  # phrases.PhraseIndex (postings with positions), read at the first phrase query
         self._reader = None  # index_reader.IndexReader of a segmented index loaded in this process: refresh()
+
+    @property
+    def matrix(self):
+        """The term-major CSR (V + 1, N) float32 of stored weights ``w - w0`` (scipy or cupyx), or None for a
+        sharded index.  A segmented index on the CPU searches segment by segment
+        (:class:`cutext.stages.engines.segment_search.SegmentSearch`) and merges this matrix at its first use (the
+        sparse engine, :meth:`get_scores`) or before a batch that would take the postings its queries scored past
+        :data:`MERGE_AFTER` times its own."""
+        if self._matrix is None and self._merge is not None:
+            self._merged()
+        return self._matrix
+
+    @property
+    def _sm(self):
+        """The :class:`cutext.stages.engines.search.SearchMatrix` of :attr:`matrix` (merged at the first use)."""
+        if self._sm_obj is None and self._merge is not None:
+            self._merged()
+        return self._sm_obj
+
+    def _merged(self) -> None:
+        with _MERGE_LOCK:  # two threads' first searches merge once
+            if self._merge is not None:
+                M = self._merge()
+                self._matrix, self._sm_obj, self._merge = M, search_stage.SearchMatrix(M), None
+
+    @property
+    def _local(self) -> bool:
+        """Whether the index is searched in this process (not sharded over workers or devices)."""
+        return self._sm_obj is not None or self._merge is not None
+
+    @property
+    def _on_gpu(self) -> bool:
+        return self._sm_obj is not None and self._sm_obj.on_gpu
 
     @property
     def store_text(self) -> bool:
@@ -170,7 +216,7 @@ class BM25Index(StoredFields, IndexCommits):
         m = self.meta
         delta = f", delta={m['delta']}" if m.get("variant") in ("bm25l", "bm25+") else ""
         delta += f", norms={m['norms']!r}" if m.get("norms", "exact") != "exact" else ""
-        postings = self.matrix.nnz if self.matrix is not None else int(self.df.sum())
+        postings = self._matrix.nnz if self._matrix is not None else int(self.df.sum())
         shards = f", shards={len(self.shards)}" if self.shards else ""
         texts = ", texts=True" if self.store_text else ""
         texts += f", keep_columns={self.keep_columns}" if self.keep_columns else ""
@@ -310,11 +356,15 @@ class BM25Index(StoredFields, IndexCommits):
 
     @classmethod
     def _load_segments(cls, path: Path, meta: dict, N: int, avgdl: float, variant: str, k1: float, delta: float,
-                       be: str, client, reader: IndexReader | None = None) -> "BM25Index":
+                       be: str, client, reader: IndexReader | None = None, previous=None) -> "BM25Index":
         """:meth:`load` of a segmented index (``index_format`` 2): the commit's segment readers
         (:class:`cutext.stages.engines.index_reader.IndexReader`: ``reader``, or those of ``path``'s commit,
         whose files :meth:`load` verified) merged in their order, weighted from the global N, avgdl and df
-        (:mod:`cutext.stages.engines.segments`; on the GPU backend the weights are computed on the device)."""
+        (:mod:`cutext.stages.engines.segments`; on the GPU backend the weights are computed on the device).
+        On the CPU, a one-field index of exact norms is searched segment by segment with the weights of the
+        global statistics computed at query time (:class:`SegmentSearch`; ``previous``: the
+        :class:`SegmentSearch` of an earlier commit, whose unchanged segments it takes over), the merge deferred
+        (:attr:`matrix`)."""
         mf = path / "index.json"
         folders, deletes = index_commits.commit_segments(path, meta)
         if client is not None:
@@ -330,8 +380,12 @@ class BM25Index(StoredFields, IndexCommits):
             raise art.ArtifactError(f"{mf}: avgdl={avgdl} is not the segments' mean length ({mt.avgdl})")
         fn = _weight_fn(meta, mf, mt, variant, k1, delta)
         w0 = fn.w0.astype(np.float32)  # as format 1 stores it: the scores of both formats are the same
+        seg = None
         if be != "gpu" and isinstance(fn, bm25_stage.WeightPartition) and fn.norms == "exact":  # one pass
-            M = _weighted_matrix(segs, mt, fn, w0)
+            if MERGE_AFTER is None or MERGE_AFTER > 0:
+                M, seg = None, SegmentSearch(reader, fn, w0, previous)
+            else:
+                M = _weighted_matrix(segs, mt, fn, w0)
             lengths = np.concatenate([sg.lengths for sg in segs]).astype(np.int32, copy=False) if segs else \
                 np.zeros(0, np.int32)
             ids = pa.concat_arrays([sg.source_ids.cast(pa.string()) for sg in segs]) if segs else \
@@ -342,6 +396,9 @@ class BM25Index(StoredFields, IndexCommits):
             lengths, ids = merged.lengths, merged.source_ids
             del merged
         index = cls(path, meta, mt.vocab, mt.df, fn.idf_t, w0, ids.cast(pa.string()), lengths, M, be)
+        if seg is not None:
+            index._seg = seg
+            index._merge = lambda: _weighted_matrix(segs, mt, fn, w0)
         index._text_segments = (folders, deletes, mt.doc_base)
         index._reader = reader
         return index
@@ -380,11 +437,13 @@ class BM25Index(StoredFields, IndexCommits):
         return index
 
     @classmethod
-    def _from_reader(cls, reader: IndexReader, backend) -> "BM25Index":
-        """The index of a segmented commit's reader (its manifest's settings checked as :meth:`load` does)."""
+    def _from_reader(cls, reader: IndexReader, backend, previous: "BM25Index | None" = None) -> "BM25Index":
+        """The index of a segmented commit's reader (its manifest's settings checked as :meth:`load` does);
+        ``previous``: the index of an earlier commit, whose per-segment search form is taken over."""
         N, avgdl, variant, k1, delta = _settings(reader.meta, reader.path / "index.json")
         be = resolve_backend(backend, needs=ARRAY_STACK)
-        return cls._load_segments(reader.path, reader.meta, N, avgdl, variant, k1, delta, be, None, reader=reader)
+        return cls._load_segments(reader.path, reader.meta, N, avgdl, variant, k1, delta, be, None, reader=reader,
+                                  previous=previous._seg if previous is not None else None)
 
     # -- queries
     def query_matrix(self, texts, n_threads: int | None = None):
@@ -460,7 +519,7 @@ class BM25Index(StoredFields, IndexCommits):
             raise TypeError(f"query must be a string (one query; search() takes several), got {type(query).__name__} "
                             f"{query!r}"[:300])
         Q = self.query_matrix([query])
-        if self._sm is not None:
+        if self._local:
             dense = self._sm.dense(Q)[0].astype(np.float64)
         else:
             parts = self._submit(_shard_dense, Q)
@@ -476,7 +535,15 @@ class BM25Index(StoredFields, IndexCommits):
         (:meth:`cutext.stages.engines.search.SearchMatrix.topk_start`).  ``doc_filter``: a
         :class:`cutext.stages.engines.search.DocFilter` of the rows of ``Q`` (:meth:`doc_filter`), cut into
         each shard's part here, so a worker receives only its documents' part."""
-        if self._sm is not None:
+        if self._local:
+            seg = self._seg if self._matrix is None else None
+            if seg is not None and (MERGE_AFTER is None
+                                    or seg.scored + seg.postings(Q) <= MERGE_AFTER * seg.n_postings):
+                eff = search_stage.resolve_engine(engine, False, search_stage.cap_k(k, self.n_docs))
+                if eff == "cpu":
+                    n_threads = search_stage.check_engine_options(eff, max_workspace, n_threads)[1]
+                    out = seg.topk(Q, k, n_threads, doc_filter)
+                    return lambda: out
             if not self._sm.on_gpu:
                 return self._sm.topk_start(Q, k, engine, max_workspace, n_threads, doc_filter)
             # on the index's own thread (as a shard of devices=): the device scores this batch as soon as it
@@ -663,8 +730,9 @@ class BM25Index(StoredFields, IndexCommits):
         k = search_stage.cap_k(k, self.n_docs)  # no query has more than N documents; arrays are sized by k
         batch_size = count("batch_size", batch_size, lo=1)
         engine = choice("engine", engine, search_stage.ENGINES)
-        if self._sm is not None:  # check the options before any work (shards check them on their worker)
-            eff = search_stage.resolve_engine(engine, self._sm.on_gpu, k, self._sm.nonnegative)
+        if self._local:  # check the options before any work (shards check them on their worker)
+            nonnegative = self._sm_obj.nonnegative if self._sm_obj is not None else True  # query-time weights: >= 0
+            eff = search_stage.resolve_engine(engine, self._on_gpu, k, nonnegative)
             search_stage.check_engine_options(eff, max_workspace, n_threads)
         qids, texts = search_input.as_queries(queries)
         if not (phrases is None or isinstance(phrases, bool)):
@@ -717,7 +785,7 @@ class BM25Index(StoredFields, IndexCommits):
         # thread's cores (a GPU, or the shards of workers or devices), the next two batches are tokenized on
         # a thread of its own meanwhile, beside this thread's merge and collection of the last one (numba
         # and numpy release the GIL); the CPU engine uses every core itself.
-        ahead = self._sm is None or self._sm.on_gpu
+        ahead = not self._local or self._on_gpu
         pool = ThreadPoolExecutor(1) if ahead and len(rng) > 1 else None
         takes = ThreadPoolExecutor(1, thread_name_prefix="cutext-collect") if pool is not None else None
 

@@ -184,7 +184,7 @@ class IndexReader:
             for i, r in zip(todo, pool.map(lambda i: _read(path, names[i], keys[i][1], deletes[i],
                                                            by_name.get(names[i])), todo)):
                 readers[i] = r
-        terms = _global_terms(path, meta, [r.segment for r in readers])
+        terms = _global_terms(path, meta, [r.segment for r in readers], _earlier_ids(previous, readers))
         return cls(path, meta, raw, readers, terms, reused=len(readers) - len(todo))
 
     def refresh(self, verify: bool = True) -> "IndexReader":
@@ -226,10 +226,39 @@ def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
         raise art.ArtifactError(str(exc)) from None
 
 
-def _global_terms(path: Path, meta: dict, segs: list) -> segments.MergedTerms:
+def _earlier_ids(previous: "IndexReader | None", readers: list):
+    """``(earlier vocabulary, [global term ids of each reader's segment in the earlier commit, or None])``
+    for the live segments ``previous`` holds too (the same object: a new deletion file without new deletions,
+    which a later commit writes, keeps it); None without one."""
+    if previous is None:
+        return None
+    at = {id(r.segment): g for r, g in zip(previous.segments, previous.terms.term_ids)}
+    return previous.terms.vocab, [at.get(id(r.segment)) for r in readers]
+
+
+def _term_ids(vocab, segs: list, earlier) -> list:
+    """The global term ids of each segment's terms in ``vocab``: a segment read for an earlier commit keeps
+    its earlier ids, renumbered through one merge of the two vocabularies (:func:`sorted_term_ids`) when they
+    differ; the others are merged with ``vocab`` each."""
+    old = earlier[1] if earlier is not None else [None] * len(segs)
+    ids = [None] * len(segs)
+    if any(g is not None for g in old):
+        if earlier[0].equals(vocab):  # the same vocabulary (a commit that adds no term and drops none)
+            ids = list(old)
+        else:
+            renumber = np.concatenate([[0], sorted_term_ids(vocab, earlier[0])]).astype(np.int32)
+            ids = [renumber[g] if g is not None else None for g in old]
+    todo = [i for i in range(len(segs)) if ids[i] is None]
+    with ThreadPoolExecutor(_threads(len(todo))) as pool:
+        for i, g in zip(todo, pool.map(lambda i: sorted_term_ids(vocab, segs[i].terms), todo)):
+            ids[i] = g
+    return ids
+
+
+def _global_terms(path: Path, meta: dict, segs: list, earlier=None) -> segments.MergedTerms:
     """The global statistics of a commit's live segments: the kept vocabulary and df when the commit has
     them and the segments agree with them (every live term found, the df summed equal), else the union of
-    the segments' terms (:func:`segments.merge_terms`)."""
+    the segments' terms (:func:`segments.merge_terms`).  ``earlier``: :func:`_earlier_ids`."""
     kept = read_commit_terms(path, meta)
     if kept is None and len(segs) == 1:  # one segment: its own vocabulary is the commit's
         s = segs[0]
@@ -237,8 +266,7 @@ def _global_terms(path: Path, meta: dict, segs: list) -> segments.MergedTerms:
     if kept is None:
         return segments.merge_terms(segs)
     vocab, df_kept = kept
-    with ThreadPoolExecutor(_threads(len(segs))) as pool:
-        ids = list(pool.map(lambda s: sorted_term_ids(vocab, s.terms), segs))
+    ids = _term_ids(vocab, segs, earlier)
     df = np.zeros(len(vocab) + 1, np.int64)
     for s, g in zip(segs, ids):
         if len(g) and int(g.min()) == 0:  # a live term the kept vocabulary lacks

@@ -1,0 +1,203 @@
+"""The CPU query engine over one segment of a segmented BM25 index, the weights computed at query time.
+
+A segment keeps its postings as written (term-major: ``offsets`` (n_terms + 1,), ``doc`` local doc numbers,
+``tf``) and the global term id of each local term (``ids``, ascending: the segment's terms and the global
+vocabulary are sorted alike).  Nothing of a segment depends on the other segments: the global statistics
+(N, avgdl, df) enter through ``idf`` and ``minus`` (float64 / float32 per global term id) and the per-document
+length factor ``K`` (float64 per local doc, :func:`length_factors`), all recomputed when the commit changes
+(Lucene's per-segment scorers with the collection statistics of the whole reader).
+
+Each posting's weight is computed as :func:`cutext.kernels.postings.csr_weights` computes it (the operations
+of :func:`cutext.stages.text.bm25.tf_component` in float64 in their order, rounded to float32, ``minus[t]``
+subtracted in float32), ``K`` holding the one product of that formula that depends on the document alone
+(``k1 * norm``, or ``norm`` for bm25l), so a score is the sum :func:`cutext.kernels.search.search_cpu` adds
+over stored weights, bit for bit, and its top k follow the same ties rule.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
+from cutext.kernels.backend import numba_threads
+from cutext.kernels.postings import WEIGHT_VARIANTS
+from cutext.kernels.search import DENSE_RATIO, _as_query_csr, _check_k, _filter_arrays, _select_dense, _select_one
+
+__all__ = ["length_factors", "search_segment_cpu"]
+
+
+@numba.njit(nogil=True, cache=True)
+def _factors(lengths, avgdl, b, k1, kind, out):  # pragma: no cover - numba
+    one_b = 1.0 - b
+    for d in range(len(lengths)):
+        norm = one_b + b * (np.float64(lengths[d]) / avgdl)
+        out[d] = norm if kind == 2 else k1 * norm
+
+
+def length_factors(lengths, avgdl: float, variant: str, k1: float, b: float) -> np.ndarray:
+    """float64 (n_docs,): each document's ``K_d`` of the query-time weights, ``k1 * (1 - b + b * dl / avgdl)``
+    (bm25l: ``1 - b + b * dl / avgdl``), with the operations and rounding of
+    :func:`cutext.kernels.postings.csr_weights`.
+
+    Raises
+    ------
+    ValueError
+        An unknown variant or ``avgdl <= 0``.
+    """
+    if variant not in WEIGHT_VARIANTS:
+        raise ValueError(f"length_factors: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
+    if not avgdl > 0:
+        raise ValueError(f"length_factors: avgdl must be > 0, got {avgdl}")
+    out = np.empty(len(lengths), np.float64)
+    _factors(np.ascontiguousarray(lengths), float(avgdl), float(b), float(k1), WEIGHT_VARIANTS[variant], out)
+    return out
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _row(ids, t):  # pragma: no cover - numba
+    """The local row of global term ``t`` in the ascending ``ids``, or -1."""
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < len(ids) and ids[lo] == t else -1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _tf_part(f, kd, kind, k1, delta):  # pragma: no cover - numba
+    """cutext.kernels.postings._tf_part with ``k1 * norm`` (bm25l: ``norm``) = kd."""
+    if kind == 0:
+        x = f / (kd + f)
+    elif kind == 1:
+        x = (k1 + 1.0) * f / (kd + f)
+    elif kind == 2:
+        c = f / kd
+        x = (k1 + 1.0) * (c + delta) / (k1 + c + delta)
+    else:
+        x = (k1 + 1.0) * f / (kd + f) + delta
+    return x
+
+
+@numba.njit(nogil=True, cache=True)
+def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, acc,
+               touched, track):  # pragma: no cover - numba
+    """Term-at-a-time accumulation of query ``q`` into ``acc`` (as kernels.search._score_one, the weights
+    computed here); with ``track`` the documents that became nonzero go to ``touched``.  Returns how many."""
+    nt = 0
+    for j in range(q_ptr[q], q_ptr[q + 1]):
+        t = q_terms[j]
+        r = _row(ids, t)
+        if r < 0:
+            continue
+        w = q_w[j]
+        w_t = idf[t]
+        m = minus[t] if use_minus else np.float32(0.0)
+        for p in range(offsets[r], offsets[r + 1]):
+            d = doc[p]
+            x = np.float32(w_t * _tf_part(np.float64(tf[p]), kd[d], kind, k1, delta))
+            if use_minus:
+                x = x - m
+            old = acc[d]
+            nw = old + w * x
+            acc[d] = nw
+            if track and old == 0 and nw != 0:
+                touched[nt] = d
+                nt += 1
+    return nt
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, n_docs, q_ptr, q_terms, q_w, k,
+                n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
+    nq = q_ptr.shape[0] - 1
+    for c in prange(n_chunks):
+        acc = np.zeros(n_docs, np.float32)
+        touched = np.empty(n_docs, np.int64)
+        hs = np.empty(k, np.float32)
+        hd = np.empty(k, np.int64)
+        qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
+        allow = qa if fmode == 2 else mask
+        for q in range(c, nq, n_chunks):
+            if fmode == 2:
+                for p in range(a_ptr[q], a_ptr[q + 1]):
+                    qa[a_docs[p]] = True
+            total = 0
+            for j in range(q_ptr[q], q_ptr[q + 1]):
+                r = _row(ids, q_terms[j])
+                if r >= 0:
+                    total += offsets[r + 1] - offsets[r]
+            if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
+                _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w,
+                           acc, touched, False)
+                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+            elif total > 0:
+                nt = _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms,
+                                q_w, acc, touched, True)
+                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+            else:
+                out_n[q] = 0
+            if fmode == 2:
+                for p in range(a_ptr[q], a_ptr[q + 1]):
+                    qa[a_docs[p]] = False
+
+
+def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: float, delta: float, q_ptr, q_terms,
+                       q_w, k: int, n_threads: int | None = None, mask=None, lists=None):
+    """Top ``k`` documents of one segment for every query, the weights computed at query time (numba threads).
+
+    Parameters
+    ----------
+    offsets : int64 array (n_terms + 1,)
+        Local term ``j``'s postings are ``offsets[j]:offsets[j + 1]``.
+    ids : int32 array (n_terms,)
+        The global term id of each local term, strictly ascending.
+    doc : int32 array (n_postings,)
+        Local doc numbers in ``[0, n_docs)``, ascending within a term.
+    tf : integer array (n_postings,)
+    kd : float64 array (n_docs,)
+        :func:`length_factors` of the segment's documents (global avgdl).
+    idf : float64 array (V + 1,)
+        By global term id.
+    minus : float32 array (V + 1,) or None
+        Subtracted from every weight (``w0`` of bm25l / bm25+); None: nothing.
+    variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
+    k1, delta : float
+    q_ptr, q_terms, q_w : the query CSR of global term ids (:func:`cutext.kernels.search.search_cpu`)
+    k : int >= 1
+    n_threads : int, optional
+    mask, lists : optional
+        A filter over the segment's local doc numbers (:func:`cutext.kernels.search.search_cpu`).
+
+    Returns
+    -------
+    (doc, score, n) : int64 (nq, k) local doc numbers, float32 (nq, k), int32 (nq,)
+        As :func:`cutext.kernels.search.search_cpu` returns them over the segment's stored weights.
+
+    Raises
+    ------
+    ValueError
+        ``k < 1``, an unknown variant, or a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`).
+    """
+    k = _check_k(k)
+    if variant not in WEIGHT_VARIANTS:
+        raise ValueError(f"search_segment_cpu: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
+    n_docs = len(kd)
+    q_ptr, q_terms, q_w = _as_query_csr(q_ptr, q_terms, q_w)
+    nq = len(q_ptr) - 1
+    fmode, fmask, a_ptr, a_docs = _filter_arrays(mask, lists, n_docs, nq)
+    out_doc = np.full((nq, k), -1, np.int64)
+    out_score = np.zeros((nq, k), np.float32)
+    out_n = np.zeros(nq, np.int32)
+    if nq == 0 or n_docs == 0 or len(ids) == 0:
+        return out_doc, out_score, out_n
+    use = minus is not None
+    m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
+    with numba_threads(n_threads) as nth:
+        _seg_search(offsets, ids, doc, tf, kd, idf, m, use, WEIGHT_VARIANTS[variant], float(k1), float(delta),
+                    n_docs, q_ptr, q_terms, q_w, k, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask,
+                    a_ptr, a_docs)
+    return out_doc, out_score, out_n

@@ -1,0 +1,100 @@
+"""Search of a segmented BM25 index segment by segment, the weights computed at query time (Lucene's
+per-segment scorers over the collection statistics of the whole reader).
+
+A :class:`SegmentSearch` holds, for each live segment of an :class:`~cutext.stages.engines.index_reader.IndexReader`,
+the postings as read (term-major offsets, local doc numbers, tf: the segment reader's own arrays, never copied),
+the global term id of each local term, and the length factor ``K_d`` of each document
+(:func:`cutext.kernels.segment_search.length_factors`); the idf and ``w0`` of the global df are by global term id.
+Only ``K_d``, the term ids and the idf depend on the other segments, so the search form of a refreshed commit is
+O(documents + vocabulary + the new segments) to make, whatever the size of the unchanged segments.
+
+A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu` and the segments'
+top k merged by :func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller
+doc id).  Every weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and
+each document's score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.stages.engines import search as search_stage
+
+__all__ = ["SegmentSearch"]
+
+
+class SegmentSearch:
+    """The per-segment search form of a segmented commit (module docstring).
+
+    Parameters
+    ----------
+    reader : cutext.stages.engines.index_reader.IndexReader
+    fn : cutext.stages.text.bm25.WeightPartition
+        The commit's one-field weight function (``norms="exact"``): idf, avgdl, variant, k1, b, delta.
+    w0 : float32 array (V + 1,)
+        Subtracted from every weight (bm25l / bm25+; zeros otherwise).
+    previous : SegmentSearch, optional
+        The form of an earlier commit of the index: the offsets of the live segments it shares (the same
+        objects) are taken over.
+
+    Attributes
+    ----------
+    parts : list of tuple
+        Per segment with documents: ``(segment reader, offsets int64 (n_terms + 1,), ids int32 (n_terms,),
+        K float64 (n_docs,), first global doc id)``.
+    n_docs : int
+    n_postings : int
+        Postings of all segments.
+    scored : int
+        Postings scored through this form so far (the index merges its matrix before a batch would take them
+        past a multiple of ``n_postings``: :meth:`cutext.stages.engines.bm25_index.BM25Index.topk_start`).
+    """
+
+    def __init__(self, reader, fn, w0: np.ndarray, previous: "SegmentSearch | None" = None):
+        mt = reader.terms
+        old = {id(p[0].segment): p[1] for p in previous.parts} if previous is not None else {}
+        self.idf = np.ascontiguousarray(fn.idf_t, np.float64)
+        self.minus = np.ascontiguousarray(w0, np.float32) if np.any(w0) else None
+        self.variant, self.k1, self.delta = fn.variant, fn.k1, fn.delta
+        self.df = mt.df
+        self.n_docs = int(mt.n_docs)
+        self.parts = []
+        for r, ids, base in zip(reader.segments, mt.term_ids, mt.doc_base[:-1]):
+            sg = r.segment
+            if not sg.n_docs:
+                continue
+            offsets = old.get(id(sg))
+            if offsets is None:
+                offsets = sg.offsets
+            kd = length_factors(sg.lengths, fn.avgdl, fn.variant, fn.k1, fn.b)
+            self.parts.append((r, offsets, np.ascontiguousarray(ids, np.int32), kd, int(base)))
+        self.n_postings = int(mt.df.sum())
+        self.scored = 0
+
+    def postings(self, Q) -> int:
+        """The postings the queries of ``Q`` score (those of their terms in every segment)."""
+        return int(self.df[Q.indices].sum())
+
+    def topk(self, Q, k: int, n_threads: int | None = None, doc_filter=None):
+        """Top ``k`` of every row of a canonical query CSR ``Q`` (global term ids), among the documents of
+        ``doc_filter`` (a :class:`cutext.stages.engines.search.DocFilter` over global doc ids) if given.
+
+        Returns
+        -------
+        (doc, score, n) : int64 (nq, k) global doc ids, float32 (nq, k), int32 (nq,)
+            As :meth:`cutext.stages.engines.search.SearchMatrix.topk` with ``engine="cpu"`` returns them.
+        """
+        k = search_stage.cap_k(k, self.n_docs)
+        nq = Q.shape[0]
+        got, offsets = [], []
+        for r, offsets_s, ids, kd, base in self.parts:
+            sg = r.segment
+            part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
+            got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
+                                          self.k1, self.delta, Q.indptr, Q.indices, Q.data, min(k, sg.n_docs),
+                                          n_threads=n_threads, **(part.engine_args() if part is not None else {})))
+            offsets.append(base)
+        self.scored += self.postings(Q)
+        if not got:
+            return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)
+        return search_stage.merge_topk(got, k, offsets)

@@ -1,0 +1,192 @@
+"""stages/engines/segment_search.py and kernels/segment_search.py: a segmented index searched segment by
+segment with the weights of the global statistics computed at query time (on CACM documents), its refresh
+taking the unchanged segments over, and the merged matrix it switches to."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from cutext import pipelines
+from cutext.kernels.postings import csr_weights
+from cutext.kernels.search import search_cpu
+from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.stages.engines import bm25_index, index_reader, segments
+from cutext.stages.engines.bm25_index import BM25Index
+from cutext.stages.text import bm25 as bm25_stage
+
+KW = dict(backend="cpu", scheduler="sync", progress=False)
+QUERIES = {"q1": "computer programs", "q2": "algorithm for sorting", "q3": "information retrieval systems",
+           "q4": "parallel matrix computation on a computer", "q5": "zzzunknown"}
+
+
+@pytest.fixture(scope="module")
+def pieces(data_dir, tmp_path_factory):
+    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:900]
+    folder = tmp_path_factory.mktemp("cacm-pieces")
+    out = []
+    for i in range(3):
+        p = folder / f"p{i}.jsonl"
+        p.write_text("\n".join(lines[i * 300:(i + 1) * 300]) + "\n", encoding="utf-8")
+        out.append(p)
+    return out
+
+
+def _exact(a: pd.DataFrame, b: pd.DataFrame):
+    pd.testing.assert_frame_equal(a.drop(columns="score"), b.drop(columns="score"))
+    np.testing.assert_array_equal(a["score"].to_numpy(), b["score"].to_numpy())  # the same bits
+
+
+def _merged_load(path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(bm25_index, "MERGE_AFTER", 0)  # merged at the load: today's one matrix
+        index = BM25Index.load(path, backend="cpu")
+    assert index._matrix is not None and index._seg is None
+    return index
+
+
+@pytest.mark.parametrize("variant", ["lucene", "robertson", "bm25l", "bm25+"])
+def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
+    rng = np.random.default_rng(3)
+    n_docs, V = 60, 12
+    dense = (rng.random((V + 1, n_docs)) < 0.3) * rng.integers(1, 9, (V + 1, n_docs))
+    dense[0] = 0
+    dense[5] = 0  # a term the segment lacks
+    lengths = dense.sum(axis=0) + rng.integers(0, 5, n_docs)
+    M = sp.csr_matrix(dense.astype(np.int32))
+    df = np.diff(M.indptr).astype(np.int64)
+    fn = bm25_stage.corpus_weights(df, n_docs, int(lengths.sum()) + 7, variant, 1.2, 0.75, None)
+    w0 = fn.w0.astype(np.float32)
+    minus = w0 if np.any(w0) else None
+    data = csr_weights(M.indptr, M.indices, M.data, lengths, fn.idf_t, fn.avgdl, variant, 1.2, 0.75, fn.delta,
+                       minus=minus)
+    held = np.flatnonzero(df)  # the segment's terms: the rows with postings
+    offsets = np.concatenate([[0], np.cumsum(df[held])]).astype(np.int64)
+    kd = length_factors(lengths, fn.avgdl, variant, 1.2, 0.75)
+    q_ptr, q_terms = np.array([0, 2, 5, 6, 6]), np.array([1, 5, 2, 3, 7, 5])
+    q_w = np.array([1, 2, 1, 1, 3, 1], np.float32)
+    mask = rng.random(n_docs) < 0.6
+    for kw in ({}, {"mask": mask}):
+        want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7, **kw)
+        got = search_segment_cpu(offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2,
+                                 fn.delta, q_ptr, q_terms, q_w, 7, **kw)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    assert want[2][2] == 0  # a query of terms no document holds
+
+
+def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    steps = [lambda: pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW),
+             lambda: index.delete(list(index.source_ids[::9])),
+             lambda: pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", **KW),
+             lambda: index.delete(list(index.source_ids[5:400:4])),
+             lambda: index.merge(max_segments=2)]
+    for step in steps:
+        step()
+        index = index.refresh()
+        fresh = BM25Index.load(ix, backend="cpu")
+        assert index._seg is not None and index._matrix is None  # searched segment by segment, not merged
+        for a, b in zip(index._reader.terms.term_ids, fresh._reader.terms.term_ids):  # renumbered, not re-merged
+            np.testing.assert_array_equal(a, b)
+        got = index.search(QUERIES, k=30)
+        _exact(got, fresh.search(QUERIES, k=30))
+        _exact(got, _merged_load(ix, monkeypatch).search(QUERIES, k=30))  # the one matrix: the same bits
+        assert set(got["source_id"]) <= set(fresh.source_ids)  # no deleted document
+    assert len(index._reader.segments) == 2
+
+
+def test_a_refresh_takes_the_unchanged_segments_over_and_reads_only_the_new_one(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    loaded = BM25Index.load(ix, backend="cpu")
+    pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", **KW)
+    reads = []
+    real = segments.read_segment
+    monkeypatch.setattr(segments, "read_segment", lambda folder, **kw: reads.append(folder) or real(folder, **kw))
+    fresh = loaded.refresh()
+    assert [p.name for p in reads] == [fresh._reader.meta["segments"][-1]]  # the appended segment alone
+    assert fresh._matrix is None  # nothing merged or weighted
+    for old, new in zip(loaded._seg.parts, fresh._seg.parts[:2]):
+        assert new[0] is old[0] and new[0].segment.tf is old[0].segment.tf and new[1] is old[1]
+    assert not np.array_equal(fresh._seg.parts[0][3], loaded._seg.parts[0][3])  # K_d of the new avgdl
+
+
+def test_a_refresh_renumbers_the_kept_segments_terms_after_a_commit_that_renames_their_deletions(tmp_path, pieces,
+                                                                                                monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    loaded = BM25Index.load(ix, backend="cpu")
+    loaded.delete(list(loaded.source_ids[::5]))
+    pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", **KW)
+    merges = []
+    real = index_reader.sorted_term_ids
+    monkeypatch.setattr(index_reader, "sorted_term_ids", lambda v, t: merges.append(len(t)) or real(v, t))
+    fresh = loaded.refresh()
+    assert len(merges) == 2  # the old vocabulary's and the new segment's terms, not the kept segments'
+    assert fresh._seg.parts[0][0].segment is loaded._seg.parts[0][0].segment
+    assert fresh._seg.parts[0][1] is loaded._seg.parts[0][1]
+    _exact(fresh.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+    pipelines.run("bm25", str(pieces[2]), out=str(ix), append=True, merge_policy="none", on_duplicate="keep", **KW)
+    merges.clear()
+    again = fresh.refresh()  # no new term: the kept ids as they are, the new segment merged alone
+    assert len(merges) == 1 and again._reader.terms.term_ids[0] is fresh._reader.terms.term_ids[0]
+    _exact(again.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+
+
+def test_filters_and_deletes_hold_across_segments(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    for p in pieces[1:]:
+        pipelines.run("bm25", str(p), out=str(ix), append=True, merge_policy="none", **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    gone = list(index.source_ids[::3])
+    index.delete(gone)
+    merged = _merged_load(ix, monkeypatch)
+    assert len(index._seg.parts) == 3
+    ids = index.source_ids
+    mask = np.zeros(index.n_docs, bool)
+    mask[::2] = True
+    per_query = [list(ids[150:450]), [], list(ids[::5]), list(ids[-40:]), list(ids[:3])]
+    for flt in (mask, per_query):
+        got = index.search(QUERIES, k=25, filter=flt)
+        _exact(got, merged.search(QUERIES, k=25, filter=flt))
+        assert not set(got["source_id"]) & set(gone)
+    assert mask[index.search(QUERIES, k=25, filter=mask)["doc_id"]].all()
+
+
+def test_the_index_merges_its_matrix_before_a_batch_that_takes_its_queries_past_its_postings(tmp_path, pieces,
+                                                                                             monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    per = index._seg.postings(index.query_matrix(list(QUERIES.values())))
+    assert 0 < per < index._seg.n_postings
+    monkeypatch.setattr(bm25_index, "MERGE_AFTER", 2.5 * per / index._seg.n_postings)  # room for two batches
+    first = index.search(QUERIES, k=10)
+    _exact(index.search(QUERIES, k=10), first)
+    assert index._matrix is None and index._seg.scored == 2 * per
+    _exact(index.search(QUERIES, k=10), first)  # the third would pass it: merged first, the same bits
+    assert index._matrix is not None and index._seg.scored == 2 * per
+    assert f"postings={index.matrix.nnz:,}" in repr(index) and index.matrix.nnz == int(index.df.sum())
+
+
+def test_sparse_engine_and_dense_scores_merge_the_matrix(tmp_path, pieces):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), variant="bm25l", **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    cpu = index.search(QUERIES, k=15)
+    assert index._matrix is None
+    sparse = index.search(QUERIES, k=15, engine="sparse")
+    assert index._matrix is not None
+    _exact(cpu, sparse)
+    scores = index.get_scores(QUERIES["q2"])
+    top = cpu[cpu["query_id"] == "q2"]
+    np.testing.assert_allclose(scores[top["doc_id"].to_numpy()], top["score"].to_numpy(), rtol=1e-6)
