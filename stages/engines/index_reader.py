@@ -227,13 +227,16 @@ def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
 
 
 def _earlier_ids(previous: "IndexReader | None", readers: list):
-    """``(earlier vocabulary, [global term ids of each reader's segment in the earlier commit, or None])``
-    for the live segments ``previous`` holds too (the same object: a new deletion file without new deletions,
-    which a later commit writes, keeps it); None without one."""
+    """``(earlier vocabulary, [global term ids of each reader's segment in the earlier commit, or None], earlier
+    df, [(segment, earlier term ids) of the earlier segments not live now]``) for the live segments ``previous``
+    holds too (the same object: a new deletion file without new deletions, which a later commit writes, keeps
+    it); None without one."""
     if previous is None:
         return None
     at = {id(r.segment): g for r, g in zip(previous.segments, previous.terms.term_ids)}
-    return previous.terms.vocab, [at.get(id(r.segment)) for r in readers]
+    kept = {id(r.segment) for r in readers}
+    gone = [(r.segment, g) for r, g in zip(previous.segments, previous.terms.term_ids) if id(r.segment) not in kept]
+    return previous.terms.vocab, [at.get(id(r.segment)) for r in readers], previous.terms.df, gone
 
 
 def _term_ids(vocab, segs: list, earlier) -> list:
@@ -267,8 +270,16 @@ def _global_terms(path: Path, meta: dict, segs: list, earlier=None) -> segments.
         return segments.merge_terms(segs)
     vocab, df_kept = kept
     ids = _term_ids(vocab, segs, earlier)
-    df = np.zeros(len(vocab) + 1, np.int64)
-    for s, g in zip(segs, ids):
+    same = earlier is not None and earlier[0].equals(vocab)
+    if same:  # the earlier df, less the segments gone, plus the new ones: O(change), checked below as a whole
+        df = earlier[2].copy()
+        for s, g in earlier[3]:
+            df[g] -= s.df
+    else:
+        df = np.zeros(len(vocab) + 1, np.int64)
+    for s, g, before in zip(segs, ids, earlier[1] if same else [None] * len(segs)):
+        if before is not None:
+            continue
         if len(g) and int(g.min()) == 0:  # a live term the kept vocabulary lacks
             return segments.merge_terms(segs)
         df[g] += s.df  # within a segment a term occurs once

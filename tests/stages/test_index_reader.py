@@ -73,6 +73,25 @@ def test_refresh_reads_only_new_segments_and_equals_a_fresh_load(tmp_path, piece
     _same(fresh, BM25Index.load(ix, backend="cpu"))
 
 
+def test_refresh_sums_df_from_the_earlier_commit_and_the_changed_segments_only(tmp_path, pieces, monkeypatch):
+    """A refresh whose vocabulary is unchanged takes the earlier df, less the segments gone, plus the new ones,
+    and never recounts the union (the slow path, which a wrong difference would fall back to)."""
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    reader = IndexReader.open(ix)
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), append=True, on_duplicate="keep", merge_policy="none", **KW)
+    assert BM25Index.load(ix, backend="cpu").merge(max_segments=2) == 2  # two segments gone, one new
+    monkeypatch.setattr(segments, "merge_terms", lambda segs: pytest.fail("the union recounted"))
+    fresh = reader.refresh()
+    assert fresh.terms.vocab.equals(reader.terms.vocab)  # the vocabulary unchanged: the difference was taken
+    folders, deletes = commit_segments(ix, fresh.meta)
+    monkeypatch.undo()
+    want = segments.merge_terms([segments.live_segment(segments.read_segment(f), d) for f, d in zip(folders, deletes)])
+    assert fresh.terms.vocab.equals(want.vocab)
+    np.testing.assert_array_equal(fresh.terms.df, want.df)
+
+
 def test_refresh_verifies_the_files_it_reads(tmp_path, pieces):
     ix = tmp_path / "ix"
     pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
