@@ -16,7 +16,7 @@ from numba import prange
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
-__all__ = ["place_runs", "sorted_term_ids", "csr_weights", "place_weighted_runs", "WEIGHT_VARIANTS"]
+__all__ = ["place_runs", "sorted_term_ids", "csr_weights", "place_weighted_runs", "tf_part_kd", "WEIGHT_VARIANTS"]
 
 # the variants csr_weights computes (cutext.stages.text.bm25.tf_component, in its order of operations)
 WEIGHT_VARIANTS = {"lucene": 0, "robertson": 1, "atire": 1, "bm25l": 2, "bm25+": 3}
@@ -135,17 +135,25 @@ def sorted_term_ids(vocab, terms) -> np.ndarray:
     return out
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def tf_part_kd(f, kd, kind, k1, delta):  # pragma: no cover - numba
+    """cutext.stages.text.bm25.tf_component of one posting, its operations in their order (float64), given the
+    document's length factor ``kd`` = ``k1 * norm`` (bm25l, ``kind`` 2: ``norm``), the one product of the
+    formula that depends on the document alone (the query-time engine keeps it per document)."""
+    if kind == 0:
+        return f / (kd + f)
+    if kind == 1:
+        return (k1 + 1.0) * f / (kd + f)
+    if kind == 2:
+        q = f / kd
+        return (k1 + 1.0) * (q + delta) / (k1 + q + delta)
+    return (k1 + 1.0) * f / (kd + f) + delta
+
+
 @numba.njit(nogil=True, cache=True)
 def _tf_part(f, norm, kind, k1, delta):  # pragma: no cover - numba
-    """cutext.stages.text.bm25.tf_component of one posting, its operations in their order (float64)."""
-    if kind == 0:
-        return f / (k1 * norm + f)
-    if kind == 1:
-        return (k1 + 1.0) * f / (k1 * norm + f)
-    if kind == 2:
-        q = f / norm
-        return (k1 + 1.0) * (q + delta) / (k1 + q + delta)
-    return (k1 + 1.0) * f / (k1 * norm + f) + delta
+    """:func:`tf_part_kd` of a document of length norm ``norm``."""
+    return tf_part_kd(f, norm if kind == 2 else k1 * norm, kind, k1, delta)
 
 
 def _weight_setup(who: str, variant: str, avgdl: float, minus) -> tuple:

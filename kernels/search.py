@@ -221,22 +221,32 @@ def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, use, allow):
     _heap_drain(q, hs, hd, m, out_doc, out_score, out_n)
 
 
+@numba.njit(nogil=True, cache=True)
+def _chunk_buffers(n_docs, k, fmode, mask):
+    """A chunk of queries' buffers: scores and touched documents (n_docs), the heap of k, and the allowed
+    documents (fmode 2: of the query at hand, :func:`_mark_allowed`; else ``mask``)."""
+    qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
+    allow = qa if fmode == 2 else mask
+    return (np.zeros(n_docs, np.float32), np.empty(n_docs, np.int64), np.empty(k, np.float32), np.empty(k, np.int64),
+            qa, allow)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _mark_allowed(qa, a_ptr, a_docs, q, value):
+    """fmode 2: set (before its selection) or clear (after) query ``q``'s allowed documents in ``qa``."""
+    for p in range(a_ptr[q], a_ptr[q + 1]):
+        qa[a_docs[p]] = value
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _cpu_search(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, n_chunks, out_doc, out_score, out_n,
                 fmode, mask, a_ptr, a_docs):
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
-        acc = np.zeros(n_docs, np.float32)
-        touched = np.empty(n_docs, np.int64)
-        hs = np.empty(k, np.float32)
-        hd = np.empty(k, np.int64)
-        # fmode 2: the allowed documents of the query at hand, set before its selection and cleared after
-        qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
-        allow = qa if fmode == 2 else mask
+        acc, touched, hs, hd, qa, allow = _chunk_buffers(n_docs, k, fmode, mask)
         for q in range(c, nq, n_chunks):
             if fmode == 2:
-                for p in range(a_ptr[q], a_ptr[q + 1]):
-                    qa[a_docs[p]] = True
+                _mark_allowed(qa, a_ptr, a_docs, q, True)
             total = 0
             for j in range(q_ptr[q], q_ptr[q + 1]):
                 total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
@@ -247,8 +257,7 @@ def _cpu_search(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, n_chunks,
                 nt = _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched)
                 _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
             if fmode == 2:
-                for p in range(a_ptr[q], a_ptr[q + 1]):
-                    qa[a_docs[p]] = False
+                _mark_allowed(qa, a_ptr, a_docs, q, False)
 
 
 def _as_query_csr(q_ptr, q_terms, q_w):

@@ -21,8 +21,17 @@ from numba import prange
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 from cutext.kernels.backend import numba_threads
-from cutext.kernels.postings import WEIGHT_VARIANTS
-from cutext.kernels.search import DENSE_RATIO, _as_query_csr, _check_k, _filter_arrays, _select_dense, _select_one
+from cutext.kernels.postings import WEIGHT_VARIANTS, _weight_setup, tf_part_kd
+from cutext.kernels.search import (
+    DENSE_RATIO,
+    _as_query_csr,
+    _check_k,
+    _chunk_buffers,
+    _filter_arrays,
+    _mark_allowed,
+    _select_dense,
+    _select_one,
+)
 
 __all__ = ["length_factors", "search_segment_cpu"]
 
@@ -45,12 +54,9 @@ def length_factors(lengths, avgdl: float, variant: str, k1: float, b: float) -> 
     ValueError
         An unknown variant or ``avgdl <= 0``.
     """
-    if variant not in WEIGHT_VARIANTS:
-        raise ValueError(f"length_factors: unknown variant {variant!r}; one of {sorted(WEIGHT_VARIANTS)}")
-    if not avgdl > 0:
-        raise ValueError(f"length_factors: avgdl must be > 0, got {avgdl}")
+    kind = _weight_setup("length_factors", variant, avgdl, None)[0]
     out = np.empty(len(lengths), np.float64)
-    _factors(np.ascontiguousarray(lengths), float(avgdl), float(b), float(k1), WEIGHT_VARIANTS[variant], out)
+    _factors(np.ascontiguousarray(lengths), float(avgdl), float(b), float(k1), kind, out)
     return out
 
 
@@ -65,21 +71,6 @@ def _row(ids, t):  # pragma: no cover - numba
         else:
             hi = mid
     return lo if lo < len(ids) and ids[lo] == t else -1
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _tf_part(f, kd, kind, k1, delta):  # pragma: no cover - numba
-    """cutext.kernels.postings._tf_part with ``k1 * norm`` (bm25l: ``norm``) = kd."""
-    if kind == 0:
-        x = f / (kd + f)
-    elif kind == 1:
-        x = (k1 + 1.0) * f / (kd + f)
-    elif kind == 2:
-        c = f / kd
-        x = (k1 + 1.0) * (c + delta) / (k1 + c + delta)
-    else:
-        x = (k1 + 1.0) * f / (kd + f) + delta
-    return x
 
 
 @numba.njit(nogil=True, cache=True)
@@ -98,7 +89,7 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
         m = minus[t] if use_minus else np.float32(0.0)
         for p in range(offsets[r], offsets[r + 1]):
             d = doc[p]
-            x = np.float32(w_t * _tf_part(np.float64(tf[p]), kd[d], kind, k1, delta))
+            x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[d], kind, k1, delta))
             if use_minus:
                 x = x - m
             old = acc[d]
@@ -115,16 +106,10 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
                 n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
-        acc = np.zeros(n_docs, np.float32)
-        touched = np.empty(n_docs, np.int64)
-        hs = np.empty(k, np.float32)
-        hd = np.empty(k, np.int64)
-        qa = np.zeros(n_docs if fmode == 2 else 0, np.bool_)
-        allow = qa if fmode == 2 else mask
+        acc, touched, hs, hd, qa, allow = _chunk_buffers(n_docs, k, fmode, mask)
         for q in range(c, nq, n_chunks):
             if fmode == 2:
-                for p in range(a_ptr[q], a_ptr[q + 1]):
-                    qa[a_docs[p]] = True
+                _mark_allowed(qa, a_ptr, a_docs, q, True)
             total = 0
             for j in range(q_ptr[q], q_ptr[q + 1]):
                 r = _row(ids, q_terms[j])
@@ -141,8 +126,7 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
             else:
                 out_n[q] = 0
             if fmode == 2:
-                for p in range(a_ptr[q], a_ptr[q + 1]):
-                    qa[a_docs[p]] = False
+                _mark_allowed(qa, a_ptr, a_docs, q, False)
 
 
 def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: float, delta: float, q_ptr, q_terms,
