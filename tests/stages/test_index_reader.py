@@ -20,18 +20,6 @@ KW = dict(backend="cpu", scheduler="sync", progress=False)
 QUERIES = {"q1": "computer programs", "q2": "algorithm for sorting", "q3": "information retrieval systems"}
 
 
-@pytest.fixture(scope="module")
-def pieces(data_dir, tmp_path_factory):
-    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:900]
-    folder = tmp_path_factory.mktemp("cacm-pieces")
-    out = []
-    for i in range(3):
-        p = folder / f"p{i}.jsonl"
-        p.write_text("\n".join(lines[i * 300:(i + 1) * 300]) + "\n", encoding="utf-8")
-        out.append(p)
-    return out
-
-
 def _same(a: BM25Index, b: BM25Index):
     assert list(a.source_ids) == list(b.source_ids)
     x, y = a.search(QUERIES, k=20), b.search(QUERIES, k=20)

@@ -21,18 +21,6 @@ QUERIES = {"q1": "computer programs", "q2": "algorithm for sorting", "q3": "info
            "q4": "parallel matrix computation on a computer", "q5": "zzzunknown"}
 
 
-@pytest.fixture(scope="module")
-def pieces(data_dir, tmp_path_factory):
-    lines = (data_dir / "cacm" / "cacm.json").read_text(encoding="utf-8").splitlines()[:900]
-    folder = tmp_path_factory.mktemp("cacm-pieces")
-    out = []
-    for i in range(3):
-        p = folder / f"p{i}.jsonl"
-        p.write_text("\n".join(lines[i * 300:(i + 1) * 300]) + "\n", encoding="utf-8")
-        out.append(p)
-    return out
-
-
 def _exact(a: pd.DataFrame, b: pd.DataFrame):
     pd.testing.assert_frame_equal(a.drop(columns="score"), b.drop(columns="score"))
     np.testing.assert_array_equal(a["score"].to_numpy(), b["score"].to_numpy())  # the same bits
