@@ -184,7 +184,7 @@ class IndexReader:
             for i, r in zip(todo, pool.map(lambda i: _read(path, names[i], keys[i][1], deletes[i],
                                                            by_name.get(names[i])), todo)):
                 readers[i] = r
-        terms = _global_terms(path, meta, [r.segment for r in readers], _earlier_ids(previous, readers))
+        terms = _global_terms(path, meta, [r.segment for r in readers], _earlier(previous, readers))
         return cls(path, meta, raw, readers, terms, reused=len(readers) - len(todo))
 
     def refresh(self, verify: bool = True) -> "IndexReader":
@@ -226,30 +226,39 @@ def _verify_some(path: Path, meta: dict, keys: set, held: set) -> None:
         raise art.ArtifactError(str(exc)) from None
 
 
-def _earlier_ids(previous: "IndexReader | None", readers: list):
-    """``(earlier vocabulary, [global term ids of each reader's segment in the earlier commit, or None], earlier
-    df, [(segment, earlier term ids) of the earlier segments not live now]``) for the live segments ``previous``
-    holds too (the same object: a new deletion file without new deletions, which a later commit writes, keeps
-    it); None without one."""
+@dataclass(frozen=True)
+class _Earlier:
+    """What a refresh takes over from the reader of an earlier commit (:func:`_earlier`)."""
+
+    vocab: pa.Array  # its vocabulary
+    ids: list  # the global term ids in it of each live segment it held too, else None
+    df: np.ndarray  # its df (V + 1,)
+    gone: list  # (segment, its term ids) of its segments that are not live now
+
+
+def _earlier(previous: "IndexReader | None", readers: list) -> _Earlier | None:
+    """The :class:`_Earlier` of ``previous`` for the live segments of ``readers`` (a segment it holds too is the
+    same object: a new deletion file without new deletions, which a later commit writes, keeps it); None
+    without one."""
     if previous is None:
         return None
     at = {id(r.segment): g for r, g in zip(previous.segments, previous.terms.term_ids)}
     kept = {id(r.segment) for r in readers}
     gone = [(r.segment, g) for r, g in zip(previous.segments, previous.terms.term_ids) if id(r.segment) not in kept]
-    return previous.terms.vocab, [at.get(id(r.segment)) for r in readers], previous.terms.df, gone
+    return _Earlier(previous.terms.vocab, [at.get(id(r.segment)) for r in readers], previous.terms.df, gone)
 
 
-def _term_ids(vocab, segs: list, earlier) -> list:
+def _term_ids(vocab, segs: list, earlier: _Earlier | None, same: bool) -> list:
     """The global term ids of each segment's terms in ``vocab``: a segment read for an earlier commit keeps
-    its earlier ids, renumbered through one merge of the two vocabularies (:func:`sorted_term_ids`) when they
-    differ; the others are merged with ``vocab`` each."""
-    old = earlier[1] if earlier is not None else [None] * len(segs)
+    its earlier ids, as they are when the vocabulary is the ``same``, else renumbered through one merge of the
+    two vocabularies (:func:`sorted_term_ids`); the others are merged with ``vocab`` each."""
+    old = earlier.ids if earlier is not None else [None] * len(segs)
     ids = [None] * len(segs)
     if any(g is not None for g in old):
-        if earlier[0].equals(vocab):  # the same vocabulary (a commit that adds no term and drops none)
+        if same:
             ids = list(old)
         else:
-            renumber = np.concatenate([[0], sorted_term_ids(vocab, earlier[0])]).astype(np.int32)
+            renumber = np.concatenate([[0], sorted_term_ids(vocab, earlier.vocab)]).astype(np.int32)
             ids = [renumber[g] if g is not None else None for g in old]
     todo = [i for i in range(len(segs)) if ids[i] is None]
     with ThreadPoolExecutor(_threads(len(todo))) as pool:
@@ -258,10 +267,10 @@ def _term_ids(vocab, segs: list, earlier) -> list:
     return ids
 
 
-def _global_terms(path: Path, meta: dict, segs: list, earlier=None) -> segments.MergedTerms:
+def _global_terms(path: Path, meta: dict, segs: list, earlier: _Earlier | None = None) -> segments.MergedTerms:
     """The global statistics of a commit's live segments: the kept vocabulary and df when the commit has
     them and the segments agree with them (every live term found, the df summed equal), else the union of
-    the segments' terms (:func:`segments.merge_terms`).  ``earlier``: :func:`_earlier_ids`."""
+    the segments' terms (:func:`segments.merge_terms`).  ``earlier``: :func:`_earlier`."""
     kept = read_commit_terms(path, meta)
     if kept is None and len(segs) == 1:  # one segment: its own vocabulary is the commit's
         s = segs[0]
@@ -269,15 +278,15 @@ def _global_terms(path: Path, meta: dict, segs: list, earlier=None) -> segments.
     if kept is None:
         return segments.merge_terms(segs)
     vocab, df_kept = kept
-    ids = _term_ids(vocab, segs, earlier)
-    same = earlier is not None and earlier[0].equals(vocab)
+    same = earlier is not None and earlier.vocab.equals(vocab)  # a commit that adds no term and drops none
+    ids = _term_ids(vocab, segs, earlier, same)
     if same:  # the earlier df, less the segments gone, plus the new ones: O(change), checked below as a whole
-        df = earlier[2].copy()
-        for s, g in earlier[3]:
+        df = earlier.df.copy()
+        for s, g in earlier.gone:
             df[g] -= s.df
     else:
         df = np.zeros(len(vocab) + 1, np.int64)
-    for s, g, before in zip(segs, ids, earlier[1] if same else [None] * len(segs)):
+    for s, g, before in zip(segs, ids, earlier.ids if same else [None] * len(segs)):
         if before is not None:
             continue
         if len(g) and int(g.min()) == 0:  # a live term the kept vocabulary lacks

@@ -87,6 +87,7 @@ def _read_parquet(folder: Path, name: str, n_fields: int = 0, skip: tuple = ()) 
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # integers beyond int32
         raise art.ArtifactError(f"{f}: {exc}") from None
 
+
 def terms_of_docs(df: np.ndarray, doc: np.ndarray, docs: np.ndarray) -> tuple:
     """The local terms that the documents ``docs`` (a bool mask over the segment's documents) hold, and in how
     many of them each (the df those documents add), from a term-major segment's ``df`` and posting ``doc``
