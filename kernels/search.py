@@ -731,19 +731,20 @@ def _views(buf, layout: dict) -> dict:
 
 
 @numba.njit(nogil=True, cache=True)
-def _merge_shards(docs, scores, ns, offs, k, out_doc, out_score, out_n):  # pragma: no cover - numba
+def _merge_shards(docs, scores, ns, starts, offs, k, out_doc, out_score, out_n):  # pragma: no cover - numba
+    # the parts side by side (columns starts[p]:starts[p + 1] of docs and scores, row p of ns): one signature
+    # whatever the number of parts, which a tuple of parts is not (a segment count compiles once, not each)
     nq = out_n.shape[0]
-    P = len(docs)
+    P = len(offs)
     pos = np.zeros(P, np.int64)
     cnt = np.zeros(P, np.int64)
     head = np.zeros(P, np.float32)  # the score at pos[p], -inf once shard p is exhausted (scores are finite)
     for r in range(nq):
         for p in range(P):
             pos[p] = 0
-            c = np.int64(ns[p][r])
-            w = docs[p].shape[1]
-            cnt[p] = min(c, w)
-            head[p] = scores[p][r, 0] if cnt[p] > 0 else -np.inf
+            c = np.int64(ns[p, r])
+            cnt[p] = min(c, starts[p + 1] - starts[p])
+            head[p] = scores[r, starts[p]] if cnt[p] > 0 else -np.inf
         j = 0
         while j < k:
             best = -1
@@ -755,11 +756,11 @@ def _merge_shards(docs, scores, ns, offs, k, out_doc, out_score, out_n):  # prag
             if best < 0:
                 break
             i = pos[best]
-            out_doc[r, j] = docs[best][r, i] + offs[best]
+            out_doc[r, j] = docs[r, starts[best] + i] + offs[best]
             out_score[r, j] = bs
             i += 1
             pos[best] = i
-            head[best] = scores[best][r, i] if i < cnt[best] else -np.inf
+            head[best] = scores[r, starts[best] + i] if i < cnt[best] else -np.inf
             j += 1
         out_n[r] = j
 
@@ -797,13 +798,15 @@ def merge_shards(parts, offsets, k: int):
     nq = len(parts[0][2])
     if any(len(p[2]) != nq or p[0].shape[0] != nq or p[1].shape != p[0].shape for p in parts):
         raise ValueError("merge_shards: the parts must hold the same queries (nq rows each)")
-    docs = tuple(np.ascontiguousarray(p[0], dtype=np.int64) for p in parts)
-    scores = tuple(np.ascontiguousarray(p[1], dtype=np.float32) for p in parts)
-    ns = tuple(np.ascontiguousarray(p[2], dtype=np.int32) for p in parts)
+    docs = np.ascontiguousarray(np.hstack([p[0] for p in parts]), dtype=np.int64)
+    scores = np.ascontiguousarray(np.hstack([p[1] for p in parts]), dtype=np.float32)
+    ns = np.ascontiguousarray(np.stack([p[2] for p in parts]), dtype=np.int32)
+    starts = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([p[0].shape[1] for p in parts], out=starts[1:])
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
-    _merge_shards(docs, scores, ns, np.asarray(offsets, np.int64), k, out_doc, out_score, out_n)
+    _merge_shards(docs, scores, ns, starts, np.asarray(offsets, np.int64), k, out_doc, out_score, out_n)
     return out_doc, out_score, out_n
 
 
