@@ -439,11 +439,15 @@ class BM25Index(StoredFields, IndexCommits):
     @classmethod
     def _from_reader(cls, reader: IndexReader, backend, previous: "BM25Index | None" = None) -> "BM25Index":
         """The index of a segmented commit's reader (its manifest's settings checked as :meth:`load` does);
-        ``previous``: the index of an earlier commit, whose per-segment search form is taken over."""
+        ``previous``: the index of an earlier commit, whose per-segment search form is taken over, and its
+        queries' term hash where the vocabulary is the same."""
         N, avgdl, variant, k1, delta = _settings(reader.meta, reader.path / "index.json")
         be = resolve_backend(backend, needs=ARRAY_STACK)
-        return cls._load_segments(reader.path, reader.meta, N, avgdl, variant, k1, delta, be, None, reader=reader,
-                                  previous=previous._seg if previous is not None else None)
+        index = cls._load_segments(reader.path, reader.meta, N, avgdl, variant, k1, delta, be, None, reader=reader,
+                                   previous=previous._seg if previous is not None else None)
+        if previous is not None and previous._term_hash is not None and previous.vocab.equals(index.vocab):
+            index._term_hash = previous._term_hash  # a hash of the vocabulary alone: O(V) to build again
+        return index
 
     # -- queries
     def query_matrix(self, texts, n_threads: int | None = None):

@@ -178,3 +178,18 @@ def test_sparse_engine_and_dense_scores_merge_the_matrix(tmp_path, pieces):
     scores = index.get_scores(QUERIES["q2"])
     top = cpu[cpu["query_id"] == "q2"]
     np.testing.assert_allclose(scores[top["doc_id"].to_numpy()], top["score"].to_numpy(), rtol=1e-6)
+
+
+def test_a_refresh_keeps_the_query_term_hash_while_the_vocabulary_stays(tmp_path, pieces):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    loaded = BM25Index.load(ix, backend="cpu")
+    loaded.search(QUERIES, k=5)  # builds the hash
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), append=True, on_duplicate="keep", merge_policy="none", **KW)
+    same = loaded.refresh()  # the same posts again: no new term
+    assert same._term_hash is loaded._term_hash
+    _exact(same.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, merge_policy="none", **KW)
+    grown = same.refresh()  # new terms: a new hash, built at its first query
+    assert grown._term_hash is None
+    _exact(grown.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
