@@ -370,7 +370,7 @@ class BM25Index(StoredFields, IndexCommits):
         if client is not None:
             return cls._load_segment_shards(path, meta, folders, deletes, N, avgdl, variant, k1, delta, be, client)
         if reader is None:
-            reader = IndexReader.open(path, verify=False)
+            reader = IndexReader.open(path, verify=False, postings=be != "gpu")  # the GPU decodes them itself
             if reader.meta != meta:  # committed since the manifest was read and verified: read the new commit
                 return cls._open(path, be, None, True)
         mt, segs = reader.terms, [r.segment for r in reader.segments]

@@ -41,6 +41,7 @@ from cutext.stages.engines.segment_merge import SEGMENTS_DIR, merge_commit_runs
 from cutext.stages.engines.segments import (
     deleted_postings,
     merge_terms,
+    postings_doc,
     segment_heads,
     terms_of_docs,
     union_terms,
@@ -526,7 +527,8 @@ def _reader_deletion(reader, old: dict, wanted: pa.Array):
         found[pc.index_in(seg.source_ids.cast(pa.string()).filter(pa.array(hit)), value_set=wanted).to_numpy()] = True
         removed += int(hit.sum())
         new_deletes.append(np.union1d(r.deleted, r.live_docs[hit]).astype(np.int64))
-        local, corr = terms_of_docs(seg.df, seg.doc, hit)
+        doc = seg.doc if seg.doc is not None else postings_doc(seg.path, seg.n_postings, seg.n_docs)
+        local, corr = terms_of_docs(seg.df, doc, hit)
         df[g[local]] -= corr
         lens = seg.lengths[hit]
         n_docs, sum_dl, empty = n_docs - int(hit.sum()), sum_dl - int(lens.sum()), empty - int((lens == 0).sum())

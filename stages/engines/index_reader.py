@@ -79,16 +79,19 @@ class SegmentReader:
         return self.name, self.deletes
 
 
-def _read(path: Path, name: str, deletes_file, deleted: np.ndarray, earlier: SegmentReader | None) -> SegmentReader:
+def _read(path: Path, name: str, deletes_file, deleted: np.ndarray, earlier: SegmentReader | None,
+          postings: bool = True) -> SegmentReader:
     """The segment reader of ``name`` with ``deleted``: derived in memory from ``earlier`` (the same segment
-    with fewer deletions) when given, else read from its files."""
+    with fewer deletions, read with its postings) when given, else read from its files (without the postings
+    when not ``postings`` and nothing is deleted)."""
     deleted = np.unique(np.asarray(deleted, np.int64))
     try:
-        if earlier is not None and np.isin(earlier.deleted, deleted).all():
+        if earlier is not None and earlier.segment.doc is not None and np.isin(earlier.deleted, deleted).all():
             gone = np.setdiff1d(deleted, earlier.deleted)
             seg = segments.live_segment(earlier.segment, np.searchsorted(earlier.live_docs, gone))
         else:
-            seg = segments.live_segment(segments.read_segment(path / SEGMENTS_DIR / name, verify=False), deleted)
+            seg = segments.read_segment(path / SEGMENTS_DIR / name, verify=False, postings=postings or len(deleted) > 0)
+            seg = segments.live_segment(seg, deleted)
     except ValueError as exc:
         raise art.ArtifactError(f"{path / 'index.json'}: deletions of {name!r}: {exc}") from None
     return SegmentReader(name, deletes_file, seg, deleted)
@@ -114,11 +117,15 @@ class IndexReader:
         N, sum of lengths, vocabulary, df, doc bases and each segment's global term ids.
     reused : int
         Segment readers taken over from the reader this one was refreshed from (0 for an open).
+    postings : bool
+        False: the segments without deletions were read without their postings (``doc`` and ``tf`` None;
+        a GPU load decodes them on the device from the files).
     """
 
-    def __init__(self, path: Path, meta: dict, raw: bytes, readers: list, terms, reused: int = 0):
+    def __init__(self, path: Path, meta: dict, raw: bytes, readers: list, terms, reused: int = 0,
+                 postings: bool = True):
         self.path, self.meta, self.raw = Path(path), meta, raw
-        self.segments, self.terms, self.reused = readers, terms, reused
+        self.segments, self.terms, self.reused, self.postings = readers, terms, reused, postings
 
     @property
     def generation(self) -> int:
@@ -129,7 +136,8 @@ class IndexReader:
                 f"N={self.terms.n_docs:,}, V={len(self.terms.vocab):,}, path={str(self.path)!r})")
 
     @classmethod
-    def open(cls, path, *, verify: bool = True, previous: "IndexReader | None" = None) -> "IndexReader":
+    def open(cls, path, *, verify: bool = True, previous: "IndexReader | None" = None,
+             postings: bool = True) -> "IndexReader":
         """The reader of the index's current commit.
 
         Parameters
@@ -142,6 +150,9 @@ class IndexReader:
         previous : IndexReader, optional
             A reader of an earlier commit of the same index: its segment readers are reused where the
             segment and its deletions are unchanged.
+        postings : bool, default True
+            False: a segment without deletions is read without its postings (its terms, df, lengths and ids
+            only; :attr:`postings`).
 
         Raises
         ------
@@ -155,7 +166,7 @@ class IndexReader:
         for _ in range(_RETRIES):  # another writer's commit swapped in while reading: read the new one
             raw = manifest_bytes(path)
             try:
-                reader = cls._open(path, raw, verify, previous)
+                reader = cls._open(path, raw, verify, previous, postings)
             except (art.ArtifactError, FileNotFoundError):
                 if manifest_bytes(path) == raw:
                     raise
@@ -165,9 +176,11 @@ class IndexReader:
         raise OutputBusyError(f"{path}: committed to {_RETRIES} times while this reader read it; open it again")
 
     @classmethod
-    def _open(cls, path: Path, raw: bytes, verify: bool, previous) -> "IndexReader":
+    def _open(cls, path: Path, raw: bytes, verify: bool, previous, postings: bool = True) -> "IndexReader":
         mf = path / "index.json"
-        reuse = {r.key: r for r in previous.segments} if previous is not None else {}
+        # a reader read without postings serves one that wants them only where they are held
+        reuse = ({r.key: r for r in previous.segments if not postings or r.segment.doc is not None
+                  or not r.segment.n_postings} if previous is not None else {})
         by_name = {r.name: r for r in previous.segments} if previous is not None else {}
         meta = read_index_manifest(path, verify=verify and not reuse)  # every field checked
         if meta.get("index_format", 1) != 2:
@@ -182,10 +195,10 @@ class IndexReader:
         readers = [reuse.get(k) for k in keys]
         with ThreadPoolExecutor(_threads(len(todo))) as pool:
             for i, r in zip(todo, pool.map(lambda i: _read(path, names[i], keys[i][1], deletes[i],
-                                                           by_name.get(names[i])), todo)):
+                                                           by_name.get(names[i]), postings), todo)):
                 readers[i] = r
         terms = _global_terms(path, meta, [r.segment for r in readers], _earlier(previous, readers))
-        return cls(path, meta, raw, readers, terms, reused=len(readers) - len(todo))
+        return cls(path, meta, raw, readers, terms, reused=len(readers) - len(todo), postings=postings)
 
     def refresh(self, verify: bool = True) -> "IndexReader":
         """The reader of the index's newest commit, or this one when nothing was committed since
@@ -198,7 +211,7 @@ class IndexReader:
         """
         if manifest_bytes(self.path) == self.raw:
             return self
-        return type(self).open(self.path, verify=verify, previous=self)
+        return type(self).open(self.path, verify=verify, previous=self, postings=self.postings)
 
 
 _RETRIES = 5

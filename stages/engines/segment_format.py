@@ -145,8 +145,7 @@ def deleted_postings(folder, gone) -> tuple:
     skip = ("source_id", *(f"length_{i}" for i in range(n_fields)))
     lengths = _read_parquet(folder, DOCS, n_fields, skip=skip).column("length").to_numpy()
     tt = _read_parquet(folder, TERMS)
-    doc = _read_parquet(folder, POSTINGS, n_fields,
-                        skip=("tf", *(f"tf_{i}" for i in range(n_fields)))).column("doc").to_numpy()
+    doc = _doc_column(folder, n_fields)
     df = tt.column("df").to_numpy()
     if len(lengths) != n_docs or len(doc) != n_postings or int(df.sum(dtype=np.int64)) != n_postings:
         raise art.ArtifactError(f"{folder}: {len(lengths)} documents, {len(doc)} postings and df summing to "
@@ -158,3 +157,100 @@ def deleted_postings(folder, gone) -> tuple:
     local, counts = terms_of_docs(df, doc, mask)
     terms = tt.column("term").combine_chunks().take(pa.array(local))
     return terms, counts.astype(np.int64), lengths[gone].astype(np.int64)
+
+
+def _doc_column(folder: Path, n_fields: int) -> np.ndarray:
+    """The ``doc`` column of a segment's postings alone (no tf read)."""
+    return _read_parquet(folder, POSTINGS, n_fields,
+                         skip=("tf", *(f"tf_{i}" for i in range(n_fields)))).column("doc").to_numpy()
+
+
+def postings_doc(folder, n_postings: int, n_docs: int) -> np.ndarray:
+    """The local doc number of each posting of a segment (term-major), read from its postings file alone.
+
+    Returns
+    -------
+    numpy int32 array (n_postings,)
+
+    Raises
+    ------
+    ArtifactError
+        A row count other than ``n_postings`` or a doc number outside ``[0, n_docs)``, naming the file.
+    """
+    folder = Path(folder)
+    doc = _doc_column(folder, _head(folder)[2])
+    f = folder / POSTINGS
+    if len(doc) != n_postings:
+        raise art.ArtifactError(f"{f}: {len(doc)} postings, {MANIFEST} and df record {n_postings}")
+    art.check_range(doc, 0, n_docs - 1, "doc numbers", f)
+    return doc
+
+
+def read_postings_device(folder, n_postings: int, n_docs: int, offsets: np.ndarray, n_fields: int = 0) -> tuple:
+    """A segment's ``postings.parquet`` decoded on the current GPU (cudf's Parquet reader: the zstd pages and
+    the delta-coded doc numbers are decoded on the device, so only the file's compressed bytes cross the bus),
+    checked as :func:`cutext.stages.engines.segments.read_segment` checks the host read.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The segment.
+    n_postings, n_docs : int
+        As ``segment.json`` records them (read and checked with the terms and documents).
+    offsets : int64 array (n_terms + 1,)
+        Each local term's first posting (the cumulative df).
+    n_fields : int
+        The per-field columns of a BM25F segment (0: one field).
+
+    Returns
+    -------
+    (doc, tf, field_tf) : cupy int32 arrays (n_postings,), (n_postings,), (F, n_postings) or None
+
+    Raises
+    ------
+    ArtifactError
+        Naming the file: unreadable, other columns, a row count other than ``n_postings``, doc numbers outside
+        ``[0, n_docs)`` or not ascending within a term, tf < 1, per-field tf < 0 or not summing to tf.
+    ArtifactNotFoundError
+        No such file.
+    """
+    import cudf
+    import cupy
+
+    f = Path(folder) / POSTINGS
+    if not f.is_file():
+        raise art.ArtifactNotFoundError(f"{f}: missing segment file")
+    schema = _field_schema(POSTINGS, n_fields)
+    try:
+        table = cudf.read_parquet(str(f))
+    except Exception as exc:  # cudf raises RuntimeError / ValueError / its own types for a damaged file
+        raise art.ArtifactError(f"{f}: unreadable segment file ({exc})") from None
+    if list(table.columns) != schema.names:
+        raise art.ArtifactError(f"{f}: columns {list(table.columns)}, expected {schema.names}")
+    if len(table) != n_postings:
+        raise art.ArtifactError(f"{f}: {len(table)} postings, {MANIFEST} and df record {n_postings}")
+    cols = {}
+    for name in schema.names:
+        col = table[name]
+        if col.has_nulls or col.dtype.kind not in "iu":
+            raise art.ArtifactError(f"{f}: column {name!r} must be int32 without nulls, got {col.dtype}")
+        cols[name] = cupy.asarray(col.values).astype(np.int32, copy=False)
+    del table
+    doc, tf = cols["doc"], cols["tf"]
+    if n_postings:
+        lo, hi, tmin = (int(v) for v in cupy.stack([doc.min(), doc.max(), tf.min()]).get())
+        if lo < 0 or hi >= n_docs:
+            raise art.ArtifactError(f"{f}: doc numbers must be in [0, {n_docs - 1}], found {lo if lo < 0 else hi}")
+        if tmin < 1:
+            raise art.ArtifactError(f"{f}: tf must be in [1, {_INT32_MAX}], found {tmin}")
+        up = doc[1:] > doc[:-1]
+        starts = cupy.asarray(offsets[1:-1])
+        up[starts[(starts > 0) & (starts < n_postings)] - 1] = True  # a term's first posting may be below
+        if not bool(up.all()):
+            raise art.ArtifactError(f"{f}: doc numbers are not strictly ascending within a term")
+    field_tf = None
+    if n_fields:
+        field_tf = cupy.stack([cols[f"tf_{i}"] for i in range(n_fields)])
+        if n_postings and (int(field_tf.min()) < 0 or not bool((field_tf.sum(axis=0) == tf).all())):
+            raise art.ArtifactError(f"{f}: the columns tf_* are negative or do not sum to tf")
+    return doc, tf, field_tf

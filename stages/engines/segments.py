@@ -80,6 +80,8 @@ from cutext.stages.engines.segment_format import (  # noqa: F401  (names of the 
     _field_schema,
     _read_parquet,
     deleted_postings,
+    postings_doc,
+    read_postings_device,
     segment_ids,
     terms_of_docs,
 )
@@ -555,7 +557,9 @@ def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool =
     device : bool, default False
         Place the postings on the current GPU: ``doc``, ``tf`` (and ``field_tf``) are cupy arrays, each
         segment's postings are copied to the device as read and scattered there (the same slots as on the
-        host: the host path is this one's twin); ``indptr``, ``lengths`` and the terms stay on the host.
+        host: the host path is this one's twin); ``indptr``, ``lengths`` and the terms stay on the host.  A
+        segment read without its postings has them decoded on the device from its file
+        (:func:`cutext.stages.engines.segment_format.read_postings_device`).
 
     Returns
     -------
@@ -568,8 +572,8 @@ def merge_segments(segments, terms: MergedTerms | None = None, *, device: bool =
     ValueError
         A Segment given without its postings.
     """
-    segs = _segments(segments, postings=True)
-    if any(s.doc is None for s in segs):
+    segs = _segments(segments, postings=not device)
+    if any(s.doc is None and (not device or s.path is None) for s in segs):
         raise ValueError("merge_segments needs the segments' postings (read_segment(..., postings=True))")
     mt = merge_terms(segs) if terms is None else terms
     if len(mt.term_ids) != len(segs):
@@ -622,6 +626,9 @@ def _scatter_on_device(s: Segment, shift: np.ndarray, base: int, doc, tf, field_
     segment's offsets, a block of postings at a time (about 24 bytes of temporaries a posting of a block)."""
     import cupy
 
+    src_doc, src_tf, src_ftf = s.doc, s.tf, s.field_tf
+    if src_doc is None:  # read without postings: decoded on the device, no host copy
+        src_doc, src_tf, src_ftf = read_postings_device(s.path, s.n_postings, s.n_docs, s.offsets, len(s.fields))
     offsets = cupy.asarray(s.offsets)
     shift_d = cupy.asarray(shift)
     block = DEVICE_MERGE_BLOCK
@@ -631,12 +638,12 @@ def _scatter_on_device(s: Segment, shift: np.ndarray, base: int, doc, tf, field_
         dest = shift_d[cupy.searchsorted(offsets, i, side="right") - 1]
         dest += i
         del i
-        d = cupy.asarray(s.doc[a:e]).astype(doc.dtype, copy=False)
+        d = cupy.asarray(src_doc[a:e]).astype(doc.dtype)
         d += doc.dtype.type(base)
         doc[dest] = d
-        tf[dest] = cupy.asarray(s.tf[a:e])
+        tf[dest] = cupy.asarray(src_tf[a:e])
         if field_tf is not None:
-            field_tf[:, dest] = cupy.asarray(s.field_tf[:, a:e])
+            field_tf[:, dest] = cupy.asarray(src_ftf[:, a:e])
         del dest, d
 
 

@@ -2,7 +2,7 @@
 
 Only what cutext's ELLPACK, trie and search paths and the segments' device merge use: ``ndarray`` (a numpy
 subclass whose module is ``cupy``, so ``is_gpu_object`` sees a device array), ``asarray``, ``array``,
-``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, the dtype names,
+``ascontiguousarray``, ``empty``, ``zeros``, ``full``, ``arange``, ``searchsorted``, ``stack``, the dtype names,
 ``.get()`` (also into ``out=``), ``.set()``, ``cuda.Device`` (ids and a context manager; several "devices" share the
 host), ``cuda.Event``, ``cuda.alloc_pinned_memory`` (a bytearray), ``cuda.get_current_stream`` and
 ``RawModule(...).get_function(name)(grid, block, args)``, which calls the launchers of the emulator
@@ -51,6 +51,10 @@ def ascontiguousarray(a, dtype=None):
     if isinstance(a, ndarray) and a.flags.c_contiguous and (dtype is None or a.dtype == np.dtype(dtype)):
         return a
     return _dev(np.ascontiguousarray(np.asarray(a), dtype=dtype))
+
+
+def stack(arrays, axis=0):
+    return _dev(np.stack([np.asarray(a) for a in arrays], axis=axis))
 
 
 def empty(shape, dtype=float):
@@ -116,6 +120,7 @@ def make(lib_path):
     mod.full = full
     mod.arange = arange
     mod.searchsorted = searchsorted
+    mod.stack = stack
     for name in ("int8", "int32", "int64", "uint32", "float32", "float64"):
         setattr(mod, name, getattr(np, name))
     mod.cuda = types.SimpleNamespace(Device=_Device, Event=_Event, alloc_pinned_memory=bytearray,

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cutext import pipelines
-from cutext.stages.engines import segments
+from cutext.stages.engines import index_commits, segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.engines.index_commits import SEGMENTS_DIR, commit_segments
 from cutext.stages.engines.index_reader import IndexReader
@@ -141,3 +141,29 @@ def test_a_deletion_commit_corrects_the_kept_statistics_as_a_recount_gives_them(
         assert meta["N"] == mt.n_docs and meta["avgdl"] == mt.avgdl
         vocab, df = read_commit_terms(ix, meta)
         assert vocab.equals(mt.vocab.filter(mt.df[1:] > 0)) and np.array_equal(df, mt.df[1:][mt.df[1:] > 0])
+
+
+def test_a_reader_without_postings_reads_them_only_where_documents_are_deleted(tmp_path, pieces):
+    """The GPU load's reader (``postings=False``): the segments without deletions are read without their postings
+    (decoded on the device instead); a deletion through it, and its refresh, equal those through a full reader."""
+    runs = {}
+    for name in ("full", "bare"):
+        ix = tmp_path / name
+        pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+        pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+        first = BM25Index.load(ix, backend="cpu")
+        first.delete(list(first.source_ids[:5]))  # the first segment has deletions
+        reader = IndexReader.open(ix, postings=name == "full")
+        held = [r.segment.doc is not None for r in reader.segments]
+        assert held == ([True] * len(held) if name == "full" else [True] + [False] * (len(held) - 1))
+        gone = list(first.source_ids[-40:])  # in the last segment, read without postings when bare
+        counts = index_commits.commit_deletion(ix, gone, reader=reader)
+        fresh = reader.refresh()
+        assert fresh.postings == (name == "full")
+        assert [r.segment.doc is not None for r in fresh.segments] == ([True] * len(held) if name == "full"
+                                                                       else [True] + [False] * (len(held) - 2) + [True])
+        runs[name] = counts, json.loads((ix / "index.json").read_text())["counts"], fresh.terms
+    (ca, ma, ta), (cb, mb, tb) = runs["full"], runs["bare"]
+    assert ca == cb and ma == mb
+    assert ta.vocab.equals(tb.vocab) and ta.n_docs == tb.n_docs and ta.sum_dl == tb.sum_dl
+    np.testing.assert_array_equal(ta.df, tb.df)

@@ -114,13 +114,17 @@ class TestOneShotEquality:
 
 
     @pytest.mark.parametrize("block", [seg.DEVICE_MERGE_BLOCK, 997])
-    def test_device_merge_places_every_posting_as_the_host(self, cacm, merged, monkeypatch, block):
-        """merge_segments(device=True) on the CPU stand-in of CuPy (several blocks a segment with 997):
+    @pytest.mark.parametrize("read", ["host", "device"])
+    def test_device_merge_places_every_posting_as_the_host(self, cacm, merged, monkeypatch, block, read):
+        """merge_segments(device=True) on CPU stand-ins of CuPy and cudf (several blocks a segment with 997),
+        of segments read with their postings (copied up) or without (decoded from the files on the device):
         the device CSR holds the host's postings slot for slot, and the terms and documents are the host's."""
         fake = load_fake_cupy()
         monkeypatch.setitem(sys.modules, "cupy", fake.make(None))
+        monkeypatch.setitem(sys.modules, "cudf", fake_cudf())
         monkeypatch.setattr(seg, "DEVICE_MERGE_BLOCK", block)
-        dev = seg.merge_segments(cacm["folders"], device=True)
+        given = cacm["folders"] if read == "device" else [seg.read_segment(f) for f in cacm["folders"]]
+        dev = seg.merge_segments(given, device=True)
         assert isinstance(dev.doc, fake.ndarray) and isinstance(dev.tf, fake.ndarray)
         assert dev.doc.dtype == merged.doc.dtype and dev.tf.dtype == np.int32
         np.testing.assert_array_equal(dev.indptr, merged.indptr)
@@ -128,6 +132,58 @@ class TestOneShotEquality:
         np.testing.assert_array_equal(np.asarray(dev.tf), merged.tf)
         np.testing.assert_array_equal(dev.lengths, merged.lengths)
         assert dev.vocab.equals(merged.vocab) and dev.source_ids.equals(merged.source_ids)
+
+
+    def test_a_device_read_refuses_a_damaged_postings_file_naming_it(self, cacm, tmp_path, monkeypatch):
+        fake = load_fake_cupy()
+        monkeypatch.setitem(sys.modules, "cupy", fake.make(None))
+        monkeypatch.setitem(sys.modules, "cudf", fake_cudf())
+        s = seg.read_segment(cacm["folders"][0], postings=False)
+        good = seg.read_postings_device(s.path, s.n_postings, s.n_docs, s.offsets)
+        np.testing.assert_array_equal(np.asarray(good[0]), seg.read_segment(s.path).doc)
+        table = pq.read_table(s.path / seg.POSTINGS)
+        for what, col, value in [("doc numbers must be in", "doc", s.n_docs), ("tf must be in", "tf", 0),
+                                 ("not strictly ascending", "doc", None)]:
+            f = tmp_path / what.replace(" ", "_")
+            shutil.copytree(s.path, f)
+            vals = table.column(col).to_numpy().copy()
+            if value is None:  # a term's second posting repeats its first
+                o = s.offsets[np.flatnonzero(s.df > 1)[0]]
+                vals[o + 1] = vals[o]
+            else:
+                vals[-1] = value
+            pq.write_table(table.set_column(table.schema.get_field_index(col), col, pa.array(vals, pa.int32())),
+                           f / seg.POSTINGS)
+            with pytest.raises(ArtifactError, match=what) as exc:
+                seg.read_postings_device(f, s.n_postings, s.n_docs, s.offsets)
+            assert str(f / seg.POSTINGS) in str(exc.value)
+        with pytest.raises(ArtifactError, match="and df record 100"):
+            seg.read_postings_device(s.path, 100, s.n_docs, s.offsets)
+
+
+def fake_cudf():
+    """A CPU stand-in of cudf's Parquet reader (pyarrow underneath): the frame's columns have ``has_nulls``,
+    ``dtype`` and ``values``, as cudf's Series have."""
+    import types
+
+    class Col:
+        def __init__(self, arr):
+            self.has_nulls, self.values = arr.null_count > 0, arr.to_numpy(zero_copy_only=False)
+            self.dtype = self.values.dtype
+
+    class Frame:
+        def __init__(self, table):
+            self.columns, self._t = table.schema.names, table
+
+        def __len__(self):
+            return self._t.num_rows
+
+        def __getitem__(self, name):
+            return Col(self._t.column(name).combine_chunks())
+
+    mod = types.ModuleType("cudf")
+    mod.read_parquet = lambda path: Frame(pq.read_table(path))
+    return mod
 
 
 # ----------------------------------------------------------------------------- the files
