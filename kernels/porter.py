@@ -16,6 +16,8 @@ and the stems are then packed (:func:`stem_buffers`).
 """
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
@@ -67,6 +69,9 @@ def _rule_tables():
 
 
 _FIRST, _ROWS, _POOL = _rule_tables()
+# one call at a time: numba's workqueue threading layer (where neither OpenMP nor TBB loads) aborts the process on
+# parallel regions entered from two threads at once, and each call already runs on all of numba's threads
+_LOCK = threading.Lock()
 _STEP2, _STEP3, _STEP4 = 0, 1, 2
 
 
@@ -284,16 +289,17 @@ def stem_buffers(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.
     Returns
     -------
     (int64 offsets (n + 1,) from 0, uint8 data)
-        The stems, the buffers of a ``large_string`` array.
+        The stems, the buffers of a ``large_string`` array.  Calls from several threads run one after another.
     """
     n = offsets.shape[0] - 1
     work = data[offsets[0]:offsets[-1]].copy()
     lengths = np.empty(n, np.int64)
-    if n:
-        _stem_all(offsets, work, lengths)
     new_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    out = np.empty(int(new_offsets[-1]), np.uint8)
-    if n:
+    if n == 0:
+        return new_offsets, np.zeros(0, np.uint8)
+    with _LOCK:
+        _stem_all(offsets, work, lengths)
+        np.cumsum(lengths, out=new_offsets[1:])
+        out = np.empty(int(new_offsets[-1]), np.uint8)
         _pack(offsets, work, new_offsets, out)
     return new_offsets, out

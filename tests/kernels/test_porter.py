@@ -122,6 +122,17 @@ def test_arrow_arrays_of_every_shape():
         porter_stem_array(arr, min_words=-1)
 
 
+def test_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    words = [p + s for p in PREFIXES for s in STEP_SUFFIXES]
+    want = [porter_stem(w) for w in words]
+    arrays = [pa.array(words[i:] + words[:i], type=pa.large_string()) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda a: porter_stem_array(a, min_words=0).to_pylist(), arrays))
+    assert got == [want[i:] + want[:i] for i in range(8)]
+
+
 def test_stem_words_lucene_porter_is_the_reference(monkeypatch):
     from cutext.stages.text import tokenizer_config as tc
 
