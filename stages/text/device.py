@@ -38,12 +38,14 @@ from cutext.stages.text.count import run_lengths
 from cutext.stages.text.sort import sort_pairs
 from cutext.stages.text.tokenize import (
     FINAL_SIGMA,
+    LUCENE_PORTER,
     SIGMA,
     TokenizerConfig,
     _nfc_cpu,
     cudf_string_buffers,
     gather_strings,
     normalize_gpu,
+    stem_array,
     stem_words,
     token_codes,
 )
@@ -113,8 +115,9 @@ def _map_terms_of(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
     With an analyzer, its filters before the stop list come first (``"anserini"``: possessive, lowercase,
     :func:`cutext.stages.text.anserini.possessive_lower`; they can merge terms).  The length filter and the
     stopwords are Arrow kernels over the unique terms (code points as
-    :func:`cutext.stages.text.tokenize.map_terms` counts them, exact string match), the stemmer (PyStemmer)
-    runs on the survivors only; the result is ``map_terms``'s, term for term.
+    :func:`cutext.stages.text.tokenize.map_terms` counts them, exact string match), the stemmer (PyStemmer;
+    ``lucene_porter``: the numba kernel of :func:`cutext.stages.text.porter.porter_stem_array` over the Arrow
+    buffers) runs on the survivors only; the result is ``map_terms``'s, term for term.
     """
     import pyarrow.compute as pc
 
@@ -133,10 +136,14 @@ def _map_terms_of(uniq: pa.LargeStringArray, cfg: TokenizerConfig):
     if cfg.stemmer is None and cfg.analyzer is None:
         lut[keep] = np.arange(len(kept))
         return kept, lut
-    stems = kept.to_pylist()
-    if cfg.stemmer is not None:
-        stems = stem_words(stems, cfg.stemmer)  # stems can merge terms
-    enc = pc.dictionary_encode(pa.array(stems, type=pa.large_string()))
+    if cfg.stemmer == LUCENE_PORTER:  # stems can merge terms
+        stems = stem_array(kept, cfg.stemmer)  # numba over the Arrow buffers: no str a term
+    else:
+        stems = kept.to_pylist()
+        if cfg.stemmer is not None:
+            stems = stem_words(stems, cfg.stemmer)
+        stems = pa.array(stems, type=pa.large_string())
+    enc = pc.dictionary_encode(stems)
     lut[keep] = enc.indices.to_numpy()
     return enc.dictionary.cast(pa.large_string()), lut
 

@@ -9,10 +9,22 @@ to ``technologi`` where Lucene gives ``technolog`` (1,500 of the 72,825 CACM + S
 Words of one or two characters are left as they are.  Any character other than ``a e i o u`` (and
 ``y`` after a vowel) counts as a consonant, as in the reference implementation, so non-ASCII words
 go through the same rules.
+
+:func:`porter_stem` is the reference, one word at a time in Python; :func:`porter_stems` (a list) and
+:func:`porter_stem_array` (an Arrow array) run the same algorithm in numba over UTF-8 bytes
+(:mod:`cutext.kernels.porter`) when they have ``FAST_MIN_WORDS`` words or more.
 """
 from __future__ import annotations
 
-__all__ = ["porter_stem", "porter_stems"]
+import pyarrow as pa
+
+from cutext.kernels.porter import stem_buffers
+from cutext.kernels.tokenize import arrow_buffers
+
+__all__ = ["FAST_MIN_WORDS", "porter_stem", "porter_stem_array", "porter_stems"]
+
+# below this many words the Python stemmer is as fast as a numba call and its conversions
+FAST_MIN_WORDS = 256
 
 _VOWELS = frozenset("aeiou")
 
@@ -164,5 +176,62 @@ def porter_stem(word: str) -> str:
 
 
 def porter_stems(words) -> list[str]:
-    """:func:`porter_stem` of every word of a sequence of str, in order."""
-    return [porter_stem(w) for w in words]
+    """:func:`porter_stem` of every word of a sequence of str, in order.
+
+    Parameters
+    ----------
+    words : sequence of str, length n
+
+    Returns
+    -------
+    list of str, length n
+        From the numba kernel (:func:`porter_stem_array`) for ``FAST_MIN_WORDS`` words or more, unless a
+        word is not encodable as UTF-8 (a lone surrogate), which the Python stemmer takes as any other word.
+    """
+    if len(words) < FAST_MIN_WORDS:
+        return [porter_stem(w) for w in words]
+    try:
+        arr = pa.array(words, type=pa.large_string())
+    except UnicodeEncodeError:
+        return [porter_stem(w) for w in words]
+    return porter_stem_array(arr, min_words=0).to_pylist()
+
+
+def porter_stem_array(words, *, min_words: int | None = None) -> pa.LargeStringArray:
+    """:func:`porter_stem` of every string of an Arrow array, in order, by the numba kernel of
+    :mod:`cutext.kernels.porter`.
+
+    Parameters
+    ----------
+    words : pyarrow.Array or ChunkedArray of string or large_string, length n, without nulls
+    min_words : int >= 0, optional
+        Under this many strings (default ``FAST_MIN_WORDS``) the Python stemmer runs instead: the same stems.
+
+    Returns
+    -------
+    pyarrow.LargeStringArray, length n
+
+    Raises
+    ------
+    TypeError
+        ``words`` is not an Arrow array of strings.
+    ValueError
+        ``words`` has nulls, or ``min_words`` is negative.
+    """
+    min_words = FAST_MIN_WORDS if min_words is None else min_words
+    if min_words < 0:
+        raise ValueError(f"porter_stem_array: min_words must be >= 0, got {min_words}")
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    kind = getattr(words, "type", type(words))
+    if not isinstance(words, pa.Array) or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise TypeError(f"porter_stem_array: words must be a pyarrow string array, got {kind}")
+    if words.null_count:
+        raise ValueError(f"porter_stem_array: words has {words.null_count} nulls; drop them first (words.drop_null())")
+    if words.type != pa.large_string():
+        words = words.cast(pa.large_string())
+    if len(words) < min_words:
+        return pa.array([porter_stem(w) for w in words.to_pylist()], type=pa.large_string())
+    data, offsets = arrow_buffers(words)
+    new_offsets, out = stem_buffers(offsets, data)
+    return pa.LargeStringArray.from_buffers(len(words), pa.py_buffer(new_offsets), pa.py_buffer(out))

@@ -91,6 +91,7 @@ from cutext.stages.text.tokenizer_config import (  # noqa: F401  # the settings 
     map_terms_arrow,
     read_snowball_list,
     resolve_stopwords,
+    stem_array,
     stem_words,
 )
 

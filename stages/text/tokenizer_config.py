@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from cutext.stages.runtime.params import count, flag, param
 from cutext.stages.text.anserini import ANALYZERS
-from cutext.stages.text.porter import porter_stems
+from cutext.stages.text.porter import porter_stem_array, porter_stems
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the stop set Anserini's default analyzer uses).
 LUCENE_STOPWORDS = frozenset(
@@ -323,7 +323,10 @@ _arrow_memo_lock = threading.Lock()
 def stem_array(words: pa.Array, stemmer: str) -> pa.Array:
     """:func:`stem_words` of an Arrow array (large_string): the stems of words stemmed before in this process
     are looked up and gathered by Arrow's kernels, the others stemmed as :func:`stem_words` stems them and remembered
-    (up to ``STEM_MEMO_MAX`` words a stemmer)."""
+    (up to ``STEM_MEMO_MAX`` words a stemmer).  ``"lucene_porter"`` stems every word, in numba over the Arrow
+    buffers (:func:`cutext.stages.text.porter.porter_stem_array`): that is faster than the memo's lookups."""
+    if stemmer == LUCENE_PORTER:
+        return porter_stem_array(words)
     known, stems = _arrow_memo.get(stemmer, (None, None))
     if known is not None:
         idx = pc.index_in(words, value_set=known)

@@ -201,8 +201,10 @@ def test_term_map_maps_only_terms_new_to_the_setting(monkeypatch, which):
     cfg = CONFIGS.get(which) or ANSERINI
     monkeypatch.setattr(GT, "_term_cache", {})
     stemmed = []
-    real = GT.stem_words
+    real, real_array = GT.stem_words, GT.stem_array
     monkeypatch.setattr(GT, "stem_words", lambda words, name: stemmed.append(list(words)) or real(words, name))
+    monkeypatch.setattr(GT, "stem_array",
+                        lambda words, name: stemmed.append(words.to_pylist()) or real_array(words, name))
     first = ["Running", "runs", "the", "Dog's", "cats", "zebra"]
     second = ["runs", "DOGS", "Dog's", "ran", "the", "yak"]
     calls = []
