@@ -563,28 +563,38 @@ def split_tokens(text, doc_id, lowercase=True):
     return split_dispatch(text, doc_id, lowercase)
 
 
+def gather_bytes(data, starts, ends):
+    """The byte ranges ``data[starts[k]:ends[k]]`` side by side, in the library of ``data`` (numpy or cupy).
+
+    Returns
+    -------
+    (offsets int64 (n + 1,), bytes uint8 (offsets[-1],))
+        Range ``k`` is ``bytes[offsets[k]:offsets[k + 1]]``.
+    """
+    xp = array_module(data)
+    off = xp.zeros(len(starts) + 1, dtype=np.int64)
+    off[1:] = xp.cumsum(ends - starts)
+    j = xp.arange(int(off[-1]), dtype=np.int64)
+    k = xp.searchsorted(off, j, side="right") - 1
+    return off, data[starts[k] + (j - off[k])]
+
+
 def gather_strings(data, starts, ends) -> pa.LargeStringArray:
     """The byte ranges ``data[starts[k]:ends[k]]`` (numpy or cupy) as a host string array (a few strings:
     the distinct terms of a partition)."""
-    xp = array_module(data)
-    lens = ends - starts
-    off = xp.zeros(len(starts) + 1, dtype=np.int64)
-    off[1:] = xp.cumsum(lens)
-    total = int(off[-1])
-    j = xp.arange(total, dtype=np.int64)
-    k = xp.searchsorted(off, j, side="right") - 1
-    chars = data[starts[k] + (j - off[k])]
+    off, chars = gather_bytes(data, starts, ends)
     return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(to_host(off)),
                                             pa.py_buffer(to_host(chars)))
 
 
-def token_codes(data, starts, ends):
+def token_codes(data, starts, ends, with_hash: bool = False):
     """Local codes of tokens given as byte ranges, by a 64-bit hash of their bytes (numpy or cupy).
 
     Returns
     -------
-    (codes, rep) or None
-        ``codes`` int64 (n_tokens,) numbers the distinct tokens; ``rep`` int64 (n_codes,) is a token of each code.
+    (codes, rep) or (codes, rep, hash) or None
+        ``codes`` int64 (n_tokens,) numbers the distinct tokens; ``rep`` int64 (n_codes,) is a token of each code;
+        with ``with_hash``, ``hash`` uint64 (n_codes,) the hash of each code (increasing: codes follow the hashes).
         None when two different tokens share a hash (every token is checked byte for byte against its code's
         representative): the caller takes an exact string path.
     """
@@ -596,14 +606,15 @@ def token_codes(data, starts, ends):
     new = xp.empty(len(hs), dtype=bool)
     new[:1] = True
     new[1:] = hs[1:] != hs[:-1]
-    del hs
-    rep = order[xp.flatnonzero(new)]
+    first = xp.flatnonzero(new)
+    rep, code_hash = order[first], hs[first]
+    del hs, first
     codes = xp.empty(len(order), dtype=np.int64)
     codes[order] = xp.cumsum(new, dtype=np.int64) - 1
     del order, new
     if not bool(tokens_equal(data, starts, ends, rep[codes]).all()):
         return None
-    return codes, rep
+    return (codes, rep, code_hash) if with_hash else (codes, rep)
 
 
 def split_anserini_gpu(text, doc_id):

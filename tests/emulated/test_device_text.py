@@ -110,6 +110,7 @@ def cp(emu_lib, monkeypatch):
     monkeypatch.setattr(K, "_modules", {})
     monkeypatch.setattr(K, "_device_tables", {})
     monkeypatch.setattr(K, "_THREADS", 32)  # several blocks on small inputs
+    monkeypatch.setattr(GT, "_term_cache", {})  # no device arrays of this stand-in kept past the test
     return mod
 
 
@@ -172,6 +173,32 @@ def test_scan_arrays_gpu_branch_equals_numpy(cp, cfg):
         np.testing.assert_array_equal(w, g.get())
     assert "tk_tokens_equal" in cp.launches
     assert ("tk_code_points" in cp.launches) == (cfg.needs_term_map and not cfg.stopwords)
+
+
+@pytest.mark.parametrize("cfg", [TokenizerConfig.make(stopwords="lucene", stemmer="porter"),
+                                 TokenizerConfig.make(analyzer="anserini")], ids=["lucene+porter", "anserini"])
+def test_term_cache_gpu_branch_equals_numpy_over_partitions(cp, cfg, monkeypatch):
+    """Partitions in sequence through the term cache: the device cache (keyed by the device) holds device arrays
+    and gives what the host cache gives, partition for partition."""
+    real = GT.standard_token_bounds  # the word-break kernels are not emulated here: their twins' offsets uploaded
+    monkeypatch.setattr(GT, "standard_token_bounds", lambda d, o: (
+        real(d, o) if not isinstance(d, cp.ndarray) else tuple(map(cp.asarray, real(np.asarray(d), np.asarray(o))))))
+    data, offsets = _rows()
+    n = len(offsets) - 1
+    for lo, hi in [(0, n // 3), (n // 3, n), (0, n // 2)]:  # the last partition: rows seen before
+        d, o = data[offsets[lo]:offsets[hi]].copy(), offsets[lo:hi + 1] - offsets[lo]
+        want = GT.scan_arrays(d, o, cfg)
+        got = GT.scan_arrays(cp.asarray(d), cp.asarray(o), cfg)
+        assert want is not None and got is not None
+        assert got[0].to_pylist() == want[0].to_pylist()
+        for w, g in zip(want[1:], got[1:]):
+            assert isinstance(g, cp.ndarray)
+            np.testing.assert_array_equal(w, g.get())
+    assert set(GT._term_cache) == {(cfg, None), (cfg, 0)}
+    device = GT._term_cache[(cfg, 0)]
+    assert all(isinstance(a, cp.ndarray) for a in (device.known_hash, device.final, device.start, device.length,
+                                                   device.known_bytes))
+    np.testing.assert_array_equal(device.known_hash.get(), GT._term_cache[(cfg, None)].known_hash)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 64])

@@ -179,6 +179,22 @@ def test_scan_partition_without_tokens():
     assert len(code) == 0 and lengths.tolist() == [0, 0]
 
 
+def _term_map_of(terms, cfg):
+    """:func:`GT._term_map` of distinct terms given as strings (packed, hashed and sorted by hash as a scan does),
+    its lut back in the order of ``terms``."""
+    data, offsets = _pack([t.encode() for t in terms])
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()
+    h = K.hash_tokens(data, starts, ends)
+    order = np.argsort(h, kind="stable")
+    got = GT._term_map(data, starts[order], ends[order], h[order], cfg)
+    if got is None:
+        return None
+    final, lut = got
+    back = np.empty_like(lut)
+    back[order] = lut
+    return final, back
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["a", "an", "the", "running", "runs", "ran", "café", "cafe\u0301", "東京", "x" * 13,
                                  "is", "naïve", "ab_cd", "ΣΟΦΙΑ"]) | st.text(min_size=1, max_size=8),
@@ -188,7 +204,7 @@ def test_term_map_on_uniques_equals_map_terms(terms, which):
     from cutext.stages.text.tokenize import map_terms
 
     cfg = TokenizerConfig.make(stopwords=["the", "a", "is"]) if which == "stop-only" else CONFIGS[which]
-    final, lut = GT._term_map(pa.array(terms, type=pa.large_string()), cfg)
+    final, lut = _term_map_of(terms, cfg)
     final = final.to_pylist()
     assert [None if k < 0 else final[k] for k in lut] == map_terms(terms, cfg)
     assert len(set(final)) == len(final) and set(final) <= {m for m in map_terms(terms, cfg) if m is not None}
@@ -210,7 +226,7 @@ def test_term_map_maps_only_terms_new_to_the_setting(monkeypatch, which):
     calls = []
     for terms in (first, second, second):
         del stemmed[:]
-        final, lut = GT._term_map(pa.array(terms, type=pa.large_string()), cfg)
+        final, lut = _term_map_of(terms, cfg)
         calls.append(sorted(sum(stemmed, [])))
         direct, dlut = GT._map_terms_of(pa.array(terms, type=pa.large_string()), cfg)
         final, direct = final.to_pylist(), direct.to_pylist()
@@ -218,6 +234,101 @@ def test_term_map_maps_only_terms_new_to_the_setting(monkeypatch, which):
         assert sorted(final) == sorted(direct) and len(set(final)) == len(final)
     assert len(calls[0]) == 5 and calls[2] == []  # "the" is a stopword; a partition seen before: nothing stemmed
     assert calls[1] == (["dogs", "ran", "yak"] if which == "anserini" else ["DOGS", "ran", "yak"])
+
+
+SEQUENCE_CONFIGS = {"stopwords": TokenizerConfig.make(stopwords="lucene"),
+                    "stemmer": TokenizerConfig.make(stemmer="porter"),
+                    "lucene+porter": CONFIGS["lucene+porter"],
+                    "anserini": TokenizerConfig.make(analyzer="anserini")}
+
+
+@pytest.mark.parametrize("which", list(SEQUENCE_CONFIGS))
+def test_partitions_in_sequence_through_the_term_cache_equal_the_cpu_front_end(monkeypatch, which):
+    """Partitions scanned one after another: the later ones find most tokens in the cache (only the new ones are
+    copied and mapped) and each still equals the CPU front end token for token."""
+    cfg = SEQUENCE_CONFIGS[which]
+    monkeypatch.setattr(GT, "_term_cache", {})
+    mapped = []
+    real = GT._map_terms_of
+    monkeypatch.setattr(GT, "_map_terms_of", lambda uniq, c: mapped.append(len(uniq)) or real(uniq, c))
+    texts = need_corpus("cacm")["text"].tolist()[:600] + ["The Dog's bones, THE DOG'S bone", "the dog"]
+    parts = [texts[:300], texts[300:], texts[300:450] + texts[-2:]]
+    for k, part in enumerate(parts):
+        _assert_scan_equal(part, cfg, f"{which} partition {k}")
+    assert len(mapped) == 2 and 0 < mapped[1] < mapped[0]  # the third partition's tokens all found in the cache
+    (cache,) = GT._term_cache.values()
+    assert len(cache.known_hash) == sum(mapped) and np.all(np.diff(cache.known_hash.astype(np.float64)) >= 0)
+
+
+def _colliding(monkeypatch, module, pairs):
+    """``module.hash_tokens`` with each token of ``pairs`` hashed as its partner (two different tokens, one hash)."""
+    real = module.hash_tokens
+
+    def hash_tokens(data, starts, ends):
+        h = real(data, starts, ends)
+        for k in range(len(starts)):
+            tok = bytes(data[starts[k]:ends[k]])
+            if tok in pairs:
+                b = np.frombuffer(pairs[tok], np.uint8)
+                h[k] = real(b, np.zeros(1, np.int64), np.full(1, len(b), np.int64))[0]
+        return h
+    monkeypatch.setattr(module, "hash_tokens", hash_tokens)
+
+
+@pytest.mark.parametrize("new", [b"dog", b"mouse"])
+def test_a_token_colliding_with_a_cached_one_falls_back(monkeypatch, new):
+    """A token whose hash is a different cached token's (same length or not) is not mapped as that token: the
+    scan reports it, so the caller takes the exact string path."""
+    cfg = CONFIGS["lucene+porter"]
+    monkeypatch.setattr(GT, "_term_cache", {})
+    _colliding(monkeypatch, TZ, {new: b"cats"})
+    first = _pack([b"cats sat", b"on cats"])
+    assert GT.scan_arrays(*first, cfg) is not None
+    assert GT.scan_arrays(*_pack([b"the " + new + b" sat", b"x"]), cfg) is None
+    uniq, code, pos, tf, lengths = GT.scan_arrays(*_pack([b"sat cats", b"owl"]), cfg)  # hits of the same bytes pass
+    assert _triples(uniq, code, pos, tf) == [("cat", 0, 1), ("owl", 1, 1), ("sat", 0, 1)]
+    assert lengths.tolist() == [2, 1]
+
+
+def test_final_terms_colliding_fall_back(monkeypatch):
+    """Final terms are found among the cached ones by hash: a collision there, with a cached final term or
+    between two new ones, reports rather than merging two terms."""
+    cfg = CONFIGS["lucene+porter"]
+    monkeypatch.setattr(GT, "_term_cache", {})
+    _colliding(monkeypatch, GT, {b"dog": b"cat", b"emu": b"yak"})
+    assert _term_map_of(["cats", "runs"], cfg) is not None
+    assert _term_map_of(["dogs"], cfg) is None  # "dog" hashed as the cached "cat"
+    assert _term_map_of(["emu", "yak"], cfg) is None  # two new final terms, one hash
+    final, lut = _term_map_of(["cat", "cats", "ran"], cfg)
+    assert [final.to_pylist()[k] for k in lut] == ["cat", "cat", "ran"]
+
+
+def test_term_cache_is_bounded(monkeypatch):
+    """Past TERM_CACHE_MAX tokens a partition's new tokens are mapped but not kept; results do not change."""
+    from cutext.stages.text.tokenize import map_terms
+
+    cfg = CONFIGS["lucene+porter"]
+    monkeypatch.setattr(GT, "_term_cache", {})
+    monkeypatch.setattr(GT, "TERM_CACHE_MAX", 5)
+    for terms, kept in ((["runs", "the", "cats", "dog"], 4), (["runs", "ran", "emus", "yaks"], 4),
+                        (["ran", "dog"], 5), (["cats", "owl"], 5)):
+        final, lut = _term_map_of(terms, cfg)
+        assert [final.to_pylist()[k] if k >= 0 else None for k in lut] == map_terms(terms, cfg)
+        (cache,) = GT._term_cache.values()
+        assert len(cache.known_hash) == len(cache.final) == len(cache.length) == kept
+    GT.clear_term_cache()
+    assert GT._term_cache == {}
+
+
+def test_partitions_on_threads_share_the_term_cache(monkeypatch):
+    """Partitions scanned on threads at once (each merges into its own copy of the cache) equal the CPU front end."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(GT, "_term_cache", {})
+    texts = need_corpus("cacm")["text"].tolist()[:400]
+    parts = [texts[k::4] for k in range(4)] * 2
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda p: _assert_scan_equal(p, CONFIGS["lucene+porter"], "threads"), parts))
 
 
 def test_a_hash_collision_is_detected(monkeypatch):
