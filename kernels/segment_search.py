@@ -12,6 +12,12 @@ of :func:`cutext.stages.text.bm25.tf_component` in float64 in their order, round
 subtracted in float32), ``K`` holding the one product of that formula that depends on the document alone
 (``k1 * norm``, or ``norm`` for bm25l), so a score is the sum :func:`cutext.kernels.search.search_cpu` adds
 over stored weights, bit for bit, and its top k follow the same ties rule.
+
+The caller may keep those float32 weights for later batches (``weights``, one slot a posting): per query term a
+``mode`` says whether its weights are read from there, computed and written there, or computed alone, and the
+terms of ``fill`` are computed there before the queries are scored (the terms on numba's threads).  A weight read
+costs what the merged matrix's engine pays for a posting; one computed (a gather of ``K``, a float64 division)
+about 1.7 times as much.
 """
 from __future__ import annotations
 
@@ -74,17 +80,29 @@ def _row(ids, t):  # pragma: no cover - numba
 
 
 @numba.njit(nogil=True, cache=True)
-def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, acc,
-               touched, track):  # pragma: no cover - numba
-    """Term-at-a-time accumulation of query ``q`` into ``acc`` (as kernels.search._score_one, the weights
-    computed here); with ``track`` the documents that became nonzero go to ``touched``.  Returns how many."""
+def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w,
+               acc, touched, track):  # pragma: no cover - numba
+    """Term-at-a-time accumulation of query ``q`` into ``acc`` (as kernels.search._score_one), each weight read
+    from ``w`` (``mode`` 0), or computed here (2) and kept in ``w`` (1); with ``track`` the documents that
+    became nonzero go to ``touched``.  Returns how many."""
     nt = 0
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
         r = _row(ids, t)
         if r < 0:
             continue
-        w = q_w[j]
+        qw = q_w[j]
+        md = mode[j]
+        if md == 0:  # the loop of kernels.search._score_one over the kept weights
+            for p in range(offsets[r], offsets[r + 1]):
+                d = doc[p]
+                old = acc[d]
+                nw = old + qw * w[p]
+                acc[d] = nw
+                if track and old == 0 and nw != 0:
+                    touched[nt] = d
+                    nt += 1
+            continue
         w_t = idf[t]
         m = minus[t] if use_minus else np.float32(0.0)
         for p in range(offsets[r], offsets[r + 1]):
@@ -92,8 +110,10 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
             x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[d], kind, k1, delta))
             if use_minus:
                 x = x - m
+            if md == 1:
+                w[p] = x
             old = acc[d]
-            nw = old + w * x
+            nw = old + qw * x
             acc[d] = nw
             if track and old == 0 and nw != 0:
                 touched[nt] = d
@@ -102,8 +122,24 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, n_docs, q_ptr, q_terms, q_w, k,
-                n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
+def _fill(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, fill, w):  # pragma: no cover - numba
+    """The weights of the segment's postings of the global terms ``fill`` kept in ``w`` (the terms on numba's
+    threads)."""
+    for i in prange(len(fill)):
+        t = fill[i]
+        r = _row(ids, t)
+        if r < 0:
+            continue
+        w_t = idf[t]
+        m = minus[t] if use_minus else np.float32(0.0)
+        for p in range(offsets[r], offsets[r + 1]):
+            x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[doc[p]], kind, k1, delta))
+            w[p] = x - m if use_minus else x
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, n_docs, q_ptr, q_terms, q_w, mode,
+                w, k, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
         acc, touched, hs, hd, qa, allow = _chunk_buffers(n_docs, k, fmode, mask)
@@ -117,11 +153,11 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
                     total += offsets[r + 1] - offsets[r]
             if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
                 _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w,
-                           acc, touched, False)
+                           mode, w, acc, touched, False)
                 _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
             elif total > 0:
                 nt = _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms,
-                                q_w, acc, touched, True)
+                                q_w, mode, w, acc, touched, True)
                 _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
             else:
                 out_n[q] = 0
@@ -130,8 +166,10 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
 
 
 def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: float, delta: float, q_ptr, q_terms,
-                       q_w, k: int, n_threads: int | None = None, mask=None, lists=None):
-    """Top ``k`` documents of one segment for every query, the weights computed at query time (numba threads).
+                       q_w, k: int, n_threads: int | None = None, mask=None, lists=None, weights=None, mode=None,
+                       fill=None):
+    """Top ``k`` documents of one segment for every query, the weights computed at query time or read from those
+    kept from earlier batches (numba threads).
 
     Parameters
     ----------
@@ -155,6 +193,13 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     n_threads : int, optional
     mask, lists : optional
         A filter over the segment's local doc numbers (:func:`cutext.kernels.search.search_cpu`).
+    weights : float32 array (n_postings,), optional
+        The float32 weights of the segment's postings (``minus`` subtracted) kept for later batches: written for
+        the terms of ``fill`` and the query terms of ``mode`` 1, read for those of ``mode`` 0.
+    mode : int8 array (len(q_terms),), optional
+        Per query term: 0 its weights read from ``weights``, 1 computed and kept there, 2 computed (default).
+    fill : int32 array, optional
+        Global term ids whose weights are computed into ``weights`` before the queries are scored.
 
     Returns
     -------
@@ -164,7 +209,9 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     Raises
     ------
     ValueError
-        ``k < 1``, an unknown variant, or a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`).
+        ``k < 1``, an unknown variant, a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`),
+        ``mode`` not one entry a query term in 0..2, or ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or
+        not float32 of one entry a posting.
     """
     k = _check_k(k)
     if variant not in WEIGHT_VARIANTS:
@@ -173,15 +220,31 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     q_ptr, q_terms, q_w = _as_query_csr(q_ptr, q_terms, q_w)
     nq = len(q_ptr) - 1
     fmode, fmask, a_ptr, a_docs = _filter_arrays(mask, lists, n_docs, nq)
+    mode = np.full(len(q_terms), 2, np.int8) if mode is None else np.ascontiguousarray(mode, np.int8)
+    fill = np.zeros(0, np.int32) if fill is None else np.ascontiguousarray(fill, np.int32)
+    if mode.shape != q_terms.shape or (len(mode) and (mode.min() < 0 or mode.max() > 2)):
+        raise ValueError(f"search_segment_cpu: mode must hold 0, 1 or 2 for each of the {len(q_terms)} query terms, "
+                         f"got shape {mode.shape}")
+    if weights is None:
+        if len(fill) or np.any(mode < 2):
+            raise ValueError("search_segment_cpu: weights are needed to keep or read weights (mode 0 / 1, fill)")
+        weights = np.zeros(0, np.float32)
+    elif weights.dtype != np.float32 or weights.shape != (len(doc),) or not weights.flags.c_contiguous:
+        raise ValueError(f"search_segment_cpu: weights must be contiguous float32 of shape ({len(doc)},), got "
+                         f"{weights.dtype} {weights.shape}")
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
-    if nq == 0 or n_docs == 0 or len(ids) == 0:
+    if n_docs == 0 or len(ids) == 0:
         return out_doc, out_score, out_n
     use = minus is not None
     m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
+    kind = WEIGHT_VARIANTS[variant]
     with numba_threads(n_threads) as nth:
-        _seg_search(offsets, ids, doc, tf, kd, idf, m, use, WEIGHT_VARIANTS[variant], float(k1), float(delta),
-                    n_docs, q_ptr, q_terms, q_w, k, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask,
-                    a_ptr, a_docs)
+        if len(fill):
+            _fill(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), fill, weights)
+        if nq:
+            _seg_search(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), n_docs, q_ptr, q_terms,
+                        q_w, mode, weights, k, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask, a_ptr,
+                        a_docs)
     return out_doc, out_score, out_n

@@ -12,8 +12,17 @@ A batch is scored on each segment by :func:`cutext.kernels.segment_search.search
 top k merged by :func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller
 doc id).  Every weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and
 each document's score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+
+A term's weights are computed once a commit: kept (float32, a posting's slot in an array per segment, whose pages
+exist once written) and read by the later batches, so a term scored again costs about what the merged matrix's
+engine pays for it.  A batch computes those of its new terms that two or
+more of its queries hold before scoring (:func:`cutext.kernels.segment_search.search_segment_cpu`, ``fill``), and
+those that one query holds while scoring it; a term another batch is computing at the time is computed and not
+kept.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -70,6 +79,32 @@ class SegmentSearch:
             self.parts.append((r, offsets, np.ascontiguousarray(ids, np.int32), kd, int(base)))
         self.n_postings = int(mt.df.sum())
         self.scored = 0
+        self._lock = threading.Lock()
+        self.drop_weights()
+
+    def drop_weights(self) -> None:
+        """Forget the kept weights (:meth:`topk`), freeing their memory (the index's merged matrix replaces them)."""
+        with self._lock:
+            # per global term 0 not kept, 1 being computed by a batch, 2 kept; the arrays' pages exist once written
+            self._kept = (np.zeros(len(self.idf), np.int8), [np.empty(len(p[0].segment.doc), np.float32)
+                                                              for p in self.parts])
+
+    def _plan(self, terms):
+        """``(kept, mode, fill, claimed)`` of a batch of query terms ``terms`` (int32, one a query term): per query
+        term 0 read its kept weights, 1 compute and keep them, 2 compute them (another batch keeps them); the
+        new terms of two or more query terms computed first (``fill``); the terms this batch keeps."""
+        with self._lock:
+            kept = self._kept
+            state = kept[0][terms]
+            new = state == 0
+            uniq, first, counts = np.unique(terms[new], return_index=True, return_counts=True)
+            kept[0][uniq] = 1
+        mode = np.where(state == 2, 0, 2).astype(np.int8)
+        if len(uniq):
+            at = np.flatnonzero(new)
+            mode[at] = 0  # the terms of fill: computed before the queries
+            mode[at[first[counts == 1]]] = 1  # one query term: computed and kept while it is scored
+        return kept, mode, uniq[counts > 1].astype(np.int32), uniq
 
     def postings(self, Q) -> int:
         """The postings the queries of ``Q`` score (those of their terms in every segment)."""
@@ -87,13 +122,22 @@ class SegmentSearch:
         k = search_stage.cap_k(k, self.n_docs)
         nq = Q.shape[0]
         got, offsets = [], []
-        for r, offsets_s, ids, kd, base in self.parts:
-            sg = r.segment
-            part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
-            got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
-                                          self.k1, self.delta, Q.indptr, Q.indices, Q.data, min(k, sg.n_docs),
-                                          n_threads=n_threads, **(part.engine_args() if part is not None else {})))
-            offsets.append(base)
+        terms = np.ascontiguousarray(Q.indices, np.int32)
+        kept, mode, fill, claimed = self._plan(terms)
+        done = 0
+        try:
+            for (r, offsets_s, ids, kd, base), w in zip(self.parts, kept[1]):
+                sg = r.segment
+                part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
+                got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
+                                              self.k1, self.delta, Q.indptr, terms, Q.data, min(k, sg.n_docs),
+                                              n_threads=n_threads, weights=w, mode=mode, fill=fill,
+                                              **(part.engine_args() if part is not None else {})))
+                offsets.append(base)
+            done = 2
+        finally:  # kept only once every segment holds them; an error leaves them to a later batch
+            with self._lock:
+                kept[0][claimed] = done
         self.scored += self.postings(Q)
         if not got:
             return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)

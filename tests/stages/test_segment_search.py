@@ -55,13 +55,29 @@ def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
     q_ptr, q_terms = np.array([0, 2, 5, 6, 6]), np.array([1, 5, 2, 3, 7, 5])
     q_w = np.array([1, 2, 1, 1, 3, 1], np.float32)
     mask = rng.random(n_docs) < 0.6
+    args = (offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2, fn.delta, q_ptr,
+            q_terms, q_w, 7)
     for kw in ({}, {"mask": mask}):
         want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7, **kw)
-        got = search_segment_cpu(offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2,
-                                 fn.delta, q_ptr, q_terms, q_w, 7, **kw)
-        for a, b in zip(got, want):
-            np.testing.assert_array_equal(a, b)
+        kept = np.full(M.nnz, np.nan, np.float32)
+        runs = [{},  # computed
+                {"weights": kept, "mode": [1, 2, 1, 1, 1, 2], "fill": [5]},  # kept while scored (term 5: none held)
+                {"weights": kept, "mode": [0, 0, 0, 0, 0, 0]},  # read
+                {"weights": np.full(M.nnz, np.nan, np.float32), "mode": [0, 0, 2, 0, 0, 0], "fill": [1, 3, 5, 7]}]
+        for run in runs:
+            got = search_segment_cpu(*args, **run, **kw)
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+        rows = np.concatenate([np.arange(M.indptr[t], M.indptr[t + 1]) for t in (1, 2, 3, 7)])
+        np.testing.assert_array_equal(kept[rows], data[rows])  # the merged matrix's stored weights
+        assert np.isnan(np.delete(kept, rows)).all()  # nothing else written
     assert want[2][2] == 0  # a query of terms no document holds
+    with pytest.raises(ValueError, match="weights are needed"):
+        search_segment_cpu(*args, mode=[0] * 6)
+    with pytest.raises(ValueError, match="mode must hold"):
+        search_segment_cpu(*args, weights=kept, mode=[0, 3, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="weights must be contiguous float32"):
+        search_segment_cpu(*args, weights=kept[:-1], fill=[1])
 
 
 def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, pieces, monkeypatch):
@@ -193,3 +209,36 @@ def test_a_refresh_keeps_the_query_term_hash_while_the_vocabulary_stays(tmp_path
     grown = same.refresh()  # new terms: a new hash, built at its first query
     assert grown._term_hash is None
     _exact(grown.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+
+
+def test_a_commit_computes_a_term_s_weights_once_and_the_merge_drops_them(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), variant="bm25+", **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    merged = _merged_load(ix, monkeypatch)
+    seg = index._seg
+    first = index.search(QUERIES, k=20)  # "computer" of two queries computed before, the other terms while scored
+    _exact(first, merged.search(QUERIES, k=20))
+    terms = np.unique(index.query_matrix(list(QUERIES.values())).indices)
+    state, kept = seg._kept
+    assert (state[terms] == 2).all() and state.sum() == 2 * len(terms)
+    M = merged.matrix
+    for (r, offsets, ids, _, base), w in zip(seg.parts, kept):  # each segment's postings of the terms: the
+        for t in terms:  # merged matrix's stored weights, bit for bit
+            row = np.searchsorted(ids, t)
+            if row < len(ids) and ids[row] == t:
+                cols = slice(M.indptr[t], M.indptr[t + 1])
+                at = M.indices[cols] - base
+                inside = (at >= 0) & (at < r.segment.n_docs)
+                np.testing.assert_array_equal(w[offsets[row]:offsets[row + 1]], M.data[cols][inside])
+    _exact(index.search(QUERIES, k=20), first)  # read back
+    mask = np.zeros(index.n_docs, bool)
+    mask[1::2] = True
+    _exact(index.search(QUERIES, k=20, filter=mask), merged.search(QUERIES, k=20, filter=mask))
+    seg.drop_weights()
+    seg._kept[0][terms[:2]] = 1  # being computed by another batch: computed here, neither kept nor read
+    _exact(index.search(QUERIES, k=20), first)
+    assert (seg._kept[0][terms[:2]] == 1).all() and (seg._kept[0][terms[2:]] == 2).all()
+    index.search(QUERIES, k=20, engine="sparse")  # merges the matrix
+    assert index._matrix is not None and not seg._kept[0].any()
