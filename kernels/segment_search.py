@@ -139,7 +139,8 @@ def _fill(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, fil
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, n_docs, q_ptr, q_terms, q_w, mode,
-                w, k, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
+                w, k, floor, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr,
+                a_docs):  # pragma: no cover - numba
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
         acc, touched, hs, hd, qa, allow = _chunk_buffers(n_docs, k, fmode, mask)
@@ -154,11 +155,11 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
             if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
                 _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w,
                            mode, w, acc, touched, False)
-                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, floor[q])
             elif total > 0:
                 nt = _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms,
                                 q_w, mode, w, acc, touched, True)
-                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, floor[q])
             else:
                 out_n[q] = 0
             if fmode == 2:
@@ -167,7 +168,7 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
 
 def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: float, delta: float, q_ptr, q_terms,
                        q_w, k: int, n_threads: int | None = None, mask=None, lists=None, weights=None, mode=None,
-                       fill=None):
+                       fill=None, floor=None):
     """Top ``k`` documents of one segment for every query, the weights computed at query time or read from those
     kept from earlier batches (numba threads).
 
@@ -200,18 +201,23 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
         Per query term: 0 its weights read from ``weights``, 1 computed and kept there, 2 computed (default).
     fill : int32 array, optional
         Global term ids whose weights are computed into ``weights`` before the queries are scored.
+    floor : float32 array (nq,), optional
+        Only documents scoring above ``floor[q]`` (>= 0) are returned for query ``q`` (default 0): the k-th score
+        of the earlier segments, which a document of this one must beat (at equal scores the earlier, smaller
+        doc id ranks first).
 
     Returns
     -------
     (doc, score, n) : int64 (nq, k) local doc numbers, float32 (nq, k), int32 (nq,)
-        As :func:`cutext.kernels.search.search_cpu` returns them over the segment's stored weights.
+        As :func:`cutext.kernels.search.search_cpu` returns them over the segment's stored weights (those above
+        ``floor``).
 
     Raises
     ------
     ValueError
         ``k < 1``, an unknown variant, a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`),
-        ``mode`` not one entry a query term in 0..2, or ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or
-        not float32 of one entry a posting.
+        ``mode`` not one entry a query term in 0..2, ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or
+        not float32 of one entry a posting, or ``floor`` not ``nq`` scores >= 0.
     """
     k = _check_k(k)
     if variant not in WEIGHT_VARIANTS:
@@ -232,6 +238,9 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     elif weights.dtype != np.float32 or weights.shape != (len(doc),) or not weights.flags.c_contiguous:
         raise ValueError(f"search_segment_cpu: weights must be contiguous float32 of shape ({len(doc)},), got "
                          f"{weights.dtype} {weights.shape}")
+    floor = np.zeros(nq, np.float32) if floor is None else np.ascontiguousarray(floor, np.float32)
+    if floor.shape != (nq,) or not (floor >= 0).all():
+        raise ValueError(f"search_segment_cpu: floor must be {nq} scores >= 0, got shape {floor.shape}")
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
@@ -245,6 +254,6 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
             _fill(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), fill, weights)
         if nq:
             _seg_search(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), n_docs, q_ptr, q_terms,
-                        q_w, mode, weights, k, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask, a_ptr,
+                        q_w, mode, weights, k, floor, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask, a_ptr,
                         a_docs)
     return out_doc, out_score, out_n

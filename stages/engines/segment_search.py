@@ -122,6 +122,8 @@ class SegmentSearch:
         k = search_stage.cap_k(k, self.n_docs)
         nq = Q.shape[0]
         got, offsets = [], []
+        best = np.zeros((nq, 0), np.float32)  # the k best scores so far of each query (0: none)
+        floor = np.zeros(nq, np.float32)
         terms = np.ascontiguousarray(Q.indices, np.int32)
         kept, mode, fill, claimed = self._plan(terms)
         done = 0
@@ -131,9 +133,13 @@ class SegmentSearch:
                 part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
                 got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
                                               self.k1, self.delta, Q.indptr, terms, Q.data, min(k, sg.n_docs),
-                                              n_threads=n_threads, weights=w, mode=mode, fill=fill,
+                                              n_threads=n_threads, weights=w, mode=mode, fill=fill, floor=floor,
                                               **(part.engine_args() if part is not None else {})))
                 offsets.append(base)
+                best = np.concatenate([best, got[-1][1]], axis=1)
+                if best.shape[1] >= k:  # a document of a later segment must beat the k-th so far
+                    best = np.partition(best, best.shape[1] - k, axis=1)[:, -k:]
+                    floor = best.min(axis=1)
             done = 2
         finally:  # kept only once every segment holds them; an error leaves them to a later batch
             with self._lock:

@@ -72,6 +72,16 @@ def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
         np.testing.assert_array_equal(kept[rows], data[rows])  # the merged matrix's stored weights
         assert np.isnan(np.delete(kept, rows)).all()  # nothing else written
     assert want[2][2] == 0  # a query of terms no document holds
+    want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7)
+    floor = want[1][:, 2].copy()  # each query's third score: the first two, and no document of an equal score
+    got = search_segment_cpu(*args, floor=floor)
+    np.testing.assert_array_equal(got[2], (want[1][:, :3] > floor[:, None]).sum(axis=1))
+    for q in range(len(floor)):
+        n = got[2][q]
+        np.testing.assert_array_equal(got[0][q, :n], want[0][q, :n])
+        np.testing.assert_array_equal(got[1][q, :n], want[1][q, :n])
+    with pytest.raises(ValueError, match="floor must be"):
+        search_segment_cpu(*args, floor=-floor)
     with pytest.raises(ValueError, match="weights are needed"):
         search_segment_cpu(*args, mode=[0] * 6)
     with pytest.raises(ValueError, match="mode must hold"):
@@ -242,3 +252,19 @@ def test_a_commit_computes_a_term_s_weights_once_and_the_merge_drops_them(tmp_pa
     assert (seg._kept[0][terms[:2]] == 1).all() and (seg._kept[0][terms[2:]] == 2).all()
     index.search(QUERIES, k=20, engine="sparse")  # merges the matrix
     assert index._matrix is not None and not seg._kept[0].any()
+
+
+def test_equal_scores_across_segments_keep_the_earlier_segment_s_documents(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    for _ in range(2):  # the same posts twice more: each document's score three times, in three segments
+        pipelines.run("bm25", str(pieces[0]), out=str(ix), append=True, merge_policy="none", on_duplicate="keep",
+                      **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    assert len(index._seg.parts) == 3
+    merged = _merged_load(ix, monkeypatch)
+    for k in (1, 4, 7, 40):
+        got = index.search(QUERIES, k=k)
+        _exact(got, merged.search(QUERIES, k=k))
+        n = 300  # the documents of a segment: a top of k < 3 * (ties) holds the first segment's first
+        assert (got.groupby("query_id")["doc_id"].min() < n).all()
