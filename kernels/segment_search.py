@@ -39,7 +39,7 @@ from cutext.kernels.search import (
     _select_one,
 )
 
-__all__ = ["length_factors", "search_segment_cpu"]
+__all__ = ["advance_runs", "length_factors", "search_segment_cpu"]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -81,10 +81,10 @@ def _row(ids, t):  # pragma: no cover - numba
 
 @numba.njit(nogil=True, cache=True)
 def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w,
-               acc, touched, track):  # pragma: no cover - numba
+               at, acc, touched, track):  # pragma: no cover - numba
     """Term-at-a-time accumulation of query ``q`` into ``acc`` (as kernels.search._score_one), each weight read
-    from ``w`` (``mode`` 0), or computed here (2) and kept in ``w`` (1); with ``track`` the documents that
-    became nonzero go to ``touched``.  Returns how many."""
+    from ``w`` (``mode`` 0), or computed here (2) and kept in ``w`` (1), query term ``j``'s run from ``at[j]``;
+    with ``track`` the documents that became nonzero go to ``touched``.  Returns how many."""
     nt = 0
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
@@ -93,11 +93,13 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
             continue
         qw = q_w[j]
         md = mode[j]
+        a = offsets[r]
+        o = at[j] - a  # the kept weight of posting p: w[o + p]
         if md == 0:  # the loop of kernels.search._score_one over the kept weights
-            for p in range(offsets[r], offsets[r + 1]):
+            for p in range(a, offsets[r + 1]):
                 d = doc[p]
                 old = acc[d]
-                nw = old + qw * w[p]
+                nw = old + qw * w[o + p]
                 acc[d] = nw
                 if track and old == 0 and nw != 0:
                     touched[nt] = d
@@ -105,13 +107,13 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
             continue
         w_t = idf[t]
         m = minus[t] if use_minus else np.float32(0.0)
-        for p in range(offsets[r], offsets[r + 1]):
+        for p in range(a, offsets[r + 1]):
             d = doc[p]
             x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[d], kind, k1, delta))
             if use_minus:
                 x = x - m
             if md == 1:
-                w[p] = x
+                w[o + p] = x
             old = acc[d]
             nw = old + qw * x
             acc[d] = nw
@@ -122,9 +124,10 @@ def _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, de
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _fill(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, fill, w):  # pragma: no cover - numba
-    """The weights of the segment's postings of the global terms ``fill`` kept in ``w`` (the terms on numba's
-    threads)."""
+def _fill(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, fill, fill_at,
+          w):  # pragma: no cover - numba
+    """The weights of the segment's postings of the global terms ``fill`` kept in ``w``, term ``fill[i]``'s run
+    from ``fill_at[i]`` (the terms on numba's threads)."""
     for i in prange(len(fill)):
         t = fill[i]
         r = _row(ids, t)
@@ -132,14 +135,15 @@ def _fill(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, fil
             continue
         w_t = idf[t]
         m = minus[t] if use_minus else np.float32(0.0)
+        o = fill_at[i] - offsets[r]
         for p in range(offsets[r], offsets[r + 1]):
             x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[doc[p]], kind, k1, delta))
-            w[p] = x - m if use_minus else x
+            w[o + p] = x - m if use_minus else x
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, n_docs, q_ptr, q_terms, q_w, mode,
-                w, k, floor, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr,
+                w, at, k, floor, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr,
                 a_docs):  # pragma: no cover - numba
     nq = q_ptr.shape[0] - 1
     for c in prange(n_chunks):
@@ -154,11 +158,11 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
                     total += offsets[r + 1] - offsets[r]
             if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
                 _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w,
-                           mode, w, acc, touched, False)
+                           mode, w, at, acc, touched, False)
                 _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, floor[q])
             elif total > 0:
                 nt = _score_seg(q, offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms,
-                                q_w, mode, w, acc, touched, True)
+                                q_w, mode, w, at, acc, touched, True)
                 _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, floor[q])
             else:
                 out_n[q] = 0
@@ -166,9 +170,53 @@ def _seg_search(offsets, ids, doc, tf, kd, idf, minus, use_minus, kind, k1, delt
                 _mark_allowed(qa, a_ptr, a_docs, q, False)
 
 
+@numba.njit(nogil=True, cache=True)
+def _runs(offsets, ids, terms, at, used, n, out):  # pragma: no cover - numba
+    """Each term's run start in the segment into ``out`` (-1 absent, when ``out`` has room); whether the runs of
+    the ``used`` entries, placed at ``at``, lie inside ``n`` kept weights."""
+    inside = True
+    for j in range(len(terms)):
+        r = _row(ids, terms[j])
+        if len(out):
+            out[j] = offsets[r] if r >= 0 else -1
+        if r >= 0 and used[j] and (at[j] < 0 or at[j] + offsets[r + 1] - offsets[r] > n):
+            inside = False
+    return inside
+
+
+@numba.njit(nogil=True, cache=True)
+def _advance(offsets, ids, terms, at):  # pragma: no cover - numba
+    for j in range(len(terms)):
+        r = _row(ids, terms[j])
+        if r >= 0:
+            at[j] += offsets[r + 1] - offsets[r]
+
+
+def advance_runs(offsets, ids, terms, at) -> None:
+    """Add to ``at`` (int64, in place) the postings each global term id of ``terms`` has in the segment (``offsets``,
+    ``ids`` as :func:`search_segment_cpu` takes them): where the next segment's runs go when the segments' runs of
+    a term follow one another in the kept weights."""
+    _advance(offsets, ids, np.ascontiguousarray(terms, np.int32), at)
+
+
+def _places(who: str, offsets, ids, terms, at, used, n: int) -> np.ndarray:
+    """``at`` checked (int64 of the shape of ``terms``; None: each run where the segment holds it), the runs of the
+    entries ``used`` inside ``n`` kept weights."""
+    own = at is None
+    at = np.zeros(len(terms), np.int64) if own else np.ascontiguousarray(at, np.int64)
+    if at.shape != terms.shape:
+        raise ValueError(f"search_segment_cpu: {who} must hold one position for each of the {len(terms)} terms, got "
+                         f"shape {at.shape}")
+    if own:
+        _runs(offsets, ids, terms, at, np.zeros(len(terms), np.bool_), n, at)
+    if not _runs(offsets, ids, terms, at, np.ascontiguousarray(used, np.bool_), n, at[:0]):
+        raise ValueError(f"search_segment_cpu: {who} places runs outside the {n} kept weights")
+    return at
+
+
 def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: float, delta: float, q_ptr, q_terms,
                        q_w, k: int, n_threads: int | None = None, mask=None, lists=None, weights=None, mode=None,
-                       fill=None, floor=None):
+                       at=None, fill=None, fill_at=None, floor=None):
     """Top ``k`` documents of one segment for every query, the weights computed at query time or read from those
     kept from earlier batches (numba threads).
 
@@ -194,13 +242,18 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     n_threads : int, optional
     mask, lists : optional
         A filter over the segment's local doc numbers (:func:`cutext.kernels.search.search_cpu`).
-    weights : float32 array (n_postings,), optional
-        The float32 weights of the segment's postings (``minus`` subtracted) kept for later batches: written for
-        the terms of ``fill`` and the query terms of ``mode`` 1, read for those of ``mode`` 0.
+    weights : float32 array, optional
+        Float32 weights (``minus`` subtracted) kept for later batches, a term's run of this segment at a given
+        place: written for the terms of ``fill`` and the query terms of ``mode`` 1, read for those of ``mode`` 0.
     mode : int8 array (len(q_terms),), optional
         Per query term: 0 its weights read from ``weights``, 1 computed and kept there, 2 computed (default).
+    at : int64 array (len(q_terms),), optional
+        Per query term, where in ``weights`` its run of this segment's postings is (default: the segment's own
+        offsets, ``weights`` one slot a posting).
     fill : int32 array, optional
         Global term ids whose weights are computed into ``weights`` before the queries are scored.
+    fill_at : int64 array (len(fill),), optional
+        Their places in ``weights``, as ``at``.
     floor : float32 array (nq,), optional
         Only documents scoring above ``floor[q]`` (>= 0) are returned for query ``q`` (default 0): the k-th score
         of the earlier segments, which a document of this one must beat (at equal scores the earlier, smaller
@@ -216,8 +269,9 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     ------
     ValueError
         ``k < 1``, an unknown variant, a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`),
-        ``mode`` not one entry a query term in 0..2, ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or
-        not float32 of one entry a posting, or ``floor`` not ``nq`` scores >= 0.
+        ``mode`` not one entry a query term in 0..2, ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or not
+        contiguous float32, ``at`` / ``fill_at`` of the wrong shape or placing a run outside ``weights``, or
+        ``floor`` not ``nq`` scores >= 0.
     """
     k = _check_k(k)
     if variant not in WEIGHT_VARIANTS:
@@ -234,10 +288,13 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     if weights is None:
         if len(fill) or np.any(mode < 2):
             raise ValueError("search_segment_cpu: weights are needed to keep or read weights (mode 0 / 1, fill)")
-        weights = np.zeros(0, np.float32)
-    elif weights.dtype != np.float32 or weights.shape != (len(doc),) or not weights.flags.c_contiguous:
-        raise ValueError(f"search_segment_cpu: weights must be contiguous float32 of shape ({len(doc)},), got "
-                         f"{weights.dtype} {weights.shape}")
+        weights, at, fill_at = np.zeros(0, np.float32), np.zeros(len(q_terms), np.int64), np.zeros(0, np.int64)
+    else:
+        if weights.dtype != np.float32 or weights.ndim != 1 or not weights.flags.c_contiguous:
+            raise ValueError(f"search_segment_cpu: weights must be 1-d contiguous float32, got {weights.dtype} "
+                             f"{weights.shape}")
+        at = _places("at", offsets, ids, q_terms, at, mode < 2, len(weights))
+        fill_at = _places("fill_at", offsets, ids, fill, fill_at, np.ones(len(fill), bool), len(weights))
     floor = np.zeros(nq, np.float32) if floor is None else np.ascontiguousarray(floor, np.float32)
     if floor.shape != (nq,) or not (floor >= 0).all():
         raise ValueError(f"search_segment_cpu: floor must be {nq} scores >= 0, got shape {floor.shape}")
@@ -251,9 +308,9 @@ def search_segment_cpu(offsets, ids, doc, tf, kd, idf, minus, variant: str, k1: 
     kind = WEIGHT_VARIANTS[variant]
     with numba_threads(n_threads) as nth:
         if len(fill):
-            _fill(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), fill, weights)
+            _fill(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), fill, fill_at, weights)
         if nq:
             _seg_search(offsets, ids, doc, tf, kd, idf, m, use, kind, float(k1), float(delta), n_docs, q_ptr, q_terms,
-                        q_w, mode, weights, k, floor, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask, a_ptr,
-                        a_docs)
+                        q_w, mode, weights, at, k, floor, min(nq, nth * 4), out_doc, out_score, out_n, fmode, fmask,
+                        a_ptr, a_docs)
     return out_doc, out_score, out_n

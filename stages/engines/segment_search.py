@@ -23,13 +23,26 @@ kept.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.kernels.segment_search import advance_runs, length_factors, search_segment_cpu
 from cutext.stages.engines import search as search_stage
 
 __all__ = ["SegmentSearch"]
+
+
+@dataclass
+class _Kept:
+    """The weights a commit's batches computed: ``state`` per global term (0 not kept, 1 being computed by a
+    batch, 2 kept), ``slot`` where its runs begin in ``weights`` (the segments' runs one after the other, as a
+    merged matrix's row), and ``end``, the first place not given (float32 ``weights``: pages exist once written)."""
+
+    state: np.ndarray
+    slot: np.ndarray
+    weights: np.ndarray
+    end: int = 0
 
 
 class SegmentSearch:
@@ -85,26 +98,32 @@ class SegmentSearch:
     def drop_weights(self) -> None:
         """Forget the kept weights (:meth:`topk`), freeing their memory (the index's merged matrix replaces them)."""
         with self._lock:
-            # per global term 0 not kept, 1 being computed by a batch, 2 kept; the arrays' pages exist once written
-            self._kept = (np.zeros(len(self.idf), np.int8), [np.empty(len(p[0].segment.doc), np.float32)
-                                                              for p in self.parts])
+            self._kept = _Kept(np.zeros(len(self.idf), np.int8), np.full(len(self.idf), -1, np.int64),
+                               np.empty(sum(len(p[0].segment.doc) for p in self.parts), np.float32))
 
     def _plan(self, terms):
         """``(kept, mode, fill, claimed)`` of a batch of query terms ``terms`` (int32, one a query term): per query
         term 0 read its kept weights, 1 compute and keep them, 2 compute them (another batch keeps them); the
-        new terms of two or more query terms computed first (``fill``); the terms this batch keeps."""
+        new terms of two or more query terms computed first (``fill``); the terms this batch keeps, each given
+        its place in the kept weights (after those kept before: the pages written are the ones used)."""
         with self._lock:
             kept = self._kept
-            state = kept[0][terms]
+            state = kept.state[terms]
             new = state == 0
             uniq, first, counts = np.unique(terms[new], return_index=True, return_counts=True)
-            kept[0][uniq] = 1
+            ends = kept.end + np.cumsum(self.df[uniq], dtype=np.int64)
+            fits = ends <= len(kept.weights)  # a batch that failed leaves its places unused: the rest computed
+            kept.slot[uniq[fits]] = ends[fits] - self.df[uniq[fits]]
+            kept.end = int(ends[fits][-1]) if fits.any() else kept.end
+            kept.state[uniq[fits]] = 1
         mode = np.where(state == 2, 0, 2).astype(np.int8)
         if len(uniq):
             at = np.flatnonzero(new)
-            mode[at] = 0  # the terms of fill: computed before the queries
-            mode[at[first[counts == 1]]] = 1  # one query term: computed and kept while it is scored
-        return kept, mode, uniq[counts > 1].astype(np.int32), uniq
+            mode[at[np.isin(terms[at], uniq[fits])]] = 0  # the terms of fill: computed before the queries
+            one = first[(counts == 1) & fits]
+            mode[at[one]] = 1  # one query term: computed and kept while it is scored
+        keep = uniq[fits]
+        return kept, mode, keep[counts[fits] > 1].astype(np.int32), keep
 
     def postings(self, Q) -> int:
         """The postings the queries of ``Q`` score (those of their terms in every segment)."""
@@ -126,16 +145,20 @@ class SegmentSearch:
         floor = np.zeros(nq, np.float32)
         terms = np.ascontiguousarray(Q.indices, np.int32)
         kept, mode, fill, claimed = self._plan(terms)
+        at, fill_at = kept.slot[terms], kept.slot[fill]  # each term's run of the segment at hand
         done = 0
         try:
-            for (r, offsets_s, ids, kd, base), w in zip(self.parts, kept[1]):
+            for r, offsets_s, ids, kd, base in self.parts:
                 sg = r.segment
                 part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
                 got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
                                               self.k1, self.delta, Q.indptr, terms, Q.data, min(k, sg.n_docs),
-                                              n_threads=n_threads, weights=w, mode=mode, fill=fill, floor=floor,
+                                              n_threads=n_threads, weights=kept.weights, mode=mode, at=at,
+                                              fill=fill, fill_at=fill_at, floor=floor,
                                               **(part.engine_args() if part is not None else {})))
                 offsets.append(base)
+                advance_runs(offsets_s, ids, terms, at)  # the next segment's runs follow
+                advance_runs(offsets_s, ids, fill, fill_at)
                 best = np.concatenate([best, got[-1][1]], axis=1)
                 if best.shape[1] >= k:  # a document of a later segment must beat the k-th so far
                     best = np.partition(best, best.shape[1] - k, axis=1)[:, -k:]
@@ -143,7 +166,7 @@ class SegmentSearch:
             done = 2
         finally:  # kept only once every segment holds them; an error leaves them to a later batch
             with self._lock:
-                kept[0][claimed] = done
+                kept.state[claimed] = done
         self.scored += self.postings(Q)
         if not got:
             return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)

@@ -86,8 +86,12 @@ def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
         search_segment_cpu(*args, mode=[0] * 6)
     with pytest.raises(ValueError, match="mode must hold"):
         search_segment_cpu(*args, weights=kept, mode=[0, 3, 0, 0, 0, 0])
-    with pytest.raises(ValueError, match="weights must be contiguous float32"):
-        search_segment_cpu(*args, weights=kept[:-1], fill=[1])
+    with pytest.raises(ValueError, match="weights must be 1-d contiguous float32"):
+        search_segment_cpu(*args, weights=kept.astype(np.float64), fill=[1])
+    with pytest.raises(ValueError, match="fill_at places runs outside the"):
+        search_segment_cpu(*args, weights=kept[:-1], fill=[held[-1]])
+    with pytest.raises(ValueError, match="at places runs outside the"):
+        search_segment_cpu(*args, weights=kept, mode=[0] * 6, at=[0, 0, 0, 0, len(kept) - 1, 0])
 
 
 def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, pieces, monkeypatch):
@@ -231,27 +235,23 @@ def test_a_commit_computes_a_term_s_weights_once_and_the_merge_drops_them(tmp_pa
     first = index.search(QUERIES, k=20)  # "computer" of two queries computed before, the other terms while scored
     _exact(first, merged.search(QUERIES, k=20))
     terms = np.unique(index.query_matrix(list(QUERIES.values())).indices)
-    state, kept = seg._kept
-    assert (state[terms] == 2).all() and state.sum() == 2 * len(terms)
+    kept = seg._kept
+    assert (kept.state[terms] == 2).all() and kept.state.sum() == 2 * len(terms)
     M = merged.matrix
-    for (r, offsets, ids, _, base), w in zip(seg.parts, kept):  # each segment's postings of the terms: the
-        for t in terms:  # merged matrix's stored weights, bit for bit
-            row = np.searchsorted(ids, t)
-            if row < len(ids) and ids[row] == t:
-                cols = slice(M.indptr[t], M.indptr[t + 1])
-                at = M.indices[cols] - base
-                inside = (at >= 0) & (at < r.segment.n_docs)
-                np.testing.assert_array_equal(w[offsets[row]:offsets[row + 1]], M.data[cols][inside])
+    for t in terms:  # each term's runs one after the other: the merged matrix's row, bit for bit
+        np.testing.assert_array_equal(kept.weights[kept.slot[t]:kept.slot[t] + index.df[t]],
+                                      M.data[M.indptr[t]:M.indptr[t + 1]])
+    assert kept.end == index.df[terms].sum()  # placed one after the other: the pages written are those used
     _exact(index.search(QUERIES, k=20), first)  # read back
     mask = np.zeros(index.n_docs, bool)
     mask[1::2] = True
     _exact(index.search(QUERIES, k=20, filter=mask), merged.search(QUERIES, k=20, filter=mask))
     seg.drop_weights()
-    seg._kept[0][terms[:2]] = 1  # being computed by another batch: computed here, neither kept nor read
+    seg._kept.state[terms[:2]] = 1  # being computed by another batch: computed here, neither kept nor read
     _exact(index.search(QUERIES, k=20), first)
-    assert (seg._kept[0][terms[:2]] == 1).all() and (seg._kept[0][terms[2:]] == 2).all()
+    assert (seg._kept.state[terms[:2]] == 1).all() and (seg._kept.state[terms[2:]] == 2).all()
     index.search(QUERIES, k=20, engine="sparse")  # merges the matrix
-    assert index._matrix is not None and not seg._kept[0].any()
+    assert index._matrix is not None and not seg._kept.state.any()
 
 
 def test_equal_scores_across_segments_keep_the_earlier_segment_s_documents(tmp_path, pieces, monkeypatch):
