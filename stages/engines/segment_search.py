@@ -8,17 +8,19 @@ the global term id of each local term, and the length factor ``K_d`` of each doc
 Only ``K_d``, the term ids and the idf depend on the other segments, so the search form of a refreshed commit is
 O(documents + vocabulary + the new segments) to make, whatever the size of the unchanged segments.
 
-A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu` and the segments'
-top k merged by :func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller
-doc id).  Every weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and
-each document's score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu`, each segment taking
+only the documents that beat the k-th score of the earlier ones (``floor``), and the segments' top k merged by
+:func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller doc id).  Every
+weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and each document's
+score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
 
-A term's weights are computed once a commit: kept (float32, a posting's slot in an array per segment, whose pages
-exist once written) and read by the later batches, so a term scored again costs about what the merged matrix's
-engine pays for it.  A batch computes those of its new terms that two or
-more of its queries hold before scoring (:func:`cutext.kernels.segment_search.search_segment_cpu`, ``fill``), and
-those that one query holds while scoring it; a term another batch is computing at the time is computed and not
-kept.
+A term's weights are computed once a commit and kept for the later batches (float32, in one array of a slot a
+posting, each term's segment runs one after the other as a merged matrix's row, placed in the order the batches
+first use the terms: the pages written are those used, up to 4 bytes a posting of the terms searched), so a term
+scored again costs a read of a stored weight, as in the merged matrix's engine.  A batch computes those of its new terms
+that two or more of its queries hold before scoring (``fill``), and those that one query holds while scoring it;
+a term another batch is computing at the time is computed and not kept.  The index drops them when it merges its
+matrix.
 """
 from __future__ import annotations
 
