@@ -3,6 +3,8 @@ segment with the weights of the global statistics computed at query time (on CAC
 taking the unchanged segments over, and the merged matrix it switches to."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -268,3 +270,25 @@ def test_equal_scores_across_segments_keep_the_earlier_segment_s_documents(tmp_p
         _exact(got, merged.search(QUERIES, k=k))
         n = 300  # the documents of a segment: a top of k < 3 * (ties) holds the first segment's first
         assert (got.groupby("query_id")["doc_id"].min() < n).all()
+
+
+def test_batches_of_several_threads_keep_and_read_the_same_weights(tmp_path, pieces, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    merged = _merged_load(ix, monkeypatch)
+    lines = pieces[1].read_text(encoding="utf-8").splitlines()[:40]
+    texts = [json.loads(line)["contents"][:60] for line in lines]  # 40 queries sharing many terms
+    Q = index.query_matrix(texts)
+    want = merged._sm.topk(Q, 10, "cpu")
+    for _ in range(3):
+        index._seg.drop_weights()
+        with ThreadPoolExecutor(4) as pool:  # the same rows at once: terms claimed, kept and read across threads
+            got = list(pool.map(lambda i: index._seg.topk(Q[i::4], 10), [0, 1, 2, 3, 0, 1, 2, 3]))
+        for i, g in enumerate(got):
+            for a, b in zip(g, want):
+                np.testing.assert_array_equal(a, b[i % 4::4])
+    assert (index._seg._kept.state[np.unique(Q.indices)] == 2).all()
