@@ -207,6 +207,8 @@ def _places(who: str, offsets, ids, terms, at, used, n: int) -> np.ndarray:
     if at.shape != terms.shape:
         raise ValueError(f"search_segment_cpu: {who} must hold one position for each of the {len(terms)} terms, got "
                          f"shape {at.shape}")
+    if not len(terms):
+        return at
     if own:
         _runs(offsets, ids, terms, at, np.zeros(len(terms), np.bool_), n, at)
     if not _runs(offsets, ids, terms, at, np.ascontiguousarray(used, np.bool_), n, at[:0]):

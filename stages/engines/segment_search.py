@@ -163,7 +163,8 @@ class SegmentSearch:
                                               **(part.engine_args() if part is not None else {})))
                 offsets.append(base)
                 advance_runs(offsets_s, ids, terms, at)  # the next segment's runs follow
-                advance_runs(offsets_s, ids, fill, fill_at)
+                if len(fill):
+                    advance_runs(offsets_s, ids, fill, fill_at)
                 best = np.concatenate([best, got[-1][1]], axis=1)
                 if best.shape[1] >= k:  # a document of a later segment must beat the k-th so far
                     best = np.partition(best, best.shape[1] - k, axis=1)[:, -k:]
