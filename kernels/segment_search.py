@@ -39,7 +39,7 @@ from cutext.kernels.search import (
     _select_one,
 )
 
-__all__ = ["advance_runs", "length_factors", "search_segment_cpu"]
+__all__ = ["advance_runs", "length_factors", "raise_floor", "search_segment_cpu"]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -226,6 +226,39 @@ def advance_runs(offsets, ids, terms, at) -> None:
     ``ids`` as :func:`search_segment_cpu` takes them): where the next segment's runs go when the segments' runs of
     a term follow one another in the kept weights."""
     _advance(offsets, ids, np.ascontiguousarray(terms, np.int32), at)
+
+
+@numba.njit(nogil=True, cache=True)
+def _raise_floor(best, score, n, floor):  # pragma: no cover - numba
+    for q in range(best.shape[0]):
+        for i in range(min(n[q], score.shape[1])):
+            s = score[q, i]
+            if s <= floor[q]:  # ranked: none after it beats the floor either
+                break
+            low = 0
+            for j in range(1, best.shape[1]):
+                if best[q, j] < best[q, low]:
+                    low = j
+            best[q, low] = s
+            m = best[q, 0]
+            for j in range(1, best.shape[1]):
+                m = min(m, best[q, j])
+            floor[q] = m
+
+
+def raise_floor(best, score, n, floor) -> None:
+    """Take a segment's ranked scores into the ``k`` best so far of each query and raise ``floor`` to the k-th.
+
+    Parameters
+    ----------
+    best : float32 array (nq, k)
+        The k best scores so far of each query, in any order, 0 where fewer (updated in place).
+    score : float32 array (nq, k'), n : int32 array (nq,)
+        The segment's results (:func:`search_segment_cpu`): row ``q``'s first ``n[q]`` scores, descending.
+    floor : float32 array (nq,)
+        ``best.min(axis=1)``, updated in place: what a document of a later segment must beat.
+    """
+    _raise_floor(best, score, n, floor)
 
 
 _NO_TERMS, _NO_PLACES, _NO_WEIGHTS = np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.float32)

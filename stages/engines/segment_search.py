@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cutext.kernels.segment_search import advance_runs, length_factors, search_segment_cpu
+from cutext.kernels.segment_search import advance_runs, length_factors, raise_floor, search_segment_cpu
 from cutext.stages.engines import search as search_stage
 
 __all__ = ["SegmentSearch"]
@@ -146,7 +146,7 @@ class SegmentSearch:
         k = search_stage.cap_k(k, self.n_docs)
         nq = Q.shape[0]
         got, offsets = [], []
-        best = np.zeros((nq, 0), np.float32)  # the k best scores so far of each query (0: none)
+        best = np.zeros((nq, k), np.float32)  # the k best scores so far of each query (0: none)
         floor = np.zeros(nq, np.float32)
         terms = np.ascontiguousarray(Q.indices, np.int32)
         kept, mode, fill, claimed = self._plan(terms)
@@ -165,10 +165,7 @@ class SegmentSearch:
                 advance_runs(offsets_s, ids, terms, at)  # the next segment's runs follow
                 if len(fill):
                     advance_runs(offsets_s, ids, fill, fill_at)
-                best = np.concatenate([best, got[-1][1]], axis=1)
-                if best.shape[1] >= k:  # a document of a later segment must beat the k-th so far
-                    best = np.partition(best, best.shape[1] - k, axis=1)[:, -k:]
-                    floor = best.min(axis=1)
+                raise_floor(best, got[-1][1], got[-1][2], floor)  # a later segment's document must beat the k-th
             done = 2
         finally:  # kept only once every segment holds them; an error leaves them to a later batch
             with self._lock:
