@@ -13,11 +13,12 @@ subtracted in float32), ``K`` holding the one product of that formula that depen
 (``k1 * norm``, or ``norm`` for bm25l), so a score is the sum :func:`cutext.kernels.search.search_cpu` adds
 over stored weights, bit for bit, and its top k follow the same ties rule.
 
-The caller may keep those float32 weights for later batches (``weights``, one slot a posting): per query term a
-``mode`` says whether its weights are read from there, computed and written there, or computed alone, and the
-terms of ``fill`` are computed there before the queries are scored (the terms on numba's threads).  A weight read
-costs what the merged matrix's engine pays for a posting; one computed (a gather of ``K``, a float64 division)
-about 1.7 times as much.
+The caller may keep those float32 weights for later batches in an array of its own (``weights``, each query
+term's run of this segment at ``at``): per query term a ``mode`` says whether its weights are read from there,
+computed and written there, or computed alone, and the terms of ``fill`` are computed there before the queries
+are scored (blocks of postings on numba's threads).  A weight read costs what the merged matrix's engine pays
+for a posting; one computed (a gather of ``K``, a float64 division) about 1.7 times as much.  ``floor`` gives
+each query the score a document must beat (the k-th of the earlier segments), which the top-k selection skips to.
 """
 from __future__ import annotations
 
