@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from cutext import pipelines
 from cutext.kernels.postings import csr_weights
 from cutext.kernels.search import search_cpu
-from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.kernels.segment_search import length_factors, raise_floor, search_segment_cpu
 from cutext.stages.engines import bm25_index, index_reader, segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text import bm25 as bm25_stage
@@ -292,3 +292,18 @@ def test_batches_of_several_threads_keep_and_read_the_same_weights(tmp_path, pie
             for a, b in zip(g, want):
                 np.testing.assert_array_equal(a, b[i % 4::4])
     assert (index._seg._kept.state[np.unique(Q.indices)] == 2).all()
+
+
+def test_raise_floor_keeps_the_k_best_scores_seen_and_their_minimum():
+    rng = np.random.default_rng(5)
+    best, floor = np.zeros((3, 4), np.float32), np.zeros(3, np.float32)
+    seen = [[], [], []]
+    for _ in range(5):  # five segments' ranked rows, some shorter than k
+        score = -np.sort(-rng.integers(1, 9, (3, 4)).astype(np.float32), axis=1)
+        n = rng.integers(0, 5, 3).astype(np.int32)
+        raise_floor(best, score, n, floor)
+        for q in range(3):
+            seen[q] += list(score[q, :n[q]])
+            top = sorted(seen[q], reverse=True)[:4]
+            want = top[-1] if len(top) == 4 else 0
+            assert floor[q] == want and sorted(best[q][best[q] > 0], reverse=True) == top[:len(best[q][best[q] > 0])]
