@@ -143,16 +143,16 @@ def _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, use, allow):
-    """Top k of the touched documents (a heap of k whose root is the worst kept), resetting ``acc``; with
-    ``use``, only the documents ``d`` with ``allow[d]``."""
+def _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, use, allow, floor):
+    """Top k of the touched documents (a heap of k whose root is the worst kept) scoring above ``floor``
+    (>= 0), resetting ``acc``; with ``use``, only the documents ``d`` with ``allow[d]``."""
     m = 0
     th = np.float32(0)  # 0 until k are kept, then the worst kept score
     for i in range(nt):
         d = touched[i]
         s = acc[d]
         acc[d] = 0
-        if s < th or s <= 0 or (use and not allow[d]):
+        if s < th or s <= floor or (use and not allow[d]):
             continue
         if m < k:
             _heap_push(hs, hd, m, s, d)
@@ -185,16 +185,16 @@ def _f32_bits(x):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, use, allow):
+def _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, use, allow, floor):
     """Top k of a dense score array scanned in doc order (an equal score never displaces a kept, smaller
-    doc), then ``acc`` reset.  Blocks of :data:`SCAN_BLOCK` scores whose maximum does not beat the
-    threshold are skipped (the maximum over the int32 bits of non-negative floats, which orders as the
-    floats and vectorizes; with a filter it bounds the allowed scores too).  With ``use``, only the
-    documents ``d`` with ``allow[d]``."""
+    doc) among the scores above ``floor`` (>= 0), then ``acc`` reset.  Blocks of :data:`SCAN_BLOCK` scores
+    whose maximum does not beat the threshold are skipped (the maximum over the int32 bits of non-negative
+    floats, which orders as the floats and vectorizes; with a filter it bounds the allowed scores too).
+    With ``use``, only the documents ``d`` with ``allow[d]``."""
     m = 0
-    th = np.float32(0)  # a score must beat this: 0 until k are kept, then the worst kept (predictable branch)
+    th = floor  # a score must beat this: floor until k are kept, then the worst kept (predictable branch)
     bits = acc.view(np.int32)
-    th_bits = np.int32(0)
+    th_bits = _f32_bits(th)
     n = acc.shape[0]
     for b in range(0, n, SCAN_BLOCK):
         e = min(n, b + SCAN_BLOCK)
@@ -252,10 +252,11 @@ def _cpu_search(indptr, indices, data, n_docs, q_ptr, q_terms, q_w, k, n_chunks,
                 total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
             if total * DENSE_RATIO >= n_docs:  # many postings: no touched list, scan the N scores
                 _score_dense(q, indptr, indices, data, q_ptr, q_terms, q_w, acc)
-                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+                _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, np.float32(0))
             else:
                 nt = _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched)
-                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow)
+                _select_one(q, k, acc, touched, nt, hs, hd, out_doc, out_score, out_n, fmode != 0, allow,
+                            np.float32(0))
             if fmode == 2:
                 _mark_allowed(qa, a_ptr, a_docs, q, False)
 

@@ -183,6 +183,8 @@ class BM25Index(StoredFields, IndexCommits):
             if self._merge is not None:
                 M = self._merge()
                 self._matrix, self._sm_obj, self._merge = M, search_stage.SearchMatrix(M), None
+                if self._seg is not None:  # the matrix holds every weight the per-segment search kept
+                    self._seg.drop_weights()
 
     @property
     def _local(self) -> bool:

@@ -8,19 +8,43 @@ the global term id of each local term, and the length factor ``K_d`` of each doc
 Only ``K_d``, the term ids and the idf depend on the other segments, so the search form of a refreshed commit is
 O(documents + vocabulary + the new segments) to make, whatever the size of the unchanged segments.
 
-A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu` and the segments'
-top k merged by :func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller
-doc id).  Every weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and
-each document's score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu`, each segment taking
+only the documents that beat the k-th score of the earlier ones (``floor``), and the segments' top k merged by
+:func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller doc id).  Every
+weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and each document's
+score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+
+A term's weights are computed once a commit and kept for the later batches (float32, in one array of a slot a
+posting, each term's segment runs one after the other as a merged matrix's row, placed in the order the batches
+first use the terms: the pages written are those used, up to 4 bytes a posting of the terms searched), so a term
+scored again costs a read of a stored weight, as in the merged matrix's engine.  A batch computes those of its new terms
+that two or more of its queries hold before scoring (``fill``), and those that one query holds while scoring it;
+a term another batch is computing at the time is computed and not kept.  The index drops them when it merges its
+matrix.
 """
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
+
 import numpy as np
 
-from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.kernels.segment_search import advance_runs, length_factors, raise_floor, search_segment_cpu
 from cutext.stages.engines import search as search_stage
 
 __all__ = ["SegmentSearch"]
+
+
+@dataclass
+class _Kept:
+    """The weights a commit's batches computed: ``state`` per global term (0 not kept, 1 being computed by a
+    batch, 2 kept), ``slot`` where its runs begin in ``weights`` (the segments' runs one after the other, as a
+    merged matrix's row), and ``end``, the first place not given (float32 ``weights``: pages exist once written)."""
+
+    state: np.ndarray
+    slot: np.ndarray
+    weights: np.ndarray
+    end: int = 0
 
 
 class SegmentSearch:
@@ -70,6 +94,41 @@ class SegmentSearch:
             self.parts.append((r, offsets, np.ascontiguousarray(ids, np.int32), kd, int(base)))
         self.n_postings = int(mt.df.sum())
         self.scored = 0
+        self._lock = threading.Lock()
+        self.drop_weights()
+
+    def drop_weights(self) -> None:
+        """Forget the kept weights (:meth:`topk`), freeing their memory (the index's merged matrix replaces them)."""
+        with self._lock:
+            self._kept = _Kept(np.zeros(len(self.idf), np.int8), np.full(len(self.idf), -1, np.int64),
+                               np.empty(sum(len(p[0].segment.doc) for p in self.parts), np.float32))
+
+    def _plan(self, terms):
+        """``(kept, mode, fill, claimed)`` of a batch of query terms ``terms`` (int32, one a query term): per query
+        term 0 read its kept weights, 1 compute and keep them, 2 compute them (another batch keeps them); the
+        new terms of two or more query terms computed first (``fill``); the terms this batch keeps, each given
+        its place in the kept weights (after those kept before: the pages written are the ones used)."""
+        with self._lock:
+            kept = self._kept
+            state = kept.state[terms]
+            new = state == 0
+            uniq, first, counts = np.unique(terms[new], return_index=True, return_counts=True)
+            ends = kept.end + np.cumsum(self.df[uniq], dtype=np.int64)
+            fits = ends <= len(kept.weights)  # a batch that failed leaves its places unused: the rest computed
+            kept.slot[uniq[fits]] = ends[fits] - self.df[uniq[fits]]
+            lo, kept.end = kept.end, int(ends[fits][-1]) if fits.any() else kept.end
+            kept.state[uniq[fits]] = 1
+        # the pages this batch writes, faulted in by this thread (a write a page): the kernels' threads faulting in
+        # fresh pages at once took twice the time of the cold batches on 2 cores
+        kept.weights[lo:kept.end:1024] = 0
+        mode = np.where(state == 2, 0, 2).astype(np.int8)
+        if len(uniq):
+            at = np.flatnonzero(new)
+            mode[at[np.isin(terms[at], uniq[fits])]] = 0  # the terms of fill: computed before the queries
+            one = first[(counts == 1) & fits]
+            mode[at[one]] = 1  # one query term: computed and kept while it is scored
+        keep = uniq[fits]
+        return kept, mode, keep[counts[fits] > 1].astype(np.int32), keep
 
     def postings(self, Q) -> int:
         """The postings the queries of ``Q`` score (those of their terms in every segment)."""
@@ -87,13 +146,30 @@ class SegmentSearch:
         k = search_stage.cap_k(k, self.n_docs)
         nq = Q.shape[0]
         got, offsets = [], []
-        for r, offsets_s, ids, kd, base in self.parts:
-            sg = r.segment
-            part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
-            got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
-                                          self.k1, self.delta, Q.indptr, Q.indices, Q.data, min(k, sg.n_docs),
-                                          n_threads=n_threads, **(part.engine_args() if part is not None else {})))
-            offsets.append(base)
+        best = np.zeros((nq, k), np.float32)  # the k best scores so far of each query (0: none)
+        floor = np.zeros(nq, np.float32)
+        terms = np.ascontiguousarray(Q.indices, np.int32)
+        kept, mode, fill, claimed = self._plan(terms)
+        at, fill_at = kept.slot[terms], kept.slot[fill]  # each term's run of the segment at hand
+        done = 0
+        try:
+            for r, offsets_s, ids, kd, base in self.parts:
+                sg = r.segment
+                part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
+                got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
+                                              self.k1, self.delta, Q.indptr, terms, Q.data, min(k, sg.n_docs),
+                                              n_threads=n_threads, weights=kept.weights, mode=mode, at=at,
+                                              fill=fill, fill_at=fill_at, floor=floor,
+                                              **(part.engine_args() if part is not None else {})))
+                offsets.append(base)
+                advance_runs(offsets_s, ids, terms, at)  # the next segment's runs follow
+                if len(fill):
+                    advance_runs(offsets_s, ids, fill, fill_at)
+                raise_floor(best, got[-1][1], got[-1][2], floor)  # a later segment's document must beat the k-th
+            done = 2
+        finally:  # kept only once every segment holds them; an error leaves them to a later batch
+            with self._lock:
+                kept.state[claimed] = done
         self.scored += self.postings(Q)
         if not got:
             return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)

@@ -3,6 +3,8 @@ segment with the weights of the global statistics computed at query time (on CAC
 taking the unchanged segments over, and the merged matrix it switches to."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,7 +13,7 @@ import scipy.sparse as sp
 from cutext import pipelines
 from cutext.kernels.postings import csr_weights
 from cutext.kernels.search import search_cpu
-from cutext.kernels.segment_search import length_factors, search_segment_cpu
+from cutext.kernels.segment_search import length_factors, raise_floor, search_segment_cpu
 from cutext.stages.engines import bm25_index, index_reader, segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text import bm25 as bm25_stage
@@ -55,13 +57,43 @@ def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
     q_ptr, q_terms = np.array([0, 2, 5, 6, 6]), np.array([1, 5, 2, 3, 7, 5])
     q_w = np.array([1, 2, 1, 1, 3, 1], np.float32)
     mask = rng.random(n_docs) < 0.6
+    args = (offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2, fn.delta, q_ptr,
+            q_terms, q_w, 7)
     for kw in ({}, {"mask": mask}):
         want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7, **kw)
-        got = search_segment_cpu(offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2,
-                                 fn.delta, q_ptr, q_terms, q_w, 7, **kw)
-        for a, b in zip(got, want):
-            np.testing.assert_array_equal(a, b)
+        kept = np.full(M.nnz, np.nan, np.float32)
+        runs = [{},  # computed
+                {"weights": kept, "mode": [1, 2, 1, 1, 1, 2], "fill": [5]},  # kept while scored (term 5: none held)
+                {"weights": kept, "mode": [0, 0, 0, 0, 0, 0]},  # read
+                {"weights": np.full(M.nnz, np.nan, np.float32), "mode": [0, 0, 2, 0, 0, 0], "fill": [1, 3, 5, 7]}]
+        for run in runs:
+            got = search_segment_cpu(*args, **run, **kw)
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+        rows = np.concatenate([np.arange(M.indptr[t], M.indptr[t + 1]) for t in (1, 2, 3, 7)])
+        np.testing.assert_array_equal(kept[rows], data[rows])  # the merged matrix's stored weights
+        assert np.isnan(np.delete(kept, rows)).all()  # nothing else written
     assert want[2][2] == 0  # a query of terms no document holds
+    want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7)
+    floor = want[1][:, 2].copy()  # each query's third score: the first two, and no document of an equal score
+    got = search_segment_cpu(*args, floor=floor)
+    np.testing.assert_array_equal(got[2], (want[1][:, :3] > floor[:, None]).sum(axis=1))
+    for q in range(len(floor)):
+        n = got[2][q]
+        np.testing.assert_array_equal(got[0][q, :n], want[0][q, :n])
+        np.testing.assert_array_equal(got[1][q, :n], want[1][q, :n])
+    with pytest.raises(ValueError, match="floor must be"):
+        search_segment_cpu(*args, floor=-floor)
+    with pytest.raises(ValueError, match="weights are needed"):
+        search_segment_cpu(*args, mode=[0] * 6)
+    with pytest.raises(ValueError, match="mode must hold"):
+        search_segment_cpu(*args, weights=kept, mode=[0, 3, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="weights must be 1-d contiguous float32"):
+        search_segment_cpu(*args, weights=kept.astype(np.float64), fill=[1])
+    with pytest.raises(ValueError, match="fill_at places runs outside the"):
+        search_segment_cpu(*args, weights=kept[:-1], fill=[held[-1]])
+    with pytest.raises(ValueError, match="at places runs outside the"):
+        search_segment_cpu(*args, weights=kept, mode=[0] * 6, at=[0, 0, 0, 0, len(kept) - 1, 0])
 
 
 def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, pieces, monkeypatch):
@@ -193,3 +225,85 @@ def test_a_refresh_keeps_the_query_term_hash_while_the_vocabulary_stays(tmp_path
     grown = same.refresh()  # new terms: a new hash, built at its first query
     assert grown._term_hash is None
     _exact(grown.search(QUERIES, k=30), BM25Index.load(ix, backend="cpu").search(QUERIES, k=30))
+
+
+def test_a_commit_computes_a_term_s_weights_once_and_the_merge_drops_them(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), variant="bm25+", **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    merged = _merged_load(ix, monkeypatch)
+    seg = index._seg
+    first = index.search(QUERIES, k=20)  # "computer" of two queries computed before, the other terms while scored
+    _exact(first, merged.search(QUERIES, k=20))
+    terms = np.unique(index.query_matrix(list(QUERIES.values())).indices)
+    kept = seg._kept
+    assert (kept.state[terms] == 2).all() and kept.state.sum() == 2 * len(terms)
+    M = merged.matrix
+    for t in terms:  # each term's runs one after the other: the merged matrix's row, bit for bit
+        np.testing.assert_array_equal(kept.weights[kept.slot[t]:kept.slot[t] + index.df[t]],
+                                      M.data[M.indptr[t]:M.indptr[t + 1]])
+    assert kept.end == index.df[terms].sum()  # placed one after the other: the pages written are those used
+    _exact(index.search(QUERIES, k=20), first)  # read back
+    mask = np.zeros(index.n_docs, bool)
+    mask[1::2] = True
+    _exact(index.search(QUERIES, k=20, filter=mask), merged.search(QUERIES, k=20, filter=mask))
+    seg.drop_weights()
+    seg._kept.state[terms[:2]] = 1  # being computed by another batch: computed here, neither kept nor read
+    _exact(index.search(QUERIES, k=20), first)
+    assert (seg._kept.state[terms[:2]] == 1).all() and (seg._kept.state[terms[2:]] == 2).all()
+    index.search(QUERIES, k=20, engine="sparse")  # merges the matrix
+    assert index._matrix is not None and not seg._kept.state.any()
+
+
+def test_equal_scores_across_segments_keep_the_earlier_segment_s_documents(tmp_path, pieces, monkeypatch):
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    for _ in range(2):  # the same posts twice more: each document's score three times, in three segments
+        pipelines.run("bm25", str(pieces[0]), out=str(ix), append=True, merge_policy="none", on_duplicate="keep",
+                      **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    assert len(index._seg.parts) == 3
+    merged = _merged_load(ix, monkeypatch)
+    for k in (1, 4, 7, 40):
+        got = index.search(QUERIES, k=k)
+        _exact(got, merged.search(QUERIES, k=k))
+        n = 300  # the documents of a segment: a top of k < 3 * (ties) holds the first segment's first
+        assert (got.groupby("query_id")["doc_id"].min() < n).all()
+
+
+def test_batches_of_several_threads_keep_and_read_the_same_weights(tmp_path, pieces, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    index = BM25Index.load(ix, backend="cpu")
+    merged = _merged_load(ix, monkeypatch)
+    lines = pieces[1].read_text(encoding="utf-8").splitlines()[:40]
+    texts = [json.loads(line)["contents"][:60] for line in lines]  # 40 queries sharing many terms
+    Q = index.query_matrix(texts)
+    want = merged._sm.topk(Q, 10, "cpu")
+    for _ in range(3):
+        index._seg.drop_weights()
+        with ThreadPoolExecutor(4) as pool:  # the same rows at once: terms claimed, kept and read across threads
+            got = list(pool.map(lambda i: index._seg.topk(Q[i::4], 10), [0, 1, 2, 3, 0, 1, 2, 3]))
+        for i, g in enumerate(got):
+            for a, b in zip(g, want):
+                np.testing.assert_array_equal(a, b[i % 4::4])
+    assert (index._seg._kept.state[np.unique(Q.indices)] == 2).all()
+
+
+def test_raise_floor_keeps_the_k_best_scores_seen_and_their_minimum():
+    rng = np.random.default_rng(5)
+    best, floor = np.zeros((3, 4), np.float32), np.zeros(3, np.float32)
+    seen = [[], [], []]
+    for _ in range(5):  # five segments' ranked rows, some shorter than k
+        score = -np.sort(-rng.integers(1, 9, (3, 4)).astype(np.float32), axis=1)
+        n = rng.integers(0, 5, 3).astype(np.int32)
+        raise_floor(best, score, n, floor)
+        for q in range(3):
+            seen[q] += list(score[q, :n[q]])
+            top = sorted(seen[q], reverse=True)[:4]
+            want = top[-1] if len(top) == 4 else 0
+            assert floor[q] == want and sorted(best[q][best[q] > 0], reverse=True) == top[:len(best[q][best[q] > 0])]
