@@ -132,6 +132,33 @@ def load_fake_cupy():
     return fake
 
 
+def fake_cudf():
+    """A CPU stand-in of cudf's Parquet reader (pyarrow underneath): the frame's columns have ``has_nulls``,
+    ``dtype`` and ``values``, as cudf's Series have."""
+    import types
+
+    import pyarrow.parquet as pq
+
+    class Col:
+        def __init__(self, arr):
+            self.has_nulls, self.values = arr.null_count > 0, arr.to_numpy(zero_copy_only=False)
+            self.dtype = self.values.dtype
+
+    class Frame:
+        def __init__(self, table):
+            self.columns, self._t = table.schema.names, table
+
+        def __len__(self):
+            return self._t.num_rows
+
+        def __getitem__(self, name):
+            return Col(self._t.column(name).combine_chunks())
+
+    mod = types.ModuleType("cudf")
+    mod.read_parquet = lambda path: Frame(pq.read_table(path))
+    return mod
+
+
 def install_fake_cupy(emu_lib: Path, monkeypatch, extend=None):
     """Make ``import cupy`` give the CPU stand-in whose kernels are the emulated CUDA C of ``emu_lib``
     (a library from :func:`build_cuda_emulation`), with empty kernel-loader caches (modules built by

@@ -20,7 +20,7 @@ from cutext.stages.engines import segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_flat
 
-from helpers import load_fake_cupy, scifact_topics
+from helpers import fake_cudf, load_fake_cupy, scifact_topics
 
 KW = dict(backend="cpu", scheduler="sync", progress=False)
 READER = {"text_column": ["title", "text"], "id_column": "_id"}
@@ -171,7 +171,7 @@ def test_appends_a_deletion_and_compaction_equal_a_one_shot_build(tmp_path, data
 
 
 def test_device_merge_moves_each_fields_tf_as_the_host(tmp_path, data_dir, monkeypatch):
-    """merge_segments(device=True) on the CPU stand-in of CuPy, BM25F segments of SciFact (several blocks a
+    """merge_segments(device=True) on CPU stand-ins of CuPy and cudf, BM25F segments of SciFact (several blocks a
     segment): the (F, n) field tf lands in the host's slots with the postings."""
     recs = _records(data_dir / "scifact" / "corpus.jsonl.gz")[:1500]
     spec = dict(field_weights={"title": 2.0}, field_b={"title": 0.4, "text": 0.8}, stopwords="lucene", **READER)
@@ -181,6 +181,7 @@ def test_device_merge_moves_each_fields_tf_as_the_host(tmp_path, data_dir, monke
     host = segments.merge_segments(folders)
     fake = load_fake_cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake.make(None))
+    monkeypatch.setitem(sys.modules, "cudf", fake_cudf())  # segments given as folders: decoded "on the device"
     monkeypatch.setattr(segments, "DEVICE_MERGE_BLOCK", 1000)
     dev = segments.merge_segments(folders, device=True)
     assert isinstance(dev.field_tf, fake.ndarray) and dev.fields == host.fields == ("title", "text")

@@ -27,7 +27,7 @@ from cutext.stages.runtime.artifacts import ArtifactError, ArtifactNotFoundError
 from cutext.stages.text.bm25 import VARIANTS
 from cutext.stages.text.tokenize import TokenizerConfig
 
-from helpers import cacm_jsonl, load_fake_cupy, read_index, saved_index
+from helpers import cacm_jsonl, fake_cudf, load_fake_cupy, read_index, saved_index
 
 N_PARTS = 3
 
@@ -159,31 +159,6 @@ class TestOneShotEquality:
             assert str(f / seg.POSTINGS) in str(exc.value)
         with pytest.raises(ArtifactError, match="and df record 100"):
             seg.read_postings_device(s.path, 100, s.n_docs, s.offsets)
-
-
-def fake_cudf():
-    """A CPU stand-in of cudf's Parquet reader (pyarrow underneath): the frame's columns have ``has_nulls``,
-    ``dtype`` and ``values``, as cudf's Series have."""
-    import types
-
-    class Col:
-        def __init__(self, arr):
-            self.has_nulls, self.values = arr.null_count > 0, arr.to_numpy(zero_copy_only=False)
-            self.dtype = self.values.dtype
-
-    class Frame:
-        def __init__(self, table):
-            self.columns, self._t = table.schema.names, table
-
-        def __len__(self):
-            return self._t.num_rows
-
-        def __getitem__(self, name):
-            return Col(self._t.column(name).combine_chunks())
-
-    mod = types.ModuleType("cudf")
-    mod.read_parquet = lambda path: Frame(pq.read_table(path))
-    return mod
 
 
 # ----------------------------------------------------------------------------- the files
