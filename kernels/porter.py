@@ -23,7 +23,7 @@ import numpy as np
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
-__all__ = ["stem_buffers"]
+__all__ = ["RULES", "stem_buffers"]
 
 _A, _E, _I, _L, _S, _Y = (ord(c) for c in "aeilsy")
 
@@ -32,7 +32,7 @@ _VOWEL[[ord(c) for c in "aeiou"]] = True
 
 # rules of steps 2, 3 and 4 as Lucene's PorterStemmer orders them, keyed by the letter the step looks at
 # (step 2 and 4: the last but one, step 3: the last); the first suffix that matches ends the step
-_RULES = (
+RULES = (
     {"a": (("ational", "ate"), ("tional", "tion")),
      "c": (("enci", "ence"), ("anci", "ance")),
      "e": (("izer", "ize"),),
@@ -58,7 +58,7 @@ def _rule_tables():
     pool uint8)."""
     pool, rows = bytearray(), []
     first = np.zeros((3, 257), np.int32)
-    for t, step in enumerate(_RULES):
+    for t, step in enumerate(RULES):
         for c in range(256):
             first[t, c] = len(rows)
             for suf, rep in step.get(chr(c), ()):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from cutext.kernels.porter import stem_buffers
+from cutext.kernels.porter import RULES, stem_buffers
 from cutext.kernels.tokenize import arrow_buffers
 
 __all__ = ["FAST_MIN_WORDS", "porter_stem", "porter_stem_array", "porter_stems"]
@@ -28,29 +28,10 @@ FAST_MIN_WORDS = 256
 
 _VOWELS = frozenset("aeiou")
 
-# step 2 and step 3 suffix rules, keyed by the letter the step looks at; the first suffix that matches
-# ends the step whether or not its measure lets it be replaced (the reference implementation's break)
-_STEP2 = {
-    "a": (("ational", "ate"), ("tional", "tion")),
-    "c": (("enci", "ence"), ("anci", "ance")),
-    "e": (("izer", "ize"),),
-    "l": (("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous")),
-    "o": (("ization", "ize"), ("ation", "ate"), ("ator", "ate")),
-    "s": (("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous")),
-    "t": (("aliti", "al"), ("iviti", "ive"), ("biliti", "ble")),
-    "g": (("logi", "log"),),
-}
-_STEP3 = {
-    "e": (("icate", "ic"), ("ative", ""), ("alize", "al")),
-    "i": (("iciti", "ic"),),
-    "l": (("ical", "ic"), ("ful", "")),
-    "s": (("ness", ""),),
-}
-_STEP4 = {
-    "a": ("al",), "c": ("ance", "ence"), "e": ("er",), "i": ("ic",), "l": ("able", "ible"),
-    "n": ("ant", "ement", "ment", "ent"), "o": ("ion", "ou"), "s": ("ism",), "t": ("ate", "iti"),
-    "u": ("ous",), "v": ("ive",), "z": ("ize",),
-}
+# steps 2, 3 and 4's (suffix, replacement) rules, keyed by the letter the step looks at (the kernel's table); the
+# first suffix that matches ends the step whether or not its measure lets it be replaced (the reference's break)
+_STEP2, _STEP3 = RULES[0], RULES[1]
+_STEP4 = {c: tuple(suf for suf, _ in rules) for c, rules in RULES[2].items()}
 
 
 def _cons(w: str, i: int) -> bool:
