@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dask
+import dask.threaded
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -287,7 +288,7 @@ def _write_files_gpu(tmp: Path, postings, range_workers, documents, docs, info, 
     overlap = info.client is None and info.scheduler == "sync"
     with concurrent.futures.ThreadPoolExecutor(1) as side:
         vocab_written = side.submit(vocabulary)
-        in_flight = (dask.config.set(scheduler="threads", num_workers=GPU_WRITE_WORKERS)
+        in_flight = (dask.config.set(scheduler=dask.threaded.get, num_workers=GPU_WRITE_WORKERS)
                      if overlap else contextlib.nullcontext())
         with in_flight:
             # the replaced-bytes total with the writes (one round trip less on a cluster)
@@ -361,7 +362,7 @@ def _write_segments(tmp: Path, idx: _IndexInput, spill, info, first: int = 0,
              for c, d, n, t, kc in zip(idx.counts.to_delayed(), idx.docs.to_delayed(), names, texts, kept)]
     # in process a segment a core at a time (pyarrow's and cudf's encoders release the GIL)
     threads = 1 if tight else pa.cpu_count()  # a worker's share of the cores
-    with dask.config.set(scheduler="threads", num_workers=threads):
+    with dask.config.set(scheduler=dask.threaded.get, num_workers=threads):
         metas = compute_fanned_out(tasks, info, "bm25 segments", threads)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)

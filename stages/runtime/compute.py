@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 
 import dask
+import dask.local
+import dask.threaded
 
 from cutext.stages.runtime.params import count, param
 from cutext.stages.runtime.progress import wait
@@ -365,7 +367,8 @@ def local_plan(backend: str, scheduler: str, nbytes: int, n_workers: int | None,
 
 def _context(backend, cfg, scheduler, n_workers):
     if scheduler in ("sync", "threads"):
-        cfg["scheduler"] = "synchronous" if scheduler == "sync" else "threads"
+        # the function, not its name: a named scheduler has dask import distributed to look for a client (0.1 s)
+        cfg["scheduler"] = dask.local.get_sync if scheduler == "sync" else dask.threaded.get
         nw = 1 if scheduler == "sync" else cpu_threads(n_workers)
         pools = contextlib.ExitStack()
         if backend == "gpu":

@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import dask.local
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -210,7 +211,7 @@ class _Taker:
         item, self.items[i] = self.items[i], None
         if item is None:
             raise RuntimeError(f"the summary of partition {i} was already counted and released")
-        return item.compute(scheduler="sync") if hasattr(item, "dask") else item
+        return item.compute(scheduler=dask.local.get_sync) if hasattr(item, "dask") else item
 
     def __dask_tokenize__(self):
         return ("cutext-taker", id(self))

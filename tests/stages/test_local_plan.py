@@ -45,7 +45,7 @@ def test_worker_threads_size_dasks_and_pyarrows_pools_and_give_them_back():
     before = pa.cpu_count()
     with compute_context("cpu", nbytes=1000, n_workers=3, worker_threads=True) as info:
         assert (info.scheduler, info.n_workers, info.client) == ("threads", 3, None)
-        assert dask.config.get("scheduler") == "threads" and dask.config.get("num_workers") == 3
+        assert dask.config.get("scheduler") is dask.threaded.get and dask.config.get("num_workers") == 3
         assert pa.cpu_count() == 3
     assert pa.cpu_count() == before
     with compute_context("cpu", nbytes=1000) as info:  # no count asked: pyarrow's pool left alone
