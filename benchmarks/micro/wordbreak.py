@@ -93,12 +93,13 @@ def main(argv=None):
         W.ascii_pairs = lambda: undecided
         pieces = W._pieces_cpu
         W._pieces_cpu = lambda *a: pieces(*a, False)
+    mode = "full rules" if args.full_rules else "ASCII fast paths" if hasattr(W, "ascii_pairs") else "no fast paths"
     data, offsets = corpus_buffers(args.corpus)
     W.standard_token_bounds(data[:100_000], offsets[offsets <= 100_000])  # compile (not timed)
     times, n_tokens, n_segments = phases(data, offsets, args.repeats)
     mb = len(data) / 1e6
     print(f"{args.corpus}: {mb:.1f} MB, {len(offsets) - 1} rows, {n_segments} segments, {n_tokens} tokens; "
-          f"medians of {args.repeats}{', full rules' if args.full_rules else ', ASCII fast paths'}")
+          f"medians of {args.repeats}, {mode}")
     print("| phase | s | MB/s | ns/byte | ns/segment |\n| --- | --- | --- | --- | --- |")
     for name, s in times.items():
         print(f"| {name} | {s:.3f} | {mb / s:.1f} | {s * 1e9 / len(data):.1f} | {s * 1e9 / n_segments:.0f} |")
