@@ -141,8 +141,8 @@ def lookup_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pair_contexts():
-    """(rows, at): every text ``X L R Y`` with L, R an ASCII byte of each ASCII class and X, Y one code point of
-    each class byte or nothing, as one list of UTF-8 rows; ``at[r]``: the byte of R in row r."""
+    """(ascii_reps, rows, at): every text ``X L R Y`` with L, R an ASCII byte of each ASCII class (``ascii_reps``,
+    in class order) and X, Y one code point of each class byte or nothing, as UTF-8 rows; ``at[r]``: R's byte."""
     t = class_table()
     cps = np.arange(len(t))
     scalar = (cps < 0xD800) | (cps >= 0xE000)
@@ -158,22 +158,7 @@ def _pair_contexts():
     return ascii_reps, rows, np.array(at, np.int64)
 
 
-@lru_cache(maxsize=1)
-def ascii_pairs() -> np.ndarray:
-    """uint8 array (128 * 128,): ``pairs[(a << 7) | b]`` decides the word boundary between the ASCII bytes ``a``
-    and ``b`` inside a row: :data:`PAIR_NO_BREAK`, :data:`PAIR_BREAK`, or :data:`PAIR_UNDECIDED` (the rules read
-    the characters around them: WB6, WB7, WB11, WB12 at ``'`` ``.`` ``:`` ``,`` ``;``).
-
-    Made from the full rules themselves (``_is_break`` with no table): each pair of ASCII classes is set in every
-    context ``X L R Y``, X and Y each a code point of every class byte or nothing (a row's edge), and is decided
-    only when every context gives the same answer.  The rules read beyond L and R only the first character
-    that is not Extend / Format / ZWJ on each side (or the row's edge), which one such neighbour stands for.
-
-    Raises
-    ------
-    ImportError
-        The ``regex`` module is missing.
-    """
+def _build_ascii_pairs() -> np.ndarray:
     t = class_table()
     t1, t2 = lookup_tables()
     ascii_reps, rows, at = _pair_contexts()
@@ -189,6 +174,30 @@ def ascii_pairs() -> np.ndarray:
     by_class = np.where(decided, got[:, 0], PAIR_UNDECIDED).reshape(len(ascii_reps), len(ascii_reps))
     index = np.searchsorted(np.unique(t[:128]), t[:128])  # each ASCII byte's row in by_class
     return np.ascontiguousarray(by_class[index[:, None], index[None, :]].reshape(-1).astype(np.uint8))
+
+
+# kept on disk: the GPU path would otherwise load the numba twin (0.3 s) in every process to make it
+_ascii_pairs_kept = _kept_on_disk(_build_ascii_pairs, tag=_class_table_tag, size=128 * 128)
+
+
+@lru_cache(maxsize=1)
+def ascii_pairs() -> np.ndarray:
+    """uint8 array (128 * 128,): ``pairs[(a << 7) | b]`` decides the word boundary between the ASCII bytes ``a``
+    and ``b`` inside a row: :data:`PAIR_NO_BREAK`, :data:`PAIR_BREAK`, or :data:`PAIR_UNDECIDED` (the rules read
+    the characters around them: WB6, WB7, WB11, WB12 at ``'`` ``.`` ``:`` ``,`` ``;``).
+
+    Made from the full rules themselves (``_is_break`` with no table): each pair of ASCII classes is set in every
+    context ``X L R Y``, X and Y each a code point of every class byte or nothing (a row's edge), and is decided
+    only when every context gives the same answer.  The rules read beyond L and R only the first character
+    that is not Extend / Format / ZWJ on each side (or the row's edge), which one such neighbour stands for.
+    Built once a machine (about 0.4 s) and kept beside the numba cache, as :func:`class_table` is.
+
+    Raises
+    ------
+    ImportError
+        The ``regex`` module is missing.
+    """
+    return _ascii_pairs_kept()
 
 
 # ----------------------------------------------------------------------------- CPU twins (numba)

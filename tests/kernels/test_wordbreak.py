@@ -125,6 +125,7 @@ def test_ascii_pairs_hold_in_every_context():
     ZWJ, quotes, numbers, row edges); an undecided one has a MidLetter / MidNum / MidNumLet / quote beside it."""
     pairs = W.ascii_pairs()
     assert pairs.shape == (128 * 128,) and set(np.unique(pairs)) <= {W.PAIR_NO_BREAK, W.PAIR_BREAK, W.PAIR_UNDECIDED}
+    np.testing.assert_array_equal(pairs, W._build_ascii_pairs())  # the copy kept on disk is the rules' table
     rng = np.random.default_rng(0)
     a, b = np.divmod(np.arange(128 * 128), 128)
     texts, at = [], []
@@ -169,3 +170,15 @@ def test_fast_paths_equal_full_rules(seed):
     assert (out[1][0] >= 0).all() and len(out[1][1]) > 10_000
     for f, s in zip(*out):
         np.testing.assert_array_equal(f, s)
+
+
+def test_ascii_pairs_kept_beside_the_kernels(tmp_path, monkeypatch):
+    """The pair table (16,384 entries, not one a code point) is read back from the cache folder, not built again."""
+    from cutext.kernels import _numba_cache
+
+    monkeypatch.setattr(_numba_cache, "cache_folder", lambda f: str(tmp_path))
+    want = W._ascii_pairs_kept()
+    (path,) = tmp_path.glob("_build_ascii_pairs-*.u8")
+    assert path.stat().st_size == 128 * 128
+    monkeypatch.setattr(W, "_segment_flags", lambda *a: pytest.fail("the pair table was built again"))
+    np.testing.assert_array_equal(W._ascii_pairs_kept(), want)
