@@ -8,8 +8,9 @@
 //
 // wb_segment_starts: a thread a byte (grid-stride): flags[i] = 1 where the regex module's (?w)\b holds before
 //   the code point at byte i inside its row (unicode_at_default_boundary of _regex.c: WB1-WB16, no WB5a);
-//   between two ASCII bytes a and b inside a row, pairs[(a << 7) | b] decides it (WB_PAIR_UNDECIDED: the full
-//   rules; ascii_pairs() of wordbreak.py makes the table from those rules).
+//   between two ASCII bytes a and b inside a row, pairs[(a << 7) | b] decides it, and where that is
+//   WB_PAIR_UNDECIDED, windows[] from the ASCII bytes on either side (wb_window); the full rules run where a byte
+//   of those is not ASCII (ascii_pairs() and ascii_windows() of wordbreak.py make the tables from the rules).
 // wb_count_pieces / wb_write_pieces: a thread a chunk of `chunk` bytes (grid-stride over chunks): the pieces
 //   standard_tokens makes of each segment that starts in the chunk (flags from wb_segment_starts; a segment
 //   runs to the next flag or n), counted, then written from first[c]; a count of -1: the nested scans needed
@@ -27,6 +28,7 @@ enum {
 };
 enum { WB_TOKEN = 32, WB_PICT = 64, WB_SEA = 128 };
 enum { WB_PAIR_NO_BREAK, WB_PAIR_BREAK, WB_PAIR_UNDECIDED };
+#define WB_WINDOW_EDGE 15
 
 extern "C" {
 
@@ -146,10 +148,28 @@ __device__ bool wb_is_break(const unsigned char* d, const unsigned char* bound, 
     return true;  // WB999
 }
 
+// the decision of windows[] at byte i between the ASCII bytes i - 1 and i of a row (windows[c]: the 4-bit class
+// of ASCII byte c; windows[128 + (x << 12 | l << 8 | r << 4 | y)]: the boundary with x before and y after the
+// pair, WB_WINDOW_EDGE where the row ends), or WB_PAIR_UNDECIDED when a byte beside them is not ASCII
+__device__ __forceinline__ int wb_window(const unsigned char* d, const unsigned char* bound, long long i,
+                                         const unsigned char* windows) {
+    long long x = WB_WINDOW_EDGE;
+    if (bound[i - 1] == 0) {
+        if (i < 2 || d[i - 2] >= 0x80) return WB_PAIR_UNDECIDED;
+        x = windows[d[i - 2]];
+    }
+    long long y = WB_WINDOW_EDGE;
+    if (bound[i + 1] == 0) {
+        if (d[i + 1] >= 0x80) return WB_PAIR_UNDECIDED;
+        y = windows[d[i + 1]];
+    }
+    return windows[128 + ((x << 12) | ((long long)windows[d[i - 1]] << 8) | ((long long)windows[d[i]] << 4) | y)];
+}
+
 __global__ void wb_segment_starts(const unsigned char* __restrict__ d, const unsigned char* __restrict__ bound,
                                   long long n, const unsigned short* __restrict__ t1,
                                   const unsigned char* __restrict__ t2, const unsigned char* __restrict__ pairs,
-                                  unsigned char* __restrict__ flags) {
+                                  const unsigned char* __restrict__ windows, unsigned char* __restrict__ flags) {
     long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         long long b = d[i];
@@ -159,6 +179,7 @@ __global__ void wb_segment_starts(const unsigned char* __restrict__ d, const uns
         }
         if (b < 0x80 && i > 0 && bound[i] == 0 && d[i - 1] < 0x80) {
             int v = pairs[((long long)d[i - 1] << 7) | b];
+            if (v == WB_PAIR_UNDECIDED) v = wb_window(d, bound, i, windows);
             if (v != WB_PAIR_UNDECIDED) {
                 flags[i] = (unsigned char)v;
                 continue;

@@ -9,8 +9,9 @@ reference these kernels equal token for token), as byte offsets of the tokens, c
    look-behind of WB6, WB7, WB7b, WB7c, WB11, WB12, regional indicators counted back for WB15/16), inside each
    row; ``regex`` changed these rules in 2026.11.18, so an older one may split rare text otherwise.  Every
    decision reads a few code points on each side, so each code point start decides its own boundary.  Between
-   two ASCII bytes one lookup in :func:`ascii_pairs` decides most of them (the full rules run where it says
-   "undecided", or next to a non-ASCII byte).
+   two ASCII bytes one lookup in :func:`ascii_pairs` decides most of them; where it says "undecided", a
+   lookup of the four ASCII bytes around the boundary in :func:`ascii_windows`; the full rules run only next to
+   a non-ASCII byte.
 2. **Tokens of a segment** (``wb_count_pieces`` / ``wb_write_pieces``, a thread the segments that start in a
    chunk of :data:`CHUNK` bytes, count, scan, then write):
    a segment is kept when it holds a token character (:data:`TOKEN_CHARS`); one whose first character no token
@@ -36,7 +37,7 @@ Functions take numpy or cupy arrays and run where the data is: numpy -> the numb
 thread), cupy -> the CUDA kernels, compiled once per device by :mod:`cutext.kernels._cuda`.  The twins are
 the oracle of the GPU tests (tests/gpu/test_wordbreak.py) and are checked against ``standard_tokens``
 (tests/kernels/test_wordbreak.py), their ASCII fast paths against their full rules byte for byte (the pair
-table of all "undecided", ``_pieces_cpu(..., ascii_fast=False)``); the CUDA C runs under g++ in
+tables of all "undecided", ``_pieces_cpu(..., ascii_fast=False)``); the CUDA C runs under g++ in
 tests/emulated/test_wordbreak.py.
 """
 from __future__ import annotations
@@ -53,7 +54,8 @@ from cutext.kernels.backend import array_module, to_host
 from cutext.kernels.tokenize import BOUNDS_CHUNK, N_CODE_POINTS, _kept_on_disk
 
 __all__ = ["MAX_TOKEN_LENGTH", "PAIR_BREAK", "PAIR_NO_BREAK", "PAIR_UNDECIDED", "SOUTH_EAST_ASIAN", "STACK_DEPTH",
-           "TOKEN_CHARS", "ascii_pairs", "class_table", "lookup_tables", "segment_starts", "standard_token_bounds"]
+           "TOKEN_CHARS", "WINDOW_EDGE", "ascii_pairs", "ascii_windows", "class_table", "lookup_tables",
+           "segment_starts", "standard_token_bounds"]
 
 SOURCE = "wordbreak.cu"
 # StandardAnalyzer.DEFAULT_MAX_TOKEN_LENGTH (code points)
@@ -75,6 +77,8 @@ NONE = 31  # outside the scanned range (the 0xFFFF of _regex.c)
 TOKEN, PICT, SOUTH_EAST_ASIAN = 32, 64, 128
 # the values of ascii_pairs(): the boundary between two ASCII bytes, whatever surrounds them, or "read the rules"
 PAIR_NO_BREAK, PAIR_BREAK, PAIR_UNDECIDED = 0, 1, 2
+# ascii_windows(): the class number that stands for "no character" (a row's edge) beside the pair
+WINDOW_EDGE = 15
 BLOCK_BITS = 7
 # bytes whose segments one thread of wb_count_pieces / wb_write_pieces takes (tokenize's chunk)
 CHUNK = BOUNDS_CHUNK
@@ -158,26 +162,59 @@ def _pair_contexts():
     return ascii_reps, rows, np.array(at, np.int64)
 
 
-def _build_ascii_pairs() -> np.ndarray:
-    t = class_table()
+def _full_rules(rows, at):
+    """The full rules' flag at byte ``at[r]`` of each of the UTF-8 ``rows`` (each row a text of its own)."""
     t1, t2 = lookup_tables()
-    ascii_reps, rows, at = _pair_contexts()
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
     starts = np.r_[0, np.cumsum(lengths)]
     data = np.frombuffer(b"".join(rows), np.uint8).copy()
     bound = np.zeros(len(data) + 1, np.uint8)
     bound[starts] = 1
     flags = np.zeros(len(data), np.uint8)
-    _segment_flags(data, bound, t1, t2, np.full(128 * 128, PAIR_UNDECIDED, np.uint8), flags)
-    got = flags[starts[:-1] + at].reshape(len(ascii_reps) ** 2, -1)
+    _segment_flags(data, bound, t1, t2, *_no_fast_tables(), flags)
+    return flags[starts[:-1] + at]
+
+
+def _no_fast_tables():
+    """(pairs, windows) that decide nothing: the full rules alone."""
+    return (np.full(128 * 128, PAIR_UNDECIDED, np.uint8),
+            np.r_[np.zeros(128, np.uint8), np.full(1 << 16, PAIR_UNDECIDED, np.uint8)])
+
+
+def _build_ascii_pairs() -> np.ndarray:
+    t = class_table()
+    ascii_reps, rows, at = _pair_contexts()
+    got = _full_rules(rows, at).reshape(len(ascii_reps) ** 2, -1)
     decided = (got == got[:, :1]).all(axis=1)
     by_class = np.where(decided, got[:, 0], PAIR_UNDECIDED).reshape(len(ascii_reps), len(ascii_reps))
     index = np.searchsorted(np.unique(t[:128]), t[:128])  # each ASCII byte's row in by_class
     return np.ascontiguousarray(by_class[index[:, None], index[None, :]].reshape(-1).astype(np.uint8))
 
 
-# kept on disk: the GPU path would otherwise load the numba twin (0.3 s) in every process to make it
+def _build_ascii_windows() -> np.ndarray:
+    t = class_table()[:128]
+    classes = np.unique(t)
+    out = _no_fast_tables()[1]
+    if len(classes) >= WINDOW_EDGE:  # no 4-bit class numbers: the table decides nothing, the rules run
+        return out
+    out[:128] = np.searchsorted(classes, t)
+    reps = [chr(int(np.flatnonzero(t == v)[0])) for v in classes]
+    sides = list(enumerate(reps)) + [(WINDOW_EDGE, "")]
+    rows, at, index = [], [], []
+    for x, xc in sides:
+        for left, lc in enumerate(reps):
+            for right, rc in enumerate(reps):
+                for y, yc in sides:
+                    rows.append((xc + lc + rc + yc).encode())
+                    at.append(len(xc) + 1)
+                    index.append((x << 12) | (left << 8) | (right << 4) | y)
+    out[128 + np.array(index)] = _full_rules(rows, np.array(at, np.int64))
+    return out
+
+
+# kept on disk: the GPU path would otherwise load the numba twin (0.3 s) in every process to make them
 _ascii_pairs_kept = _kept_on_disk(_build_ascii_pairs, tag=_class_table_tag, size=128 * 128)
+_ascii_windows_kept = _kept_on_disk(_build_ascii_windows, tag=_class_table_tag, size=128 + (1 << 16))
 
 
 @lru_cache(maxsize=1)
@@ -198,6 +235,26 @@ def ascii_pairs() -> np.ndarray:
         The ``regex`` module is missing.
     """
     return _ascii_pairs_kept()
+
+
+@lru_cache(maxsize=1)
+def ascii_windows() -> np.ndarray:
+    """uint8 array (128 + 65536,): the boundary between two ASCII bytes that :func:`ascii_pairs` leaves undecided,
+    from the ASCII bytes on either side of them.
+
+    ``w[c]`` (``c`` < 128) is the class number (0-14) of the ASCII byte ``c``; ``w[128 + (x << 12 | l << 8 |
+    r << 4 | y)]`` is :data:`PAIR_NO_BREAK` or :data:`PAIR_BREAK` between the bytes of classes ``l`` and ``r``
+    with ``x`` before and ``y`` after them (:data:`WINDOW_EDGE` where the row ends there).  Four ASCII
+    characters decide the rules: the next one on each side is neither Extend, Format nor ZWJ.  Made by the full
+    rules on one text of each class combination; all undecided if ASCII had 15 classes or more.  Kept beside the
+    numba cache as :func:`ascii_pairs` is.
+
+    Raises
+    ------
+    ImportError
+        The ``regex`` module is missing.
+    """
+    return _ascii_windows_kept()
 
 
 # ----------------------------------------------------------------------------- CPU twins (numba)
@@ -361,9 +418,27 @@ def _is_break(data, bound, lo, hi, p, t1, t2):
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_flags(data, bound, t1, t2, pairs, flags):
+def _window(data, bound, i, windows):
+    """Twin of ``wb_window``: :func:`ascii_windows`'s decision at byte ``i`` between the ASCII bytes ``i - 1`` and
+    ``i`` of a row, or PAIR_UNDECIDED when a byte beside them in the row is not ASCII."""
+    x = WINDOW_EDGE
+    if bound[i - 1] == 0:
+        if i < 2 or data[i - 2] >= 0x80:
+            return PAIR_UNDECIDED
+        x = np.int64(windows[data[i - 2]])
+    y = WINDOW_EDGE
+    if bound[i + 1] == 0:
+        if data[i + 1] >= 0x80:
+            return PAIR_UNDECIDED
+        y = np.int64(windows[data[i + 1]])
+    return windows[128 + ((x << 12) | (np.int64(windows[data[i - 1]]) << 8) | (np.int64(windows[data[i]]) << 4) | y)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_flags(data, bound, t1, t2, pairs, windows, flags):
     """Twin of ``wb_segment_starts``: flags[i] = 1 where a word-boundary segment of a row starts at byte i;
-    ``pairs`` (:func:`ascii_pairs`, or all PAIR_UNDECIDED for the full rules alone) decides two ASCII bytes."""
+    ``pairs`` (:func:`ascii_pairs`), then ``windows`` (:func:`ascii_windows`) decide two ASCII bytes; both
+    undecided everywhere (``_no_fast_tables``): the full rules alone."""
     n = len(data)
     for i in range(n):
         b = np.int64(data[i])
@@ -372,6 +447,8 @@ def _segment_flags(data, bound, t1, t2, pairs, flags):
             continue
         if b < 0x80 and i > 0 and bound[i] == 0 and data[i - 1] < 0x80:
             v = pairs[(np.int64(data[i - 1]) << 7) | b]
+            if v == PAIR_UNDECIDED:
+                v = _window(data, bound, i, windows)
             if v != PAIR_UNDECIDED:
                 flags[i] = v
                 continue
@@ -557,8 +634,9 @@ _device_tables: dict = {}
 
 
 def _tables(xp):
-    """(t1, t2, pairs): :func:`lookup_tables` and :func:`ascii_pairs` in ``xp``'s memory (once per device)."""
-    tables = lookup_tables() + (ascii_pairs(),)
+    """(t1, t2, pairs, windows): :func:`lookup_tables`, :func:`ascii_pairs`, :func:`ascii_windows` in ``xp``'s
+    memory (once per device)."""
+    tables = lookup_tables() + (ascii_pairs(), ascii_windows())
     if xp is np:
         return tables
     import cupy
@@ -620,12 +698,12 @@ def _segment_flags_of(body, bound):
     xp = array_module(body)
     n = len(body)
     flags = xp.zeros(n, np.uint8)
-    t1, t2, pairs = _tables(xp)
+    t1, t2, pairs, windows = _tables(xp)
     if n and xp is np:
-        _segment_flags(body, bound, t1, t2, pairs, flags)
+        _segment_flags(body, bound, t1, t2, pairs, windows, flags)
     elif n:
         g, b = _cuda.grid(min(n, 1 << 26))  # grid-stride loop beyond 2**26 bytes
-        _cuda.kernel(SOURCE, "wb_segment_starts")(g, b, (body, bound, np.int64(n), t1, t2, pairs, flags))
+        _cuda.kernel(SOURCE, "wb_segment_starts")(g, b, (body, bound, np.int64(n), t1, t2, pairs, windows, flags))
     return flags
 
 
@@ -635,7 +713,7 @@ def _pieces(body, bound, flags):
     xp = array_module(body)
     n = len(body)
     n_chunks = -(-n // CHUNK)
-    t1, t2, _ = _tables(xp)
+    t1, t2 = _tables(xp)[:2]
     counts = xp.empty(n_chunks, np.int64)
     stack = np.empty(STACK_DEPTH, np.int64), np.empty(STACK_DEPTH, np.int64)
     e64, e8 = xp.zeros(0, np.int64), xp.zeros(0, np.uint8)

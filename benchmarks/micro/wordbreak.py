@@ -10,8 +10,8 @@ the median of ``--repeats`` runs, in seconds and MB/s of text:
 - ``total``: ``standard_token_bounds`` end to end, timed on its own.
 
 The twins are compiled (or loaded from numba's cache) by a run that is not timed.  ``--full-rules`` times the
-twins without their ASCII fast paths (:func:`~cutext.kernels.wordbreak.ascii_pairs` all "undecided", every
-segment through the full scan), as they were before those.
+twins without their ASCII fast paths (``ascii_pairs`` and ``ascii_windows`` all "undecided", every segment
+through the full scan), as they were before those.
 
     python benchmarks/micro/wordbreak.py [--corpus 20news] [--repeats 5] [--full-rules]
 """
@@ -87,10 +87,8 @@ def main(argv=None):
     from cutext.kernels import wordbreak as W
 
     if args.full_rules:
-        import numpy as np
-
-        undecided = np.full_like(W.ascii_pairs(), W.PAIR_UNDECIDED)
-        W.ascii_pairs = lambda: undecided
+        pairs, windows = W._no_fast_tables()
+        W.ascii_pairs, W.ascii_windows = (lambda: pairs), (lambda: windows)
         pieces = W._pieces_cpu
         W._pieces_cpu = lambda *a: pieces(*a, False)
     mode = "full rules" if args.full_rules else "ASCII fast paths" if hasattr(W, "ascii_pairs") else "no fast paths"
