@@ -1,0 +1,64 @@
+"""The CPU split of ``analyzer="anserini"`` through the word-break kernels' numba twins equals the ``regex`` split
+(``split_anserini``, itself checked against Lucene in tests/pipelines/test_anserini.py) token for token."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from cutext.stages.text import tokenize as T
+from cutext.stages.text.anserini import split_anserini
+from cutext.stages.text.tokenizer_config import TokenizerConfig
+
+from wordbreak_cases import HOSTILE, random_texts
+
+pytest.importorskip("regex")
+
+
+def _texts():
+    return HOSTILE + random_texts(11, n_short=400, n_long=20) + [None, "", "Don't STOP the U.S.A.'s 0.05 runs"]
+
+
+def _frame(texts):
+    return pd.DataFrame({"doc_id": np.arange(100, 100 + len(texts), dtype=np.int64),
+                         "text": pd.Series(texts, dtype=pd.StringDtype("pyarrow"))})
+
+
+@pytest.mark.parametrize("kind", ["series", "arrow", "chunked"])
+def test_host_split_equals_the_regex_split(kind):
+    texts = _texts()
+    ids = np.arange(7, 7 + len(texts), dtype=np.int64)
+    col = {"series": pd.Series(texts, dtype=object), "arrow": pa.array(texts, pa.string()),
+           "chunked": pa.chunked_array([pa.array(texts[:50]), pa.array(texts[50:])])}[kind]
+    got, got_ids = T.split_anserini_host(col, ids)
+    want, want_ids = split_anserini(col, ids)
+    assert got.tolist() == want.tolist()
+    np.testing.assert_array_equal(got_ids, want_ids)
+
+
+def test_host_split_falls_back_to_the_regex_split_when_the_kernels_report(monkeypatch):
+    texts = HOSTILE[:20]
+    ids = np.arange(len(texts), dtype=np.int64)
+    want = split_anserini(pd.Series(texts), ids)[0].tolist()
+    monkeypatch.setattr(T, "standard_token_bounds", lambda data, offsets: None)  # a segment past the stack
+    assert T.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
+    monkeypatch.setattr(T, "token_codes", lambda data, starts, ends: None)  # a hash collision
+    assert T.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
+
+
+def test_partition_codes_equal_the_partitions_tokens():
+    """The codes path (no string a token) gives tokenize_partition's terms, document by document."""
+    df = _frame(_texts())
+    cfg = TokenizerConfig.make(analyzer="anserini")
+    ids, codes, uniq = T.tokenize_partition_codes(df, cfg)
+    want = T.tokenize_partition(df, cfg)
+    np.testing.assert_array_equal(ids, want["doc_id"].to_numpy())
+    assert np.asarray(uniq, dtype=object)[codes].tolist() == want["token"].tolist()
+    assert len(set(uniq)) == len(uniq) and "stop" in set(uniq) and "the" not in set(uniq)
+
+
+def test_partition_codes_of_text_without_tokens():
+    df = _frame(["", None, "!!! ---", " "])
+    ids, codes, uniq = T.tokenize_partition_codes(df, TokenizerConfig.make(analyzer="anserini"))
+    assert len(ids) == len(codes) == len(uniq) == 0
