@@ -61,8 +61,9 @@ def arrow_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def _kept_on_disk(build, tag=None):
-    """``build()`` (a uint8 table of every code point) kept as a raw ``.u8`` file beside the numba cache of
+def _kept_on_disk(build, tag=None, size=N_CODE_POINTS):
+    """``build()`` (a uint8 table of ``size`` entries: every code point unless told) kept as a raw ``.u8`` file
+    beside the numba cache of
     this module, named after what it depends on (Python's Unicode database, pyarrow's version, the
     kernels' source, and ``tag()`` when given: another library's version): built once a machine instead of
     once a process (0.2-0.7 s each on one core).  Raw
@@ -81,7 +82,7 @@ def _kept_on_disk(build, tag=None):
         if path is not None and path.is_file():
             try:
                 t = np.fromfile(path, dtype=np.uint8)
-                if t.shape == (N_CODE_POINTS,):
+                if t.shape == (size,):
                     return t
             except (OSError, ValueError):  # a torn or foreign file: build it again
                 pass

@@ -7,11 +7,14 @@
 // bound[q] == 1 where a row starts at byte q (and at n): nothing before a row start is read as its context.
 //
 // wb_segment_starts: a thread a byte (grid-stride): flags[i] = 1 where the regex module's (?w)\b holds before
-//   the code point at byte i inside its row (unicode_at_default_boundary of _regex.c: WB1-WB16, no WB5a).
+//   the code point at byte i inside its row (unicode_at_default_boundary of _regex.c: WB1-WB16, no WB5a);
+//   between two ASCII bytes a and b inside a row, pairs[(a << 7) | b] decides it (WB_PAIR_UNDECIDED: the full
+//   rules; ascii_pairs() of wordbreak.py makes the table from those rules).
 // wb_count_pieces / wb_write_pieces: a thread a chunk of `chunk` bytes (grid-stride over chunks): the pieces
 //   standard_tokens makes of each segment that starts in the chunk (flags from wb_segment_starts; a segment
 //   runs to the next flag or n), counted, then written from first[c]; a count of -1: the nested scans needed
-//   more than WB_DEPTH levels. A piece is (start, end, 1 when it is a run of South East Asian letters).
+//   more than WB_DEPTH levels. A piece is (start, end, 1 when it is a run of South East Asian letters). An ASCII
+//   segment of at most 255 bytes is decided in one pass over its bytes (wb_ascii_pieces) when it can be.
 // wb_code_points: a thread a token: its code points (to cut joined South East Asian runs at 255).
 
 #define WB_DEPTH 32
@@ -23,6 +26,7 @@ enum {
     WB_NONE = 31
 };
 enum { WB_TOKEN = 32, WB_PICT = 64, WB_SEA = 128 };
+enum { WB_PAIR_NO_BREAK, WB_PAIR_BREAK, WB_PAIR_UNDECIDED };
 
 extern "C" {
 
@@ -144,10 +148,24 @@ __device__ bool wb_is_break(const unsigned char* d, const unsigned char* bound, 
 
 __global__ void wb_segment_starts(const unsigned char* __restrict__ d, const unsigned char* __restrict__ bound,
                                   long long n, const unsigned short* __restrict__ t1,
-                                  const unsigned char* __restrict__ t2, unsigned char* __restrict__ flags) {
+                                  const unsigned char* __restrict__ t2, const unsigned char* __restrict__ pairs,
+                                  unsigned char* __restrict__ flags) {
     long long step = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        flags[i] = ((d[i] & 0xC0) != 0x80 && wb_is_break(d, bound, 0, n, i, t1, t2)) ? 1 : 0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        long long b = d[i];
+        if ((b & 0xC0) == 0x80) {
+            flags[i] = 0;
+            continue;
+        }
+        if (b < 0x80 && i > 0 && bound[i] == 0 && d[i - 1] < 0x80) {
+            int v = pairs[((long long)d[i - 1] << 7) | b];
+            if (v != WB_PAIR_UNDECIDED) {
+                flags[i] = (unsigned char)v;
+                continue;
+            }
+        }
+        flags[i] = wb_is_break(d, bound, 0, n, i, t1, t2) ? 1 : 0;
+    }
 }
 
 __device__ bool wb_has_token(const unsigned char* d, long long s, long long e, const unsigned short* t1,
@@ -265,16 +283,40 @@ __device__ long long wb_pieces(const unsigned char* d, const unsigned char* boun
     }
 }
 
+// the pieces wb_pieces makes of the ASCII segment d[a:b] of at most 255 bytes: 0 or 1 (d[a:b] itself), or -1
+// when it needs the full scan (its first character starts no token, a later one is a token character);
+// base: the ASCII block of t2
+__device__ __forceinline__ int wb_ascii_pieces(const unsigned char* d, const unsigned char* t2, long long base,
+                                               long long a, long long b) {
+    int c0 = t2[base | d[a]];
+    if ((c0 & WB_SEA) != 0) return -1;
+    bool tok = (c0 & WB_TOKEN) != 0;
+    for (long long q = a + 1; !tok && q < b; ++q) tok = (t2[base | d[q]] & WB_TOKEN) != 0;
+    if (!tok) return 0;
+    if ((c0 & WB_TOKEN) != 0 || (c0 & 31) == WB_EXTENDNUMLET) return 1;
+    return -1;
+}
+
 // the pieces of the segments that start in chunk c, written from k when fill; the next k, or -1
 __device__ long long wb_chunk_pieces(const unsigned char* d, const unsigned char* bound, long long n,
                                      const unsigned short* t1, const unsigned char* t2, const unsigned char* flags,
                                      long long chunk, long long c, long long* ps, long long* pe, unsigned char* pf,
                                      long long k, bool fill) {
     long long stop = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+    long long base = (long long)t1[0] << 7;
     for (long long i = c * chunk; i < stop; ++i) {
         if (flags[i] == 0) continue;
         long long j = i + 1;
-        while (j < n && flags[j] == 0) ++j;
+        int high = d[i];
+        while (j < n && flags[j] == 0) high |= d[j++];
+        if (high < 0x80 && j - i <= WB_MAX_TOKEN) {
+            int m = wb_ascii_pieces(d, t2, base, i, j);
+            if (m >= 0) {
+                if (m) wb_emit(ps, pe, pf, k, i, j, 0, fill);
+                k += m;
+                continue;
+            }
+        }
         k = wb_pieces(d, bound, t1, t2, i, j, ps, pe, pf, k, fill);
         if (k < 0) break;
     }

@@ -8,7 +8,9 @@ reference these kernels equal token for token), as byte offsets of the tokens, c
    rules WB1-WB16 without WB5a, the WB4 skip of Extend / Format / ZWJ to the left, the look-ahead and
    look-behind of WB6, WB7, WB7b, WB7c, WB11, WB12, regional indicators counted back for WB15/16), inside each
    row; ``regex`` changed these rules in 2026.11.18, so an older one may split rare text otherwise.  Every
-   decision reads a few code points on each side, so each code point start decides its own boundary.
+   decision reads a few code points on each side, so each code point start decides its own boundary.  Between
+   two ASCII bytes one lookup in :func:`ascii_pairs` decides most of them (the full rules run where it says
+   "undecided", or next to a non-ASCII byte).
 2. **Tokens of a segment** (``wb_count_pieces`` / ``wb_write_pieces``, a thread the segments that start in a
    chunk of :data:`CHUNK` bytes, count, scan, then write):
    a segment is kept when it holds a token character (:data:`TOKEN_CHARS`); one whose first character no token
@@ -19,7 +21,9 @@ reference these kernels equal token for token), as byte offsets of the tokens, c
    255 code points.  The nested scans keep their ranges in a stack of :data:`STACK_DEPTH` levels per thread (a
    scan that ends where its parent's range ends replaces it); deeper nesting (adversarial text only: a run of
    more than 32 nested punctuation + format-character segments) is reported, and the caller takes the exact
-   CPU analyzer for that batch.
+   CPU analyzer for that batch.  A segment of at most 255 ASCII bytes (most of them) is read in one pass over
+   its bytes (``_ascii_pieces``: one piece when it starts with a token character or an ExtendNumLet and holds
+   a token character, none when it holds none); only one that needs a nested scan takes the full one.
 
 Code point properties come from the ``regex`` module's own Unicode tables (the CPU analyzer's), read once
 by matching each property against every code point, into one class byte a code point
@@ -31,7 +35,9 @@ blocks shared).  Input is valid UTF-8 (the readers guarantee it); a byte that is
 Functions take numpy or cupy arrays and run where the data is: numpy -> the numba twins (plain loops, one
 thread), cupy -> the CUDA kernels, compiled once per device by :mod:`cutext.kernels._cuda`.  The twins are
 the oracle of the GPU tests (tests/gpu/test_wordbreak.py) and are checked against ``standard_tokens``
-(tests/kernels/test_wordbreak.py); the CUDA C runs under g++ in tests/emulated/test_wordbreak.py.
+(tests/kernels/test_wordbreak.py), their ASCII fast paths against their full rules byte for byte (the pair
+table of all "undecided", ``_pieces_cpu(..., ascii_fast=False)``); the CUDA C runs under g++ in
+tests/emulated/test_wordbreak.py.
 """
 from __future__ import annotations
 
@@ -46,8 +52,8 @@ from cutext.kernels import _cuda
 from cutext.kernels.backend import array_module, to_host
 from cutext.kernels.tokenize import BOUNDS_CHUNK, N_CODE_POINTS, _kept_on_disk
 
-__all__ = ["MAX_TOKEN_LENGTH", "SOUTH_EAST_ASIAN", "STACK_DEPTH", "TOKEN_CHARS", "class_table", "lookup_tables",
-           "segment_starts", "standard_token_bounds"]
+__all__ = ["MAX_TOKEN_LENGTH", "PAIR_BREAK", "PAIR_NO_BREAK", "PAIR_UNDECIDED", "SOUTH_EAST_ASIAN", "STACK_DEPTH",
+           "TOKEN_CHARS", "ascii_pairs", "class_table", "lookup_tables", "segment_starts", "standard_token_bounds"]
 
 SOURCE = "wordbreak.cu"
 # StandardAnalyzer.DEFAULT_MAX_TOKEN_LENGTH (code points)
@@ -67,6 +73,8 @@ WORD_BREAK = ("Other", "LF", "Newline", "CR", "WSegSpace", "Double_Quote", "Sing
  EXTEND, HEBREW, ZWJ, KATAKANA, RI) = range(len(WORD_BREAK))
 NONE = 31  # outside the scanned range (the 0xFFFF of _regex.c)
 TOKEN, PICT, SOUTH_EAST_ASIAN = 32, 64, 128
+# the values of ascii_pairs(): the boundary between two ASCII bytes, whatever surrounds them, or "read the rules"
+PAIR_NO_BREAK, PAIR_BREAK, PAIR_UNDECIDED = 0, 1, 2
 BLOCK_BITS = 7
 # bytes whose segments one thread of wb_count_pieces / wb_write_pieces takes (tokenize's chunk)
 CHUNK = BOUNDS_CHUNK
@@ -130,6 +138,66 @@ def lookup_tables() -> tuple[np.ndarray, np.ndarray]:
     blocks = class_table().reshape(-1, 1 << BLOCK_BITS)
     uniq, index = np.unique(blocks, axis=0, return_inverse=True)
     return index.reshape(-1).astype(np.uint16), np.ascontiguousarray(uniq.reshape(-1))
+
+
+def _pair_contexts():
+    """(ascii_reps, rows, at): every text ``X L R Y`` with L, R an ASCII byte of each ASCII class (``ascii_reps``,
+    in class order) and X, Y one code point of each class byte or nothing, as UTF-8 rows; ``at[r]``: R's byte."""
+    t = class_table()
+    cps = np.arange(len(t))
+    scalar = (cps < 0xD800) | (cps >= 0xE000)
+    reps = [""] + [chr(int(cps[scalar & (t == v)][0])) for v in np.unique(t)]
+    ascii_reps = [chr(int(np.flatnonzero(t[:128] == v)[0])) for v in np.unique(t[:128])]
+    rows, at = [], []
+    for left in ascii_reps:
+        for right in ascii_reps:
+            for x in reps:
+                for y in reps:
+                    rows.append((x + left + right + y).encode())
+                    at.append(len(x.encode()) + 1)
+    return ascii_reps, rows, np.array(at, np.int64)
+
+
+def _build_ascii_pairs() -> np.ndarray:
+    t = class_table()
+    t1, t2 = lookup_tables()
+    ascii_reps, rows, at = _pair_contexts()
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    starts = np.r_[0, np.cumsum(lengths)]
+    data = np.frombuffer(b"".join(rows), np.uint8).copy()
+    bound = np.zeros(len(data) + 1, np.uint8)
+    bound[starts] = 1
+    flags = np.zeros(len(data), np.uint8)
+    _segment_flags(data, bound, t1, t2, np.full(128 * 128, PAIR_UNDECIDED, np.uint8), flags)
+    got = flags[starts[:-1] + at].reshape(len(ascii_reps) ** 2, -1)
+    decided = (got == got[:, :1]).all(axis=1)
+    by_class = np.where(decided, got[:, 0], PAIR_UNDECIDED).reshape(len(ascii_reps), len(ascii_reps))
+    index = np.searchsorted(np.unique(t[:128]), t[:128])  # each ASCII byte's row in by_class
+    return np.ascontiguousarray(by_class[index[:, None], index[None, :]].reshape(-1).astype(np.uint8))
+
+
+# kept on disk: the GPU path would otherwise load the numba twin (0.3 s) in every process to make it
+_ascii_pairs_kept = _kept_on_disk(_build_ascii_pairs, tag=_class_table_tag, size=128 * 128)
+
+
+@lru_cache(maxsize=1)
+def ascii_pairs() -> np.ndarray:
+    """uint8 array (128 * 128,): ``pairs[(a << 7) | b]`` decides the word boundary between the ASCII bytes ``a``
+    and ``b`` inside a row: :data:`PAIR_NO_BREAK`, :data:`PAIR_BREAK`, or :data:`PAIR_UNDECIDED` (the rules read
+    the characters around them: WB6, WB7, WB11, WB12 at ``'`` ``.`` ``:`` ``,`` ``;``).
+
+    Made from the full rules themselves (``_is_break`` with no table): each pair of ASCII classes is set in every
+    context ``X L R Y``, X and Y each a code point of every class byte or nothing (a row's edge), and is decided
+    only when every context gives the same answer.  The rules read beyond L and R only the first character
+    that is not Extend / Format / ZWJ on each side (or the row's edge), which one such neighbour stands for.
+    Built once a machine (about 0.4 s) and kept beside the numba cache, as :func:`class_table` is.
+
+    Raises
+    ------
+    ImportError
+        The ``regex`` module is missing.
+    """
+    return _ascii_pairs_kept()
 
 
 # ----------------------------------------------------------------------------- CPU twins (numba)
@@ -293,11 +361,21 @@ def _is_break(data, bound, lo, hi, p, t1, t2):
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_flags(data, bound, t1, t2, flags):
-    """Twin of ``wb_segment_starts``: flags[i] = 1 where a word-boundary segment of a row starts at byte i."""
+def _segment_flags(data, bound, t1, t2, pairs, flags):
+    """Twin of ``wb_segment_starts``: flags[i] = 1 where a word-boundary segment of a row starts at byte i;
+    ``pairs`` (:func:`ascii_pairs`, or all PAIR_UNDECIDED for the full rules alone) decides two ASCII bytes."""
     n = len(data)
     for i in range(n):
-        flags[i] = 1 if (data[i] & 0xC0) != 0x80 and _is_break(data, bound, 0, n, i, t1, t2) else 0
+        b = np.int64(data[i])
+        if (b & 0xC0) == 0x80:
+            flags[i] = 0
+            continue
+        if b < 0x80 and i > 0 and bound[i] == 0 and data[i - 1] < 0x80:
+            v = pairs[(np.int64(data[i - 1]) << 7) | b]
+            if v != PAIR_UNDECIDED:
+                flags[i] = v
+                continue
+        flags[i] = 1 if _is_break(data, bound, 0, n, i, t1, t2) else 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -412,19 +490,52 @@ def _segment_pieces(data, bound, t1, t2, a, b, los, his, ps, pe, pf, k, fill):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pieces_cpu(data, bound, t1, t2, flags, chunk, first, ps, pe, pf, fill, los, his):
+def _ascii_pieces(data, t2, base, a, b):
+    """Twin of ``wb_ascii_pieces``: the pieces of the ASCII segment ``data[a:b]`` of at most 255 bytes as
+    ``_segment_pieces`` makes them, 0 or 1 (the piece ``data[a:b]``), or -1 when it needs the full scan (its first
+    character starts no token but a later one is a token character); ``base``: the ASCII block of ``t2``."""
+    c0 = np.int64(t2[base | np.int64(data[a])])
+    if (c0 & SOUTH_EAST_ASIAN) != 0:
+        return -1
+    tok = (c0 & TOKEN) != 0
+    q = a + 1
+    while not tok and q < b:
+        tok = (t2[base | np.int64(data[q])] & TOKEN) != 0
+        q += 1
+    if not tok:
+        return 0
+    if (c0 & TOKEN) != 0 or (c0 & 31) == EXTENDNUMLET:
+        return 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _pieces_cpu(data, bound, t1, t2, flags, chunk, first, ps, pe, pf, fill, los, his, ascii_fast=True):
     """Twin of ``wb_count_pieces`` (``fill`` False: the pieces of the segments that start in each chunk of
     ``chunk`` bytes into ``first``, -1 on overflow) and ``wb_write_pieces`` (``fill``: chunk c's pieces written
-    from ``first[c]``); ``flags``: the segment starts; ``los``, ``his``: the stack of nested scans."""
+    from ``first[c]``); ``flags``: the segment starts; ``los``, ``his``: the stack of nested scans;
+    ``ascii_fast`` False: every segment through the full scan (the fast path's oracle)."""
     n = len(data)
+    base = np.int64(t1[0]) << 7
     for c in range((n + chunk - 1) // chunk):
         k = first[c] if fill else 0
         for i in range(c * chunk, min(n, (c + 1) * chunk)):
             if flags[i] == 0:
                 continue
             j = i + 1
+            high = np.int64(data[i])
             while j < n and flags[j] == 0:
+                high |= np.int64(data[j])
                 j += 1
+            if ascii_fast and high < 0x80 and j - i <= MAX_TOKEN_LENGTH:
+                m = _ascii_pieces(data, t2, base, i, j)
+                if m >= 0:
+                    if m and fill:
+                        ps[k] = i
+                        pe[k] = j
+                        pf[k] = 0
+                    k += m
+                    continue
             k = _segment_pieces(data, bound, t1, t2, i, j, los, his, ps, pe, pf, k, fill)
             if k < 0:
                 break
@@ -446,16 +557,17 @@ _device_tables: dict = {}
 
 
 def _tables(xp):
-    t1, t2 = lookup_tables()
+    """(t1, t2, pairs): :func:`lookup_tables` and :func:`ascii_pairs` in ``xp``'s memory (once per device)."""
+    tables = lookup_tables() + (ascii_pairs(),)
     if xp is np:
-        return t1, t2
+        return tables
     import cupy
 
     key = cupy.cuda.Device().id
     with _lock:
         hit = _device_tables.get(key)
         if hit is None:
-            hit = _device_tables[key] = (cupy.asarray(t1), cupy.asarray(t2))
+            hit = _device_tables[key] = tuple(cupy.asarray(t) for t in tables)
     return hit
 
 
@@ -508,12 +620,12 @@ def _segment_flags_of(body, bound):
     xp = array_module(body)
     n = len(body)
     flags = xp.zeros(n, np.uint8)
-    t1, t2 = _tables(xp)
+    t1, t2, pairs = _tables(xp)
     if n and xp is np:
-        _segment_flags(body, bound, t1, t2, flags)
+        _segment_flags(body, bound, t1, t2, pairs, flags)
     elif n:
         g, b = _cuda.grid(min(n, 1 << 26))  # grid-stride loop beyond 2**26 bytes
-        _cuda.kernel(SOURCE, "wb_segment_starts")(g, b, (body, bound, np.int64(n), t1, t2, flags))
+        _cuda.kernel(SOURCE, "wb_segment_starts")(g, b, (body, bound, np.int64(n), t1, t2, pairs, flags))
     return flags
 
 
@@ -523,7 +635,7 @@ def _pieces(body, bound, flags):
     xp = array_module(body)
     n = len(body)
     n_chunks = -(-n // CHUNK)
-    t1, t2 = _tables(xp)
+    t1, t2, _ = _tables(xp)
     counts = xp.empty(n_chunks, np.int64)
     stack = np.empty(STACK_DEPTH, np.int64), np.empty(STACK_DEPTH, np.int64)
     e64, e8 = xp.zeros(0, np.int64), xp.zeros(0, np.uint8)

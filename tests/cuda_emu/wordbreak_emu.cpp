@@ -10,8 +10,9 @@ void launch_wb_code_points(unsigned gx, unsigned, unsigned bx, const unsigned ch
 }
 // launcher signature: grid (gx, gy), block bx, then the kernel's own arguments (fake_cupy.py calls them)
 void launch_wb_segment_starts(unsigned gx, unsigned, unsigned bx, const unsigned char* d, const unsigned char* bound,
-                              long long n, const unsigned short* t1, const unsigned char* t2, unsigned char* flags) {
-    launch(gx, bx, [&] { wb_segment_starts(d, bound, n, t1, t2, flags); });
+                              long long n, const unsigned short* t1, const unsigned char* t2,
+                              const unsigned char* pairs, unsigned char* flags) {
+    launch(gx, bx, [&] { wb_segment_starts(d, bound, n, t1, t2, pairs, flags); });
 }
 void launch_wb_count_pieces(unsigned gx, unsigned, unsigned bx, const unsigned char* d, const unsigned char* bound,
                             long long n, const unsigned short* t1, const unsigned char* t2, const unsigned char* flags,

@@ -51,3 +51,24 @@ def test_cuda_c_equals_twin(fake_cupy):
         assert type(g).__module__ == "cupy"
         np.testing.assert_array_equal(np.asarray(g), w)
     assert len(want[0]) > 50_000
+
+
+def test_cuda_c_reads_the_pair_table_as_the_twin(fake_cupy, monkeypatch):
+    """Under a random pair table (any of no break / break / undecided for each ASCII pair) the CUDA C gives the
+    twin's flags byte for byte, and then its pieces of those segments: the table is indexed (left << 7) | right,
+    used only between two ASCII bytes inside a row, and the rules run on "undecided"."""
+    pairs = np.random.default_rng(0).integers(0, 3, 128 * 128).astype(np.uint8)
+    monkeypatch.setattr(W, "ascii_pairs", lambda: pairs)
+    texts = HOSTILE + random_texts(4, n_short=500, n_long=10) + need_corpus("20news")["text"].tolist()[:40]
+    data, offsets = arrow_buffers(pa.array(texts, type=pa.large_string()))
+    body, bound, _ = W._buffers(data, offsets)
+    want = W._segment_flags_of(body, bound)
+    got = W._segment_flags_of(fake_cupy.asarray(body), fake_cupy.asarray(bound))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    rules = np.zeros(len(body), np.uint8)
+    W._segment_flags(body, bound, *W.lookup_tables(), np.full_like(pairs, W.PAIR_UNDECIDED), rules)
+    assert (want != rules).sum() > 1000  # the random table, not the rules, decided many pairs
+    want_pieces = W._pieces(body, bound, want)
+    got_pieces = W._pieces(fake_cupy.asarray(body), fake_cupy.asarray(bound), got)
+    for g, w in zip(got_pieces, want_pieces):
+        np.testing.assert_array_equal(np.asarray(g), w)

@@ -15,7 +15,7 @@ from cutext.kernels.tokenize import arrow_buffers
 from cutext.stages.text.anserini import standard_tokens
 
 from helpers import need_corpus
-from wordbreak_cases import HOSTILE, random_texts, tokens_by_row
+from wordbreak_cases import _CHARS, HOSTILE, random_texts, tokens_by_row
 
 
 def _twin(texts):
@@ -104,3 +104,81 @@ def test_nested_scans_past_the_stack_are_reported():
         assert counts[0] == want
     assert standard_tokens(text) == ["a" * 254, "\u0e31", "bbb"]
     assert _twin([text]) == [standard_tokens(text)]
+
+
+def _flags(texts, pairs):
+    """(body, bound, flags, offsets) of the texts as one column, the flags decided with the pair table ``pairs``."""
+    data, offsets = arrow_buffers(pa.array(texts, type=pa.large_string()))
+    body, bound, _ = W._buffers(data, offsets)
+    t1, t2 = W.lookup_tables()
+    flags = np.zeros(len(body), np.uint8)
+    W._segment_flags(body, bound, t1, t2, pairs, flags)
+    return body, bound, flags, offsets
+
+
+def _all_undecided():
+    return np.full(128 * 128, W.PAIR_UNDECIDED, np.uint8)
+
+
+def test_ascii_pairs_hold_in_every_context():
+    """A decided pair gives the full rules' answer between any left and right context (runs of Extend / Format /
+    ZWJ, quotes, numbers, row edges); an undecided one has a MidLetter / MidNum / MidNumLet / quote beside it."""
+    pairs = W.ascii_pairs()
+    assert pairs.shape == (128 * 128,) and set(np.unique(pairs)) <= {W.PAIR_NO_BREAK, W.PAIR_BREAK, W.PAIR_UNDECIDED}
+    np.testing.assert_array_equal(pairs, W._build_ascii_pairs())  # the copy kept on disk is the rules' table
+    rng = np.random.default_rng(0)
+    a, b = np.divmod(np.arange(128 * 128), 128)
+    texts, at = [], []
+    for left, right in zip(a.tolist(), b.tolist()):
+        for _ in range(3):
+            x = "".join(rng.choice(_CHARS, int(rng.integers(0, 4))))
+            texts.append(x + chr(left) + chr(right) + "".join(rng.choice(_CHARS, int(rng.integers(0, 4)))))
+            at.append(len(x.encode()) + 1)
+    *_, full, offsets = _flags(texts, _all_undecided())
+    got = full[offsets[:-1] + np.array(at)].reshape(-1, 3)
+    decided = pairs != W.PAIR_UNDECIDED
+    np.testing.assert_array_equal(got[decided], np.repeat(pairs[decided, None], 3, axis=1))
+    wb = W.class_table()[:128] & 31
+    mid = np.isin(wb, [W.MIDLETTER, W.MIDNUM, W.MIDNUMLET, W.SQUOTE])
+    assert (mid[a] | mid[b])[~decided].all()
+    assert pairs[(ord("a") << 7) | ord("b")] == W.PAIR_NO_BREAK and pairs[(ord(" ") << 7) | ord("b")] == W.PAIR_BREAK
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_paths_equal_full_rules(seed):
+    """The ASCII pair table and the ASCII segments' one pass give the flags and pieces of the full rules, byte for
+    byte, on hostile, random and real text."""
+    texts = HOSTILE + random_texts(seed, n_short=1500, n_long=60) + need_corpus("20news")["text"].tolist()[seed::40]
+    body, bound, fast, _ = _flags(texts, W.ascii_pairs())
+    full = _flags(texts, _all_undecided())[2]
+    np.testing.assert_array_equal(fast, full)
+    t1, t2 = W.lookup_tables()
+    n = len(body)
+    chunk = 64
+    n_chunks = -(-n // chunk)
+    stack = np.empty(W.STACK_DEPTH, np.int64), np.empty(W.STACK_DEPTH, np.int64)
+    e64, e8 = np.zeros(0, np.int64), np.zeros(0, np.uint8)
+    out = []
+    for ascii_fast in (True, False):
+        counts = np.zeros(n_chunks, np.int64)
+        W._pieces_cpu(body, bound, t1, t2, full, chunk, counts, e64, e64, e8, False, *stack, ascii_fast)
+        first = np.cumsum(counts) - counts
+        total = int(counts.sum())
+        ps, pe, pf = np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.uint8)
+        W._pieces_cpu(body, bound, t1, t2, full, chunk, first, ps, pe, pf, True, *stack, ascii_fast)
+        out.append((counts, ps, pe, pf))
+    assert (out[1][0] >= 0).all() and len(out[1][1]) > 10_000
+    for f, s in zip(*out):
+        np.testing.assert_array_equal(f, s)
+
+
+def test_ascii_pairs_kept_beside_the_kernels(tmp_path, monkeypatch):
+    """The pair table (16,384 entries, not one a code point) is read back from the cache folder, not built again."""
+    from cutext.kernels import _numba_cache
+
+    monkeypatch.setattr(_numba_cache, "cache_folder", lambda f: str(tmp_path))
+    want = W._ascii_pairs_kept()
+    (path,) = tmp_path.glob("_build_ascii_pairs-*.u8")
+    assert path.stat().st_size == 128 * 128
+    monkeypatch.setattr(W, "_segment_flags", lambda *a: pytest.fail("the pair table was built again"))
+    np.testing.assert_array_equal(W._ascii_pairs_kept(), want)
