@@ -593,13 +593,19 @@ def token_codes(data, starts, ends, with_hash: bool = False):
     Returns
     -------
     (codes, rep) or (codes, rep, hash) or None
-        ``codes`` int64 (n_tokens,) numbers the distinct tokens; ``rep`` int64 (n_codes,) is a token of each code;
+        ``codes`` int64 (n_tokens,) numbers the distinct tokens (in hash order, or on the host without ``with_hash``
+        in order of first appearance); ``rep`` int64 (n_codes,) is a token of each code (its first on the host);
         with ``with_hash``, ``hash`` uint64 (n_codes,) the hash of each code (increasing: codes follow the hashes).
         None when two different tokens share a hash (every token is checked byte for byte against its code's
         representative): the caller takes an exact string path.
     """
     xp = array_module(data)
     h = hash_tokens(data, starts, ends)
+    if xp is np and not with_hash:  # a hash table on the host: O(n), where the sort is O(n log n)
+        codes = pd.factorize(h)[0].astype(np.int64, copy=False)
+        top = np.maximum.accumulate(codes)  # codes number first appearances: a new code is a new maximum
+        rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]]).astype(np.int64)
+        return (codes, rep) if bool(tokens_equal(data, starts, ends, rep[codes]).all()) else None
     order = xp.argsort(h)
     hs = h[order]
     del h

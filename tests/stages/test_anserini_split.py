@@ -62,3 +62,18 @@ def test_partition_codes_of_text_without_tokens():
     df = _frame(["", None, "!!! ---", " "])
     ids, codes, uniq = T.tokenize_partition_codes(df, TokenizerConfig.make(analyzer="anserini"))
     assert len(ids) == len(codes) == len(uniq) == 0
+
+
+def test_host_token_codes_number_tokens_by_their_bytes(monkeypatch):
+    from cutext.kernels.tokenize import arrow_buffers
+
+    words = ["b", "a", "b", "ccc", "a", "dd", "ccc", "b"]
+    arr = pa.array([" ".join(words)], pa.large_string())
+    data, offsets = arrow_buffers(arr)
+    starts = np.array([0, 2, 4, 6, 10, 12, 15, 19], np.int64)
+    ends = starts + np.array([len(w) for w in words], np.int64)
+    codes, rep = T.token_codes(data, starts, ends)
+    assert [words[i] for i in rep[codes]] == words and len(rep) == 4
+    assert list(rep) == [0, 1, 3, 5]  # the first token of each code
+    monkeypatch.setattr(T, "hash_tokens", lambda d, s, e: np.zeros(len(s), np.uint64))  # every hash collides
+    assert T.token_codes(data, starts, ends) is None
