@@ -3,9 +3,10 @@ beside other jobs, on the same machine in the same run.
 
 20 Newsgroups (``corpora/20news-bydate.tar.gz`` of the data folder, 18,846 posts, 36.6 MB) as a folder of
 ``--files`` JSON Lines files of ``{"id", "contents"}`` (Anserini's ``JsonCollection``; cutext reads the same
-files with ``text_column="contents"``, ``id_column="id"``).  Both analyse as Lucene's English analyzer does
-in spirit (cutext ``stopwords="lucene", stemmer="porter"``; Anserini's default ``DefaultEnglishAnalyzer``);
-neither stores the texts, positions or document vectors.
+files with ``text_column="contents"``, ``id_column="id"``).  Both analyse as Anserini's default
+``DefaultEnglishAnalyzer`` (cutext ``analyzer="anserini"``: the same tokens; ``--analysis lucene-porter``: cutext's
+tokenizer with Lucene's stop words and Porter, the analysis in spirit); neither stores the texts, positions or
+document vectors.
 
 * **cutext**: ``build_index(..., backend="cpu", n_workers=N)``, each run in a fresh interpreter that builds
   twice: ``build`` is the seconds of the second build (what a build costs a program that already runs),
@@ -39,16 +40,18 @@ import time
 from pathlib import Path
 
 JAVA = "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
-ANALYSIS = {"stopwords": "lucene", "stemmer": "porter"}
+# "anserini": Anserini's DefaultEnglishAnalyzer exactly (the same tokens as IndexCollection's);
+# "lucene-porter": cutext's tokenizer with Lucene's stop words and PyStemmer's Porter (the analysis in spirit)
+ANALYSES = {"anserini": {"analyzer": "anserini"}, "lucene-porter": {"stopwords": "lucene", "stemmer": "porter"}}
 
-def child(src: str, out: str, n: int, scheduler: str) -> None:
+def child(src: str, out: str, n: int, scheduler: str, analysis: str) -> None:
     """One cutext run in a fresh interpreter (``--child``): the first build (the caller times the whole
     command), then a second one timed here; prints a JSON line."""
     t0 = time.perf_counter()
     from cutext.pipelines.bm25 import build_index
 
     kw = dict(backend="cpu", progress=False, text_column="contents", id_column="id", n_workers=n,
-              scheduler=scheduler, **ANALYSIS)
+              scheduler=scheduler, **ANALYSES[analysis])
     t1 = time.perf_counter()
     build_index(src, out + "-a", **kw)
     t2 = time.perf_counter()
@@ -83,13 +86,14 @@ def load1() -> float:
         return float(fh.read().split()[0])
 
 
-def run_cutext(src: Path, work: Path, n: int, scheduler: str = "auto", python: str | None = None) -> dict:
+def run_cutext(src: Path, work: Path, n: int, analysis: str, scheduler: str = "auto",
+               python: str | None = None) -> dict:
     out = work / f"cutext-{scheduler}-{n}{'-before' if python else ''}"
     for suffix in ("-a", "-b"):
         shutil.rmtree(f"{out}{suffix}", ignore_errors=True)
     t = time.perf_counter()
-    res = subprocess.run([python or sys.executable, __file__, "--child", str(src), str(out), str(n), scheduler],
-                         capture_output=True, text=True)
+    res = subprocess.run([python or sys.executable, __file__, "--child", str(src), str(out), str(n), scheduler,
+                          analysis], capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"the cutext run failed ({res.returncode}): {res.stderr[-3000:]}")
     wall = time.perf_counter() - t
@@ -121,7 +125,7 @@ def settings_of(workers: list, jar: str | None, cluster: bool, baseline: str | N
 
 
 def measure_once(src: Path, work: Path, settings: list, java: str, jar: str | None, condition: str, r: int,
-                 runs: dict, baseline: str | None = None) -> None:
+                 runs: dict, analysis: str, baseline: str | None = None) -> None:
     """Run each setting once, appending to ``runs[condition]["<tool> <n>"]`` a dict with ``command`` (and
     cutext's ``build``) seconds and ``load1``; ``cluster`` is cutext on a LocalCluster of worker processes
     (``scheduler="cluster"``), ``before`` cutext's ``n_workers=N`` run by the interpreter ``baseline`` (a
@@ -129,7 +133,7 @@ def measure_once(src: Path, work: Path, settings: list, java: str, jar: str | No
     for tool, n in settings:
         before = load1()
         got = (run_anserini(src, work, n, java, jar) if tool == "anserini"
-               else run_cutext(src, work, n, "cluster" if tool == "cluster" else "auto",
+               else run_cutext(src, work, n, analysis, "cluster" if tool == "cluster" else "auto",
                                baseline if tool == "before" else None))
         got["load1"] = before
         runs[condition].setdefault(f"{tool} {n}", []).append(got)
@@ -214,11 +218,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the runs and medians here")
     ap.add_argument("--table", default=None, metavar="JSON",
                     help="print the table of a JSON this script wrote (command: process less build), run nothing")
-    ap.add_argument("--child", nargs=4, metavar=("SRC", "OUT", "N", "SCHEDULER"), help=argparse.SUPPRESS)
+    ap.add_argument("--analysis", default="anserini", choices=sorted(ANALYSES),
+                    help="cutext's analysis: Anserini's exactly (default) or its tokenizer with Lucene's stop words")
+    ap.add_argument("--child", nargs=5, metavar=("SRC", "OUT", "N", "SCHEDULER", "ANALYSIS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        src, out, n, scheduler = args.child
-        child(src, out, int(n), scheduler)
+        src, out, n, scheduler, analysis = args.child
+        child(src, out, int(n), scheduler, analysis)
         return 0
     if args.table:
         doc = json.loads(Path(args.table).read_text())
@@ -241,7 +247,7 @@ def main(argv=None) -> int:
                 procs = busy(args.busy) if cond == "busy" else []
                 try:
                     time.sleep(1.0 if procs else 0.0)
-                    measure_once(src, work, settings, args.java, args.jar, cond, r, runs, args.baseline)
+                    measure_once(src, work, settings, args.java, args.jar, cond, r, runs, args.analysis, args.baseline)
                 finally:
                     for p in procs:
                         p.kill()
@@ -249,7 +255,7 @@ def main(argv=None) -> int:
         results = {cond: summary(runs[cond]) for cond in args.conditions}
     print(table(results, args.workers))
     if args.json:
-        doc = {"environment": env, "corpus": "20news-bydate", "files": args.files, "analysis": ANALYSIS,
+        doc = {"environment": env, "corpus": "20news-bydate", "files": args.files, "analysis": ANALYSES[args.analysis],
                "busy_processes": args.busy, "repeats": args.repeats,
                "workers": args.workers, "medians": results, "runs": runs}
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")

@@ -25,9 +25,11 @@ query of CACM, SciFact and 20 Newsgroups (against Anserini 1.7.1; benchmarks/ans
 rest: emoji joined by ZWJ, a mark after ``_``, a Hebrew letter, quote and digit).
 No NFC: Lucene analyzes the characters as they come.
 
-On the GPU, step 1 is :func:`cutext.kernels.wordbreak.standard_token_bounds` (CUDA kernels over the same
-``regex`` tables, equal to :func:`standard_tokens` token for token) and steps 2-3 run on the distinct tokens
-(:func:`possessive_lower`).
+A build splits with :func:`cutext.kernels.wordbreak.standard_token_bounds` (CUDA kernels over the same
+``regex`` tables on the GPU, their numba twins on the CPU, equal to :func:`standard_tokens` token for token) and
+runs steps 2-3 on the distinct tokens (:func:`possessive_lower`; ``stages/text/tokenize.py``,
+``split_anserini_host`` and ``split_anserini_gpu``); the ``regex`` split here is their reference, the split of
+queries, and the fallback where the kernels report text past their stack.
 """
 from __future__ import annotations
 

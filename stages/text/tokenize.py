@@ -593,13 +593,19 @@ def token_codes(data, starts, ends, with_hash: bool = False):
     Returns
     -------
     (codes, rep) or (codes, rep, hash) or None
-        ``codes`` int64 (n_tokens,) numbers the distinct tokens; ``rep`` int64 (n_codes,) is a token of each code;
+        ``codes`` int64 (n_tokens,) numbers the distinct tokens (in hash order, or on the host without ``with_hash``
+        in order of first appearance); ``rep`` int64 (n_codes,) is a token of each code (its first on the host);
         with ``with_hash``, ``hash`` uint64 (n_codes,) the hash of each code (increasing: codes follow the hashes).
         None when two different tokens share a hash (every token is checked byte for byte against its code's
         representative): the caller takes an exact string path.
     """
     xp = array_module(data)
     h = hash_tokens(data, starts, ends)
+    if xp is np and not with_hash:  # a hash table on the host: O(n), where the sort is O(n log n)
+        codes = pd.factorize(h)[0].astype(np.int64, copy=False)
+        top = np.maximum.accumulate(codes)  # codes number first appearances: a new code is a new maximum
+        rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]]).astype(np.int64)
+        return (codes, rep) if bool(tokens_equal(data, starts, ends, rep[codes]).all()) else None
     order = xp.argsort(h)
     hs = h[order]
     del h
@@ -615,6 +621,67 @@ def token_codes(data, starts, ends, with_hash: bool = False):
     if not bool(tokens_equal(data, starts, ends, rep[codes]).all()):
         return None
     return (codes, rep, code_hash) if with_hash else (codes, rep)
+
+
+def _anserini_by_bounds(data, offsets, doc_id):
+    """``(distinct, codes, ids)`` of the word-break kernels' split (numpy or cupy buffers), or None.
+
+    ``distinct`` (pyarrow large_string) holds each distinct token after steps 2-3 of the analyzer (possessive,
+    lowercase), ``codes`` (int64, (n_tokens,)) each token's row of it, ``ids`` each token's doc_id.  None when
+    the kernels report a segment past their stack or two tokens share a hash: the caller takes the exact
+    ``regex`` split."""
+    xp = array_module(data)
+    got = standard_token_bounds(data, offsets)
+    if got is None:
+        return None
+    starts, ends, rows = got
+    if len(starts) == 0:
+        return pa.array([], pa.large_string()), xp.zeros(0, np.int64), xp.zeros(0, np.int64)
+    codes = token_codes(data, starts, ends)
+    if codes is None:
+        return None
+    codes, rep = codes
+    distinct = possessive_lower(gather_strings(data, starts[rep], ends[rep]))
+    return distinct, codes, xp.asarray(doc_id, dtype=np.int64)[rows]
+
+
+def _host_large_strings(text):
+    """``text`` (pandas Series or pyarrow strings) as one pyarrow LargeStringArray, nulls empty; None when it is
+    not strings."""
+    arr = text if isinstance(text, (pa.Array, pa.ChunkedArray)) else pa.array(text, from_pandas=True)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return None
+    arr = arr.cast(pa.large_string())
+    return arr.fill_null("") if arr.null_count else arr
+
+
+def _anserini_host_codes(text, doc_id):
+    """:func:`_anserini_by_bounds` of host text, or None (not strings, or the kernels' report)."""
+    arr = _host_large_strings(text)
+    return None if arr is None else _anserini_by_bounds(*arrow_buffers(arr), doc_id)
+
+
+def split_anserini_host(text, doc_id):
+    """:func:`cutext.stages.text.anserini.split_anserini` of host text, token for token, through the numba twins
+    of the word-break kernels (no Python string a token; the GIL released, so partitions split in parallel).
+
+    Parameters
+    ----------
+    text : pandas.Series or pyarrow string array, shape (n_docs,) (a null is an empty text)
+    doc_id : numpy int64 array, shape (n_docs,)
+
+    Returns
+    -------
+    (pandas.Series of str (pyarrow), numpy int64 array)
+        The tokens in document order, possessives removed, lowercased, shape (n_tokens,), and their doc_ids.
+    """
+    got = _anserini_host_codes(text, doc_id)
+    if got is None:  # the reference split: exact, and it raises the errors of text that is not strings
+        return split_anserini(text, doc_id)
+    distinct, codes, ids = got
+    return pd.Series(distinct.take(pa.array(codes)), dtype=pd.StringDtype("pyarrow")), ids
 
 
 def split_anserini_gpu(text, doc_id):
@@ -636,21 +703,15 @@ def split_anserini_gpu(text, doc_id):
     (cudf.Series of str, cupy int64 array)
         The tokens in document order, possessives removed, lowercased, shape (n_tokens,), and their doc_ids.
     """
-    import cupy
-
     _, data, offsets = cudf_string_buffers(text)
-    got = standard_token_bounds(data, offsets)
-    if got is not None and len(got[0]) == 0:
-        return to_cudf(pa.array([], pa.string())), cupy.zeros(0, np.int64)
-    codes = None if got is None else token_codes(data, got[0], got[1])
-    if codes is None:
+    got = _anserini_by_bounds(data, offsets, doc_id)
+    if got is None:
+        import cupy
+
         tokens, ids = split_anserini(text.to_arrow(), to_host(doc_id))
         return to_cudf(pa.array(tokens.array).cast(pa.string())), cupy.asarray(ids)
-    starts, ends, rows = got
-    codes, rep = codes
-    uniq = possessive_lower(gather_strings(data, starts[rep], ends[rep])).cast(pa.string())
-    tokens = to_cudf(uniq).take(codes).reset_index(drop=True)
-    return tokens, cupy.asarray(doc_id, dtype=np.int64)[rows]
+    distinct, codes, ids = got
+    return to_cudf(distinct.cast(pa.string())).take(codes).reset_index(drop=True), ids
 
 
 def _split(text, doc_id, cfg: TokenizerConfig):
@@ -658,7 +719,7 @@ def _split(text, doc_id, cfg: TokenizerConfig):
     if cfg.analyzer is not None:
         if is_gpu_object(text):
             return split_anserini_gpu(text, doc_id)
-        return split_anserini(text, doc_id)
+        return split_anserini_host(text, doc_id)
     return split_tokens(text, doc_id, cfg.lowercase)
 
 
@@ -679,8 +740,16 @@ def _host_strings(uniq) -> list[str]:
 def _mapped_codes(tokens, doc_ids, cfg: TokenizerConfig):
     """``(codes, final)``: the distinct terms of ``tokens`` after steps 3-5 (a list of str, unique) and each
     token's index into them, -1 for a dropped token (an array of ``doc_ids``' library)."""
-    xp = array_module(doc_ids)
     codes, uniq = tokens.factorize()
+    lut, final = _map_distinct(uniq, cfg)
+    xp = array_module(doc_ids)
+    return xp.asarray(lut)[xp.asarray(codes)], final
+
+
+def _map_distinct(uniq, cfg: TokenizerConfig):
+    """``(lut, final)``: steps 3-5 of the tokens ``uniq`` (pandas / cudf Index or pyarrow strings; repeats
+    allowed): ``final`` the distinct terms (a list of str), ``lut`` (int64 numpy, (len(uniq),)) each token's
+    index into them, -1 for a dropped token."""
     if is_gpu_object(uniq):
         mapped = map_terms(_host_strings(uniq), cfg)
         keep_mask = np.fromiter((m is not None for m in mapped), bool, len(mapped))
@@ -697,7 +766,7 @@ def _mapped_codes(tokens, doc_ids, cfg: TokenizerConfig):
         enc = pc.dictionary_encode(kept)
         final = enc.dictionary.to_pylist()
         lut[keep_mask] = enc.indices.to_numpy()
-    return xp.asarray(lut)[xp.asarray(codes)], final
+    return lut, final
 
 
 def apply_term_map(tokens, doc_ids, cfg: TokenizerConfig):
@@ -764,6 +833,14 @@ def tokenize_partition_codes(df, cfg: TokenizerConfig):
     With stopwords or a stemmer the codes are the term map's own (the partition's tokens are factorized
     once, not again after the map gathered their strings back); otherwise the tokens are factorized.
     """
+    if cfg.analyzer is not None:  # the distinct tokens of the word-break kernels' split alone are strings
+        got = _anserini_host_codes(df["text"], values(df["doc_id"]))
+        if got is not None:
+            distinct, codes, ids = got
+            lut, final = _map_distinct(distinct, cfg)
+            codes = lut[codes]
+            keep = codes >= 0
+            return ids[keep], codes[keep], pd.Index(pd.array(final, dtype=pd.StringDtype("pyarrow")))
     tokens, ids = _split(df["text"], values(df["doc_id"]), cfg)
     if len(tokens) and (cfg.stopwords or cfg.stemmer is not None):
         codes, final = _mapped_codes(tokens, ids, cfg)
