@@ -72,19 +72,6 @@ def length_factors(lengths, avgdl: float, variant: str, k1: float, b: float) -> 
     return out
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
-def _row(ids, t):  # pragma: no cover - numba
-    """The local row of global term ``t`` in the ascending ``ids``, or -1."""
-    lo, hi = 0, len(ids)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ids[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < len(ids) and ids[lo] == t else -1
-
-
 FILL_BLOCK = 4096  # postings a thread of _fill weighs at a time: a few long runs still keep every thread busy
 
 
@@ -148,30 +135,63 @@ class SegmentTable:
         self.addr, self.size = addr, size
 
 
-@numba.njit(nogil=True, cache=True)
-def _rows(q, addr, size, q_ptr, q_terms, rows):  # pragma: no cover - numba
-    """Query ``q``'s term ``j`` row in segment ``s`` into ``rows[(j - q_ptr[q]) * n_seg + s]`` (-1 absent); returns
-    the postings of its terms in all segments."""
-    n_seg = addr.shape[0]
-    total = 0
-    for j in range(q_ptr[q], q_ptr[q + 1]):
-        for s in range(n_seg):
-            offsets = _i64(addr[s, 0], size[s, 0] + 1)
-            r = _row(_i32(addr[s, 1], size[s, 0]), q_terms[j])
-            rows[(j - q_ptr[q]) * n_seg + s] = r
-            if r >= 0:
-                total += offsets[r + 1] - offsets[r]
-    return total
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _spans(addr, size, terms, out):  # pragma: no cover - numba
+    """``out[u, s]``: the postings ``[a, e)`` of global term ``terms[u]`` in segment ``s`` (0, 0 absent); a segment
+    a thread, ascending terms searched from the last one found (a batch's runs looked up once, not a query at a
+    time: a search of the ids of twelve segments missed the cache at almost every step)."""
+    for s in prange(addr.shape[0]):
+        offsets = _i64(addr[s, 0], size[s, 0] + 1)
+        ids = _i32(addr[s, 1], size[s, 0])
+        lo = 0
+        for u in range(len(terms)):
+            t = terms[u]
+            if u and t < terms[u - 1]:
+                lo = 0
+            hi = len(ids)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if ids[mid] < t:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < len(ids) and ids[lo] == t:
+                out[u, s, 0], out[u, s, 1] = offsets[lo], offsets[lo + 1]
+            else:
+                out[u, s, 0], out[u, s, 1] = 0, 0
 
 
 @numba.njit(nogil=True, cache=True)
-def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w, at, rows,
-           acc, touched, track):  # pragma: no cover - numba
+def _add(acc, doc, w, qw):  # pragma: no cover - numba
+    """``acc[doc[i]] += qw * w[i]`` (kernels.search._score_dense's loop)."""
+    for i in range(len(doc)):
+        d = doc[i]
+        acc[d] = acc[d] + qw * w[i]
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_track(acc, b0, doc, w, qw, touched, nt):  # pragma: no cover - numba
+    """``acc[b0 + doc[i]] += qw * w[i]``, the documents that became nonzero appended to ``touched`` from ``nt``
+    (kernels.search._score_one's loop).  Returns the new ``nt``."""
+    for i in range(len(doc)):
+        d = b0 + doc[i]
+        old = acc[d]
+        nw = old + qw * w[i]
+        acc[d] = nw
+        if old == 0 and nw != 0:
+            touched[nt] = d
+            nt += 1
+    return nt
+
+
+@numba.njit(nogil=True, cache=True)
+def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w, at, spans,
+           inv, acc, touched, track):  # pragma: no cover - numba
     """Term-at-a-time accumulation of query ``q`` into ``acc`` by global doc id (``base[s] +`` the local one), the
     terms in their order and each term's segments in theirs (kernels.search._score_one's order over a merged matrix):
     each weight read from ``w`` (``mode`` 0), or computed here (2) and kept in ``w`` (1), query term ``j``'s runs one
-    after the other from ``at[j]``, as a merged matrix's row; with ``track`` the documents that became nonzero go to
-    ``touched``.  Returns how many."""
+    after the other from ``at[j]``, as a merged matrix's row, its runs ``spans[inv[j]]`` (:func:`_spans`); with
+    ``track`` the documents that became nonzero go to ``touched``.  Returns how many."""
     n_seg = addr.shape[0]
     nt = 0
     for j in range(q_ptr[q], q_ptr[q + 1]):
@@ -181,24 +201,20 @@ def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_pt
         w_t = idf[t]
         m = minus[t] if use_minus else np.float32(0.0)
         pos = at[j]
+        u = inv[j]
         for s in range(n_seg):
-            r = rows[(j - q_ptr[q]) * n_seg + s]
-            if r < 0:
+            a, e = spans[u, s, 0], spans[u, s, 1]
+            if a == e:
                 continue
-            offsets = _i64(addr[s, 0], size[s, 0] + 1)
             doc = _i32(addr[s, 2], size[s, 1])
-            a, e, b0 = offsets[r], offsets[r + 1], base[s]
+            b0 = base[s]
             o = pos - a  # the kept weight of posting p: w[o + p]
             pos += e - a
-            if md == 0:  # the loop of kernels.search._score_one over the kept weights
-                for p in range(a, e):
-                    d = b0 + doc[p]
-                    old = acc[d]
-                    nw = old + qw * w[o + p]
-                    acc[d] = nw
-                    if track and old == 0 and nw != 0:
-                        touched[nt] = d
-                        nt += 1
+            if md == 0:  # the loops of kernels.search over the kept weights, on the segment's views
+                if track:
+                    nt = _add_track(acc, b0, doc[a:e], w[o + a:o + e], qw, touched, nt)
+                else:
+                    _add(acc[b0:base[s + 1]], doc[a:e], w[o + a:o + e], qw)
                 continue
             tf = _i32(addr[s, 3], size[s, 1])
             if md == 1:  # computed and kept (a loop of its own: a store in the loop below slowed it by a tenth)
@@ -230,59 +246,56 @@ def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_pt
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _fill(addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, fill, fill_at, w):  # pragma: no cover - numba
-    """The weights of the postings of the global terms ``fill`` in every segment kept in ``w``, term ``fill[i]``'s
-    runs one after the other from ``fill_at[i]`` (blocks of :data:`FILL_BLOCK` postings on numba's threads)."""
+def _fill(addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, fill, fill_at, spans,
+          w):  # pragma: no cover - numba
+    """The weights of the postings of the global terms ``fill`` (their runs ``spans``, :func:`_spans`) kept in ``w``,
+    term ``fill[i]``'s runs one after the other from ``fill_at[i]`` (blocks of :data:`FILL_BLOCK` postings on numba's
+    threads)."""
     n_seg = addr.shape[0]
     n_blocks = 0
     for i in range(len(fill)):
         for s in range(n_seg):
-            offsets = _i64(addr[s, 0], size[s, 0] + 1)
-            r = _row(_i32(addr[s, 1], size[s, 0]), fill[i])
-            if r >= 0:
-                n_blocks += (offsets[r + 1] - offsets[r] + FILL_BLOCK - 1) // FILL_BLOCK
-    block = np.empty((n_blocks, 5), np.int64)  # fill term, segment, first posting, its run's end, where it goes
+            n_blocks += (spans[i, s, 1] - spans[i, s, 0] + FILL_BLOCK - 1) // FILL_BLOCK
+    block = np.empty((n_blocks, 4), np.int64)  # fill term, segment, first posting, where its run goes
     b = 0
     for i in range(len(fill)):
         pos = fill_at[i]
         for s in range(n_seg):
-            offsets = _i64(addr[s, 0], size[s, 0] + 1)
-            r = _row(_i32(addr[s, 1], size[s, 0]), fill[i])
-            if r < 0:
-                continue
-            for p in range(offsets[r], offsets[r + 1], FILL_BLOCK):
-                block[b, 0], block[b, 1], block[b, 2], block[b, 3] = i, s, p, offsets[r + 1]
-                block[b, 4] = pos - offsets[r]
+            a, e = spans[i, s, 0], spans[i, s, 1]
+            for p in range(a, e, FILL_BLOCK):
+                block[b, 0], block[b, 1], block[b, 2], block[b, 3] = i, s, p, pos - a
                 b += 1
-            pos += offsets[r + 1] - offsets[r]
+            pos += e - a
     for b in prange(n_blocks):
-        t = fill[block[b, 0]]
-        s = block[b, 1]
+        i, s, first, o = block[b, 0], block[b, 1], block[b, 2], block[b, 3]
+        t = fill[i]
         doc = _i32(addr[s, 2], size[s, 1])
         tf = _i32(addr[s, 3], size[s, 1])
-        b0, o = base[s], block[b, 4]
+        b0 = base[s]
         w_t = idf[t]
         m = minus[t] if use_minus else np.float32(0.0)
-        for p in range(block[b, 2], min(block[b, 2] + FILL_BLOCK, block[b, 3])):
+        for p in range(first, min(first + FILL_BLOCK, spans[i, s, 1])):
             x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[b0 + doc[p]], kind, k1, delta))
             w[o + p] = x - m if use_minus else x
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _search(addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w, at, k,
-            n_chunks, max_len, out_doc, out_score, out_n, fmode, mask, a_ptr, a_docs):  # pragma: no cover - numba
+def _search(addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w, at, spans,
+            inv, totals, k, n_chunks, out_doc, out_score, out_n, fmode, mask, a_ptr,
+            a_docs):  # pragma: no cover - numba
     nq = q_ptr.shape[0] - 1
     n_docs = base[-1]
     for c in prange(n_chunks):
         acc, touched, hs, hd, qa, allow = _chunk_buffers(n_docs, k, fmode, mask)
-        rows = np.empty(max_len * addr.shape[0], np.int64)
         for q in range(c, nq, n_chunks):
             if fmode == 2:
                 _mark_allowed(qa, a_ptr, a_docs, q, True)
-            total = _rows(q, addr, size, q_ptr, q_terms, rows)
+            total = 0
+            for j in range(q_ptr[q], q_ptr[q + 1]):
+                total += totals[inv[j]]
             dense = total * DENSE_RATIO >= n_docs  # many postings: no touched list, scan the N scores
             nt = _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w,
-                        mode, w, at, rows, acc, touched, not dense)
+                        mode, w, at, spans, inv, acc, touched, not dense)
             if dense:
                 _select_dense(q, k, acc, hs, hd, out_doc, out_score, out_n, fmode != 0, allow, np.float32(0))
             else:
@@ -292,35 +305,28 @@ def _search(addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr,
                 _mark_allowed(qa, a_ptr, a_docs, q, False)
 
 
-@numba.njit(nogil=True, cache=True)
-def _term_postings(addr, size, terms, out):  # pragma: no cover - numba
-    for j in range(len(terms)):
-        n = 0
-        for s in range(addr.shape[0]):
-            offsets = _i64(addr[s, 0], size[s, 0] + 1)
-            r = _row(_i32(addr[s, 1], size[s, 0]), terms[j])
-            if r >= 0:
-                n += offsets[r + 1] - offsets[r]
-        out[j] = n
+def _runs(table, terms):
+    """``(spans, totals)`` of the global term ids ``terms``: int64 (len, n_segments, 2) each term's postings
+    ``[a, e)`` in each segment, int64 (len,) their sum."""
+    spans = np.empty((len(terms), len(table.addr), 2), np.int64)
+    if len(terms) and len(table.addr):
+        _spans(table.addr, table.size, terms, spans)
+    return spans, (spans[:, :, 1] - spans[:, :, 0]).sum(axis=1)
 
 
 def term_postings(table: SegmentTable, terms) -> np.ndarray:
     """int64 (len(terms),): the postings each global term id of ``terms`` has in all segments of ``table``."""
-    terms = np.ascontiguousarray(terms, np.int32)
-    out = np.zeros(len(terms), np.int64)
-    _term_postings(table.addr, table.size, terms, out)
-    return out
+    return _runs(table, np.ascontiguousarray(terms, np.int32))[1]
 
 
-def _check_places(who: str, table, terms, at, used, n: int) -> np.ndarray:
+def _places(who: str, at, terms, used, totals, n: int) -> np.ndarray:
+    """``at`` checked: one int64 a term, the runs of the ``used`` terms (``totals`` postings) inside ``n`` weights."""
     at = np.ascontiguousarray(at, np.int64)
     if at.shape != terms.shape:
         raise ValueError(f"search_segments_cpu: {who} must hold one position for each of the {len(terms)} terms, "
                          f"got shape {at.shape}")
-    if used.any():
-        ends = at[used] + term_postings(table, terms[used])
-        if at[used].min() < 0 or ends.max() > n:
-            raise ValueError(f"search_segments_cpu: {who} places runs outside the {n} kept weights")
+    if used.any() and (at[used].min() < 0 or (at[used] + totals[used]).max() > n):
+        raise ValueError(f"search_segments_cpu: {who} places runs outside the {n} kept weights")
     return at
 
 
@@ -379,6 +385,9 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
     if not computed and (mode.shape != q_terms.shape or (len(mode) and mode.view(np.uint8).max() > 2)):
         raise ValueError(f"search_segments_cpu: mode must hold 0, 1 or 2 for each of the {len(q_terms)} query "
                          f"terms, got shape {mode.shape}")
+    uterms, inv = np.unique(q_terms, return_inverse=True)
+    spans, totals = _runs(table, uterms)
+    fill_spans, fill_totals = _runs(table, fill)
     if weights is None:
         if len(fill) or (not computed and mode.min() < 2):
             raise ValueError("search_segments_cpu: weights are needed to keep or read weights (mode 0 / 1, fill)")
@@ -389,10 +398,10 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
                              f"{weights.shape}")
         if (at is None and mode.min(initial=2) < 2) or (len(fill) and fill_at is None):
             raise ValueError("search_segments_cpu: at (and fill_at with fill) place the runs in weights")
-        at = _check_places("at", table, q_terms, np.zeros(len(q_terms), np.int64) if at is None else at, mode < 2,
-                           len(weights))
-        fill_at = _check_places("fill_at", table, fill, _NO_PLACES if fill_at is None else fill_at,
-                                np.ones(len(fill), bool), len(weights))
+        at = _places("at", np.zeros(len(q_terms), np.int64) if at is None else at, q_terms, mode < 2, totals[inv],
+                     len(weights))
+        fill_at = _places("fill_at", _NO_PLACES if fill_at is None else fill_at, fill, np.ones(len(fill), bool),
+                          fill_totals, len(weights))
     out_doc = np.full((nq, k), -1, np.int64)
     out_score = np.zeros((nq, k), np.float32)
     out_n = np.zeros(nq, np.int32)
@@ -402,13 +411,28 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
     m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
     kind = WEIGHT_VARIANTS[variant]
     idf = np.ascontiguousarray(idf, np.float64)
+    k1, delta = float(k1), float(delta)
     with numba_threads(n_threads) as nth:
         if len(fill):
-            _fill(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta), fill, fill_at,
-                  weights)
+            _fill(table.addr, table.size, base, kd, idf, m, use, kind, k1, delta, fill, fill_at, fill_spans, weights)
+        if nq:
+            _search(table.addr, table.size, base, kd, idf, m, use, kind, k1, delta, q_ptr, q_terms, q_w, mode, weights,
+                    at, spans, inv.astype(np.int64, copy=False), totals, k, min(nq, nth * 4), out_doc, out_score,
+                    out_n, fmode, fmask, a_ptr, a_docs)
+    return out_doc, out_score, out_n
+    use = minus is not None
+    m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
+    kind = WEIGHT_VARIANTS[variant]
+    idf = np.ascontiguousarray(idf, np.float64)
+    with numba_threads(n_threads) as nth:
+        if len(fill) and not _fill(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta),
+                                   fill, fill_at, weights):
+            raise ValueError(f"search_segments_cpu: fill_at places runs outside the {len(weights)} kept weights")
         if nq:
             max_len = int(np.diff(q_ptr).max())
-            _search(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta), q_ptr, q_terms,
-                    q_w, mode, weights, at, k, min(nq, nth * 4), max_len, out_doc, out_score, out_n, fmode, fmask,
-                    a_ptr, a_docs)
+            ok = _search(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta), q_ptr, q_terms,
+                         q_w, mode, weights, at, k, min(nq, nth * 4), max_len, out_doc, out_score, out_n, fmode, fmask,
+                         a_ptr, a_docs)
+            if not ok:
+                raise ValueError(f"search_segments_cpu: at places runs outside the {len(weights)} kept weights")
     return out_doc, out_score, out_n
