@@ -185,6 +185,28 @@ def _add_track(acc, b0, doc, w, qw, touched, nt):  # pragma: no cover - numba
 
 
 @numba.njit(nogil=True, cache=True)
+def _weigh_add(acc, b0, doc, tf, kd, w_t, m, use_minus, kind, k1, delta, qw, w, keep, touched, nt,
+               track):  # pragma: no cover - numba
+    """``acc[b0 + doc[i]] += qw * x`` with ``x`` the float32 weight of posting ``i`` computed here (kept in ``w[i]``
+    with ``keep``); with ``track`` the documents that became nonzero appended to ``touched`` from ``nt``.  Returns
+    the new ``nt``."""
+    for i in range(len(doc)):
+        d = b0 + doc[i]
+        x = np.float32(w_t * tf_part_kd(np.float64(tf[i]), kd[d], kind, k1, delta))
+        if use_minus:
+            x = x - m
+        if keep:
+            w[i] = x
+        old = acc[d]
+        nw = old + qw * x
+        acc[d] = nw
+        if track and old == 0 and nw != 0:
+            touched[nt] = d
+            nt += 1
+    return nt
+
+
+@numba.njit(nogil=True, cache=True)
 def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_ptr, q_terms, q_w, mode, w, at, spans,
            inv, acc, touched, track):  # pragma: no cover - numba
     """Term-at-a-time accumulation of query ``q`` into ``acc`` by global doc id (``base[s] +`` the local one), the
@@ -217,31 +239,8 @@ def _score(q, addr, size, base, kd, idf, minus, use_minus, kind, k1, delta, q_pt
                     _add(acc[b0:base[s + 1]], doc[a:e], w[o + a:o + e], qw)
                 continue
             tf = _i32(addr[s, 3], size[s, 1])
-            if md == 1:  # computed and kept (a loop of its own: a store in the loop below slowed it by a tenth)
-                for p in range(a, e):
-                    d = b0 + doc[p]
-                    x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[d], kind, k1, delta))
-                    if use_minus:
-                        x = x - m
-                    w[o + p] = x
-                    old = acc[d]
-                    nw = old + qw * x
-                    acc[d] = nw
-                    if track and old == 0 and nw != 0:
-                        touched[nt] = d
-                        nt += 1
-                continue
-            for p in range(a, e):
-                d = b0 + doc[p]
-                x = np.float32(w_t * tf_part_kd(np.float64(tf[p]), kd[d], kind, k1, delta))
-                if use_minus:
-                    x = x - m
-                old = acc[d]
-                nw = old + qw * x
-                acc[d] = nw
-                if track and old == 0 and nw != 0:
-                    touched[nt] = d
-                    nt += 1
+            nt = _weigh_add(acc, b0, doc[a:e], tf[a:e], kd, w_t, m, use_minus, kind, k1, delta, qw,
+                            w[o + a:o + e] if md == 1 else w[:0], md == 1, touched, nt, track)
     return nt
 
 
