@@ -135,12 +135,11 @@ class SegmentTable:
         self.addr, self.size = addr, size
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _spans(addr, size, terms, out):  # pragma: no cover - numba
-    """``out[u, s]``: the postings ``[a, e)`` of global term ``terms[u]`` in segment ``s`` (0, 0 absent); a segment
-    a thread, ascending terms searched from the last one found (a batch's runs looked up once, not a query at a
-    time: a search of the ids of twelve segments missed the cache at almost every step)."""
-    for s in prange(addr.shape[0]):
+    """``out[u, s]``: the postings ``[a, e)`` of global term ``terms[u]`` in segment ``s`` (0, 0 absent), ascending
+    terms searched from the last one found (a batch's runs looked up once, not a query at a time)."""
+    for s in range(addr.shape[0]):
         offsets = _i64(addr[s, 0], size[s, 0] + 1)
         ids = _i32(addr[s, 1], size[s, 0])
         lo = 0
@@ -386,7 +385,11 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
                          f"terms, got shape {mode.shape}")
     uterms, inv = np.unique(q_terms, return_inverse=True)
     spans, totals = _runs(table, uterms)
-    fill_spans, fill_totals = _runs(table, fill)
+    at_u = np.minimum(np.searchsorted(uterms, fill), max(len(uterms) - 1, 0))
+    if len(uterms) and np.array_equal(uterms[at_u], fill):  # the query terms' (as the caller gives them)
+        fill_spans, fill_totals = spans[at_u], totals[at_u]
+    else:
+        fill_spans, fill_totals = _runs(table, fill)
     if weights is None:
         if len(fill) or (not computed and mode.min() < 2):
             raise ValueError("search_segments_cpu: weights are needed to keep or read weights (mode 0 / 1, fill)")

@@ -65,7 +65,8 @@ class SegmentSearch:
     ----------
     parts : list of tuple
         Per segment with documents: ``(segment reader, offsets int64 (n_terms + 1,), ids int32 (n_terms,),
-        K float64 (n_docs,), first global doc id)``.
+        K float64 (n_docs,), first global doc id)``; the segments' documents follow one another from 0 (``K`` is a
+        view of one array over the global doc ids).
     n_docs : int
     n_postings : int
         Postings of all segments.
