@@ -106,7 +106,7 @@ class SegmentTable:
     Parameters
     ----------
     segments : sequence of (offsets, ids, doc, tf)
-        Per segment, as :func:`search_segment_cpu` takes them: int64 (n_terms + 1,) offsets, int32 (n_terms,)
+        Per segment (module docstring): int64 (n_terms + 1,) offsets, int32 (n_terms,)
         ascending global term ids, local doc numbers and tf (integers; copied to int32 where they are not
         contiguous int32).
 
@@ -343,15 +343,29 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
         Segment ``s``'s documents are the global doc ids ``base[s]:base[s + 1]``.
     kd : float64 array (base[-1],)
         :func:`length_factors` of every document, by global doc id.
-    idf, minus, variant, k1, delta, q_ptr, q_terms, q_w, k, n_threads
-        As :func:`search_segment_cpu`.
+    idf : float64 array (V + 1,)
+        By global term id.
+    minus : float32 array (V + 1,) or None
+        Subtracted from every weight (``w0`` of bm25l / bm25+); None: nothing.
+    variant : {"lucene", "robertson", "atire", "bm25l", "bm25+"}
+    k1, delta : float
+    q_ptr, q_terms, q_w : the query CSR of global term ids (:func:`cutext.kernels.search.search_cpu`)
+    k : int >= 1
+    n_threads : int, optional
     mask, lists : optional
         A filter over the global doc ids (:func:`cutext.kernels.search.search_cpu`).
-    weights, mode, fill : optional
-        As :func:`search_segment_cpu`.
-    at, fill_at : int64 array (len(q_terms),), (len(fill),), optional
-        Where in ``weights`` each term's runs begin, those of the segments one after the other in their order
-        (needed with ``weights``).
+    weights : float32 array, optional
+        Float32 weights (``minus`` subtracted) kept for later batches: written for the terms of ``fill`` and the
+        query terms of ``mode`` 1, read for those of ``mode`` 0.
+    mode : int8 array (len(q_terms),), optional
+        Per query term: 0 its weights read from ``weights``, 1 computed and kept there, 2 computed (default).
+    at : int64 array (len(q_terms),), optional
+        Where in ``weights`` each query term's runs begin, those of the segments one after the other in their
+        order, as a merged matrix's row (needed with ``mode`` 0 / 1).
+    fill : int32 array, optional
+        Global term ids whose weights are computed into ``weights`` before the queries are scored.
+    fill_at : int64 array (len(fill),), optional
+        Their places in ``weights``, as ``at``.
 
     Returns
     -------
@@ -361,8 +375,10 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
     Raises
     ------
     ValueError
-        As :func:`search_segment_cpu`; ``base`` not ``n_segments + 1`` ascending ids from 0 or ``kd`` not one
-        factor a document.
+        ``k < 1``, an unknown variant, a filter of the wrong shape (:func:`cutext.kernels.search.search_cpu`),
+        ``base`` not ``n_segments + 1`` ascending ids from 0 or ``kd`` not one factor a document, ``mode`` not one
+        entry a query term in 0..2, ``weights`` missing for ``mode`` 0 / 1 or ``fill``, or not contiguous float32,
+        ``at`` / ``fill_at`` missing, of the wrong shape or placing a run outside ``weights``.
     """
     k = _check_k(k)
     if variant not in WEIGHT_VARIANTS:
@@ -421,20 +437,4 @@ def search_segments_cpu(table: SegmentTable, base, kd, idf, minus, variant: str,
             _search(table.addr, table.size, base, kd, idf, m, use, kind, k1, delta, q_ptr, q_terms, q_w, mode, weights,
                     at, spans, inv.astype(np.int64, copy=False), totals, k, min(nq, nth * 4), out_doc, out_score,
                     out_n, fmode, fmask, a_ptr, a_docs)
-    return out_doc, out_score, out_n
-    use = minus is not None
-    m = np.ascontiguousarray(minus, np.float32) if use else np.zeros(1, np.float32)
-    kind = WEIGHT_VARIANTS[variant]
-    idf = np.ascontiguousarray(idf, np.float64)
-    with numba_threads(n_threads) as nth:
-        if len(fill) and not _fill(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta),
-                                   fill, fill_at, weights):
-            raise ValueError(f"search_segments_cpu: fill_at places runs outside the {len(weights)} kept weights")
-        if nq:
-            max_len = int(np.diff(q_ptr).max())
-            ok = _search(table.addr, table.size, base, kd, idf, m, use, kind, float(k1), float(delta), q_ptr, q_terms,
-                         q_w, mode, weights, at, k, min(nq, nth * 4), max_len, out_doc, out_score, out_n, fmode, fmask,
-                         a_ptr, a_docs)
-            if not ok:
-                raise ValueError(f"search_segments_cpu: at places runs outside the {len(weights)} kept weights")
     return out_doc, out_score, out_n
