@@ -8,11 +8,11 @@ the global term id of each local term, and the length factor ``K_d`` of each doc
 Only ``K_d``, the term ids and the idf depend on the other segments, so the search form of a refreshed commit is
 O(documents + vocabulary + the new segments) to make, whatever the size of the unchanged segments.
 
-A batch is scored on each segment by :func:`cutext.kernels.segment_search.search_segment_cpu`, each segment taking
-only the documents that beat the k-th score of the earlier ones (``floor``), and the segments' top k merged by
-:func:`cutext.stages.engines.search.merge_topk` (equal scores: the earlier segment, the smaller doc id).  Every
-weight is the float32 a merged matrix stores (:func:`cutext.kernels.postings.csr_weights`) and each document's
-score the same float32 sum, so the results equal the merged matrix's CPU engine bit for bit.
+A batch is scored on all segments in one call of :func:`cutext.kernels.segment_search.search_segments_cpu`: each
+query's scores summed into one array over the global doc ids and its top k taken once, as the merged matrix's CPU
+engine does (equal scores: the smaller doc id, so the earlier segment).  Every weight is the float32 a merged matrix
+stores (:func:`cutext.kernels.postings.csr_weights`) and each document's score the same float32 sum, so the results
+equal the merged matrix's CPU engine bit for bit.
 
 A term's weights are computed once a commit and kept for the later batches (float32, in one array of a slot a
 posting, each term's segment runs one after the other as a merged matrix's row, placed in the order the batches
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cutext.kernels.segment_search import advance_runs, length_factors, raise_floor, search_segment_cpu
+from cutext.kernels.segment_search import SegmentTable, length_factors, search_segments_cpu
 from cutext.stages.engines import search as search_stage
 
 __all__ = ["SegmentSearch"]
@@ -65,7 +65,8 @@ class SegmentSearch:
     ----------
     parts : list of tuple
         Per segment with documents: ``(segment reader, offsets int64 (n_terms + 1,), ids int32 (n_terms,),
-        K float64 (n_docs,), first global doc id)``.
+        K float64 (n_docs,), first global doc id)``; the segments' documents follow one another from 0 (``K`` is a
+        view of one array over the global doc ids).
     n_docs : int
     n_postings : int
         Postings of all segments.
@@ -90,8 +91,18 @@ class SegmentSearch:
             offsets = old.get(id(sg))
             if offsets is None:
                 offsets = sg.offsets
-            kd = length_factors(sg.lengths, fn.avgdl, fn.variant, fn.k1, fn.b)
-            self.parts.append((r, offsets, np.ascontiguousarray(ids, np.int32), kd, int(base)))
+            self.parts.append([r, offsets, np.ascontiguousarray(ids, np.int32), None, int(base)])
+        ends = [p[4] + p[0].segment.n_docs for p in self.parts]
+        self._base = np.array([0] + ends, np.int64)
+        if ends and np.any(self._base[:-1] != [p[4] for p in self.parts]):
+            raise ValueError(f"SegmentSearch: the segments' documents must follow one another from 0, got first "
+                             f"ids {[p[4] for p in self.parts]}")
+        lengths = np.concatenate([p[0].segment.lengths for p in self.parts]) if self.parts else np.zeros(0, np.int32)
+        self._kd = length_factors(lengths, fn.avgdl, fn.variant, fn.k1, fn.b)  # by global doc id
+        for p, lo, hi in zip(self.parts, self._base[:-1], self._base[1:]):
+            p[3] = self._kd[lo:hi]
+        self.parts = [tuple(p) for p in self.parts]
+        self._table = SegmentTable([(o, ids, r.segment.doc, r.segment.tf) for r, o, ids, _, _ in self.parts])
         self.n_postings = int(mt.df.sum())
         self.scored = 0
         self._lock = threading.Lock()
@@ -145,32 +156,20 @@ class SegmentSearch:
         """
         k = search_stage.cap_k(k, self.n_docs)
         nq = Q.shape[0]
-        got, offsets = [], []
-        best = np.zeros((nq, k), np.float32)  # the k best scores so far of each query (0: none)
-        floor = np.zeros(nq, np.float32)
+        if not self.parts:
+            return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)
         terms = np.ascontiguousarray(Q.indices, np.int32)
         kept, mode, fill, claimed = self._plan(terms)
-        at, fill_at = kept.slot[terms], kept.slot[fill]  # each term's run of the segment at hand
         done = 0
         try:
-            for r, offsets_s, ids, kd, base in self.parts:
-                sg = r.segment
-                part = doc_filter.shard(base, base + sg.n_docs) if doc_filter is not None else None
-                got.append(search_segment_cpu(offsets_s, ids, sg.doc, sg.tf, kd, self.idf, self.minus, self.variant,
-                                              self.k1, self.delta, Q.indptr, terms, Q.data, min(k, sg.n_docs),
-                                              n_threads=n_threads, weights=kept.weights, mode=mode, at=at,
-                                              fill=fill, fill_at=fill_at, floor=floor,
-                                              **(part.engine_args() if part is not None else {})))
-                offsets.append(base)
-                advance_runs(offsets_s, ids, terms, at)  # the next segment's runs follow
-                if len(fill):
-                    advance_runs(offsets_s, ids, fill, fill_at)
-                raise_floor(best, got[-1][1], got[-1][2], floor)  # a later segment's document must beat the k-th
+            out = search_segments_cpu(self._table, self._base, self._kd, self.idf, self.minus, self.variant, self.k1,
+                                      self.delta, Q.indptr, terms, Q.data, k, n_threads=n_threads,
+                                      weights=kept.weights, mode=mode, at=kept.slot[terms], fill=fill,
+                                      fill_at=kept.slot[fill],
+                                      **(doc_filter.engine_args() if doc_filter is not None else {}))
             done = 2
         finally:  # kept only once every segment holds them; an error leaves them to a later batch
             with self._lock:
                 kept.state[claimed] = done
         self.scored += self.postings(Q)
-        if not got:
-            return np.full((nq, k), -1, np.int64), np.zeros((nq, k), np.float32), np.zeros(nq, np.int32)
-        return search_stage.merge_topk(got, k, offsets)
+        return out

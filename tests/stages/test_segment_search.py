@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from cutext import pipelines
 from cutext.kernels.postings import csr_weights
 from cutext.kernels.search import search_cpu
-from cutext.kernels.segment_search import length_factors, raise_floor, search_segment_cpu
+from cutext.kernels.segment_search import SegmentTable, length_factors, search_segments_cpu, term_postings
 from cutext.stages.engines import bm25_index, index_reader, segments
 from cutext.stages.engines.bm25_index import BM25Index
 from cutext.stages.text import bm25 as bm25_stage
@@ -36,14 +36,31 @@ def _merged_load(path, monkeypatch):
     return index
 
 
+def _split(M, cuts):
+    """The segments of the term-major tf matrix ``M`` (terms x docs) cut at the doc ids ``cuts``: per segment
+    (offsets, global term ids, local docs, tf) of the terms it holds."""
+    out = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        part = M[:, lo:hi].tocsr()
+        held = np.flatnonzero(np.diff(part.indptr))
+        out.append((np.concatenate([[0], np.cumsum(np.diff(part.indptr)[held])]).astype(np.int64),
+                    held.astype(np.int32), part.indices.astype(np.int32), part.data.astype(np.int32)))
+    return out
+
+
 @pytest.mark.parametrize("variant", ["lucene", "robertson", "bm25l", "bm25+"])
-def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
+def test_the_kernel_scores_all_segments_as_the_engine_over_the_merged_stored_weights(variant):
     rng = np.random.default_rng(3)
     n_docs, V = 60, 12
     dense = (rng.random((V + 1, n_docs)) < 0.3) * rng.integers(1, 9, (V + 1, n_docs))
     dense[0] = 0
-    dense[5] = 0  # a term the segment lacks
+    dense[5] = 0  # a term no segment holds
+    dense[8, 25:] = 0  # a term of the first segment only
+    dense[10] = 0
+    dense[10, [3, 30, 50]] = 2  # a rare term: its query keeps a list of the documents it touched
+    dense[:, 40:44] = dense[:, 10:14]  # equal scores in two segments: the smaller doc id first
     lengths = dense.sum(axis=0) + rng.integers(0, 5, n_docs)
+    lengths[40:44] = lengths[10:14]
     M = sp.csr_matrix(dense.astype(np.int32))
     df = np.diff(M.indptr).astype(np.int64)
     fn = bm25_stage.corpus_weights(df, n_docs, int(lengths.sum()) + 7, variant, 1.2, 0.75, None)
@@ -51,49 +68,50 @@ def test_the_kernel_scores_as_the_engine_over_stored_weights(variant):
     minus = w0 if np.any(w0) else None
     data = csr_weights(M.indptr, M.indices, M.data, lengths, fn.idf_t, fn.avgdl, variant, 1.2, 0.75, fn.delta,
                        minus=minus)
-    held = np.flatnonzero(df)  # the segment's terms: the rows with postings
-    offsets = np.concatenate([[0], np.cumsum(df[held])]).astype(np.int64)
+    base = np.array([0, 25, 25, 37, 60])  # an empty segment among them
+    table = SegmentTable(_split(M, base))
     kd = length_factors(lengths, fn.avgdl, variant, 1.2, 0.75)
-    q_ptr, q_terms = np.array([0, 2, 5, 6, 6]), np.array([1, 5, 2, 3, 7, 5])
-    q_w = np.array([1, 2, 1, 1, 3, 1], np.float32)
+    q_ptr, q_terms = np.array([0, 2, 5, 6, 6, 8, 9]), np.array([1, 5, 2, 3, 7, 5, 8, 9, 10])
+    q_w = np.array([1, 2, 1, 1, 3, 1, 1, 2, 1], np.float32)
+    at = M.indptr[q_terms]  # each term's runs where the merged matrix's row is
     mask = rng.random(n_docs) < 0.6
-    args = (offsets, held.astype(np.int32), M.indices, M.data, kd, fn.idf_t, minus, variant, 1.2, fn.delta, q_ptr,
-            q_terms, q_w, 7)
-    for kw in ({}, {"mask": mask}):
+    lists = (np.array([0, 9, 9, 28, 28, 88, 88]),
+             np.concatenate([np.arange(0, 60, 7), np.arange(3, 60, 3), np.arange(60)]).astype(np.int32))
+    args = (table, base, kd, fn.idf_t, minus, variant, 1.2, fn.delta, q_ptr, q_terms, q_w, 7)
+    for kw in ({}, {"mask": mask}, {"lists": lists}):
         want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7, **kw)
         kept = np.full(M.nnz, np.nan, np.float32)
         runs = [{},  # computed
-                {"weights": kept, "mode": [1, 2, 1, 1, 1, 2], "fill": [5]},  # kept while scored (term 5: none held)
-                {"weights": kept, "mode": [0, 0, 0, 0, 0, 0]},  # read
-                {"weights": np.full(M.nnz, np.nan, np.float32), "mode": [0, 0, 2, 0, 0, 0], "fill": [1, 3, 5, 7]}]
+                {"weights": kept, "mode": [1, 2, 1, 1, 1, 2, 1, 1, 1], "at": at, "fill": [5], "fill_at": [0]},
+                {"weights": kept, "mode": [0] * 9, "at": at},  # read back
+                {"weights": np.full(M.nnz, np.nan, np.float32), "mode": [0, 0, 2, 0, 0, 0, 0, 0, 0], "at": at,
+                 "fill": [1, 3, 5, 7, 8, 9, 10], "fill_at": M.indptr[[1, 3, 5, 7, 8, 9, 10]]}]
         for run in runs:
-            got = search_segment_cpu(*args, **run, **kw)
+            got = search_segments_cpu(*args, **run, **kw)
             for a, b in zip(got, want):
                 np.testing.assert_array_equal(a, b)
-        rows = np.concatenate([np.arange(M.indptr[t], M.indptr[t + 1]) for t in (1, 2, 3, 7)])
+        rows = np.concatenate([np.arange(M.indptr[t], M.indptr[t + 1]) for t in (1, 2, 3, 7, 8, 9, 10)])
         np.testing.assert_array_equal(kept[rows], data[rows])  # the merged matrix's stored weights
         assert np.isnan(np.delete(kept, rows)).all()  # nothing else written
-    assert want[2][2] == 0  # a query of terms no document holds
-    want = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7)
-    floor = want[1][:, 2].copy()  # each query's third score: the first two, and no document of an equal score
-    got = search_segment_cpu(*args, floor=floor)
-    np.testing.assert_array_equal(got[2], (want[1][:, :3] > floor[:, None]).sum(axis=1))
-    for q in range(len(floor)):
-        n = got[2][q]
-        np.testing.assert_array_equal(got[0][q, :n], want[0][q, :n])
-        np.testing.assert_array_equal(got[1][q, :n], want[1][q, :n])
-    with pytest.raises(ValueError, match="floor must be"):
-        search_segment_cpu(*args, floor=-floor)
+    n = search_cpu(M.indptr, M.indices, data, n_docs, q_ptr, q_terms, q_w, 7)[2]
+    assert n[2] == 0 and n[5] == 3  # a query of terms no document holds; one of a rare term (a touched list)
+    np.testing.assert_array_equal(term_postings(table, np.arange(V + 1)), df)
     with pytest.raises(ValueError, match="weights are needed"):
-        search_segment_cpu(*args, mode=[0] * 6)
+        search_segments_cpu(*args, mode=[0] * 9)
     with pytest.raises(ValueError, match="mode must hold"):
-        search_segment_cpu(*args, weights=kept, mode=[0, 3, 0, 0, 0, 0])
+        search_segments_cpu(*args, weights=kept, mode=[0, 3, 0, 0, 0, 0, 0, 0, 0], at=at)
     with pytest.raises(ValueError, match="weights must be 1-d contiguous float32"):
-        search_segment_cpu(*args, weights=kept.astype(np.float64), fill=[1])
+        search_segments_cpu(*args, weights=kept.astype(np.float64), fill=[1], fill_at=[0])
+    with pytest.raises(ValueError, match="at .and fill_at with fill. place the runs"):
+        search_segments_cpu(*args, weights=kept, mode=[0] * 9)
     with pytest.raises(ValueError, match="fill_at places runs outside the"):
-        search_segment_cpu(*args, weights=kept[:-1], fill=[held[-1]])
+        search_segments_cpu(*args, weights=kept[:-1], fill=[12], fill_at=[M.indptr[12]])
     with pytest.raises(ValueError, match="at places runs outside the"):
-        search_segment_cpu(*args, weights=kept, mode=[0] * 6, at=[0, 0, 0, 0, len(kept) - 1, 0])
+        search_segments_cpu(*args, weights=kept, mode=[0] * 9, at=np.where(q_terms == 7, len(kept) - 1, at))
+    with pytest.raises(ValueError, match="base must be 5 ascending doc ids from 0"):
+        search_segments_cpu(table, base[::-1], *args[2:])
+    with pytest.raises(ValueError, match="segment 1: offsets must be"):
+        SegmentTable([_split(M, base)[0], (np.array([0, 5]), np.array([1, 2], np.int32), np.zeros(5), np.ones(5))])
 
 
 def test_refresh_after_appends_deletes_and_merges_equals_a_fresh_load(tmp_path, pieces, monkeypatch):
@@ -292,18 +310,3 @@ def test_batches_of_several_threads_keep_and_read_the_same_weights(tmp_path, pie
             for a, b in zip(g, want):
                 np.testing.assert_array_equal(a, b[i % 4::4])
     assert (index._seg._kept.state[np.unique(Q.indices)] == 2).all()
-
-
-def test_raise_floor_keeps_the_k_best_scores_seen_and_their_minimum():
-    rng = np.random.default_rng(5)
-    best, floor = np.zeros((3, 4), np.float32), np.zeros(3, np.float32)
-    seen = [[], [], []]
-    for _ in range(5):  # five segments' ranked rows, some shorter than k
-        score = -np.sort(-rng.integers(1, 9, (3, 4)).astype(np.float32), axis=1)
-        n = rng.integers(0, 5, 3).astype(np.int32)
-        raise_floor(best, score, n, floor)
-        for q in range(3):
-            seen[q] += list(score[q, :n[q]])
-            top = sorted(seen[q], reverse=True)[:4]
-            want = top[-1] if len(top) == 4 else 0
-            assert floor[q] == want and sorted(best[q][best[q] > 0], reverse=True) == top[:len(best[q][best[q] > 0])]
