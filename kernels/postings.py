@@ -16,7 +16,8 @@ from numba import prange
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
-__all__ = ["place_runs", "sorted_term_ids", "csr_weights", "place_weighted_runs", "tf_part_kd", "WEIGHT_VARIANTS"]
+__all__ = ["place_runs", "sorted_term_ids", "marked_term_counts", "csr_weights", "place_weighted_runs", "tf_part_kd",
+           "WEIGHT_VARIANTS"]
 
 # the variants csr_weights computes (cutext.stages.text.bm25.tf_component, in its order of operations)
 WEIGHT_VARIANTS = {"lucene": 0, "robertson": 1, "atire": 1, "bm25l": 2, "bm25+": 3}
@@ -89,6 +90,72 @@ def _sorted_term_ids(g_off, g_data, l_off, l_data, out):  # pragma: no cover - n
             out[j] = i + 1
         else:
             out[j] = 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_marked(doc, first, ends, mask, counts):  # pragma: no cover - numba
+    """Add to ``counts[t]`` the postings ``first + i`` of term ``t`` (``ends``: each term's end) whose doc
+    ``doc[i]`` is marked; the first ``i`` whose doc is outside ``[0, len(mask))``, or -1."""
+    n = len(mask)
+    lo, hi = 0, len(ends)
+    while lo < hi:  # the term of posting `first`
+        mid = (lo + hi) // 2
+        if ends[mid] <= first:
+            lo = mid + 1
+        else:
+            hi = mid
+    t = lo
+    for i in range(len(doc)):
+        d = doc[i]
+        if d < 0 or d >= n:
+            return i
+        if mask[d]:
+            p = first + i
+            while ends[t] <= p:
+                t += 1
+            counts[t] += 1
+    return -1
+
+
+def marked_term_counts(df: np.ndarray, doc_chunks, mask: np.ndarray) -> tuple:
+    """The local terms that the marked documents hold and in how many of them each, from a term-major
+    segment's ``df`` and its posting ``doc`` column in chunks: one pass over the postings, no copy of them.
+
+    Parameters
+    ----------
+    df : integer array (n_terms,)
+        Each local term's postings, in the postings' order.
+    doc_chunks : sequence of int32 arrays
+        The posting ``doc`` column, in consecutive pieces (a Parquet read's chunks) summing to ``df.sum()``.
+    mask : bool array (n_docs,)
+        The marked documents.
+
+    Returns
+    -------
+    (int64 array, int64 array)
+        The local term ids ascending and, for each, the marked documents holding it.
+
+    Raises
+    ------
+    ValueError
+        Chunks whose lengths do not sum to ``df.sum()``, or a doc number outside ``[0, n_docs)`` (named with
+        its posting).
+    """
+    ends = np.cumsum(np.asarray(df, np.int64))
+    total = int(ends[-1]) if len(ends) else 0
+    if sum(len(c) for c in doc_chunks) != total:
+        raise ValueError(f"{sum(len(c) for c in doc_chunks)} postings, df sums to {total}")
+    counts = np.zeros(len(ends), np.int64)
+    mask = np.ascontiguousarray(mask, np.bool_)
+    first = 0
+    for c in doc_chunks:
+        c = np.ascontiguousarray(c, np.int32)
+        bad = _count_marked(c, first, ends, mask, counts) if len(c) else -1
+        if bad >= 0:
+            raise ValueError(f"posting {first + bad}: doc number {int(c[bad])} outside [0, {len(mask)})")
+        first += len(c)
+    local = np.flatnonzero(counts)
+    return local.astype(np.int64), counts[local]
 
 
 def _utf8_buffers(terms):
