@@ -16,8 +16,8 @@ from numba import prange
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
-__all__ = ["place_runs", "sorted_term_ids", "marked_term_counts", "csr_weights", "place_weighted_runs", "tf_part_kd",
-           "WEIGHT_VARIANTS"]
+__all__ = ["place_runs", "sorted_term_ids", "marked_term_counts", "drop_docs", "csr_weights", "place_weighted_runs",
+           "tf_part_kd", "WEIGHT_VARIANTS"]
 
 # the variants csr_weights computes (cutext.stages.text.bm25.tf_component, in its order of operations)
 WEIGHT_VARIANTS = {"lucene": 0, "robertson": 1, "atire": 1, "bm25l": 2, "bm25+": 3}
@@ -156,6 +156,57 @@ def marked_term_counts(df: np.ndarray, doc_chunks, mask: np.ndarray) -> tuple:
         first += len(c)
     local = np.flatnonzero(counts)
     return local.astype(np.int64), counts[local]
+
+
+@numba.njit(nogil=True, cache=True)
+def _drop_docs(doc, tf, df, live, rank, out_doc, out_tf, out_df):  # pragma: no cover - numba
+    p = 0
+    k = 0
+    for t in range(len(df)):
+        c = 0
+        for _ in range(df[t]):
+            d = doc[p]
+            if live[d]:
+                out_doc[k] = rank[d]
+                out_tf[k] = tf[p]
+                k += 1
+                c += 1
+            p += 1
+        out_df[t] = c
+    return k
+
+
+def drop_docs(doc: np.ndarray, tf: np.ndarray, df: np.ndarray, live: np.ndarray) -> tuple:
+    """A term-major segment's postings without those of the documents not ``live``, the live documents
+    renumbered in order: one pass, no per-posting index arrays.
+
+    Parameters
+    ----------
+    doc, tf : integer arrays (n_postings,)
+        The postings' local doc numbers (in ``[0, len(live))``, checked by the segment's read) and tf.
+    df : integer array (n_terms,)
+        Each term's postings, summing to ``n_postings``.
+    live : bool array (n_docs,)
+
+    Returns
+    -------
+    (doc, tf, df)
+        int32 (kept,), ``tf``'s dtype (kept,), int64 (n_terms,): the kept postings, each term's count of them
+        (0: no live document holds it).
+
+    Raises
+    ------
+    ValueError
+        ``doc``, ``tf`` and ``df`` that disagree in length.
+    """
+    df = np.asarray(df, np.int64)
+    if len(doc) != len(tf) or int(df.sum()) != len(doc):
+        raise ValueError(f"drop_docs: {len(doc)} doc numbers, {len(tf)} tf and df summing to {int(df.sum())}")
+    live = np.ascontiguousarray(live, np.bool_)
+    rank = (np.cumsum(live, dtype=np.int64) - 1).astype(np.int32)
+    out_doc, out_tf, out_df = np.empty(len(doc), np.int32), np.empty(len(tf), tf.dtype), np.empty(len(df), np.int64)
+    k = _drop_docs(np.ascontiguousarray(doc), np.ascontiguousarray(tf), df, live, rank, out_doc, out_tf, out_df)
+    return out_doc[:k], out_tf[:k], out_df
 
 
 def _utf8_buffers(terms):

@@ -136,3 +136,25 @@ def test_marked_term_counts_refuses_a_doc_outside_the_mask_and_a_short_column():
         marked_term_counts(df, [np.array([-1, 1, 0, 2, 4], np.int32)], np.zeros(5, bool))
     with pytest.raises(ValueError, match="4 postings, df sums to 5"):
         marked_term_counts(df, [np.array([0, 1, 0, 2], np.int32)], np.ones(5, bool))
+
+
+@pytest.mark.parametrize("tf_dtype", [np.int32, np.int64])
+def test_drop_docs_keeps_what_a_mask_over_the_postings_keeps(tf_dtype):
+    """The one-pass drop equals the postings a boolean mask keeps, the live documents renumbered in order and
+    each term's df recounted (0 where no live document holds it)."""
+    from cutext.kernels.postings import drop_docs
+
+    rng = np.random.default_rng(5)
+    n_docs = 200
+    df = rng.integers(0, 30, 300)
+    doc = np.concatenate([np.sort(rng.choice(n_docs, d, replace=False)) for d in df]).astype(np.int32)
+    tf = rng.integers(1, 9, len(doc)).astype(tf_dtype)
+    live = rng.random(n_docs) < 0.6
+    keep = live[doc]
+    got_doc, got_tf, got_df = drop_docs(doc, tf, df, live)
+    np.testing.assert_array_equal(got_doc, (np.cumsum(live) - 1)[doc[keep]])
+    np.testing.assert_array_equal(got_tf, tf[keep])
+    np.testing.assert_array_equal(got_df, np.bincount(np.repeat(np.arange(len(df)), df)[keep], minlength=len(df)))
+    assert got_doc.dtype == np.int32 and got_tf.dtype == tf_dtype and got_df.dtype == np.int64
+    with pytest.raises(ValueError, match="df summing to"):
+        drop_docs(doc[:-1], tf[:-1], df, live)
