@@ -209,6 +209,25 @@ def drop_docs(doc: np.ndarray, tf: np.ndarray, df: np.ndarray, live: np.ndarray)
     return out_doc[:k], out_tf[:k], out_df
 
 
+@numba.njit(nogil=True, cache=True)
+def _sparse_term_ids(g_off, g_data, l_off, l_data, out):  # pragma: no cover - numba
+    lo = 0
+    n_g = len(g_off) - 1
+    for j in range(len(l_off) - 1):
+        a0, a1 = l_off[j], l_off[j + 1]
+        hi = n_g
+        while lo < hi:  # the first vocabulary term not below term j: after the one term j - 1 found
+            mid = (lo + hi) // 2
+            if _less(g_data, g_off[mid], g_off[mid + 1], l_data, a0, a1):
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < n_g and not _less(l_data, a0, a1, g_data, g_off[lo], g_off[lo + 1]):
+            out[j] = lo + 1
+        else:
+            out[j] = 0
+
+
 def _utf8_buffers(terms):
     """(int64 offsets (n + 1,), uint8 bytes) of a pyarrow string array (any offset width, sliced or not)."""
     import pyarrow as pa
@@ -227,7 +246,8 @@ def sorted_term_ids(vocab, terms) -> np.ndarray:
     """The global term id (``1 + position in vocab``) of each of ``terms``, 0 for a term not in ``vocab``.
 
     One merge pass over two arrays sorted by UTF-8 bytes (Arrow's order, the order segments and commits
-    keep their terms in): O(len(vocab) + len(terms)) byte comparisons, no hash table.
+    keep their terms in): O(len(vocab) + len(terms)) byte comparisons, no hash table; a few terms (a
+    deletion's) are binary-searched instead, O(len(terms) log len(vocab)).
 
     Parameters
     ----------
@@ -248,7 +268,9 @@ def sorted_term_ids(vocab, terms) -> np.ndarray:
     g_off, g_data = _utf8_buffers(vocab)
     l_off, l_data = _utf8_buffers(terms)
     out = np.empty(len(l_off) - 1, np.int32)
-    if len(out):
+    if len(out) * 32 < len(g_off) - 1:
+        _sparse_term_ids(g_off, g_data, l_off, l_data, out)
+    elif len(out):
         _sorted_term_ids(g_off, g_data, l_off, l_data, out)
     return out
 

@@ -69,6 +69,11 @@ def test_sorted_term_ids_finds_each_term_as_a_hash_lookup_does():
     assert (got == 0).sum() == len(extra)
     assert len(sorted_term_ids(vocab, pa.array([], pa.string()))) == 0
     np.testing.assert_array_equal(sorted_term_ids(vocab[5:9], vocab[5:9]), [1, 2, 3, 4])  # sliced arrays
+    few = pa.array(sorted(local.to_pylist()[::40] + extra.to_pylist() + ["", "\U0010ffff"], key=str.encode))
+    assert len(few) * 32 < len(vocab)  # the binary-searched path of a deletion's few terms
+    want = pc.index_in(few, value_set=vocab).to_numpy(zero_copy_only=False)
+    want = np.where(np.isnan(want.astype(float)), 0, np.nan_to_num(want.astype(float)) + 1).astype(np.int32)
+    np.testing.assert_array_equal(sorted_term_ids(vocab, few), want)
 
 
 @pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
