@@ -17,7 +17,8 @@
 ``--only delete,append`` limits the run to those rows (of ``open``, ``delete``, ``refresh`` -- with its
 searches --, ``append``) and ``--sizes 16`` to those sizes (the append rows need x16).  Each append row also
 has the build's step timings, and ``append 1x, no merge, a fresh process`` / ``build 1x alone, a fresh
-process`` time the call alone (after ``import cutext``) in a new interpreter: a user's first append.
+process`` time the call alone (after ``import cutext``) in a new interpreter: a user's first append; these
+rows also give the user and system CPU seconds (huge-page compaction by the kernel shows as system time).
 
 ``--baseline PYTHON`` runs the same measurements with another interpreter (a checkout of the code before,
 installed in its own virtual environment) in a subprocess, so that both rows come from one run on one
@@ -42,12 +43,13 @@ from pathlib import Path
 
 SIZES = (1, 4, 16)
 ROWS = ("open", "delete", "refresh", "append")
-_FRESH = """import json, sys, time
+_FRESH = """import json, os, sys, time
 from cutext import pipelines
 src, kw = json.loads(sys.argv[1])
-t = time.perf_counter()
+c, t = os.times(), time.perf_counter()
 r = pipelines.run("bm25", src, **kw)
-print(json.dumps({"s": time.perf_counter() - t, "timings": r.timings}))
+s, c1 = time.perf_counter() - t, os.times()
+print(json.dumps({"s": s, "user_s": c1.user - c.user, "sys_s": c1.system - c.system, "timings": r.timings}))
 """
 
 
@@ -150,7 +152,8 @@ def _fresh(src: Path, **kw) -> dict:
     if res.returncode:
         sys.exit(f"a fresh process's run failed:\n{res.stderr[-3000:]}")
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    return {"s": round(out["s"], 3), "timings": {k: round(v, 3) for k, v in out["timings"].items()}}
+    return {"s": round(out["s"], 3), "user_s": round(out["user_s"], 2), "sys_s": round(out["sys_s"], 2),
+            "timings": {k: round(v, 3) for k, v in out["timings"].items()}}
 
 
 def _steps(r) -> dict:
@@ -204,11 +207,12 @@ def measure(work: Path, repeats: int, backend: str = "cpu", only=ROWS, sizes=SIZ
                 shutil.copytree(ix, plain)
                 if fresh:
                     row = _fresh(work / "more", out=str(plain), append=True, merge_policy="none", **kw)
-                else:
-                    t = time.perf_counter()
+                else:  # user and system CPU: the kernel's huge-page compaction shows as system time
+                    c, t = os.times(), time.perf_counter()
                     r = pipelines.run("bm25", str(work / "more"), out=str(plain), append=True, merge_policy="none",
                                       **kw)
-                    row = {"s": round(time.perf_counter() - t, 3), "timings": _steps(r)}
+                    row = {"s": round(time.perf_counter() - t, 3), "user_s": round(os.times().user - c.user, 2),
+                           "sys_s": round(os.times().system - c.system, 2), "timings": _steps(r)}
                 rows.append({"what": "append 1x, no merge" + (", a fresh process" if fresh else ""), "size": "x16",
                              **row})
                 shutil.rmtree(plain)
@@ -223,9 +227,11 @@ def measure(work: Path, repeats: int, backend: str = "cpu", only=ROWS, sizes=SIZ
                  "n_docs": r.counts["n_docs"], "merged_segments": r.counts.get("merged_segments", 0),
                  "timings": _steps(r)})
     alone = out / "alone"
-    t = time.perf_counter()
+    c, t = os.times(), time.perf_counter()
     r = pipelines.run("bm25", str(work / "more"), out=str(alone), **kw)
-    rows.append({"what": "build 1x alone", "size": "x1", "s": round(time.perf_counter() - t, 3), "timings": _steps(r)})
+    rows.append({"what": "build 1x alone", "size": "x1", "s": round(time.perf_counter() - t, 3),
+                 "user_s": round(os.times().user - c.user, 2), "sys_s": round(os.times().system - c.system, 2),
+                 "timings": _steps(r)})
     if "append" in only:
         shutil.rmtree(alone)
         rows.append({"what": "build 1x alone, a fresh process", "size": "x1", **_fresh(work / "more", out=str(alone),
