@@ -14,6 +14,12 @@
 * **append 1x**: ``append_index`` of 1x more to the x16 index (with the merges its commit makes; and, where
   the code has a merge policy, with ``merge_policy="none"`` on a copy), beside the build of that 1x alone.
 
+``--only delete,append`` limits the run to those rows (of ``open``, ``delete``, ``refresh`` -- with its
+searches --, ``append``) and ``--sizes 16`` to those sizes (the append rows need x16).  Each append row also
+has the build's step timings, and ``append 1x, no merge, a fresh process`` / ``build 1x alone, a fresh
+process`` time the call alone (after ``import cutext``) in a new interpreter: a user's first append; these
+rows also give the user and system CPU seconds (huge-page compaction by the kernel shows as system time).
+
 ``--baseline PYTHON`` runs the same measurements with another interpreter (a checkout of the code before,
 installed in its own virtual environment) in a subprocess, so that both rows come from one run on one
 machine.  Prints a table; ``--json`` writes the rows.
@@ -36,6 +42,15 @@ import time
 from pathlib import Path
 
 SIZES = (1, 4, 16)
+ROWS = ("open", "delete", "refresh", "append")
+_FRESH = """import json, os, sys, time
+from cutext import pipelines
+src, kw = json.loads(sys.argv[1])
+c, t = os.times(), time.perf_counter()
+r = pipelines.run("bm25", src, **kw)
+s, c1 = time.perf_counter() - t, os.times()
+print(json.dumps({"s": s, "user_s": c1.user - c.user, "sys_s": c1.system - c.system, "timings": r.timings}))
+"""
 
 
 def _corpus(work: Path, data: str | None) -> None:
@@ -131,8 +146,23 @@ def _timed(fn, repeats: int) -> tuple[float, list]:
     return statistics.median(runs), [round(x, 4) for x in runs]
 
 
-def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
-    """The rows of this interpreter's cutext: one dict a measurement."""
+def _fresh(src: Path, **kw) -> dict:
+    """``pipelines.run("bm25", src, **kw)`` timed in a new interpreter (after its imports): a row's fields."""
+    res = subprocess.run([sys.executable, "-c", _FRESH, json.dumps([str(src), kw])], capture_output=True, text=True)
+    if res.returncode:
+        sys.exit(f"a fresh process's run failed:\n{res.stderr[-3000:]}")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    return {"s": round(out["s"], 3), "user_s": round(out["user_s"], 2), "sys_s": round(out["sys_s"], 2),
+            "timings": {k: round(v, 3) for k, v in out["timings"].items()}}
+
+
+def _steps(r) -> dict:
+    return {k: round(v, 3) for k, v in getattr(r, "timings", {}).items()}
+
+
+def measure(work: Path, repeats: int, backend: str = "cpu", only=ROWS, sizes=SIZES) -> list:
+    """The rows of this interpreter's cutext: one dict a measurement (``only`` those kinds of rows, at
+    ``sizes``)."""
     import numpy as np
 
     from cutext import pipelines
@@ -143,47 +173,72 @@ def measure(work: Path, repeats: int, backend: str = "cpu") -> list:
     kw = dict(backend=backend, progress=False)
     out = work / f"indexes-{os.getpid()}"
     rows = []
-    for n in SIZES:
+    for n in sizes:
         ix = out / f"x{n}"
         t = time.perf_counter()
         pipelines.run("bm25", str(work / f"x{n}"), out=str(ix), **kw)
         rows.append({"what": "build", "size": f"x{n}", "s": round(time.perf_counter() - t, 3)})
         warm = BM25Index.load(ix, backend=backend)  # warm: numba's cache, the page cache
-        if n == SIZES[0]:
+        if n == sizes[0] and "refresh" in only:
             warm.search(_queries(work, 100))  # the search kernels compiled before the first timed search
-        s, runs = _timed(lambda: BM25Index.load(ix, backend=backend), repeats)
-        rows.append({"what": "open", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
-        ids = list(BM25Index.load(ix, backend=backend).source_ids)
-        rng = np.random.default_rng(n)
-        picks = iter(rng.permutation(len(ids)))
-        s, runs = _timed(lambda: delete_documents(ix, [ids[next(picks)] for _ in range(100)]), repeats)
-        rows.append({"what": "delete 100", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
-        index = BM25Index.load(ix, backend=backend)
-        s, runs = _timed(lambda: index.delete([ids[next(picks)] for _ in range(100)]), repeats)
-        rows.append({"what": "delete 100 via a loaded index", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
-        if n != 16:  # x16 is appended to below, with and without merges
+        if "open" in only:
+            s, runs = _timed(lambda: BM25Index.load(ix, backend=backend), repeats)
+            rows.append({"what": "open", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
+        if "delete" in only:
+            ids = list(BM25Index.load(ix, backend=backend).source_ids)
+            rng = np.random.default_rng(n)
+            picks = iter(rng.permutation(len(ids)))
+            s, runs = _timed(lambda: delete_documents(ix, [ids[next(picks)] for _ in range(100)]), repeats)
+            rows.append({"what": "delete 100", "size": f"x{n}", "s": round(s, 4), "runs_s": runs})
+            index = BM25Index.load(ix, backend=backend)
+            s, runs = _timed(lambda: index.delete([ids[next(picks)] for _ in range(100)]), repeats)
+            rows.append({"what": "delete 100 via a loaded index", "size": f"x{n}", "s": round(s, 4),
+                         "runs_s": runs})
+        if n != 16 and "refresh" in only:  # x16 is appended to below, with and without merges
             rows += _refresh_rows(work, ix, n, backend, False, repeats)
+    if 16 not in sizes or not {"append", "refresh"} & set(only):
+        shutil.rmtree(out, ignore_errors=True)
+        return rows
     ix = out / "x16"
     if "merge_policy" in inspect.signature(append_index).parameters:  # the code has a merge policy
         plain = out / "x16-plain"
-        shutil.copytree(ix, plain)
-        t = time.perf_counter()
-        pipelines.run("bm25", str(work / "more"), out=str(plain), append=True, merge_policy="none", **kw)
-        rows.append({"what": "append 1x, no merge", "size": "x16", "s": round(time.perf_counter() - t, 3)})
-        shutil.rmtree(plain)
-        shutil.copytree(ix, plain)
-        rows += _refresh_rows(work, plain, 16, backend, False, repeats)
-        shutil.rmtree(plain)
+        if "append" in only:
+            for fresh in (False, True):  # in this process, then a user's first append (a new interpreter)
+                shutil.copytree(ix, plain)
+                if fresh:
+                    row = _fresh(work / "more", out=str(plain), append=True, merge_policy="none", **kw)
+                else:  # user and system CPU: the kernel's huge-page compaction shows as system time
+                    c, t = os.times(), time.perf_counter()
+                    r = pipelines.run("bm25", str(work / "more"), out=str(plain), append=True, merge_policy="none",
+                                      **kw)
+                    row = {"s": round(time.perf_counter() - t, 3), "user_s": round(os.times().user - c.user, 2),
+                           "sys_s": round(os.times().system - c.system, 2), "timings": _steps(r)}
+                rows.append({"what": "append 1x, no merge" + (", a fresh process" if fresh else ""), "size": "x16",
+                             **row})
+                shutil.rmtree(plain)
+        if "refresh" in only:
+            shutil.copytree(ix, plain)
+            rows += _refresh_rows(work, plain, 16, backend, False, repeats)
+            shutil.rmtree(plain)
     loaded = BM25Index.load(ix, backend=backend)
     t = time.perf_counter()
     r = pipelines.run("bm25", str(work / "more"), out=str(ix), append=True, **kw)
     rows.append({"what": "append 1x", "size": "x16", "s": round(time.perf_counter() - t, 3),
-                 "n_docs": r.counts["n_docs"], "merged_segments": r.counts.get("merged_segments", 0)})
+                 "n_docs": r.counts["n_docs"], "merged_segments": r.counts.get("merged_segments", 0),
+                 "timings": _steps(r)})
     alone = out / "alone"
-    t = time.perf_counter()
-    pipelines.run("bm25", str(work / "more"), out=str(alone), **kw)
-    rows.append({"what": "build 1x alone", "size": "x1", "s": round(time.perf_counter() - t, 3)})
-    if hasattr(loaded, "refresh"):
+    c, t = os.times(), time.perf_counter()
+    r = pipelines.run("bm25", str(work / "more"), out=str(alone), **kw)
+    rows.append({"what": "build 1x alone", "size": "x1", "s": round(time.perf_counter() - t, 3),
+                 "user_s": round(os.times().user - c.user, 2), "sys_s": round(os.times().system - c.system, 2),
+                 "timings": _steps(r)})
+    if "append" in only:
+        shutil.rmtree(alone)
+        rows.append({"what": "build 1x alone, a fresh process", "size": "x1", **_fresh(work / "more", out=str(alone),
+                                                                                        **kw)})
+    if "refresh" not in only:
+        pass
+    elif hasattr(loaded, "refresh"):
         t = time.perf_counter()
         fresh = loaded.refresh()
         rows.append({"what": "refresh after append 1x, with its merges", "size": "x16",
@@ -205,12 +260,20 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--baseline", default=None, help="a Python interpreter with the code before installed")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--only", default=",".join(ROWS), help=f"the rows to measure, of {','.join(ROWS)} (comma list)")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="the sizes, of 1,4,16 (comma list)")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # the subprocess's part
     args = ap.parse_args(argv)
+    only = [x for x in args.only.split(",") if x]
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    if not set(only) <= set(ROWS) or not only:
+        ap.error(f"--only {args.only!r}: name some of {','.join(ROWS)}")
+    if not set(sizes) <= set(SIZES) or not sizes:
+        ap.error(f"--sizes {args.sizes!r}: name some of 1,4,16")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     if args.measure:
-        print(json.dumps(measure(work, args.repeats, args.backend)))
+        print(json.dumps(measure(work, args.repeats, args.backend, only, sorted(sizes))))
         return 0
     _corpus(work, args.data)
     runs = {}
@@ -218,7 +281,8 @@ def main(argv=None) -> int:
         if python is None:
             continue
         res = subprocess.run([python, __file__, "--measure", "--work", str(work), "--repeats", str(args.repeats),
-                              "--backend", args.backend], capture_output=True, text=True)
+                              "--backend", args.backend, "--only", args.only, "--sizes", args.sizes],
+                             capture_output=True, text=True)
         if res.returncode:
             sys.exit(f"the {label} run failed:\n{res.stderr[-3000:]}")
         runs[label] = json.loads(res.stdout.strip().splitlines()[-1])

@@ -16,7 +16,8 @@ from numba import prange
 
 import cutext.kernels._numba_cache  # noqa: F401  # before the decorators: it places and stamps their cache
 
-__all__ = ["place_runs", "sorted_term_ids", "csr_weights", "place_weighted_runs", "tf_part_kd", "WEIGHT_VARIANTS"]
+__all__ = ["place_runs", "sorted_term_ids", "marked_term_counts", "drop_docs", "csr_weights", "place_weighted_runs",
+           "tf_part_kd", "WEIGHT_VARIANTS"]
 
 # the variants csr_weights computes (cutext.stages.text.bm25.tf_component, in its order of operations)
 WEIGHT_VARIANTS = {"lucene": 0, "robertson": 1, "atire": 1, "bm25l": 2, "bm25+": 3}
@@ -91,6 +92,142 @@ def _sorted_term_ids(g_off, g_data, l_off, l_data, out):  # pragma: no cover - n
             out[j] = 0
 
 
+@numba.njit(nogil=True, cache=True)
+def _count_marked(doc, first, ends, mask, counts):  # pragma: no cover - numba
+    """Add to ``counts[t]`` the postings ``first + i`` of term ``t`` (``ends``: each term's end) whose doc
+    ``doc[i]`` is marked; the first ``i`` whose doc is outside ``[0, len(mask))``, or -1."""
+    n = len(mask)
+    lo, hi = 0, len(ends)
+    while lo < hi:  # the term of posting `first`
+        mid = (lo + hi) // 2
+        if ends[mid] <= first:
+            lo = mid + 1
+        else:
+            hi = mid
+    t = lo
+    for i in range(len(doc)):
+        d = doc[i]
+        if d < 0 or d >= n:
+            return i
+        if mask[d]:
+            p = first + i
+            while ends[t] <= p:
+                t += 1
+            counts[t] += 1
+    return -1
+
+
+def marked_term_counts(df: np.ndarray, doc_chunks, mask: np.ndarray) -> tuple:
+    """The local terms that the marked documents hold and in how many of them each, from a term-major
+    segment's ``df`` and its posting ``doc`` column in chunks: one pass over the postings, no copy of them.
+
+    Parameters
+    ----------
+    df : integer array (n_terms,)
+        Each local term's postings, in the postings' order.
+    doc_chunks : sequence of int32 arrays
+        The posting ``doc`` column, in consecutive pieces (a Parquet read's chunks) summing to ``df.sum()``.
+    mask : bool array (n_docs,)
+        The marked documents.
+
+    Returns
+    -------
+    (int64 array, int64 array)
+        The local term ids ascending and, for each, the marked documents holding it.
+
+    Raises
+    ------
+    ValueError
+        Chunks whose lengths do not sum to ``df.sum()``, or a doc number outside ``[0, n_docs)`` (named with
+        its posting).
+    """
+    ends = np.cumsum(np.asarray(df, np.int64))
+    total = int(ends[-1]) if len(ends) else 0
+    if sum(len(c) for c in doc_chunks) != total:
+        raise ValueError(f"{sum(len(c) for c in doc_chunks)} postings, df sums to {total}")
+    counts = np.zeros(len(ends), np.int64)
+    mask = np.ascontiguousarray(mask, np.bool_)
+    first = 0
+    for c in doc_chunks:
+        c = np.ascontiguousarray(c, np.int32)
+        bad = _count_marked(c, first, ends, mask, counts) if len(c) else -1
+        if bad >= 0:
+            raise ValueError(f"posting {first + bad}: doc number {int(c[bad])} outside [0, {len(mask)})")
+        first += len(c)
+    local = np.flatnonzero(counts)
+    return local.astype(np.int64), counts[local]
+
+
+@numba.njit(nogil=True, cache=True)
+def _drop_docs(doc, tf, df, live, rank, out_doc, out_tf, out_df):  # pragma: no cover - numba
+    p = 0
+    k = 0
+    for t in range(len(df)):
+        c = 0
+        for _ in range(df[t]):
+            d = doc[p]
+            if live[d]:
+                out_doc[k] = rank[d]
+                out_tf[k] = tf[p]
+                k += 1
+                c += 1
+            p += 1
+        out_df[t] = c
+    return k
+
+
+def drop_docs(doc: np.ndarray, tf: np.ndarray, df: np.ndarray, live: np.ndarray) -> tuple:
+    """A term-major segment's postings without those of the documents not ``live``, the live documents
+    renumbered in order: one pass, no per-posting index arrays.
+
+    Parameters
+    ----------
+    doc, tf : integer arrays (n_postings,)
+        The postings' local doc numbers (in ``[0, len(live))``, checked by the segment's read) and tf.
+    df : integer array (n_terms,)
+        Each term's postings, summing to ``n_postings``.
+    live : bool array (n_docs,)
+
+    Returns
+    -------
+    (doc, tf, df)
+        int32 (kept,), ``tf``'s dtype (kept,), int64 (n_terms,): the kept postings, each term's count of them
+        (0: no live document holds it).
+
+    Raises
+    ------
+    ValueError
+        ``doc``, ``tf`` and ``df`` that disagree in length.
+    """
+    df = np.asarray(df, np.int64)
+    if len(doc) != len(tf) or int(df.sum()) != len(doc):
+        raise ValueError(f"drop_docs: {len(doc)} doc numbers, {len(tf)} tf and df summing to {int(df.sum())}")
+    live = np.ascontiguousarray(live, np.bool_)
+    rank = (np.cumsum(live, dtype=np.int64) - 1).astype(np.int32)
+    out_doc, out_tf, out_df = np.empty(len(doc), np.int32), np.empty(len(tf), tf.dtype), np.empty(len(df), np.int64)
+    k = _drop_docs(np.ascontiguousarray(doc), np.ascontiguousarray(tf), df, live, rank, out_doc, out_tf, out_df)
+    return out_doc[:k], out_tf[:k], out_df
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_term_ids(g_off, g_data, l_off, l_data, out):  # pragma: no cover - numba
+    lo = 0
+    n_g = len(g_off) - 1
+    for j in range(len(l_off) - 1):
+        a0, a1 = l_off[j], l_off[j + 1]
+        hi = n_g
+        while lo < hi:  # the first vocabulary term not below term j: after the one term j - 1 found
+            mid = (lo + hi) // 2
+            if _less(g_data, g_off[mid], g_off[mid + 1], l_data, a0, a1):
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < n_g and not _less(l_data, a0, a1, g_data, g_off[lo], g_off[lo + 1]):
+            out[j] = lo + 1
+        else:
+            out[j] = 0
+
+
 def _utf8_buffers(terms):
     """(int64 offsets (n + 1,), uint8 bytes) of a pyarrow string array (any offset width, sliced or not)."""
     import pyarrow as pa
@@ -109,7 +246,8 @@ def sorted_term_ids(vocab, terms) -> np.ndarray:
     """The global term id (``1 + position in vocab``) of each of ``terms``, 0 for a term not in ``vocab``.
 
     One merge pass over two arrays sorted by UTF-8 bytes (Arrow's order, the order segments and commits
-    keep their terms in): O(len(vocab) + len(terms)) byte comparisons, no hash table.
+    keep their terms in): O(len(vocab) + len(terms)) byte comparisons, no hash table; a few terms (a
+    deletion's) are binary-searched instead, O(len(terms) log len(vocab)).
 
     Parameters
     ----------
@@ -130,7 +268,9 @@ def sorted_term_ids(vocab, terms) -> np.ndarray:
     g_off, g_data = _utf8_buffers(vocab)
     l_off, l_data = _utf8_buffers(terms)
     out = np.empty(len(l_off) - 1, np.int32)
-    if len(out):
+    if len(out) * 32 < len(g_off) - 1:
+        _sparse_term_ids(g_off, g_data, l_off, l_data, out)
+    elif len(out):
         _sorted_term_ids(g_off, g_data, l_off, l_data, out)
     return out
 

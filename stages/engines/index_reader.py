@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,12 +59,16 @@ class SegmentReader:
         The live documents (renumbered in order) and their postings.
     deleted : numpy int64 array
         The deleted local doc numbers (as written, before renumbering), ascending.
+    derived : tuple or None
+        ``(earlier segment, bool mask of its terms kept)`` when derived in memory from an earlier reader's
+        segment with fewer deletions: a refresh takes its global term ids from the earlier ones.
     """
 
     name: str
     deletes: str | None
     segment: segments.Segment
     deleted: np.ndarray
+    derived: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def live_docs(self) -> np.ndarray:
@@ -88,7 +92,9 @@ def _read(path: Path, name: str, deletes_file, deleted: np.ndarray, earlier: Seg
     try:
         if earlier is not None and earlier.segment.doc is not None and np.isin(earlier.deleted, deleted).all():
             gone = np.setdiff1d(deleted, earlier.deleted)
-            seg = segments.live_segment(earlier.segment, np.searchsorted(earlier.live_docs, gone))
+            seg, held = segments.live_segment(earlier.segment, np.searchsorted(earlier.live_docs, gone),
+                                              with_held=True)
+            return SegmentReader(name, deletes_file, seg, deleted, (earlier.segment, held))
         else:
             seg = segments.read_segment(path / SEGMENTS_DIR / name, verify=False, postings=postings or len(deleted) > 0)
             seg = segments.live_segment(seg, deleted)
@@ -247,6 +253,7 @@ class _Earlier:
     ids: list  # the global term ids in it of each live segment it held too, else None
     df: np.ndarray  # its df (V + 1,)
     gone: list  # (segment, its term ids) of its segments that are not live now
+    derived: list = None  # the global term ids in it of each segment derived from one of its segments, else None
 
 
 def _earlier(previous: "IndexReader | None", readers: list) -> _Earlier | None:
@@ -258,7 +265,9 @@ def _earlier(previous: "IndexReader | None", readers: list) -> _Earlier | None:
     at = {id(r.segment): g for r, g in zip(previous.segments, previous.terms.term_ids)}
     kept = {id(r.segment) for r in readers}
     gone = [(r.segment, g) for r, g in zip(previous.segments, previous.terms.term_ids) if id(r.segment) not in kept]
-    return _Earlier(previous.terms.vocab, [at.get(id(r.segment)) for r in readers], previous.terms.df, gone)
+    derived = [at[id(r.derived[0])][r.derived[1]] if r.derived is not None and id(r.derived[0]) in at else None
+               for r in readers]  # a segment's terms kept by its live documents: its earlier ids, filtered
+    return _Earlier(previous.terms.vocab, [at.get(id(r.segment)) for r in readers], previous.terms.df, gone, derived)
 
 
 def _term_ids(vocab, segs: list, earlier: _Earlier | None, same: bool) -> list:
@@ -266,6 +275,8 @@ def _term_ids(vocab, segs: list, earlier: _Earlier | None, same: bool) -> list:
     its earlier ids, as they are when the vocabulary is the ``same``, else renumbered through one merge of the
     two vocabularies (:func:`sorted_term_ids`); the others are merged with ``vocab`` each."""
     old = earlier.ids if earlier is not None else [None] * len(segs)
+    derived = (earlier.derived or [None] * len(segs)) if earlier is not None else [None] * len(segs)
+    old = [g if g is not None else d for g, d in zip(old, derived)]
     ids = [None] * len(segs)
     if any(g is not None for g in old):
         if same:

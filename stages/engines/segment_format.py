@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cutext.kernels.postings import marked_term_counts
 from cutext.stages.runtime import artifacts as art
 
 KIND = "cutext.segment"
@@ -91,9 +92,9 @@ def _read_parquet(folder: Path, name: str, n_fields: int = 0, skip: tuple = ()) 
 def terms_of_docs(df: np.ndarray, doc: np.ndarray, docs: np.ndarray) -> tuple:
     """The local terms that the documents ``docs`` (a bool mask over the segment's documents) hold, and in how
     many of them each (the df those documents add), from a term-major segment's ``df`` and posting ``doc``
-    column: (int64 local term ids ascending, int64 counts)."""
-    return np.unique(np.searchsorted(np.cumsum(df, dtype=np.int64), np.flatnonzero(docs[doc]), side="right"),
-                     return_counts=True)
+    column (one array, or its chunks in a list): (int64 local term ids ascending, int64 counts); ValueError
+    for a doc number outside the mask (:func:`cutext.kernels.postings.marked_term_counts`)."""
+    return marked_term_counts(df, doc if isinstance(doc, list) else [doc], docs)
 
 
 def _head(folder: Path) -> tuple:
@@ -145,18 +146,26 @@ def deleted_postings(folder, gone) -> tuple:
     skip = ("source_id", *(f"length_{i}" for i in range(n_fields)))
     lengths = _read_parquet(folder, DOCS, n_fields, skip=skip).column("length").to_numpy()
     tt = _read_parquet(folder, TERMS)
-    doc = _doc_column(folder, n_fields)
+    doc = _doc_chunks(folder, n_fields)  # not concatenated: the count runs over the read's chunks
     df = tt.column("df").to_numpy()
-    if len(lengths) != n_docs or len(doc) != n_postings or int(df.sum(dtype=np.int64)) != n_postings:
-        raise art.ArtifactError(f"{folder}: {len(lengths)} documents, {len(doc)} postings and df summing to "
+    n_doc = sum(len(c) for c in doc)
+    if len(lengths) != n_docs or n_doc != n_postings or int(df.sum(dtype=np.int64)) != n_postings:
+        raise art.ArtifactError(f"{folder}: {len(lengths)} documents, {n_doc} postings and df summing to "
                                 f"{int(df.sum(dtype=np.int64))}; {MANIFEST} records {n_docs} and {n_postings}")
-    if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= n_docs):
-        raise art.ArtifactError(f"{folder / POSTINGS}: doc numbers outside [0, {n_docs})")
     mask = np.zeros(n_docs, bool)
     mask[gone] = True
-    local, counts = terms_of_docs(df, doc, mask)
+    try:  # the doc numbers' range is checked in the same pass
+        local, counts = terms_of_docs(df, doc, mask)
+    except ValueError as exc:
+        raise art.ArtifactError(f"{folder / POSTINGS}: doc numbers outside [0, {n_docs}) ({exc})") from None
     terms = tt.column("term").combine_chunks().take(pa.array(local))
     return terms, counts.astype(np.int64), lengths[gone].astype(np.int64)
+
+
+def _doc_chunks(folder: Path, n_fields: int) -> list:
+    """The ``doc`` column of a segment's postings alone (no tf read), as the read's int32 chunks."""
+    col = _read_parquet(folder, POSTINGS, n_fields, skip=("tf", *(f"tf_{i}" for i in range(n_fields)))).column("doc")
+    return [c.to_numpy() for c in col.chunks]
 
 
 def _doc_column(folder: Path, n_fields: int) -> np.ndarray:

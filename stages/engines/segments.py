@@ -62,7 +62,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cutext.kernels.postings import place_runs
+from cutext.kernels.postings import drop_docs, place_runs
 from cutext.stages.engines.segment_format import (  # noqa: F401  (names of the format, importable from here)
     _INT32_MAX,
     COLUMNS,
@@ -194,7 +194,7 @@ def _offsets(df: np.ndarray) -> np.ndarray:
     return out
 
 
-def live_segment(seg: Segment, deleted) -> Segment:
+def live_segment(seg: Segment, deleted, with_held: bool = False):
     """``seg`` without the documents ``deleted`` (local doc numbers): the segment a build of its other
     documents would have written (Lucene's live docs, applied): the remaining documents renumbered in
     order, their postings kept, the df recounted and the terms no remaining document holds dropped.
@@ -206,9 +206,12 @@ def live_segment(seg: Segment, deleted) -> Segment:
     deleted : integer array
         Local doc numbers in ``[0, n_docs)`` (any order, repeats allowed).
 
+    with_held : bool
+        Also return which of ``seg``'s terms the live segment keeps.
+
     Returns
     -------
-    Segment
+    Segment, or (Segment, bool array (seg.n_terms,)) with ``with_held``
         ``seg`` itself when nothing is deleted.
 
     Raises
@@ -218,21 +221,19 @@ def live_segment(seg: Segment, deleted) -> Segment:
     """
     deleted = np.unique(np.asarray(deleted, np.int64))
     if not len(deleted):
-        return seg
+        return (seg, np.ones(seg.n_terms, bool)) if with_held else seg
     if seg.doc is None:
         raise ValueError("live_segment needs the segment's postings")
     _check_in(deleted, 0, seg.n_docs - 1, "deleted doc")
     live = np.ones(seg.n_docs, bool)
     live[deleted] = False
-    rank = np.cumsum(live, dtype=np.int64) - 1  # new number of each remaining document
-    keep = live[seg.doc]
-    term_of = np.repeat(np.arange(seg.n_terms, dtype=np.int64), seg.df)[keep]
-    df = np.bincount(term_of, minlength=seg.n_terms).astype(np.int64)
+    doc, tf, df = drop_docs(seg.doc, seg.tf, seg.df, live)  # one pass: a refresh after a deletion renumbers
     held = df > 0
-    return Segment(seg.terms.filter(pa.array(held)), df[held], rank[seg.doc[keep]].astype(np.int32),
-                   seg.tf[keep], seg.lengths[live], seg.source_ids.filter(pa.array(live)), seg.path, seg.meta,
-                   seg.fields, None if seg.field_tf is None else seg.field_tf[:, keep],
-                   None if seg.field_lengths is None else seg.field_lengths[:, live])
+    field_tf = None if seg.field_tf is None else seg.field_tf[:, live[seg.doc]]
+    out = Segment(seg.terms.filter(pa.array(held)), df[held], doc, tf, seg.lengths[live],
+                  seg.source_ids.filter(pa.array(live)), seg.path, seg.meta, seg.fields, field_tf,
+                  None if seg.field_lengths is None else seg.field_lengths[:, live])
+    return (out, held) if with_held else out
 
 
 # ----------------------------------------------------------------------------- read

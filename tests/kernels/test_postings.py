@@ -69,6 +69,11 @@ def test_sorted_term_ids_finds_each_term_as_a_hash_lookup_does():
     assert (got == 0).sum() == len(extra)
     assert len(sorted_term_ids(vocab, pa.array([], pa.string()))) == 0
     np.testing.assert_array_equal(sorted_term_ids(vocab[5:9], vocab[5:9]), [1, 2, 3, 4])  # sliced arrays
+    few = pa.array(sorted(local.to_pylist()[::40] + extra.to_pylist() + ["", "\U0010ffff"], key=str.encode))
+    assert len(few) * 32 < len(vocab)  # the binary-searched path of a deletion's few terms
+    want = pc.index_in(few, value_set=vocab).to_numpy(zero_copy_only=False)
+    want = np.where(np.isnan(want.astype(float)), 0, np.nan_to_num(want.astype(float)) + 1).astype(np.int32)
+    np.testing.assert_array_equal(sorted_term_ids(vocab, few), want)
 
 
 @pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
@@ -103,3 +108,58 @@ def test_weights_of_the_csr_kernels_are_the_bits_of_the_numpy_formulas(variant):
     np.testing.assert_array_equal(data_out[7:].view(np.int32), want[sel].view(np.int32))
     with pytest.raises(ValueError, match="variant"):
         csr_weights(indptr, doc, tf, lengths, fn.idf_t, fn.avgdl, "bm99", 0.9, 0.4, 0.0)
+
+
+def test_marked_term_counts_over_chunks_count_what_the_whole_column_holds():
+    """The one-pass count over a Parquet read's chunks equals the marked postings' terms found by a search of
+    the cumulative df over the whole column, however the column is cut (a cut inside a term's run too)."""
+    from cutext.kernels.postings import marked_term_counts
+
+    rng = np.random.default_rng(11)
+    n_docs = 300
+    df = rng.integers(1, 40, 500)
+    df[rng.random(500) < 0.1] = 0  # a term without postings (a forged df) is skipped
+    doc = np.concatenate([np.sort(rng.choice(n_docs, d, replace=False)) for d in df]).astype(np.int32)
+    mask = np.zeros(n_docs, bool)
+    mask[rng.choice(n_docs, 9, replace=False)] = True
+    want = np.unique(np.searchsorted(np.cumsum(df), np.flatnonzero(mask[doc]), side="right"), return_counts=True)
+    for cuts in ([], [1], sorted(rng.choice(len(doc), 7, replace=False))):
+        local, counts = marked_term_counts(df, np.split(doc, cuts), mask)
+        np.testing.assert_array_equal(local, want[0])
+        np.testing.assert_array_equal(counts, want[1])
+    local, counts = marked_term_counts(df, [doc], np.zeros(n_docs, bool))
+    assert len(local) == len(counts) == 0
+
+
+def test_marked_term_counts_refuses_a_doc_outside_the_mask_and_a_short_column():
+    from cutext.kernels.postings import marked_term_counts
+
+    df = np.array([2, 3])
+    with pytest.raises(ValueError, match=r"posting 3: doc number 5 outside \[0, 5\)"):
+        marked_term_counts(df, [np.array([0, 1, 0], np.int32), np.array([5, 4], np.int32)], np.ones(5, bool))
+    with pytest.raises(ValueError, match=r"posting 0: doc number -1"):
+        marked_term_counts(df, [np.array([-1, 1, 0, 2, 4], np.int32)], np.zeros(5, bool))
+    with pytest.raises(ValueError, match="4 postings, df sums to 5"):
+        marked_term_counts(df, [np.array([0, 1, 0, 2], np.int32)], np.ones(5, bool))
+
+
+@pytest.mark.parametrize("tf_dtype", [np.int32, np.int64])
+def test_drop_docs_keeps_what_a_mask_over_the_postings_keeps(tf_dtype):
+    """The one-pass drop equals the postings a boolean mask keeps, the live documents renumbered in order and
+    each term's df recounted (0 where no live document holds it)."""
+    from cutext.kernels.postings import drop_docs
+
+    rng = np.random.default_rng(5)
+    n_docs = 200
+    df = rng.integers(0, 30, 300)
+    doc = np.concatenate([np.sort(rng.choice(n_docs, d, replace=False)) for d in df]).astype(np.int32)
+    tf = rng.integers(1, 9, len(doc)).astype(tf_dtype)
+    live = rng.random(n_docs) < 0.6
+    keep = live[doc]
+    got_doc, got_tf, got_df = drop_docs(doc, tf, df, live)
+    np.testing.assert_array_equal(got_doc, (np.cumsum(live) - 1)[doc[keep]])
+    np.testing.assert_array_equal(got_tf, tf[keep])
+    np.testing.assert_array_equal(got_df, np.bincount(np.repeat(np.arange(len(df)), df)[keep], minlength=len(df)))
+    assert got_doc.dtype == np.int32 and got_tf.dtype == tf_dtype and got_df.dtype == np.int64
+    with pytest.raises(ValueError, match="df summing to"):
+        drop_docs(doc[:-1], tf[:-1], df, live)

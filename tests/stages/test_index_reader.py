@@ -167,3 +167,34 @@ def test_a_reader_without_postings_reads_them_only_where_documents_are_deleted(t
     assert ca == cb and ma == mb
     assert ta.vocab.equals(tb.vocab) and ta.n_docs == tb.n_docs and ta.sum_dl == tb.sum_dl
     np.testing.assert_array_equal(ta.df, tb.df)
+
+
+@pytest.mark.parametrize("how", ["update", "delete"])  # an update keeps the vocabulary; 400 deletions drop terms
+def test_a_refresh_after_a_deletion_takes_the_changed_segments_term_ids_from_the_earlier_reader(tmp_path, pieces,
+                                                                                               monkeypatch, how):
+    """A segment with new deletions, derived in memory from the earlier reader's, gets its global term ids from
+    the earlier ones (its kept terms, renumbered when the vocabulary changed), not from a merge of its terms
+    with the whole vocabulary; the statistics are a fresh open's."""
+    from cutext.stages.engines import index_reader
+
+    ix = tmp_path / "ix"
+    pipelines.run("bm25", str(pieces[0]), out=str(ix), **KW)
+    pipelines.run("bm25", str(pieces[1]), out=str(ix), append=True, **KW)
+    reader = IndexReader.open(ix)
+    if how == "update":  # the same documents again: the older copies deleted in the append's commit
+        pipelines.run("bm25", str(pieces[0]), out=str(ix), append=True, on_duplicate="replace", merge_policy="none",
+                      **KW)
+    else:
+        index_commits.commit_deletion(ix, list(BM25Index.load(ix, backend="cpu").source_ids[:400]))
+    seen = []
+    real = index_reader.sorted_term_ids
+    monkeypatch.setattr(index_reader, "sorted_term_ids", lambda v, t: seen.append(t) or real(v, t))
+    fresh = reader.refresh()
+    assert fresh.terms.vocab.equals(reader.terms.vocab) == (how == "update")
+    changed = [r.segment.terms for r in fresh.segments if len(r.deleted)]
+    assert changed and not any(t is c for t in seen for c in changed)
+    want = IndexReader.open(ix)
+    assert fresh.terms.vocab.equals(want.terms.vocab)
+    np.testing.assert_array_equal(fresh.terms.df, want.terms.df)
+    for g, h in zip(fresh.terms.term_ids, want.terms.term_ids):
+        np.testing.assert_array_equal(g, h)

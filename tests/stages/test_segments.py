@@ -379,3 +379,27 @@ def test_device_inputs_write_the_same_segment(cacm, tmp_path):
     assert s.terms.equals(host["terms"])
     for name in ("df", "doc", "tf", "lengths"):
         np.testing.assert_array_equal(getattr(s, name), host[name], err_msg=name)
+
+
+def test_deleted_postings_count_the_deleted_documents_terms_and_refuse_a_doc_outside(cacm, tmp_path):
+    """A deletion's partial read (the doc column, the terms, the lengths) gives each term the deleted
+    documents hold, counted as the whole segment's postings count them; a doc number beyond the segment's
+    documents in the file is refused naming it."""
+    args = TestWriteRefuses._small(cacm)
+    seg.write_segment(tmp_path / "s", **args)
+    full = seg.read_segment(tmp_path / "s")
+    gone = np.array([0, 3, full.n_docs - 1])
+    terms, counts, lengths = seg.deleted_postings(tmp_path / "s", gone)
+    term_of = np.repeat(np.arange(full.n_terms), full.df)
+    held = np.isin(full.doc, gone)
+    want, n = np.unique(term_of[held], return_counts=True)
+    assert terms.to_pylist() == full.terms.take(pa.array(want)).to_pylist()
+    np.testing.assert_array_equal(counts, n)
+    np.testing.assert_array_equal(lengths, full.lengths[gone])
+    f = tmp_path / "s" / "postings.parquet"
+    table = pq.read_table(f)
+    doc = table.column("doc").to_numpy().copy()
+    doc[-1] = full.n_docs
+    pq.write_table(table.set_column(0, "doc", pa.array(doc, pa.int32())), f)
+    with pytest.raises(ArtifactError, match=r"postings\.parquet: doc numbers outside"):
+        seg.deleted_postings(tmp_path / "s", gone)
