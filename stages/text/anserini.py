@@ -27,7 +27,7 @@ No NFC: Lucene analyzes the characters as they come.
 
 A build splits with :func:`cutext.kernels.wordbreak.standard_token_bounds` (CUDA kernels over the same
 ``regex`` tables on the GPU, their numba twins on the CPU, equal to :func:`standard_tokens` token for token) and
-runs steps 2-3 on the distinct tokens (:func:`possessive_lower`; ``stages/text/tokenize.py``,
+runs steps 2-3 on the distinct tokens (:func:`possessive_lower`; ``stages/text/token_bytes.py``,
 ``split_anserini_host`` and ``split_anserini_gpu``); the ``regex`` split here is their reference, the split of
 queries, and the fallback where the kernels report text past their stack.
 """
@@ -150,11 +150,11 @@ def split_anserini(text, doc_id):
     Raises
     ------
     TypeError
-        A cudf column (its split is :func:`cutext.stages.text.tokenize.split_anserini_gpu`).
+        A cudf column (its split is :func:`cutext.stages.text.token_bytes.split_anserini_gpu`).
     """
     if type(text).__module__.split(".")[0] == "cudf":
         raise TypeError("split_anserini takes host text; a cudf column splits on the device "
-                        "(cutext.stages.text.tokenize.split_anserini_gpu)")
+                        "(cutext.stages.text.token_bytes.split_anserini_gpu)")
     values = text.to_pylist() if isinstance(text, (pa.Array, pa.ChunkedArray)) else text.tolist()
     tokens: list[str] = []
     counts = np.zeros(len(values), np.int64)

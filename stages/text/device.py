@@ -41,19 +41,16 @@ from cutext.stages.runtime.compute import StepClock
 from cutext.stages.text.anserini import possessive_lower
 from cutext.stages.text.count import run_lengths
 from cutext.stages.text.sort import sort_pairs
+from cutext.stages.text.token_bytes import cudf_string_buffers, gather_bytes, gather_strings, token_codes
 from cutext.stages.text.tokenize import (
     FINAL_SIGMA,
     LUCENE_PORTER,
     SIGMA,
     TokenizerConfig,
     _nfc_cpu,
-    cudf_string_buffers,
-    gather_bytes,
-    gather_strings,
     normalize_gpu,
     stem_array,
     stem_words,
-    token_codes,
 )
 
 log = logging.getLogger(__name__)
@@ -185,7 +182,7 @@ def _term_map(data, starts, ends, code_hash, cfg: TokenizerConfig):
     starts, ends : int64 arrays (U,), same library
         The distinct tokens' bytes, ``data[starts[k]:ends[k]]``.
     code_hash : uint64 array (U,), same library, increasing
-        Their hashes (:func:`cutext.stages.text.tokenize.token_codes`).
+        Their hashes (:func:`cutext.stages.text.token_bytes.token_codes`).
     cfg : TokenizerConfig
 
     Returns

@@ -28,7 +28,7 @@ from cutext.kernels.wordsplit import VocabHash, lookup_words, segment_sum, word_
 from cutext.stages.readers.base import BOM, CorpusError, _is_utf8, _read_errors
 from cutext.stages.readers.device import _local_plain, _piece_range, piece_bytes, piece_device_bytes
 from cutext.stages.readers.pread import READ_CHUNK, READ_THREADS, _pread_chunk
-from cutext.stages.text.tokenize import cudf_string_buffers
+from cutext.stages.text.token_bytes import cudf_string_buffers
 
 # threads and bytes a read of :func:`count_lines_rows` (it runs beside a worker's scoring); "numpy" counts with
 # ``count_nonzero(buf == 10)`` (a temporary and two calls that take the GIL a chunk) instead of the numba kernel

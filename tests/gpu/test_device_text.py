@@ -22,7 +22,7 @@ from cutext.stages.readers import device as GR
 from cutext.stages.readers import pread
 from cutext.stages.readers.files import plan, read_piece
 from cutext.stages.text import device as GT
-from cutext.stages.text import tokenize as TZ
+from cutext.stages.text import token_bytes as TB
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.text.tokenize import TokenizerConfig
 
@@ -131,7 +131,7 @@ def test_scan_partition_gpu_falls_back_on_a_collision(monkeypatch):
 
     text = pd.Series(["ab cd ab", "cd xy", ""], dtype=pd.StringDtype("pyarrow"))
     want = tokenize_partition_scan(pd.DataFrame({"text": text}), CONFIGS["plain"])
-    monkeypatch.setattr(TZ, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
+    monkeypatch.setattr(TB, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
     assert GT.scan_partition(to_cudf(text), CONFIGS["plain"]) is None
     got = tokenize_partition_scan(cudf.DataFrame({"text": to_cudf(text)}), CONFIGS["plain"])
     pd.testing.assert_frame_equal(_triples(want.uniq, want.code, want.pos, want.tf),

@@ -17,7 +17,7 @@ from cutext.kernels.backend import to_cudf, to_host
 from cutext.kernels.tokenize import arrow_buffers
 from cutext.pipelines import datasets
 from cutext.stages.text import device as GT
-from cutext.stages.text import tokenize as TZ
+from cutext.stages.text import token_bytes as TB
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.text.tokenize import TokenizerConfig, tokenize_partition
 
@@ -93,9 +93,9 @@ def test_fallbacks_equal_cpu_analyzer(monkeypatch):
         with monkeypatch.context() as m:
             if case == "reported":
                 m.setattr(GT, "standard_token_bounds", lambda d, o: None)
-                m.setattr(TZ, "standard_token_bounds", lambda d, o: None)
+                m.setattr(TB, "standard_token_bounds", lambda d, o: None)
             else:  # tokens of one length share a hash
-                m.setattr(TZ, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
+                m.setattr(TB, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))
             assert GT.scan_partition(gdf["text"], ANSERINI) is None
             got = tokenize_partition(gdf, ANSERINI).to_pandas()
             assert got["token"].astype(str).tolist() == want["token"].astype(str).tolist(), case

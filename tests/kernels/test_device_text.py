@@ -24,7 +24,7 @@ from cutext.stages.readers import pread
 from cutext.stages.readers.base import _lines_table
 from cutext.stages.readers.files import _valid_utf8 as python_valid_utf8
 from cutext.stages.text import device as GT
-from cutext.stages.text import tokenize as TZ
+from cutext.stages.text import token_bytes as TB
 from cutext.stages.text.partitions import tokenize_partition_scan
 from cutext.stages.text.tokenize import TokenizerConfig
 
@@ -281,7 +281,7 @@ def test_a_token_colliding_with_a_cached_one_falls_back(monkeypatch, new):
     scan reports it, so the caller takes the exact string path."""
     cfg = CONFIGS["lucene+porter"]
     monkeypatch.setattr(GT, "_term_cache", {})
-    _colliding(monkeypatch, TZ, {new: b"cats"})
+    _colliding(monkeypatch, TB, {new: b"cats"})
     first = _pack([b"cats sat", b"on cats"])
     assert GT.scan_arrays(*first, cfg) is not None
     assert GT.scan_arrays(*_pack([b"the " + new + b" sat", b"x"]), cfg) is None
@@ -335,7 +335,7 @@ def test_a_hash_collision_is_detected(monkeypatch):
     """Different tokens with one hash must not be merged: the scan reports it (the caller falls
     back to the exact string path); equal hashes of equal tokens pass."""
     data, offsets = _pack([b"ab cd ab", b"cd"])
-    monkeypatch.setattr(TZ, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
+    monkeypatch.setattr(TB, "hash_tokens", lambda d, s, e: (e - s).astype(np.uint64))  # ab and cd collide
     assert GT.scan_arrays(data, offsets, CONFIGS["plain"]) is None
     data, offsets = _pack([b"ab xyz ab", b"xyz"])  # lengths differ: no collision
     uniq, code, pos, tf, lengths = GT.scan_arrays(data, offsets, CONFIGS["plain"])

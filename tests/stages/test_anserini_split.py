@@ -7,6 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from cutext.stages.text import token_bytes as B
 from cutext.stages.text import tokenize as T
 from cutext.stages.text.anserini import split_anserini
 from cutext.stages.text.tokenizer_config import TokenizerConfig
@@ -31,7 +32,7 @@ def test_host_split_equals_the_regex_split(kind):
     ids = np.arange(7, 7 + len(texts), dtype=np.int64)
     col = {"series": pd.Series(texts, dtype=object), "arrow": pa.array(texts, pa.string()),
            "chunked": pa.chunked_array([pa.array(texts[:50]), pa.array(texts[50:])])}[kind]
-    got, got_ids = T.split_anserini_host(col, ids)
+    got, got_ids = B.split_anserini_host(col, ids)
     want, want_ids = split_anserini(col, ids)
     assert got.tolist() == want.tolist()
     np.testing.assert_array_equal(got_ids, want_ids)
@@ -41,10 +42,10 @@ def test_host_split_falls_back_to_the_regex_split_when_the_kernels_report(monkey
     texts = HOSTILE[:20]
     ids = np.arange(len(texts), dtype=np.int64)
     want = split_anserini(pd.Series(texts), ids)[0].tolist()
-    monkeypatch.setattr(T, "standard_token_bounds", lambda data, offsets: None)  # a segment past the stack
-    assert T.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
-    monkeypatch.setattr(T, "token_codes", lambda data, starts, ends: None)  # a hash collision
-    assert T.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
+    monkeypatch.setattr(B, "standard_token_bounds", lambda data, offsets: None)  # a segment past the stack
+    assert B.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
+    monkeypatch.setattr(B, "token_codes", lambda data, starts, ends: None)  # a hash collision
+    assert B.split_anserini_host(pd.Series(texts), ids)[0].tolist() == want
 
 
 def test_partition_codes_equal_the_partitions_tokens():
@@ -72,8 +73,8 @@ def test_host_token_codes_number_tokens_by_their_bytes(monkeypatch):
     data, offsets = arrow_buffers(arr)
     starts = np.array([0, 2, 4, 6, 10, 12, 15, 19], np.int64)
     ends = starts + np.array([len(w) for w in words], np.int64)
-    codes, rep = T.token_codes(data, starts, ends)
+    codes, rep = B.token_codes(data, starts, ends)
     assert [words[i] for i in rep[codes]] == words and len(rep) == 4
     assert list(rep) == [0, 1, 3, 5]  # the first token of each code
-    monkeypatch.setattr(T, "hash_tokens", lambda d, s, e: np.zeros(len(s), np.uint64))  # every hash collides
-    assert T.token_codes(data, starts, ends) is None
+    monkeypatch.setattr(B, "hash_tokens", lambda d, s, e: np.zeros(len(s), np.uint64))  # every hash collides
+    assert B.token_codes(data, starts, ends) is None
