@@ -124,21 +124,29 @@ def _heap_drain(q, hs, hd, m, out_doc, out_score, out_n):
 
 
 @numba.njit(nogil=True, cache=True)
+def _add_track(acc, b0, doc, w, qw, touched, nt):  # pragma: no cover - numba
+    """``acc[b0 + doc[i]] += qw * w[i]``, the documents that became nonzero appended to ``touched`` from ``nt``
+    (a term's postings: the loop of every CPU engine).  Returns the new ``nt``."""
+    for i in range(len(doc)):
+        d = b0 + doc[i]
+        old = acc[d]
+        nw = old + qw * w[i]
+        acc[d] = nw
+        if old == 0 and nw != 0:
+            touched[nt] = d
+            nt += 1
+    return nt
+
+
+@numba.njit(nogil=True, cache=True)
 def _score_one(q, indptr, indices, data, q_ptr, q_terms, q_w, acc, touched):
     """Term-at-a-time accumulation of query ``q`` into ``acc``; the documents that became nonzero go to
     ``touched``.  Returns how many."""
     nt = 0
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
-        w = q_w[j]
-        for p in range(indptr[t], indptr[t + 1]):
-            d = indices[p]
-            old = acc[d]
-            nw = old + w * data[p]
-            acc[d] = nw
-            if old == 0 and nw != 0:
-                touched[nt] = d
-                nt += 1
+        a, e = indptr[t], indptr[t + 1]
+        nt = _add_track(acc, 0, indices[a:e], data[a:e], q_w[j], touched, nt)
     return nt
 
 

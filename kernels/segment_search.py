@@ -36,6 +36,7 @@ from cutext.kernels.backend import numba_threads
 from cutext.kernels.postings import WEIGHT_VARIANTS, _weight_setup, tf_part_kd
 from cutext.kernels.search import (
     DENSE_RATIO,
+    _add_track,
     _as_query_csr,
     _check_k,
     _chunk_buffers,
@@ -166,21 +167,6 @@ def _add(acc, doc, w, qw):  # pragma: no cover - numba
     for i in range(len(doc)):
         d = doc[i]
         acc[d] = acc[d] + qw * w[i]
-
-
-@numba.njit(nogil=True, cache=True)
-def _add_track(acc, b0, doc, w, qw, touched, nt):  # pragma: no cover - numba
-    """``acc[b0 + doc[i]] += qw * w[i]``, the documents that became nonzero appended to ``touched`` from ``nt``
-    (kernels.search._score_one's loop).  Returns the new ``nt``."""
-    for i in range(len(doc)):
-        d = b0 + doc[i]
-        old = acc[d]
-        nw = old + qw * w[i]
-        acc[d] = nw
-        if old == 0 and nw != 0:
-            touched[nt] = d
-            nt += 1
-    return nt
 
 
 @numba.njit(nogil=True, cache=True)
