@@ -169,9 +169,11 @@ def _doc_chunks(folder: Path, n_fields: int) -> list:
 
 
 def _doc_column(folder: Path, n_fields: int) -> np.ndarray:
-    """The ``doc`` column of a segment's postings alone (no tf read)."""
-    return _read_parquet(folder, POSTINGS, n_fields,
-                         skip=("tf", *(f"tf_{i}" for i in range(n_fields)))).column("doc").to_numpy()
+    """The ``doc`` column of a segment's postings alone (no tf read), as one array."""
+    chunks = _doc_chunks(folder, n_fields)
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
 
 
 def postings_doc(folder, n_postings: int, n_docs: int) -> np.ndarray:
